@@ -1,0 +1,60 @@
+"""The exceptions mirrorflow raises.
+
+Every error a user can cause or meet names what is wrong and where (config key, cluster alias,
+topic, partition, offset). Callers catch `MirrorflowError`; the CLI turns it into one line on
+stderr and a non-zero exit. Messages never contain secret values.
+"""
+from __future__ import annotations
+
+
+class MirrorflowError(Exception):
+    """Base class: an error with a message fit to show a user as is."""
+
+    exit_code = 1
+
+
+class ConfigError(MirrorflowError):
+    """The configuration is malformed or inconsistent.
+
+    `problems` holds every problem found, each as (key, message), so `config validate` can
+    report all of them at once instead of the first.
+    """
+
+    exit_code = 2
+
+    def __init__(self, problems: list[tuple[str, str]] | str, source: str | None = None):
+        if isinstance(problems, str):
+            problems = [("", problems)]
+        self.problems = problems
+        self.source = source
+        where = f"{source}: " if source else ""
+        lines = [f"{where}{key}: {msg}" if key else f"{where}{msg}" for key, msg in problems]
+        super().__init__("\n".join(lines))
+
+
+class DevClusterError(MirrorflowError):
+    """The local development clusters could not be set up, started or stopped."""
+
+
+class ClusterError(MirrorflowError):
+    """A Kafka cluster could not be used: unreachable, wrong credentials, not authorized."""
+
+    def __init__(self, alias: str, message: str):
+        self.alias = alias
+        super().__init__(f"cluster {alias!r}: {message}")
+
+
+class TopicError(MirrorflowError):
+    """A topic is missing, too small or otherwise unusable for the requested operation."""
+
+
+class RecordTooLargeError(MirrorflowError):
+    """A source record is larger than the target accepts; nothing past it was marked done."""
+
+
+class FencedError(MirrorflowError):
+    """Another attempt owns this source partition now (its producer fenced ours)."""
+
+
+class StateError(MirrorflowError):
+    """The replication state on the target is missing, unreadable or inconsistent."""

@@ -1,0 +1,132 @@
+"""The foundation works on real brokers: topics, records, groups, ACLs, and the dev CLI."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import (AclBinding, AclBindingFilter, AclOperation, AclPermissionType,
+                                   ConfigResource, ResourcePatternType, ResourceType)
+
+from mirrorflow.dev.cluster import free_port
+from tests.support import admin, consume_all, create_topic, produce
+
+pytestmark = pytest.mark.integration
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def test_topic_configs_records_and_group_offsets(source, topic_name):
+    create_topic(source, topic_name, partitions=2,
+                 config={"cleanup.policy": "delete", "retention.ms": "3600000"})
+    res = ConfigResource(ResourceType.TOPIC, topic_name)
+    a = admin(source)  # keep the client alive until its futures resolve
+    configs = a.describe_configs([res])[res].result(10)
+    assert configs["cleanup.policy"].value == "delete"
+    assert configs["retention.ms"].value == "3600000"
+
+    records = [
+        {"partition": 0, "key": b"k0", "value": b"v0", "headers": [("h", b"1"), ("h", b"2")], "timestamp": 1_700_000_000_000},
+        {"partition": 1, "key": b"k1", "value": None, "headers": [("empty", None)], "timestamp": 1_700_000_000_001},
+        {"partition": 1, "key": None, "value": b"x" * 1000, "timestamp": 1_700_000_000_002},
+    ]
+    produce(source, topic_name, records)
+    got = consume_all(source, topic_name)
+    assert [(r.partition, r.offset, r.key, r.value, r.headers, r.timestamp) for r in got] == [
+        (0, 0, b"k0", b"v0", (("h", b"1"), ("h", b"2")), 1_700_000_000_000),
+        (1, 0, b"k1", None, (("empty", None),), 1_700_000_000_001),
+        (1, 1, None, b"x" * 1000, (), 1_700_000_000_002),
+    ]
+
+    group = f"g-{topic_name}"
+    c = Consumer({**source.client_config(), "group.id": group, "enable.auto.commit": False})
+    c.commit(offsets=[TopicPartition(topic_name, 1, 2, "meta")], asynchronous=False)
+    c.close()
+    from confluent_kafka import ConsumerGroupTopicPartitions
+    fut = a.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)])[group]
+    offsets = {(tp.topic, tp.partition): (tp.offset, tp.metadata) for tp in fut.result(10).topic_partitions}
+    assert offsets == {(topic_name, 1): (2, "meta")}
+
+
+def test_sasl_cluster_enforces_acls(sasl_cluster, topic_name):
+    create_topic(sasl_cluster, topic_name)
+    # alice has no ACL: her produce is refused
+    p = Producer({**sasl_cluster.client_config("alice"), "message.timeout.ms": 10000})
+    errors = []
+    p.produce(topic_name, b"x", on_delivery=lambda err, msg: errors.append(err))
+    p.flush(15)
+    assert errors and errors[0] is not None and errors[0].name() == "TOPIC_AUTHORIZATION_FAILED"
+
+    # a wrong password is refused at authentication
+    bad = {**sasl_cluster.client_config("alice"), "sasl.password": "wrong"}
+    from confluent_kafka.admin import AdminClient
+    with pytest.raises(KafkaException) as exc:
+        AdminClient(bad).list_topics(timeout=5)
+    assert "Authentication" in str(exc.value) or "AUTHENTICATION" in str(exc.value) or "_TRANSPORT" in str(exc.value)
+
+    acl = AclBinding(ResourceType.TOPIC, topic_name, ResourcePatternType.LITERAL, "User:alice", "*",
+                     AclOperation.WRITE, AclPermissionType.ALLOW)
+    a = admin(sasl_cluster)
+    a.create_acls([acl])[acl].result(10)
+    flt = AclBindingFilter(ResourceType.TOPIC, topic_name, ResourcePatternType.ANY, None, None,
+                           AclOperation.ANY, AclPermissionType.ANY)
+    found = a.describe_acls(flt).result(10)
+    assert [(b.principal, b.operation, b.permission_type) for b in found] == [
+        ("User:alice", AclOperation.WRITE, AclPermissionType.ALLOW)]
+
+    # with the ACL in place alice may write
+    p = Producer(sasl_cluster.client_config("alice"))
+    errors.clear()
+    p.produce(topic_name, b"y", on_delivery=lambda err, msg: errors.append(err))
+    p.flush(15)
+    assert errors == [None]
+
+
+def _cli(args, env):
+    return subprocess.run([sys.executable, "-m", "mirrorflow.cli", *args], capture_output=True, text=True,
+                          env=env, cwd=ROOT, timeout=300)
+
+
+def test_dev_cli_up_status_down_twice_without_maven(tmp_path):
+    pa, pb = free_port(), free_port()
+    cfg = tmp_path / "mf.yaml"
+    cfg.write_text(f"clusters:\n  A: {{bootstrap.servers: '127.0.0.1:{pa}'}}\n  B: {{bootstrap.servers: '127.0.0.1:{pb}'}}\n")
+    env = {**os.environ, "MIRRORFLOW_DEV_HOME": str(tmp_path / "dev"), "MIRRORFLOW_CONFIG": str(cfg),
+           "PYTHONPATH": os.path.join(ROOT, "include")}
+    for round_ in range(2):
+        if round_ == 1:  # the jars are cached: a second run must not call Maven (so needs no network)
+            trap = tmp_path / "bin"
+            trap.mkdir()
+            (trap / "mvn").write_text("#!/bin/sh\necho 'mvn must not run' >&2\nexit 3\n")
+            (trap / "mvn").chmod(0o755)
+            env["PATH"] = f"{trap}:{env['PATH']}"
+        up = _cli(["dev", "up", "--sasl", "B"], env)
+        assert up.returncode == 0, up.stderr
+        assert f"A: 127.0.0.1:{pa}" in up.stdout and f"B: 127.0.0.1:{pb}" in up.stdout
+        status = json.loads(_cli(["dev", "status", "--json"], env).stdout)
+        assert status["A"]["running"] and status["B"]["running"]
+        assert status["B"]["sasl"] and set(status["B"]["users"]) == {"admin", "alice", "bob"}
+        pids = [status["A"]["pid"], status["B"]["pid"]]
+        down = _cli(["dev", "down"], env)
+        assert down.returncode == 0 and "stopped: A, B" in down.stdout
+        for pid in pids:
+            assert not os.path.exists(f"/proc/{pid}") or open(f"/proc/{pid}/stat").read().split(") ")[1][0] == "Z"
+
+
+def test_dev_cli_port_in_use_is_one_clear_error(tmp_path):
+    import socket
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    s.listen()
+    port = s.getsockname()[1]
+    cfg = tmp_path / "mf.yaml"
+    cfg.write_text(f"clusters:\n  A: {{bootstrap.servers: '127.0.0.1:{port}'}}\n")
+    env = {**os.environ, "MIRRORFLOW_DEV_HOME": str(tmp_path / "dev"), "MIRRORFLOW_CONFIG": str(cfg),
+           "PYTHONPATH": os.path.join(ROOT, "include")}
+    r = _cli(["dev", "up"], env)
+    s.close()
+    assert r.returncode != 0
+    assert r.stderr.strip() == f"mirrorflow: error: port {port} for cluster A is already in use on 127.0.0.1 " \
+                               "(another Kafka or program holds it; stop it or pick other ports)"

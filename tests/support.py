@@ -1,0 +1,105 @@
+"""Small helpers tests use to put records into and read records out of real clusters."""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from mirrorflow.dev.cluster import DevCluster
+
+
+@dataclass(frozen=True)
+class Rec:
+    """A record as tests compare it: everything a faithful copy must preserve."""
+
+    partition: int
+    offset: int
+    key: bytes | None
+    value: bytes | None
+    headers: tuple[tuple[str, bytes | None], ...]
+    timestamp: int
+
+    def content(self) -> tuple:
+        """What must be equal on source and target (offsets may differ)."""
+        return (self.partition, self.key, self.value, self.headers, self.timestamp)
+
+
+def admin(cluster: DevCluster, user: str = "admin") -> AdminClient:
+    return AdminClient(cluster.client_config(user))
+
+
+def create_topic(cluster: DevCluster, name: str, partitions: int = 1, config: dict[str, str] | None = None) -> None:
+    a = admin(cluster)  # keep the client alive until its futures resolve
+    a.create_topics([NewTopic(name, partitions, 1, config=config or {})])[name].result(30)
+    wait_for_topic(cluster, name, partitions)
+
+
+def wait_for_topic(cluster: DevCluster, name: str, partitions: int | None = None, timeout: float = 30) -> None:
+    a = admin(cluster)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        md = a.list_topics(name, timeout=5).topics.get(name)
+        if md and not md.error and (partitions is None or len(md.partitions) >= partitions):
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"topic {name} did not appear on {cluster.alias}")
+
+
+def producer(cluster: DevCluster, **extra: str) -> Producer:
+    return Producer({**cluster.client_config(), "linger.ms": 5, "message.max.bytes": 20_000_000, **extra})
+
+
+def produce(cluster: DevCluster, topic: str, records: list[dict], **extra: str) -> None:
+    """records: dicts with partition, key, value, headers (list of (k, v)), timestamp (ms)."""
+    p = producer(cluster, **extra)
+    errors: list[str] = []
+
+    def on_delivery(err, msg):
+        if err:
+            errors.append(str(err))
+
+    for r in records:
+        kwargs = {k: r[k] for k in ("partition", "key", "value", "headers", "timestamp") if r.get(k) is not None}
+        if "value" in r and r["value"] is None:
+            kwargs["value"] = None
+        p.produce(topic, on_delivery=on_delivery, **kwargs)
+        p.poll(0)
+    assert p.flush(60) == 0
+    assert not errors, errors
+
+
+def consume_all(cluster: DevCluster, topic: str, partitions: list[int] | None = None,
+                isolation: str = "read_committed", timeout: float = 30, user: str = "admin") -> list[Rec]:
+    """Every record of `topic` (up to the current end), ordered by partition then offset."""
+    a = admin(cluster, user)
+    md = a.list_topics(topic, timeout=10).topics[topic]
+    if md.error:
+        raise KafkaException(md.error)
+    parts = sorted(partitions if partitions is not None else md.partitions)
+    c = Consumer({**cluster.client_config(user), "group.id": "mirrorflow-tests-reader", "enable.auto.commit": False,
+                  "isolation.level": isolation, "enable.partition.eof": True, "auto.offset.reset": "earliest"})
+    ends = {}
+    for p in parts:
+        lo, hi = c.get_watermark_offsets(TopicPartition(topic, p), timeout=10)
+        ends[p] = hi
+    todo = {p for p in parts if ends[p] > 0}
+    c.assign([TopicPartition(topic, p, 0) for p in todo])
+    out: list[Rec] = []
+    deadline = time.monotonic() + timeout
+    while todo and time.monotonic() < deadline:
+        for m in c.consume(1000, timeout=0.5):
+            if m.error():
+                if m.error().code() == -191:  # _PARTITION_EOF
+                    if m.offset() >= ends[m.partition()]:
+                        todo.discard(m.partition())
+                    continue
+                raise KafkaException(m.error())
+            out.append(Rec(m.partition(), m.offset(), m.key(), m.value(),
+                           tuple((k, v) for k, v in (m.headers() or [])), m.timestamp()[1]))
+            if m.offset() + 1 >= ends[m.partition()]:
+                todo.discard(m.partition())
+    c.close()
+    assert not todo, f"timed out reading {topic} partitions {sorted(todo)} on {cluster.alias}"
+    return sorted(out, key=lambda r: (r.partition, r.offset))
