@@ -96,3 +96,12 @@ def unique(request):
     """unique('orders') -> a name unique to this test, for tests that need several."""
     tag = uuid.uuid4().hex[:6]
     return lambda name: f"{name}-{tag}"
+
+
+@pytest.fixture(scope="session")
+def airflow_db():
+    """A fresh Airflow metadata DB (SQLite in the session's AIRFLOW_HOME)."""
+    from airflow.utils import db
+
+    db.resetdb(skip_init=False)
+    yield

@@ -103,3 +103,28 @@ def consume_all(cluster: DevCluster, topic: str, partitions: list[int] | None = 
     c.close()
     assert not todo, f"timed out reading {topic} partitions {sorted(todo)} on {cluster.alias}"
     return sorted(out, key=lambda r: (r.partition, r.offset))
+
+
+def write_config(path, clusters: dict[str, DevCluster], flows: dict[str, dict], defaults: dict | None = None,
+                 spark_master: str = "local[2]"):
+    """Write a mirrorflow YAML for test clusters and return the loaded Config.
+
+    SASL passwords are written as ${env:...} references (and set in os.environ), as a user would.
+    """
+    import os
+
+    import yaml
+
+    from mirrorflow import config as config_mod
+
+    raw_clusters = {}
+    for alias, c in clusters.items():
+        conf = dict(c.client_config())
+        if "sasl.password" in conf:
+            var = f"MIRRORFLOW_TEST_{alias}_PASSWORD"
+            os.environ[var] = conf["sasl.password"]
+            conf["sasl.password"] = "${env:%s}" % var
+        raw_clusters[alias] = conf
+    raw = {"clusters": raw_clusters, "defaults": defaults or {}, "flows": flows, "spark": {"master": spark_master}}
+    path.write_text(yaml.safe_dump(raw, sort_keys=False))
+    return config_mod.load(path)

@@ -1,0 +1,1 @@
+"""Airflow adapters for mirrorflow: hooks, operators and DAG builders. Thin: logic is in `mirrorflow`."""
