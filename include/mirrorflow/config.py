@@ -17,9 +17,11 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import functools
 import os
 import re
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any, Callable
 
@@ -64,6 +66,58 @@ def _str(v: Any) -> str:
     return "" if v is None else str(v).strip()
 
 
+def _positive_int(v: Any) -> int:
+    n = _int(v)
+    if n < 1:
+        raise ValueError(f"expected a positive integer, got {v!r}")
+    return n
+
+
+def _replication_factor(v: Any) -> int:
+    n = _int(v)
+    if n != -1 and n < 1:
+        raise ValueError(f"expected -1 (the target broker's default) or a positive integer, got {v!r}")
+    return n
+
+
+def _one_of(*choices: str) -> Callable[[Any], str]:
+    def parse(v: Any) -> str:
+        s = _str(v)
+        if s not in choices:
+            raise ValueError(f"expected one of {', '.join(choices)}, got {v!r}")
+        return s
+    return parse
+
+
+def _separator(v: Any) -> str:
+    """replication.policy.separator: taken literally (no trimming); it may not be empty."""
+    s = "" if v is None else str(v)
+    if s == "":
+        raise ValueError("the separator may not be empty")
+    return s
+
+
+def _policy_class(v: Any) -> str:
+    from .policy import POLICY_CLASSES
+
+    s = _str(v)
+    if s not in POLICY_CLASSES:
+        raise ValueError(f"unknown replication policy {s!r} (use DefaultReplicationPolicy or IdentityReplicationPolicy)"
+                         + did_you_mean(s, [k for k in POLICY_CLASSES if "." not in k]))
+    return s
+
+
+def _initial_position(v: Any) -> str:
+    s = _str(v)
+    if s in ("earliest", "latest") or s.isdigit():
+        return s
+    try:
+        datetime.fromisoformat(s)
+    except ValueError:
+        raise ValueError(f"expected earliest, latest, or a timestamp (ms since epoch or ISO-8601), got {v!r}") from None
+    return s
+
+
 @dataclass(frozen=True)
 class Prop:
     default: Any
@@ -89,33 +143,33 @@ FLOW_PROPERTIES: dict[str, Prop] = {
     "groups": Prop([".*"], _list),
     "groups.exclude": Prop(["console-consumer-.*", "connect-.*", "__.*"], _list),
     "config.properties.exclude": Prop(DEFAULT_CONFIG_EXCLUDE, _list),
-    "use.defaults.from": Prop("target", _str),
-    "replication.policy.class": Prop("DefaultReplicationPolicy", _str),
-    "replication.policy.separator": Prop(".", _str),
+    "use.defaults.from": Prop("target", _one_of("target", "source")),
+    "replication.policy.class": Prop("DefaultReplicationPolicy", lambda v: _policy_class(v)),
+    "replication.policy.separator": Prop(".", _separator),
     "replication.policy.internal.topic.separator.enabled": Prop(True, _bool),
     # -1: the target broker's default.replication.factor (KIP-464); MM2's default is 2.
-    "replication.factor": Prop(-1, _int),
+    "replication.factor": Prop(-1, _replication_factor),
     "heartbeats.replication.enabled": Prop(True, _bool),
     "refresh.topics.enabled": Prop(True, _bool),
-    "refresh.topics.interval.seconds": Prop(600, _int),
+    "refresh.topics.interval.seconds": Prop(600, _positive_int),
     "sync.topic.configs.enabled": Prop(True, _bool),
-    "sync.topic.configs.interval.seconds": Prop(600, _int),
+    "sync.topic.configs.interval.seconds": Prop(600, _positive_int),
     "sync.topic.acls.enabled": Prop(True, _bool),
-    "sync.topic.acls.interval.seconds": Prop(600, _int),
+    "sync.topic.acls.interval.seconds": Prop(600, _positive_int),
     "refresh.groups.enabled": Prop(True, _bool),
-    "refresh.groups.interval.seconds": Prop(600, _int),
+    "refresh.groups.interval.seconds": Prop(600, _positive_int),
     "emit.checkpoints.enabled": Prop(True, _bool),
-    "emit.checkpoints.interval.seconds": Prop(60, _int),
+    "emit.checkpoints.interval.seconds": Prop(60, _positive_int),
     "sync.group.offsets.enabled": Prop(False, _bool),
-    "sync.group.offsets.interval.seconds": Prop(60, _int),
+    "sync.group.offsets.interval.seconds": Prop(60, _positive_int),
     "emit.heartbeats.enabled": Prop(True, _bool),
-    "emit.heartbeats.interval.seconds": Prop(1, _int),
-    "admin.timeout.ms": Prop(60000, _int),
+    "emit.heartbeats.interval.seconds": Prop(1, _positive_int),
+    "admin.timeout.ms": Prop(60000, _positive_int),
     "consumer.poll.timeout.ms": Prop(1000, _int),
-    "tasks.max": Prop(4, _int, doc="parallelism: at most this many copy units per wave"),
+    "tasks.max": Prop(4, _positive_int, doc="parallelism: at most this many copy units per wave"),
     # mirrorflow's own properties
     "exactly.once": Prop(True, _bool, mm2=False, doc="transactional copy (false: idempotent, at-least-once)"),
-    "initial.position": Prop("earliest", _str, mm2=False,
+    "initial.position": Prop("earliest", _initial_position, mm2=False,
                              doc="earliest | latest | a timestamp (ms since epoch or ISO-8601)"),
     "schedule": Prop("*/5 * * * *", _str, mm2=False, doc="cron for the replicate DAG"),
     "unit.max.records": Prop(5_000_000, _int, mm2=False),
@@ -123,7 +177,7 @@ FLOW_PROPERTIES: dict[str, Prop] = {
     "transaction.max.records": Prop(20_000, _int, mm2=False),
     "transaction.max.bytes": Prop(32 * 1024**2, _int, mm2=False),
     "state.topic.partitions": Prop(16, _int, mm2=False),
-    "state.topic.replication.factor": Prop(-1, _int, mm2=False),
+    "state.topic.replication.factor": Prop(-1, _replication_factor, mm2=False),
 }
 
 # Client overrides, MM2 style: `producer.acks`, `consumer.fetch.max.bytes`, `admin.*`.
@@ -291,8 +345,13 @@ def parse(raw: Any, source: str | None = None, path: Path | None = None) -> Conf
         if key not in ("clusters", "defaults", "flows", "spark"):
             problems.append((str(key), "unknown top-level key" + did_you_mean(str(key), ["clusters", "defaults", "flows", "spark"])))
 
+    for section in ("clusters", "defaults", "flows", "spark"):
+        if raw.get(section) is not None and not isinstance(raw[section], dict):
+            problems.append((section, f"must be a mapping, got {type(raw[section]).__name__}"))
+    section = lambda name: raw[name] if isinstance(raw.get(name), dict) else {}  # noqa: E731
+
     clusters: dict[str, ClusterConfig] = {}
-    for alias, body in (raw.get("clusters") or {}).items():
+    for alias, body in section("clusters").items():
         alias = str(alias)
         if not re.fullmatch(r"[A-Za-z0-9_-]+", alias):
             problems.append((f"clusters.{alias}", "an alias may hold only letters, digits, '_' and '-'"))
@@ -302,16 +361,18 @@ def parse(raw: Any, source: str | None = None, path: Path | None = None) -> Conf
             continue
         conn_id = body.get("airflow.conn.id")
         client = {str(k): str(v) for k, v in body.items() if k != "airflow.conn.id"}
+        for key, value in client.items():
+            problem = librdkafka_problem(key, value)
+            if problem:
+                problems.append((f"clusters.{alias}.{key}", problem))
         if not client.get("bootstrap.servers") and not conn_id:
             problems.append((f"clusters.{alias}.bootstrap.servers", "missing (or set airflow.conn.id)"))
         clusters[alias] = ClusterConfig(alias, client, str(conn_id) if conn_id else None)
 
-    defaults = raw.get("defaults") or {}
-    if not isinstance(defaults, dict):
-        problems.append(("defaults", "must be a mapping of flow properties"))
-        defaults = {}
+    defaults = section("defaults")
+    problems += _flow_props(defaults, "defaults", defaults)[1]
     flows: dict[str, FlowConfig] = {}
-    for name, body in (raw.get("flows") or {}).items():
+    for name, body in section("flows").items():
         m = FLOW_NAME_RE.match(str(name))
         if not m:
             problems.append((f"flows.{name}", "a flow is named SOURCE->TARGET"))
@@ -321,7 +382,7 @@ def parse(raw: Any, source: str | None = None, path: Path | None = None) -> Conf
         if body is not None and not isinstance(body, dict):
             problems.append((fkey, "must be a mapping of flow properties"))
             continue
-        props, flow_problems = _flow_props({**defaults, **(body or {})}, fkey, defaults)
+        props, flow_problems = _flow_props(body or {}, fkey, defaults)
         problems += flow_problems
         for alias in (src, tgt):
             if alias not in clusters:
@@ -330,44 +391,118 @@ def parse(raw: Any, source: str | None = None, path: Path | None = None) -> Conf
             problems.append((fkey, "a flow cannot replicate a cluster into itself"))
         flows[f"{src}->{tgt}"] = FlowConfig(src, tgt, props)
 
-    spark_raw = raw.get("spark") or {}
+    spark_raw = section("spark")
     spark = SparkConfig(master=str(spark_raw.get("master", "local[*]")),
                         conf={str(k): str(v) for k, v in (spark_raw.get("conf") or {}).items()})
     cfg = Config(path=path, clusters=clusters, flows=flows, spark=spark)
     problems += _cross_checks(cfg)
     if problems:
-        raise ConfigError(problems, source=source)
+        raise ConfigError(list(dict.fromkeys(problems)), source=source)  # defaults' problems once
     return cfg
 
 
 def _flow_props(body: dict[str, Any], where: str, defaults: dict[str, Any]) -> tuple[dict[str, Any], list[tuple[str, str]]]:
+    """Effective properties of a flow: MM2 defaults, then `defaults`, then the flow's own `body`.
+
+    Problems in `defaults` are reported once, under `defaults.KEY`, not again for every flow.
+    """
     problems: list[tuple[str, str]] = []
     props: dict[str, Any] = {k: (list(p.default) if isinstance(p.default, list) else p.default)
                              for k, p in FLOW_PROPERTIES.items()}
-    for key, value in body.items():
+    own = body if where != "defaults" else {}
+    for key, value in {**defaults, **own}.items():
         key = str(key)
-        origin = "defaults" if key in defaults and where and body.get(key) is defaults.get(key) else where
+        report = key in own or where == "defaults"
+        origin = where if key in own else "defaults"
         if key in FLOW_PROPERTIES:
             try:
                 props[key] = FLOW_PROPERTIES[key].parse(value)
             except ValueError as exc:
-                problems.append((f"{origin}.{key}", str(exc)))
+                if report:
+                    problems.append((f"{origin}.{key}", str(exc)))
+                continue
+            if key in ("topics", "topics.exclude", "groups", "groups.exclude", "config.properties.exclude"):
+                for pattern in props[key]:
+                    try:
+                        re.compile(pattern)
+                    except re.error as exc:
+                        if report:
+                            problems.append((f"{origin}.{key}", f"invalid regex {pattern!r}: {exc}"))
         elif key.startswith(CLIENT_PREFIXES):
             props[key] = value
-        else:
+        elif report:
             problems.append((f"{origin}.{key}", "unknown property" + did_you_mean(key, FLOW_PROPERTIES)))
-    for key in ("topics", "topics.exclude", "groups", "groups.exclude", "config.properties.exclude"):
-        for pattern in props[key] if isinstance(props[key], list) else []:
-            try:
-                re.compile(pattern)
-            except re.error as exc:
-                problems.append((f"{where}.{key}", f"invalid regex {pattern!r}: {exc}"))
     return props, problems
 
 
 def _cross_checks(cfg: Config) -> list[tuple[str, str]]:
-    """Checks that need the whole file (policies and cycles); extended by the control plane."""
-    return []
+    """Checks that need the whole file: identity-policy flows on a cycle of enabled flows.
+
+    IdentityReplicationPolicy keeps topic names, so a record that went A->B comes back B->A
+    (and again, forever): MM2 can only tell a cycle from a prefixed name. One identity flow on a
+    cycle is enough to loop, whatever the policy of the others.
+    """
+    problems: list[tuple[str, str]] = []
+    enabled = [f for f in cfg.flows.values() if f.enabled]
+    edges: dict[str, set[str]] = {}
+    for f in enabled:
+        edges.setdefault(f.source, set()).add(f.target)
+    for f in enabled:
+        if "Identity" not in str(f.props.get("replication.policy.class", "")) and \
+                str(f.props.get("replication.policy.class")) != "identity":
+            continue
+        path = _path(edges, f.target, f.source)
+        if path:
+            cycle = "->".join([f.source, *path])
+            problems.append((f"flows.{f.name}.replication.policy.class",
+                             f"IdentityReplicationPolicy on a cycle of flows ({cycle}): remote topics keep their "
+                             "names, so records would be replicated back and forth forever; use "
+                             "DefaultReplicationPolicy for flows on a cycle"))
+    return problems
+
+
+def _path(edges: dict[str, set[str]], start: str, goal: str) -> list[str] | None:
+    """A path start -> ... -> goal through `edges` (breadth first), or None."""
+    queue: list[list[str]] = [[start]]
+    seen = {start}
+    while queue:
+        path = queue.pop(0)
+        if path[-1] == goal:
+            return path
+        for nxt in sorted(edges.get(path[-1], ())):
+            if nxt not in seen:
+                seen.add(nxt)
+                queue.append([*path, nxt])
+    return None
+
+
+JAVA_ONLY_HINTS = {
+    "sasl.jaas.config": "a Java setting: use sasl.username and sasl.password (`mirrorflow config import` translates it)",
+    "ssl.truststore.location": "a Java setting: use ssl.ca.location with a PEM file",
+    "ssl.keystore.location": "a Java setting: use ssl.certificate.location and ssl.key.location with PEM files",
+}
+
+
+@functools.lru_cache(maxsize=None)
+def librdkafka_problem(key: str, value: str = "") -> str | None:
+    """Why librdkafka would refuse a client setting name (None: it knows it). Values are not checked."""
+    if key in JAVA_ONLY_HINTS:
+        return JAVA_ONLY_HINTS[key]
+    try:
+        from confluent_kafka import KafkaException, Producer
+    except ImportError:  # pragma: no cover
+        return None
+    try:
+        Producer({key: "x" if ENV_REF_RE.search(value or "") else value, "log_level": 0})
+    except KafkaException as exc:
+        msg = exc.args[0].str() if exc.args and hasattr(exc.args[0], "str") else str(exc)
+        if "No such configuration property" in msg:
+            return "unknown client setting (not a librdkafka property)"
+        if "Java" in msg:
+            return f"a Java client setting librdkafka does not support: {msg.split(' See ')[0]}"
+    except (TypeError, ValueError):
+        return None
+    return None
 
 
 def replace_props(flow: FlowConfig, **changes: Any) -> FlowConfig:
