@@ -131,6 +131,7 @@ POLICY_CLASSES = {
     "org.apache.kafka.connect.mirror.DefaultReplicationPolicy": DefaultReplicationPolicy,
     "IdentityReplicationPolicy": IdentityReplicationPolicy,
     "org.apache.kafka.connect.mirror.IdentityReplicationPolicy": IdentityReplicationPolicy,
+    "io.strimzi.kafka.connect.mirror.IdentityReplicationPolicy": IdentityReplicationPolicy,  # Strimzi's pre-3.0 port
     "default": DefaultReplicationPolicy,
     "identity": IdentityReplicationPolicy,
 }
