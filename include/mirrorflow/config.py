@@ -266,7 +266,10 @@ class FlowConfig:
     def client_overrides(self, kind: str) -> dict[str, str]:
         """`producer.*` / `consumer.*` / `admin.*` overrides with the prefix removed."""
         prefix = f"{kind}."
-        return {k[len(prefix):]: str(v) for k, v in self.props.items() if k.startswith(prefix)}
+        # MM2 properties that merely start like a client prefix (admin.timeout.ms,
+        # consumer.poll.timeout.ms) are flow settings, not client settings.
+        return {k[len(prefix):]: str(v) for k, v in self.props.items()
+                if k.startswith(prefix) and k not in FLOW_PROPERTIES}
 
     # The properties used everywhere, as attributes.
     enabled = property(lambda self: self.props["enabled"])
