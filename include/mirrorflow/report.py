@@ -1,0 +1,126 @@
+"""The report of one replication run: per partition records, bytes, lag, latency, gaps, errors."""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+
+@dataclass
+class PartitionReport:
+    topic: str
+    partition: int
+    target_topic: str
+    records: int = 0
+    bytes: int = 0
+    transactions: int = 0
+    next_offset: int = -1  # the partition's progress after the run
+    source_end: int = -1  # source end (last stable offset) when the report was made
+    lag: int = 0  # source offsets not yet copied
+    lost: int = 0  # offsets lost to source retention before they were copied (this run)
+    latency_ms: int = -1  # worst replication latency of the run (commit time - source timestamp)
+    status: str = "idle"  # idle | ok | partial | fenced | failed | skipped
+    errors: list[str] = field(default_factory=list)
+
+
+@dataclass
+class RunReport:
+    flow: str
+    exactly_once: bool
+    units: int = 0
+    records: int = 0
+    bytes: int = 0
+    duration_s: float = 0.0  # whole run: plan + copy (incl. Spark start-up) + report
+    copy_phase_s: float = 0.0  # first unit start .. last unit end, without Spark start-up
+    spark_s: float = 0.0  # the spark-submit (or in-process job) wall time
+    partitions: list[PartitionReport] = field(default_factory=list)
+    failed_units: int = 0
+    fenced_units: int = 0
+
+    @property
+    def ok(self) -> bool:
+        return self.failed_units == 0
+
+    @property
+    def lag(self) -> int:
+        return sum(p.lag for p in self.partitions)
+
+    @property
+    def lost(self) -> int:
+        return sum(p.lost for p in self.partitions)
+
+    @property
+    def max_latency_ms(self) -> int:
+        return max((p.latency_ms for p in self.partitions), default=-1)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d.update(ok=self.ok, lag=self.lag, lost=self.lost, max_latency_ms=self.max_latency_ms)
+        return d
+
+    def lines(self) -> list[str]:
+        """The human report: a summary, then one line per partition that did or lacks something."""
+        mb = self.bytes / 1e6
+        rate = f", {self.records / self.copy_phase_s:,.0f} records/s in the copy phase" if self.copy_phase_s > 0 else ""
+        out = [f"flow {self.flow}: {self.records:,} records, {mb:,.1f} MB in {self.units} units, "
+               f"{self.duration_s:.1f} s ({'exactly-once' if self.exactly_once else 'at-least-once'}{rate}); "
+               f"lag {self.lag:,}; max latency {self.max_latency_ms if self.max_latency_ms >= 0 else '-'} ms"
+               + (f"; {self.failed_units} unit(s) FAILED" if self.failed_units else "")
+               + (f"; {self.fenced_units} unit(s) fenced" if self.fenced_units else "")]
+        for p in self.partitions:
+            if p.lost:
+                out.append(f"  partition {p.topic}[{p.partition}]: {p.lost:,} offsets lost to source retention "
+                           "before they were copied")
+            for e in p.errors:
+                out.append(f"  partition {p.topic}[{p.partition}]: {e}")
+            if p.records or p.lag:
+                out.append(f"  {p.topic}[{p.partition}] -> {p.target_topic}[{p.partition}]: {p.records:,} records, "
+                           f"{p.bytes:,} bytes, next {p.next_offset}, lag {p.lag:,}"
+                           + (f", latency {p.latency_ms} ms" if p.latency_ms >= 0 else "") + f" [{p.status}]")
+        return out
+
+    def render(self) -> str:
+        return "\n".join(self.lines())
+
+
+def build_report(flow: str, exactly_once: bool, plan_summary: list[dict], results: list[dict],
+                 ends: dict[tuple[str, int], int] | None = None, duration_s: float = 0.0,
+                 spark_s: float = 0.0) -> RunReport:
+    """Merge the plan's partitions and the units' results (dicts of copier.UnitResult)."""
+    rep = RunReport(flow, exactly_once, units=len(results), duration_s=duration_s, spark_s=spark_s)
+    parts: dict[tuple[str, int], PartitionReport] = {}
+    for s in plan_summary:
+        key = (s["topic"], s["partition"])
+        parts[key] = PartitionReport(s["topic"], s["partition"], s["target_topic"], next_offset=s["start"],
+                                     source_end=s["end"])
+    rank = {"idle": 0, "skipped": 1, "ok": 2, "partial": 3, "fenced": 4, "failed": 5}
+    for r in results:
+        key = (r["topic"], r["partition"])
+        pr = parts.setdefault(key, PartitionReport(r["topic"], r["partition"], r["target_topic"]))
+        pr.records += r.get("records", 0)
+        pr.bytes += r.get("bytes", 0)
+        pr.transactions += r.get("transactions", 0)
+        pr.lost += r.get("lost", 0)
+        if r.get("copied_to", -1) >= 0:
+            pr.next_offset = max(pr.next_offset, r["copied_to"])
+        pr.latency_ms = max(pr.latency_ms, r.get("max_latency_ms", -1))
+        if rank.get(r["status"], 0) > rank.get(pr.status, 0):
+            pr.status = r["status"]
+        if r.get("error"):
+            pr.errors.append(r["error"])
+        if r["status"] == "failed":
+            rep.failed_units += 1
+        if r["status"] == "fenced":
+            rep.fenced_units += 1
+        rep.records += r.get("records", 0)
+        rep.bytes += r.get("bytes", 0)
+    starts = [r["copy_started"] for r in results if r.get("copy_started")]
+    finishes = [r["finished"] for r in results if r.get("finished")]
+    if starts and finishes:
+        rep.copy_phase_s = max(finishes) - min(starts)
+    for key, pr in parts.items():
+        if ends and key in ends:
+            pr.source_end = ends[key]
+        if pr.source_end >= 0 and pr.next_offset >= 0:
+            pr.lag = max(0, pr.source_end - pr.next_offset)
+    rep.partitions = sorted(parts.values(), key=lambda p: (p.topic, p.partition))
+    return rep

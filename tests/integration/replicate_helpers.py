@@ -1,0 +1,81 @@
+"""Helpers shared by the replication integration tests."""
+from __future__ import annotations
+
+import uuid
+
+from confluent_kafka.admin import NewTopic
+
+from mirrorflow import state
+from tests.support import admin, consume_all, create_topic, write_config
+
+
+def make_flow(tmp_path, source, target, prefix: str, **props):
+    """A config with flow A->B replicating topics `<prefix>.*` (state topics with 2 partitions)."""
+    flow_props = {"topics": f"{prefix}.*", "tasks.max": 4, "state.topic.partitions": 2,
+                  "producer.transaction.timeout.ms": 15000, **props}
+    cfg = write_config(tmp_path / f"mf-{uuid.uuid4().hex[:6]}.yaml", {"A": source, "B": target},
+                       {"A->B": flow_props})
+    return cfg, cfg.flow("A->B")
+
+
+def mirror_topic(source, target, topic: str, partitions: int = 1, config: dict | None = None,
+                 target_config: dict | None = None) -> str:
+    """Create `topic` on the source and `A.<topic>` on the target (what `mirrorflow sync` does)."""
+    create_topic(source, topic, partitions, config)
+    remote = f"A.{topic}"
+    create_topic(target, remote, partitions, target_config)
+    return remote
+
+
+def assert_copied(source, target, topic: str, remote: str | None = None):
+    """Every committed source record is on the target exactly once, in order, byte-identical."""
+    remote = remote or f"A.{topic}"
+    src = consume_all(source, topic)
+    dst = consume_all(target, remote)
+    assert src, f"no records in source topic {topic}"
+    assert [r.content() for r in dst] == [r.content() for r in src]
+    return src, dst
+
+
+def assert_map_exact(cfg, flow, source, target, topic: str, partitions: int = 1):
+    """The offset map sends every source offset g to the target offset of the first record >= g."""
+    remote = f"A.{topic}"
+    src = consume_all(source, topic)
+    dst = consume_all(target, remote)
+    maps = state.load_offset_map(cfg, flow, [(topic, p) for p in range(partitions)])
+    for p in range(partitions):
+        s = [r for r in src if r.partition == p]
+        d = [r for r in dst if r.partition == p]
+        assert len(s) == len(d)
+        pm = maps[(topic, p)]
+        for rs, rd in zip(s, d):
+            assert pm.target_of(rs.offset) == rd.offset
+        # every source offset, including holes/markers/aborted records, translates to the next record
+        last_src = s[-1].offset if s else -1
+        j = 0
+        for g in range(0, last_src + 1):
+            while s[j].offset < g:
+                j += 1
+            t = pm.translate(g)
+            assert t.target_offset == d[j].offset, (p, g, t)
+        return maps
+
+
+def delete_records(cluster, topic: str, partition: int, before: int) -> None:
+    from confluent_kafka import TopicPartition
+
+    a = admin(cluster)
+    futs = a.delete_records([TopicPartition(topic, partition, before)])
+    for f in futs.values():
+        f.result(30)
+
+
+def add_partitions(cluster, topic: str, total: int) -> None:
+    from confluent_kafka.admin import NewPartitions
+
+    a = admin(cluster)
+    a.create_partitions([NewPartitions(topic, total)])[topic].result(30)
+
+
+__all__ = ["make_flow", "mirror_topic", "assert_copied", "assert_map_exact", "delete_records", "add_partitions",
+           "NewTopic"]
