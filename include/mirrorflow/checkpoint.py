@@ -27,7 +27,7 @@ from . import clients
 from .config import Config, FlowConfig
 from .errors import MirrorflowError, TopicError
 from .filters import FlowFilters
-from .internal_topics import ensure_compacted_topic, produce_all, read_partition
+from .internal_topics import overrides, ensure_compacted_topic, produce_all, read_partition
 from .mm2_formats import Checkpoint, FormatError
 from .policy import DefaultReplicationPolicy
 
@@ -131,7 +131,7 @@ class CheckpointStore:
         topic = FlowFilters.for_flow(flow).policy.checkpoints_topic(flow.source)
         try:
             records = read_partition(cfg.cluster(flow.target), topic, 0, timeout=timeout,
-                                     overrides=flow.client_overrides("consumer"))
+                                     overrides=overrides(flow, "consumer"))
         except TopicError:
             return cls()  # first use: nothing checkpointed yet
         cps: list[Checkpoint] = []
@@ -217,7 +217,7 @@ def source_group_offsets(cfg: Config, flow: FlowConfig, groups: Iterable[str] | 
     groups passing the group filter with at least one offset on a replicated topic."""
     filters = FlowFilters.for_flow(flow)
     timeout = _timeout(flow)
-    admin = clients.admin_client(cfg.cluster(flow.source), flow.client_overrides("admin"))
+    admin = clients.admin_client(cfg.cluster(flow.source), overrides(flow, "admin"))
     names = list(groups) if groups is not None else list_groups(admin, cfg, flow.source, timeout)
     names = [g for g in names if filters.should_replicate_group(g)]
     offsets, errors = fetch_group_offsets(admin, cfg, flow.source, names, timeout)
@@ -302,10 +302,10 @@ def emit_checkpoints(cfg: Config, flow: FlowConfig, *, groups: Iterable[str] | N
     run.rows, run.emitted = plan_checkpoints(store, rows)
     if run.emitted:
         target = cfg.cluster(flow.target)
-        admin = clients.admin_client(target, flow.client_overrides("admin"))
+        admin = clients.admin_client(target, overrides(flow, "admin"))
         run.created_topic = ensure_compacted_topic(admin, target, topic, timeout=_timeout(flow))
         produce_all(target, topic, [(c.key(), c.value(), ts) for c in run.emitted],
-                    overrides=flow.client_overrides("producer"), timeout=_timeout(flow))
+                    overrides=overrides(flow, "producer"), timeout=_timeout(flow))
         for c in run.emitted:
             store.update(c)
     run.store = store
@@ -317,7 +317,7 @@ def translate_group(cfg: Config, flow: FlowConfig, group: str,
     """Live translation of one group's committed source offsets (for `mirrorflow translate`)."""
     filters = FlowFilters.for_flow(flow)
     timeout = _timeout(flow)
-    admin = clients.admin_client(cfg.cluster(flow.source), flow.client_overrides("admin"))
+    admin = clients.admin_client(cfg.cluster(flow.source), overrides(flow, "admin"))
     offsets, errors = fetch_group_offsets(admin, cfg, flow.source, [group], timeout)
     if group in errors:
         raise MirrorflowError(f"consumer group {group!r} on cluster {flow.source!r}: {errors[group]}")

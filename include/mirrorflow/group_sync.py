@@ -24,6 +24,7 @@ from . import clients
 from .checkpoint import CheckpointStore, _timeout, fetch_group_offsets
 from .config import Config, FlowConfig
 from .filters import FlowFilters
+from .internal_topics import overrides
 from .mm2_formats import Checkpoint
 
 # Target group states as this module sees them.
@@ -175,7 +176,7 @@ def sync_group_offsets(cfg: Config, flow: FlowConfig, store: CheckpointStore | N
     if not names:
         return run
     target = cfg.cluster(flow.target)
-    admin = clients.admin_client(target, flow.client_overrides("admin"))
+    admin = clients.admin_client(target, overrides(flow, "admin"))
     described, run.errors = describe_target_groups(admin, cfg, flow, names, timeout)
     futures: dict[str, tuple[GroupSyncPlan, Future]] = {}
     for g in names:
@@ -184,7 +185,7 @@ def sync_group_offsets(cfg: Config, flow: FlowConfig, store: CheckpointStore | N
         plan = plan_group_sync(described[g], store.for_group(g))
         run.plans.append(plan)
         if plan.writes and not dry_run:
-            tps = [TopicPartition(p.topic, p.partition, p.checkpoint_offset, p.metadata or None) for p in plan.writes]
+            tps = [TopicPartition(p.topic, p.partition, p.checkpoint_offset, p.metadata or "") for p in plan.writes]
             fut = admin.alter_consumer_group_offsets([ConsumerGroupTopicPartitions(g, tps)],
                                                      request_timeout=timeout)[g]
             futures[g] = (plan, fut)

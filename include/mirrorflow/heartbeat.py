@@ -25,7 +25,7 @@ from . import clients
 from .config import Config, FlowConfig
 from .errors import TopicError
 from .filters import FlowFilters
-from .internal_topics import ensure_compacted_topic, produce_all, read_partition
+from .internal_topics import overrides, ensure_compacted_topic, produce_all, read_partition
 from .mm2_formats import FormatError, Heartbeat
 
 TAIL = 64  # records read from the end of each partition of a replicated heartbeats topic
@@ -59,11 +59,11 @@ def emit_heartbeats(cfg: Config, flow: FlowConfig, now_ms: int | None = None) ->
     timeout = max(1.0, int(flow.props.get("admin.timeout.ms", 60000)) / 1000.0)
     for e in planned:
         cluster = cfg.cluster(e.cluster)
-        admin = clients.admin_client(cluster, flow.client_overrides("admin"))
+        admin = clients.admin_client(cluster, overrides(flow, "admin"))
         ensure_compacted_topic(admin, cluster, e.topic, timeout=timeout)
         hb = Heartbeat(e.source, e.target, e.timestamp)
         produce_all(cluster, e.topic, [(hb.key(), hb.value(), e.timestamp)],
-                    overrides=flow.client_overrides("producer"), timeout=timeout)
+                    overrides=overrides(flow, "producer"), timeout=timeout)
     return planned
 
 
@@ -99,7 +99,7 @@ def replication_latency(cfg: Config, flow: FlowConfig, now_ms: int | None = None
     filters = FlowFilters.for_flow(flow)
     topic = filters.remote_topic(filters.policy.heartbeats_topic())
     target = cfg.cluster(flow.target)
-    admin = clients.admin_client(target, flow.client_overrides("admin"))
+    admin = clients.admin_client(target, overrides(flow, "admin"))
     try:
         md = admin.list_topics(topic, timeout=10).topics.get(topic)
     except KafkaException as exc:
@@ -109,7 +109,7 @@ def replication_latency(cfg: Config, flow: FlowConfig, now_ms: int | None = None
         for p in sorted(md.partitions):
             try:
                 records.extend(read_partition(target, topic, p, timeout=30, last=TAIL,
-                                              overrides=flow.client_overrides("consumer")))
+                                              overrides=overrides(flow, "consumer")))
             except TopicError:
                 continue
     best = newest_heartbeat(records)

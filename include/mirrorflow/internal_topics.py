@@ -15,11 +15,17 @@ from confluent_kafka import KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from . import clients
-from .config import ClusterConfig
+from .config import FLOW_PROPERTIES, ClusterConfig, FlowConfig
 from .errors import ClusterError, TopicError
 
 # librdkafka needs a group.id even for assign(); we never subscribe or commit with it.
 READER_GROUP = "mirrorflow-internal-reader"
+
+
+def overrides(flow: FlowConfig, kind: str) -> dict[str, str]:
+    """flow.client_overrides(kind) without MM2 flow properties that share the prefix
+    (`admin.timeout.ms` is MM2's admin timeout, not a librdkafka `timeout.ms`)."""
+    return {k: v for k, v in flow.client_overrides(kind).items() if f"{kind}.{k}" not in FLOW_PROPERTIES}
 
 
 @dataclass(frozen=True)

@@ -115,7 +115,7 @@ def offsets_from_checkpoints(checkpoints: Iterable[Checkpoint], group: str) -> d
 
 def to_kafka(offsets: Mapping[TopicPartition, OffsetAndMetadata]) -> list[KafkaTopicPartition]:
     """confluent_kafka TopicPartitions ready for Consumer.commit / AdminClient.alter_consumer_group_offsets."""
-    return [KafkaTopicPartition(tp.topic, tp.partition, om.offset, om.metadata or None)
+    return [KafkaTopicPartition(tp.topic, tp.partition, om.offset, om.metadata or "")
             for tp, om in sorted(offsets.items())]
 
 
