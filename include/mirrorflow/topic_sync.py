@@ -47,7 +47,8 @@ class Entry:
 
     @classmethod
     def of(cls, e: ConfigEntry) -> "Entry":
-        src = e.source.name if isinstance(e.source, ConfigSource) else str(e.source)
+        # confluent-kafka hands out the source as a plain int in describe_configs results
+        src = ConfigSource(e.source).name if isinstance(e.source, int) else getattr(e.source, "name", str(e.source))
         return cls(e.name, e.value, src, bool(e.is_read_only), bool(e.is_sensitive))
 
 
