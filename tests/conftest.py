@@ -105,3 +105,9 @@ def airflow_db():
 
     db.resetdb(skip_init=False)
     yield
+
+
+@pytest.fixture(scope="session")
+def sasl_target(kafka_pool: ClusterPool) -> DevCluster:
+    """Cluster alias T with SASL/PLAIN and ACLs enforced: a target that can hold synced ACLs."""
+    return kafka_pool.get("T", sasl=True)

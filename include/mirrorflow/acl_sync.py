@@ -83,26 +83,53 @@ def _describe(admin: AdminClient, timeout: float) -> set[Acl]:
     return {Acl.of(b) for b in admin.describe_acls(ALL_TOPIC_ACLS, request_timeout=timeout).result(timeout)}
 
 
+# A filter no real binding matches: a principal and a topic name nobody uses.
+_PROBE = AclBindingFilter(ResourceType.TOPIC, "__mirrorflow_authorizer_probe__", ResourcePatternType.LITERAL,
+                          "User:__mirrorflow_authorizer_probe__", "*", AclOperation.READ, AclPermissionType.ALLOW)
+
+
+def has_authorizer(admin: AdminClient, timeout: float) -> bool:
+    """Whether the cluster runs an authorizer.
+
+    librdkafka turns DescribeAcls' SECURITY_DISABLED into an empty list, so an empty answer is
+    ambiguous; DeleteAcls keeps the error. The probe filter matches no binding anyone has, so it
+    deletes nothing; without the right to ask, the cluster evidently authorizes requests.
+    """
+    try:
+        for fut in admin.delete_acls([_PROBE], request_timeout=timeout).values():
+            fut.result(timeout)
+    except KafkaException as exc:
+        return not _security_disabled(exc)
+    return True
+
+
 def _security_disabled(exc: KafkaException) -> bool:
     err = exc.args[0] if exc.args else None
     return isinstance(err, KafkaError) and err.code() == KafkaError.SECURITY_DISABLED
 
 
+def _acls_or_none(admin: AdminClient, timeout: float) -> set[Acl] | None:
+    """The cluster's topic ACLs, or None if it has no authorizer."""
+    try:
+        acls = _describe(admin, timeout)
+    except KafkaException as exc:
+        if _security_disabled(exc):
+            return None
+        raise
+    if not acls and not has_authorizer(admin, timeout):
+        return None
+    return acls
+
+
 def sync_acls(filters: FlowFilters, source: AdminClient, target: AdminClient, report: SyncReport,
               dry_run: bool, timeout: float) -> None:
-    try:
-        source_acls = _describe(source, timeout)
-    except KafkaException as exc:
-        if not _security_disabled(exc):
-            raise
+    source_acls = _acls_or_none(source, timeout)
+    if source_acls is None:
         log.info("ACL sync skipped for %s: source cluster %s has no authorizer", report.flow, filters.source)
         report.skip("acls", "*", f"source cluster {filters.source} has no authorizer (no ACLs to sync)")
         return
-    try:
-        target_acls = _describe(target, timeout)
-    except KafkaException as exc:
-        if not _security_disabled(exc):
-            raise
+    target_acls = _acls_or_none(target, timeout) if source_acls else set()
+    if target_acls is None:
         log.info("ACL sync skipped for %s: target cluster %s has no authorizer", report.flow, filters.target)
         report.skip("acls", "*", f"target cluster {filters.target} has no authorizer (ACLs cannot be created)")
         return

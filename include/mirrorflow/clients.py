@@ -68,6 +68,9 @@ def check(cluster: ClusterConfig, admin: AdminClient, watch: _ErrorWatch | None 
     try:
         admin.list_topics(timeout=timeout)
     except KafkaException as exc:
+        # error_cb runs only from poll(): serve the queued errors so an authentication failure
+        # is reported as one (list_topics itself only says "transport failure")
+        admin.poll(0.5)
         raise describe_failure(cluster, exc, watch) from None
     if watch and watch.error:
         raise describe_failure(cluster, KafkaException(watch.error), watch)
