@@ -1,0 +1,103 @@
+"""Sync DAGs: one per enabled flow, `mirrorflow_sync__<flow.id>`, generated from the config.
+
+One task per concern, in MM2's order, so a failure shows where it happened:
+
+* `topics_and_partitions`: create missing remote topics (partitions, replication factor, configs)
+  and add partitions when the source grew; orphans and larger targets are reported;
+* `configs`: incremental topic-config sync (skipped when `sync.topic.configs.enabled` is false);
+* `acls`: additive topic-ACL sync (skipped when `sync.topic.acls.enabled` is false).
+
+The schedule is the flow's `refresh.topics.interval.seconds` (MM2 default 600 s) as a timedelta;
+with `refresh.topics.enabled: false` the DAG runs only when triggered. Trigger it with
+`{"dry_run": true}` to see the plan without changing anything. Tasks call the core
+(`mirrorflow.sync.sync_flow`), log the full report and push only its small summary to XCom.
+"""
+from __future__ import annotations
+
+import logging
+from datetime import timedelta
+from typing import Any
+
+import pendulum
+from airflow.sdk import DAG, Param, task
+from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
+
+from mirrorflow.config import Config, FlowConfig
+from mirrorflow.errors import ConfigError, MirrorflowError
+
+from .hooks import MirrorflowHook
+
+log = logging.getLogger(__name__)
+START = pendulum.datetime(2026, 1, 1, tz="UTC")
+TASKS = {"topics": "topics_and_partitions", "configs": "configs", "acls": "acls"}
+
+
+def dag_id(flow: FlowConfig) -> str:
+    return f"mirrorflow_sync__{flow.id}"
+
+
+def run_sync(flow_name: str, concern: str, config_path: str | None = None, dry_run: bool = False) -> dict[str, Any]:
+    """One concern of one flow's sync, for an Airflow task: returns the report's small summary.
+
+    A bad config fails the task at once (retrying cannot fix it); a failed change or an
+    unreachable cluster fails it with retries, after the other changes were applied.
+    """
+    from mirrorflow.sync import sync_flow
+
+    try:
+        cfg = MirrorflowHook(config_path).get_config()
+        report = sync_flow(cfg, flow_name, [concern], dry_run=dry_run)
+    except ConfigError as exc:
+        raise AirflowFailException(str(exc)) from None
+    log.info("%s", report.render_text())
+    if report.skipped and all(s.resource == "*" for s in report.skipped) and not report.changes:
+        raise AirflowSkipException("; ".join(s.reason for s in report.skipped))
+    if not report.ok:
+        raise MirrorflowError(f"{flow_name}: {concern} sync: " + "; ".join(
+            f"{c.kind} {c.resource} failed: {c.error}" for c in report.failed))
+    return report.summary()
+
+
+def build_sync_dag(flow: FlowConfig, config_path: str | None = None) -> DAG:
+    name = flow.name
+    interval = timedelta(seconds=int(flow.props["refresh.topics.interval.seconds"]))
+    with DAG(
+        dag_id=dag_id(flow),
+        dag_display_name=f"mirrorflow sync {name}",
+        description=f"{name}: remote topics, partitions, topic configs and topic ACLs",
+        schedule=interval if flow.props["refresh.topics.enabled"] else None,
+        start_date=START,
+        catchup=False,
+        max_active_runs=1,
+        tags=["mirrorflow", "sync", name],
+        default_args={"owner": "mirrorflow", "retries": 2, "retry_delay": timedelta(seconds=30)},
+        params={"dry_run": Param(False, type="boolean", title="Dry run",
+                                 description="Plan and report only; change nothing on the target")},
+        doc_md=__doc__,
+    ) as dag:
+        @task(task_id=TASKS["topics"])
+        def topics_and_partitions(params: dict | None = None) -> dict[str, Any]:
+            """Create missing remote topics and add partitions; report orphans and larger targets."""
+            return run_sync(name, "topics", config_path, bool((params or {}).get("dry_run")))
+
+        # a disabled (skipped) concern must not skip the next one
+        @task(task_id=TASKS["configs"], trigger_rule="none_failed")
+        def configs(params: dict | None = None) -> dict[str, Any]:
+            """Sync topic configs incrementally (excluded properties are never touched)."""
+            return run_sync(name, "configs", config_path, bool((params or {}).get("dry_run")))
+
+        @task(task_id=TASKS["acls"], trigger_rule="none_failed")
+        def acls(params: dict | None = None) -> dict[str, Any]:
+            """Add the source's literal topic ACLs to the remote topics (never deletes)."""
+            return run_sync(name, "acls", config_path, bool((params or {}).get("dry_run")))
+
+        topics_and_partitions() >> configs() >> acls()
+    return dag
+
+
+def build_sync_dags(cfg: Config | None = None) -> dict[str, DAG]:
+    """One sync DAG per enabled flow, keyed by dag_id. Raises ConfigError for a bad config, so
+    the DagBag shows it as this file's import error, naming the file and key."""
+    cfg = cfg if cfg is not None else MirrorflowHook().get_config()
+    path = str(cfg.path) if cfg.path else None
+    return {dag_id(f): build_sync_dag(f, path) for f in cfg.flows.values() if f.enabled}
