@@ -216,3 +216,35 @@ def test_unknown_group_and_unreachable_cluster_are_one_clear_error(tmp_path, sou
         raw, client={**raw.client, "bootstrap.servers": f"127.0.0.1:{free_port()}"})})
     with pytest.raises(ClusterError, match="cluster 'A': cannot reach"):
         emit_checkpoints(bad, bad.flow("A->B"), maps={})
+
+
+def _cli(cfg, *args: str) -> tuple[int, str, str]:
+    import io
+    from contextlib import redirect_stderr, redirect_stdout
+
+    from mirrorflow import cli
+    out, err = io.StringIO(), io.StringIO()
+    with redirect_stdout(out), redirect_stderr(err):
+        rc = cli.main(["--config", str(cfg.path), *args])
+    return rc, out.getvalue(), err.getvalue()
+
+
+def test_cli_heartbeat_translate_from_checkpoints_and_errors(tmp_path, source, target, topic_name):
+    import json
+    create_topic(source, topic_name)
+    cfg = flow_cfg(tmp_path, source, target, topic_name)
+    rc, out, _ = _cli(cfg, "heartbeat", "--flow", "A->B")
+    assert rc == 0 and "heartbeat (A,B) written to heartbeats on B" in out and "(B,A) written to heartbeats on A" in out
+    rc, out, _ = _cli(cfg, "heartbeat", "--flow", "A->B", "--json")
+    assert rc == 0 and json.loads(out)["flow"] == "A->B"
+
+    group = f"g-{topic_name}"
+    commit(source, group, [(topic_name, 0, 7, None)])
+    emit_checkpoints(cfg, cfg.flow("A->B"), groups=[group], maps=maps_for(topic_name, 1))
+    rc, out, _ = _cli(cfg, "translate", "--flow", "A->B", "--group", group, "--from-checkpoints", "--json")
+    assert rc == 0 and json.loads(out) == [{"target_topic": f"A.{topic_name}", "partition": 0,
+                                            "target_offset": 6, "metadata": ""}]
+    rc, _, err = _cli(cfg, "translate", "--flow", "A->C", "--group", group)
+    assert rc != 0 and "unknown flow 'A->C'" in err and err.count("\n") == 1
+    rc, _, err = _cli(cfg, "translate", "--flow", "A->B", "--group", f"nobody-{topic_name}", "--from-checkpoints")
+    assert rc == 1 and err.startswith("mirrorflow: error: no checkpoints for group")
