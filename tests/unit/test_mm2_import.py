@@ -1,0 +1,249 @@
+"""`mirrorflow config import`: mm2.properties and Strimzi KafkaMirrorMaker2 resources become mirrorflow YAML
+that loads as the same configuration, with secrets turned into ${env:...} references."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from mirrorflow.config import parse
+from mirrorflow.errors import ConfigError
+from mirrorflow.mm2_import import convert, import_file, parse_properties
+
+ROOT = Path(__file__).resolve().parents[2]
+
+MM2_PROPERTIES = r"""
+# a dedicated-mode MM2 configuration
+clusters = primary, backup
+primary.bootstrap.servers = p1:9092,p2:9092
+backup.bootstrap.servers = b1:9092
+
+primary.security.protocol = SASL_SSL
+primary.sasl.mechanism = SCRAM-SHA-512
+primary.sasl.jaas.config = org.apache.kafka.common.security.scram.ScramLoginModule required \
+    username="mm2" password="s3cr3t!";
+primary.ssl.truststore.location = /etc/kafka/truststore.jks
+primary.ssl.truststore.password = changeit
+backup.producer.compression.type = zstd
+
+primary->backup.enabled = true
+primary->backup.topics = orders.*, payments
+primary->backup.topics.blacklist = .*\\.tmp
+primary->backup.groups = .*
+primary->backup.sync.group.offsets.enabled = true
+primary->backup.emit.checkpoints.interval.seconds = 30
+backup->primary.enabled = false
+
+replication.factor = 3
+tasks.max = 8
+sync.topic.acls.enabled = false
+replication.policy.separator = _
+checkpoints.topic.replication.factor = 3
+key.converter = org.apache.kafka.connect.converters.ByteArrayConverter
+"""
+
+
+def test_mm2_properties_convert_to_the_expected_yaml():
+    imp = convert(MM2_PROPERTIES, "mm2.properties")
+    assert imp.document() == {
+        "clusters": {
+            "primary": {"bootstrap.servers": "p1:9092,p2:9092", "security.protocol": "SASL_SSL",
+                        "sasl.mechanism": "SCRAM-SHA-512", "sasl.username": "mm2",
+                        "sasl.password": "${env:MM2_PRIMARY_SASL_PASSWORD}"},
+            "backup": {"bootstrap.servers": "b1:9092"},
+        },
+        "defaults": {"replication.factor": 3, "tasks.max": 8, "sync.topic.acls.enabled": False,
+                     "replication.policy.separator": "_"},
+        "flows": {
+            "primary->backup": {"enabled": True, "topics": "orders.*, payments", "topics.exclude": r".*\.tmp",
+                                "groups": ".*", "sync.group.offsets.enabled": True,
+                                "emit.checkpoints.interval.seconds": 30, "producer.compression.type": "zstd"},
+            "backup->primary": {"enabled": False},
+        },
+    }
+    assert imp.env_vars == {"MM2_PRIMARY_SASL_PASSWORD": "the SASL password of 'mm2' (primary.sasl.jaas.config)"}
+    assert imp.notes == [
+        "primary.ssl.truststore.location: Java key stores are not supported by librdkafka; convert "
+        "/etc/kafka/truststore.jks to PEM and set ssl.ca.location (CA certificate) (not imported)",
+        "checkpoints.topic.replication.factor: not imported (mirrorflow creates the checkpoints topic itself)",
+        "key.converter: not imported (records are copied as bytes)",
+        "primary->backup.topics.blacklist: deprecated MM2 name, imported as topics.exclude",
+    ]
+
+
+def test_imported_yaml_loads_as_the_same_configuration_and_never_holds_the_password(tmp_path, monkeypatch):
+    src = tmp_path / "mm2.properties"
+    src.write_text(MM2_PROPERTIES)
+    text = import_file(src)
+    assert "s3cr3t!" not in text and "changeit" not in text
+    assert text.startswith("# mirrorflow configuration imported from mm2.properties by `mirrorflow config import`.\n"
+                           "# Secrets are not copied: export these variables where mirrorflow runs:\n"
+                           "#   MM2_PRIMARY_SASL_PASSWORD: the SASL password of 'mm2' (primary.sasl.jaas.config)\n")
+    cfg = parse(yaml.safe_load(text))
+    flow = cfg.flow("primary->backup")
+    assert flow["topics"] == ["orders.*", "payments"] and flow["topics.exclude"] == [r".*\.tmp"]
+    assert flow.replication_factor == 3 and flow.parallelism == 8 and flow["sync.topic.acls.enabled"] is False
+    assert flow["replication.policy.separator"] == "_" and flow["emit.checkpoints.interval.seconds"] == 30
+    assert flow.client_overrides("producer") == {"compression.type": "zstd"}
+    assert cfg.flow("backup->primary").enabled is False
+    monkeypatch.setenv("MM2_PRIMARY_SASL_PASSWORD", "s3cr3t!")
+    assert cfg.clusters["primary"].client_config()["sasl.password"] == "s3cr3t!"
+
+
+def test_properties_syntax():
+    props = parse_properties("a=1\nb : 2\nc 3\n! comment\n  # comment\nd = x \\\n   y\\\\\ne=\nf.g = h=i\n"
+                             "k\\:ey = v\\tw\n")
+    assert props == {"a": "1", "b": "2", "c": "3", "d": "x y\\", "e": "", "f.g": "h=i", "k:ey": "v\tw"}
+
+
+def test_top_level_client_settings_apply_to_every_cluster_and_plain_login():
+    imp = convert("clusters = A, B\nA.bootstrap.servers = a:1\nB.bootstrap.servers = b:1\n"
+                  "security.protocol = SASL_PLAINTEXT\nsasl.mechanism = PLAIN\n"
+                  "sasl.jaas.config = org.apache.kafka.common.security.plain.PlainLoginModule required "
+                  "username='svc' password='pw';\nB.sasl.jaas.config = "
+                  "org.apache.kafka.common.security.plain.PlainLoginModule required username=\"b\" password=\"bpw\";\n"
+                  "A->B.enabled = true\n")
+    assert imp.clusters == {
+        "A": {"bootstrap.servers": "a:1", "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN",
+              "sasl.username": "svc", "sasl.password": "${env:MM2_A_SASL_PASSWORD}"},
+        "B": {"bootstrap.servers": "b:1", "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN",
+              "sasl.username": "b", "sasl.password": "${env:MM2_B_SASL_PASSWORD}"},
+    }
+    assert imp.flows == {"A->B": {"enabled": True}} and imp.defaults == {}
+
+
+def test_identity_policy_class_and_unknown_properties():
+    imp = convert("clusters = A, B\nA.bootstrap.servers = a:1\nB.bootstrap.servers = b:1\n"
+                  "A->B.enabled = true\n"
+                  "A->B.replication.policy.class = org.apache.kafka.connect.mirror.IdentityReplicationPolicy\n"
+                  "A->B.frobnicate = yes\n")
+    assert imp.flows["A->B"] == {"enabled": True, "replication.policy.class": "IdentityReplicationPolicy"}
+    assert imp.notes == ["A->B.frobnicate: not imported (not an MM2 flow property mirrorflow knows)"]
+
+
+def test_properties_without_clusters_is_a_clear_error():
+    with pytest.raises(ConfigError) as exc:
+        convert("A.bootstrap.servers = a:1\n", "mm2.properties")
+    assert str(exc.value) == "mm2.properties: clusters: missing: an mm2.properties lists its cluster aliases in `clusters`"
+
+
+STRIMZI = """
+apiVersion: kafka.strimzi.io/v1beta2
+kind: KafkaMirrorMaker2
+metadata:
+  name: my-mirror-maker-2
+spec:
+  version: 4.0.0
+  replicas: 1
+  connectCluster: "cluster-b"
+  clusters:
+  - alias: "cluster-a"
+    bootstrapServers: cluster-a-kafka-bootstrap:9093
+    tls:
+      trustedCertificates:
+        - secretName: cluster-a-cluster-ca-cert
+          certificate: ca.crt
+    authentication:
+      type: scram-sha-512
+      username: mm2-user
+      passwordSecret:
+        secretName: mm2-user
+        password: password
+  - alias: "cluster-b"
+    bootstrapServers: cluster-b-kafka-bootstrap:9092
+    config:
+      config.storage.replication.factor: -1
+  mirrors:
+  - sourceCluster: "cluster-a"
+    targetCluster: "cluster-b"
+    sourceConnector:
+      tasksMax: 3
+      config:
+        replication.factor: -1
+        offset-syncs.topic.replication.factor: -1
+        sync.topic.acls.enabled: "false"
+        refresh.topics.interval.seconds: 300
+    checkpointConnector:
+      config:
+        checkpoints.topic.replication.factor: -1
+        sync.group.offsets.enabled: true
+    topicsPattern: "orders.*|payments"
+    topicsExcludePattern: ".*-tmp"
+    groupsPattern: "group1|group2"
+"""
+
+
+def test_strimzi_resource_converts_to_the_expected_yaml():
+    imp = convert(STRIMZI, "kmm2.yaml")
+    assert imp.document() == {
+        "clusters": {
+            "cluster-a": {"bootstrap.servers": "cluster-a-kafka-bootstrap:9093", "security.protocol": "SASL_SSL",
+                          "ssl.ca.location": "/etc/mirrorflow/certs/cluster-a-cluster-ca-cert/ca.crt",
+                          "sasl.mechanism": "SCRAM-SHA-512", "sasl.username": "mm2-user",
+                          "sasl.password": "${env:MM2_CLUSTER_A_SASL_PASSWORD}"},
+            "cluster-b": {"bootstrap.servers": "cluster-b-kafka-bootstrap:9092"},
+        },
+        "flows": {"cluster-a->cluster-b": {
+            "enabled": True, "replication.factor": -1, "sync.topic.acls.enabled": False,
+            "refresh.topics.interval.seconds": 300, "tasks.max": 3, "sync.group.offsets.enabled": True,
+            "topics": "orders.*|payments", "topics.exclude": ".*-tmp", "groups": "group1|group2"}},
+    }
+    assert imp.env_vars == {"MM2_CLUSTER_A_SASL_PASSWORD": "key 'password' of Secret 'mm2-user'"}
+    cfg = parse(yaml.safe_load(imp.to_yaml("kmm2.yaml")))
+    flow = cfg.flow("cluster-a->cluster-b")
+    assert flow["groups"] == ["group1|group2"] and flow.replication_factor == -1 and flow.parallelism == 3
+
+
+def test_strimzi_v1_target_and_source_layout_with_tls_client_auth():
+    imp = convert("""
+apiVersion: kafka.strimzi.io/v1
+kind: KafkaMirrorMaker2
+metadata: {name: mm2}
+spec:
+  target:
+    alias: dr
+    bootstrapServers: dr:9093
+    tls: {trustedCertificates: [{secretName: dr-ca, pattern: "*.crt"}]}
+    authentication:
+      type: tls
+      certificateAndKey: {secretName: mm2-user, certificate: user.crt, key: user.key}
+  mirrors:
+  - source: {alias: prod, bootstrapServers: prod:9092}
+    sourceConnector:
+      config: {replication.policy.class: io.strimzi.kafka.connect.mirror.IdentityReplicationPolicy}
+    topicsPattern: ".*"
+""")
+    assert imp.clusters == {
+        "dr": {"bootstrap.servers": "dr:9093", "security.protocol": "SSL",
+               "ssl.ca.location": "/etc/mirrorflow/certs/dr-ca",
+               "ssl.certificate.location": "/etc/mirrorflow/certs/mm2-user/user.crt",
+               "ssl.key.location": "/etc/mirrorflow/certs/mm2-user/user.key"},
+        "prod": {"bootstrap.servers": "prod:9092"},
+    }
+    assert imp.flows == {"prod->dr": {"enabled": True, "replication.policy.class": "IdentityReplicationPolicy",
+                                      "topics": ".*"}}
+
+
+def test_config_import_cli_prints_or_writes(tmp_path):
+    src = tmp_path / "kmm2.yaml"
+    src.write_text(STRIMZI)
+    code = "import sys; from mirrorflow.cli import main; sys.exit(main(sys.argv[1:]))"
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "include")}
+    r = subprocess.run([sys.executable, "-c", code, "config", "import", str(src)], capture_output=True, text=True,
+                       env=env, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert yaml.safe_load(r.stdout) == convert(STRIMZI).document()
+    out = tmp_path / "mirrorflow.yaml"
+    r = subprocess.run([sys.executable, "-c", code, "config", "import", str(src), "-o", str(out)],
+                       capture_output=True, text=True, env=env, timeout=60)
+    assert (r.returncode, r.stdout) == (0, f"wrote {out}\n")
+    assert out.read_text() == convert(STRIMZI).to_yaml("kmm2.yaml")
+    r = subprocess.run([sys.executable, "-c", code, "config", "import", str(tmp_path / "nope.properties")],
+                       capture_output=True, text=True, env=env, timeout=60)
+    assert r.returncode == 2
+    assert r.stderr == (f"mirrorflow: error: {tmp_path / 'nope.properties'}: cannot read "
+                        f"{tmp_path / 'nope.properties'}: No such file or directory\n")
