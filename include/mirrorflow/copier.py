@@ -220,10 +220,10 @@ class UnitCopier:
                 (u.topic, u.partition)) or Progress.empty(u.topic, u.partition)
         finally:
             sc.close()
-        todo = subtract_ranges(u.start, u.end, list(self.progress.covered))
-        if self.progress.next >= 0:
-            # the partition's progress is the truth: never copy behind it (a stale plan)
-            todo = [(max(a, self.progress.next), b) for a, b in todo if b > self.progress.next]
+        # the committed progress is the truth, the plan is advisory: continue right after it (never
+        # leave a hole, never copy a covered range twice)
+        start = self.progress.next if self.progress.next >= 0 else u.start
+        todo = subtract_ranges(start, u.end, list(self.progress.covered))
         if not todo:
             r.status = "skipped"
             return
@@ -348,7 +348,21 @@ class UnitCopier:
         if batch:
             assert first is not None and last is not None
             _crash("before_flush", len(batch))
-            p.flush(120)
+            try:
+                p.flush(120)
+            except (SystemError, KafkaException) as exc:
+                # a fenced producer fails flush() (confluent-kafka may surface it as a SystemError)
+                try:
+                    p.poll(0)
+                except Exception:  # noqa: BLE001
+                    pass
+                if self._fatal is not None:
+                    raise KafkaException(self._fatal) from None
+                if isinstance(exc, KafkaException):
+                    raise
+                if self.eos:
+                    p.abort_transaction(30)  # raises the fencing error when that is the cause
+                raise MirrorflowError(f"{u.topic}[{u.partition}]: flushing the batch failed: {exc}") from None
             if self._fatal is not None and _is_fenced(KafkaException(self._fatal)):
                 raise KafkaException(self._fatal)
             consecutive = (first.error is None and last.error is None and first.offset >= 0
@@ -436,10 +450,10 @@ class UnitCopier:
                     p.abort_transaction(60)
                 except KafkaException:
                     pass
-            culprit = next((s for s in failed if s[2] is not None and s[2].code() in TOO_LARGE_CODES), None)
+            culprit = self._too_large(batch, [s for s in failed if s[2] is not None and s[2].code() in TOO_LARGE_CODES])
             if culprit is not None:
-                m = next(x for x in batch if x.offset() == culprit[0])
-                size = (len(m.value() or b"")) + (len(m.key() or b""))
+                m, size = culprit
+                culprit = [m.offset(), -1, self._too_large_err]
                 raise RecordTooLargeError(
                     f"record {u.topic}[{u.partition}] offset {culprit[0]} ({size} bytes) is larger than target topic "
                     f"{u.target_topic!r} on cluster {self.flow.target!r} accepts ({culprit[2].str()}): raise the "
@@ -461,6 +475,37 @@ class UnitCopier:
             else:
                 runs.append(Run(s, t, 1))
         return runs
+
+    def _too_large(self, batch: list[Any], failed: list[list[Any]]) -> tuple[Any, int] | None:
+        """The record the broker rejects as too large: the batch's rejected records are tried alone,
+        largest first (a rejected request also fails the small records batched with it)."""
+        if not failed:
+            return None
+        p, u = self.producer, self.unit
+        assert p is not None
+        by_offset = {m.offset(): m for m in batch}
+        size = lambda m: len(m.value() or b"") + len(m.key() or b"")  # noqa: E731
+        cands = sorted((by_offset[s[0]] for s in failed), key=lambda m: (-size(m), m.offset()))
+        for m in cands[:8]:
+            if self.eos:
+                p.begin_transaction()
+            slot: list[Any] = [None]
+            ts = m.timestamp()[1]
+            p.produce(u.target_topic, m.value(), m.key(), u.partition,
+                      on_delivery=lambda err, msg: slot.__setitem__(0, err),
+                      timestamp=ts if ts > 0 else 0, headers=m.headers())
+            p.flush(60)
+            if self.eos:
+                try:
+                    p.abort_transaction(60)
+                except KafkaException:
+                    pass
+            if slot[0] is not None and slot[0].code() in TOO_LARGE_CODES:
+                self._too_large_err = slot[0]
+                return m, size(m)
+        m = cands[0]
+        self._too_large_err = failed[0][2]
+        return m, size(m)
 
     def _target_end(self) -> int:
         """The target partition's high watermark (for a gap event before anything was copied)."""

@@ -171,7 +171,7 @@ def gather_inputs(cfg: Config, flow: FlowConfig, admin: Any = None,
     from confluent_kafka.admin import OffsetSpec
 
     from . import clients
-    from .state import overrides, read_progress
+    from .state import fence_open_transactions, overrides, read_progress
 
     admin = admin or clients.admin_client(cfg.cluster(flow.source), overrides(flow, "admin"))
     parts = source_partitions(cfg, flow, admin)
@@ -179,6 +179,7 @@ def gather_inputs(cfg: Config, flow: FlowConfig, admin: Any = None,
     starts = list_offsets(admin, tps, OffsetSpec.earliest())
     ends = list_offsets(admin, tps, OffsetSpec.latest(), committed=True)
     if progress is None:
+        fence_open_transactions(cfg, flow, tps)
         progress = read_progress(cfg, flow)
     kind, ts = parse_initial_position(flow.props["initial.position"])
     fresh = [tp for tp in tps if tp not in progress or progress[tp].next < 0]

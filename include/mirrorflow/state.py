@@ -290,6 +290,55 @@ def load_offset_map(cfg: Config, flow: FlowConfig, partitions: Iterable[tuple[st
     return {k: PartitionMap(v) for k, v in read_entries(cfg, flow, partitions).items()}
 
 
+def blocked_state_partitions(cfg: Config, flow: FlowConfig, admin: AdminClient | None = None) -> set[int]:
+    """Progress partitions with an open transaction (last stable offset < high watermark)."""
+    from confluent_kafka import IsolationLevel
+    from confluent_kafka.admin import OffsetSpec
+
+    admin = admin or clients.admin_client(cfg.cluster(flow.target), overrides(flow, "admin"))
+    topic = progress_topic(flow)
+    n = topic_partitions(admin, topic)
+    if not n:
+        return set()
+    req = {TopicPartition(topic, p): OffsetSpec.latest() for p in range(n)}
+    hw = {tp.partition: f.result().offset for tp, f in
+          admin.list_offsets(req, isolation_level=IsolationLevel.READ_UNCOMMITTED).items()}
+    lso = {tp.partition: f.result().offset for tp, f in
+           admin.list_offsets(req, isolation_level=IsolationLevel.READ_COMMITTED).items()}
+    return {p for p in hw if lso.get(p, hw[p]) < hw[p]}
+
+
+def fence_open_transactions(cfg: Config, flow: FlowConfig, keys: Iterable[tuple[str, int]],
+                            admin: AdminClient | None = None, log: Any = None) -> int:
+    """Abort the transactions a crashed copy left open, so state reads need not wait for the broker's
+    transaction.timeout.ms: for every source partition whose progress partition has an open
+    transaction, init_transactions with its transactional.id (which fences that id's zombie and
+    aborts its transaction). A copy still running for that partition is fenced too (it stops
+    cleanly); only call this while no run of the flow is active. Returns how many ids were fenced."""
+    if not flow.exactly_once:
+        return 0
+    from concurrent.futures import ThreadPoolExecutor
+
+    blocked = blocked_state_partitions(cfg, flow, admin)
+    if not blocked:
+        return 0
+    n = topic_partitions(admin or clients.admin_client(cfg.cluster(flow.target), overrides(flow, "admin")),
+                         progress_topic(flow))
+    todo = [(t, p) for t, p in keys if state_partition(t, p, n) in blocked]
+
+    def fence(tp: tuple[str, int]) -> None:
+        pr = clients.producer(cfg.cluster(flow.target), {**overrides(flow, "producer"),
+                                                         "transactional.id": transactional_id(flow, *tp)})
+        pr.init_transactions(60)
+        pr.flush(5)
+
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        list(pool.map(fence, todo))
+    if log:
+        log(f"aborted open transactions of {len(todo)} source partitions (a crashed copy)")
+    return len(todo)
+
+
 @dataclass
 class StateWriter:
     """Produces progress and offset-map records with a given producer (inside its transaction)."""
