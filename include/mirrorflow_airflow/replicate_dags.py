@@ -1,0 +1,177 @@
+"""Replicate DAGs: one per flow, `mirrorflow_replicate__<flow.id>`: plan -> copy -> report.
+
+* `plan`: ensure the flow's state topics on the target, read progress and source offsets, cut work
+  units; writes the plan file (flow name, config path, units -- never secrets) to the run directory
+  ($MIRRORFLOW_RUN_DIR, else <tmp>/mirrorflow-runs) and returns only its path and a summary.
+* `copy`: `spark-submit spark_jobs/copy_units.py PLAN RESULTS` through the `spark_default`
+  connection (e.g. AIRFLOW_CONN_SPARK_DEFAULT='{"conn_type": "spark", "host": "local[*]"}'). The task
+  fails clearly when the connection is missing (the provider would silently use yarn). Skipped when
+  there is nothing to copy.
+* `report`: records, bytes, duration, lag per partition, replication latency to the log and to
+  Airflow metrics; an Asset event `kafka://<target bootstrap>/<topic>` per target topic written.
+
+All replication state lives on the target cluster; XCom only carries paths and small reports.
+`max_active_runs=1`; the schedule is the flow's `schedule` property.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import re
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pendulum
+from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+from airflow.sdk import DAG, Asset, AssetAlias, BaseHook, task
+from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
+
+from mirrorflow.config import Config, FlowConfig
+from mirrorflow.replicate import JOB_PATH, build_pyfiles_zip, is_local_master, spark_conf, spark_env
+
+from .hooks import MirrorflowHook
+
+log = logging.getLogger(__name__)
+START = pendulum.datetime(2026, 1, 1, tz="UTC")
+SPARK_CONN_ID = "spark_default"
+
+
+def dag_id(flow: FlowConfig) -> str:
+    return f"mirrorflow_replicate__{flow.id}"
+
+
+def alias_name(flow: FlowConfig) -> str:
+    return f"mirrorflow_replicate__{flow.id}"
+
+
+def asset_uri(bootstrap: str, topic: str) -> str:
+    return f"kafka://{bootstrap.split(',')[0].strip()}/{topic}"
+
+
+def _metric(kind: str, name: str, value: float, tags: dict[str, str]) -> None:
+    try:
+        from airflow.sdk.observability import stats
+
+        getattr(stats, kind)(f"mirrorflow.{name}", value, tags=tags)
+    except Exception:  # noqa: BLE001 - metrics must never fail a task
+        log.debug("metric %s not sent", name, exc_info=True)
+
+
+def run_plan(flow_name: str, run_id: str, config_path: str | None = None) -> dict[str, Any]:
+    from mirrorflow.replicate import plan_run, run_dir
+
+    cfg = MirrorflowHook(config_path).get_config()
+    flow = cfg.flow(flow_name)
+    directory = run_dir(flow, re.sub(r"[^A-Za-z0-9_.-]+", "_", run_id))
+    plan, path = plan_run(cfg, flow, directory)
+    log.info("%s: planned %d units in %d waves, %d offsets", flow.name, len(plan.units), len(plan.waves),
+             sum(u.records for u in plan.units))
+    return {"plan": str(path), "results": str(directory / "results.json"), "dir": str(directory),
+            "units": len(plan.units), "offsets": sum(u.records for u in plan.units)}
+
+
+def run_report(flow_name: str, paths: dict[str, Any], outlet_events: Any = None,
+               config_path: str | None = None) -> dict[str, Any]:
+    from mirrorflow.replicate import report_run
+
+    cfg = MirrorflowHook(config_path).get_config()
+    flow = cfg.flow(flow_name)
+    plan = json.loads(Path(paths["plan"]).read_text())
+    rp = Path(paths["results"])
+    results = json.loads(rp.read_text())["results"] if rp.exists() else []
+    if paths.get("units") and not rp.exists():
+        raise AirflowFailException(f"{flow.name}: the copy job wrote no results ({rp})")
+    rep = report_run(cfg, flow, plan, results, plan.get("planned_at", 0))
+    for line in rep.lines():
+        log.info("%s", line)
+    tags = {"flow": flow.id}
+    _metric("incr", "replicate.records", rep.records, tags)
+    _metric("incr", "replicate.bytes", rep.bytes, tags)
+    _metric("timing", "replicate.duration", timedelta(seconds=rep.duration_s), tags)
+    _metric("gauge", "replicate.lag", rep.lag, tags)
+    if rep.max_latency_ms >= 0:
+        _metric("gauge", "replicate.latency_ms", rep.max_latency_ms, tags)
+    if rep.lost:
+        _metric("incr", "replicate.lost_offsets", rep.lost, tags)
+    for p in rep.partitions:
+        _metric("gauge", "replicate.partition_lag", p.lag, {**tags, "topic": p.topic, "partition": str(p.partition)})
+    written = sorted({p.target_topic for p in rep.partitions if p.records})
+    if outlet_events is not None:
+        bootstrap = cfg.cluster(flow.target).bootstrap_servers
+        for topic in written:
+            outlet_events[AssetAlias(alias_name(flow))].add(Asset(asset_uri(bootstrap, topic)),
+                                                            extra={"flow": flow.name})
+    if not rep.ok:
+        raise AirflowFailException(f"{flow.name}: {rep.failed_units} unit(s) failed:\n" + rep.render())
+    return {"records": rep.records, "bytes": rep.bytes, "lag": rep.lag, "lost": rep.lost,
+            "duration_s": round(rep.duration_s, 3), "copy_phase_s": round(rep.copy_phase_s, 3),
+            "max_latency_ms": rep.max_latency_ms, "topics": written}
+
+
+class MirrorflowSparkSubmitOperator(SparkSubmitOperator):
+    """SparkSubmitOperator that refuses to run without its connection (no silent yarn fallback),
+    skips when the plan is empty, and ships include/mirrorflow as --py-files to non-local masters."""
+
+    def execute(self, context: Any) -> None:
+        try:
+            conn = BaseHook.get_connection(self._conn_id)
+        except Exception:  # noqa: BLE001 - the SDK raises its own not-found type
+            raise AirflowFailException(
+                f"Airflow connection {self._conn_id!r} is missing: define it, e.g. "
+                f"AIRFLOW_CONN_{self._conn_id.upper()}='{{\"conn_type\": \"spark\", \"host\": \"local[*]\"}}' "
+                "(without it the Spark provider would silently submit to yarn)") from None
+        plan = context["ti"].xcom_pull(task_ids="plan") or {}
+        if not plan.get("units"):
+            raise AirflowSkipException("nothing to copy")
+        master = conn.host or ""
+        if not is_local_master(master):
+            self.py_files = str(build_pyfiles_zip(Path(plan["dir"])))
+        super().execute(context)
+
+
+def build_replicate_dag(cfg: Config, flow: FlowConfig) -> DAG:
+    name = flow.name
+    config_path = str(cfg.path) if cfg.path else None
+    env = {k: v for k, v in spark_env().items() if k in ("PATH", "PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON")}
+    with DAG(
+        dag_id=dag_id(flow),
+        dag_display_name=f"mirrorflow replicate {name}",
+        description=f"{name}: copy new records exactly once (plan -> Spark copy -> report)",
+        schedule=flow.props["schedule"] or None,
+        start_date=START,
+        catchup=False,
+        max_active_runs=1,
+        tags=["mirrorflow", "replicate", name],
+        default_args={"owner": "mirrorflow", "retries": 2, "retry_delay": timedelta(seconds=30)},
+        doc_md=__doc__,
+    ) as dag:
+        @task(task_id="plan")
+        def plan(run_id: str | None = None) -> dict[str, Any]:
+            """Read progress (target) and source offsets; cut work units; write the plan file."""
+            return run_plan(name, run_id or "manual", config_path)
+
+        planned = plan()
+        copy = MirrorflowSparkSubmitOperator(
+            task_id="copy",
+            application=str(JOB_PATH),
+            application_args=["{{ ti.xcom_pull(task_ids='plan')['plan'] }}",
+                              "{{ ti.xcom_pull(task_ids='plan')['results'] }}"],
+            conn_id=SPARK_CONN_ID,
+            conf=spark_conf(cfg),
+            env_vars=env,
+            name=f"mirrorflow-copy-{flow.id}",
+            retries=0,  # a rerun is a new plan: the next scheduled run continues exactly
+        )
+
+        @task(task_id="report", trigger_rule="none_failed", outlets=[AssetAlias(alias_name(flow))])
+        def report(paths: dict[str, Any], outlet_events=None) -> dict[str, Any]:
+            """Records, bytes, duration, lag, latency: logs, metrics and an Asset event per target topic."""
+            return run_report(name, paths, outlet_events, config_path)
+
+        planned >> copy >> report(planned)
+    return dag
+
+
+def build_replicate_dags(cfg: Config) -> dict[str, DAG]:
+    return {dag_id(f): build_replicate_dag(cfg, f) for f in cfg.flows.values() if f.enabled}

@@ -1,0 +1,77 @@
+"""The replicate DAG per flow: shape, a clear failure without the Spark connection, and a dag.test()
+run that copies through spark-submit and emits an Asset event per target topic."""
+from __future__ import annotations
+
+import os
+import time
+
+import pytest
+
+from tests.integration.replicate_helpers import assert_copied, assert_map_exact, mirror_topic
+from tests.support import produce, write_config
+
+pytestmark = pytest.mark.airflow
+
+DAG_FILE = os.path.join(os.path.dirname(__file__), "..", "..", "dags", "mirrorflow_replicate.py")
+NOW = int(time.time() * 1000) - 60_000
+
+
+@pytest.fixture
+def dagbag(tmp_path, source, target, airflow_db, unique, monkeypatch):
+    prefix = unique("rdag")
+    cfg = write_config(tmp_path / "mf.yaml", {"A": source, "B": target},
+                       {"A->B": {"topics": f"{prefix}\\..*", "schedule": "*/10 * * * *", "tasks.max": 2,
+                                 "state.topic.partitions": 2, "transaction.max.records": 100}})
+    monkeypatch.setenv("MIRRORFLOW_CONFIG", str(cfg.path))
+    monkeypatch.setenv("MIRRORFLOW_RUN_DIR", str(tmp_path / "runs"))
+    from airflow.dag_processing.dagbag import DagBag
+
+    bag = DagBag(dag_folder=DAG_FILE)
+    assert bag.import_errors == {}
+    return cfg, prefix, bag
+
+
+def test_one_replicate_dag_per_flow(dagbag):
+    cfg, _, bag = dagbag
+    dag = bag.get_dag("mirrorflow_replicate__A-B")
+    assert dag.max_active_runs == 1 and dag.catchup is False
+    assert type(dag.timetable).__name__ == "CronTriggerTimetable" and "*/10 * * * *" in repr(dag.timetable)
+    assert set(dag.task_ids) == {"plan", "copy", "report"}
+    assert dag.get_task("copy").upstream_task_ids == {"plan"}
+    assert dag.get_task("report").upstream_task_ids == {"plan", "copy"}
+    assert dag.get_task("copy").task_type == "MirrorflowSparkSubmitOperator"
+
+
+def test_dag_run_copies_through_spark_submit(dagbag, source, target, monkeypatch):
+    cfg, prefix, bag = dagbag
+    topic = f"{prefix}.orders"
+    mirror_topic(source, target, topic, 2)
+    produce(source, topic, [{"partition": i % 2, "key": f"k{i}".encode(), "value": f"v{i}".encode(),
+                             "headers": [("h", b"1")], "timestamp": NOW + i} for i in range(300)])
+    dag = bag.get_dag("mirrorflow_replicate__A-B")
+    # without the connection the copy fails clearly (never a silent yarn submit)
+    monkeypatch.delenv("AIRFLOW_CONN_SPARK_DEFAULT", raising=False)
+    run = dag.test()
+    states = {ti.task_id: ti.state for ti in run.get_task_instances()}
+    assert states["copy"] == "failed" and run.state == "failed"
+
+    monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", '{"conn_type": "spark", "host": "local[2]"}')
+    run = dag.test()
+    states = {ti.task_id: ti.state for ti in run.get_task_instances()}
+    assert states == {"plan": "success", "copy": "success", "report": "success"}, states
+    assert_copied(source, target, topic)
+    flow = cfg.flow("A->B")
+    assert_map_exact(cfg, flow, source, target, topic, 2)
+    report = [ti for ti in run.get_task_instances() if ti.task_id == "report"][0].xcom_pull(task_ids="report")
+    assert report["records"] == 300 and report["lag"] == 0
+    assert report["topics"] == [f"A.{topic}"]
+    from airflow.models.asset import AssetEvent, AssetModel
+    from airflow.utils.session import create_session
+
+    with create_session() as s:
+        uris = {u for (u,) in s.query(AssetModel.uri).join(AssetEvent, AssetEvent.asset_id == AssetModel.id).all()}
+    assert any(u.endswith(f"/A.{topic}") and u.startswith("kafka://") for u in uris), uris
+    # nothing new: copy is skipped, the report still runs
+    run = dag.test()
+    states = {ti.task_id: ti.state for ti in run.get_task_instances()}
+    assert states == {"plan": "success", "copy": "skipped", "report": "success"}, states
