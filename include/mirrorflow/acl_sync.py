@@ -17,7 +17,7 @@ from confluent_kafka.admin import (AclBinding, AclBindingFilter, AclOperation, A
 
 from .filters import FlowFilters
 from .sync_report import ADD_ACL, SyncReport, settle
-from .topic_sync import skip_reason
+from .topic_sync import read_error, skip_reason
 
 log = logging.getLogger(__name__)
 
@@ -87,20 +87,28 @@ def _describe(admin: AdminClient, timeout: float) -> set[Acl]:
 _PROBE = AclBindingFilter(ResourceType.TOPIC, "__mirrorflow_authorizer_probe__", ResourcePatternType.LITERAL,
                           "User:__mirrorflow_authorizer_probe__", "*", AclOperation.READ, AclPermissionType.ALLOW)
 
+NO_AUTHORIZER, NOT_AUTHORIZED = "no authorizer", "not authorized"
 
-def has_authorizer(admin: AdminClient, timeout: float) -> bool:
-    """Whether the cluster runs an authorizer.
 
-    librdkafka turns DescribeAcls' SECURITY_DISABLED into an empty list, so an empty answer is
-    ambiguous; DeleteAcls keeps the error. The probe filter matches no binding anyone has, so it
-    deletes nothing; without the right to ask, the cluster evidently authorizes requests.
+def probe(admin: AdminClient, timeout: float) -> str | None:
+    """Why an empty DescribeAcls answer may not be the truth (None: it is).
+
+    librdkafka turns DescribeAcls errors (SECURITY_DISABLED, CLUSTER_AUTHORIZATION_FAILED) into an
+    empty list; DeleteAcls keeps them. The probe filter matches no binding anyone has, so it
+    deletes nothing. Being allowed to run it (ALTER on the cluster) implies DESCRIBE.
     """
     try:
         for fut in admin.delete_acls([_PROBE], request_timeout=timeout).values():
             fut.result(timeout)
     except KafkaException as exc:
-        return not _security_disabled(exc)
-    return True
+        err = exc.args[0] if exc.args else None
+        code = err.code() if isinstance(err, KafkaError) else None
+        if code == KafkaError.SECURITY_DISABLED:
+            return NO_AUTHORIZER
+        if code == KafkaError.CLUSTER_AUTHORIZATION_FAILED:
+            return NOT_AUTHORIZED
+        raise
+    return None
 
 
 def _security_disabled(exc: KafkaException) -> bool:
@@ -108,31 +116,40 @@ def _security_disabled(exc: KafkaException) -> bool:
     return isinstance(err, KafkaError) and err.code() == KafkaError.SECURITY_DISABLED
 
 
-def _acls_or_none(admin: AdminClient, timeout: float) -> set[Acl] | None:
-    """The cluster's topic ACLs, or None if it has no authorizer."""
+def read_acls(admin: AdminClient, alias: str, timeout: float) -> tuple[set[Acl], str | None]:
+    """The cluster's topic ACLs, and if they cannot be known, why (NO_AUTHORIZER / NOT_AUTHORIZED)."""
     try:
         acls = _describe(admin, timeout)
     except KafkaException as exc:
         if _security_disabled(exc):
-            return None
-        raise
-    if not acls and not has_authorizer(admin, timeout):
-        return None
-    return acls
+            return set(), NO_AUTHORIZER
+        raise read_error(alias, "describing topic ACLs", exc) from None
+    if acls:
+        return acls, None
+    try:
+        return acls, probe(admin, timeout)
+    except KafkaException as exc:
+        raise read_error(alias, "checking the authorizer", exc) from None
 
 
 def sync_acls(filters: FlowFilters, source: AdminClient, target: AdminClient, report: SyncReport,
               dry_run: bool, timeout: float) -> None:
-    source_acls = _acls_or_none(source, timeout)
-    if source_acls is None:
+    source_acls, why = read_acls(source, filters.source, timeout)
+    if why == NO_AUTHORIZER:
         log.info("ACL sync skipped for %s: source cluster %s has no authorizer", report.flow, filters.source)
         report.skip("acls", "*", f"source cluster {filters.source} has no authorizer (no ACLs to sync)")
         return
-    target_acls = _acls_or_none(target, timeout) if source_acls else set()
-    if target_acls is None:
+    if why == NOT_AUTHORIZED:
+        log.warning("ACL sync skipped for %s: not allowed to read the ACLs of %s", report.flow, filters.source)
+        report.skip("acls", "*", f"the ACLs of source cluster {filters.source} cannot be read: its principal needs "
+                                 "DESCRIBE on the cluster")
+        return
+    target_acls, why = read_acls(target, filters.target, timeout) if source_acls else (set(), None)
+    if why == NO_AUTHORIZER:
         log.info("ACL sync skipped for %s: target cluster %s has no authorizer", report.flow, filters.target)
         report.skip("acls", "*", f"target cluster {filters.target} has no authorizer (ACLs cannot be created)")
         return
+    # NOT_AUTHORIZED on the target: creating will fail per binding with the broker's reason
     planned = plan_acls(source_acls, target_acls, filters, report)
     if dry_run or not planned:
         return

@@ -300,6 +300,9 @@ class Config:
     def flow(self, name: str) -> FlowConfig:
         m = FLOW_NAME_RE.match(name or "")
         key = f"{m.group(1)}->{m.group(2)}" if m else name
+        by_id = {f.id: k for k, f in self.flows.items()}
+        if key not in self.flows and key in by_id:  # `A-B`, as in DAG ids
+            key = by_id[key]
         if key not in self.flows:
             raise ConfigError([("flows", f"unknown flow {name!r}{did_you_mean(key, self.flows)}"
                                 + ("" if self.flows else " (no flows are configured)"))],

@@ -16,6 +16,7 @@ from confluent_kafka import KafkaException
 from confluent_kafka.admin import (AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ConfigSource,
                                    NewPartitions, NewTopic, ResourceType)
 
+from .errors import ClusterError
 from .filters import FlowFilters
 from .sync_report import (ADD_PARTITIONS, CREATE_TOPIC, DELETE_CONFIG, MORE_PARTITIONS, ORPHAN, SET_CONFIG,
                           SyncReport, settle)
@@ -58,6 +59,14 @@ class ConfigOp:
     op: str  # "SET" | "DELETE"
     value: str | None
     target_value: str | None  # what the target has now (for the report)
+
+
+def read_error(alias: str, what: str, exc: KafkaException) -> ClusterError:
+    """A failed read names the cluster and the request (e.g. a principal without DESCRIBE rights)."""
+    err = exc.args[0] if exc.args else exc
+    text = err.str() if hasattr(err, "str") else str(err)
+    name = f" ({err.name()})" if hasattr(err, "name") else ""
+    return ClusterError(alias, f"{what} failed: {text}{name}")
 
 
 def skip_reason(filters: FlowFilters, topic: str) -> str | None:
@@ -176,15 +185,24 @@ class TopicSync:
         self.replication_factor, self.timeout = replication_factor, timeout
 
     # -- reading --------------------------------------------------------------------------------
+    def _alias(self, admin: AdminClient) -> str:
+        return self.filters.source if admin is self.source else self.filters.target
+
     def partitions(self, admin: AdminClient) -> dict[str, int]:
-        md = admin.list_topics(timeout=self.timeout)
+        try:
+            md = admin.list_topics(timeout=self.timeout)
+        except KafkaException as exc:
+            raise read_error(self._alias(admin), "listing topics", exc) from None
         return {name: len(t.partitions) for name, t in md.topics.items() if t.partitions}
 
     def describe(self, admin: AdminClient, topics: list[str]) -> dict[str, dict[str, Entry]]:
         if not topics:
             return {}
         resources = [ConfigResource(ResourceType.TOPIC, t) for t in topics]
-        futures = admin.describe_configs(resources, request_timeout=self.timeout)
+        try:
+            futures = admin.describe_configs(resources, request_timeout=self.timeout)
+        except KafkaException as exc:
+            raise read_error(self._alias(admin), "describing topic configs", exc) from None
         out: dict[str, dict[str, Entry]] = {}
         for res, fut in futures.items():
             try:

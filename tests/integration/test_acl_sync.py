@@ -154,3 +154,18 @@ def test_wrong_credentials_are_one_clear_error_without_the_secret(tmp_path, sasl
     assert msg.startswith(f"cluster 'T': authentication failed at {sasl_target.bootstrap_servers}: "
                           "check the SASL username and password")
     assert "not-the-password-42" not in msg and good not in msg
+
+
+def test_a_source_principal_that_may_not_read_acls_is_reported_not_taken_for_no_acls(tmp_path, sasl_cluster, sasl_target):
+    import yaml
+
+    write_config(tmp_path / "mf.yaml", {"S": sasl_cluster, "T": sasl_target}, {"S->T": {"topics": ""}})
+    raw = yaml.safe_load((tmp_path / "mf.yaml").read_text())
+    os.environ["MIRRORFLOW_TEST_S_ALICE_PASSWORD"] = sasl_cluster.users["alice"]
+    raw["clusters"]["S"].update({"sasl.username": "alice", "sasl.password": "${env:MIRRORFLOW_TEST_S_ALICE_PASSWORD}"})
+    (tmp_path / "alice.yaml").write_text(yaml.safe_dump(raw))
+    from mirrorflow import config as config_mod
+    # librdkafka answers DescribeAcls with an empty list here; sync must not take that for "no ACLs"
+    report = sync_flow(config_mod.load(tmp_path / "alice.yaml"), "S->T", "acls")
+    assert [(s.resource, s.reason) for s in report.skipped] == [
+        ("*", "the ACLs of source cluster S cannot be read: its principal needs DESCRIBE on the cluster")]

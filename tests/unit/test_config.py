@@ -177,6 +177,7 @@ def test_flow_and_cluster_lookup_errors():
     with pytest.raises(ConfigError) as exc:
         cfg.flow("A->C")
     assert exc.value.problems == [("flows", "unknown flow 'A->C' (did you mean 'A->B'?)")]
+    assert cfg.flow("A-B") is cfg.flow("A->B")  # a flow id, as in DAG ids, works too
     with pytest.raises(ConfigError) as exc:
         cfg.cluster("D")
     assert exc.value.problems == [("clusters", "unknown cluster alias 'D'")]
