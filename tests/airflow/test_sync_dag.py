@@ -62,12 +62,15 @@ def test_dag_test_run_creates_the_remote_topics(airflow_db, tmp_path, monkeypatc
     write_config(cfg_path, {"A": source, "B": target}, {"A->B": {"topics": topic_name}})
     monkeypatch.setenv("MIRRORFLOW_CONFIG", str(cfg_path))
     dag = dagbag().get_dag("mirrorflow_sync__A-B")
-    run = dag.test()
+    from tests.support import admin
+    dry = dag.test(run_conf={"dry_run": True})
+    assert dry.state == "success"
+    assert f"A.{topic_name}" not in admin(target).list_topics(timeout=10).topics  # the dry run changed nothing
+    run = dag.test(run_conf={"dry_run": False})  # explicit: a second dag.test() here reused the first run's conf
     assert run.state == "success"
     states = {ti.task_id: ti.state for ti in run.get_task_instances()}
     # A is not SASL: the ACL concern has nothing to sync and is skipped with its reason
     assert states == {"topics_and_partitions": "success", "configs": "success", "acls": "skipped"}
-    from tests.support import admin
     a = admin(target)
     md = a.list_topics(f"A.{topic_name}", timeout=10).topics[f"A.{topic_name}"]
     assert md.error is None and len(md.partitions) == 2
