@@ -128,9 +128,12 @@ class TopicPlanInput:
 
 def plan_topics(filters: FlowFilters, state: TopicPlanInput, report: SyncReport,
                 replication_factor: int, source_configs: dict[str, dict[str, str]],
-                detect_orphans: bool = True) -> list[tuple[str, str]]:
+                detect_orphans: bool = True, unreadable: frozenset[str] = frozenset()) -> list[tuple[str, str]]:
     """Adds create / add-partitions changes and findings to `report`; returns the replicated
-    (source topic, remote topic) pairs whose remote topic already exists."""
+    (source topic, remote topic) pairs whose remote topic already exists.
+
+    A topic whose source configs could not be read (`unreadable`) is not created: created with
+    broker defaults it could, say, delete what should be compacted (KAFKA-12254)."""
     existing: list[tuple[str, str]] = []
     for topic in sorted(state.source_partitions):
         why = skip_reason(filters, topic)
@@ -140,6 +143,10 @@ def plan_topics(filters: FlowFilters, state: TopicPlanInput, report: SyncReport,
         remote = filters.remote_topic(topic)
         n = state.source_partitions[topic]
         have = state.target_partitions.get(remote)
+        if have is None and topic in unreadable:
+            report.skip("topics", topic, "its configs could not be read, so it is not created without them "
+                                         "(see the log)")
+            continue
         if have is None:
             cfgs = source_configs.get(topic, {})
             rf = "broker default" if replication_factor == -1 else str(replication_factor)
@@ -218,9 +225,10 @@ class TopicSync:
         missing = [t for t in src_parts if skip_reason(self.filters, t) is None
                    and self.filters.remote_topic(t) not in tgt_parts]
         described = self.describe(self.source, missing)
-        cfgs = {t: creation_configs(described.get(t, {}).values(), self.filters) for t in missing}
+        cfgs = {t: creation_configs(described[t].values(), self.filters) for t in missing if t in described}
         before = len(report.changes)
-        plan_topics(self.filters, state, report, self.replication_factor, cfgs)
+        plan_topics(self.filters, state, report, self.replication_factor, cfgs,
+                    unreadable=frozenset(t for t in missing if t not in described))
         if dry_run:
             return
         changes = report.changes[before:]

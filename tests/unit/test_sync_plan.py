@@ -87,6 +87,14 @@ def test_plan_topics_creates_expands_and_reports():
         ("B.back", "came from B (replicating it back would be a cycle)"), ("__consumer_offsets", "internal topic")]
 
 
+def test_a_topic_whose_configs_could_not_be_read_is_not_created():
+    report = SyncReport("A->B", True, ["topics"])
+    plan_topics(filters(), TopicPlanInput({"orders": 1}, {}), report, -1, {}, unreadable=frozenset({"orders"}))
+    assert report.changes == []
+    assert [(s.resource, s.reason) for s in report.skipped] == [
+        ("orders", "its configs could not be read, so it is not created without them (see the log)")]
+
+
 def test_identity_policy_reports_no_orphans():
     report = SyncReport("A->B", True, ["topics"])
     plan_topics(filters(**{"replication.policy.class": "IdentityReplicationPolicy"}),
