@@ -29,7 +29,7 @@ from .errors import FencedError, MirrorflowError, RecordTooLargeError, StateErro
 from .offset_map import MapEntry, Run, subtract_ranges
 from .planner import Unit
 from .state import Progress, StateWriter, offset_map_topic, overrides, progress_topic, read_progress, state_consumer, \
-    topic_partitions, transactional_id
+    topic_partitions, transactional_id, watermarks
 
 FENCED_CODES = {KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH,
                 KafkaError.INVALID_PRODUCER_ID_MAPPING, KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED}
@@ -228,7 +228,7 @@ class UnitCopier:
             r.status = "skipped"
             return
         self.consumer = clients.consumer(scl, consumer_config(flow))
-        lo, _hi = self.consumer.get_watermark_offsets(TopicPartition(u.topic, u.partition), timeout=30, cached=False)
+        lo, _hi = watermarks(self.consumer, u.topic, u.partition)
         r.copy_started = time.time()
         for a, b in todo:
             lost_range = None

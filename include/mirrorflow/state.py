@@ -185,6 +185,22 @@ def state_consumer(cfg: Config, flow: FlowConfig) -> Consumer:
     return clients.consumer(cfg.cluster(flow.target), conf)
 
 
+RETRIABLE = {KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE, KafkaError.UNKNOWN_TOPIC_OR_PART,
+             KafkaError._TIMED_OUT, KafkaError._TRANSPORT, KafkaError.REQUEST_TIMED_OUT}
+
+
+def watermarks(consumer: Consumer, topic: str, partition: int, timeout: float = 60.0) -> tuple[int, int]:
+    """(low, high) watermark, retrying while a new partition gets its leader."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=10, cached=False)
+        except KafkaException as exc:
+            if exc.args[0].code() not in RETRIABLE or time.monotonic() > deadline:
+                raise StateError(f"cannot read offsets of {topic}[{partition}]: {exc.args[0].str()}") from None
+            time.sleep(0.2)
+
+
 def read_to_end(consumer: Consumer, topic: str, partitions: Iterable[int], timeout: float = 120.0,
                 wanted: set[bytes] | None = None):
     """Yield (key, value) of every committed record of the partitions up to their current end.
@@ -195,7 +211,7 @@ def read_to_end(consumer: Consumer, topic: str, partitions: Iterable[int], timeo
     """
     ends: dict[int, int] = {}
     for p in partitions:
-        lo, hi = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30, cached=False)
+        lo, hi = watermarks(consumer, topic, p)
         if hi > lo:
             ends[p] = hi
     if not ends:
@@ -301,11 +317,18 @@ def blocked_state_partitions(cfg: Config, flow: FlowConfig, admin: AdminClient |
     if not n:
         return set()
     req = {TopicPartition(topic, p): OffsetSpec.latest() for p in range(n)}
-    hw = {tp.partition: f.result().offset for tp, f in
-          admin.list_offsets(req, isolation_level=IsolationLevel.READ_UNCOMMITTED).items()}
-    lso = {tp.partition: f.result().offset for tp, f in
-           admin.list_offsets(req, isolation_level=IsolationLevel.READ_COMMITTED).items()}
-    return {p for p in hw if lso.get(p, hw[p]) < hw[p]}
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            hw = {tp.partition: f.result().offset for tp, f in
+                  admin.list_offsets(req, isolation_level=IsolationLevel.READ_UNCOMMITTED).items()}
+            lso = {tp.partition: f.result().offset for tp, f in
+                   admin.list_offsets(req, isolation_level=IsolationLevel.READ_COMMITTED).items()}
+            return {p for p in hw if lso.get(p, hw[p]) < hw[p]}
+        except KafkaException as exc:  # a just-created state topic may still lack its leaders
+            if exc.args[0].code() not in RETRIABLE or time.monotonic() > deadline:
+                raise StateError(f"cannot list offsets of state topic {topic!r}: {exc.args[0].str()}") from None
+            time.sleep(0.2)
 
 
 def fence_open_transactions(cfg: Config, flow: FlowConfig, keys: Iterable[tuple[str, int]],
