@@ -18,6 +18,7 @@ from confluent_kafka.admin import (AdminClient, AlterConfigOpType, ConfigEntry, 
 
 from .errors import ClusterError
 from .filters import FlowFilters
+from .policy import IdentityReplicationPolicy
 from .sync_report import (ADD_PARTITIONS, CREATE_TOPIC, DELETE_CONFIG, MORE_PARTITIONS, ORPHAN, SET_CONFIG,
                           SyncReport, settle)
 
@@ -174,7 +175,7 @@ def orphan_source(filters: FlowFilters, remote: str) -> str | None:
 
     Only names tell where a topic came from, so the identity policy cannot find orphans."""
     p = filters.policy
-    if type(p).__name__ == "IdentityReplicationPolicy" and not p.is_heartbeats_topic(remote):
+    if isinstance(p, IdentityReplicationPolicy) and not p.is_heartbeats_topic(remote):
         return None
     if p.is_internal_topic(remote) or p.is_checkpoints_topic(remote):
         return None

@@ -287,3 +287,19 @@ def test_unknown_flow_and_unreachable_cluster_are_one_clear_error(tmp_path, sour
     assert str(exc.value).startswith("cluster 'A': cannot reach 127.0.0.1:1")
     with pytest.raises(ConfigError):
         sync_flow(config_mod.load(cfg_path), "B->A")
+
+
+def test_identity_policy_keeps_names_and_a_custom_separator_is_used(tmp_path, source, third, unique):
+    kept, sep = unique("migrated"), unique("sep")
+    create_topic(source, kept, partitions=2)
+    create_topic(source, sep)
+    cfg = write_config(tmp_path / "mf.yaml", {"A": source, "C": third},
+                       {"A->C": {"topics": kept, "replication.policy.class": "IdentityReplicationPolicy"}})
+    report = sync_flow(cfg, "A->C", "topics")
+    assert mine(report, kept) == [("create-topic", kept, "done")]
+    assert partitions(third, kept) == 2
+    cfg = write_config(tmp_path / "mf2.yaml", {"A": source, "C": third},
+                       {"A->C": {"topics": sep, "replication.policy.separator": "__"}})
+    report = sync_flow(cfg, "A->C", "topics")
+    assert mine(report, sep) == [("create-topic", f"A__{sep}", "done")]
+    assert f"A__{sep}" in topics(third)
