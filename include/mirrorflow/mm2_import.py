@@ -197,7 +197,7 @@ def from_properties(props: dict[str, str], source: str = "mm2.properties") -> Im
             for k, v in cluster_clients[target_side][kind].items():
                 settings.setdefault(f"{kind}.{k}", _secret_ref(imp, f"{target_side}.{kind}.{k}", k, v))
         imp.flows[f"{src}->{tgt}"] = settings
-    if not imp.flows:
+    if not any(f.get("enabled") for f in imp.flows.values()):
         imp.notes.append("no `A->B.enabled = true` line: no flow is enabled (MM2 dedicated mode runs none either)")
     return imp
 
@@ -261,6 +261,11 @@ def _client_settings(imp: Imported, alias: str, java: dict[str, Any], where: str
                      "ssl.keystore.location", "ssl.keystore.password", "ssl.keystore.type"):
             if key == "ssl.truststore.location" and str(java.get("ssl.truststore.type", "")).upper() == "PEM":
                 out["ssl.ca.location"] = value
+            elif key == "ssl.keystore.location" and str(java.get("ssl.keystore.type", "")).upper() == "PKCS12":
+                out["ssl.keystore.location"] = value  # librdkafka reads PKCS#12 key stores
+                if "ssl.keystore.password" in java:
+                    out["ssl.keystore.password"] = _env(imp, alias, "SSL_KEYSTORE_PASSWORD",
+                                                        f"the key store password ({where}ssl.keystore.password)")
             elif key.endswith(".location"):
                 what = "ssl.ca.location (CA certificate)" if "truststore" in key else \
                     "ssl.certificate.location and ssl.key.location"

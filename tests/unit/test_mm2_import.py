@@ -116,6 +116,21 @@ def test_top_level_client_settings_apply_to_every_cluster_and_plain_login():
     assert imp.flows == {"A->B": {"enabled": True}} and imp.defaults == {}
 
 
+def test_key_stores_pkcs12_is_kept_jks_is_not():
+    imp = convert("clusters = A, B\nA.bootstrap.servers = a:1\nB.bootstrap.servers = b:1\n"
+                  "A.security.protocol = SSL\nA.ssl.keystore.type = PKCS12\nA.ssl.keystore.location = /k.p12\n"
+                  "A.ssl.keystore.password = kspw\nA.ssl.key.password = kpw\n"
+                  "B.ssl.keystore.location = /k.jks\nB.ssl.keystore.password = x\nA->B.enabled = true\n")
+    assert imp.clusters["A"] == {"bootstrap.servers": "a:1", "security.protocol": "SSL",
+                                 "ssl.keystore.location": "/k.p12",
+                                 "ssl.keystore.password": "${env:MM2_A_SSL_KEYSTORE_PASSWORD}",
+                                 "ssl.key.password": "${env:MM2_A_SSL_KEY_PASSWORD}"}
+    assert imp.clusters["B"] == {"bootstrap.servers": "b:1"}
+    assert imp.notes == ["B.ssl.keystore.location: Java key stores are not supported by librdkafka; convert /k.jks "
+                         "to PEM and set ssl.certificate.location and ssl.key.location (not imported)"]
+    assert set(imp.env_vars) == {"MM2_A_SSL_KEYSTORE_PASSWORD", "MM2_A_SSL_KEY_PASSWORD"}
+
+
 def test_identity_policy_class_and_unknown_properties():
     imp = convert("clusters = A, B\nA.bootstrap.servers = a:1\nB.bootstrap.servers = b:1\n"
                   "A->B.enabled = true\n"
@@ -123,6 +138,12 @@ def test_identity_policy_class_and_unknown_properties():
                   "A->B.frobnicate = yes\n")
     assert imp.flows["A->B"] == {"enabled": True, "replication.policy.class": "IdentityReplicationPolicy"}
     assert imp.notes == ["A->B.frobnicate: not imported (not an MM2 flow property mirrorflow knows)"]
+
+
+def test_no_enabled_pair_is_pointed_out():
+    imp = convert("clusters = A, B\nA.bootstrap.servers = a:1\nB.bootstrap.servers = b:1\nA->B.topics = x\n")
+    assert imp.flows == {"A->B": {"enabled": False, "topics": "x"}}
+    assert imp.notes == ["no `A->B.enabled = true` line: no flow is enabled (MM2 dedicated mode runs none either)"]
 
 
 def test_properties_without_clusters_is_a_clear_error():
