@@ -82,6 +82,13 @@ def rename_topic(policy: DefaultReplicationPolicy, source: str, target: str, top
     return policy.format_remote_topic(source, topic)
 
 
+def upstream_of(policy: DefaultReplicationPolicy, source: str, downstream: str) -> str | None:
+    """The source topic a checkpoint's downstream topic was renamed from, None if not from `source`."""
+    if policy.topic_source(downstream) != source:
+        return None
+    return policy.upstream_topic(downstream)
+
+
 def translate_offsets(filters: FlowFilters, offsets: Iterable[CommittedOffset],
                       maps: Mapping[tuple[str, int], Translator]) -> list[TranslatedOffset]:
     """Translate committed source offsets through the offset map (pure).

@@ -21,7 +21,7 @@ from confluent_kafka import (ConsumerGroupState, ConsumerGroupTopicPartitions, K
                              TopicPartition)
 
 from . import clients
-from .checkpoint import CheckpointStore, _timeout, fetch_group_offsets
+from .checkpoint import CheckpointStore, _timeout, fetch_group_offsets, upstream_of
 from .config import Config, FlowConfig
 from .filters import FlowFilters
 from .internal_topics import overrides
@@ -51,7 +51,7 @@ class PartitionSync:
     partition: int
     checkpoint_offset: int
     target_offset: int | None  # None: the group has no offset for this partition on the target
-    action: str  # write | skip-equal | skip-ahead | skip-active
+    action: str  # write | skip-equal | skip-ahead | skip-active | skip-no-topic
     metadata: str = ""
 
 
@@ -69,8 +69,12 @@ class GroupSyncPlan:
         return [p for p in self.partitions if p.action == "write"]
 
 
-def plan_group_sync(target: TargetGroup, checkpoints: Mapping[tuple[str, int], Checkpoint]) -> GroupSyncPlan:
-    """Decide, per partition, whether to commit the checkpointed offset on the target (pure)."""
+def plan_group_sync(target: TargetGroup, checkpoints: Mapping[tuple[str, int], Checkpoint],
+                    target_partitions: set[tuple[str, int]] | None = None) -> GroupSyncPlan:
+    """Decide, per partition, whether to commit the checkpointed offset on the target (pure).
+
+    With `target_partitions` (what exists on the target), partitions of missing topics are
+    skipped (`skip-no-topic`) instead of failing the whole commit."""
     if target.state not in SAFE_STATES:
         why = (f"{target.members} active member(s) on the target" if target.state == ACTIVE
                else "its state on the target could not be determined")
@@ -82,7 +86,9 @@ def plan_group_sync(target: TargetGroup, checkpoints: Mapping[tuple[str, int], C
         cur = target.offsets.get((t, p))
         if cur is not None and cur < 0:
             cur = None  # reset to -1 by a non-Java client: treat as no offset (KAFKA-15607)
-        if cur is None or cur < c.downstream_offset:
+        if target_partitions is not None and (t, p) not in target_partitions:
+            action = "skip-no-topic"
+        elif cur is None or cur < c.downstream_offset:
             action = "write"
         elif cur == c.downstream_offset:
             action = "skip-equal"
@@ -173,16 +179,30 @@ def sync_group_offsets(cfg: Config, flow: FlowConfig, store: CheckpointStore | N
         store = CheckpointStore.load(cfg, flow, timeout=timeout)
     names = [g for g in (store.groups() if groups is None else sorted(set(groups) & set(store.groups())))
              if filters.should_replicate_group(g)]
+    # only checkpoints of topics the flow replicates now (the topic filter may have changed since)
+    wanted: dict[str, dict[tuple[str, int], Checkpoint]] = {}
+    for g in names:
+        cps = {k: c for k, c in store.for_group(g).items()
+               if (u := upstream_of(filters.policy, flow.source, k[0])) is not None
+               and filters.should_replicate_topic(u)}
+        if cps:
+            wanted[g] = cps
+    names = sorted(wanted)
     if not names:
         return run
     target = cfg.cluster(flow.target)
     admin = clients.admin_client(target, overrides(flow, "admin"))
     described, run.errors = describe_target_groups(admin, cfg, flow, names, timeout)
+    try:
+        md = admin.list_topics(timeout=timeout)
+    except KafkaException as exc:
+        raise clients.describe_failure(target, exc) from None
+    existing = {(t, p) for t, m in md.topics.items() if m.error is None for p in m.partitions}
     futures: dict[str, tuple[GroupSyncPlan, Future]] = {}
     for g in names:
         if g not in described:
             continue
-        plan = plan_group_sync(described[g], store.for_group(g))
+        plan = plan_group_sync(described[g], wanted[g], existing)
         run.plans.append(plan)
         if plan.writes and not dry_run:
             tps = [TopicPartition(p.topic, p.partition, p.checkpoint_offset, p.metadata or "") for p in plan.writes]

@@ -141,6 +141,20 @@ def test_group_sync_writes_everything_for_a_missing_group_and_nothing_when_up_to
     assert done.action == "up-to-date" and not done.writes
 
 
+def test_group_sync_skips_partitions_missing_on_the_target():
+    plan = plan_group_sync(TargetGroup("g", MISSING), CPS, {("A.orders", 0), ("A.orders", 1)})
+    assert [(p.partition, p.action) for p in plan.partitions] == [
+        (0, "write"), (1, "write"), (2, "skip-no-topic"), (3, "skip-no-topic")]
+
+
+def test_upstream_of_inverts_the_rename():
+    from mirrorflow.checkpoint import upstream_of
+    p = DefaultReplicationPolicy()
+    assert upstream_of(p, "A", "A.orders") == "orders" and upstream_of(p, "A", "A.C.orders") == "C.orders"
+    assert upstream_of(p, "A", "orders") is None and upstream_of(p, "A", "B.orders") is None
+    assert upstream_of(IdentityReplicationPolicy(".", True, "A"), "A", "orders") == "orders"
+
+
 @pytest.mark.parametrize("state", [ACTIVE, UNKNOWN])
 def test_group_sync_leaves_active_or_unknown_groups_alone(state):
     plan = plan_group_sync(TargetGroup("g", state, 2 if state == ACTIVE else 0), CPS)

@@ -66,6 +66,10 @@ def _print_sync(name: str, sync) -> None:  # noqa: ANN001 - GroupSyncRun
         if skipped:
             line += (f"; kept {len(skipped)} target offset(s) that are ahead: "
                      + ", ".join(f"{x.topic}[{x.partition}] {x.target_offset} > {x.checkpoint_offset}" for x in skipped))
+        no_topic = [x for x in p.partitions if x.action == "skip-no-topic"]
+        if no_topic:
+            line += ("; not on the target (run `mirrorflow sync`): "
+                     + ", ".join(f"{x.topic}[{x.partition}]" for x in no_topic))
         print(line)
 
 
