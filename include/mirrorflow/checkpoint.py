@@ -179,7 +179,7 @@ class CheckpointStore:
 
 
 # -- source side --------------------------------------------------------------------------------
-def _timeout(flow: FlowConfig) -> float:
+def admin_timeout(flow: FlowConfig) -> float:
     return max(1.0, int(flow.props.get("admin.timeout.ms", 60000)) / 1000.0)
 
 
@@ -223,7 +223,7 @@ def source_group_offsets(cfg: Config, flow: FlowConfig, groups: Iterable[str] | 
     """The flow's groups (MirrorCheckpointConnector.findConsumerGroups) and their committed offsets:
     groups passing the group filter with at least one offset on a replicated topic."""
     filters = FlowFilters.for_flow(flow)
-    timeout = _timeout(flow)
+    timeout = admin_timeout(flow)
     admin = clients.admin_client(cfg.cluster(flow.source), overrides(flow, "admin"))
     names = list(groups) if groups is not None else list_groups(admin, cfg, flow.source, timeout)
     names = [g for g in names if filters.should_replicate_group(g)]
@@ -305,14 +305,14 @@ def emit_checkpoints(cfg: Config, flow: FlowConfig, *, groups: Iterable[str] | N
         maps = load_maps(cfg, flow, {(o.topic, o.partition) for o in committed
                                      if o.offset >= 0 and filters.should_replicate_topic(o.topic)})
     rows = translate_offsets(filters, committed, maps)
-    store = CheckpointStore.load(cfg, flow, timeout=_timeout(flow))
+    store = CheckpointStore.load(cfg, flow, timeout=admin_timeout(flow))
     run.rows, run.emitted = plan_checkpoints(store, rows)
     if run.emitted:
         target = cfg.cluster(flow.target)
         admin = clients.admin_client(target, overrides(flow, "admin"))
-        run.created_topic = ensure_compacted_topic(admin, target, topic, timeout=_timeout(flow))
+        run.created_topic = ensure_compacted_topic(admin, target, topic, timeout=admin_timeout(flow))
         produce_all(target, topic, [(c.key(), c.value(), ts) for c in run.emitted],
-                    overrides=overrides(flow, "producer"), timeout=_timeout(flow))
+                    overrides=overrides(flow, "producer"), timeout=admin_timeout(flow))
         for c in run.emitted:
             store.update(c)
     run.store = store
@@ -323,7 +323,7 @@ def translate_group(cfg: Config, flow: FlowConfig, group: str,
                     maps: Mapping[tuple[str, int], Translator] | None = None) -> list[TranslatedOffset]:
     """Live translation of one group's committed source offsets (for `mirrorflow translate`)."""
     filters = FlowFilters.for_flow(flow)
-    timeout = _timeout(flow)
+    timeout = admin_timeout(flow)
     admin = clients.admin_client(cfg.cluster(flow.source), overrides(flow, "admin"))
     offsets, errors = fetch_group_offsets(admin, cfg, flow.source, [group], timeout)
     if group in errors:

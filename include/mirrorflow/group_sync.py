@@ -21,7 +21,7 @@ from confluent_kafka import (ConsumerGroupState, ConsumerGroupTopicPartitions, K
                              TopicPartition)
 
 from . import clients
-from .checkpoint import CheckpointStore, _timeout, fetch_group_offsets, upstream_of
+from .checkpoint import CheckpointStore, admin_timeout, fetch_group_offsets, upstream_of
 from .config import Config, FlowConfig
 from .filters import FlowFilters
 from .internal_topics import overrides
@@ -174,7 +174,7 @@ def sync_group_offsets(cfg: Config, flow: FlowConfig, store: CheckpointStore | N
         run.skipped_reason = "the flow is disabled (enabled=false)"
         return run
     filters = FlowFilters.for_flow(flow)
-    timeout = _timeout(flow)
+    timeout = admin_timeout(flow)
     if store is None:
         store = CheckpointStore.load(cfg, flow, timeout=timeout)
     names = [g for g in (store.groups() if groups is None else sorted(set(groups) & set(store.groups())))

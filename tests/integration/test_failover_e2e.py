@@ -11,7 +11,7 @@ import time
 from contextlib import redirect_stdout
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka import Consumer, Producer, TopicPartition
 
 from mirrorflow import cli, remote_cluster
 from mirrorflow.checkpoint import emit_checkpoints, translate_group
