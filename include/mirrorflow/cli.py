@@ -154,4 +154,7 @@ def _load_command_modules() -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # run as `python -m mirrorflow.cli`: commands register on the importable module, not __main__
+    from mirrorflow.cli import main as _main
+
+    sys.exit(_main())
