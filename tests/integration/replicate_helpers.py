@@ -58,7 +58,7 @@ def assert_map_exact(cfg, flow, source, target, topic: str, partitions: int = 1)
                 j += 1
             t = pm.translate(g)
             assert t.target_offset == d[j].offset, (p, g, t)
-        return maps
+    return maps
 
 
 def delete_records(cluster, topic: str, partition: int, before: int) -> None:
