@@ -57,7 +57,7 @@ class DevCluster:
     port: int
     controller_port: int
     sasl: bool = False
-    users: dict[str, str] = field(default_factory=dict)
+    users: dict[str, str] = field(default_factory=dict, repr=False)  # passwords: never in reprs/test output
     pid: int | None = None
 
     @property
