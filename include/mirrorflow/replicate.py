@@ -143,7 +143,10 @@ def run_in_process(cfg: Config, plan: dict[str, Any], master: str | None = None)
     for k, v in spark_conf(cfg).items():
         b = b.config(k, v)
     spark = b.getOrCreate()
-    return run_plan_spark(spark, plan)
+    try:
+        return run_plan_spark(spark, plan)
+    finally:
+        spark.stop()
 
 
 # -- orchestration ------------------------------------------------------------------------------

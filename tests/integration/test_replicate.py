@@ -71,9 +71,9 @@ def test_spark_submit_copies_everything_exactly_and_second_run_copies_nothing(tm
     # a second run (the CLI, --json) has nothing to copy
     out = json.loads(cli(cfg, "replicate", "--flow", "A->B", "--once", "--json").stdout)
     assert out["records"] == 0 and out["units"] == 0 and out["ok"]
-    # new records are copied by the next run (in-process SparkSession path is covered by the DAG test)
+    # new records are copied by the next run (the same job in an in-process SparkSession)
     produce(source, t1, records(30, 3, seed="more"))
-    rep = run_once(cfg, flow, mode="direct")
+    rep = run_once(cfg, flow, mode="inprocess")
     assert rep.records == 30, rep.render()
     assert_copied(source, target, t1)
 
