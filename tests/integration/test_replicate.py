@@ -250,3 +250,16 @@ def test_oversized_record_and_missing_topic_fail_clearly(tmp_path, source, targe
     prog = state.read_progress(cfg, flow, [(t, 0)]).get((t, 0))
     assert prog is None or prog.next <= 1
     assert consume_all(target, f"A.{t}") == [] or [r.value for r in consume_all(target, f"A.{t}")] == [b"small"]
+
+
+def test_at_least_once_mode_copies_everything_with_an_exact_map(tmp_path, source, target, unique):
+    pfx = unique("alo")
+    t = f"{pfx}.metrics"
+    mirror_topic(source, target, t, 2)
+    produce(source, t, records(600, 2))
+    cfg, flow = make_flow(tmp_path, source, target, pfx, **{"exactly.once": False, "transaction.max.records": 100})
+    rep = run_once(cfg, flow, mode="direct")
+    assert rep.ok and rep.records == 600 and not rep.exactly_once, rep.render()
+    assert_copied(source, target, t)
+    assert_map_exact(cfg, flow, source, target, t, 2)
+    assert run_once(cfg, flow, mode="direct").records == 0

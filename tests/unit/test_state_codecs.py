@@ -1,0 +1,51 @@
+"""State record codecs and placement (pure)."""
+from __future__ import annotations
+
+import pytest
+
+from mirrorflow.config import parse
+from mirrorflow.errors import StateError
+from mirrorflow.offset_map import MapEntry, Run
+from mirrorflow.state import (Progress, decode_entry, encode_entry, offset_map_topic, parse_key, progress_topic,
+                              state_key, state_partition, transactional_id)
+
+
+def flow():
+    return parse({"clusters": {"A": {"bootstrap.servers": "a:1"}, "B": {"bootstrap.servers": "b:1"}},
+                  "flows": {"A->B": {}}}).flow("A->B")
+
+
+def test_names_are_internal_and_per_flow():
+    f = flow()
+    assert progress_topic(f) == "mirrorflow.A-B.progress.internal"
+    assert offset_map_topic(f) == "mirrorflow.A-B.offset-map.internal"
+    assert transactional_id(f, "orders", 3) == "mirrorflow-A-B-orders-3"
+    from mirrorflow.filters import FlowFilters
+    for t in (progress_topic(f), offset_map_topic(f)):  # never replicated by a reverse flow
+        assert not FlowFilters.for_flow(f).should_replicate_topic(t)
+
+
+def test_key_and_partition_are_deterministic():
+    assert state_key("orders", 3) == b'{"partition":3,"topic":"orders"}'
+    assert parse_key(state_key("orders", 3)) == ("orders", 3)
+    assert parse_key(b"garbage") is None
+    assert state_partition("orders", 3, 16) == state_partition("orders", 3, 16)
+    assert {state_partition("t", p, 4) for p in range(64)} == {0, 1, 2, 3}
+
+
+def test_entry_round_trip():
+    e = MapEntry("orders", 3, 100, 200, (Run(100, 7, 50), Run(160, 57, 40)), 97, lost=12)
+    assert decode_entry(encode_entry(e)) == e
+
+
+def test_progress_round_trip_and_advance():
+    p = Progress.empty("orders", 3).advanced(0, 100, 100, 100, 1234)
+    p = p.advanced(130, 150, 121, 20, 2000, lost_range=(100, 130))
+    assert p.next == 150 and p.covered == ((0, 100), (130, 150)) and p.lost == 30 and p.gaps == ((100, 130),)
+    assert p.records == 120 and p.tgt_end == 121 and p.last_timestamp == 2000
+    assert Progress.from_json(p.to_json()) == p
+
+
+def test_newer_format_is_refused():
+    with pytest.raises(StateError):
+        Progress.from_json(b'{"v":99,"topic":"t","partition":0,"next":1}')
