@@ -224,6 +224,8 @@ class UnitCopier:
         # leave a hole, never copy a covered range twice)
         start = self.progress.next if self.progress.next >= 0 else u.start
         todo = subtract_ranges(start, u.end, list(self.progress.covered))
+        if not todo and self.progress.next < 0 and u.start >= u.end:
+            todo = [(u.start, u.start)]  # anchor a fresh partition's progress at its initial position
         if not todo:
             r.status = "skipped"
             return

@@ -101,6 +101,10 @@ def plan_units(inputs: Iterable[PartitionInput], max_records: int, parallelism: 
                 e = min(b, s + max_records)
                 units.append(Unit(pi.topic, pi.partition, pi.target_topic, s, e, pi.log_start))
                 s = e
+        if not units and (prog is None or prog.next < 0) and pi.initial is not None and start >= pi.end:
+            # a fresh partition whose initial position is its end (latest, or a timestamp past the last
+            # record): an empty unit anchors the progress there, so the next run continues from it
+            units.append(Unit(pi.topic, pi.partition, pi.target_topic, start, start, pi.log_start))
         lost = max(0, pi.log_start - start) if prog is not None and prog.next >= 0 else 0
         summary.append({"topic": pi.topic, "partition": pi.partition, "target_topic": pi.target_topic,
                         "log_start": pi.log_start, "end": pi.end, "start": start,

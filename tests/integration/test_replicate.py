@@ -263,3 +263,20 @@ def test_at_least_once_mode_copies_everything_with_an_exact_map(tmp_path, source
     assert_copied(source, target, t)
     assert_map_exact(cfg, flow, source, target, t, 2)
     assert run_once(cfg, flow, mode="direct").records == 0
+
+
+def test_initial_position_latest_then_only_new_records(tmp_path, source, target, unique):
+    pfx = unique("late")
+    t = f"{pfx}.feed"
+    mirror_topic(source, target, t, 1)
+    produce(source, t, records(40, 1))
+    cfg, flow = make_flow(tmp_path, source, target, pfx, **{"initial.position": "latest"})
+    rep = run_once(cfg, flow, mode="direct")
+    assert rep.ok and rep.records == 0, rep.render()
+    produce(source, t, records(7, 1, seed="new"))
+    rep = run_once(cfg, flow, mode="direct")
+    assert rep.ok and rep.records == 7, rep.render()
+    dst = consume_all(target, f"A.{t}")
+    assert [r.value for r in dst] == [r.value for r in consume_all(source, t)][40:]
+    tr = state.load_offset_map(cfg, flow, [(t, 0)])[(t, 0)].translate(10)
+    assert tr.status == "before" and tr.missing == 30 and tr.target_offset == dst[0].offset

@@ -54,9 +54,12 @@ def test_waves_hold_at_most_parallelism_units():
             seen[("end", u.topic, u.partition)] = u.end
 
 
-def test_initial_latest_plans_nothing_for_old_data():
+def test_initial_latest_plans_only_an_anchor_for_old_data():
     waves, _ = plan_units([PartitionInput("t", 0, "A.t", 0, 500, None, 500)], 100, 2)
-    assert waves == []
+    assert [(u.start, u.end) for w in waves for u in w] == [(500, 500)]
+    # once anchored, only what came after it is planned
+    waves, _ = plan_units([PartitionInput("t", 0, "A.t", 0, 520, P(500, []), None)], 100, 2)
+    assert [(u.start, u.end) for w in waves for u in w] == [(500, 520)]
 
 
 def test_plan_round_trips_without_secrets():
