@@ -139,7 +139,9 @@ def decode_entry(raw: bytes) -> MapEntry:
 # -- topics ------------------------------------------------------------------------------------
 def state_topic_configs(flow: FlowConfig) -> dict[str, dict[str, str]]:
     return {
-        progress_topic(flow): {"cleanup.policy": "compact", "min.compaction.lag.ms": "60000"},
+        # small segments so compaction keeps the progress topic short (units read a partition from its start)
+        progress_topic(flow): {"cleanup.policy": "compact", "min.compaction.lag.ms": "60000", "segment.ms": "600000",
+                               "segment.bytes": str(16 * 1024 * 1024), "min.cleanable.dirty.ratio": "0.2"},
         offset_map_topic(flow): {"cleanup.policy": "delete", "retention.ms": "-1", "retention.bytes": "-1"},
     }
 
