@@ -281,3 +281,26 @@ def test_initial_position_latest_then_only_new_records(tmp_path, source, target,
     assert [r.value for r in dst] == [r.value for r in consume_all(source, t)][40:]
     tr = state.load_offset_map(cfg, flow, [(t, 0)])[(t, 0)].translate(10)
     assert tr.status == "before" and tr.missing == 30 and tr.target_offset == dst[0].offset
+
+
+def test_sasl_source_secrets_reach_executors_from_env_not_the_plan(tmp_path, sasl_cluster, target, unique):
+    from tests.support import write_config
+
+    pfx = unique("sasl")
+    t = f"{pfx}.secure"
+    create_topic(sasl_cluster, t, 2)
+    create_topic(target, f"S.{t}", 2)
+    produce(sasl_cluster, t, records(50, 2))
+    cfg = write_config(tmp_path / "sasl.yaml", {"S": sasl_cluster, "B": target},
+                       {"S->B": {"topics": f"{pfx}.*", "state.topic.partitions": 2}})
+    flow = cfg.flow("S->B")
+    assert "${env:" in cfg.path.read_text()
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    rep = run_once(cfg, flow, mode="submit", directory=run_dir)
+    assert rep.ok and rep.records == 50, rep.render()
+    password = sasl_cluster.client_config()["sasl.password"]
+    for f in run_dir.iterdir():
+        assert password not in f.read_text(), f
+    src = consume_all(sasl_cluster, t)
+    assert [r.content() for r in consume_all(target, f"S.{t}")] == [r.content() for r in src]
