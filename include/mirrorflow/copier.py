@@ -265,15 +265,19 @@ class UnitCopier:
         done = False
         unit_bytes = 0
         max_txn_records, max_txn_bytes = self.max_txn_records, self.max_txn_bytes
+        max_unit_bytes = self.max_unit_bytes
         while not done:
             if self.eos:
                 p.begin_transaction()
             txn_from = pos
             segs: list[list[int]] = []  # [source start, count] of consecutive source offsets
+            seg_start, nxt = -1, -1
             batch: list[Any] = []
+            append = batch.append
             nbytes = 0
             first, last = _Edge(), _Edge()
-            held = None  # produced one step late, so the batch's last record gets the callback
+            cb: Any = first  # the first record of the batch gets a delivery report
+            held = None  # produced one step late, so the batch's last record gets the other report
             last_ts = -1
             stop_txn = False
             idle_since = time.monotonic()
@@ -290,8 +294,8 @@ class UnitCopier:
                     continue
                 idle_since = time.monotonic()
                 for m in msgs:
-                    err = m.error()
-                    if err is not None:
+                    if m.error() is not None:
+                        err = m.error()
                         if err.code() == KafkaError._PARTITION_EOF:
                             if m.offset() >= b:
                                 pos, done, stop_txn = b, True, True
@@ -306,34 +310,36 @@ class UnitCopier:
                         pos, done, stop_txn = b, True, True
                         break
                     if held is not None:
-                        ts = held.timestamp()[1]
-                        produce(tt, held.value(), held.key(), part, on_delivery=first if len(batch) == 1 else None,
-                                timestamp=ts if ts > 0 else 0, headers=held.headers())
+                        hv, hk, ts = held.value(), held.key(), held.timestamp()[1]
+                        produce(tt, hv, hk, part, on_delivery=cb, timestamp=ts if ts > 0 else 0,
+                                headers=held.headers())
+                        cb = None
+                        nbytes += (len(hv) if hv else 0) + (len(hk) if hk else 0)
                     held = m
-                    if segs and segs[-1][0] + segs[-1][1] == off:
-                        segs[-1][1] += 1
-                    else:
-                        segs.append([off, 1])
-                    batch.append(m)
-                    v, k = m.value(), m.key()
-                    nbytes += (len(v) if v else 0) + (len(k) if k else 0)
-                    pos = off + 1
+                    if off != nxt:
+                        if nxt >= 0:
+                            segs.append([seg_start, nxt - seg_start])
+                        seg_start = off
+                    nxt = off + 1
+                    append(m)
+                    pos = nxt
                     if pos >= b:
                         done = stop_txn = True
                         break
                     if len(batch) >= max_txn_records or nbytes >= max_txn_bytes:
                         stop_txn = True
                         break
-                    if unit_bytes + nbytes >= self.max_unit_bytes:
+                    if unit_bytes + nbytes >= max_unit_bytes:
                         stop_txn = done = True
                         r.status = "partial"
                         break
             if held is not None:
-                ts = held.timestamp()[1]
-                cb = last if len(batch) > 1 else _Both(first, last)
-                produce(tt, held.value(), held.key(), part, on_delivery=cb, timestamp=ts if ts > 0 else 0,
-                        headers=held.headers())
+                hv, hk, ts = held.value(), held.key(), held.timestamp()[1]
+                produce(tt, hv, hk, part, on_delivery=last if cb is None else _Both(first, last),
+                        timestamp=ts if ts > 0 else 0, headers=held.headers())
+                nbytes += (len(hv) if hv else 0) + (len(hk) if hk else 0)
                 last_ts = ts
+                segs.append([seg_start, nxt - seg_start])
             unit_bytes += nbytes
             self._commit_batch(txn_from, pos, batch, segs, nbytes, last_ts, pending_lost, first, last)
             pending_lost = None
