@@ -44,9 +44,10 @@ def target_offsets(cluster, group: str, topic: str, partitions: int) -> dict[int
     return {tp.partition: tp.offset for tp in got if tp.offset >= 0}
 
 
-def flow_cfg(tmp_path, source, target, topic: str, **props):
-    return write_config(tmp_path / "mf.yaml", {"A": source, "B": target},
-                        {"A->B": {"topics": f"{topic}.*", **props}})
+def flow_cfg(tmp_path, source, target, topic: str, src: str = "A", tgt: str = "B", **props):
+    """A flow src->tgt between the session clusters; fresh aliases give the test its own internal topics."""
+    return write_config(tmp_path / "mf.yaml", {src: source, tgt: target},
+                        {f"{src}->{tgt}": {"topics": f"{topic}.*", **props}})
 
 
 def maps_for(topic: str, partitions: int = 2) -> dict[tuple[str, int], PartitionMap]:
@@ -57,8 +58,10 @@ def maps_for(topic: str, partitions: int = 2) -> dict[tuple[str, int], Partition
 
 def test_checkpoints_are_exact_monotonic_and_java_reads_them(tmp_path, source, target, topic_name, java_probe):
     create_topic(source, topic_name, 2)
-    cfg = flow_cfg(tmp_path, source, target, topic_name)
-    flow = cfg.flow("A->B")
+    # aliases of its own: the checkpoints topic does not exist yet, whatever ran before
+    A = f"CK{topic_name[-8:]}"
+    cfg = flow_cfg(tmp_path, source, target, topic_name, src=A)
+    flow = cfg.flow(f"{A}->B")
     group = f"g-{topic_name}"
     commit(source, group, [(topic_name, 0, 5, "meta-0"), (topic_name, 1, 12, None)])
     maps = maps_for(topic_name)
@@ -67,22 +70,22 @@ def test_checkpoints_are_exact_monotonic_and_java_reads_them(tmp_path, source, t
     assert run.errors == {} and run.groups == [group]
     got = {(c.topic, c.partition): (c.upstream_offset, c.downstream_offset, c.metadata) for c in run.emitted}
     # 5 is a compaction hole -> the next record (source 6, target 5); 12 a marker -> source 13, target 11
-    assert got == {(f"A.{topic_name}", 0): (5, 5, "meta-0"), (f"A.{topic_name}", 1): (12, 11, "")}
-    assert run.created_topic and run.topic == "A.checkpoints.internal"
+    assert got == {(f"{A}.{topic_name}", 0): (5, 5, "meta-0"), (f"{A}.{topic_name}", 1): (12, 11, "")}
+    assert run.created_topic and run.topic == f"{A}.checkpoints.internal"
 
     # the topic is MM2's: 1 partition, compacted
     from confluent_kafka.admin import ConfigResource, ResourceType
     a = admin(target)
-    assert len(a.list_topics("A.checkpoints.internal").topics["A.checkpoints.internal"].partitions) == 1
-    res = ConfigResource(ResourceType.TOPIC, "A.checkpoints.internal")
+    assert len(a.list_topics(f"{A}.checkpoints.internal").topics[f"{A}.checkpoints.internal"].partitions) == 1
+    res = ConfigResource(ResourceType.TOPIC, f"{A}.checkpoints.internal")
     assert a.describe_configs([res])[res].result(10)["cleanup.policy"].value == "compact"
 
     # Python RemoteClusterUtils and Java RemoteClusterUtils agree with what we emitted
-    ours = remote_cluster.translate_offsets({"bootstrap.servers": target.bootstrap_servers}, "A", group)
+    ours = remote_cluster.translate_offsets({"bootstrap.servers": target.bootstrap_servers}, A, group)
     assert {(tp.topic, tp.partition): (om.offset, om.metadata) for tp, om in ours.items()} == {
-        (f"A.{topic_name}", 0): (5, "meta-0"), (f"A.{topic_name}", 1): (11, "")}
-    assert java_translate(java_probe, target.bootstrap_servers, "A", group) == {
-        (f"A.{topic_name}", 0): (5, "meta-0"), (f"A.{topic_name}", 1): (11, "")}
+        (f"{A}.{topic_name}", 0): (5, "meta-0"), (f"{A}.{topic_name}", 1): (11, "")}
+    assert java_translate(java_probe, target.bootstrap_servers, A, group) == {
+        (f"{A}.{topic_name}", 0): (5, "meta-0"), (f"{A}.{topic_name}", 1): (11, "")}
 
     # nothing moved: nothing written
     again = emit_checkpoints(cfg, flow, groups=[group], maps=maps)
@@ -92,8 +95,8 @@ def test_checkpoints_are_exact_monotonic_and_java_reads_them(tmp_path, source, t
     commit(source, group, [(topic_name, 0, 20, None), (topic_name, 1, 2, None)])
     third = emit_checkpoints(cfg, flow, groups=[group], maps=maps)
     assert sorted(a for _, a in third.rows) == ["advanced", "rewound"]
-    assert java_translate(java_probe, target.bootstrap_servers, "A", group) == {
-        (f"A.{topic_name}", 0): (18, ""), (f"A.{topic_name}", 1): (2, "")}
+    assert java_translate(java_probe, target.bootstrap_servers, A, group) == {
+        (f"{A}.{topic_name}", 0): (18, ""), (f"{A}.{topic_name}", 1): (2, "")}
 
     # a translation that would move the target back without a source rewind is held
     shrunk = {(topic_name, 0): PartitionMap([MapEntry(topic_name, 0, 0, 20, (Run(0, 0, 20),), 17)]),
@@ -102,7 +105,7 @@ def test_checkpoints_are_exact_monotonic_and_java_reads_them(tmp_path, source, t
     held = emit_checkpoints(cfg, flow, groups=[group], maps=shrunk)
     assert held.emitted == [] and ("held" in {a for _, a in held.rows})
     store = CheckpointStore.load(cfg, flow)
-    assert store.for_group(group)[(f"A.{topic_name}", 0)].downstream_offset == 18
+    assert store.for_group(group)[(f"{A}.{topic_name}", 0)].downstream_offset == 18
 
 
 def test_group_on_a_filtered_topic_or_excluded_group_is_ignored(tmp_path, source, target, topic_name):
