@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -127,10 +128,20 @@ def run_spark_submit(cfg: Config, plan_path: Path, results_path: Path, master: s
                      log: Callable[[str], None] = print, timeout: float | None = None) -> list[dict]:
     cmd = submit_command(cfg, plan_path, results_path, master)
     log("running: " + " ".join(cmd))
-    proc = subprocess.run(cmd, env=spark_env(), capture_output=True, text=True, timeout=timeout,
-                          start_new_session=True)
+    # its own process group, so an interrupted or timed-out run takes the whole job down with it
+    proc = subprocess.Popen(cmd, env=spark_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except BaseException:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        proc.wait()
+        raise
     if proc.returncode != 0 or not results_path.exists():
-        tail = "\n".join((proc.stderr or proc.stdout or "").splitlines()[-30:])
+        tail = "\n".join((err or out or "").splitlines()[-30:])
         raise MirrorflowError(f"the Spark copy job failed (exit {proc.returncode}):\n{tail}")
     return json.loads(results_path.read_text())["results"]
 
