@@ -56,6 +56,11 @@ def test_dag_run_copies_through_spark_submit(dagbag, source, target, monkeypatch
     assert states["copy"] == "failed" and run.state == "failed"
 
     monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", '{"conn_type": "spark", "host": "local[2]"}')
+    from airflow.sdk.observability import stats
+
+    sent: list[tuple] = []
+    for kind in ("incr", "gauge", "timing"):
+        monkeypatch.setattr(stats, kind, lambda name, value=None, *a, _k=kind, **kw: sent.append((_k, name, value)))
     run = dag.test()
     states = {ti.task_id: ti.state for ti in run.get_task_instances()}
     assert states == {"plan": "success", "copy": "success", "report": "success"}, states
@@ -65,6 +70,8 @@ def test_dag_run_copies_through_spark_submit(dagbag, source, target, monkeypatch
     report = [ti for ti in run.get_task_instances() if ti.task_id == "report"][0].xcom_pull(task_ids="report")
     assert report["records"] == 300 and report["lag"] == 0
     assert report["topics"] == [f"A.{topic}"]
+    assert ("incr", "mirrorflow.replicate.records", 300) in sent, sent
+    assert ("gauge", "mirrorflow.replicate.lag", 0) in sent
     from airflow.models.asset import AssetEvent, AssetModel
     from airflow.utils.session import create_session
 
