@@ -225,11 +225,11 @@ def test_fencing_two_copies_of_the_same_unit(tmp_path, source, target, unique):
         f2 = pool.submit(copy_unit, cfg, flow, unit)
         r1, r2 = f1.result(), f2.result()
     statuses = sorted([r1.status, r2.status])
-    assert "failed" not in statuses, (r1.error, r2.error)
-    if statuses == ["fenced", "ok"]:
-        fenced = r1 if r1.status == "fenced" else r2
-        assert "fenced by another attempt" in fenced.error
-    assert r1.records + r2.records == 4000 or "skipped" in statuses
+    assert statuses == ["fenced", "ok"], (r1.status, r1.error, r2.status, r2.error)
+    fenced = r1 if r1.status == "fenced" else r2
+    assert "fenced by another attempt" in fenced.error
+    # the fenced attempt's committed transactions count, the other continued right after them
+    assert r1.records + r2.records == 4000
     assert_copied(source, target, t)
 
 
