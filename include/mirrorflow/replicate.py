@@ -205,6 +205,8 @@ def run_once(cfg: Config, flow: FlowConfig, mode: str = "submit", master: str | 
              log: Callable[[str], None] = lambda s: None, directory: Path | None = None) -> RunReport:
     """Plan, copy, report. mode: submit (spark-submit) | inprocess (SparkSession here) | direct (no Spark)."""
     started = time.time()
+    # run files are kept when asked for (a directory, $MIRRORFLOW_RUN_DIR) or when the run failed
+    keep = directory is not None or bool(os.environ.get("MIRRORFLOW_RUN_DIR"))
     directory = directory or run_dir(flow)
     plan, plan_path = plan_run(cfg, flow, directory)
     pd = plan.to_dict()
@@ -225,6 +227,8 @@ def run_once(cfg: Config, flow: FlowConfig, mode: str = "submit", master: str | 
     (directory / "results.json").write_text(json.dumps({"flow": flow.name, "results": results}))
     rep = report_run(cfg, flow, pd, results, started, spark_s)
     (directory / "report.json").write_text(json.dumps(rep.to_dict()))
+    if rep.ok and not keep:
+        cleanup(directory)
     return rep
 
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import re
 from datetime import timedelta
 from pathlib import Path
@@ -104,6 +105,10 @@ def run_report(flow_name: str, paths: dict[str, Any], outlet_events: Any = None,
                                                             extra={"flow": flow.name})
     if not rep.ok:
         raise AirflowFailException(f"{flow.name}: {rep.failed_units} unit(s) failed:\n" + rep.render())
+    if not os.environ.get("MIRRORFLOW_KEEP_RUNS"):
+        from mirrorflow.replicate import cleanup
+
+        cleanup(Path(paths["dir"]))  # a failed run keeps its plan and results for inspection
     return {"records": rep.records, "bytes": rep.bytes, "lag": rep.lag, "lost": rep.lost,
             "duration_s": round(rep.duration_s, 3), "copy_phase_s": round(rep.copy_phase_s, 3),
             "max_latency_ms": rep.max_latency_ms, "topics": written}
