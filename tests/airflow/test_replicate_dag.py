@@ -21,7 +21,9 @@ def dagbag(tmp_path, source, target, airflow_db, unique, monkeypatch):
     prefix = unique("rdag")
     cfg = write_config(tmp_path / "mf.yaml", {"A": source, "B": target},
                        {"A->B": {"topics": f"{prefix}\\..*", "schedule": "*/10 * * * *", "tasks.max": 2,
-                                 "state.topic.partitions": 2, "transaction.max.records": 100}})
+                                 "state.topic.partitions": 2, "transaction.max.records": 100,
+                                 # other tests leave a `heartbeats` topic on A; this test mirrors only its own
+                                 "heartbeats.replication.enabled": False}})
     monkeypatch.setenv("MIRRORFLOW_CONFIG", str(cfg.path))
     monkeypatch.setenv("MIRRORFLOW_RUN_DIR", str(tmp_path / "runs"))
     from airflow.dag_processing.dagbag import DagBag
