@@ -19,30 +19,21 @@ import logging
 from datetime import timedelta
 from typing import Any
 
-import pendulum
 from airflow.sdk import DAG, task
 from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 
 from mirrorflow.config import Config, FlowConfig
 
+from .common import START, metric
 from .hooks import MirrorflowHook
 
 log = logging.getLogger(__name__)
-START = pendulum.datetime(2026, 1, 1, tz="UTC")
 
 
 def dag_id(flow: FlowConfig) -> str:
     return f"mirrorflow_checkpoint__{flow.id}"
 
 
-def _metric(kind: str, name: str, value: float, tags: dict[str, str]) -> None:
-    """Airflow metrics when available (a no-op backend by default)."""
-    try:
-        from airflow.sdk.observability import stats
-
-        getattr(stats, kind)(f"mirrorflow.{name}", value, tags=tags)
-    except Exception:  # noqa: BLE001 - metrics must never fail a task
-        log.debug("metric %s not sent", name, exc_info=True)
 
 
 def run_checkpoint(flow_name: str, config_path: str | None = None) -> dict[str, Any]:
@@ -60,9 +51,9 @@ def run_checkpoint(flow_name: str, config_path: str | None = None) -> dict[str, 
         mine = [(r, a) for r, a in run.rows if r.group == g]
         log.info("group %s\n%s", g, translation_table([r for r, _ in mine], [a for _, a in mine]))
     tags = {"flow": flow.id}
-    _metric("incr", "checkpoints.emitted", len(run.emitted), tags)
-    _metric("gauge", "checkpoints.groups", len(run.groups), tags)
-    _metric("gauge", "checkpoints.missing_records", sum(r.missing for r, _ in run.rows), tags)
+    metric("incr", "checkpoints.emitted", len(run.emitted), tags)
+    metric("gauge", "checkpoints.groups", len(run.groups), tags)
+    metric("gauge", "checkpoints.missing_records", sum(r.missing for r, _ in run.rows), tags)
     if run.errors:
         raise AirflowFailException(f"{flow.name}: checkpoints written for the other groups; failed for "
                                    + "; ".join(f"{g}: {e}" for g, e in sorted(run.errors.items())))
@@ -83,7 +74,7 @@ def run_group_sync(flow_name: str, config_path: str | None = None) -> dict[str, 
         else:
             log.info("%s: group %s: %d partition(s) committed, %d already at or ahead", flow.name, p.group,
                      len(p.writes), len(p.partitions) - len(p.writes))
-    _metric("incr", "group_sync.committed", sum(run.committed.values()), {"flow": flow.id})
+    metric("incr", "group_sync.committed", sum(run.committed.values()), {"flow": flow.id})
     if run.errors:
         raise AirflowFailException(f"{flow.name}: group offset sync failed for "
                                    + "; ".join(f"{g}: {e}" for g, e in sorted(run.errors.items())))
@@ -105,7 +96,7 @@ def run_heartbeat(flow_name: str, config_path: str | None = None) -> dict[str, A
         log.info("%s: no replicated heartbeat in %s on %s yet", flow.name, lat.topic, flow.target)
     else:
         log.info("%s: replication latency %d ms (newest heartbeat in %s)", flow.name, lat.latency_ms, lat.topic)
-        _metric("gauge", "replication.latency_ms", lat.latency_ms, {"flow": flow.id})
+        metric("gauge", "replication.latency_ms", lat.latency_ms, {"flow": flow.id})
     return {"emitted": len(emitted), "latency_ms": lat.latency_ms}
 
 

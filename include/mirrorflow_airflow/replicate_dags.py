@@ -23,7 +23,6 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-import pendulum
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.sdk import DAG, Asset, AssetAlias, BaseHook, task
 from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
@@ -31,10 +30,10 @@ from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 from mirrorflow.config import Config, FlowConfig
 from mirrorflow.replicate import JOB_PATH, build_pyfiles_zip, is_local_master, spark_conf, spark_env
 
+from .common import START, metric
 from .hooks import MirrorflowHook
 
 log = logging.getLogger(__name__)
-START = pendulum.datetime(2026, 1, 1, tz="UTC")
 SPARK_CONN_ID = "spark_default"
 
 
@@ -50,13 +49,6 @@ def asset_uri(bootstrap: str, topic: str) -> str:
     return f"kafka://{bootstrap.split(',')[0].strip()}/{topic}"
 
 
-def _metric(kind: str, name: str, value: float, tags: dict[str, str]) -> None:
-    try:
-        from airflow.sdk.observability import stats
-
-        getattr(stats, kind)(f"mirrorflow.{name}", value, tags=tags)
-    except Exception:  # noqa: BLE001 - metrics must never fail a task
-        log.debug("metric %s not sent", name, exc_info=True)
 
 
 def run_plan(flow_name: str, run_id: str, config_path: str | None = None) -> dict[str, Any]:
@@ -87,16 +79,16 @@ def run_report(flow_name: str, paths: dict[str, Any], outlet_events: Any = None,
     for line in rep.lines():
         log.info("%s", line)
     tags = {"flow": flow.id}
-    _metric("incr", "replicate.records", rep.records, tags)
-    _metric("incr", "replicate.bytes", rep.bytes, tags)
-    _metric("timing", "replicate.duration", timedelta(seconds=rep.duration_s), tags)
-    _metric("gauge", "replicate.lag", rep.lag, tags)
+    metric("incr", "replicate.records", rep.records, tags)
+    metric("incr", "replicate.bytes", rep.bytes, tags)
+    metric("timing", "replicate.duration", timedelta(seconds=rep.duration_s), tags)
+    metric("gauge", "replicate.lag", rep.lag, tags)
     if rep.max_latency_ms >= 0:
-        _metric("gauge", "replicate.latency_ms", rep.max_latency_ms, tags)
+        metric("gauge", "replicate.latency_ms", rep.max_latency_ms, tags)
     if rep.lost:
-        _metric("incr", "replicate.lost_offsets", rep.lost, tags)
+        metric("incr", "replicate.lost_offsets", rep.lost, tags)
     for p in rep.partitions:
-        _metric("gauge", "replicate.partition_lag", p.lag, {**tags, "topic": p.topic, "partition": str(p.partition)})
+        metric("gauge", "replicate.partition_lag", p.lag, {**tags, "topic": p.topic, "partition": str(p.partition)})
     written = sorted({p.target_topic for p in rep.partitions if p.records})
     if outlet_events is not None:
         bootstrap = cfg.cluster(flow.target).bootstrap_servers

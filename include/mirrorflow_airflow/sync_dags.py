@@ -18,17 +18,16 @@ import logging
 from datetime import timedelta
 from typing import Any
 
-import pendulum
 from airflow.sdk import DAG, Param, task
 from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 
 from mirrorflow.config import Config, FlowConfig
 from mirrorflow.errors import ConfigError, MirrorflowError
 
+from .common import START
 from .hooks import MirrorflowHook
 
 log = logging.getLogger(__name__)
-START = pendulum.datetime(2026, 1, 1, tz="UTC")
 TASKS = {"topics": "topics_and_partitions", "configs": "configs", "acls": "acls"}
 
 
