@@ -24,14 +24,14 @@ from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 
 from mirrorflow.config import Config, FlowConfig
 
-from .common import START, metric
+from .common import flow_dag, flow_dag_id, metric
 from .hooks import MirrorflowHook
 
 log = logging.getLogger(__name__)
 
 
 def dag_id(flow: FlowConfig) -> str:
-    return f"mirrorflow_checkpoint__{flow.id}"
+    return flow_dag_id("checkpoint", flow)
 
 
 
@@ -103,18 +103,8 @@ def run_heartbeat(flow_name: str, config_path: str | None = None) -> dict[str, A
 def build_checkpoint_dag(flow: FlowConfig) -> DAG:
     interval = int(flow.props.get("emit.checkpoints.interval.seconds", 60))
     name = flow.name
-    with DAG(
-        dag_id=dag_id(flow),
-        dag_display_name=f"mirrorflow checkpoint {name}",
-        description=f"{name}: exact MM2 checkpoints, group offset sync, heartbeats",
-        schedule=timedelta(seconds=interval),
-        start_date=START,
-        catchup=False,
-        max_active_runs=1,
-        tags=["mirrorflow", "checkpoint", name],
-        default_args={"owner": "mirrorflow", "retries": 2, "retry_delay": timedelta(seconds=10)},
-        doc_md=__doc__,
-    ) as dag:
+    with flow_dag("checkpoint", flow, "exact MM2 checkpoints, group offset sync, heartbeats",
+                  timedelta(seconds=interval), retry_delay_s=10, doc_md=__doc__) as dag:
         @task(task_id="checkpoint")
         def checkpoint() -> dict[str, Any]:
             """Translate committed source group offsets exactly; write MM2 checkpoints on the target."""

@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import logging
+from datetime import timedelta
+from typing import Any
 
 import pendulum
 
@@ -19,3 +21,29 @@ def metric(kind: str, name: str, value: float, tags: dict[str, str]) -> None:
         getattr(stats, kind)(f"mirrorflow.{name}", value, tags=tags)
     except Exception:  # noqa: BLE001 - metrics must never fail a task
         log.debug("metric %s not sent", name, exc_info=True)
+
+
+def flow_dag_id(kind: str, flow: Any) -> str:
+    return f"mirrorflow_{kind}__{flow.id}"
+
+
+def flow_dag(kind: str, flow: Any, description: str, schedule: Any, retry_delay_s: int = 30, **extra: Any) -> Any:
+    """The DAG of one concern (`sync`, `replicate`, `checkpoint`) of one flow: `mirrorflow_<kind>__<flow.id>`.
+
+    Runs of one flow never overlap (max_active_runs=1) and never catch up; the description and
+    doc come from the builder, the schedule from the flow's properties.
+    """
+    from airflow.sdk import DAG
+
+    return DAG(
+        dag_id=flow_dag_id(kind, flow),
+        dag_display_name=f"mirrorflow {kind} {flow.name}",
+        description=f"{flow.name}: {description}",
+        schedule=schedule,
+        start_date=START,
+        catchup=False,
+        max_active_runs=1,
+        tags=["mirrorflow", kind, flow.name],
+        default_args={"owner": "mirrorflow", "retries": 2, "retry_delay": timedelta(seconds=retry_delay_s)},
+        **extra,
+    )

@@ -30,7 +30,7 @@ from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 from mirrorflow.config import Config, FlowConfig
 from mirrorflow.replicate import JOB_PATH, build_pyfiles_zip, is_local_master, spark_conf, spark_env
 
-from .common import START, metric
+from .common import flow_dag, flow_dag_id, metric
 from .hooks import MirrorflowHook
 
 log = logging.getLogger(__name__)
@@ -38,7 +38,7 @@ SPARK_CONN_ID = "spark_default"
 
 
 def dag_id(flow: FlowConfig) -> str:
-    return f"mirrorflow_replicate__{flow.id}"
+    return flow_dag_id("replicate", flow)
 
 
 def alias_name(flow: FlowConfig) -> str:
@@ -131,18 +131,8 @@ def build_replicate_dag(cfg: Config, flow: FlowConfig) -> DAG:
     name = flow.name
     config_path = str(cfg.path) if cfg.path else None
     env = {k: v for k, v in spark_env().items() if k in ("PATH", "PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON")}
-    with DAG(
-        dag_id=dag_id(flow),
-        dag_display_name=f"mirrorflow replicate {name}",
-        description=f"{name}: copy new records exactly once (plan -> Spark copy -> report)",
-        schedule=flow.props["schedule"] or None,
-        start_date=START,
-        catchup=False,
-        max_active_runs=1,
-        tags=["mirrorflow", "replicate", name],
-        default_args={"owner": "mirrorflow", "retries": 2, "retry_delay": timedelta(seconds=30)},
-        doc_md=__doc__,
-    ) as dag:
+    with flow_dag("replicate", flow, "copy new records exactly once (plan -> Spark copy -> report)",
+                  flow.props["schedule"] or None, doc_md=__doc__) as dag:
         @task(task_id="plan")
         def plan(run_id: str | None = None) -> dict[str, Any]:
             """Read progress (target) and source offsets; cut work units; write the plan file."""

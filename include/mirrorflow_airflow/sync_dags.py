@@ -24,7 +24,7 @@ from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 from mirrorflow.config import Config, FlowConfig
 from mirrorflow.errors import ConfigError, MirrorflowError
 
-from .common import START
+from .common import flow_dag, flow_dag_id
 from .hooks import MirrorflowHook
 
 log = logging.getLogger(__name__)
@@ -32,7 +32,7 @@ TASKS = {"topics": "topics_and_partitions", "configs": "configs", "acls": "acls"
 
 
 def dag_id(flow: FlowConfig) -> str:
-    return f"mirrorflow_sync__{flow.id}"
+    return flow_dag_id("sync", flow)
 
 
 def run_sync(flow_name: str, concern: str, config_path: str | None = None, dry_run: bool = False) -> dict[str, Any]:
@@ -60,20 +60,11 @@ def run_sync(flow_name: str, concern: str, config_path: str | None = None, dry_r
 def build_sync_dag(flow: FlowConfig, config_path: str | None = None) -> DAG:
     name = flow.name
     interval = timedelta(seconds=int(flow.props["refresh.topics.interval.seconds"]))
-    with DAG(
-        dag_id=dag_id(flow),
-        dag_display_name=f"mirrorflow sync {name}",
-        description=f"{name}: remote topics, partitions, topic configs and topic ACLs",
-        schedule=interval if flow.props["refresh.topics.enabled"] else None,
-        start_date=START,
-        catchup=False,
-        max_active_runs=1,
-        tags=["mirrorflow", "sync", name],
-        default_args={"owner": "mirrorflow", "retries": 2, "retry_delay": timedelta(seconds=30)},
-        params={"dry_run": Param(False, type="boolean", title="Dry run",
-                                 description="Plan and report only; change nothing on the target")},
-        doc_md=__doc__,
-    ) as dag:
+    with flow_dag("sync", flow, "remote topics, partitions, topic configs and topic ACLs",
+                  interval if flow.props["refresh.topics.enabled"] else None,
+                  params={"dry_run": Param(False, type="boolean", title="Dry run",
+                                           description="Plan and report only; change nothing on the target")},
+                  doc_md=__doc__) as dag:
         @task(task_id=TASKS["topics"])
         def topics_and_partitions(params: dict | None = None) -> dict[str, Any]:
             """Create missing remote topics and add partitions; report orphans and larger targets."""
