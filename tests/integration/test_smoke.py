@@ -130,3 +130,44 @@ def test_dev_cli_port_in_use_is_one_clear_error(tmp_path):
     assert r.returncode != 0
     assert r.stderr.strip() == f"mirrorflow: error: port {port} for cluster A is already in use on 127.0.0.1 " \
                                "(another Kafka or program holds it; stop it or pick other ports)"
+
+
+def _bin(tmp_path, name, **tools):
+    """A PATH folder holding only the given tools (name -> target path or script text)."""
+    d = tmp_path / name
+    d.mkdir()
+    for tool, target in tools.items():
+        if target.startswith("#!"):
+            (d / tool).write_text(target)
+            (d / tool).chmod(0o755)
+        else:
+            (d / tool).symlink_to(target)
+    return str(d)
+
+
+@pytest.mark.parametrize("case", ["no-java", "no-maven", "download-fails"])
+def test_dev_cli_missing_tools_are_one_clear_error(tmp_path, case):
+    import shutil
+    env = {**os.environ, "MIRRORFLOW_DEV_HOME": str(tmp_path / "dev"), "PYTHONPATH": os.path.join(ROOT, "include"),
+           "MIRRORFLOW_CACHE": str(tmp_path / "cache")}  # an empty cache: the jars would have to be fetched
+    env.pop("JAVA_HOME", None)
+    java = shutil.which("java")
+    if case == "no-java":
+        env["PATH"] = _bin(tmp_path, "bin")
+    elif case == "no-maven":
+        env["PATH"] = _bin(tmp_path, "bin", java=java)
+    else:
+        env["PATH"] = _bin(tmp_path, "bin", java=java, mvn="#!/bin/sh\necho '[ERROR] Could not transfer artifact' >&2\nexit 1\n")
+    r = _cli(["dev", "up", "--clusters", "A"], env)
+    assert r.returncode == 1
+    lines = r.stderr.strip().splitlines()
+    if case == "no-java":
+        assert lines == ["mirrorflow: error: Java was not found: install Java 17 or newer and put `java` on PATH (or set JAVA_HOME)"]
+    elif case == "no-maven":
+        assert lines == ["mirrorflow: error: Maven was not found: install Maven (`mvn`) to fetch the Apache Kafka jars "
+                         f"(needed once; they are cached in {tmp_path / 'cache' / 'kafka-4.3.1'})"]
+    else:
+        assert lines[0] == "mirrorflow: error: could not fetch Apache Kafka 4.3.1 from Maven Central (mvn exited 1):"
+        assert "Could not transfer artifact" in r.stderr
+    assert "Traceback" not in r.stderr
+    assert not (tmp_path / "cache" / "kafka-4.3.1" / "libs").exists()  # nothing half-fetched is taken for done
