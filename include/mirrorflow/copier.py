@@ -185,6 +185,9 @@ class UnitCopier:
                 pass
         if self.producer is not None and not self.eos:
             self.producer.flush(30)
+        # the producer's error_cb points back at this copier: drop the cycle so the client (and its
+        # threads) go away now, not at some later garbage collection
+        self.producer = self.consumer = None
 
     def _error_cb(self, err: KafkaError) -> None:
         if err.fatal() and self._fatal is None:
