@@ -5,7 +5,7 @@ import logging
 import os
 
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import (AclBinding, AclBindingFilter, AclOperation, AclPermissionType,
                                    ResourcePatternType, ResourceType)
 
@@ -92,6 +92,10 @@ def test_topic_acls_are_synced_renamed_and_filtered_as_mm2_does(tmp_path, sasl_c
     msg = None
     for _ in range(30):
         msg = c.poll(1)
+        # librdkafka looks up the group coordinator even for assign(); alice has no group ACL and
+        # needs none to read an assigned partition, so that refusal may arrive first and is skipped
+        if msg is not None and msg.error() is not None and msg.error().code() == KafkaError.GROUP_AUTHORIZATION_FAILED:
+            continue
         if msg is not None:
             break
     c.close()
