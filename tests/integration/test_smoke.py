@@ -89,8 +89,21 @@ def _cli(args, env):
                           env=env, cwd=ROOT, timeout=300)
 
 
+def _free_pair() -> int:
+    """A free port whose successor is free too: a configured cluster's controller takes port + 1."""
+    import socket
+    while True:
+        port = free_port()
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port + 1))
+                return port
+            except OSError:
+                continue
+
+
 def test_dev_cli_up_status_down_twice_without_maven(tmp_path):
-    pa, pb = free_port(), free_port()
+    pa, pb = _free_pair(), _free_pair()
     cfg = tmp_path / "mf.yaml"
     cfg.write_text(f"clusters:\n  A: {{bootstrap.servers: '127.0.0.1:{pa}'}}\n  B: {{bootstrap.servers: '127.0.0.1:{pb}'}}\n")
     env = {**os.environ, "MIRRORFLOW_DEV_HOME": str(tmp_path / "dev"), "MIRRORFLOW_CONFIG": str(cfg),
