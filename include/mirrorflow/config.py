@@ -15,7 +15,6 @@ are resolved only when a client is built.
 """
 from __future__ import annotations
 
-import dataclasses
 import difflib
 import functools
 import os
@@ -516,9 +515,3 @@ def _librdkafka_problem(key: str) -> str | None:
     except (TypeError, ValueError):
         return None
     return None
-    return None
-
-
-def replace_props(flow: FlowConfig, **changes: Any) -> FlowConfig:
-    """A copy of `flow` with some properties changed (tests and the CLI use it)."""
-    return dataclasses.replace(flow, props={**flow.props, **changes})

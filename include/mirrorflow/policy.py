@@ -124,8 +124,6 @@ class IdentityReplicationPolicy(DefaultReplicationPolicy):
         return topic
 
 
-ReplicationPolicy = DefaultReplicationPolicy  # the interface every policy implements
-
 POLICY_CLASSES = {
     "DefaultReplicationPolicy": DefaultReplicationPolicy,
     "org.apache.kafka.connect.mirror.DefaultReplicationPolicy": DefaultReplicationPolicy,
