@@ -63,15 +63,14 @@ def seed(cluster, topic: str, n: int, size: int, partitions: int) -> None:
 
 def raw_pipe(src, dst, topic: str, target_topic: str, partitions: int, n: int) -> float:
     """One process: consumer -> producer, no transactions. Returns seconds."""
-    from mirrorflow.config import FlowConfig
-    from mirrorflow.copier import consumer_config, producer_config
-    from mirrorflow.planner import Unit
+    from mirrorflow.replication.copier import CONSUMER_DEFAULTS, PRODUCER_DEFAULTS
 
-    flow = FlowConfig("A", "B", {"exactly.once": False})
-    pconf = producer_config(flow, Unit(topic, 0, target_topic, 0, 0))
+    # the copier's own tuning, without idempotence or transactions: the fastest honest pipe
+    pconf = {k: v for k, v in PRODUCER_DEFAULTS.items() if k != "transaction.timeout.ms"}
     pconf["enable.idempotence"] = False
     t0 = time.time()
-    c = Consumer({**src.client_config(), **consumer_config(flow), "group.id": "bench-raw"})
+    c = Consumer({**src.client_config(), **CONSUMER_DEFAULTS, "group.id": "bench-raw", "enable.auto.commit": False,
+                  "isolation.level": "read_committed", "enable.partition.eof": True, "auto.offset.reset": "earliest"})
     p = Producer({**dst.client_config(), **pconf})
     c.assign([TopicPartition(topic, i, 0) for i in range(partitions)])
     produce = p.produce
@@ -99,7 +98,7 @@ def raw_pipe(src, dst, topic: str, target_topic: str, partitions: int, n: int) -
 
 def replicate(cfg_path: Path, flow_name: str):
     from mirrorflow import config as config_mod
-    from mirrorflow.replicate import run_once
+    from mirrorflow.replication.runner import run_once
 
     cfg = config_mod.load(cfg_path)
     flow = cfg.flow(flow_name)

@@ -1,6 +1,6 @@
 """Airflow plugin: the mirrorflow status page (each flow at a glance) inside the Airflow UI.
 
-Thin: the numbers come from mirrorflow.status, which reads the target clusters' state topics.
+Thin: the numbers come from mirrorflow.ops.status, which reads the target clusters' state topics.
 Both routes require an Airflow login (Depends(get_user)); plugin routes are public otherwise.
 """
 from __future__ import annotations
@@ -17,7 +17,8 @@ app = FastAPI(title="mirrorflow status")
 
 
 def _statuses():
-    from mirrorflow import config, status
+    from mirrorflow import config
+    from mirrorflow.ops import status
 
     cfg = config.load()
     return [status.flow_status(cfg, f) for f in cfg.flows.values()]

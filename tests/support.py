@@ -128,3 +128,21 @@ def write_config(path, clusters: dict[str, DevCluster], flows: dict[str, dict], 
     raw = {"clusters": raw_clusters, "defaults": defaults or {}, "flows": flows, "spark": {"master": spark_master}}
     path.write_text(yaml.safe_dump(raw, sort_keys=False))
     return config_mod.load(path)
+
+
+def read_progress(cfg, flow, keys=None) -> dict:
+    """The flow's committed progress on the target (what a copy unit reads back)."""
+    from mirrorflow.clients import FlowClients
+    from mirrorflow.state.store import StateStore
+
+    with FlowClients(cfg, flow) as clients:
+        return StateStore(clients).progress(keys)
+
+
+def load_offset_map(cfg, flow, keys=None) -> dict:
+    """The flow's committed offset map on the target (SOURCE (topic, partition) -> PartitionMap)."""
+    from mirrorflow.clients import FlowClients
+    from mirrorflow.state.store import StateStore
+
+    with FlowClients(cfg, flow) as clients:
+        return StateStore(clients).offset_map(keys)

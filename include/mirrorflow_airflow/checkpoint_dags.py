@@ -37,8 +37,8 @@ def dag_id(flow: FlowConfig) -> str:
 
 
 def run_checkpoint(flow_name: str, config_path: str | None = None) -> dict[str, Any]:
-    from mirrorflow.checkpoint import emit_checkpoints
-    from mirrorflow.translation_table import translation_table
+    from mirrorflow.groups.checkpoint import emit_checkpoints
+    from mirrorflow.groups.render import translation_table
 
     cfg = MirrorflowHook(config_path).get_config()
     flow = cfg.flow(flow_name)
@@ -61,7 +61,7 @@ def run_checkpoint(flow_name: str, config_path: str | None = None) -> dict[str, 
 
 
 def run_group_sync(flow_name: str, config_path: str | None = None) -> dict[str, Any]:
-    from mirrorflow.group_sync import sync_group_offsets
+    from mirrorflow.groups.offset_sync import sync_group_offsets
 
     cfg = MirrorflowHook(config_path).get_config()
     flow = cfg.flow(flow_name)
@@ -82,7 +82,7 @@ def run_group_sync(flow_name: str, config_path: str | None = None) -> dict[str, 
 
 
 def run_heartbeat(flow_name: str, config_path: str | None = None) -> dict[str, Any]:
-    from mirrorflow.heartbeat import emit_heartbeats, replication_latency
+    from mirrorflow.groups.heartbeat import emit_heartbeats, replication_latency
 
     cfg = MirrorflowHook(config_path).get_config()
     flow = cfg.flow(flow_name)

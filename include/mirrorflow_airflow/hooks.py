@@ -1,24 +1,62 @@
-"""MirrorflowHook: the mirrorflow configuration as Airflow tasks see it."""
+"""MirrorflowHook: the mirrorflow configuration and the Kafka connections, as Airflow tasks see them."""
 from __future__ import annotations
+
+from typing import Any
 
 from airflow.sdk import BaseHook
 
 from mirrorflow import config as config_mod
 
 
-class MirrorflowHook(BaseHook):
-    """Loads the config file ($MIRRORFLOW_CONFIG or the embedded default).
+def kafka_connection_settings(conn_id: str) -> dict[str, str]:
+    """librdkafka settings of an Airflow connection of the Kafka provider's type (`kafka`): its
+    `extra` holds the client settings, as the provider's KafkaBaseHook reads them. Registered as
+    the `airflow` connection provider of mirrorflow (pyproject entry point), so the core resolves
+    `airflow.conn.id` without importing Airflow; raises LookupError when the connection is missing."""
+    try:
+        conn = BaseHook.get_connection(conn_id)
+    except Exception as exc:  # noqa: BLE001 - the Task SDK raises its own not-found types
+        raise LookupError(f"Airflow connection not found ({type(exc).__name__})") from None
+    return {k: str(v) for k, v in (conn.extra_dejson or {}).items()}
 
-    Cluster secrets stay out of the file: a cluster names an Airflow Kafka connection with
-    `airflow.conn.id`, which the core resolves through the Task SDK when a client is built.
+
+class MirrorflowHook(BaseHook):
+    """Owns what a mirrorflow task connects with: the config file ($MIRRORFLOW_CONFIG or the
+    embedded default) and, through it, the clusters' Kafka connections.
+
+    Cluster secrets stay out of the file: a cluster names an Airflow connection of the Kafka
+    provider's type with `airflow.conn.id`; `kafka_connection_settings` resolves it when a client
+    is built. `mirrorflow_config` is the path of the config file (the hook's "connection").
     """
 
     conn_name_attr = "mirrorflow_config"
+    default_conn_name = ""
+    conn_type = "kafka"
     hook_name = "mirrorflow"
 
-    def __init__(self, config_path: str | None = None) -> None:
+    def __init__(self, mirrorflow_config: str | None = None) -> None:
         super().__init__()
-        self.config_path = config_path
+        self.mirrorflow_config = mirrorflow_config
 
-    def get_config(self) -> config_mod.Config:
-        return config_mod.load(self.config_path)
+    def get_conn(self) -> config_mod.Config:
+        """The loaded, validated config (a ConfigError names every problem with its key)."""
+        return config_mod.load(self.mirrorflow_config)
+
+    get_config = get_conn
+
+    def test_connection(self) -> tuple[bool, str]:
+        """Load the config and reach every cluster it names, as Airflow's connection test does."""
+        from mirrorflow.clients import cluster_connection
+        from mirrorflow.errors import MirrorflowError
+
+        try:
+            cfg = self.get_conn()
+            for alias in cfg.clusters:
+                cluster_connection(cfg.cluster(alias)).admin()
+        except MirrorflowError as exc:
+            return False, str(exc)
+        return True, f"{len(cfg.clusters)} cluster(s) reachable"
+
+    def cluster_settings(self, alias: str) -> dict[str, Any]:
+        """librdkafka settings of configured cluster `alias`, secrets resolved (never log them)."""
+        return self.get_conn().cluster(alias).client_config()

@@ -3,7 +3,7 @@
 * `plan`: ensure the flow's state topics on the target, read progress and source offsets, cut work
   units; writes the plan file (flow name, config path, units -- never secrets) to the run directory
   ($MIRRORFLOW_RUN_DIR, else <tmp>/mirrorflow-runs) and returns only its path and a summary.
-* `copy`: `spark-submit spark_jobs/copy_units.py PLAN RESULTS` through the `spark_default`
+* `copy`: `spark-submit .../mirrorflow/replication/spark_job.py PLAN RESULTS` through the `spark_default`
   connection (e.g. AIRFLOW_CONN_SPARK_DEFAULT='{"conn_type": "spark", "host": "local[*]"}'). The task
   fails clearly when the connection is missing (the provider would silently use yarn). Skipped when
   there is nothing to copy.
@@ -28,7 +28,7 @@ from airflow.sdk import DAG, Asset, AssetAlias, BaseHook, task
 from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 
 from mirrorflow.config import Config, FlowConfig
-from mirrorflow.replicate import JOB_PATH, build_pyfiles_zip, is_local_master, spark_conf, spark_env
+from mirrorflow.replication.spark import JOB_PATH, build_pyfiles_zip, is_local_master, spark_conf, spark_env
 
 from .common import flow_dag, flow_dag_id, metric
 from .hooks import MirrorflowHook
@@ -52,12 +52,14 @@ def asset_uri(bootstrap: str, topic: str) -> str:
 
 
 def run_plan(flow_name: str, run_id: str, config_path: str | None = None) -> dict[str, Any]:
-    from mirrorflow.replicate import plan_run, run_dir
+    from mirrorflow.clients import FlowClients
+    from mirrorflow.replication.runner import prepare_plan, run_dir
 
     cfg = MirrorflowHook(config_path).get_config()
     flow = cfg.flow(flow_name)
     directory = run_dir(flow, re.sub(r"[^A-Za-z0-9_.-]+", "_", run_id))
-    plan, path = plan_run(cfg, flow, directory)
+    with FlowClients(cfg, flow) as clients:
+        plan, path = prepare_plan(clients, directory)
     log.info("%s: planned %d units in %d waves, %d offsets", flow.name, len(plan.units), len(plan.waves),
              sum(u.records for u in plan.units))
     return {"plan": str(path), "results": str(directory / "results.json"), "dir": str(directory),
@@ -66,7 +68,8 @@ def run_plan(flow_name: str, run_id: str, config_path: str | None = None) -> dic
 
 def run_report(flow_name: str, paths: dict[str, Any], outlet_events: Any = None,
                config_path: str | None = None) -> dict[str, Any]:
-    from mirrorflow.replicate import report_run
+    from mirrorflow.clients import FlowClients
+    from mirrorflow.replication.runner import report_run
 
     cfg = MirrorflowHook(config_path).get_config()
     flow = cfg.flow(flow_name)
@@ -75,7 +78,8 @@ def run_report(flow_name: str, paths: dict[str, Any], outlet_events: Any = None,
     results = json.loads(rp.read_text())["results"] if rp.exists() else []
     if paths.get("units") and not rp.exists():
         raise AirflowFailException(f"{flow.name}: the copy job wrote no results ({rp})")
-    rep = report_run(cfg, flow, plan, results, plan.get("planned_at", 0))
+    with FlowClients(cfg, flow) as clients:
+        rep = report_run(clients, plan, results, plan.get("planned_at", 0))
     for line in rep.lines():
         log.info("%s", line)
     tags = {"flow": flow.id}
@@ -98,7 +102,7 @@ def run_report(flow_name: str, paths: dict[str, Any], outlet_events: Any = None,
     if not rep.ok:
         raise AirflowFailException(f"{flow.name}: {rep.failed_units} unit(s) failed:\n" + rep.render())
     if not os.environ.get("MIRRORFLOW_KEEP_RUNS"):
-        from mirrorflow.replicate import cleanup
+        from mirrorflow.replication.runner import cleanup
 
         cleanup(Path(paths["dir"]))  # a failed run keeps its plan and results for inspection
     return {"records": rep.records, "bytes": rep.bytes, "lag": rep.lag, "lost": rep.lost,

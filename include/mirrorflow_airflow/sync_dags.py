@@ -10,7 +10,7 @@ One task per concern, in MM2's order, so a failure shows where it happened:
 The schedule is the flow's `refresh.topics.interval.seconds` (MM2 default 600 s) as a timedelta;
 with `refresh.topics.enabled: false` the DAG runs only when triggered. Trigger it with
 `{"dry_run": true}` to see the plan without changing anything. Tasks call the core
-(`mirrorflow.sync.sync_flow`), log the full report and push only its small summary to XCom.
+(`mirrorflow.metadata.sync.sync_flow`), log the full report and push only its small summary to XCom.
 """
 from __future__ import annotations
 
@@ -41,7 +41,7 @@ def run_sync(flow_name: str, concern: str, config_path: str | None = None, dry_r
     A bad config fails the task at once (retrying cannot fix it); a failed change or an
     unreachable cluster fails it with retries, after the other changes were applied.
     """
-    from mirrorflow.sync import sync_flow
+    from mirrorflow.metadata.sync import sync_flow
 
     try:
         cfg = MirrorflowHook(config_path).get_config()

@@ -7,9 +7,10 @@ from datetime import timedelta
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 
-from mirrorflow.checkpoint import CheckpointStore
-from mirrorflow.replicate import run_once
-from mirrorflow.sync import sync_flow
+from mirrorflow.clients import FlowClients
+from mirrorflow.groups.checkpoint import CheckpointStore
+from mirrorflow.replication.runner import run_once
+from mirrorflow.metadata.sync import sync_flow
 from tests.support import create_topic, produce, write_config
 
 pytestmark = pytest.mark.airflow
@@ -58,7 +59,8 @@ def test_dag_run_writes_checkpoints_syncs_the_group_and_emits_heartbeats(dagbag,
     assert run.state == "success"
     states = {ti.task_id: ti.state for ti in run.get_task_instances()}
     assert states == {"checkpoint": "success", "sync_group_offsets": "success", "heartbeat": "success"}
-    store = CheckpointStore.load(cfg, flow)
+    with FlowClients(cfg, flow) as clients:
+        store = CheckpointStore.load(clients)
     cp = store.for_group(group)[(f"A.{topic}", 0)]
     assert cp.upstream_offset == 4 and cp.downstream_offset == 4
     t = Consumer({**target.client_config(), "group.id": group, "enable.auto.commit": False})

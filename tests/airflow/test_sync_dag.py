@@ -75,5 +75,5 @@ def test_dag_test_run_creates_the_remote_topics(airflow_db, tmp_path, monkeypatc
     md = a.list_topics(f"A.{topic_name}", timeout=10).topics[f"A.{topic_name}"]
     assert md.error is None and len(md.partitions) == 2
     from mirrorflow import config as config_mod
-    from mirrorflow.sync import sync_flow
+    from mirrorflow.metadata.sync import sync_flow
     assert sync_flow(config_mod.load(cfg_path), "A->B", "topics,configs").changed_nothing

@@ -5,8 +5,7 @@ import uuid
 
 from confluent_kafka.admin import NewTopic
 
-from mirrorflow import state
-from tests.support import admin, consume_all, create_topic, write_config
+from tests.support import admin, consume_all, create_topic, load_offset_map, write_config
 
 
 def make_flow(tmp_path, source, target, prefix: str, **props):
@@ -42,7 +41,7 @@ def assert_map_exact(cfg, flow, source, target, topic: str, partitions: int = 1)
     remote = f"A.{topic}"
     src = consume_all(source, topic)
     dst = consume_all(target, remote)
-    maps = state.load_offset_map(cfg, flow, [(topic, p) for p in range(partitions)])
+    maps = load_offset_map(cfg, flow, [(topic, p) for p in range(partitions)])
     for p in range(partitions):
         s = [r for r in src if r.partition == p]
         d = [r for r in dst if r.partition == p]

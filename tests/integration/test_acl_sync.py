@@ -1,4 +1,4 @@
-"""Topic ACL sync on real SASL clusters with the StandardAuthorizer (S -> T), as MM2 §5 describes."""
+"""Topic ACL sync on real SASL clusters with the StandardAuthorizer (S -> T), as MM2's MirrorSourceConnector.syncTopicAcls does it."""
 from __future__ import annotations
 
 import logging
@@ -10,7 +10,7 @@ from confluent_kafka.admin import (AclBinding, AclBindingFilter, AclOperation, A
                                    ResourcePatternType, ResourceType)
 
 from mirrorflow.errors import ClusterError
-from mirrorflow.sync import sync_flow
+from mirrorflow.metadata.sync import sync_flow
 from tests.support import admin, create_topic, produce, wait_for_topic, write_config
 
 pytestmark = pytest.mark.integration
@@ -128,12 +128,12 @@ def test_target_without_authorizer_is_skipped_with_the_reason(tmp_path, sasl_clu
 
 def test_source_without_authorizer_is_skipped_with_one_log_line(tmp_path, source, sasl_target, caplog):
     cfg = write_config(tmp_path / "mf.yaml", {"A": source, "T": sasl_target}, {"A->T": {"topics": ""}})
-    with caplog.at_level(logging.INFO, logger="mirrorflow.acl_sync"):
+    with caplog.at_level(logging.INFO, logger="mirrorflow.metadata.acls"):
         report = sync_flow(cfg, "A->T", "acls")
     assert [(s.concern, s.resource, s.reason) for s in report.skipped] == [
         ("acls", "*", "source cluster A has no authorizer (no ACLs to sync)")]
     assert report.ok and report.changed_nothing
-    assert [r.getMessage() for r in caplog.records if r.name == "mirrorflow.acl_sync"] == [
+    assert [r.getMessage() for r in caplog.records if r.name == "mirrorflow.metadata.acls"] == [
         "ACL sync skipped for A->T: source cluster A has no authorizer"]
 
 

@@ -12,14 +12,15 @@ import time
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 
-from mirrorflow import remote_cluster
-from mirrorflow.checkpoint import CheckpointStore, emit_checkpoints
+from mirrorflow.mm2 import remote_cluster
+from mirrorflow.groups.checkpoint import CheckpointStore, emit_checkpoints
 from mirrorflow.errors import ClusterError, MirrorflowError
-from mirrorflow.group_sync import sync_group_offsets
-from mirrorflow.heartbeat import emit_heartbeats, replication_latency
-from mirrorflow.internal_topics import read_partition
-from mirrorflow.mm2_formats import Heartbeat
-from mirrorflow.offset_map import MapEntry, PartitionMap, Run
+from mirrorflow.groups.offset_sync import sync_group_offsets
+from mirrorflow.groups.heartbeat import emit_heartbeats, replication_latency
+from mirrorflow.clients import FlowClients, cluster_connection
+from mirrorflow.kafka.log_reader import read_partition
+from mirrorflow.mm2.formats import Heartbeat
+from mirrorflow.state.offset_map import MapEntry, PartitionMap, Run
 from tests.integration.rcu_java import compile_probe, java_translate, run_probe
 from tests.support import admin, create_topic, write_config
 
@@ -104,7 +105,8 @@ def test_checkpoints_are_exact_monotonic_and_java_reads_them(tmp_path, source, t
     commit(source, group, [(topic_name, 0, 21, None)])
     held = emit_checkpoints(cfg, flow, groups=[group], maps=shrunk)
     assert held.emitted == [] and ("held" in {a for _, a in held.rows})
-    store = CheckpointStore.load(cfg, flow)
+    with FlowClients(cfg, flow) as clients:
+        store = CheckpointStore.load(clients)
     assert store.for_group(group)[(f"{A}.{topic_name}", 0)].downstream_offset == 18
 
 
@@ -172,8 +174,8 @@ def test_heartbeats_and_topology_match_java(tmp_path, source, target, topic_name
     before = int(time.time() * 1000)
     emitted = emit_heartbeats(cfg, flow)
     assert [(e.cluster, e.source, e.target) for e in emitted] == [("B", "A", "B"), ("A", "B", "A")]
-    on_b = [Heartbeat.decode(r.key, r.value) for r in read_partition(cfg.cluster("B"), "heartbeats")]
-    on_a = [Heartbeat.decode(r.key, r.value) for r in read_partition(cfg.cluster("A"), "heartbeats")]
+    on_b = [Heartbeat.decode(r.key, r.value) for r in read_partition(cluster_connection(cfg.cluster("B")), "heartbeats")]
+    on_a = [Heartbeat.decode(r.key, r.value) for r in read_partition(cluster_connection(cfg.cluster("A")), "heartbeats")]
     assert any(h.source == "A" and h.target == "B" and h.timestamp >= before for h in on_b)
     assert any(h.source == "B" and h.target == "A" and h.timestamp >= before for h in on_a)
 
@@ -207,7 +209,7 @@ def test_heartbeats_and_topology_match_java(tmp_path, source, target, topic_name
 
 
 def test_unknown_group_and_unreachable_cluster_are_one_clear_error(tmp_path, source, target, topic_name):
-    from mirrorflow.checkpoint import translate_group
+    from mirrorflow.groups.checkpoint import translate_group
     from mirrorflow.dev.cluster import free_port
     cfg = flow_cfg(tmp_path, source, target, topic_name)
     with pytest.raises(MirrorflowError, match="has no committed offsets on cluster 'A'"):

@@ -1,6 +1,6 @@
 """End to end on real clusters: a group fails over from A to B and resumes at exactly the next record.
 
-Data is copied by the data plane (`mirrorflow.replicate.run_once`, direct mode: the same unit copier
+Data is copied by the data plane (`mirrorflow.replication.runner.run_once`, direct mode: the same unit copier
 Spark runs, without Spark's start-up cost); topics are created by the control plane's sync.
 """
 from __future__ import annotations
@@ -13,12 +13,13 @@ from contextlib import redirect_stdout
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from mirrorflow import cli, remote_cluster
-from mirrorflow.checkpoint import emit_checkpoints, translate_group
-from mirrorflow.group_sync import sync_group_offsets
-from mirrorflow.heartbeat import emit_heartbeats, replication_latency
-from mirrorflow.replicate import run_once
-from mirrorflow.sync import sync_flow
+from mirrorflow import cli
+from mirrorflow.mm2 import remote_cluster
+from mirrorflow.groups.checkpoint import emit_checkpoints, translate_group
+from mirrorflow.groups.offset_sync import sync_group_offsets
+from mirrorflow.groups.heartbeat import emit_heartbeats, replication_latency
+from mirrorflow.replication.runner import run_once
+from mirrorflow.metadata.sync import sync_flow
 from tests.integration.rcu_java import compile_probe, java_translate, run_probe
 from tests.support import admin, consume_all, create_topic, produce, write_config
 
@@ -150,7 +151,7 @@ def test_failover_resumes_at_exactly_the_next_record(tmp_path, source, target, u
     java = java_translate(probe, target.bootstrap_servers, "A", group)
     assert java == {(f"A.{t}", p): (v["target_offset"], "") for (t, p), v in cps.items()}
     assert {(tp.topic, tp.partition): om.offset for tp, om in
-            remote_cluster.translate_offsets(cfg.cluster("B"), "A", group).items()} == {k: v[0] for k, v in java.items()}
+            remote_cluster.translate_offsets(cfg.cluster("B").client_config(), "A", group).items()} == {k: v[0] for k, v in java.items()}
 
     # failover: the same group on B reads exactly the records it had not read on A
     src_all = {k: [r.value for r in consume_all(source, t) if r.partition == k[1]] for k in counts for t in [k[0]]}
@@ -237,10 +238,10 @@ def test_active_active_has_no_cycles(tmp_path, source, target, unique, tmp_path_
     # latency and topology from the replicated heartbeats, the same as Java sees them
     lat = replication_latency(cfg, cfg.flow("A->B"))
     assert lat.topic == "A.heartbeats" and lat.latency_ms is not None and lat.emitter == ("B", "A")
-    assert remote_cluster.upstream_clusters(cfg.cluster("B")) >= {"A"}
-    assert "B" not in remote_cluster.upstream_clusters(cfg.cluster("B"))
+    assert remote_cluster.upstream_clusters(cfg.cluster("B").client_config()) >= {"A"}
+    assert "B" not in remote_cluster.upstream_clusters(cfg.cluster("B").client_config())
     probe = compile_probe(tmp_path_factory.mktemp("rcu"))
     java = run_probe(probe, target.bootstrap_servers, "topology", "A", "B")
     assert {r[1]: int(r[2]) for r in java if r[0] == "hops"} == {
-        "A": remote_cluster.replication_hops(cfg.cluster("B"), "A"), "B": -1}
-    assert {r[1] for r in java if r[0] == "upstream"} == remote_cluster.upstream_clusters(cfg.cluster("B"))
+        "A": remote_cluster.replication_hops(cfg.cluster("B").client_config(), "A"), "B": -1}
+    assert {r[1] for r in java if r[0] == "upstream"} == remote_cluster.upstream_clusters(cfg.cluster("B").client_config())

@@ -10,13 +10,14 @@ import time
 import pytest
 from confluent_kafka import Producer
 
-from mirrorflow import state
-from mirrorflow.copier import copy_unit
-from mirrorflow.planner import Unit
-from mirrorflow.replicate import run_once
+from mirrorflow.clients import FlowClients
+from mirrorflow.replication.copier import copy_unit
+from mirrorflow.replication.planner import Unit
+from mirrorflow.replication.runner import run_once
+from mirrorflow.state.topics import ensure_state_topics
 from tests.integration.replicate_helpers import (add_partitions, assert_copied, assert_map_exact, delete_records,
                                                  make_flow, mirror_topic)
-from tests.support import consume_all, create_topic, produce
+from tests.support import consume_all, create_topic, load_offset_map, produce, read_progress
 
 pytestmark = pytest.mark.integration
 
@@ -66,7 +67,7 @@ def test_spark_submit_copies_everything_exactly_and_second_run_copies_nothing(tm
     assert_map_exact(cfg, flow, source, target, t1, 3)
     assert_map_exact(cfg, flow, source, target, t2, 2)
     # progress on the target, one record per source partition
-    prog = state.read_progress(cfg, flow, [(t1, p) for p in range(3)])
+    prog = read_progress(cfg, flow, [(t1, p) for p in range(3)])
     assert {k: v.next for k, v in prog.items()} == {(t1, p): 300 for p in range(3)}
     # a second run (the CLI, --json) has nothing to copy
     out = json.loads(cli(cfg, "replicate", "--flow", "A->B", "--once", "--json").stdout)
@@ -178,9 +179,9 @@ def test_retention_truncation_is_reported_and_survived(tmp_path, source, target,
     assert rep.ok, rep.render()
     assert "partition %s[0]: 30 offsets lost to source retention before they were copied" % t in rep.render()
     assert rep.records == 20 + 50
-    prog = state.read_progress(cfg, flow, [(t, 0)])[(t, 0)]
+    prog = read_progress(cfg, flow, [(t, 0)])[(t, 0)]
     assert prog.lost == 30 and prog.next == 100 and prog.gaps == ((50, 80),)
-    pm = state.load_offset_map(cfg, flow, [(t, 0)])[(t, 0)]
+    pm = load_offset_map(cfg, flow, [(t, 0)])[(t, 0)]
     tr = pm.translate(60)
     assert tr.status == "gap" and tr.missing == 20
     dst = consume_all(target, f"A.{t}", [0])
@@ -199,7 +200,7 @@ def test_new_source_partition_is_copied_after_sync(tmp_path, source, target, uni
     rep = run_once(cfg, flow, mode="direct")  # before sync: the target lacks the new partitions
     assert not rep.ok and "run `mirrorflow sync` first" in rep.render()
     try:
-        from mirrorflow.sync import sync_flow
+        from mirrorflow.metadata.sync import sync_flow
         sync_flow(cfg, flow, "topics")
     except Exception as exc:  # noqa: BLE001 - control plane's sync not usable: create the partitions directly
         print(f"mirrorflow sync unavailable ({exc!r}): adding the partitions with the AdminClient")
@@ -215,14 +216,19 @@ def test_fencing_two_copies_of_the_same_unit(tmp_path, source, target, unique):
     mirror_topic(source, target, t, 1)
     produce(source, t, records(4000, 1))
     cfg, flow = make_flow(tmp_path, source, target, pfx, **{"transaction.max.records": 50})
-    state.ensure_state_topics(cfg, flow)
+    with FlowClients(cfg, flow) as clients:
+        ensure_state_topics(clients)
     unit = Unit(t, 0, f"A.{t}", 0, 4000)
     from concurrent.futures import ThreadPoolExecutor
 
+    def attempt():
+        with FlowClients(cfg, flow) as clients:
+            return copy_unit(clients, unit)
+
     with ThreadPoolExecutor(2) as pool:
-        f1 = pool.submit(copy_unit, cfg, flow, unit)
+        f1 = pool.submit(attempt)
         time.sleep(0.4)
-        f2 = pool.submit(copy_unit, cfg, flow, unit)
+        f2 = pool.submit(attempt)
         r1, r2 = f1.result(), f2.result()
     statuses = sorted([r1.status, r2.status])
     assert statuses == ["fenced", "ok"], (r1.status, r1.error, r2.status, r2.error)
@@ -248,7 +254,7 @@ def test_oversized_record_and_missing_topic_fail_clearly(tmp_path, source, targe
     assert not rep.ok
     assert f"record {t}[0] offset 1 (600001 bytes) is larger than target topic 'A.{t}'" in text, text
     assert f"target topic 'A.{missing}' is missing on cluster 'B'" in text and "run `mirrorflow sync` first" in text
-    prog = state.read_progress(cfg, flow, [(t, 0)]).get((t, 0))
+    prog = read_progress(cfg, flow, [(t, 0)]).get((t, 0))
     assert prog is None or prog.next <= 1
     assert consume_all(target, f"A.{t}") == [] or [r.value for r in consume_all(target, f"A.{t}")] == [b"small"]
 
@@ -279,7 +285,7 @@ def test_initial_position_latest_then_only_new_records(tmp_path, source, target,
     assert rep.ok and rep.records == 7, rep.render()
     dst = consume_all(target, f"A.{t}")
     assert [r.value for r in dst] == [r.value for r in consume_all(source, t)][40:]
-    tr = state.load_offset_map(cfg, flow, [(t, 0)])[(t, 0)].translate(10)
+    tr = load_offset_map(cfg, flow, [(t, 0)])[(t, 0)].translate(10)
     assert tr.status == "before" and tr.missing == 30 and tr.target_offset == dst[0].offset
 
 

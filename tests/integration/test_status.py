@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import pytest
 
-from mirrorflow import replicate, status
+from mirrorflow.ops import status
+from mirrorflow.replication.runner import run_once
 from tests.support import create_topic, produce, write_config
 
 pytestmark = pytest.mark.integration
@@ -20,7 +21,7 @@ def test_flow_status_and_status_page(source, target, unique, tmp_path, monkeypat
                        {f"{src}->{tgt}": {"topics": topic, "tasks.max": 2, "heartbeats.replication.enabled": False}})
     flow = cfg.flow(f"{src}->{tgt}")
     (tmp_path / "run").mkdir()
-    replicate.run_once(cfg, flow, mode="direct", directory=tmp_path / "run")
+    run_once(cfg, flow, mode="direct", directory=tmp_path / "run")
     produce(source, topic, [{"partition": 1, "value": b"late"}] * 3)  # not yet copied: lag 3 on partition 1
 
     st = status.flow_status(cfg, flow)

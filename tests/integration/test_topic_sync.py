@@ -12,7 +12,7 @@ from confluent_kafka.admin import (AlterConfigOpType, ConfigEntry, ConfigResourc
                                    ResourceType)
 
 from mirrorflow.errors import ClusterError, ConfigError
-from mirrorflow.sync import sync_flow
+from mirrorflow.metadata.sync import sync_flow
 from tests.support import admin, create_topic, wait_for_topic, write_config
 
 pytestmark = pytest.mark.integration

@@ -7,19 +7,19 @@ import pytest
 from confluent_kafka import ConsumerGroupState
 
 from mirrorflow import config as config_mod
-from mirrorflow.checkpoint import (CheckpointStore, CommittedOffset, TranslatedOffset, plan_checkpoints,
+from mirrorflow.groups.checkpoint import (CheckpointStore, CommittedOffset, TranslatedOffset, plan_checkpoints,
                                    rename_topic, translate_offsets)
-from mirrorflow.filters import FlowFilters
-from mirrorflow.group_sync import (ACTIVE, EMPTY, MISSING, UNKNOWN, TargetGroup, classify_state, plan_group_sync)
-from mirrorflow.heartbeat import heartbeats_planned, newest_heartbeat
-from mirrorflow.internal_topics import RawRecord
-from mirrorflow.mm2_formats import Checkpoint, Heartbeat
-from mirrorflow.offset_map import MapEntry, PartitionMap, Run
-from mirrorflow.policy import DefaultReplicationPolicy, IdentityReplicationPolicy
-from mirrorflow.remote_cluster import (OffsetAndMetadata, TopicPartition, checkpoint_topics_of, count_hops,
+from mirrorflow.mm2.filters import FlowFilters
+from mirrorflow.groups.offset_sync import (ACTIVE, EMPTY, MISSING, UNKNOWN, TargetGroup, classify_state, plan_group_sync)
+from mirrorflow.groups.heartbeat import heartbeats_planned, newest_heartbeat
+from mirrorflow.kafka.log_reader import RawRecord
+from mirrorflow.mm2.formats import Checkpoint, Heartbeat
+from mirrorflow.state.offset_map import MapEntry, PartitionMap, Run
+from mirrorflow.mm2.policy import DefaultReplicationPolicy, IdentityReplicationPolicy
+from mirrorflow.mm2.remote_cluster import (OffsetAndMetadata, TopicPartitionKey, checkpoint_topics_of, count_hops,
                                        heartbeat_topics_of, offsets_from_checkpoints, replication_hops_of,
                                        upstream_clusters_of)
-from mirrorflow.translation_table import status_notes, translation_table
+from mirrorflow.groups.render import status_notes, translation_table
 
 
 def cfg_of(flows: dict, defaults: dict | None = None) -> config_mod.Config:
@@ -148,7 +148,7 @@ def test_group_sync_skips_partitions_missing_on_the_target():
 
 
 def test_upstream_of_inverts_the_rename():
-    from mirrorflow.checkpoint import upstream_of
+    from mirrorflow.groups.checkpoint import upstream_of
     p = DefaultReplicationPolicy()
     assert upstream_of(p, "A", "A.orders") == "orders" and upstream_of(p, "A", "A.C.orders") == "C.orders"
     assert upstream_of(p, "A", "orders") is None and upstream_of(p, "A", "B.orders") is None
@@ -195,8 +195,8 @@ def test_upstream_clusters_and_hops():
 
 def test_offsets_from_checkpoints_keeps_the_last_per_partition_of_the_group():
     cps = [cp(1, 11), cp(2, 12), cp(3, 13, partition=1), cp(9, 99, group="other")]
-    assert offsets_from_checkpoints(cps, "g") == {TopicPartition("A.orders", 0): OffsetAndMetadata(12, ""),
-                                                  TopicPartition("A.orders", 1): OffsetAndMetadata(13, "")}
+    assert offsets_from_checkpoints(cps, "g") == {TopicPartitionKey("A.orders", 0): OffsetAndMetadata(12, ""),
+                                                  TopicPartitionKey("A.orders", 1): OffsetAndMetadata(13, "")}
 
 
 # -- rendering --------------------------------------------------------------------------------------

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from mirrorflow import config as config_mod
-from mirrorflow.config import FLOW_PROPERTIES, ConfigError, load, parse
+from mirrorflow.config import FLOW_PROPERTIES, load, parse
+from mirrorflow.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parents[2]
 CLUSTERS = {"A": {"bootstrap.servers": "a:9092"}, "B": {"bootstrap.servers": "b:9092"},
@@ -217,5 +218,5 @@ def test_config_validate_cli_reports_every_problem(tmp_path):
 
 
 def test_the_embedded_default_config_is_valid():
-    cfg = load(config_mod.DEFAULT_CONFIG_PATH)
+    cfg = load(config_mod.default_config_path())
     assert "A->B" in cfg.flows

@@ -1,10 +1,10 @@
-"""Topic, group and config-property filters behave as MM2's defaults (reference §4.1-4.3)."""
+"""Topic, group and config-property filters behave as MM2's defaults (DefaultTopicFilter, DefaultGroupFilter, DefaultConfigPropertyFilter)."""
 from __future__ import annotations
 
 import pytest
 
 from mirrorflow.config import parse
-from mirrorflow.filters import FlowFilters, compile_list
+from mirrorflow.mm2.filters import FlowFilters, compile_list
 
 
 def flow(**props):

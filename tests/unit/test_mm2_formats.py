@@ -1,9 +1,9 @@
-"""Golden bytes for MM2's record formats (mm2-behaviour.md §1 worked examples) and lenient decoding."""
+"""Golden bytes for MM2's record formats (layouts of Checkpoint.java, Heartbeat.java and OffsetSync.java in Kafka's connect/mirror-client and connect/mirror) and lenient decoding."""
 from __future__ import annotations
 
 import pytest
 
-from mirrorflow.mm2_formats import Checkpoint, FormatError, Heartbeat, OffsetSync
+from mirrorflow.mm2.formats import Checkpoint, FormatError, Heartbeat, OffsetSync
 
 
 def h(s: str) -> bytes:

@@ -12,7 +12,7 @@ import yaml
 
 from mirrorflow.config import parse
 from mirrorflow.errors import ConfigError
-from mirrorflow.mm2_import import convert, import_file, parse_properties
+from mirrorflow.config.mm2_import import convert, import_file, parse_properties
 
 ROOT = Path(__file__).resolve().parents[2]
 

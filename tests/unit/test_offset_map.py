@@ -1,7 +1,7 @@
-"""Pure tests of exact offset translation (mirrorflow.offset_map)."""
+"""Pure tests of exact offset translation (mirrorflow.state.offset_map)."""
 from __future__ import annotations
 
-from mirrorflow.offset_map import MapEntry, PartitionMap, Run, Translation, merge_ranges, subtract_ranges, uncovered
+from mirrorflow.state.offset_map import MapEntry, PartitionMap, Run, Translation, merge_ranges, subtract_ranges, uncovered
 
 
 def E(src_from, src_to, runs, tgt_end, lost=0):

@@ -4,8 +4,8 @@ from __future__ import annotations
 import pytest
 
 from mirrorflow.errors import ConfigError
-from mirrorflow.planner import PartitionInput, Plan, parse_initial_position, plan_units
-from mirrorflow.state import Progress
+from mirrorflow.replication.planner import PartitionInput, Plan, parse_initial_position, plan_units
+from mirrorflow.state.records import Progress
 
 
 def P(next_, covered, tgt_end=0):

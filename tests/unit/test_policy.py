@@ -1,11 +1,11 @@
-"""Replication policies behave exactly as MM2's (reference §3), including Java split semantics."""
+"""Replication policies behave exactly as MM2's (DefaultReplicationPolicy / IdentityReplicationPolicy in Kafka's connect/mirror-client), including Java split semantics."""
 from __future__ import annotations
 
 import pytest
 
 from mirrorflow.config import parse
 from mirrorflow.errors import ConfigError
-from mirrorflow.policy import (DefaultReplicationPolicy, IdentityReplicationPolicy, _java_split, flow_policy,
+from mirrorflow.mm2.policy import (DefaultReplicationPolicy, IdentityReplicationPolicy, _java_split, flow_policy,
                                policy_from_props)
 
 DEFAULT = DefaultReplicationPolicy()

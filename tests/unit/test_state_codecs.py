@@ -5,9 +5,10 @@ import pytest
 
 from mirrorflow.config import parse
 from mirrorflow.errors import StateError
-from mirrorflow.offset_map import MapEntry, Run
-from mirrorflow.state import (Progress, decode_entry, encode_entry, offset_map_topic, parse_key, progress_topic,
-                              state_key, state_partition, transactional_id)
+from mirrorflow.state.offset_map import MapEntry, Run
+from mirrorflow.state.records import Progress, decode_entry, encode_entry
+from mirrorflow.state.topics import (offset_map_topic, parse_key, progress_topic, state_key, state_partition,
+                                     transactional_id)
 
 
 def flow():
@@ -20,7 +21,7 @@ def test_names_are_internal_and_per_flow():
     assert progress_topic(f) == "mirrorflow.A-B.progress.internal"
     assert offset_map_topic(f) == "mirrorflow.A-B.offset-map.internal"
     assert transactional_id(f, "orders", 3) == "mirrorflow-A-B-orders-3"
-    from mirrorflow.filters import FlowFilters
+    from mirrorflow.mm2.filters import FlowFilters
     for t in (progress_topic(f), offset_map_topic(f)):  # never replicated by a reverse flow
         assert not FlowFilters.for_flow(f).should_replicate_topic(t)
 

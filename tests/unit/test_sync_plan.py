@@ -1,13 +1,13 @@
-"""The pure planning rules of topic, config and ACL sync (MM2 §4.4, §4.5, §5) and the report."""
+"""The pure planning rules of topic, config and ACL sync (MM2's MirrorSourceConnector: topic creation, config and ACL sync) and the report."""
 from __future__ import annotations
 
 import json
 
-from mirrorflow.acl_sync import Acl, plan_acls, target_acl
+from mirrorflow.metadata.acls import Acl, plan_acls, target_acl
 from mirrorflow.config import parse
-from mirrorflow.filters import FlowFilters
-from mirrorflow.sync_report import DONE, FAILED, SyncReport
-from mirrorflow.topic_sync import Entry, TopicPlanInput, creation_configs, plan_configs, plan_topics
+from mirrorflow.mm2.filters import FlowFilters
+from mirrorflow.metadata.report import DONE, FAILED, SyncReport
+from mirrorflow.metadata.topics import Entry, TopicPlanInput, creation_configs, plan_configs, plan_topics
 
 D, T, STATIC, DYN_DEFAULT = "DEFAULT_CONFIG", "DYNAMIC_TOPIC_CONFIG", "STATIC_BROKER_CONFIG", "DYNAMIC_DEFAULT_BROKER_CONFIG"
 

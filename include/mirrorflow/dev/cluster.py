@@ -23,11 +23,10 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from ..config import ROOT
-from ..errors import DevClusterError
-from . import kafka_dist
+from mirrorflow.config import project_dir
+from mirrorflow.dev import kafka_dist
+from mirrorflow.errors import DevClusterError
 
-DEFAULT_HOME = ROOT / ".mirrorflow" / "dev"
 TEST_USERS = ("alice", "bob")
 READY_TIMEOUT_S = 120.0
 STOP_TIMEOUT_S = 30.0
@@ -132,7 +131,7 @@ class DevClusters:
     """The set of local clusters that live under one home folder."""
 
     def __init__(self, home: Path | str | None = None):
-        self.home = Path(home or os.environ.get("MIRRORFLOW_DEV_HOME") or DEFAULT_HOME)
+        self.home = Path(home or os.environ.get("MIRRORFLOW_DEV_HOME") or project_dir() / ".mirrorflow" / "dev")
         self.state_file = self.home / "state.json"
 
     # -- state -------------------------------------------------------------------------------

@@ -12,7 +12,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from ..errors import DevClusterError
+from mirrorflow.errors import DevClusterError
 
 POM = Path(__file__).with_name("pom.xml")
 DEPENDENCY_PLUGIN = "org.apache.maven.plugins:maven-dependency-plugin:3.8.1"

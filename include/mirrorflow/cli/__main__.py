@@ -1,0 +1,6 @@
+"""`python -m mirrorflow.cli`."""
+import sys
+
+from mirrorflow.cli import main
+
+sys.exit(main())

@@ -1,0 +1,33 @@
+"""`mirrorflow config validate|import`: check a config file, or convert an MM2 / Strimzi one."""
+from __future__ import annotations
+
+import argparse
+import sys
+
+from mirrorflow.cli.registry import command, load_config
+
+
+def _config_args(p: argparse.ArgumentParser) -> None:
+    sub = p.add_subparsers(dest="config_cmd", required=True)
+    sub.add_parser("validate", help="check the config file and report every problem with its key")
+    imp = sub.add_parser("import", help="convert an mm2.properties or a Strimzi KafkaMirrorMaker2 resource")
+    imp.add_argument("file")
+    imp.add_argument("-o", "--output", help="write the YAML here instead of printing it")
+
+
+@command("config", "validate or import configuration", _config_args)
+def _config(args: argparse.Namespace) -> int:
+    if args.config_cmd == "validate":
+        cfg = load_config(args)
+        print(f"{cfg.path}: OK ({len(cfg.clusters)} clusters, {len(cfg.flows)} flows: {', '.join(cfg.flows) or 'none'})")
+        return 0
+    from mirrorflow.config import mm2_import
+
+    text = mm2_import.import_file(args.file)
+    if args.output:
+        with open(args.output, "w") as f:
+            f.write(text)
+        print(f"wrote {args.output}")
+    else:
+        sys.stdout.write(text)
+    return 0

@@ -1,0 +1,32 @@
+"""`mirrorflow replicate --flow A->B --once [--json]`: plan -> copy -> report without Airflow."""
+from __future__ import annotations
+
+import argparse
+import sys
+
+from mirrorflow.cli.registry import command, load_config, print_json
+
+
+def _args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--flow", required=True, help="the flow, e.g. A->B")
+    p.add_argument("--once", action="store_true", help="one run (the only mode: schedules belong to Airflow)")
+    p.add_argument("--json", action="store_true", help="print the report as JSON")
+    p.add_argument("--mode", choices=["submit", "inprocess", "direct"], default="submit",
+                   help="submit: spark-submit (default); inprocess: a SparkSession in this process; "
+                        "direct: no Spark, units in threads (debugging)")
+    p.add_argument("--master", help="Spark master (default: spark.master of the config, else local[*])")
+
+
+@command("replicate", "copy new records of a flow once: plan -> copy (Spark) -> report", _args)
+def _replicate(args: argparse.Namespace) -> int:
+    from mirrorflow.replication.runner import run_once
+
+    cfg = load_config(args)
+    flow = cfg.flow(args.flow)
+    log = (lambda s: print(s, file=sys.stderr)) if not args.json else (lambda s: None)
+    rep = run_once(cfg, flow, mode=args.mode, master=args.master, log=log)
+    if args.json:
+        print_json(rep.to_dict())
+    else:
+        print(rep.render())
+    return 0 if rep.ok else 1

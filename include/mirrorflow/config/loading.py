@@ -1,0 +1,232 @@
+"""Reading and validating the config file: every problem is reported at once, with its key."""
+from __future__ import annotations
+
+import functools
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from mirrorflow.config.model import FLOW_NAME_RE, ClusterConfig, Config, FlowConfig, SparkConfig
+from mirrorflow.config.properties import CLIENT_PREFIXES, FLOW_PROPERTIES, did_you_mean
+from mirrorflow.errors import ConfigError
+
+
+def project_dir() -> Path:
+    """The mirrorflow project folder: $MIRRORFLOW_HOME, else the checkout this package runs from
+    (an editable install: the folder holding `include/mirrorflow`), else the working directory."""
+    if os.environ.get("MIRRORFLOW_HOME"):
+        return Path(os.environ["MIRRORFLOW_HOME"])
+    checkout = Path(__file__).resolve().parents[3]
+    if (checkout / "include" / "mirrorflow").is_dir():
+        return checkout
+    return Path.cwd()
+
+
+def default_config_path() -> Path:
+    return project_dir() / "include" / "config" / "mirrorflow.yaml"
+
+
+def config_path(explicit: str | os.PathLike[str] | None = None) -> Path:
+    """--config PATH, else $MIRRORFLOW_CONFIG, else include/config/mirrorflow.yaml of the project."""
+    if explicit:
+        return Path(explicit)
+    if os.environ.get("MIRRORFLOW_CONFIG"):
+        return Path(os.environ["MIRRORFLOW_CONFIG"])
+    return default_config_path()
+
+
+def load(path: str | os.PathLike[str] | None = None) -> Config:
+    """Read and validate the config file; raises ConfigError listing every problem."""
+    p = config_path(path)
+    try:
+        text = p.read_text()
+    except OSError as exc:
+        raise ConfigError(f"cannot read config file: {exc.strerror}", source=str(p)) from None
+    try:
+        raw = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise ConfigError(f"malformed YAML{where}: {problem}", source=str(p)) from None
+    return parse(raw, source=str(p), path=p)
+
+
+def parse(raw: Any, source: str | None = None, path: Path | None = None) -> Config:
+    problems: list[tuple[str, str]] = []
+    if raw is None:
+        raw = {}
+    if not isinstance(raw, dict):
+        raise ConfigError("the top level must be a mapping with clusters and flows", source=source)
+    for key in raw:
+        if key not in ("clusters", "defaults", "flows", "spark"):
+            problems.append((str(key), "unknown top-level key" + did_you_mean(str(key), ["clusters", "defaults", "flows", "spark"])))
+
+    for section in ("clusters", "defaults", "flows", "spark"):
+        if raw.get(section) is not None and not isinstance(raw[section], dict):
+            problems.append((section, f"must be a mapping, got {type(raw[section]).__name__}"))
+    section = lambda name: raw[name] if isinstance(raw.get(name), dict) else {}  # noqa: E731
+
+    clusters: dict[str, ClusterConfig] = {}
+    for alias, body in section("clusters").items():
+        alias = str(alias)
+        if not re.fullmatch(r"[A-Za-z0-9_-]+", alias):
+            problems.append((f"clusters.{alias}", "an alias may hold only letters, digits, '_' and '-'"))
+        body = body or {}
+        if not isinstance(body, dict):
+            problems.append((f"clusters.{alias}", "must be a mapping of client settings"))
+            continue
+        conn_id = body.get("airflow.conn.id")
+        client = {str(k): str(v) for k, v in body.items() if k != "airflow.conn.id"}
+        for key, value in client.items():
+            problem = librdkafka_problem(key, value)
+            if problem:
+                problems.append((f"clusters.{alias}.{key}", problem))
+        if not client.get("bootstrap.servers") and not conn_id:
+            problems.append((f"clusters.{alias}.bootstrap.servers", "missing (or set airflow.conn.id)"))
+        clusters[alias] = ClusterConfig(alias, client, str(conn_id) if conn_id else None)
+
+    defaults = section("defaults")
+    problems += _flow_props(defaults, "defaults", defaults)[1]
+    flows: dict[str, FlowConfig] = {}
+    for name, body in section("flows").items():
+        m = FLOW_NAME_RE.match(str(name))
+        if not m:
+            problems.append((f"flows.{name}", "a flow is named SOURCE->TARGET"))
+            continue
+        src, tgt = m.group(1), m.group(2)
+        fkey = f"flows.{src}->{tgt}"
+        if body is not None and not isinstance(body, dict):
+            problems.append((fkey, "must be a mapping of flow properties"))
+            continue
+        props, flow_problems = _flow_props(body or {}, fkey, defaults)
+        problems += flow_problems
+        for alias in (src, tgt):
+            if alias not in clusters:
+                problems.append((fkey, f"unknown cluster alias {alias!r}{did_you_mean(alias, clusters)}"))
+        if src == tgt:
+            problems.append((fkey, "a flow cannot replicate a cluster into itself"))
+        flows[f"{src}->{tgt}"] = FlowConfig(src, tgt, props)
+
+    spark_raw = section("spark")
+    spark = SparkConfig(master=str(spark_raw.get("master", "local[*]")),
+                        conf={str(k): str(v) for k, v in (spark_raw.get("conf") or {}).items()})
+    cfg = Config(path=path, clusters=clusters, flows=flows, spark=spark)
+    problems += _cross_checks(cfg)
+    if problems:
+        raise ConfigError(list(dict.fromkeys(problems)), source=source)  # defaults' problems once
+    return cfg
+
+
+def _flow_props(body: dict[str, Any], where: str, defaults: dict[str, Any]) -> tuple[dict[str, Any], list[tuple[str, str]]]:
+    """Effective properties of a flow: MM2 defaults, then `defaults`, then the flow's own `body`.
+
+    Problems in `defaults` are reported once, under `defaults.KEY`, not again for every flow.
+    """
+    problems: list[tuple[str, str]] = []
+    props: dict[str, Any] = {k: (list(p.default) if isinstance(p.default, list) else p.default)
+                             for k, p in FLOW_PROPERTIES.items()}
+    own = body if where != "defaults" else {}
+    for key, value in {**defaults, **own}.items():
+        key = str(key)
+        report = key in own or where == "defaults"
+        origin = where if key in own else "defaults"
+        if key in FLOW_PROPERTIES:
+            try:
+                props[key] = FLOW_PROPERTIES[key].parse(value)
+            except ValueError as exc:
+                if report:
+                    problems.append((f"{origin}.{key}", str(exc)))
+                continue
+            if key in ("topics", "topics.exclude", "groups", "groups.exclude", "config.properties.exclude"):
+                for pattern in props[key]:
+                    try:
+                        re.compile(pattern)
+                    except re.error as exc:
+                        if report:
+                            problems.append((f"{origin}.{key}", f"invalid regex {pattern!r}: {exc}"))
+        elif key.startswith(CLIENT_PREFIXES):
+            props[key] = value
+        elif report:
+            problems.append((f"{origin}.{key}", "unknown property" + did_you_mean(key, FLOW_PROPERTIES)))
+    return props, problems
+
+
+def _cross_checks(cfg: Config) -> list[tuple[str, str]]:
+    """Checks that need the whole file: identity-policy flows on a cycle of enabled flows.
+
+    IdentityReplicationPolicy keeps topic names, so a record that went A->B comes back B->A
+    (and again, forever): MM2 can only tell a cycle from a prefixed name. One identity flow on a
+    cycle is enough to loop, whatever the policy of the others.
+    """
+    problems: list[tuple[str, str]] = []
+    enabled = [f for f in cfg.flows.values() if f.enabled]
+    edges: dict[str, set[str]] = {}
+    for f in enabled:
+        edges.setdefault(f.source, set()).add(f.target)
+    for f in enabled:
+        if "Identity" not in str(f.props.get("replication.policy.class", "")) and \
+                str(f.props.get("replication.policy.class")) != "identity":
+            continue
+        path = _path(edges, f.target, f.source)
+        if path:
+            cycle = "->".join([f.source, *path])
+            problems.append((f"flows.{f.name}.replication.policy.class",
+                             f"IdentityReplicationPolicy on a cycle of flows ({cycle}): remote topics keep their "
+                             "names, so records would be replicated back and forth forever; use "
+                             "DefaultReplicationPolicy for flows on a cycle"))
+    return problems
+
+
+def _path(edges: dict[str, set[str]], start: str, goal: str) -> list[str] | None:
+    """A path start -> ... -> goal through `edges` (breadth first), or None."""
+    queue: list[list[str]] = [[start]]
+    seen = {start}
+    while queue:
+        path = queue.pop(0)
+        if path[-1] == goal:
+            return path
+        for nxt in sorted(edges.get(path[-1], ())):
+            if nxt not in seen:
+                seen.add(nxt)
+                queue.append([*path, nxt])
+    return None
+
+
+JAVA_ONLY_HINTS = {
+    "sasl.jaas.config": "a Java setting: use sasl.username and sasl.password (`mirrorflow config import` translates it)",
+    "ssl.truststore.location": "a Java setting: use ssl.ca.location with a PEM file",
+}
+
+
+def librdkafka_problem(key: str, value: str = "") -> str | None:
+    """Why librdkafka would refuse a client setting's name (None: it knows it). Values are not
+    checked: they may be ${env:...} references, and checking must not touch any cluster."""
+    return _librdkafka_problem(key)
+
+
+@functools.lru_cache(maxsize=None)
+def _librdkafka_problem(key: str) -> str | None:
+    if key in JAVA_ONLY_HINTS:
+        return JAVA_ONLY_HINTS[key]
+    if key in ("bootstrap.servers", "plugin.library.paths"):  # known; and never load a plugin here
+        return None
+    try:
+        from confluent_kafka import KafkaException, Producer
+    except ImportError:  # pragma: no cover
+        return None
+    try:
+        # no bootstrap.servers: the client connects nowhere; a dummy value: nothing is loaded
+        Producer({key: "x", "log_level": 0})
+    except KafkaException as exc:
+        msg = exc.args[0].str() if exc.args and hasattr(exc.args[0], "str") else str(exc)
+        if "No such configuration property" in msg:
+            return "unknown client setting (not a librdkafka property)"
+        if "Java" in msg:
+            return f"a Java client setting librdkafka does not support: {msg.split(' See ')[0]}"
+    except (TypeError, ValueError):
+        return None
+    return None

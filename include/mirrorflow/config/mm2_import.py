@@ -1,0 +1,426 @@
+"""Convert an MM2 configuration (`mm2.properties` or a Strimzi `KafkaMirrorMaker2`) to mirrorflow YAML.
+
+The point is that an MM2 user's configuration runs unchanged: property names are already the
+same, so the work is (1) finding clusters, flows and where each property applies, (2) turning Java
+client settings into librdkafka ones, and (3) never copying a secret in clear: a password found
+in a JAAS line becomes a `${env:VAR}` reference, and the output says which variables to export.
+Properties that mean nothing to mirrorflow (Connect worker settings, converters, ...) are listed
+in the output's header comment rather than dropped silently.
+"""
+from __future__ import annotations
+
+import io
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from mirrorflow.config.model import FLOW_NAME_RE
+from mirrorflow.config.properties import FLOW_PROPERTIES
+from mirrorflow.errors import ConfigError
+
+# MM2 properties that exist in MM2 but have no effect here, with why (shown as comments).
+IGNORED: dict[str, str] = {
+    "offset-syncs.topic.replication.factor": "mirrorflow keeps its offset map in its own state topics",
+    "offset-syncs.topic.location": "mirrorflow keeps its offset map on the target",
+    "emit.offset-syncs.enabled": "mirrorflow keeps an exact offset map instead of offset syncs",
+    "offset.lag.max": "mirrorflow's offset map is exact",
+    "checkpoints.topic.replication.factor": "mirrorflow creates the checkpoints topic itself",
+    "heartbeats.topic.replication.factor": "mirrorflow creates the heartbeats topic itself",
+    "config.storage.replication.factor": "a Kafka Connect worker setting",
+    "offset.storage.replication.factor": "a Kafka Connect worker setting",
+    "status.storage.replication.factor": "a Kafka Connect worker setting",
+    "config.storage.topic": "a Kafka Connect worker setting",
+    "offset.storage.topic": "a Kafka Connect worker setting",
+    "status.storage.topic": "a Kafka Connect worker setting",
+    "key.converter": "records are copied as bytes",
+    "value.converter": "records are copied as bytes",
+    "header.converter": "records are copied as bytes",
+    "dedicated.mode.enable.internal.rest": "no Connect REST server here",
+    "topic.filter.class": "only MM2's default filters are supported",
+    "group.filter.class": "only MM2's default filters are supported",
+    "config.property.filter.class": "only MM2's default filters are supported",
+    "use.incremental.alter.configs": "configs are always synced with IncrementalAlterConfigs",
+}
+IGNORED_PREFIXES = ("key.converter.", "value.converter.", "header.converter.", "producer.override.",
+                    "consumer.override.", "admin.override.", "connector.client.config.override.policy",
+                    "metric.reporters", "source.cluster.", "target.cluster.")
+
+DEPRECATED = {"topics.blacklist": "topics.exclude", "groups.blacklist": "groups.exclude",
+              "config.properties.blacklist": "config.properties.exclude",
+              "topics.whitelist": "topics", "groups.whitelist": "groups"}
+
+POLICY_NAMES = {
+    "org.apache.kafka.connect.mirror.DefaultReplicationPolicy": "DefaultReplicationPolicy",
+    "org.apache.kafka.connect.mirror.IdentityReplicationPolicy": "IdentityReplicationPolicy",
+    "io.strimzi.kafka.connect.mirror.IdentityReplicationPolicy": "IdentityReplicationPolicy",
+}
+
+JAAS_RE = re.compile(r"""(\w+)\s*=\s*(?:"((?:[^"\\]|\\.)*)"|'([^']*)'|([^\s;]+))""")
+LOGIN_MODULES = {"PlainLoginModule": "PLAIN", "ScramLoginModule": None, "OAuthBearerLoginModule": "OAUTHBEARER"}
+
+
+@dataclass
+class Imported:
+    """The result of an import: the config document plus what the user must know about it."""
+
+    clusters: dict[str, dict[str, Any]] = field(default_factory=dict)
+    defaults: dict[str, Any] = field(default_factory=dict)
+    flows: dict[str, dict[str, Any]] = field(default_factory=dict)
+    env_vars: dict[str, str] = field(default_factory=dict)  # VAR -> what to put in it
+    notes: list[str] = field(default_factory=list)
+
+    def document(self) -> dict[str, Any]:
+        doc: dict[str, Any] = {"clusters": self.clusters}
+        if self.defaults:
+            doc["defaults"] = self.defaults
+        doc["flows"] = self.flows
+        return doc
+
+    def to_yaml(self, origin: str) -> str:
+        out = io.StringIO()
+        out.write(f"# mirrorflow configuration imported from {origin} by `mirrorflow config import`.\n")
+        if self.env_vars:
+            out.write("# Secrets are not copied: export these variables where mirrorflow runs:\n")
+            for var, what in self.env_vars.items():
+                out.write(f"#   {var}: {what}\n")
+        if self.notes:
+            out.write("# Notes:\n")
+            for note in self.notes:
+                out.write(f"#   - {note}\n")
+        yaml.safe_dump(self.document(), out, sort_keys=False, default_flow_style=False, allow_unicode=True)
+        return out.getvalue()
+
+
+def import_file(path: str | Path) -> str:
+    """The mirrorflow YAML for an mm2.properties or Strimzi KafkaMirrorMaker2 file."""
+    p = Path(path)
+    try:
+        text = p.read_text()
+    except OSError as exc:
+        raise ConfigError(f"cannot read {exc.filename}: {exc.strerror}", source=str(p)) from None
+    return convert(text, str(p)).to_yaml(p.name)
+
+
+def convert(text: str, source: str = "<input>") -> Imported:
+    """Detect the format (Strimzi YAML with `kind: KafkaMirrorMaker2`, else properties) and convert."""
+    if re.search(r"^\s*kind:\s*KafkaMirrorMaker2\s*$", text, re.M):
+        try:
+            docs = [d for d in yaml.safe_load_all(text) if isinstance(d, dict) and d.get("kind") == "KafkaMirrorMaker2"]
+        except yaml.YAMLError as exc:
+            raise ConfigError(f"malformed YAML: {getattr(exc, 'problem', None) or exc}", source=source) from None
+        if len(docs) != 1:
+            raise ConfigError(f"expected one KafkaMirrorMaker2 resource, found {len(docs)}", source=source)
+        return from_strimzi(docs[0], source)
+    return from_properties(parse_properties(text), source)
+
+
+# -- mm2.properties -----------------------------------------------------------------------------
+def parse_properties(text: str) -> dict[str, str]:
+    """java.util.Properties text: `k=v`, `k: v` or `k v`, comments, continuation lines, escapes."""
+    props: dict[str, str] = {}
+    logical: list[str] = []
+    buf = ""
+    for raw in text.splitlines():
+        line = raw.lstrip() if not buf else raw.lstrip()
+        if not buf and (not line or line[0] in "#!"):
+            continue
+        if _continues(line):
+            buf += line[:-1]
+            continue
+        logical.append(buf + line)
+        buf = ""
+    if buf:
+        logical.append(buf)
+    for line in logical:
+        m = re.match(r"((?:[^\s:=\\]|\\.)+)\s*[:=\s]\s*(.*)$", line)
+        if not m:
+            props[_unescape(line.strip())] = ""
+            continue
+        props[_unescape(m.group(1))] = _unescape(m.group(2).rstrip())
+    return props
+
+
+def _continues(line: str) -> bool:
+    n = len(line) - len(line.rstrip("\\"))
+    return n % 2 == 1
+
+
+def _unescape(s: str) -> str:
+    return re.sub(r"\\(.)", lambda m: {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}.get(m.group(1), m.group(1)), s)
+
+
+def from_properties(props: dict[str, str], source: str = "mm2.properties") -> Imported:
+    imp = Imported()
+    aliases = [a.strip() for a in props.get("clusters", "").split(",") if a.strip()]
+    if not aliases:
+        raise ConfigError([("clusters", "missing: an mm2.properties lists its cluster aliases in `clusters`")],
+                          source=source)
+    cluster_settings: dict[str, dict[str, str]] = {a: {} for a in aliases}
+    cluster_clients: dict[str, dict[str, dict[str, str]]] = {a: {"producer": {}, "consumer": {}, "admin": {}} for a in aliases}
+    flow_props: dict[tuple[str, str], dict[str, str]] = {}
+    top: dict[str, str] = {}
+    # longest alias first, so alias `A` does not claim `AB.bootstrap.servers`
+    by_length = sorted(aliases, key=len, reverse=True)
+    for key, value in props.items():
+        if key == "clusters":
+            continue
+        m = re.match(r"^([A-Za-z0-9_.-]+?)->([A-Za-z0-9_.-]+?)\.(.+)$", key)
+        if m and m.group(1) in aliases and m.group(2) in aliases:
+            flow_props.setdefault((m.group(1), m.group(2)), {})[m.group(3)] = value
+            continue
+        alias = next((a for a in by_length if key.startswith(a + ".")), None)
+        if alias is not None:
+            rest = key[len(alias) + 1:]
+            kind = rest.split(".", 1)[0]
+            if kind in ("producer", "consumer", "admin") and "." in rest:
+                cluster_clients[alias][kind][rest.split(".", 1)[1]] = value
+            elif rest in FLOW_PROPERTIES or rest in DEPRECATED or rest in IGNORED:
+                imp.notes.append(f"{key}: a per-cluster MM2 property; set it on the flows instead (not imported)")
+            else:
+                cluster_settings[alias][rest] = value
+            continue
+        top[key] = value
+
+    # MM2 applies top-level client settings (security.protocol, ssl.*, ...) to every cluster.
+    shared = {k: v for k, v in top.items() if _is_client_setting(k, v)}
+    for alias in aliases:
+        imp.clusters[alias] = _client_settings(imp, alias, {**shared, **cluster_settings[alias]}, f"{alias}.")
+    imp.defaults = _flow_settings(imp, {k: v for k, v in top.items() if k not in shared}, "")
+    for (src, tgt), body in flow_props.items():
+        settings = _flow_settings(imp, body, f"{src}->{tgt}.")
+        enabled = str(body.get("enabled", "false")).strip().lower() == "true"
+        settings["enabled"] = enabled  # dedicated mode: a pair runs only with `A->B.enabled = true`
+        settings = {"enabled": settings.pop("enabled"), **settings}
+        for kind, target_side in (("producer", tgt), ("consumer", src), ("admin", tgt)):
+            for k, v in cluster_clients[target_side][kind].items():
+                settings.setdefault(f"{kind}.{k}", _secret_ref(imp, f"{target_side}.{kind}.{k}", k, v))
+        imp.flows[f"{src}->{tgt}"] = settings
+    if not any(f.get("enabled") for f in imp.flows.values()):
+        imp.notes.append("no `A->B.enabled = true` line: no flow is enabled (MM2 dedicated mode runs none either)")
+    return imp
+
+
+def _is_client_setting(key: str, value: str) -> bool:
+    if key in FLOW_PROPERTIES or key in DEPRECATED or key in IGNORED or key.startswith(IGNORED_PREFIXES) \
+            or key.startswith(("producer.", "consumer.", "admin.")):
+        return False
+    return key == "sasl.jaas.config" or key.startswith(("ssl.", "sasl.", "security.")) \
+        or _librdkafka_problem(key, value) is None
+
+
+def _flow_settings(imp: Imported, body: dict[str, str], prefix: str) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in body.items():
+        full = prefix + key
+        if key in DEPRECATED:
+            imp.notes.append(f"{full}: deprecated MM2 name, imported as {DEPRECATED[key]}")
+            key = DEPRECATED[key]
+        if key == "replication.policy.class":
+            value = POLICY_NAMES.get(value.strip(), value.strip())
+        if key == "replication.policy.separator" and value == "":
+            imp.notes.append(f"{full}: empty separator dropped (the default '.' applies)")
+            continue
+        if key in FLOW_PROPERTIES:
+            out[key] = _typed(key, value)
+        elif key.startswith(("producer.", "consumer.", "admin.")):
+            out[key] = _secret_ref(imp, full, key, value)
+        elif key in IGNORED or key.startswith(IGNORED_PREFIXES):
+            reason = IGNORED.get(key) or "no equivalent in mirrorflow"
+            imp.notes.append(f"{full}: not imported ({reason})")
+        else:
+            imp.notes.append(f"{full}: not imported (not an MM2 flow property mirrorflow knows)")
+    return out
+
+
+def _typed(key: str, value: Any) -> Any:
+    """A property value as YAML would naturally hold it (booleans, integers, lists stay text)."""
+    prop = FLOW_PROPERTIES[key]
+    if isinstance(prop.default, bool) or isinstance(prop.default, int):
+        try:
+            return prop.parse(value)
+        except ValueError:
+            return value  # `config validate` reports it with its key
+    if isinstance(prop.default, list):
+        items = [x.strip() for x in str(value).split(",") if x.strip()]
+        return ", ".join(items)
+    return str(value).strip() if not key.endswith("separator") else str(value)
+
+
+# -- Java client settings -> librdkafka -------------------------------------------------------------
+def _client_settings(imp: Imported, alias: str, java: dict[str, Any], where: str) -> dict[str, str]:
+    """librdkafka settings for a cluster from Java client settings; secrets become ${env:...}."""
+    out: dict[str, str] = {}
+    for key, value in java.items():
+        value = "" if value is None else str(value)
+        full = where + key
+        if key == "sasl.jaas.config":
+            out.update(_jaas(imp, alias, value, java.get("sasl.mechanism"), full))
+        elif key in ("ssl.truststore.location", "ssl.truststore.password", "ssl.truststore.type",
+                     "ssl.keystore.location", "ssl.keystore.password", "ssl.keystore.type"):
+            if key == "ssl.truststore.location" and str(java.get("ssl.truststore.type", "")).upper() == "PEM":
+                out["ssl.ca.location"] = value
+            elif key == "ssl.keystore.location" and str(java.get("ssl.keystore.type", "")).upper() == "PKCS12":
+                out["ssl.keystore.location"] = value  # librdkafka reads PKCS#12 key stores
+                if "ssl.keystore.password" in java:
+                    out["ssl.keystore.password"] = _env(imp, alias, "SSL_KEYSTORE_PASSWORD",
+                                                        f"the key store password ({where}ssl.keystore.password)")
+            elif key.endswith(".location"):
+                what = "ssl.ca.location (CA certificate)" if "truststore" in key else \
+                    "ssl.certificate.location and ssl.key.location"
+                imp.notes.append(f"{full}: Java key stores are not supported by librdkafka; convert {value} to "
+                                 f"PEM and set {what} (not imported)")
+        elif key == "ssl.key.password":
+            out[key] = _env(imp, alias, "SSL_KEY_PASSWORD", f"the private key password ({full})")
+        elif key == "ssl.endpoint.identification.algorithm":
+            out[key] = value.lower() if value else "none"
+        elif key in ("sasl.login.callback.handler.class", "sasl.client.callback.handler.class", "sasl.login.class"):
+            imp.notes.append(f"{full}: a Java class; librdkafka needs its own mechanism settings (not imported)")
+        elif key in ("sasl.mechanism",):
+            out[key] = value
+        else:
+            problem = _librdkafka_problem(key, value)
+            if problem:
+                imp.notes.append(f"{full}: not imported ({problem})")
+            elif _looks_secret(key):
+                out[key] = _env(imp, alias, re.sub(r"[^A-Za-z0-9]+", "_", key).upper(), f"the value of {full}")
+            else:
+                out[key] = value
+    if "bootstrap.servers" in out:  # bootstrap first: easier to read
+        out = {"bootstrap.servers": out.pop("bootstrap.servers"), **out}
+    return out
+
+
+def _jaas(imp: Imported, alias: str, jaas: str, mechanism: Any, where: str) -> dict[str, str]:
+    module = next((m for m in LOGIN_MODULES if m in jaas), None)
+    opts = {m.group(1): next(g for g in m.groups()[1:] if g is not None) for m in JAAS_RE.finditer(jaas)}
+    if module in ("PlainLoginModule", "ScramLoginModule") and "username" in opts:
+        out = {"sasl.username": opts["username"],
+               "sasl.password": _env(imp, alias, "SASL_PASSWORD", f"the SASL password of {opts['username']!r} ({where})")}
+        if not mechanism:
+            out["sasl.mechanism"] = "PLAIN" if module == "PlainLoginModule" else "SCRAM-SHA-512"
+        return out
+    if module == "OAuthBearerLoginModule":
+        imp.notes.append(f"{where}: OAUTHBEARER login: configure librdkafka's sasl.oauthbearer.* settings (not imported)")
+        return {}
+    imp.notes.append(f"{where}: a JAAS configuration mirrorflow cannot translate (not imported)")
+    return {}
+
+
+def _env(imp: Imported, alias: str, what: str, description: str) -> str:
+    var = "MM2_" + re.sub(r"[^A-Za-z0-9]+", "_", alias).upper().strip("_") + "_" + what
+    imp.env_vars[var] = description
+    return "${env:%s}" % var
+
+
+def _secret_ref(imp: Imported, full: str, key: str, value: str) -> str:
+    if _looks_secret(key):
+        var = "MM2_" + re.sub(r"[^A-Za-z0-9]+", "_", full).upper().strip("_")
+        imp.env_vars[var] = f"the value of {full}"
+        return "${env:%s}" % var
+    return value
+
+
+def _looks_secret(key: str) -> bool:
+    from mirrorflow.config.secrets import SECRET_KEY_RE
+
+    return bool(SECRET_KEY_RE.search(key))
+
+
+def _librdkafka_problem(key: str, value: str) -> str | None:
+    from mirrorflow.config.loading import librdkafka_problem
+
+    return librdkafka_problem(key, value)
+
+
+# -- Strimzi KafkaMirrorMaker2 ------------------------------------------------------------------------
+def from_strimzi(resource: dict[str, Any], source: str = "KafkaMirrorMaker2") -> Imported:
+    """spec.clusters + spec.mirrors[sourceCluster/targetCluster] (v1beta2), or spec.target +
+    spec.mirrors[].source (v1): clusters with tls/authentication, connector configs, patterns."""
+    imp = Imported()
+    spec = resource.get("spec") or {}
+    name = (resource.get("metadata") or {}).get("name", "?")
+    clusters: dict[str, dict[str, Any]] = {}
+    for c in spec.get("clusters") or []:
+        clusters[str(c.get("alias"))] = c
+    if isinstance(spec.get("target"), dict):
+        clusters[str(spec["target"].get("alias"))] = spec["target"]
+    mirrors = spec.get("mirrors") or []
+    for m in mirrors:
+        if isinstance(m.get("source"), dict):
+            clusters.setdefault(str(m["source"].get("alias")), m["source"])
+    if not clusters:
+        raise ConfigError([("spec.clusters", f"KafkaMirrorMaker2 {name!r} names no clusters")], source=source)
+    for alias, c in clusters.items():
+        imp.clusters[alias] = _strimzi_cluster(imp, alias, c)
+    for i, m in enumerate(mirrors):
+        src = str(m.get("sourceCluster") or (m.get("source") or {}).get("alias"))
+        tgt = str(m.get("targetCluster") or (spec.get("target") or {}).get("alias"))
+        where = f"spec.mirrors[{i}]"
+        body: dict[str, Any] = {"enabled": True}
+        for connector in ("sourceConnector", "checkpointConnector", "heartbeatConnector"):
+            conn = m.get(connector) or {}
+            cfg = {str(k): ("" if v is None else str(v).lower() if isinstance(v, bool) else str(v))
+                   for k, v in (conn.get("config") or {}).items()}
+            body.update(_flow_settings(imp, cfg, f"{where}.{connector}.config."))
+            if connector == "sourceConnector" and conn.get("tasksMax") is not None:
+                body["tasks.max"] = int(conn["tasksMax"])
+        for field_, prop in (("topicsPattern", "topics"), ("topicsExcludePattern", "topics.exclude"),
+                             ("excludedTopicsPattern", "topics.exclude"), ("groupsPattern", "groups"),
+                             ("groupsExcludePattern", "groups.exclude"), ("excludedGroupsPattern", "groups.exclude"),
+                             ("topicsBlacklistPattern", "topics.exclude"), ("groupsBlacklistPattern", "groups.exclude")):
+            if m.get(field_) is not None:
+                body[prop] = _typed(prop, str(m[field_]))
+        if FLOW_NAME_RE.match(f"{src}->{tgt}") is None:
+            raise ConfigError([(where, f"cannot tell the source and target clusters ({src!r} -> {tgt!r})")], source=source)
+        imp.flows[f"{src}->{tgt}"] = body
+    return imp
+
+
+def _strimzi_cluster(imp: Imported, alias: str, c: dict[str, Any]) -> dict[str, str]:
+    out: dict[str, str] = {"bootstrap.servers": str(c.get("bootstrapServers", ""))}
+    tls = c.get("tls")
+    auth = c.get("authentication") or {}
+    atype = str(auth.get("type", "")).lower()
+    sasl = atype in ("scram-sha-256", "scram-sha-512", "plain", "oauth")
+    if sasl:
+        out["security.protocol"] = "SASL_SSL" if tls is not None else "SASL_PLAINTEXT"
+    elif tls is not None:
+        out["security.protocol"] = "SSL"
+    for cert in (tls or {}).get("trustedCertificates") or []:
+        # librdkafka's ssl.ca.location takes a file or a directory (for a `pattern` of certificates)
+        path = f"/etc/mirrorflow/certs/{cert.get('secretName')}" + (f"/{cert['certificate']}" if cert.get("certificate") else "")
+        out["ssl.ca.location"] = path
+        imp.notes.append(f"clusters.{alias}.ssl.ca.location: mount the CA certificate from Secret "
+                         f"{cert.get('secretName')!r} at {path} (or change the path)")
+        break
+    if atype in ("scram-sha-256", "scram-sha-512", "plain"):
+        out["sasl.mechanism"] = atype.upper() if atype != "plain" else "PLAIN"
+        out["sasl.username"] = str(auth.get("username", ""))
+        secret = auth.get("passwordSecret") or {}
+        out["sasl.password"] = _env(imp, alias, "SASL_PASSWORD",
+                                    f"key {secret.get('password')!r} of Secret {secret.get('secretName')!r}")
+    elif atype == "tls":
+        ck = auth.get("certificateAndKey") or {}
+        base = f"/etc/mirrorflow/certs/{ck.get('secretName')}"
+        out["ssl.certificate.location"] = f"{base}/{ck.get('certificate')}"
+        out["ssl.key.location"] = f"{base}/{ck.get('key')}"
+        imp.notes.append(f"clusters.{alias}: mount the client certificate and key from Secret "
+                         f"{ck.get('secretName')!r} at {base}/")
+    elif atype == "oauth":
+        imp.notes.append(f"clusters.{alias}: OAuth authentication: configure librdkafka's sasl.oauthbearer.* "
+                         "settings (not imported)")
+        out["sasl.mechanism"] = "OAUTHBEARER"
+    for k, v in (c.get("config") or {}).items():
+        k = str(k)
+        if k in IGNORED or k.startswith(IGNORED_PREFIXES):
+            imp.notes.append(f"clusters.{alias}.config.{k}: not imported ({IGNORED.get(k) or 'no equivalent'})")
+            continue
+        problem = _librdkafka_problem(k, str(v))
+        if problem:
+            imp.notes.append(f"clusters.{alias}.config.{k}: not imported ({problem})")
+        else:
+            out[k] = str(v)
+    return out

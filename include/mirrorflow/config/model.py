@@ -1,0 +1,106 @@
+"""The configuration model: clusters, flows and Spark settings, as the rest of mirrorflow sees them."""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from mirrorflow.config.properties import FLOW_PROPERTIES, did_you_mean
+from mirrorflow.config.secrets import connection_settings, redact, resolve_env
+from mirrorflow.errors import ConfigError
+
+FLOW_NAME_RE = re.compile(r"^\s*([A-Za-z0-9_.-]+)\s*->\s*([A-Za-z0-9_.-]+)\s*$")
+
+
+@dataclass(frozen=True)
+class ClusterConfig:
+    """A Kafka cluster by alias. `client` holds librdkafka settings as written in the file."""
+
+    alias: str
+    client: dict[str, str]
+    airflow_conn_id: str | None = None
+
+    @property
+    def bootstrap_servers(self) -> str:
+        return self.client.get("bootstrap.servers", "")
+
+    def client_config(self) -> dict[str, str]:
+        """librdkafka settings with secrets resolved. Never log the result: use `redacted()`."""
+        conf: dict[str, str] = {}
+        if self.airflow_conn_id:
+            conf.update(connection_settings(self.alias, self.airflow_conn_id))
+        for key, value in self.client.items():
+            conf[key] = resolve_env(self.alias, key, value)
+        return conf
+
+    def redacted(self) -> dict[str, str]:
+        return redact(self.client)
+
+
+@dataclass(frozen=True)
+class FlowConfig:
+    """One replication flow source -> target with its effective properties."""
+
+    source: str
+    target: str
+    props: dict[str, Any]
+
+    @property
+    def name(self) -> str:
+        return f"{self.source}->{self.target}"
+
+    @property
+    def id(self) -> str:
+        """A name usable in topic names, transactional ids and DAG ids."""
+        return f"{self.source}-{self.target}"
+
+    def __getitem__(self, key: str) -> Any:
+        return self.props[key]
+
+    def client_overrides(self, kind: str) -> dict[str, str]:
+        """`producer.*` / `consumer.*` / `admin.*` overrides with the prefix removed."""
+        prefix = f"{kind}."
+        # MM2 properties that merely start like a client prefix (admin.timeout.ms,
+        # consumer.poll.timeout.ms) are flow settings, not client settings.
+        return {k[len(prefix):]: str(v) for k, v in self.props.items()
+                if k.startswith(prefix) and k not in FLOW_PROPERTIES}
+
+    # The properties used everywhere, as attributes.
+    enabled = property(lambda self: self.props["enabled"])
+    exactly_once = property(lambda self: self.props["exactly.once"])
+    parallelism = property(lambda self: self.props["tasks.max"])
+    replication_factor = property(lambda self: self.props["replication.factor"])
+
+
+@dataclass(frozen=True)
+class SparkConfig:
+    master: str = "local[*]"
+    conf: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Config:
+    path: Path | None
+    clusters: dict[str, ClusterConfig]
+    flows: dict[str, FlowConfig]
+    spark: SparkConfig = field(default_factory=SparkConfig)
+
+    def cluster(self, alias: str) -> ClusterConfig:
+        if alias not in self.clusters:
+            raise ConfigError([("clusters", f"unknown cluster alias {alias!r}{did_you_mean(alias, self.clusters)}")],
+                              source=str(self.path) if self.path else None)
+        return self.clusters[alias]
+
+    def flow(self, name: str) -> FlowConfig:
+        m = FLOW_NAME_RE.match(name or "")
+        key = f"{m.group(1)}->{m.group(2)}" if m else name
+        by_id = {f.id: k for k, f in self.flows.items()}
+        if key not in self.flows and key in by_id:  # `A-B`, as in DAG ids
+            key = by_id[key]
+        if key not in self.flows:
+            raise ConfigError([("flows", f"unknown flow {name!r}{did_you_mean(key, self.flows)}"
+                                + ("" if self.flows else " (no flows are configured)"))],
+                              source=str(self.path) if self.path else None)
+        return self.flows[key]
+

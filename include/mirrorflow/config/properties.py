@@ -1,0 +1,166 @@
+"""Every property a flow may set: MirrorMaker 2's names and defaults, and mirrorflow's own.
+
+`FLOW_PROPERTIES` is the one table of flow properties: the loader validates against it, the
+docs list it, and `mm2=False` marks mirrorflow's additions.
+"""
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Callable
+
+def _bool(v: Any) -> bool:
+    if isinstance(v, bool):
+        return v
+    if isinstance(v, str) and v.strip().lower() in ("true", "false"):
+        return v.strip().lower() == "true"
+    raise ValueError(f"expected true or false, got {v!r}")
+
+
+def _int(v: Any) -> int:
+    if isinstance(v, bool):
+        raise ValueError(f"expected an integer, got {v!r}")
+    try:
+        return int(str(v).strip())
+    except ValueError:
+        raise ValueError(f"expected an integer, got {v!r}") from None
+
+
+def _list(v: Any) -> list[str]:
+    """MM2 LIST type: comma separated, items trimmed; a YAML list is accepted too."""
+    if v is None:
+        return []
+    if isinstance(v, (list, tuple)):
+        return [str(x).strip() for x in v if str(x).strip()]
+    return [x.strip() for x in str(v).split(",") if x.strip()]
+
+
+def _str(v: Any) -> str:
+    return "" if v is None else str(v).strip()
+
+
+def _positive_int(v: Any) -> int:
+    n = _int(v)
+    if n < 1:
+        raise ValueError(f"expected a positive integer, got {v!r}")
+    return n
+
+
+def _replication_factor(v: Any) -> int:
+    n = _int(v)
+    if n != -1 and n < 1:
+        raise ValueError(f"expected -1 (the target broker's default) or a positive integer, got {v!r}")
+    return n
+
+
+def _one_of(*choices: str) -> Callable[[Any], str]:
+    def parse(v: Any) -> str:
+        s = _str(v)
+        if s not in choices:
+            raise ValueError(f"expected one of {', '.join(choices)}, got {v!r}")
+        return s
+    return parse
+
+
+def _separator(v: Any) -> str:
+    """replication.policy.separator: taken literally (no trimming); it may not be empty."""
+    s = "" if v is None else str(v)
+    if s == "":
+        raise ValueError("the separator may not be empty")
+    return s
+
+
+
+
+def _policy_class(v: Any) -> str:
+    from mirrorflow.mm2.policy import POLICY_CLASSES
+
+    s = _str(v)
+    if s not in POLICY_CLASSES:
+        raise ValueError(f"unknown replication policy {s!r} (use DefaultReplicationPolicy or IdentityReplicationPolicy)"
+                         + did_you_mean(s, [k for k in POLICY_CLASSES if "." not in k]))
+    return s
+
+
+def _initial_position(v: Any) -> str:
+    s = _str(v)
+    if s in ("earliest", "latest") or s.isdigit():
+        return s
+    try:
+        datetime.fromisoformat(s)
+    except ValueError:
+        raise ValueError(f"expected earliest, latest, or a timestamp (ms since epoch or ISO-8601), got {v!r}") from None
+    return s
+
+
+@dataclass(frozen=True)
+class Prop:
+    default: Any
+    parse: Callable[[Any], Any]
+    mm2: bool = True  # False: a mirrorflow extension without an MM2 equivalent
+    doc: str = ""
+
+
+DEFAULT_CONFIG_EXCLUDE = [
+    r"follower\.replication\.throttled\.replicas",
+    r"leader\.replication\.throttled\.replicas",
+    r"message\.timestamp\.difference\.max\.ms",
+    r"message\.timestamp\.type",
+    r"unclean\.leader\.election\.enable",
+    r"min\.insync\.replicas",
+]
+
+# Every property a flow (or `defaults`) may set. Unknown keys are an error with a "did you mean".
+FLOW_PROPERTIES: dict[str, Prop] = {
+    "enabled": Prop(True, _bool),
+    "topics": Prop([".*"], _list),
+    "topics.exclude": Prop([r".*[\-\.]internal", r".*\.replica", "__.*"], _list),
+    "groups": Prop([".*"], _list),
+    "groups.exclude": Prop(["console-consumer-.*", "connect-.*", "__.*"], _list),
+    "config.properties.exclude": Prop(DEFAULT_CONFIG_EXCLUDE, _list),
+    "use.defaults.from": Prop("target", _one_of("target", "source")),
+    "replication.policy.class": Prop("DefaultReplicationPolicy", lambda v: _policy_class(v)),
+    "replication.policy.separator": Prop(".", _separator),
+    "replication.policy.internal.topic.separator.enabled": Prop(True, _bool),
+    # -1: the target broker's default.replication.factor (KIP-464); MM2's default is 2.
+    "replication.factor": Prop(-1, _replication_factor),
+    "heartbeats.replication.enabled": Prop(True, _bool),
+    "refresh.topics.enabled": Prop(True, _bool),
+    "refresh.topics.interval.seconds": Prop(600, _positive_int),
+    "sync.topic.configs.enabled": Prop(True, _bool),
+    "sync.topic.configs.interval.seconds": Prop(600, _positive_int),
+    "sync.topic.acls.enabled": Prop(True, _bool),
+    "sync.topic.acls.interval.seconds": Prop(600, _positive_int),
+    "refresh.groups.enabled": Prop(True, _bool),
+    "refresh.groups.interval.seconds": Prop(600, _positive_int),
+    "emit.checkpoints.enabled": Prop(True, _bool),
+    "emit.checkpoints.interval.seconds": Prop(60, _positive_int),
+    "sync.group.offsets.enabled": Prop(False, _bool),
+    "sync.group.offsets.interval.seconds": Prop(60, _positive_int),
+    "emit.heartbeats.enabled": Prop(True, _bool),
+    "emit.heartbeats.interval.seconds": Prop(1, _positive_int),
+    "admin.timeout.ms": Prop(60000, _positive_int),
+    "consumer.poll.timeout.ms": Prop(1000, _int),
+    "tasks.max": Prop(4, _positive_int, doc="parallelism: at most this many copy units per wave"),
+    # mirrorflow's own properties
+    "exactly.once": Prop(True, _bool, mm2=False, doc="transactional copy (false: idempotent, at-least-once)"),
+    "initial.position": Prop("earliest", _initial_position, mm2=False,
+                             doc="earliest | latest | a timestamp (ms since epoch or ISO-8601)"),
+    "schedule": Prop("*/5 * * * *", _str, mm2=False, doc="cron for the replicate DAG"),
+    "unit.max.records": Prop(5_000_000, _int, mm2=False),
+    "unit.max.bytes": Prop(2 * 1024**3, _int, mm2=False),
+    "transaction.max.records": Prop(20_000, _int, mm2=False),
+    "transaction.max.bytes": Prop(32 * 1024**2, _int, mm2=False),
+    "state.topic.partitions": Prop(16, _int, mm2=False),
+    "state.topic.replication.factor": Prop(-1, _replication_factor, mm2=False),
+}
+
+# Client overrides, MM2 style: `producer.acks`, `consumer.fetch.max.bytes`, `admin.*`.
+CLIENT_PREFIXES = ("producer.", "consumer.", "admin.")
+
+
+def did_you_mean(word: str, choices: Any) -> str:
+    close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+

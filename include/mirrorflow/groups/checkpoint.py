@@ -1,0 +1,347 @@
+"""Checkpoints: committed source group offsets, translated exactly, written in MM2's format.
+
+Per flow A->B this does what MirrorCheckpointTask does (connect/mirror/src/main/java/org/apache/kafka/connect/mirror/MirrorCheckpointTask.java), except that the
+translation comes from mirrorflow's offset map (exact) instead of sparse offset syncs (+1 rule):
+
+1. list the groups on the source that pass `groups`/`groups.exclude`, fetch their committed
+   offsets (all requests in flight at once), keep groups with an offset on a topic the flow
+   replicates;
+2. translate each offset through the offset map (`PartitionMap.translate`);
+3. read the previous checkpoints back from `<source>.checkpoints.internal` on the target and
+   apply MM2's monotonicity guard (a checkpoint never moves back unless the source group rewound);
+4. write the new ones (1 partition, compacted, created on first use) with the listing time as
+   the record timestamp; the key topic is the downstream (renamed) topic.
+
+Everything needed next time is on the target: the checkpoints topic is the store.
+"""
+from __future__ import annotations
+
+import time
+from concurrent.futures import Future
+from dataclasses import asdict, dataclass, field
+from typing import Any, Iterable, Mapping, Protocol
+
+from confluent_kafka import ConsumerGroupTopicPartitions, KafkaError, KafkaException
+
+from mirrorflow.clients import FlowClients, flow_clients
+from mirrorflow.config import Config, FlowConfig
+from mirrorflow.errors import MirrorflowError, TopicError
+from mirrorflow.kafka.connection import ClusterConnection, kafka_error
+from mirrorflow.kafka.log_reader import read_partition
+from mirrorflow.kafka.topics import ensure_compacted_topic, produce_all
+from mirrorflow.mm2.filters import FlowFilters
+from mirrorflow.mm2.formats import Checkpoint, FormatError
+from mirrorflow.mm2.policy import DefaultReplicationPolicy
+from mirrorflow.state.store import StateStore
+
+# Translation statuses that come from the offset map, plus ours for topics the flow skips.
+NOT_REPLICATED = "not-replicated"
+
+
+class Translator(Protocol):
+    """What checkpointing needs of offset_map.PartitionMap."""
+
+    def translate(self, source_offset: int) -> Any: ...
+
+
+@dataclass(frozen=True)
+class CommittedOffset:
+    """One committed offset of a consumer group on the source cluster."""
+
+    group: str
+    topic: str
+    partition: int
+    offset: int
+    metadata: str = ""
+
+
+@dataclass(frozen=True)
+class TranslatedOffset:
+    """A committed source offset and where the same position is on the target."""
+
+    group: str
+    source_topic: str
+    partition: int
+    source_offset: int
+    target_topic: str
+    target_offset: int | None  # None: no translation (nothing copied, or topic not replicated)
+    status: str  # exact | end | ahead | before | gap | none | not-replicated
+    missing: int = 0  # offsets the target consumer will never see (before/gap) or not yet (ahead)
+    metadata: str = ""
+
+    def checkpoint(self) -> Checkpoint | None:
+        """The MM2 checkpoint for this offset, None when there is no translation (no checkpoint,
+        as MM2 since 3.3 emits none for a partition without offset syncs)."""
+        if self.target_offset is None or self.target_offset < 0 or self.status == NOT_REPLICATED:
+            return None
+        return Checkpoint(self.group, self.target_topic, self.partition, self.source_offset,
+                          self.target_offset, self.metadata)
+
+
+def rename_topic(policy: DefaultReplicationPolicy, source: str, target: str, topic: str) -> str:
+    """MirrorCheckpointTask.renameTopicPartition: the downstream name of a source topic."""
+    if policy.topic_source(topic) == target:
+        return policy.original_topic(topic)
+    return policy.format_remote_topic(source, topic)
+
+
+def upstream_of(policy: DefaultReplicationPolicy, source: str, downstream: str) -> str | None:
+    """The source topic a checkpoint's downstream topic was renamed from, None if not from `source`."""
+    if policy.topic_source(downstream) != source:
+        return None
+    return policy.upstream_topic(downstream)
+
+
+def translate_offsets(filters: FlowFilters, offsets: Iterable[CommittedOffset],
+                      maps: Mapping[tuple[str, int], Translator]) -> list[TranslatedOffset]:
+    """Translate committed source offsets through the offset map (pure).
+
+    `maps` is keyed by (SOURCE topic, partition). Offsets on topics the flow does not replicate
+    get status `not-replicated`; partitions without any copied data get `none`.
+    """
+    out: list[TranslatedOffset] = []
+    for o in sorted(offsets, key=lambda o: (o.group, o.topic, o.partition)):
+        if o.offset < 0:
+            continue  # no committed position (librdkafka's OFFSET_INVALID)
+        target_topic = rename_topic(filters.policy, filters.source, filters.target, o.topic)
+        if not filters.should_replicate_topic(o.topic):
+            out.append(TranslatedOffset(o.group, o.topic, o.partition, o.offset, target_topic, None,
+                                        NOT_REPLICATED, 0, o.metadata))
+            continue
+        pm = maps.get((o.topic, o.partition))
+        if pm is None:
+            out.append(TranslatedOffset(o.group, o.topic, o.partition, o.offset, target_topic, None,
+                                        "none", 0, o.metadata))
+            continue
+        t = pm.translate(o.offset)
+        out.append(TranslatedOffset(o.group, o.topic, o.partition, o.offset, target_topic, t.target_offset,
+                                    t.status, t.missing, o.metadata))
+    return out
+
+
+# -- the checkpoint store ---------------------------------------------------------------------
+EMIT_ACTIONS = ("new", "advanced", "rewound")
+
+
+class CheckpointStore:
+    """The newest checkpoint per (group, downstream topic, partition), as MM2's CheckpointStore.
+
+    Loaded by reading the checkpoints topic on the target from the beginning; records that do not
+    decode are skipped (and counted), as MM2 skips them.
+    """
+
+    def __init__(self, checkpoints: Iterable[Checkpoint] = (), skipped: int = 0) -> None:
+        self.latest: dict[tuple[str, str, int], Checkpoint] = {}
+        self.skipped = skipped
+        for c in checkpoints:
+            self.update(c)
+
+    @classmethod
+    def load(cls, clients: FlowClients) -> "CheckpointStore":
+        flow = clients.flow
+        topic = FlowFilters.for_flow(flow).policy.checkpoints_topic(flow.source)
+        try:
+            records = read_partition(clients.connection("target"), topic, 0, timeout=clients.admin_timeout,
+                                     consumer_conf=clients.overrides("target", "consumer"))
+        except TopicError:
+            return cls()  # first use: nothing checkpointed yet
+        cps: list[Checkpoint] = []
+        skipped = 0
+        for r in records:
+            try:
+                cps.append(Checkpoint.decode(r.key, r.value))
+            except FormatError:
+                skipped += 1
+        return cls(cps, skipped)
+
+    def update(self, c: Checkpoint) -> None:
+        self.latest[(c.group, c.topic, c.partition)] = c
+
+    def previous(self, c: Checkpoint) -> Checkpoint | None:
+        return self.latest.get((c.group, c.topic, c.partition))
+
+    def decide(self, c: Checkpoint) -> str:
+        """MM2's monotonicity guard (MirrorCheckpointTask.checkpointsForGroup). Emitting actions: new, advanced, rewound; skipping:
+        `unchanged` (same downstream position) and `held` (would move the target position back
+        although the source group did not rewind)."""
+        prev = self.previous(c)
+        if prev is None:
+            return "new"
+        if c.upstream_offset < prev.upstream_offset:
+            return "rewound"
+        if c.downstream_offset > prev.downstream_offset:
+            return "advanced"
+        if c.downstream_offset == prev.downstream_offset:
+            return "unchanged"
+        return "held"
+
+    def groups(self) -> list[str]:
+        return sorted({g for g, _, _ in self.latest})
+
+    def for_group(self, group: str) -> dict[tuple[str, int], Checkpoint]:
+        return {(t, p): c for (g, t, p), c in self.latest.items() if g == group}
+
+
+# -- source side --------------------------------------------------------------------------------
+def list_groups(admin: Any, conn: ClusterConnection, timeout: float) -> list[str]:
+    """Every consumer group id on the cluster."""
+    try:
+        res = admin.list_consumer_groups(request_timeout=timeout).result(timeout + 5)
+    except KafkaException as exc:
+        raise conn.describe_failure(exc) from None
+    return sorted(g.group_id for g in res.valid)
+
+
+def fetch_group_offsets(admin: Any, conn: ClusterConnection, groups: Iterable[str], timeout: float
+                        ) -> tuple[dict[str, list[CommittedOffset]], dict[str, str]]:
+    """Committed offsets of many groups: every request is sent before any answer is awaited
+    (librdkafka takes one group per request). Returns (offsets per group, error per group)."""
+    futures: dict[str, Future] = {}
+    for g in groups:
+        futures.update(admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(g)], request_timeout=timeout))
+    offsets: dict[str, list[CommittedOffset]] = {}
+    errors: dict[str, str] = {}
+    for g, fut in futures.items():
+        try:
+            res = fut.result(timeout + 5)
+        except KafkaException as exc:
+            err = kafka_error(exc)
+            if err is not None and err.code() == KafkaError.GROUP_ID_NOT_FOUND:
+                continue  # deleted since it was listed
+            if err is not None and err.code() in (KafkaError._TRANSPORT, KafkaError._TIMED_OUT,
+                                                  KafkaError._ALL_BROKERS_DOWN):
+                raise conn.describe_failure(exc) from None
+            errors[g] = err.str() if err is not None else str(exc)
+            continue
+        offsets[g] = [CommittedOffset(g, tp.topic, tp.partition, tp.offset, tp.metadata or "")
+                      for tp in res.topic_partitions if tp.error is None]
+    return offsets, errors
+
+
+def source_group_offsets(clients: FlowClients, groups: Iterable[str] | None = None
+                         ) -> tuple[dict[str, list[CommittedOffset]], dict[str, str]]:
+    """The flow's groups (MirrorCheckpointConnector.findConsumerGroups) and their committed offsets:
+    groups passing the group filter with at least one offset on a replicated topic."""
+    filters = FlowFilters.for_flow(clients.flow)
+    timeout = clients.admin_timeout
+    admin, conn = clients.admin("source"), clients.connection("source")
+    names = list(groups) if groups is not None else list_groups(admin, conn, timeout)
+    names = [g for g in names if filters.should_replicate_group(g)]
+    offsets, errors = fetch_group_offsets(admin, conn, names, timeout)
+    keep = {g: offs for g, offs in offsets.items()
+            if any(o.offset >= 0 and filters.should_replicate_topic(o.topic) for o in offs)}
+    return keep, errors
+
+
+def load_maps(clients: FlowClients, partitions: Iterable[tuple[str, int]]) -> Mapping[tuple[str, int], Translator]:
+    """The offset map of the given SOURCE partitions (read from the target's state)."""
+    parts = sorted(set(partitions))
+    return StateStore(clients).offset_map(parts) if parts else {}
+
+
+# -- emission -------------------------------------------------------------------------------------
+@dataclass
+class CheckpointRun:
+    """What one checkpoint pass did, for the CLI, the DAG logs and tests."""
+
+    flow: str
+    topic: str
+    groups: list[str] = field(default_factory=list)
+    rows: list[tuple[TranslatedOffset, str]] = field(default_factory=list)  # (translation, action)
+    emitted: list[Checkpoint] = field(default_factory=list)
+    errors: dict[str, str] = field(default_factory=dict)  # group -> error
+    skipped_reason: str | None = None
+    created_topic: bool = False
+    store: CheckpointStore | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"flow": self.flow, "topic": self.topic, "groups": self.groups,
+                "emitted": len(self.emitted), "created_topic": self.created_topic,
+                "skipped_reason": self.skipped_reason, "errors": self.errors,
+                "offsets": [{**asdict(t), "action": a} for t, a in self.rows]}
+
+
+def plan_checkpoints(store: CheckpointStore, rows: Iterable[TranslatedOffset]
+                     ) -> tuple[list[tuple[TranslatedOffset, str]], list[Checkpoint]]:
+    """Apply the monotonicity guard to translated offsets (pure): (row, action) pairs and the
+    checkpoints to write. Rows without a translation get action `no-translation` or
+    `not-replicated`."""
+    decided: list[tuple[TranslatedOffset, str]] = []
+    emit: list[Checkpoint] = []
+    for row in rows:
+        cp = row.checkpoint()
+        if cp is None:
+            decided.append((row, NOT_REPLICATED if row.status == NOT_REPLICATED else "no-translation"))
+            continue
+        action = store.decide(cp)
+        decided.append((row, action))
+        if action in EMIT_ACTIONS:
+            emit.append(cp)
+    return decided, emit
+
+
+def emit_checkpoints(cfg: Config, flow: FlowConfig, *, groups: Iterable[str] | None = None,
+                     maps: Mapping[tuple[str, int], Translator] | None = None,
+                     now_ms: int | None = None, clients: FlowClients | None = None) -> CheckpointRun:
+    """One checkpoint pass for `flow` (see the module docstring)."""
+    with flow_clients(cfg, flow, clients) as c:
+        return _emit(c, groups, maps, now_ms)
+
+
+def _emit(clients: FlowClients, groups: Iterable[str] | None, maps: Mapping[tuple[str, int], Translator] | None,
+          now_ms: int | None) -> CheckpointRun:
+    flow = clients.flow
+    filters = FlowFilters.for_flow(flow)
+    topic = filters.policy.checkpoints_topic(flow.source)
+    run = CheckpointRun(flow.name, topic)
+    if not flow.enabled:
+        run.skipped_reason = "the flow is disabled (enabled=false)"
+        return run
+    if not flow.props.get("emit.checkpoints.enabled", True):
+        run.skipped_reason = "emit.checkpoints.enabled=false"
+        return run
+    ts = int(time.time() * 1000) if now_ms is None else now_ms  # MM2: the time offsets were listed
+    offsets, run.errors = source_group_offsets(clients, groups)
+    run.groups = sorted(offsets)
+    committed = [o for offs in offsets.values() for o in offs]
+    if maps is None:
+        maps = load_maps(clients, {(o.topic, o.partition) for o in committed
+                                   if o.offset >= 0 and filters.should_replicate_topic(o.topic)})
+    rows = translate_offsets(filters, committed, maps)
+    store = CheckpointStore.load(clients)
+    run.rows, run.emitted = plan_checkpoints(store, rows)
+    if run.emitted:
+        conn, timeout = clients.connection("target"), clients.admin_timeout
+        run.created_topic = ensure_compacted_topic(clients.admin("target"), conn, topic, timeout=timeout)
+        produce_all(conn, topic, [(c.key(), c.value(), ts) for c in run.emitted],
+                    producer_conf=clients.overrides("target", "producer"), timeout=timeout)
+        for c in run.emitted:
+            store.update(c)
+    run.store = store
+    return run
+
+
+def translate_group(cfg: Config, flow: FlowConfig, group: str,
+                    maps: Mapping[tuple[str, int], Translator] | None = None,
+                    clients: FlowClients | None = None) -> list[TranslatedOffset]:
+    """Live translation of one group's committed source offsets (for `mirrorflow translate`)."""
+    with flow_clients(cfg, flow, clients) as c:
+        return _translate_group(c, group, maps)
+
+
+def _translate_group(clients: FlowClients, group: str,
+                     maps: Mapping[tuple[str, int], Translator] | None) -> list[TranslatedOffset]:
+    flow = clients.flow
+    filters = FlowFilters.for_flow(flow)
+    offsets, errors = fetch_group_offsets(clients.admin("source"), clients.connection("source"), [group],
+                                          clients.admin_timeout)
+    if group in errors:
+        raise MirrorflowError(f"consumer group {group!r} on cluster {flow.source!r}: {errors[group]}")
+    committed = [o for o in offsets.get(group, []) if o.offset >= 0]
+    if not committed:
+        raise MirrorflowError(f"consumer group {group!r} has no committed offsets on cluster {flow.source!r} "
+                              f"(unknown group, or it never committed)")
+    if maps is None:
+        maps = load_maps(clients, {(o.topic, o.partition) for o in committed
+                                   if filters.should_replicate_topic(o.topic)})
+    return translate_offsets(filters, committed, maps)

@@ -1,0 +1,123 @@
+"""Heartbeats in MM2's format, and the replication latency they reveal.
+
+MM2 (connect/mirror/src/main/java/org/apache/kafka/connect/mirror/MirrorHeartbeatTask.java) runs one heartbeat task per herder X->Y, which writes key (X, Y)
+with the current time to topic `heartbeats` on Y. With only A->B configured MM2 still runs the
+reverse herder B->A for heartbeats alone, so A's `heartbeats` holds (B, A) records; flow A->B
+then replicates A's `heartbeats` to B as `A.heartbeats` like any other topic.
+
+mirrorflow has no herders, so one emission for flow A->B writes both records MM2's two herders
+would write: (A, B) into B's `heartbeats` and (B, A) into A's `heartbeats`. The reverse record
+is skipped when the config also has flow B->A with heartbeats on, because that flow's own
+emission writes it. The copy of `heartbeats` to `A.heartbeats` is the data plane's job (heartbeats
+topics pass FlowFilters.should_replicate_topic, cycles such as `B.A.heartbeats` back to A do not).
+
+Replication latency of A->B = now - the newest heartbeat timestamp found in `A.heartbeats` on B.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from confluent_kafka import KafkaException
+
+from mirrorflow.clients import FlowClients, flow_clients
+from mirrorflow.config import Config, FlowConfig
+from mirrorflow.errors import TopicError
+from mirrorflow.kafka.log_reader import read_partition
+from mirrorflow.kafka.topics import ensure_compacted_topic, produce_all
+from mirrorflow.mm2.filters import FlowFilters
+from mirrorflow.mm2.formats import FormatError, Heartbeat
+
+TAIL = 64  # records read from the end of each partition of a replicated heartbeats topic
+
+
+@dataclass(frozen=True)
+class Emission:
+    cluster: str
+    topic: str
+    source: str
+    target: str
+    timestamp: int
+
+
+def heartbeats_planned(cfg: Config, flow: FlowConfig, now_ms: int) -> list[Emission]:
+    """The heartbeats one emission of `flow` writes (pure given the config)."""
+    if not flow.props.get("emit.heartbeats.enabled", True):
+        return []
+    topic = FlowFilters.for_flow(flow).policy.heartbeats_topic()
+    out = [Emission(flow.target, topic, flow.source, flow.target, now_ms)]
+    reverse = cfg.flows.get(f"{flow.target}->{flow.source}")
+    if reverse is None or not reverse.props.get("emit.heartbeats.enabled", True):
+        out.append(Emission(flow.source, topic, flow.target, flow.source, now_ms))
+    return out
+
+
+def emit_heartbeats(cfg: Config, flow: FlowConfig, now_ms: int | None = None,
+                    clients: FlowClients | None = None) -> list[Emission]:
+    """Write this flow's heartbeats (creating `heartbeats` compacted with 1 partition if needed)."""
+    now = int(time.time() * 1000) if now_ms is None else now_ms
+    planned = heartbeats_planned(cfg, flow, now)
+    with flow_clients(cfg, flow, clients) as c:
+        for e in planned:
+            side = c.side(e.cluster)
+            conn = c.connection(side)
+            ensure_compacted_topic(c.admin(side), conn, e.topic, timeout=c.admin_timeout)
+            hb = Heartbeat(e.source, e.target, e.timestamp)
+            produce_all(conn, e.topic, [(hb.key(), hb.value(), e.timestamp)],
+                        producer_conf=c.overrides(side, "producer"), timeout=c.admin_timeout)
+    return planned
+
+
+@dataclass(frozen=True)
+class Latency:
+    """Replication latency of a flow as seen from its replicated heartbeats."""
+
+    flow: str
+    topic: str  # the replicated heartbeats topic on the target, e.g. A.heartbeats
+    newest_heartbeat_ms: int | None
+    latency_ms: int | None  # None: no replicated heartbeat yet
+    emitter: tuple[str, str] | None = None  # (source, target) key of that heartbeat
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def newest_heartbeat(records: list[Any]) -> Heartbeat | None:
+    """The heartbeat with the highest timestamp among raw records; undecodable ones are skipped."""
+    best: Heartbeat | None = None
+    for r in records:
+        try:
+            hb = Heartbeat.decode(r.key, r.value)
+        except FormatError:
+            continue
+        if best is None or hb.timestamp > best.timestamp:
+            best = hb
+    return best
+
+
+def replication_latency(cfg: Config, flow: FlowConfig, now_ms: int | None = None,
+                        clients: FlowClients | None = None) -> Latency:
+    """now - timestamp of the newest heartbeat that reached the target through this flow."""
+    filters = FlowFilters.for_flow(flow)
+    topic = filters.remote_topic(filters.policy.heartbeats_topic())
+    records: list[Any] = []
+    with flow_clients(cfg, flow, clients) as c:
+        conn = c.connection("target")
+        try:
+            md = c.admin("target").list_topics(topic, timeout=10).topics.get(topic)
+        except KafkaException as exc:
+            raise conn.describe_failure(exc) from None
+        if md is not None and md.error is None:
+            for p in sorted(md.partitions):
+                try:
+                    records.extend(read_partition(conn, topic, p, timeout=30, last=TAIL,
+                                                  consumer_conf=c.overrides("target", "consumer")))
+                except TopicError:
+                    continue
+    best = newest_heartbeat(records)
+    now = int(time.time() * 1000) if now_ms is None else now_ms
+    if best is None:
+        return Latency(flow.name, topic, None, None)
+    return Latency(flow.name, topic, best.timestamp, max(0, now - best.timestamp), (best.source, best.target))
+

@@ -1,0 +1,233 @@
+"""Group offset sync (`sync.group.offsets.enabled`): commit checkpointed offsets on the target.
+
+Like MirrorCheckpointTask.syncGroupOffset (connect/mirror/src/main/java/org/apache/kafka/connect/mirror/MirrorCheckpointTask.java), with two deliberate
+differences that make it safe by construction instead of by broker rejection:
+
+* a group with active members on the target is left alone and reported (MM2 sends the commit and
+  lets the broker reject it); a group in an unknown state is left alone too;
+* every partition is compared with the target's committed offset, also for groups MM2 treats as
+  "new" after a failed describe, so a target offset never moves backwards.
+
+The checkpoints come from the checkpoints topic on the target (the CheckpointStore), so this step
+needs nothing but the target cluster.
+"""
+from __future__ import annotations
+
+from concurrent.futures import Future
+from dataclasses import asdict, dataclass, field
+from typing import Any, Iterable, Mapping
+
+from confluent_kafka import (ConsumerGroupState, ConsumerGroupTopicPartitions, KafkaError, KafkaException,
+                             TopicPartition)
+
+from mirrorflow.clients import FlowClients, flow_clients
+from mirrorflow.config import Config, FlowConfig
+from mirrorflow.groups.checkpoint import CheckpointStore, fetch_group_offsets, upstream_of
+from mirrorflow.kafka.connection import ClusterConnection, kafka_error
+from mirrorflow.mm2.filters import FlowFilters
+from mirrorflow.mm2.formats import Checkpoint
+
+# Target group states as this module sees them.
+EMPTY = "empty"        # exists, no members: safe to commit
+MISSING = "missing"    # does not exist (DEAD / GROUP_ID_NOT_FOUND): safe, the commit creates it
+ACTIVE = "active"      # has members (Stable, rebalancing): left alone
+UNKNOWN = "unknown"    # state could not be told: left alone
+SAFE_STATES = (EMPTY, MISSING)
+
+
+@dataclass(frozen=True)
+class TargetGroup:
+    """A consumer group as the target cluster describes it."""
+
+    group: str
+    state: str
+    members: int = 0
+    offsets: Mapping[tuple[str, int], int] = field(default_factory=dict)  # committed target offsets
+
+
+@dataclass(frozen=True)
+class PartitionSync:
+    topic: str  # downstream topic
+    partition: int
+    checkpoint_offset: int
+    target_offset: int | None  # None: the group has no offset for this partition on the target
+    action: str  # write | skip-equal | skip-ahead | skip-active | skip-no-topic
+    metadata: str = ""
+
+
+@dataclass(frozen=True)
+class GroupSyncPlan:
+    group: str
+    state: str
+    members: int
+    action: str  # sync | up-to-date | left-alone
+    partitions: tuple[PartitionSync, ...]
+    reason: str = ""
+
+    @property
+    def writes(self) -> list[PartitionSync]:
+        return [p for p in self.partitions if p.action == "write"]
+
+
+def plan_group_sync(target: TargetGroup, checkpoints: Mapping[tuple[str, int], Checkpoint],
+                    target_partitions: set[tuple[str, int]] | None = None) -> GroupSyncPlan:
+    """Decide, per partition, whether to commit the checkpointed offset on the target (pure).
+
+    With `target_partitions` (what exists on the target), partitions of missing topics are
+    skipped (`skip-no-topic`) instead of failing the whole commit."""
+    if target.state not in SAFE_STATES:
+        why = (f"{target.members} active member(s) on the target" if target.state == ACTIVE
+               else "its state on the target could not be determined")
+        parts = tuple(PartitionSync(t, p, c.downstream_offset, target.offsets.get((t, p)), "skip-active", c.metadata)
+                      for (t, p), c in sorted(checkpoints.items()))
+        return GroupSyncPlan(target.group, target.state, target.members, "left-alone", parts, why)
+    parts_l: list[PartitionSync] = []
+    for (t, p), c in sorted(checkpoints.items()):
+        cur = target.offsets.get((t, p))
+        if cur is not None and cur < 0:
+            cur = None  # reset to -1 by a non-Java client: treat as no offset (KAFKA-15607)
+        if target_partitions is not None and (t, p) not in target_partitions:
+            action = "skip-no-topic"
+        elif cur is None or cur < c.downstream_offset:
+            action = "write"
+        elif cur == c.downstream_offset:
+            action = "skip-equal"
+        else:
+            action = "skip-ahead"  # never move a target offset backwards
+        parts_l.append(PartitionSync(t, p, c.downstream_offset, cur, action, c.metadata))
+    parts = tuple(parts_l)
+    action = "sync" if any(x.action == "write" for x in parts) else "up-to-date"
+    return GroupSyncPlan(target.group, target.state, target.members, action, parts)
+
+
+def classify_state(state: Any, members: int) -> str:
+    """Our view of a ConsumerGroupState: members always mean active."""
+    if members > 0:
+        return ACTIVE
+    if state == ConsumerGroupState.EMPTY:
+        return EMPTY
+    if state == ConsumerGroupState.DEAD:
+        return MISSING
+    if state in (ConsumerGroupState.STABLE, ConsumerGroupState.PREPARING_REBALANCING,
+                 ConsumerGroupState.COMPLETING_REBALANCING):
+        return ACTIVE
+    return UNKNOWN
+
+
+@dataclass
+class GroupSyncRun:
+    flow: str
+    plans: list[GroupSyncPlan] = field(default_factory=list)
+    committed: dict[str, int] = field(default_factory=dict)  # group -> partitions written
+    errors: dict[str, str] = field(default_factory=dict)
+    skipped_reason: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"flow": self.flow, "skipped_reason": self.skipped_reason, "errors": self.errors,
+                "committed": self.committed,
+                "groups": [{**asdict(p), "partitions": [asdict(x) for x in p.partitions]} for p in self.plans]}
+
+
+def describe_target_groups(admin: Any, conn: ClusterConnection, groups: list[str], timeout: float
+                           ) -> tuple[dict[str, TargetGroup], dict[str, str]]:
+    """State, member count and committed offsets of `groups` on the target."""
+    described: dict[str, TargetGroup] = {}
+    errors: dict[str, str] = {}
+    if not groups:
+        return described, errors
+    futures: dict[str, Future] = admin.describe_consumer_groups(groups, request_timeout=timeout)
+    for g, fut in futures.items():
+        try:
+            d = fut.result(timeout + 5)
+        except KafkaException as exc:
+            err = kafka_error(exc)
+            code = err.code() if err is not None else None
+            if code == KafkaError.GROUP_ID_NOT_FOUND:
+                described[g] = TargetGroup(g, MISSING)
+                continue
+            if code in (KafkaError._TRANSPORT, KafkaError._TIMED_OUT, KafkaError._ALL_BROKERS_DOWN):
+                raise conn.describe_failure(exc) from None
+            errors[g] = f"describe failed: {err.str() if err is not None else exc}"
+            continue
+        members = len(d.members or [])
+        described[g] = TargetGroup(g, classify_state(d.state, members), members)
+    need = [g for g, t in described.items() if t.state in SAFE_STATES]
+    offsets, off_errors = fetch_group_offsets(admin, conn, need, timeout)
+    for g, err in off_errors.items():
+        errors[g] = f"cannot read its target offsets: {err}"
+        described.pop(g, None)
+    for g, offs in offsets.items():
+        t = described[g]
+        described[g] = TargetGroup(g, t.state, t.members, {(o.topic, o.partition): o.offset for o in offs})
+    return described, errors
+
+
+def sync_group_offsets(cfg: Config, flow: FlowConfig, store: CheckpointStore | None = None,
+                       groups: Iterable[str] | None = None, dry_run: bool = False,
+                       clients: FlowClients | None = None) -> GroupSyncRun:
+    """Commit the latest checkpoints of the flow's groups on the target where that is safe."""
+    with flow_clients(cfg, flow, clients) as c:
+        return _sync(c, store, groups, dry_run)
+
+
+def _sync(clients: FlowClients, store: CheckpointStore | None, groups: Iterable[str] | None,
+          dry_run: bool) -> GroupSyncRun:
+    flow = clients.flow
+    run = GroupSyncRun(flow.name)
+    if not flow.props.get("sync.group.offsets.enabled", False):
+        run.skipped_reason = "sync.group.offsets.enabled=false"
+        return run
+    if not flow.enabled:
+        run.skipped_reason = "the flow is disabled (enabled=false)"
+        return run
+    filters = FlowFilters.for_flow(flow)
+    timeout = clients.admin_timeout
+    if store is None:
+        store = CheckpointStore.load(clients)
+    names = [g for g in (store.groups() if groups is None else sorted(set(groups) & set(store.groups())))
+             if filters.should_replicate_group(g)]
+    # only checkpoints of topics the flow replicates now (the topic filter may have changed since)
+    wanted: dict[str, dict[tuple[str, int], Checkpoint]] = {}
+    for g in names:
+        cps = {k: c for k, c in store.for_group(g).items()
+               if (u := upstream_of(filters.policy, flow.source, k[0])) is not None
+               and filters.should_replicate_topic(u)}
+        if cps:
+            wanted[g] = cps
+    names = sorted(wanted)
+    if not names:
+        return run
+    admin, conn = clients.admin("target"), clients.connection("target")
+    described, run.errors = describe_target_groups(admin, conn, names, timeout)
+    try:
+        md = admin.list_topics(timeout=timeout)
+    except KafkaException as exc:
+        raise conn.describe_failure(exc) from None
+    existing = {(t, p) for t, m in md.topics.items() if m.error is None for p in m.partitions}
+    futures: dict[str, tuple[GroupSyncPlan, Future]] = {}
+    for g in names:
+        if g not in described:
+            continue
+        plan = plan_group_sync(described[g], wanted[g], existing)
+        run.plans.append(plan)
+        if plan.writes and not dry_run:
+            tps = [TopicPartition(p.topic, p.partition, p.checkpoint_offset, p.metadata or "") for p in plan.writes]
+            fut = admin.alter_consumer_group_offsets([ConsumerGroupTopicPartitions(g, tps)],
+                                                     request_timeout=timeout)[g]
+            futures[g] = (plan, fut)
+    for g, (plan, fut) in futures.items():
+        try:
+            res = fut.result(timeout + 5)
+        except KafkaException as exc:
+            err = kafka_error(exc)
+            code = err.code() if err is not None else None
+            if code in (KafkaError.UNKNOWN_MEMBER_ID, KafkaError.REBALANCE_IN_PROGRESS):
+                run.errors[g] = "members joined the group on the target during the sync; left alone"
+            else:
+                run.errors[g] = f"commit failed: {err.str() if err is not None else exc}"
+            continue
+        bad = [f"{tp.topic}[{tp.partition}]: {tp.error.str()}" for tp in res.topic_partitions if tp.error]
+        if bad:
+            run.errors[g] = "commit failed for " + ", ".join(bad)
+        run.committed[g] = len(plan.writes) - len(bad)
+    return run

@@ -1,0 +1,106 @@
+"""Connecting to one Kafka cluster, with every failure turned into one clear ClusterError.
+
+`ClusterConnection` is the only place a librdkafka client is constructed: an unreachable cluster
+or a wrong password reads the same everywhere ("cluster 'A': cannot reach 127.0.0.1:19092 ...",
+"cluster 'A': authentication failed ..."). It takes settings that are already resolved (secrets
+included): it never logs them, and its repr shows none.
+"""
+from __future__ import annotations
+
+import threading
+from typing import Any, Mapping
+
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
+from confluent_kafka.admin import AdminClient
+
+from mirrorflow.errors import ClusterError
+
+AUTH_CODES = {KafkaError._AUTHENTICATION, KafkaError.SASL_AUTHENTICATION_FAILED}
+AUTHZ_CODES = {KafkaError.TOPIC_AUTHORIZATION_FAILED, KafkaError.CLUSTER_AUTHORIZATION_FAILED,
+               KafkaError.GROUP_AUTHORIZATION_FAILED, KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED}
+UNREACHABLE_CODES = {KafkaError._TRANSPORT, KafkaError._TIMED_OUT, KafkaError._ALL_BROKERS_DOWN, KafkaError._RESOLVE}
+
+
+class ErrorWatch:
+    """error_cb that remembers the first fatal-looking error (auth) so callers can report it."""
+
+    def __init__(self) -> None:
+        self.error: KafkaError | None = None
+        self._lock = threading.Lock()
+
+    def __call__(self, err: KafkaError) -> None:
+        with self._lock:
+            if self.error is None and (err.code() in AUTH_CODES or err.fatal()):
+                self.error = err
+
+
+def kafka_error(exc: BaseException) -> KafkaError | None:
+    """The KafkaError inside a KafkaException, if any."""
+    if isinstance(exc, KafkaException) and exc.args and isinstance(exc.args[0], KafkaError):
+        return exc.args[0]
+    return None
+
+
+class ClusterConnection:
+    """Builds admin clients, consumers and producers for one cluster (alias + resolved settings)."""
+
+    def __init__(self, alias: str, settings: Mapping[str, Any], where: str | None = None) -> None:
+        self.alias = alias
+        self._settings = dict(settings)
+        # how a message names the cluster's address (never a secret)
+        self.where = where or str(self._settings.get("bootstrap.servers", "")) or alias
+
+    def __repr__(self) -> str:
+        return f"ClusterConnection({self.alias!r}, {self.where!r})"
+
+    def settings(self, conf: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """The cluster's settings with `conf` on top. Never log the result."""
+        return {**self._settings, **(conf or {})}
+
+    def describe_failure(self, exc: BaseException, watch: ErrorWatch | None = None) -> ClusterError:
+        """A ClusterError for a failed call: authentication, authorization or reachability."""
+        err = watch.error if watch and watch.error else kafka_error(exc)
+        code = err.code() if err is not None else None
+        text = err.str() if err is not None else f"{type(exc).__name__}: {exc}"
+        if code in AUTH_CODES:
+            return ClusterError(self.alias, f"authentication failed at {self.where}: check the SASL username and "
+                                            f"password ({text})")
+        if code in AUTHZ_CODES:
+            return ClusterError(self.alias, f"not authorized: {text}")
+        if code in UNREACHABLE_CODES:
+            return ClusterError(self.alias, f"cannot reach {self.where} ({text})")
+        return ClusterError(self.alias, text)
+
+    def admin(self, conf: Mapping[str, Any] | None = None, check_timeout: float | None = 10.0) -> AdminClient:
+        """An AdminClient; with `check_timeout` it first proves the cluster answers (and we may log in)."""
+        watch = ErrorWatch()
+        try:
+            admin = AdminClient({**self.settings(conf), "error_cb": watch})
+        except KafkaException as exc:
+            raise self.describe_failure(exc) from None
+        if check_timeout:
+            self.check(admin, watch, check_timeout)
+        return admin
+
+    def check(self, admin: AdminClient, watch: ErrorWatch | None = None, timeout: float = 10.0) -> None:
+        try:
+            admin.list_topics(timeout=timeout)
+        except KafkaException as exc:
+            # error_cb runs only from poll(): serve the queued errors so an authentication failure
+            # is reported as one (list_topics itself only says "transport failure")
+            admin.poll(0.5)
+            raise self.describe_failure(exc, watch) from None
+        if watch and watch.error:
+            raise self.describe_failure(KafkaException(watch.error), watch)
+
+    def producer(self, conf: Mapping[str, Any] | None = None) -> Producer:
+        try:
+            return Producer(self.settings(conf))
+        except KafkaException as exc:
+            raise self.describe_failure(exc) from None
+
+    def consumer(self, conf: Mapping[str, Any] | None = None) -> Consumer:
+        try:
+            return Consumer(self.settings(conf))
+        except KafkaException as exc:
+            raise self.describe_failure(exc) from None

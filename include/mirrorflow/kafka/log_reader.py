@@ -1,0 +1,137 @@
+"""Reading partitions to their end: the one loop that knows when a partition has been read whole.
+
+The end of each partition is its high watermark, taken before reading; reading stops there, so a
+concurrent writer cannot make the loop run forever. Records are read with
+isolation.level=read_committed, so the end is reached through transaction markers and aborted
+records too: a partition is done when a record at or past its end arrives, when the consumer
+reports end-of-partition there, or when its position passes the end without a message. A
+transaction still open at the end blocks its partition until it commits or aborts (a crashed
+producer's transaction is aborted by the broker after transaction.timeout.ms), so reads have a
+deadline and a timeout says so.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any, Iterable, Iterator, Mapping
+
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
+
+from mirrorflow.errors import ClusterError, TopicError
+from mirrorflow.kafka.connection import ClusterConnection, kafka_error
+
+# librdkafka needs a group.id even for assign(); readers never subscribe or commit with it.
+READER_GROUP = "mirrorflow-internal-reader"
+READER_SETTINGS: dict[str, Any] = {"group.id": READER_GROUP, "enable.auto.commit": False,
+                                   "enable.partition.eof": True, "auto.offset.reset": "earliest",
+                                   "isolation.level": "read_committed", "fetch.wait.max.ms": 50}
+# Errors a leadership change, a just-created topic or a broker restart causes: retried until a deadline.
+RETRIABLE = {KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE, KafkaError.UNKNOWN_TOPIC_OR_PART,
+             KafkaError._TIMED_OUT, KafkaError._TRANSPORT, KafkaError.REQUEST_TIMED_OUT,
+             KafkaError.UNKNOWN_LEADER_EPOCH, KafkaError.FENCED_LEADER_EPOCH, KafkaError.NOT_ENOUGH_REPLICAS}
+MISSING = {KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_PARTITION, KafkaError._UNKNOWN_TOPIC}
+
+
+@dataclass(frozen=True)
+class RawRecord:
+    partition: int
+    offset: int
+    key: bytes | None
+    value: bytes | None
+    timestamp: int
+
+
+class LogReader:
+    """Reads partitions of one cluster with one (assign-mode, read_committed) consumer."""
+
+    def __init__(self, conn: ClusterConnection, consumer: Consumer) -> None:
+        self.conn, self.consumer = conn, consumer
+
+    def watermarks(self, topic: str, partition: int, timeout: float = 60.0, wait_for_topic: bool = True
+                   ) -> tuple[int, int]:
+        """(low, high) watermark, retrying while a partition gets its leader. A topic that does not
+        exist is a TopicError (at once, unless `wait_for_topic`: a just-created topic may not be
+        known to every broker yet)."""
+        deadline = time.monotonic() + timeout
+        tp = TopicPartition(topic, partition)
+        while True:
+            try:
+                lo, hi = self.consumer.get_watermark_offsets(tp, timeout=min(10.0, timeout), cached=False)
+                return int(lo), int(hi)
+            except KafkaException as exc:
+                err = kafka_error(exc)
+                code = err.code() if err is not None else None
+                missing = code in MISSING
+                if missing and (not wait_for_topic or time.monotonic() > deadline):
+                    raise TopicError(f"topic {topic!r} partition {partition} does not exist on cluster "
+                                     f"{self.conn.alias!r}") from None
+                if code not in RETRIABLE and not missing or time.monotonic() > deadline:
+                    raise self.conn.describe_failure(exc) from None
+                time.sleep(0.2)
+
+    def read(self, topic: str, starts: Mapping[int, int | None] | Iterable[int], timeout: float = 60.0,
+             keys: set[bytes] | None = None, last: int | None = None, wait_for_topic: bool = True
+             ) -> Iterator[Any]:
+        """Yield every committed message of the partitions, from each one's start (None: the log
+        start) up to the end it had when reading began; with `last`, only among the last `last`
+        offsets of each; with `keys`, only messages with one of those keys."""
+        starts = dict(starts) if isinstance(starts, Mapping) else {p: None for p in starts}
+        ends: dict[int, int] = {}
+        assign = []
+        for p, start in starts.items():
+            lo, hi = self.watermarks(topic, p, wait_for_topic=wait_for_topic)
+            begin = lo if start is None else max(lo, start)
+            if last is not None:
+                begin = max(begin, hi - last)
+            if begin < hi:
+                ends[p] = hi
+                assign.append(TopicPartition(topic, p, begin if begin > 0 else OFFSET_BEGINNING))
+        if not ends:
+            return
+        c = self.consumer
+        c.assign(assign)
+        todo = dict(ends)
+        deadline = time.monotonic() + timeout
+        try:
+            while todo:
+                if time.monotonic() > deadline:
+                    raise ClusterError(self.conn.alias, f"timed out reading topic {topic!r} partitions {sorted(todo)} "
+                                                        "(an open transaction? a crashed writer's transaction is "
+                                                        "aborted after transaction.timeout.ms)")
+                for m in c.consume(1000, timeout=0.5):
+                    err = m.error()
+                    p = m.partition()
+                    if err is not None:
+                        if err.code() == KafkaError._PARTITION_EOF:
+                            if p in todo and m.offset() >= todo[p]:
+                                del todo[p]
+                            continue
+                        raise ClusterError(self.conn.alias, f"reading topic {topic!r} partition {p}: {err.str()}")
+                    if p not in todo or m.offset() >= todo[p]:
+                        continue  # past the end we took: newer than this read
+                    if m.offset() + 1 >= todo[p]:
+                        del todo[p]
+                    if keys is None or m.key() in keys:
+                        yield m
+                if todo:  # the position may pass the end without a message (trailing markers)
+                    for tp in c.position([TopicPartition(topic, p) for p in todo]):
+                        if tp.offset >= 0 and tp.offset >= todo.get(tp.partition, 1 << 62):
+                            del todo[tp.partition]
+        finally:
+            c.unassign()
+
+
+def read_partition(conn: ClusterConnection, topic: str, partition: int = 0, start: int | None = None,
+                   timeout: float = 30.0, consumer_conf: Mapping[str, Any] | None = None,
+                   last: int | None = None) -> list[RawRecord]:
+    """Every record of one partition from `start` (default: the log start) to its current end, with
+    a consumer of its own (MM2's single-partition topics: checkpoints, heartbeats). A missing topic
+    is a TopicError; not reaching the end within `timeout` is a ClusterError (a partial read would
+    break the checkpoint monotonicity guard)."""
+    consumer = conn.consumer({**(consumer_conf or {}), **READER_SETTINGS})
+    try:
+        reader = LogReader(conn, consumer)
+        return [RawRecord(m.partition(), m.offset(), m.key(), m.value(), m.timestamp()[1])
+                for m in reader.read(topic, {partition: start}, timeout, last=last, wait_for_topic=False)]
+    finally:
+        consumer.close()

@@ -1,0 +1,136 @@
+"""Topic helpers on one cluster: existence, partitions, creation, offsets, and a bulk produce.
+
+Compacted single-partition topics are created as MirrorUtils.createCompactedTopic does (1
+partition, compacted, "already exists" is fine). `produce_all` waits for every acknowledgement, so
+callers never report something as written that was not. Offset listings are batched (one request
+for many partitions) and retried through leadership changes.
+"""
+from __future__ import annotations
+
+import time
+from typing import Any, Iterable, Mapping
+
+from confluent_kafka import IsolationLevel, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from mirrorflow.errors import ClusterError
+from mirrorflow.kafka.connection import ClusterConnection, kafka_error
+from mirrorflow.kafka.log_reader import MISSING, RETRIABLE
+
+# A partition that is missing may only be new (its metadata still spreading): retried this long.
+MISSING_GRACE_S = 5.0
+
+
+def topic_partitions(client: Any, topic: str, timeout: float = 10) -> int:
+    """How many partitions `topic` has (0: it does not exist). Any client with list_topics()."""
+    md = client.list_topics(topic, timeout=timeout).topics.get(topic)
+    if md is None or md.error or not md.partitions:
+        return 0
+    return len(md.partitions)
+
+
+def topic_exists(admin: AdminClient, conn: ClusterConnection, topic: str, timeout: float = 10.0) -> bool:
+    try:
+        md = admin.list_topics(topic, timeout=timeout).topics.get(topic)
+    except KafkaException as exc:
+        raise conn.describe_failure(exc) from None
+    if md is None or md.error is not None and md.error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
+        return False
+    if md.error is not None:
+        raise ClusterError(conn.alias, f"cannot describe topic {topic!r}: {md.error.str()}")
+    return True
+
+
+def create_topics(admin: AdminClient, conn: ClusterConnection, topics: list[NewTopic], timeout: float = 30.0
+                  ) -> list[str]:
+    """Create `topics` (an existing one is fine) and wait until each has its partitions; returns
+    the names this call created."""
+    if not topics:
+        return []
+    created = []
+    for name, fut in admin.create_topics(topics, operation_timeout=timeout, request_timeout=timeout).items():
+        try:
+            fut.result(timeout + 30)
+            created.append(name)
+        except KafkaException as exc:
+            err = kafka_error(exc)
+            if err is not None and err.code() == KafkaError.TOPIC_ALREADY_EXISTS:
+                continue
+            raise ClusterError(conn.alias, f"cannot create topic {name!r}: {err.str() if err else exc}") from None
+    for t in topics:
+        wait_for_topic(admin, conn, t.topic, timeout)
+    return created
+
+
+def ensure_compacted_topic(admin: AdminClient, conn: ClusterConnection, topic: str,
+                           replication_factor: int = -1, timeout: float = 30.0) -> bool:
+    """Create `topic` (1 partition, cleanup.policy=compact) unless it exists; True if created."""
+    if topic_exists(admin, conn, topic):
+        return False
+    new = NewTopic(topic, 1, replication_factor, config={"cleanup.policy": "compact"})
+    return bool(create_topics(admin, conn, [new], timeout))
+
+
+def wait_for_topic(admin: AdminClient, conn: ClusterConnection, topic: str, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        md = admin.list_topics(topic, timeout=5).topics.get(topic)
+        if md is not None and md.error is None and md.partitions:
+            return
+        time.sleep(0.1)
+    raise ClusterError(conn.alias, f"topic {topic!r} was created but did not appear within {timeout:.0f}s")
+
+
+def list_offsets(admin: AdminClient, conn: ClusterConnection, tps: Iterable[tuple[str, int]], spec: Any,
+                 committed: bool = True, timeout: float = 60.0) -> dict[tuple[str, int], int]:
+    """One batched ListOffsets request for many partitions (`committed`: the last stable offset,
+    else the high watermark), retried through retriable errors until `timeout`."""
+    tps = list(tps)
+    if not tps:
+        return {}
+    level = IsolationLevel.READ_COMMITTED if committed else IsolationLevel.READ_UNCOMMITTED
+    started = time.monotonic()
+    while True:
+        req = {TopicPartition(t, p): spec for t, p in tps}
+        try:
+            futs = admin.list_offsets(req, isolation_level=level, request_timeout=max(1.0, min(30.0, timeout)))
+            return {(tp.topic, tp.partition): f.result().offset for tp, f in futs.items()}
+        except KafkaException as exc:
+            err = kafka_error(exc)
+            code = err.code() if err is not None else None
+            waited = time.monotonic() - started
+            if code not in RETRIABLE or waited > (min(timeout, MISSING_GRACE_S) if code in MISSING else timeout):
+                what = f"{len(tps)} partition(s)" if len(tps) > 1 else f"{tps[0][0]}[{tps[0][1]}]"
+                raise ClusterError(conn.alias, f"cannot list offsets of {what}: "
+                                               f"{err.str() if err else exc}") from None
+            time.sleep(0.2)
+
+
+def produce_all(conn: ClusterConnection, topic: str, records: Iterable[tuple[bytes | None, bytes | None, int]],
+                partition: int = 0, producer_conf: Mapping[str, Any] | None = None, timeout: float = 30.0) -> int:
+    """Produce (key, value, timestamp_ms) records to one partition; raise unless all were acknowledged."""
+    producer: Producer = conn.producer({**(producer_conf or {}), "enable.idempotence": True, "acks": "all",
+                                        "linger.ms": 5})
+    errors: list[str] = []
+    sent = 0
+
+    def on_delivery(err: KafkaError | None, msg: Any) -> None:
+        if err is not None:
+            errors.append(err.str())
+
+    for key, value, ts in records:
+        while True:
+            try:
+                producer.produce(topic, key=key, value=value, partition=partition, timestamp=ts, on_delivery=on_delivery)
+                break
+            except BufferError:
+                producer.poll(0.1)
+        sent += 1
+        producer.poll(0)
+    left = producer.flush(timeout)
+    if left:
+        raise ClusterError(conn.alias, f"{left} of {sent} records to {topic!r} were not acknowledged within {timeout:.0f}s")
+    if errors:
+        raise ClusterError(conn.alias, f"writing to {topic!r} failed: {errors[0]}"
+                                       + (f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""))
+    return sent

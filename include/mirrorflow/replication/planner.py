@@ -1,0 +1,196 @@
+"""Planning a replication run: which source offset ranges to copy, cut into work units.
+
+`plan_units` is pure: from each source partition's offsets (log start, end = last stable offset)
+and its committed progress (or the flow's initial position) it plans the ranges not yet covered
+by the ledger, cut into units of at most `unit.max.records`, grouped into waves of at most
+`tasks.max` units with at most one unit per source partition per wave (units of one partition
+run in order). `unit.max.bytes` cannot be known before reading (Kafka has no cheap per-range size),
+so the copier enforces it: a unit that reaches it stops early and the next run plans the rest.
+
+`gather_inputs` is the thin I/O part: one metadata call, batched `AdminClient.list_offsets`
+calls (all partitions in one request each) and one read of the progress topic.
+
+The plan is advisory: each unit re-reads its progress before copying.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass, field
+from datetime import datetime
+from typing import Any, Iterable
+
+from confluent_kafka.admin import OffsetSpec
+
+from mirrorflow.clients import FlowClients
+from mirrorflow.config import FlowConfig
+from mirrorflow.errors import ConfigError
+from mirrorflow.kafka.topics import list_offsets
+from mirrorflow.mm2.filters import FlowFilters
+from mirrorflow.state.fencing import fence_open_transactions
+from mirrorflow.state.offset_map import subtract_ranges
+from mirrorflow.state.records import Progress
+from mirrorflow.state.store import StateStore
+
+
+@dataclass(frozen=True)
+class PartitionInput:
+    topic: str
+    partition: int
+    target_topic: str
+    log_start: int
+    end: int  # high watermark, or the last stable offset when reading committed
+    progress: Progress | None = None
+    initial: int | None = None  # start offset from the initial position (when there is no progress)
+
+
+@dataclass(frozen=True)
+class Unit:
+    """Copy source offsets [start, end) of one partition into the same partition of target_topic."""
+
+    topic: str
+    partition: int
+    target_topic: str
+    start: int
+    end: int
+    log_start: int = 0  # source log start at planning time (start < log_start: offsets were lost)
+
+    @property
+    def records(self) -> int:
+        return self.end - self.start
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "Unit":
+        return cls(**{k: d[k] for k in ("topic", "partition", "target_topic", "start", "end", "log_start") if k in d})
+
+
+@dataclass
+class Plan:
+    flow: str
+    config_path: str | None
+    waves: list[list[Unit]]
+    partitions: list[dict[str, Any]] = field(default_factory=list)  # per-partition summary for the report
+    planned_at: float = field(default_factory=time.time)
+
+    @property
+    def units(self) -> list[Unit]:
+        return [u for w in self.waves for u in w]
+
+    def to_dict(self) -> dict[str, Any]:
+        """What the plan file holds: flow name, config path and units -- never secrets."""
+        return {"flow": self.flow, "config": self.config_path, "planned_at": self.planned_at,
+                "waves": [[u.to_dict() for u in w] for w in self.waves], "partitions": self.partitions}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "Plan":
+        return cls(d["flow"], d.get("config"), [[Unit.from_dict(u) for u in w] for w in d["waves"]],
+                   d.get("partitions", []), d.get("planned_at", time.time()))
+
+
+def plan_units(inputs: Iterable[PartitionInput], max_records: int, parallelism: int) -> tuple[list[list[Unit]], list[dict]]:
+    """Pure planning: (waves of units, per-partition summary)."""
+    max_records = max(1, int(max_records))
+    parallelism = max(1, int(parallelism))
+    per_partition: list[list[Unit]] = []
+    summary: list[dict] = []
+    for pi in sorted(inputs, key=lambda x: (x.topic, x.partition)):
+        prog = pi.progress
+        if prog is not None and prog.next >= 0:
+            start, covered = prog.next, list(prog.covered)
+        else:
+            start, covered = (pi.initial if pi.initial is not None else pi.log_start), []
+        units: list[Unit] = []
+        for a, b in subtract_ranges(start, pi.end, covered) if pi.end > start else []:
+            s = a
+            while s < b:
+                e = min(b, s + max_records)
+                units.append(Unit(pi.topic, pi.partition, pi.target_topic, s, e, pi.log_start))
+                s = e
+        if not units and (prog is None or prog.next < 0) and pi.initial is not None and start >= pi.end:
+            # a fresh partition whose initial position is its end (latest, or a timestamp past the last
+            # record): an empty unit anchors the progress there, so the next run continues from it
+            units.append(Unit(pi.topic, pi.partition, pi.target_topic, start, start, pi.log_start))
+        lost = max(0, pi.log_start - start) if prog is not None and prog.next >= 0 else 0
+        summary.append({"topic": pi.topic, "partition": pi.partition, "target_topic": pi.target_topic,
+                        "log_start": pi.log_start, "end": pi.end, "start": start,
+                        "planned": sum(u.records for u in units), "units": len(units),
+                        "lost_expected": lost, "has_progress": prog is not None and prog.next >= 0})
+        if units:
+            per_partition.append(units)
+    waves: list[list[Unit]] = []
+    depth = max((len(u) for u in per_partition), default=0)
+    for k in range(depth):
+        layer = [units[k] for units in per_partition if k < len(units)]
+        for i in range(0, len(layer), parallelism):
+            waves.append(layer[i:i + parallelism])
+    return waves, summary
+
+
+# -- gathering the inputs (I/O) -------------------------------------------------------------------
+def parse_initial_position(value: str) -> tuple[str, int | None]:
+    """earliest | latest | a timestamp (ms since epoch or ISO-8601) -> (kind, timestamp_ms)."""
+    v = str(value).strip()
+    if v in ("earliest", "latest"):
+        return v, None
+    if v.lstrip("-").isdigit():
+        return "timestamp", int(v)
+    try:
+        dt = datetime.fromisoformat(v.replace("Z", "+00:00"))
+    except ValueError:
+        raise ConfigError([("initial.position", f"expected earliest, latest or a timestamp, got {value!r}")]) from None
+    return "timestamp", int(dt.timestamp() * 1000)
+
+
+def source_partitions(flow: FlowConfig, admin: Any) -> list[tuple[str, int, str]]:
+    """(topic, partition, target topic) of every source partition the flow replicates."""
+    filters = FlowFilters.for_flow(flow)
+    md = admin.list_topics(timeout=30)
+    out = []
+    for name, t in md.topics.items():
+        if t.error or not filters.should_replicate_topic(name):
+            continue
+        remote = filters.remote_topic(name)
+        out += [(name, p, remote) for p in sorted(t.partitions)]
+    return sorted(out)
+
+
+def source_offsets(clients: FlowClients, tps: list[tuple[str, int]], spec: Any, committed: bool = True
+                   ) -> dict[tuple[str, int], int]:
+    """Batched offsets of source partitions (`committed`: last stable offsets)."""
+    return list_offsets(clients.admin("source"), clients.connection("source"), tps, spec, committed)
+
+
+def gather_inputs(clients: FlowClients, progress: dict[tuple[str, int], Progress] | None = None
+                  ) -> list[PartitionInput]:
+    """Everything `plan_units` needs, read in a few batched calls (see the module docstring)."""
+    flow = clients.flow
+    parts = source_partitions(flow, clients.admin("source"))
+    tps = [(t, p) for t, p, _ in parts]
+    starts = source_offsets(clients, tps, OffsetSpec.earliest())
+    ends = source_offsets(clients, tps, OffsetSpec.latest())
+    if progress is None:
+        fence_open_transactions(clients, tps)
+        progress = StateStore(clients).progress()
+    kind, ts = parse_initial_position(flow.props["initial.position"])
+    fresh = [tp for tp in tps if tp not in progress or progress[tp].next < 0]
+    initial: dict[tuple[str, int], int] = {}
+    if kind == "earliest":
+        initial = {tp: starts[tp] for tp in fresh}
+    elif kind == "latest":
+        initial = {tp: ends[tp] for tp in fresh}
+    elif fresh:
+        found = source_offsets(clients, fresh, OffsetSpec.for_timestamp(ts))
+        # no record at or after the timestamp: start at the end
+        initial = {tp: (off if off >= 0 else ends[tp]) for tp, off in found.items()}
+    return [PartitionInput(t, p, remote, starts[(t, p)], ends[(t, p)], progress.get((t, p)), initial.get((t, p)))
+            for t, p, remote in parts]
+
+
+def make_plan(clients: FlowClients) -> Plan:
+    """Plan the flow's next run from what the clusters hold now."""
+    flow = clients.flow
+    inputs = gather_inputs(clients)
+    waves, summary = plan_units(inputs, flow.props["unit.max.records"], flow.parallelism)
+    return Plan(flow.name, str(clients.cfg.path) if clients.cfg.path else None, waves, summary)

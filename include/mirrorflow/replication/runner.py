@@ -1,0 +1,112 @@
+"""One replication run: plan -> copy -> report. Used by `mirrorflow replicate` and the replicate DAG.
+
+The copy runs in Spark (see `spark`: spark-submit by default, or an in-process SparkSession with
+`mode="inprocess"`); `mode="direct"` runs the units in threads of this process without Spark
+(tests and debugging; the same copier code). The plan file holds the flow name, the config path
+and the units only -- never secrets.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, Callable
+
+from confluent_kafka.admin import OffsetSpec
+
+from mirrorflow.clients import FlowClients
+from mirrorflow.config import Config, FlowConfig
+from mirrorflow.errors import MirrorflowError
+from mirrorflow.replication.copier import copy_unit
+from mirrorflow.replication.planner import Plan, Unit, make_plan, source_offsets
+from mirrorflow.replication.report import RunReport, build_report
+from mirrorflow.replication.spark import copy_in_process_spark, copy_with_spark_submit
+from mirrorflow.state.topics import ensure_state_topics
+
+
+def copy_direct(cfg: Config, flow: FlowConfig, plan: dict[str, Any]) -> list[dict]:
+    """The same units, in threads of this process (no Spark); each unit has its own clients."""
+    def one(d: dict[str, Any]) -> dict[str, Any]:
+        with FlowClients(cfg, flow) as clients:
+            return copy_unit(clients, Unit.from_dict(d)).to_dict()
+
+    results: list[dict] = []
+    for wave in plan["waves"]:
+        with ThreadPoolExecutor(max_workers=max(1, len(wave))) as pool:
+            results += list(pool.map(one, wave))
+    return results
+
+
+def run_dir(flow: FlowConfig, run_id: str | None = None) -> Path:
+    base = Path(os.environ.get("MIRRORFLOW_RUN_DIR") or Path(tempfile.gettempdir()) / "mirrorflow-runs")
+    d = base / flow.id / (run_id or time.strftime("%Y%m%dT%H%M%S") + f"-{os.getpid()}")
+    d.mkdir(parents=True, exist_ok=True)
+    return d
+
+
+def prepare_plan(clients: FlowClients, directory: Path) -> tuple[Plan, Path]:
+    """Ensure the state topics, plan, write the plan file; returns (plan, plan path)."""
+    ensure_state_topics(clients)
+    plan = make_plan(clients)
+    path = directory / "plan.json"
+    path.write_text(json.dumps(plan.to_dict()))
+    return plan, path
+
+
+def report_run(clients: FlowClients, plan: dict[str, Any], results: list[dict], started: float,
+               spark_s: float = 0.0) -> RunReport:
+    """The run's report: the plan's partitions, the units' results and the source ends now."""
+    flow = clients.flow
+    keys = [(p["topic"], p["partition"]) for p in plan.get("partitions", [])]
+    try:
+        ends = source_offsets(clients, keys, OffsetSpec.latest()) if keys else {}
+    except MirrorflowError:
+        ends = {}
+    return build_report(flow.name, bool(flow.exactly_once), plan.get("partitions", []), results, ends,
+                        time.time() - started, spark_s)
+
+
+def run_once(cfg: Config, flow: FlowConfig, mode: str = "submit", master: str | None = None,
+             log: Callable[[str], None] = lambda s: None, directory: Path | None = None) -> RunReport:
+    """Plan, copy, report. mode: submit (spark-submit) | inprocess (SparkSession here) | direct (no Spark)."""
+    started = time.time()
+    # run files are kept when asked for (a directory, $MIRRORFLOW_RUN_DIR) or when the run failed
+    keep = directory is not None or bool(os.environ.get("MIRRORFLOW_RUN_DIR"))
+    directory = directory or run_dir(flow)
+    with FlowClients(cfg, flow) as clients:
+        return _run(clients, mode, master, log, directory, keep, started)
+
+
+def _run(clients: FlowClients, mode: str, master: str | None, log: Callable[[str], None], directory: Path,
+         keep: bool, started: float) -> RunReport:
+    cfg, flow = clients.cfg, clients.flow
+    plan, plan_path = prepare_plan(clients, directory)
+    pd = plan.to_dict()
+    log(f"planned {len(plan.units)} units in {len(plan.waves)} waves "
+        f"({sum(u.records for u in plan.units):,} offsets) for flow {flow.name}")
+    t0 = time.time()
+    if not plan.units:
+        results: list[dict] = []
+    elif mode == "submit":
+        results = copy_with_spark_submit(cfg, plan_path, directory / "results.json", master, log)
+    elif mode == "inprocess":
+        results = copy_in_process_spark(cfg, pd, master)
+    elif mode == "direct":
+        results = copy_direct(cfg, flow, pd)
+    else:
+        raise MirrorflowError(f"unknown copy mode {mode!r} (submit, inprocess or direct)")
+    spark_s = time.time() - t0 if plan.units else 0.0
+    (directory / "results.json").write_text(json.dumps({"flow": flow.name, "results": results}))
+    rep = report_run(clients, pd, results, started, spark_s)
+    (directory / "report.json").write_text(json.dumps(rep.to_dict()))
+    if rep.ok and not keep:
+        cleanup(directory)
+    return rep
+
+
+def cleanup(directory: Path) -> None:
+    shutil.rmtree(directory, ignore_errors=True)

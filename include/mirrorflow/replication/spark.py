@@ -1,0 +1,140 @@
+"""The Spark side of a run: one Spark task per unit, through spark-submit or an in-process session.
+
+`spark-submit mirrorflow/replication/spark_job.py PLAN RESULTS` is the default (the master comes
+from the config, `local[*]` unless set; other masters get the package as a --py-files zip). Each
+task loads the config itself and copies its unit with the same copier as every other mode, so
+secrets never travel in the plan: executors resolve `${env:...}` from their own environment.
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import zipfile
+from pathlib import Path
+from typing import Any, Callable
+
+import mirrorflow
+from mirrorflow.config import Config
+from mirrorflow.errors import MirrorflowError
+
+JOB_PATH = Path(__file__).with_name("spark_job.py")
+VENV_BIN = Path(sys.executable).parent
+
+
+def _unit_task(config_path: str | None, flow_name: str) -> Callable[[Any], list[dict]]:
+    def task(rows: Any) -> list[dict]:  # runs inside a Spark task: clients are built here
+        from mirrorflow import config as config_mod
+        from mirrorflow.clients import FlowClients
+        from mirrorflow.replication.copier import copy_unit
+        from mirrorflow.replication.planner import Unit
+
+        cfg = config_mod.load(config_path)
+        with FlowClients(cfg, cfg.flow(flow_name)) as clients:
+            return [copy_unit(clients, Unit.from_dict(d)).to_dict() for _, d in rows]
+    return task
+
+
+def copy_in_spark(spark: Any, plan: dict[str, Any]) -> list[dict]:
+    """Run the plan's waves one after another, one Spark task per unit."""
+    sc = spark.sparkContext
+    results: list[dict] = []
+    for i, wave in enumerate(plan["waves"]):
+        sc.setJobDescription(f"mirrorflow {plan['flow']} wave {i + 1}/{len(plan['waves'])}: {len(wave)} units")
+        rdd = sc.parallelize(list(enumerate(wave)), max(1, len(wave)))
+        results += rdd.mapPartitions(_unit_task(plan.get("config"), plan["flow"])).collect()
+    return results
+
+
+def copy_from_plan_file(spark: Any, plan_path: str, results_path: str) -> list[dict]:
+    """Entry used by spark_job.py: read the plan file, run it, write the results file."""
+    t0 = time.time()
+    plan = json.loads(Path(plan_path).read_text())
+    results = copy_in_spark(spark, plan)
+    out = {"flow": plan["flow"], "results": results, "job_started": t0, "job_finished": time.time()}
+    tmp = Path(results_path).with_suffix(".tmp")
+    tmp.write_text(json.dumps(out))
+    tmp.replace(results_path)
+    return results
+
+
+# -- spark-submit -------------------------------------------------------------------------------
+def is_local_master(master: str) -> bool:
+    return master.startswith("local")
+
+
+def build_pyfiles_zip(dest_dir: Path) -> Path:
+    """include/mirrorflow as a zip for --py-files (masters other than local[*])."""
+    pkg = Path(mirrorflow.__file__).parent
+    dest = dest_dir / "mirrorflow.zip"
+    with zipfile.ZipFile(dest, "w", zipfile.ZIP_DEFLATED) as z:
+        for f in pkg.rglob("*"):
+            if f.is_file() and "__pycache__" not in f.parts and f.suffix in (".py", ".xml"):
+                z.write(f, f.relative_to(pkg.parent))
+    return dest
+
+
+def spark_env(base: dict[str, str] | None = None) -> dict[str, str]:
+    """spark-submit from the venv: its bin first on PATH, executors on the venv's python."""
+    env = dict(os.environ if base is None else base)
+    env["PATH"] = f"{VENV_BIN}{os.pathsep}{env.get('PATH', '')}"
+    env.setdefault("PYSPARK_PYTHON", sys.executable)
+    env.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    return env
+
+
+def spark_conf(cfg: Config) -> dict[str, str]:
+    conf = {"spark.ui.enabled": "false", "spark.log.level": "WARN", "spark.speculation": "false",
+            "spark.python.worker.reuse": "true"}
+    conf.update(cfg.spark.conf)
+    return conf
+
+
+def submit_command(cfg: Config, plan_path: Path, results_path: Path, master: str | None = None,
+                   work_dir: Path | None = None) -> list[str]:
+    master = master or cfg.spark.master or "local[*]"
+    cmd = [str(VENV_BIN / "spark-submit"), "--master", master, "--name", "mirrorflow-copy"]
+    for k, v in spark_conf(cfg).items():
+        cmd += ["--conf", f"{k}={v}"]
+    if not is_local_master(master):
+        cmd += ["--py-files", str(build_pyfiles_zip(work_dir or plan_path.parent))]
+    return cmd + [str(JOB_PATH), str(plan_path), str(results_path)]
+
+
+def copy_with_spark_submit(cfg: Config, plan_path: Path, results_path: Path, master: str | None = None,
+                     log: Callable[[str], None] = print, timeout: float | None = None) -> list[dict]:
+    cmd = submit_command(cfg, plan_path, results_path, master)
+    log("running: " + " ".join(cmd))
+    # its own process group, so an interrupted or timed-out run takes the whole job down with it
+    proc = subprocess.Popen(cmd, env=spark_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except BaseException:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        proc.wait()
+        raise
+    if proc.returncode != 0 or not results_path.exists():
+        tail = "\n".join((err or out or "").splitlines()[-30:])
+        raise MirrorflowError(f"the Spark copy job failed (exit {proc.returncode}):\n{tail}")
+    return json.loads(results_path.read_text())["results"]
+
+
+def copy_in_process_spark(cfg: Config, plan: dict[str, Any], master: str | None = None) -> list[dict]:
+    os.environ.update({k: v for k, v in spark_env().items() if k in ("PYSPARK_PYTHON", "PATH")})
+    from pyspark.sql import SparkSession
+
+    b = SparkSession.builder.appName("mirrorflow-copy").master(master or cfg.spark.master or "local[*]")
+    for k, v in spark_conf(cfg).items():
+        b = b.config(k, v)
+    spark = b.getOrCreate()
+    try:
+        return copy_in_spark(spark, plan)
+    finally:
+        spark.stop()

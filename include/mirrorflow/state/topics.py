@@ -1,0 +1,76 @@
+"""The flow's state topics on the TARGET cluster: names, key placement, configs and creation.
+
+Two topics per flow (names end in `.internal`, so MM2's default filters and internal-topic rules
+never replicate them), both keyed by the SOURCE (topic, partition):
+
+* `mirrorflow.<flow.id>.progress.internal` (cleanup.policy=compact): the latest progress of each
+  source partition (next offset to copy, the merged ledger of covered ranges, tgt_end, ...).
+* `mirrorflow.<flow.id>.offset-map.internal` (cleanup.policy=delete, retention.ms=-1): one entry
+  per committed copy transaction (see offset_map.MapEntry); all entries together are the ledger.
+
+A key always lives in state partition crc32(key) % (partitions of that topic), so a copy unit reads
+one partition only.
+"""
+from __future__ import annotations
+
+import json
+import zlib
+
+from confluent_kafka.admin import NewTopic
+
+from mirrorflow.clients import FlowClients
+from mirrorflow.config import FlowConfig
+from mirrorflow.errors import MirrorflowError, StateError
+from mirrorflow.kafka.topics import create_topics, topic_partitions
+
+
+def progress_topic(flow: FlowConfig) -> str:
+    return f"mirrorflow.{flow.id}.progress.internal"
+
+
+def offset_map_topic(flow: FlowConfig) -> str:
+    return f"mirrorflow.{flow.id}.offset-map.internal"
+
+
+def transactional_id(flow: FlowConfig, topic: str, partition: int) -> str:
+    return f"mirrorflow-{flow.id}-{topic}-{partition}"
+
+
+def state_key(topic: str, partition: int) -> bytes:
+    """The key of both state topics: compact JSON {"partition":P,"topic":T} (sorted keys)."""
+    return json.dumps({"partition": partition, "topic": topic}, sort_keys=True, separators=(",", ":")).encode()
+
+
+def parse_key(key: bytes | None) -> tuple[str, int] | None:
+    try:
+        d = json.loads(key or b"")
+        return str(d["topic"]), int(d["partition"])
+    except (ValueError, KeyError, TypeError):
+        return None
+
+
+def state_partition(topic: str, partition: int, num_partitions: int) -> int:
+    return zlib.crc32(state_key(topic, partition)) % max(1, num_partitions)
+
+
+def state_topic_configs(flow: FlowConfig) -> dict[str, dict[str, str]]:
+    return {
+        # small segments so compaction keeps the progress topic short (units read a partition from its start)
+        progress_topic(flow): {"cleanup.policy": "compact", "min.compaction.lag.ms": "60000", "segment.ms": "600000",
+                               "segment.bytes": str(16 * 1024 * 1024), "min.cleanable.dirty.ratio": "0.2"},
+        offset_map_topic(flow): {"cleanup.policy": "delete", "retention.ms": "-1", "retention.bytes": "-1"},
+    }
+
+
+def ensure_state_topics(clients: FlowClients) -> dict[str, int]:
+    """Create the flow's state topics on the target when missing; returns {topic: partitions}."""
+    flow = clients.flow
+    admin, conn = clients.admin("target"), clients.connection("target")
+    wanted = state_topic_configs(flow)
+    new = [NewTopic(t, flow.props["state.topic.partitions"], flow.props["state.topic.replication.factor"],
+                    config=conf) for t, conf in wanted.items() if not topic_partitions(admin, t)]
+    try:
+        create_topics(admin, conn, new, timeout=60)
+    except MirrorflowError as exc:
+        raise StateError(f"cannot create the state topics of flow {flow.name} on cluster {flow.target!r}: {exc}") from None
+    return {t: topic_partitions(admin, t) for t in wanted}
