@@ -63,7 +63,8 @@ def seed(cluster, topic: str, n: int, size: int, partitions: int) -> None:
 
 def raw_pipe(src, dst, topic: str, target_topic: str, partitions: int, n: int) -> float:
     """One process: consumer -> producer, no transactions. Returns seconds."""
-    from mirrorflow.replication.copier import CONSUMER_DEFAULTS, PRODUCER_DEFAULTS
+    from mirrorflow.replication.reader import CONSUMER_DEFAULTS
+    from mirrorflow.replication.writer import PRODUCER_DEFAULTS
 
     # the copier's own tuning, without idempotence or transactions: the fastest honest pipe
     pconf = {k: v for k, v in PRODUCER_DEFAULTS.items() if k != "transaction.timeout.ms"}

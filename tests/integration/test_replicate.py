@@ -166,6 +166,20 @@ def test_compacted_source_with_holes_maps_exactly(tmp_path, source, target, uniq
     assert_map_exact(cfg, flow, source, target, t, 1)
 
 
+def test_byte_bounded_transactions_copy_every_record(tmp_path, source, target, unique):
+    # transaction.max.bytes ends batches in the middle of what one poll returned: nothing is skipped
+    pfx = unique("bytes")
+    t = f"{pfx}.lines"
+    mirror_topic(source, target, t, 1)
+    produce(source, t, records(500, 1))
+    cfg, flow = make_flow(tmp_path, source, target, pfx, **{"transaction.max.bytes": 2000})
+    rep = run_once(cfg, flow, mode="direct")
+    assert rep.ok and rep.records == 500, rep.render()
+    assert sum(p.transactions for p in rep.partitions) > 5, rep.render()
+    assert_copied(source, target, t)
+    assert_map_exact(cfg, flow, source, target, t, 1)
+
+
 def test_retention_truncation_is_reported_and_survived(tmp_path, source, target, unique):
     pfx = unique("ret")
     t = f"{pfx}.logs"

@@ -12,12 +12,14 @@ calls (all partitions in one request each) and one read of the progress topic.
 
 The plan is advisory: each unit re-reads its progress before copying.
 """
+
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
-from typing import Any, Iterable
+from typing import Any
 
 from confluent_kafka.admin import OffsetSpec
 
@@ -62,7 +64,7 @@ class Unit:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "Unit":
+    def from_dict(cls, d: dict[str, Any]) -> Unit:
         return cls(**{k: d[k] for k in ("topic", "partition", "target_topic", "start", "end", "log_start") if k in d})
 
 
@@ -80,16 +82,28 @@ class Plan:
 
     def to_dict(self) -> dict[str, Any]:
         """What the plan file holds: flow name, config path and units -- never secrets."""
-        return {"flow": self.flow, "config": self.config_path, "planned_at": self.planned_at,
-                "waves": [[u.to_dict() for u in w] for w in self.waves], "partitions": self.partitions}
+        return {
+            "flow": self.flow,
+            "config": self.config_path,
+            "planned_at": self.planned_at,
+            "waves": [[u.to_dict() for u in w] for w in self.waves],
+            "partitions": self.partitions,
+        }
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "Plan":
-        return cls(d["flow"], d.get("config"), [[Unit.from_dict(u) for u in w] for w in d["waves"]],
-                   d.get("partitions", []), d.get("planned_at", time.time()))
+    def from_dict(cls, d: dict[str, Any]) -> Plan:
+        return cls(
+            d["flow"],
+            d.get("config"),
+            [[Unit.from_dict(u) for u in w] for w in d["waves"]],
+            d.get("partitions", []),
+            d.get("planned_at", time.time()),
+        )
 
 
-def plan_units(inputs: Iterable[PartitionInput], max_records: int, parallelism: int) -> tuple[list[list[Unit]], list[dict]]:
+def plan_units(
+    inputs: Iterable[PartitionInput], max_records: int, parallelism: int
+) -> tuple[list[list[Unit]], list[dict]]:
     """Pure planning: (waves of units, per-partition summary)."""
     max_records = max(1, int(max_records))
     parallelism = max(1, int(parallelism))
@@ -113,10 +127,20 @@ def plan_units(inputs: Iterable[PartitionInput], max_records: int, parallelism: 
             # record): an empty unit anchors the progress there, so the next run continues from it
             units.append(Unit(pi.topic, pi.partition, pi.target_topic, start, start, pi.log_start))
         lost = max(0, pi.log_start - start) if prog is not None and prog.next >= 0 else 0
-        summary.append({"topic": pi.topic, "partition": pi.partition, "target_topic": pi.target_topic,
-                        "log_start": pi.log_start, "end": pi.end, "start": start,
-                        "planned": sum(u.records for u in units), "units": len(units),
-                        "lost_expected": lost, "has_progress": prog is not None and prog.next >= 0})
+        summary.append(
+            {
+                "topic": pi.topic,
+                "partition": pi.partition,
+                "target_topic": pi.target_topic,
+                "log_start": pi.log_start,
+                "end": pi.end,
+                "start": start,
+                "planned": sum(u.records for u in units),
+                "units": len(units),
+                "lost_expected": lost,
+                "has_progress": prog is not None and prog.next >= 0,
+            }
+        )
         if units:
             per_partition.append(units)
     waves: list[list[Unit]] = []
@@ -124,7 +148,7 @@ def plan_units(inputs: Iterable[PartitionInput], max_records: int, parallelism: 
     for k in range(depth):
         layer = [units[k] for units in per_partition if k < len(units)]
         for i in range(0, len(layer), parallelism):
-            waves.append(layer[i:i + parallelism])
+            waves.append(layer[i : i + parallelism])
     return waves, summary
 
 
@@ -156,14 +180,16 @@ def source_partitions(flow: FlowConfig, admin: Any) -> list[tuple[str, int, str]
     return sorted(out)
 
 
-def source_offsets(clients: FlowClients, tps: list[tuple[str, int]], spec: Any, committed: bool = True
-                   ) -> dict[tuple[str, int], int]:
+def source_offsets(
+    clients: FlowClients, tps: list[tuple[str, int]], spec: Any, committed: bool = True
+) -> dict[tuple[str, int], int]:
     """Batched offsets of source partitions (`committed`: last stable offsets)."""
     return list_offsets(clients.admin("source"), clients.connection("source"), tps, spec, committed)
 
 
-def gather_inputs(clients: FlowClients, progress: dict[tuple[str, int], Progress] | None = None
-                  ) -> list[PartitionInput]:
+def gather_inputs(
+    clients: FlowClients, progress: dict[tuple[str, int], Progress] | None = None
+) -> list[PartitionInput]:
     """Everything `plan_units` needs, read in a few batched calls (see the module docstring)."""
     flow = clients.flow
     parts = source_partitions(flow, clients.admin("source"))
@@ -184,8 +210,10 @@ def gather_inputs(clients: FlowClients, progress: dict[tuple[str, int], Progress
         found = source_offsets(clients, fresh, OffsetSpec.for_timestamp(ts))
         # no record at or after the timestamp: start at the end
         initial = {tp: (off if off >= 0 else ends[tp]) for tp, off in found.items()}
-    return [PartitionInput(t, p, remote, starts[(t, p)], ends[(t, p)], progress.get((t, p)), initial.get((t, p)))
-            for t, p, remote in parts]
+    return [
+        PartitionInput(t, p, remote, starts[(t, p)], ends[(t, p)], progress.get((t, p)), initial.get((t, p)))
+        for t, p, remote in parts
+    ]
 
 
 def make_plan(clients: FlowClients) -> Plan:

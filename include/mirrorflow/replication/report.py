@@ -1,4 +1,5 @@
 """The report of one replication run: per partition records, bytes, lag, latency, gaps, errors."""
+
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
@@ -61,37 +62,51 @@ class RunReport:
         """The human report: a summary, then one line per partition that did or lacks something."""
         mb = self.bytes / 1e6
         rate = f", {self.records / self.copy_phase_s:,.0f} records/s in the copy phase" if self.copy_phase_s > 0 else ""
-        out = [f"flow {self.flow}: {self.records:,} records, {mb:,.1f} MB in {self.units} units, "
-               f"{self.duration_s:.1f} s ({'exactly-once' if self.exactly_once else 'at-least-once'}{rate}); "
-               f"lag {self.lag:,}; max latency {self.max_latency_ms if self.max_latency_ms >= 0 else '-'} ms"
-               + (f"; {self.failed_units} unit(s) FAILED" if self.failed_units else "")
-               + (f"; {self.fenced_units} unit(s) fenced" if self.fenced_units else "")]
+        out = [
+            f"flow {self.flow}: {self.records:,} records, {mb:,.1f} MB in {self.units} units, "
+            f"{self.duration_s:.1f} s ({'exactly-once' if self.exactly_once else 'at-least-once'}{rate}); "
+            f"lag {self.lag:,}; max latency {self.max_latency_ms if self.max_latency_ms >= 0 else '-'} ms"
+            + (f"; {self.failed_units} unit(s) FAILED" if self.failed_units else "")
+            + (f"; {self.fenced_units} unit(s) fenced" if self.fenced_units else "")
+        ]
         for p in self.partitions:
             if p.lost:
-                out.append(f"  partition {p.topic}[{p.partition}]: {p.lost:,} offsets lost to source retention "
-                           "before they were copied")
+                out.append(
+                    f"  partition {p.topic}[{p.partition}]: {p.lost:,} offsets lost to source retention "
+                    "before they were copied"
+                )
             for e in p.errors:
                 out.append(f"  partition {p.topic}[{p.partition}]: {e}")
             if p.records or p.lag:
-                out.append(f"  {p.topic}[{p.partition}] -> {p.target_topic}[{p.partition}]: {p.records:,} records, "
-                           f"{p.bytes:,} bytes, next {p.next_offset}, lag {p.lag:,}"
-                           + (f", latency {p.latency_ms} ms" if p.latency_ms >= 0 else "") + f" [{p.status}]")
+                out.append(
+                    f"  {p.topic}[{p.partition}] -> {p.target_topic}[{p.partition}]: {p.records:,} records, "
+                    f"{p.bytes:,} bytes, next {p.next_offset}, lag {p.lag:,}"
+                    + (f", latency {p.latency_ms} ms" if p.latency_ms >= 0 else "")
+                    + f" [{p.status}]"
+                )
         return out
 
     def render(self) -> str:
         return "\n".join(self.lines())
 
 
-def build_report(flow: str, exactly_once: bool, plan_summary: list[dict], results: list[dict],
-                 ends: dict[tuple[str, int], int] | None = None, duration_s: float = 0.0,
-                 spark_s: float = 0.0) -> RunReport:
+def build_report(
+    flow: str,
+    exactly_once: bool,
+    plan_summary: list[dict],
+    results: list[dict],
+    ends: dict[tuple[str, int], int] | None = None,
+    duration_s: float = 0.0,
+    spark_s: float = 0.0,
+) -> RunReport:
     """Merge the plan's partitions and the units' results (dicts of copier.UnitResult)."""
     rep = RunReport(flow, exactly_once, units=len(results), duration_s=duration_s, spark_s=spark_s)
     parts: dict[tuple[str, int], PartitionReport] = {}
     for s in plan_summary:
         key = (s["topic"], s["partition"])
-        parts[key] = PartitionReport(s["topic"], s["partition"], s["target_topic"], next_offset=s["start"],
-                                     source_end=s["end"])
+        parts[key] = PartitionReport(
+            s["topic"], s["partition"], s["target_topic"], next_offset=s["start"], source_end=s["end"]
+        )
     rank = {"idle": 0, "skipped": 1, "ok": 2, "partial": 3, "fenced": 4, "failed": 5}
     for r in results:
         key = (r["topic"], r["partition"])

@@ -5,6 +5,7 @@ The copy runs in Spark (see `spark`: spark-submit by default, or an in-process S
 (tests and debugging; the same copier code). The plan file holds the flow name, the config path
 and the units only -- never secrets.
 """
+
 from __future__ import annotations
 
 import json
@@ -12,9 +13,10 @@ import os
 import shutil
 import tempfile
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from confluent_kafka.admin import OffsetSpec
 
@@ -22,6 +24,7 @@ from mirrorflow.clients import FlowClients
 from mirrorflow.config import Config, FlowConfig
 from mirrorflow.errors import MirrorflowError
 from mirrorflow.replication.copier import copy_unit
+from mirrorflow.replication.faults import from_env as faults_from_env
 from mirrorflow.replication.planner import Plan, Unit, make_plan, source_offsets
 from mirrorflow.replication.report import RunReport, build_report
 from mirrorflow.replication.spark import copy_in_process_spark, copy_with_spark_submit
@@ -30,9 +33,11 @@ from mirrorflow.state.topics import ensure_state_topics
 
 def copy_direct(cfg: Config, flow: FlowConfig, plan: dict[str, Any]) -> list[dict]:
     """The same units, in threads of this process (no Spark); each unit has its own clients."""
+    faults = faults_from_env()  # test crash points: read once here, never on the copy path
+
     def one(d: dict[str, Any]) -> dict[str, Any]:
         with FlowClients(cfg, flow) as clients:
-            return copy_unit(clients, Unit.from_dict(d)).to_dict()
+            return copy_unit(clients, Unit.from_dict(d), faults).to_dict()
 
     results: list[dict] = []
     for wave in plan["waves"]:
@@ -57,8 +62,9 @@ def prepare_plan(clients: FlowClients, directory: Path) -> tuple[Plan, Path]:
     return plan, path
 
 
-def report_run(clients: FlowClients, plan: dict[str, Any], results: list[dict], started: float,
-               spark_s: float = 0.0) -> RunReport:
+def report_run(
+    clients: FlowClients, plan: dict[str, Any], results: list[dict], started: float, spark_s: float = 0.0
+) -> RunReport:
     """The run's report: the plan's partitions, the units' results and the source ends now."""
     flow = clients.flow
     keys = [(p["topic"], p["partition"]) for p in plan.get("partitions", [])]
@@ -66,12 +72,19 @@ def report_run(clients: FlowClients, plan: dict[str, Any], results: list[dict], 
         ends = source_offsets(clients, keys, OffsetSpec.latest()) if keys else {}
     except MirrorflowError:
         ends = {}
-    return build_report(flow.name, bool(flow.exactly_once), plan.get("partitions", []), results, ends,
-                        time.time() - started, spark_s)
+    return build_report(
+        flow.name, bool(flow.exactly_once), plan.get("partitions", []), results, ends, time.time() - started, spark_s
+    )
 
 
-def run_once(cfg: Config, flow: FlowConfig, mode: str = "submit", master: str | None = None,
-             log: Callable[[str], None] = lambda s: None, directory: Path | None = None) -> RunReport:
+def run_once(
+    cfg: Config,
+    flow: FlowConfig,
+    mode: str = "submit",
+    master: str | None = None,
+    log: Callable[[str], None] = lambda s: None,
+    directory: Path | None = None,
+) -> RunReport:
     """Plan, copy, report. mode: submit (spark-submit) | inprocess (SparkSession here) | direct (no Spark)."""
     started = time.time()
     # run files are kept when asked for (a directory, $MIRRORFLOW_RUN_DIR) or when the run failed
@@ -81,13 +94,22 @@ def run_once(cfg: Config, flow: FlowConfig, mode: str = "submit", master: str | 
         return _run(clients, mode, master, log, directory, keep, started)
 
 
-def _run(clients: FlowClients, mode: str, master: str | None, log: Callable[[str], None], directory: Path,
-         keep: bool, started: float) -> RunReport:
+def _run(
+    clients: FlowClients,
+    mode: str,
+    master: str | None,
+    log: Callable[[str], None],
+    directory: Path,
+    keep: bool,
+    started: float,
+) -> RunReport:
     cfg, flow = clients.cfg, clients.flow
     plan, plan_path = prepare_plan(clients, directory)
     pd = plan.to_dict()
-    log(f"planned {len(plan.units)} units in {len(plan.waves)} waves "
-        f"({sum(u.records for u in plan.units):,} offsets) for flow {flow.name}")
+    log(
+        f"planned {len(plan.units)} units in {len(plan.waves)} waves "
+        f"({sum(u.records for u in plan.units):,} offsets) for flow {flow.name}"
+    )
     t0 = time.time()
     if not plan.units:
         results: list[dict] = []

@@ -5,6 +5,7 @@ from the config, `local[*]` unless set; other masters get the package as a --py-
 task loads the config itself and copies its unit with the same copier as every other mode, so
 secrets never travel in the plan: executors resolve `${env:...}` from their own environment.
 """
+
 from __future__ import annotations
 
 import json
@@ -14,8 +15,9 @@ import subprocess
 import sys
 import time
 import zipfile
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import mirrorflow
 from mirrorflow.config import Config
@@ -30,11 +32,14 @@ def _unit_task(config_path: str | None, flow_name: str) -> Callable[[Any], list[
         from mirrorflow import config as config_mod
         from mirrorflow.clients import FlowClients
         from mirrorflow.replication.copier import copy_unit
+        from mirrorflow.replication.faults import from_env as faults_from_env
         from mirrorflow.replication.planner import Unit
 
+        faults = faults_from_env()  # test crash points: read once per task, never on the copy path
         cfg = config_mod.load(config_path)
         with FlowClients(cfg, cfg.flow(flow_name)) as clients:
-            return [copy_unit(clients, Unit.from_dict(d)).to_dict() for _, d in rows]
+            return [copy_unit(clients, Unit.from_dict(d), faults).to_dict() for _, d in rows]
+
     return task
 
 
@@ -87,14 +92,19 @@ def spark_env(base: dict[str, str] | None = None) -> dict[str, str]:
 
 
 def spark_conf(cfg: Config) -> dict[str, str]:
-    conf = {"spark.ui.enabled": "false", "spark.log.level": "WARN", "spark.speculation": "false",
-            "spark.python.worker.reuse": "true"}
+    conf = {
+        "spark.ui.enabled": "false",
+        "spark.log.level": "WARN",
+        "spark.speculation": "false",
+        "spark.python.worker.reuse": "true",
+    }
     conf.update(cfg.spark.conf)
     return conf
 
 
-def submit_command(cfg: Config, plan_path: Path, results_path: Path, master: str | None = None,
-                   work_dir: Path | None = None) -> list[str]:
+def submit_command(
+    cfg: Config, plan_path: Path, results_path: Path, master: str | None = None, work_dir: Path | None = None
+) -> list[str]:
     master = master or cfg.spark.master or "local[*]"
     cmd = [str(VENV_BIN / "spark-submit"), "--master", master, "--name", "mirrorflow-copy"]
     for k, v in spark_conf(cfg).items():
@@ -104,13 +114,20 @@ def submit_command(cfg: Config, plan_path: Path, results_path: Path, master: str
     return cmd + [str(JOB_PATH), str(plan_path), str(results_path)]
 
 
-def copy_with_spark_submit(cfg: Config, plan_path: Path, results_path: Path, master: str | None = None,
-                     log: Callable[[str], None] = print, timeout: float | None = None) -> list[dict]:
+def copy_with_spark_submit(
+    cfg: Config,
+    plan_path: Path,
+    results_path: Path,
+    master: str | None = None,
+    log: Callable[[str], None] = print,
+    timeout: float | None = None,
+) -> list[dict]:
     cmd = submit_command(cfg, plan_path, results_path, master)
     log("running: " + " ".join(cmd))
     # its own process group, so an interrupted or timed-out run takes the whole job down with it
-    proc = subprocess.Popen(cmd, env=spark_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)
+    proc = subprocess.Popen(
+        cmd, env=spark_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
+    )
     try:
         out, err = proc.communicate(timeout=timeout)
     except BaseException:

@@ -7,6 +7,7 @@ The plan file carries the flow name, the config path and the units (never secret
 copies one unit with mirrorflow.replication.copier, building its Kafka clients inside the task. The results
 (one dict per unit) are written to RESULTS_JSON. Logic lives in mirrorflow.replication.runner.
 """
+
 import sys
 
 
@@ -25,8 +26,10 @@ def main(argv: list[str]) -> int:
         spark.stop()
     failed = [r for r in results if r["status"] == "failed"]
     for r in failed:
-        print(f"mirrorflow: unit {r['topic']}[{r['partition']}] {r['start']}..{r['end']} failed: {r['error']}",
-              file=sys.stderr)
+        print(
+            f"mirrorflow: unit {r['topic']}[{r['partition']}] {r['start']}..{r['end']} failed: {r['error']}",
+            file=sys.stderr,
+        )
     return 0
 
 

@@ -1,0 +1,218 @@
+"""Reading a source range for the copier: the stop rules of [a, b) and where a batch ends.
+
+The source is read with isolation.level=read_committed, so a range has offsets without a record:
+transaction markers, aborted records, compaction holes. A `Batch` therefore covers a source range
+[src_from, src_to) that includes such gaps, and holds the committed records in it; the batches of
+a range cover it without holes or overlaps, the last one ends at b.
+
+Stop rules: the range is done when a record at or past b arrives, when the consumer reports
+end-of-partition at or past b, or when its position passes b without a message (trailing
+markers, aborted records). auto.offset.reset=error, so a reset means source retention deleted the
+position while it was being copied (the next run records the gap). 60 s without a message is an
+error, not a hang. (kafka.log_reader reads whole partitions to an end taken up front, for state;
+this loop reads one range as fast as the raw pipe and hands every record on at once.)
+
+Pipelining: a batch is filled while it is iterated, so each record reaches the writer as soon as
+it is read, inside the open transaction; the batch's range, records and size are final once its
+iteration has ended. Where a batch ends is decided in one place, `RangeReader._fill`: the range's
+end first, then `unit.max.bytes` (the unit stops early: `unit_full`), then
+`transaction.max.records` / `transaction.max.bytes`.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from confluent_kafka import KafkaError, TopicPartition
+
+from mirrorflow.config import FlowConfig
+from mirrorflow.errors import MirrorflowError
+
+# Tuning a user may override (`consumer.*`); `consumer_required` is applied on top of the overrides.
+CONSUMER_DEFAULTS: dict[str, Any] = {
+    "fetch.max.bytes": 104_857_600,
+    "max.partition.fetch.bytes": 52_428_800,
+    "queued.max.messages.kbytes": 262_144,
+    "fetch.wait.max.ms": 100,
+    "fetch.min.bytes": 1,
+}
+FETCH_RECORDS = 10_000  # records per consume() call
+IDLE_TIMEOUT_S = 60.0
+
+
+def consumer_required(flow: FlowConfig) -> dict[str, Any]:
+    """The settings the stop rules rely on (read_committed, end-of-partition events, reset = error)."""
+    return {
+        "group.id": f"mirrorflow-{flow.id}-copier",
+        "enable.auto.commit": False,
+        "enable.auto.offset.store": False,
+        "isolation.level": "read_committed",
+        "enable.partition.eof": True,
+        "auto.offset.reset": "error",
+    }
+
+
+@dataclass(frozen=True)
+class BatchLimits:
+    records: int  # transaction.max.records
+    bytes: int  # transaction.max.bytes
+    unit_bytes: int  # unit.max.bytes
+
+    @classmethod
+    def of(cls, flow: FlowConfig) -> BatchLimits:
+        p = flow.props
+        return cls(int(p["transaction.max.records"]), int(p["transaction.max.bytes"]), int(p["unit.max.bytes"]))
+
+
+BatchEnd = Literal["open", "range", "unit", "full"]
+
+
+class Batch:
+    """The source records of one transaction: [src_from, src_to), gaps included. Iterate it once,
+    to the end; what it holds is final then."""
+
+    __slots__ = ("src_from", "src_to", "records", "nbytes", "end", "_filler")
+
+    def __init__(self, src_from: int) -> None:
+        self.src_from = self.src_to = src_from
+        self.records: list[Any] = []
+        self.nbytes = 0  # keys and values
+        self.end: BatchEnd = "open"  # why it ended: b reached, unit.max.bytes, a transaction limit
+        self._filler: Iterator[Any] = iter(())  # set by the RangeReader that made the batch
+
+    def __iter__(self) -> Iterator[Any]:
+        return self._filler
+
+    @property
+    def first_timestamp(self) -> int:
+        return self.records[0].timestamp()[1] if self.records else -1
+
+    @property
+    def last_timestamp(self) -> int:
+        return self.records[-1].timestamp()[1] if self.records else -1
+
+    def segments(self) -> list[tuple[int, int]]:
+        return segments(m.offset() for m in self.records)
+
+
+def segments(offsets: Iterable[int]) -> list[tuple[int, int]]:
+    """(start, count) of each stretch of consecutive offsets, in order."""
+    out: list[tuple[int, int]] = []
+    start = nxt = -1
+    for off in offsets:
+        if off != nxt:
+            if nxt >= 0:
+                out.append((start, nxt - start))
+            start = off
+        nxt = off + 1
+    if nxt >= 0:
+        out.append((start, nxt - start))
+    return out
+
+
+def record_size(m: Any) -> int:
+    v, k = m.value(), m.key()
+    return (len(v) if v else 0) + (len(k) if k else 0)
+
+
+class RangeReader:
+    """Reads ranges of one source partition with the unit's consumer, in batches."""
+
+    def __init__(
+        self, consumer: Any, topic: str, partition: int, limits: BatchLimits, idle_timeout: float = IDLE_TIMEOUT_S
+    ) -> None:
+        self.consumer, self.topic, self.partition = consumer, topic, partition
+        self.limits, self.idle_timeout = limits, idle_timeout
+        self.unit_bytes = 0  # read by this unit so far, all ranges
+        self.unit_full = False  # unit.max.bytes reached: the unit stops after the current batch
+
+    def batches(self, a: int, b: int) -> Iterator[Batch]:
+        """The batches covering [a, b), in order (one empty batch when a >= b, e.g. a gap event).
+        Iterate each batch to its end before taking the next one."""
+        records = self._records(a, b)
+        pos = a
+        while True:
+            batch = Batch(pos)
+            batch._filler = self._fill(batch, records, b)
+            yield batch
+            self.unit_bytes += batch.nbytes
+            if batch.end != "full":
+                self.unit_full = batch.end == "unit"
+                return
+            pos = batch.src_to
+
+    def _fill(self, batch: Batch, records: Iterator[Any], b: int) -> Iterator[Any]:
+        """Moves records into `batch` while the caller iterates it; the one place a batch ends."""
+        max_records = self.limits.records
+        unit_room = self.limits.unit_bytes - self.unit_bytes
+        byte_room = min(self.limits.bytes, unit_room)
+        add = batch.records.append
+        n = nbytes = 0
+        end: BatchEnd = "range"
+        for m in records:
+            add(m)
+            n += 1
+            v, k = m.value(), m.key()  # record_size(), inlined: this loop runs per record
+            nbytes += (len(v) if v else 0) + (len(k) if k else 0)
+            yield m
+            if m.offset() + 1 >= b:  # the range's last record: its end wins over the limits
+                break
+            if n >= max_records or nbytes >= byte_room:
+                end = "unit" if nbytes >= unit_room else "full"
+                break
+        batch.nbytes, batch.end = nbytes, end
+        batch.src_to = b if end == "range" else batch.records[-1].offset() + 1
+
+    def _records(self, a: int, b: int) -> Iterator[Any]:
+        """The committed records of [a, b), in offset order, until a stop rule says the range is done."""
+        if a >= b:
+            return
+        c = self.consumer
+        c.assign([TopicPartition(self.topic, self.partition, a)])
+        pos = a  # every offset < pos was read (or holds no committed record)
+        idle_since = time.monotonic()
+        while True:
+            msgs = c.consume(FETCH_RECORDS, 0.5)
+            if not msgs:
+                if self._position() >= b:  # trailing markers / aborted records: no message tells
+                    return
+                if time.monotonic() - idle_since > self.idle_timeout:
+                    raise MirrorflowError(
+                        f"{self._where}: no progress reading offsets {pos}..{b} for "
+                        f"{self.idle_timeout:.0f} s (source unavailable?)"
+                    )
+                continue
+            for m in msgs:
+                err = m.error()
+                if err is not None:
+                    if err.code() != KafkaError._PARTITION_EOF:
+                        raise self._failure(err, pos)
+                    if m.offset() >= b:
+                        return
+                    continue
+                off = m.offset()
+                if off >= b:
+                    return
+                pos = off + 1
+                yield m
+                if pos >= b:
+                    return
+            idle_since = time.monotonic()  # the time the caller spent on the records is not idle
+
+    def _position(self) -> int:
+        return int(self.consumer.position([TopicPartition(self.topic, self.partition)])[0].offset)
+
+    def _failure(self, err: KafkaError, pos: int) -> MirrorflowError:
+        if err.code() == KafkaError._AUTO_OFFSET_RESET:
+            return MirrorflowError(
+                f"{self._where}: offset {pos} is no longer on the source (retention ran during "
+                "the copy); the next run records the gap"
+            )
+        return MirrorflowError(f"{self._where}: consuming the source failed: {err.str()}")
+
+    @property
+    def _where(self) -> str:
+        return f"{self.topic}[{self.partition}]"

@@ -1,0 +1,368 @@
+"""Writing one batch as one target transaction: its records, its offset-map entry, the new progress.
+
+Exactly-once (the default): a transactional producer with transactional.id
+`mirrorflow-<flow.id>-<topic>-<partition>`. `start()` runs init_transactions, which fences zombies
+(older attempts at the same source partition) and aborts their open transaction. Then each batch
+is one transaction holding its records, the offset-map entry of the batch and the new progress
+(state.writer.StateWriter): state never describes records that are not there, and a retried,
+duplicated or zombie task never writes a record twice.
+
+Exactly-once off: an idempotent producer; the state records follow each flushed batch
+(at-least-once: a crash between the data and the state copies the batch again).
+
+Exact target offsets: the fast path asks for the delivery reports of a batch's first and last
+record only. When last - first + 1 equals the number of records, the batch landed without a gap
+and its source segments map onto consecutive target offsets. Otherwise (an error, a gap) the
+careful path produces the batch again with a report per record (exactly-once: the first attempt
+is aborted first, never visible): the exact offsets, or the exact record that failed.
+
+Every copied record goes through `_produce`: same partition, key, value and headers, the source
+timestamp as CreateTime (none, <= 0, becomes 0: the producer's clock). `message.max.bytes` is
+librdkafka's maximum, so the broker decides what is too large; such a record is named (topic,
+partition, offset, size) and nothing from its batch on is marked copied. Fencing surfaces as a
+KafkaException the unit loop reports as `fenced`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from confluent_kafka import KafkaError, KafkaException
+
+from mirrorflow.clients import FlowClients
+from mirrorflow.config import FlowConfig
+from mirrorflow.errors import MirrorflowError, RecordTooLargeError, TopicError
+from mirrorflow.kafka.connection import kafka_error
+from mirrorflow.kafka.topics import topic_partitions
+from mirrorflow.replication.faults import NO_FAULTS, Faults
+from mirrorflow.replication.planner import Unit
+from mirrorflow.replication.reader import Batch, record_size
+from mirrorflow.state.offset_map import MapEntry, Run
+from mirrorflow.state.records import Progress
+from mirrorflow.state.topics import transactional_id
+from mirrorflow.state.writer import StateWriter
+
+FENCED_CODES = {KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH}
+TOO_LARGE_CODES = {KafkaError.MSG_SIZE_TOO_LARGE, KafkaError.RECORD_LIST_TOO_LARGE}
+MISSING_CODES = {KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_PARTITION, KafkaError._UNKNOWN_TOPIC}
+MAX_MESSAGE_BYTES = 1_000_000_000  # librdkafka's maximum: let the BROKER decide what is too large
+
+# Tuning a user may override (`producer.*`); `producer_required` is applied on top of the overrides.
+PRODUCER_DEFAULTS: dict[str, Any] = {
+    "linger.ms": 20,
+    "batch.size": 1_000_000,
+    "batch.num.messages": 100_000,
+    "queue.buffering.max.messages": 1_000_000,
+    "queue.buffering.max.kbytes": 1_048_576,
+    "message.max.bytes": MAX_MESSAGE_BYTES,
+    "compression.type": "none",
+    "transaction.timeout.ms": 30_000,
+}
+
+DeliveryReport = Callable[[Any, Any], None]
+
+
+def producer_required(flow: FlowConfig, unit: Unit) -> dict[str, Any]:
+    conf: dict[str, Any] = {"enable.idempotence": True, "acks": "all"}
+    if flow.exactly_once:
+        conf["transactional.id"] = transactional_id(flow, unit.topic, unit.partition)
+    return conf
+
+
+def is_fenced(exc: BaseException) -> bool:
+    e = kafka_error(exc)
+    return e is not None and (e.code() in FENCED_CODES or (e.fatal() and "fenc" in e.str().lower()))
+
+
+def runs_at(segments: Iterable[tuple[int, int]], first_target: int) -> list[Run]:
+    """Source segments (start, count) written one after another from target offset `first_target`."""
+    runs, t = [], first_target
+    for s, n in segments:
+        runs.append(Run(s, t, n))
+        t += n
+    return runs
+
+
+def runs_of(pairs: Iterable[tuple[int, int]]) -> list[Run]:
+    """(source, target) offsets, in order, as runs where both are consecutive."""
+    runs: list[Run] = []
+    for s, t in pairs:
+        last = runs[-1] if runs else None
+        if last is not None and last.src + last.count == s and last.tgt + last.count == t:
+            runs[-1] = Run(last.src, last.tgt, last.count + 1)
+        else:
+            runs.append(Run(s, t, 1))
+    return runs
+
+
+class _Report:
+    """Delivery report of one record."""
+
+    __slots__ = ("src", "offset", "error")
+
+    def __init__(self, src: int = -1) -> None:
+        self.src, self.offset = src, -1
+        self.error: KafkaError | None = None
+
+    def __call__(self, err: KafkaError | None, msg: Any) -> None:
+        if err is not None:
+            self.error = err
+        else:
+            self.offset = msg.offset()
+
+    @property
+    def failed(self) -> bool:
+        return self.error is not None or self.offset < 0
+
+
+class _Edges:
+    """Delivery reports of a batch's first and last record (the fast path)."""
+
+    __slots__ = ("first", "last")
+
+    def __init__(self) -> None:
+        self.first, self.last = _Report(), _Report()
+
+    def only(self, err: KafkaError | None, msg: Any) -> None:
+        self.first(err, msg)
+        self.last(err, msg)
+
+    def consecutive(self, records: int) -> bool:
+        """The batch's records landed on consecutive target offsets."""
+        first, last = self.first, self.last
+        return not first.failed and not last.failed and last.offset - first.offset + 1 == records
+
+
+class _FatalError:
+    """The producer's error_cb: keeps its first fatal error. It holds nothing of the writer, so the
+    producer (and its threads) go away with the writer, not at some later garbage collection."""
+
+    __slots__ = ("error",)
+
+    def __init__(self) -> None:
+        self.error: KafkaError | None = None
+
+    def __call__(self, err: KafkaError) -> None:
+        if err.fatal() and self.error is None:
+            self.error = err
+
+
+class TransactionWriter:
+    """The target side of one unit: its producer, one transaction per batch."""
+
+    def __init__(self, clients: FlowClients, unit: Unit, faults: Faults = NO_FAULTS) -> None:
+        self.clients, self.flow, self.unit, self.faults = clients, clients.flow, unit, faults
+        self.eos = bool(self.flow.exactly_once)
+        self._fatal = _FatalError()
+        defaults = dict(PRODUCER_DEFAULTS)
+        if not self.eos:
+            defaults.pop("transaction.timeout.ms")
+        required = {**producer_required(self.flow, unit), "error_cb": self._fatal}
+        self.producer = clients.producer("target", defaults, required)
+        self._to_target, self._topic, self._partition = self.producer.produce, unit.target_topic, unit.partition
+        self.state: StateWriter | None = None
+        self._where = f"{unit.topic}[{unit.partition}]"
+
+    def partitions(self, topic: str) -> int:
+        """How many partitions `topic` has on the target (0: missing)."""
+        return topic_partitions(self.producer, topic)
+
+    def start(self, state: StateWriter) -> None:
+        """Exactly-once: fence older attempts and abort their open transaction."""
+        self.state = state
+        if self.eos:
+            self.producer.init_transactions(60)
+        self.faults.reached("after_init")
+
+    def write(self, batch: Batch, progress: Progress, lost_range: tuple[int, int] | None = None) -> Progress:
+        """One transaction: the batch's records (produced while the batch is read), its offset-map
+        entry and the progress after it. Returns that progress, committed."""
+        assert self.state is not None, "start() first"
+        if self.eos:
+            self.producer.begin_transaction()
+        edges = self._send(batch)
+        n = len(batch.records)
+        runs = self._place(batch, edges) if n else []
+        tgt_end = runs[-1].tgt + runs[-1].count if runs else self._target_end(progress)
+        self.faults.reached("after_flush", n)
+        lost = lost_range[1] - lost_range[0] if lost_range else 0
+        entry = MapEntry(self.unit.topic, self.unit.partition, batch.src_from, batch.src_to, tuple(runs), tgt_end, lost)
+        new = progress.advanced(batch.src_from, batch.src_to, tgt_end, n, batch.last_timestamp, lost_range)
+        self.state.write(self.producer, new, entry)
+        self.faults.reached("before_commit", n)
+        self._commit(batch)
+        self.faults.reached("after_commit", n)
+        return new
+
+    def close(self) -> None:
+        if not self.eos:
+            self.producer.flush(30)
+
+    # -- records ------------------------------------------------------------------------------------
+    def _produce(self, m: Any, on_delivery: DeliveryReport | None) -> None:
+        """The one produce of a copied record (see the module docstring)."""
+        ts = m.timestamp()[1]
+        while True:
+            try:
+                self._to_target(
+                    self._topic,
+                    m.value(),
+                    m.key(),
+                    self._partition,
+                    on_delivery=on_delivery,
+                    timestamp=ts if ts > 0 else 0,
+                    headers=m.headers(),
+                )
+                return
+            except BufferError:  # the local queue is full: let deliveries drain it
+                self.producer.poll(0.1)
+
+    def _send(self, batch: Batch) -> _Edges:
+        """Produce the batch's records as they are read. Only the first and the last get a delivery
+        report; which one is last is known when the batch ends, so each goes out one record late."""
+        edges = _Edges()
+        produce = self._produce
+        report: DeliveryReport | None = edges.first
+        held = None
+        for m in batch:
+            if held is not None:
+                produce(held, report)
+                report = None
+            held = m
+        if held is not None:
+            produce(held, edges.last if report is None else edges.only)
+        return edges
+
+    def _place(self, batch: Batch, edges: _Edges) -> list[Run]:
+        """Flush the batch; where its records landed (the fast path, else the careful path)."""
+        n = len(batch.records)
+        self.faults.reached("before_flush", n)
+        self._flush()
+        self._raise_if_fenced()
+        if self._fatal.error is None and edges.consecutive(n):
+            return runs_at(batch.segments(), edges.first.offset)
+        return self._careful(batch)
+
+    def _flush(self) -> None:
+        try:
+            self.producer.flush(120)
+        except (SystemError, KafkaException) as exc:
+            # a fenced producer fails flush() (confluent-kafka may surface it as a SystemError)
+            with contextlib.suppress(Exception):
+                self.producer.poll(0)
+            if self._fatal.error is not None:
+                raise KafkaException(self._fatal.error) from None
+            if isinstance(exc, KafkaException):
+                raise
+            if self.eos:
+                self.producer.abort_transaction(30)  # raises the fencing error when that is the cause
+            raise MirrorflowError(f"{self._where}: flushing the batch failed: {exc}") from None
+
+    def _careful(self, batch: Batch) -> list[Run]:
+        """Produce the batch again with a delivery report per record: the exact target offsets, or
+        the exact record that failed. Exactly-once: the first attempt is aborted first."""
+        if self.eos:
+            try:
+                self.producer.abort_transaction(60)
+            except KafkaException as exc:
+                if is_fenced(exc):
+                    raise
+            self.producer.begin_transaction()
+        reports = [_Report(m.offset()) for m in batch.records]
+        for m, report in zip(batch.records, reports, strict=True):
+            self._produce(m, report)
+        self.producer.flush(120)
+        failed = [r for r in reports if r.failed]
+        if failed or self._fatal.error is not None:
+            raise self._failure(batch, failed)
+        return runs_of((r.src, r.offset) for r in reports)
+
+    # -- failures -----------------------------------------------------------------------------------
+    def _failure(self, batch: Batch, failed: list[_Report]) -> MirrorflowError:
+        """What went wrong with the batch, as the error to raise (its transaction is aborted)."""
+        self._raise_if_fenced()
+        if self.eos:
+            self._abort_quietly()
+        u = self.unit
+        rejected = [(r, r.error) for r in failed if r.error is not None and r.error.code() in TOO_LARGE_CODES]
+        if rejected:
+            m, err = self._too_large(batch, rejected)
+            return RecordTooLargeError(
+                f"record {self._where} offset {m.offset()} ({record_size(m)} bytes) is larger than target topic "
+                f"{u.target_topic!r} on cluster {self.flow.target!r} accepts ({err.str()}): raise the target "
+                f"topic's max.message.bytes (and the broker's); nothing from offset {batch.src_from} on was "
+                "marked copied"
+            )
+        bad = failed[0] if failed else None
+        if bad is not None and bad.error is not None and bad.error.code() in MISSING_CODES:
+            return TopicError(
+                f"target topic {u.target_topic!r} partition {u.partition} is missing on cluster "
+                f"{self.flow.target!r}: run `mirrorflow sync` first"
+            )
+        err = bad.error if bad is not None and bad.error is not None else self._fatal.error
+        what = err.str() if err is not None else "not delivered"
+        return MirrorflowError(
+            f"{self._where}: writing offset {bad.src if bad else batch.src_from} to {u.target_topic!r} failed: {what}"
+        )
+
+    def _too_large(self, batch: Batch, rejected: list[tuple[_Report, KafkaError]]) -> tuple[Any, KafkaError]:
+        """The record the broker rejects as too large, and its error: the rejected records are tried
+        alone, largest first (a rejected request also fails the small records batched with it)."""
+        by_offset = {m.offset(): m for m in batch.records}
+        candidates = sorted((by_offset[r.src] for r, _ in rejected), key=lambda m: (-record_size(m), m.offset()))
+        for m in candidates[:8]:
+            err = self._probe(m)
+            if err is not None and err.code() in TOO_LARGE_CODES:
+                return m, err
+        return candidates[0], rejected[0][1]
+
+    def _probe(self, m: Any) -> KafkaError | None:
+        """Produce one record alone (exactly-once: in a transaction that is aborted); its error."""
+        if self.eos:
+            self.producer.begin_transaction()
+        report = _Report(m.offset())
+        self._produce(m, report)
+        self.producer.flush(60)
+        if self.eos:
+            self._abort_quietly()
+        return report.error
+
+    def _raise_if_fenced(self) -> None:
+        err = self._fatal.error
+        if err is not None and is_fenced(KafkaException(err)):
+            raise KafkaException(err)
+
+    def _abort_quietly(self) -> None:
+        with contextlib.suppress(KafkaException):
+            self.producer.abort_transaction(60)
+
+    # -- commit -------------------------------------------------------------------------------------
+    def _commit(self, batch: Batch) -> None:
+        """Commit the transaction (exactly-once), or wait until the state records are written."""
+        span = f"{batch.src_from}..{batch.src_to}"
+        if not self.eos:
+            if self.producer.flush(120) != 0:
+                raise MirrorflowError(f"{self._where}: state records of {span} were not delivered")
+            return
+        try:
+            self.producer.commit_transaction(120)
+        except KafkaException as exc:
+            if is_fenced(exc):
+                raise
+            e = kafka_error(exc)
+            if e is not None and e.txn_requires_abort():
+                self.producer.abort_transaction(60)
+            raise MirrorflowError(f"{self._where}: committing offsets {span} failed: {e.str() if e else exc}") from None
+
+    def _target_end(self, progress: Progress) -> int:
+        """Target end for a batch without records: the progress's, or (nothing copied yet) the
+        target partition's high watermark."""
+        if progress.tgt_end >= 0:
+            return progress.tgt_end
+        reader = self.clients.reader("target", group=f"mirrorflow-{self.flow.id}-copier")
+        try:
+            return reader.watermarks(self.unit.target_topic, self.unit.partition)[1]
+        finally:
+            self.clients.release(reader.consumer)

@@ -1,0 +1,261 @@
+"""The copier's parts without brokers: ranges and gaps, the reader's stop rules and batch boundaries,
+the writer's target offsets (fast and careful path), the crash-point seam."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from types import SimpleNamespace
+
+import pytest
+from confluent_kafka import KafkaError, Message
+
+from mirrorflow.errors import MirrorflowError, RecordTooLargeError
+from mirrorflow.replication import faults
+from mirrorflow.replication.copier import ranges_to_copy, retention_gap
+from mirrorflow.replication.planner import Unit
+from mirrorflow.replication.reader import BatchLimits, RangeReader, segments
+from mirrorflow.replication.writer import TransactionWriter, runs_at, runs_of
+from mirrorflow.state.offset_map import Run
+from mirrorflow.state.records import Progress
+
+NO_LIMITS = BatchLimits(1_000_000, 1 << 40, 1 << 40)
+
+
+def msg(offset: int, value: bytes | None = b"v", ts: int = 1000) -> Message:
+    return Message(
+        topic="t", partition=0, offset=offset, key=b"k", value=value, headers=[("h", b"1")], timestamp=(1, ts)
+    )
+
+
+def eof(offset: int) -> Message:
+    return Message(topic="t", partition=0, offset=offset, error=KafkaError(KafkaError._PARTITION_EOF))
+
+
+class FakeConsumer:
+    """Hands out `log` (messages and error events) `per_poll` at a time from the assigned offset."""
+
+    def __init__(self, log: list[Message], per_poll: int = 10_000, end: int | None = None) -> None:
+        self.log, self.per_poll, self.i = log, per_poll, 0
+        self.end = end if end is not None else (log[-1].offset() + 1 if log else 0)
+        self.polls = 0
+
+    def assign(self, tps):
+        self.i = next(i for i, m in enumerate([*self.log, None]) if m is None or m.offset() >= tps[0].offset)
+
+    def consume(self, n, timeout):
+        self.polls += 1
+        out = self.log[self.i : self.i + min(n, self.per_poll)]
+        self.i += len(out)
+        return out
+
+    def position(self, tps):
+        return [SimpleNamespace(offset=self.end if self.i >= len(self.log) else self.log[self.i].offset())]
+
+
+def read(reader: RangeReader, a: int, b: int) -> list[tuple[int, int, list[int], str]]:
+    out = []
+    for batch in reader.batches(a, b):
+        offsets = [m.offset() for m in batch]
+        out.append((batch.src_from, batch.src_to, offsets, batch.end))
+    return out
+
+
+# -- pure parts ------------------------------------------------------------------------------------
+def test_segments_and_runs():
+    assert segments([]) == []
+    assert segments([3, 4, 5, 9, 10, 12]) == [(3, 3), (9, 2), (12, 1)]
+    assert runs_at([(3, 3), (9, 2)], 100) == [Run(3, 100, 3), Run(9, 103, 2)]
+    # careful path: a target gap splits a run even where the source is consecutive
+    assert runs_of([(3, 100), (4, 101), (5, 103), (9, 104)]) == [Run(3, 100, 2), Run(5, 103, 1), Run(9, 104, 1)]
+
+
+def test_ranges_to_copy_continue_after_the_committed_progress():
+    u = Unit("t", 0, "A.t", 10, 100)
+    assert ranges_to_copy(u, Progress.empty("t", 0)) == [(10, 100)]
+    assert ranges_to_copy(u, Progress("t", 0, 40, ((0, 40), (60, 70)), 5)) == [(40, 60), (70, 100)]
+    assert ranges_to_copy(u, Progress("t", 0, 100, ((0, 100),), 5)) == []
+    # a fresh partition with nothing to copy anchors its progress at the initial position
+    assert ranges_to_copy(Unit("t", 0, "A.t", 7, 7), Progress.empty("t", 0)) == [(7, 7)]
+
+
+def test_retention_gap():
+    assert retention_gap(50, 100, 20) == (50, None)
+    assert retention_gap(50, 100, 80) == (80, (50, 80))
+    assert retention_gap(50, 100, 120) == (100, (50, 100))  # all of it gone: only a gap event
+
+
+# -- the reader ------------------------------------------------------------------------------------
+def test_batches_cover_the_range_with_gaps_and_keep_records_read_ahead():
+    log = [msg(o) for o in (0, 1, 2, 5, 6, 7, 8, 11)] + [eof(13)]  # 3-4, 9-10: markers; 12: aborted
+    reader = RangeReader(FakeConsumer(log, end=13), "t", 0, BatchLimits(3, 1 << 40, 1 << 40))
+    assert read(reader, 0, 13) == [(0, 3, [0, 1, 2], "full"), (3, 8, [5, 6, 7], "full"), (8, 13, [8, 11], "range")]
+
+
+def test_a_byte_limit_inside_one_poll_loses_no_record():
+    log = [msg(o, b"x" * 10) for o in range(10)] + [eof(10)]  # 11 bytes per record, one poll
+    reader = RangeReader(FakeConsumer(log), "t", 0, BatchLimits(100, 30, 1 << 40))
+    batches = read(reader, 0, 10)
+    assert [o for *_, offsets, _ in batches for o in offsets] == list(range(10))
+    assert [(a, b) for a, b, *_ in batches] == [(0, 3), (3, 6), (6, 9), (9, 10)]
+
+
+def test_range_end_wins_over_a_limit_reached_on_its_last_record():
+    reader = RangeReader(FakeConsumer([msg(o) for o in range(4)]), "t", 0, BatchLimits(2, 1 << 40, 1 << 40))
+    assert read(reader, 0, 4) == [(0, 2, [0, 1], "full"), (2, 4, [2, 3], "range")]
+
+
+def test_unit_bytes_stop_the_unit_after_the_batch():
+    log = [msg(o, b"x" * 9) for o in range(10)]  # 10 bytes per record
+    reader = RangeReader(FakeConsumer(log), "t", 0, BatchLimits(3, 1 << 40, 45))
+    assert read(reader, 0, 10) == [(0, 3, [0, 1, 2], "full"), (3, 5, [3, 4], "unit")]
+    assert reader.unit_full and reader.unit_bytes == 50
+
+
+def test_stop_rules_record_past_the_end_position_and_empty_range():
+    reader = RangeReader(FakeConsumer([msg(o) for o in range(10)]), "t", 0, NO_LIMITS)
+    assert read(reader, 2, 5) == [(2, 5, [2, 3, 4], "range")]
+    # trailing markers: no message, the position passes the end
+    consumer = FakeConsumer([msg(0), msg(1)], end=4)
+    assert read(RangeReader(consumer, "t", 0, NO_LIMITS), 0, 4) == [(0, 4, [0, 1], "range")]
+    # a >= b: one empty batch (a gap event), the consumer is not used
+    consumer = FakeConsumer([])
+    assert read(RangeReader(consumer, "t", 0, NO_LIMITS), 7, 7) == [(7, 7, [], "range")]
+    assert consumer.polls == 0
+
+
+def test_offset_reset_and_silence_are_errors():
+    reset = Message(topic="t", partition=0, offset=1, error=KafkaError(KafkaError._AUTO_OFFSET_RESET))
+    reader = RangeReader(FakeConsumer([msg(0), reset]), "t", 0, NO_LIMITS)
+    with pytest.raises(MirrorflowError, match=r"t\[0\]: offset 1 is no longer on the source"):
+        read(reader, 0, 5)
+    reader = RangeReader(FakeConsumer([msg(0)], end=1), "t", 0, NO_LIMITS, idle_timeout=0.0)
+    with pytest.raises(MirrorflowError, match=r"no progress reading offsets 1\.\.5"):
+        read(reader, 0, 5)
+
+
+# -- the writer ------------------------------------------------------------------------------------
+class FakeProducer:
+    """Appends to one target partition; `skip_after` leaves a target gap after that many records,
+    values longer than `max_bytes` are rejected as too large."""
+
+    def __init__(self, skip_after: int | None = None, max_bytes: int = 1 << 30) -> None:
+        self.skip_after, self.max_bytes = skip_after, max_bytes
+        self.next, self.pending, self.log, self.calls = 100, [], [], []
+
+    def produce(self, topic, value=None, key=None, partition=-1, on_delivery=None, timestamp=0, headers=None):
+        self.pending.append((topic, value, key, partition, on_delivery, timestamp, headers))
+
+    def flush(self, timeout=None):
+        for topic, value, _key, _partition, cb, ts, headers in self.pending:
+            if topic != "A.t":  # a state record
+                self.calls.append(("state", topic))
+                continue
+            if value is not None and len(value) > self.max_bytes:
+                err = KafkaError(KafkaError.MSG_SIZE_TOO_LARGE)
+                cb and cb(err, None)
+                continue
+            self.log.append((self.next, value, ts, headers))
+            cb and cb(None, SimpleNamespace(offset=lambda o=self.next: o))
+            self.next += 1
+            if self.skip_after is not None and len(self.log) == self.skip_after:
+                self.next += 1
+        self.pending.clear()
+        return 0
+
+    def poll(self, timeout=0):
+        return 0
+
+    def __getattr__(self, name):  # init/begin/commit/abort_transaction
+        return lambda *a: self.calls.append((name,))
+
+
+class FakeState:
+    def __init__(self):
+        self.written = []
+
+    def write(self, producer, progress, entry):
+        self.written.append((progress, entry))
+
+
+def writer_for(producer: FakeProducer) -> tuple[TransactionWriter, FakeState]:
+    flow = SimpleNamespace(exactly_once=True, id="a-b", target="B", name="A->B")
+    clients = SimpleNamespace(flow=flow, producer=lambda side, defaults, required: producer)
+    w = TransactionWriter(clients, Unit("t", 0, "A.t", 0, 100))
+    state = FakeState()
+    w.start(state)
+    return w, state
+
+
+def write_all(w: TransactionWriter, log: list[Message], limits: BatchLimits = NO_LIMITS) -> Progress:
+    progress = Progress("t", 0, 0, (), 100)
+    for batch in RangeReader(FakeConsumer(log), "t", 0, limits).batches(0, log[-1].offset() + 1):
+        progress = w.write(batch, progress)
+    return progress
+
+
+def test_fast_path_maps_source_segments_onto_target_offsets():
+    p = FakeProducer()
+    w, state = writer_for(p)
+    log = [msg(0, ts=0), msg(1), msg(2), msg(5), msg(6, value=None)]
+    progress = write_all(w, log)
+    assert [(off, value, ts) for off, value, ts, _ in p.log] == [
+        (100, b"v", 0),
+        (101, b"v", 1000),
+        (102, b"v", 1000),
+        (103, b"v", 1000),
+        (104, None, 1000),
+    ]
+    assert all(h == [("h", b"1")] for *_, h in p.log)
+    ((_, entry),) = state.written
+    assert entry.runs == (Run(0, 100, 3), Run(5, 103, 2)) and (entry.src_from, entry.src_to) == (0, 7)
+    assert progress.next == 7 and progress.tgt_end == 105 and progress.records == 5
+    assert [c for c in p.calls if c[0] != "state"] == [
+        ("init_transactions",),
+        ("begin_transaction",),
+        ("commit_transaction",),
+    ]
+
+
+def test_a_target_gap_takes_the_careful_path_and_stays_exact():
+    p = FakeProducer(skip_after=2)
+    w, state = writer_for(p)
+    write_all(w, [msg(o) for o in range(4)])
+    ((_, entry),) = state.written
+    # the first attempt (100, 101, gap, 103, 104) was aborted; the careful one follows it
+    assert ("abort_transaction",) in p.calls
+    assert entry.runs == (Run(0, 105, 4),) and entry.tgt_end == 109
+
+
+def test_a_record_too_large_is_named_and_nothing_is_committed():
+    p = FakeProducer(max_bytes=100)
+    w, state = writer_for(p)
+    with pytest.raises(
+        RecordTooLargeError,
+        match=r"record t\[0\] offset 2 \(201 bytes\) is larger than target "
+        r"topic 'A\.t' on cluster 'B' accepts",
+    ):
+        write_all(w, [msg(0), msg(1), msg(2, b"x" * 200), msg(3)])
+    assert state.written == [] and ("commit_transaction",) not in p.calls
+
+
+# -- crash points ----------------------------------------------------------------------------------
+def test_crash_spec_and_environment():
+    assert faults.from_env({}) is faults.NO_FAULTS
+    point = faults.from_env({faults.CRASH_ENV: "before_commit:100", faults.CRASH_ONCE_ENV: "/tmp/m"})
+    assert point == faults.CrashPoint("before_commit", 100, "/tmp/m")
+    assert point.triggers("before_commit", 100) and not point.triggers("before_commit", 99)
+    assert not point.triggers("after_commit", 500)
+    with pytest.raises(ValueError, match="unknown crash point 'before_comit'"):
+        faults.parse_crash_spec("before_comit")
+
+
+def test_a_crash_point_kills_the_process_once_per_marker(tmp_path):
+    marker = tmp_path / "crashed"
+    code = (
+        "from mirrorflow.replication.faults import CrashPoint; "
+        f"CrashPoint('after_flush', 5, {str(marker)!r}).reached('after_flush', 5)"
+    )
+    run = lambda: subprocess.run([sys.executable, "-c", code], capture_output=True).returncode  # noqa: E731
+    assert run() == -9 and marker.exists()
+    assert run() == 0  # the marker exists: the rerun passes
