@@ -1,9 +1,10 @@
-"""Replicate DAGs (one per flow): plan -> Spark copy -> report, exactly once.
+"""Replicate DAGs (one per enabled flow): plan -> Spark copy -> report, exactly once.
 
 Built from the mirrorflow config ($MIRRORFLOW_CONFIG, else include/config/mirrorflow.yaml); see
-include/mirrorflow_airflow/replicate_dags.py. Parsing touches no cluster.
+include/mirrorflow_airflow/dag_builders/replicate.py. Parsing touches no cluster. A config that
+cannot be read or is invalid becomes this file's import error, naming the file and the key.
 """
-from mirrorflow.config import load
-from mirrorflow_airflow.replicate_dags import build_replicate_dags
 
-globals().update(build_replicate_dags(load()))
+from mirrorflow_airflow.dag_builders.replicate import build_replicate_dags
+
+globals().update(build_replicate_dags())

@@ -1,11 +1,20 @@
-"""What every generated mirrorflow DAG shares: its start date and how tasks send metrics."""
+"""What every generated mirrorflow DAG shares: its defaults, how builders get the config, how tasks
+send metrics."""
+
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pendulum
+
+from mirrorflow.config import Config, FlowConfig
+from mirrorflow_airflow.hooks import MirrorflowHook
+
+if TYPE_CHECKING:
+    from airflow.sdk import DAG
 
 log = logging.getLogger(__name__)
 
@@ -47,3 +56,19 @@ def flow_dag(kind: str, flow: Any, description: str, schedule: Any, retry_delay_
         default_args={"owner": "mirrorflow", "retries": 2, "retry_delay": timedelta(seconds=retry_delay_s)},
         **extra,
     )
+
+
+def flow_dags(
+    cfg: Config | None, build: Callable[[Config, FlowConfig], DAG], enabled_only: bool = True
+) -> dict[str, DAG]:
+    """`build(cfg, flow)` for every (enabled) flow, keyed by dag_id. With cfg None the config is
+    loaded through MirrorflowHook, so a bad one raises ConfigError at parse time and the DagBag
+    shows it as the DAG file's import error, naming the file and the key."""
+    cfg = cfg if cfg is not None else MirrorflowHook().get_conn()
+    dags = (build(cfg, f) for f in cfg.flows.values() if f.enabled or not enabled_only)
+    return {dag.dag_id: dag for dag in dags}
+
+
+def task_config_path(cfg: Config) -> str | None:
+    """The config file tasks reload through MirrorflowHook (None: $MIRRORFLOW_CONFIG or the default)."""
+    return str(cfg.path) if cfg.path else None

@@ -10,3 +10,15 @@ def test_dagbag_loads_the_generated_dags_of_the_default_config(airflow_db, monke
     bag = DagBag()
     assert bag.import_errors == {}
     assert set(bag.dag_ids) == {"mirrorflow_sync__A-B", "mirrorflow_replicate__A-B", "mirrorflow_checkpoint__A-B"}
+
+
+def test_every_dag_builder_has_one_signature(airflow_db):
+    import inspect
+
+    from mirrorflow_airflow.dag_builders import checkpoint, replicate, sync
+
+    for kind, module in (("sync", sync), ("replicate", replicate), ("checkpoint", checkpoint)):
+        many = inspect.signature(getattr(module, f"build_{kind}_dags")).parameters
+        one = inspect.signature(getattr(module, f"build_{kind}_dag")).parameters
+        assert list(many) == ["cfg"] and many["cfg"].default is None, kind
+        assert list(one) == ["cfg", "flow"], kind

@@ -1,7 +1,7 @@
 """Heartbeats in MM2's format, and the replication latency they reveal.
 
-MM2 (connect/mirror/src/main/java/org/apache/kafka/connect/mirror/MirrorHeartbeatTask.java) runs one heartbeat task per herder X->Y, which writes key (X, Y)
-with the current time to topic `heartbeats` on Y. With only A->B configured MM2 still runs the
+MM2 (MirrorHeartbeatTask in Kafka's `connect/mirror`) runs one heartbeat task per herder X->Y, which
+writes key (X, Y) with the current time to topic `heartbeats` on Y. With only A->B configured MM2 still runs the
 reverse herder B->A for heartbeats alone, so A's `heartbeats` holds (B, A) records; flow A->B
 then replicates A's `heartbeats` to B as `A.heartbeats` like any other topic.
 
@@ -13,6 +13,7 @@ topics pass FlowFilters.should_replicate_topic, cycles such as `B.A.heartbeats` 
 
 Replication latency of A->B = now - the newest heartbeat timestamp found in `A.heartbeats` on B.
 """
+
 from __future__ import annotations
 
 import time
@@ -53,8 +54,9 @@ def heartbeats_planned(cfg: Config, flow: FlowConfig, now_ms: int) -> list[Emiss
     return out
 
 
-def emit_heartbeats(cfg: Config, flow: FlowConfig, now_ms: int | None = None,
-                    clients: FlowClients | None = None) -> list[Emission]:
+def emit_heartbeats(
+    cfg: Config, flow: FlowConfig, now_ms: int | None = None, clients: FlowClients | None = None
+) -> list[Emission]:
     """Write this flow's heartbeats (creating `heartbeats` compacted with 1 partition if needed)."""
     now = int(time.time() * 1000) if now_ms is None else now_ms
     planned = heartbeats_planned(cfg, flow, now)
@@ -64,8 +66,13 @@ def emit_heartbeats(cfg: Config, flow: FlowConfig, now_ms: int | None = None,
             conn = c.connection(side)
             ensure_compacted_topic(c.admin(side), conn, e.topic, timeout=c.admin_timeout)
             hb = Heartbeat(e.source, e.target, e.timestamp)
-            produce_all(conn, e.topic, [(hb.key(), hb.value(), e.timestamp)],
-                        producer_conf=c.overrides(side, "producer"), timeout=c.admin_timeout)
+            produce_all(
+                conn,
+                e.topic,
+                [(hb.key(), hb.value(), e.timestamp)],
+                producer_conf=c.overrides(side, "producer"),
+                timeout=c.admin_timeout,
+            )
     return planned
 
 
@@ -83,6 +90,17 @@ class Latency:
         return asdict(self)
 
 
+@dataclass(frozen=True)
+class HeartbeatRun:
+    """One heartbeat emission of a flow and the replication latency measured after it."""
+
+    flow: str
+    target: str
+    emitted: list[Emission]  # empty: emit.heartbeats.enabled=false
+    latency: Latency
+    upstream_clusters: list[str] | None = None  # of the target, from its heartbeats topics; None: not looked up
+
+
 def newest_heartbeat(records: list[Any]) -> Heartbeat | None:
     """The heartbeat with the highest timestamp among raw records; undecodable ones are skipped."""
     best: Heartbeat | None = None
@@ -96,8 +114,9 @@ def newest_heartbeat(records: list[Any]) -> Heartbeat | None:
     return best
 
 
-def replication_latency(cfg: Config, flow: FlowConfig, now_ms: int | None = None,
-                        clients: FlowClients | None = None) -> Latency:
+def replication_latency(
+    cfg: Config, flow: FlowConfig, now_ms: int | None = None, clients: FlowClients | None = None
+) -> Latency:
     """now - timestamp of the newest heartbeat that reached the target through this flow."""
     filters = FlowFilters.for_flow(flow)
     topic = filters.remote_topic(filters.policy.heartbeats_topic())
@@ -111,8 +130,11 @@ def replication_latency(cfg: Config, flow: FlowConfig, now_ms: int | None = None
         if md is not None and md.error is None:
             for p in sorted(md.partitions):
                 try:
-                    records.extend(read_partition(conn, topic, p, timeout=30, last=TAIL,
-                                                  consumer_conf=c.overrides("target", "consumer")))
+                    records.extend(
+                        read_partition(
+                            conn, topic, p, timeout=30, last=TAIL, consumer_conf=c.overrides("target", "consumer")
+                        )
+                    )
                 except TopicError:
                     continue
     best = newest_heartbeat(records)
@@ -120,4 +142,3 @@ def replication_latency(cfg: Config, flow: FlowConfig, now_ms: int | None = None
     if best is None:
         return Latency(flow.name, topic, None, None)
     return Latency(flow.name, topic, best.timestamp, max(0, now - best.timestamp), (best.source, best.target))
-

@@ -1,4 +1,4 @@
-"""Replicate DAGs: one per flow, `mirrorflow_replicate__<flow.id>`: plan -> copy -> report.
+"""Replicate DAGs: one per enabled flow, `mirrorflow_replicate__<flow.id>`: plan -> copy -> report.
 
 * `plan`: ensure the flow's state topics on the target, read progress and source offsets, cut work
   units; writes the plan file (flow name, config path, units -- never secrets) to the run directory
@@ -13,6 +13,7 @@
 All replication state lives on the target cluster; XCom only carries paths and small reports.
 `max_active_runs=1`; the schedule is the flow's `schedule` property.
 """
+
 from __future__ import annotations
 
 import json
@@ -23,55 +24,61 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
-from airflow.sdk import DAG, Asset, AssetAlias, BaseHook, task
-from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
+from airflow.sdk import DAG, Asset, AssetAlias, task
+from airflow.sdk.exceptions import AirflowFailException
 
 from mirrorflow.config import Config, FlowConfig
-from mirrorflow.replication.spark import JOB_PATH, build_pyfiles_zip, is_local_master, spark_conf, spark_env
-
-from .common import flow_dag, flow_dag_id, metric
-from .hooks import MirrorflowHook
+from mirrorflow.replication.spark import JOB_PATH, spark_conf, spark_env
+from mirrorflow_airflow.common import flow_dag, flow_dag_id, flow_dags, metric, task_config_path
+from mirrorflow_airflow.hooks import MirrorflowHook
+from mirrorflow_airflow.operators.spark_submit import SPARK_CONN_ID, MirrorflowSparkSubmitOperator
 
 log = logging.getLogger(__name__)
-SPARK_CONN_ID = "spark_default"
-
-
-def dag_id(flow: FlowConfig) -> str:
-    return flow_dag_id("replicate", flow)
 
 
 def alias_name(flow: FlowConfig) -> str:
-    return f"mirrorflow_replicate__{flow.id}"
+    """The AssetAlias through which the report task emits one Asset event per target topic."""
+    return flow_dag_id("replicate", flow)
 
 
 def asset_uri(bootstrap: str, topic: str) -> str:
     return f"kafka://{bootstrap.split(',')[0].strip()}/{topic}"
 
 
-
-
-def run_plan(flow_name: str, run_id: str, config_path: str | None = None) -> dict[str, Any]:
+def plan_task(flow_name: str, run_id: str, config_path: str | None = None) -> dict[str, Any]:
+    """Cut the run's work units and write the plan file; returns its paths and a summary."""
     from mirrorflow.clients import FlowClients
     from mirrorflow.replication.runner import prepare_plan, run_dir
 
-    cfg = MirrorflowHook(config_path).get_config()
+    cfg = MirrorflowHook(config_path).get_conn()
     flow = cfg.flow(flow_name)
     directory = run_dir(flow, re.sub(r"[^A-Za-z0-9_.-]+", "_", run_id))
     with FlowClients(cfg, flow) as clients:
         plan, path = prepare_plan(clients, directory)
-    log.info("%s: planned %d units in %d waves, %d offsets", flow.name, len(plan.units), len(plan.waves),
-             sum(u.records for u in plan.units))
-    return {"plan": str(path), "results": str(directory / "results.json"), "dir": str(directory),
-            "units": len(plan.units), "offsets": sum(u.records for u in plan.units)}
+    log.info(
+        "%s: planned %d units in %d waves, %d offsets",
+        flow.name,
+        len(plan.units),
+        len(plan.waves),
+        sum(u.records for u in plan.units),
+    )
+    return {
+        "plan": str(path),
+        "results": str(directory / "results.json"),
+        "dir": str(directory),
+        "units": len(plan.units),
+        "offsets": sum(u.records for u in plan.units),
+    }
 
 
-def run_report(flow_name: str, paths: dict[str, Any], outlet_events: Any = None,
-               config_path: str | None = None) -> dict[str, Any]:
+def report_task(
+    flow_name: str, paths: dict[str, Any], outlet_events: Any = None, config_path: str | None = None
+) -> dict[str, Any]:
+    """Report the copy's results: logs, metrics, an Asset event per target topic written."""
     from mirrorflow.clients import FlowClients
-    from mirrorflow.replication.runner import report_run
+    from mirrorflow.replication.runner import cleanup, report_run
 
-    cfg = MirrorflowHook(config_path).get_config()
+    cfg = MirrorflowHook(config_path).get_conn()
     flow = cfg.flow(flow_name)
     plan = json.loads(Path(paths["plan"]).read_text())
     rp = Path(paths["results"])
@@ -97,58 +104,51 @@ def run_report(flow_name: str, paths: dict[str, Any], outlet_events: Any = None,
     if outlet_events is not None:
         bootstrap = cfg.cluster(flow.target).bootstrap_servers
         for topic in written:
-            outlet_events[AssetAlias(alias_name(flow))].add(Asset(asset_uri(bootstrap, topic)),
-                                                            extra={"flow": flow.name})
+            outlet_events[AssetAlias(alias_name(flow))].add(
+                Asset(asset_uri(bootstrap, topic)), extra={"flow": flow.name}
+            )
     if not rep.ok:
         raise AirflowFailException(f"{flow.name}: {rep.failed_units} unit(s) failed:\n" + rep.render())
     if not os.environ.get("MIRRORFLOW_KEEP_RUNS"):
-        from mirrorflow.replication.runner import cleanup
-
         cleanup(Path(paths["dir"]))  # a failed run keeps its plan and results for inspection
-    return {"records": rep.records, "bytes": rep.bytes, "lag": rep.lag, "lost": rep.lost,
-            "duration_s": round(rep.duration_s, 3), "copy_phase_s": round(rep.copy_phase_s, 3),
-            "max_latency_ms": rep.max_latency_ms, "topics": written}
-
-
-class MirrorflowSparkSubmitOperator(SparkSubmitOperator):
-    """SparkSubmitOperator that refuses to run without its connection (no silent yarn fallback),
-    skips when the plan is empty, and ships include/mirrorflow as --py-files to non-local masters."""
-
-    def execute(self, context: Any) -> None:
-        try:
-            conn = BaseHook.get_connection(self._conn_id)
-        except Exception:  # noqa: BLE001 - the SDK raises its own not-found type
-            raise AirflowFailException(
-                f"Airflow connection {self._conn_id!r} is missing: define it, e.g. "
-                f"AIRFLOW_CONN_{self._conn_id.upper()}='{{\"conn_type\": \"spark\", \"host\": \"local[*]\"}}' "
-                "(without it the Spark provider would silently submit to yarn)") from None
-        plan = context["ti"].xcom_pull(task_ids="plan") or {}
-        if not plan.get("units"):
-            raise AirflowSkipException("nothing to copy")
-        master = conn.host or ""
-        if not is_local_master(master):
-            self.py_files = str(build_pyfiles_zip(Path(plan["dir"])))
-        super().execute(context)
+    return {
+        "records": rep.records,
+        "bytes": rep.bytes,
+        "lag": rep.lag,
+        "lost": rep.lost,
+        "duration_s": round(rep.duration_s, 3),
+        "copy_phase_s": round(rep.copy_phase_s, 3),
+        "max_latency_ms": rep.max_latency_ms,
+        "topics": written,
+    }
 
 
 def build_replicate_dag(cfg: Config, flow: FlowConfig) -> DAG:
-    name = flow.name
-    config_path = str(cfg.path) if cfg.path else None
+    name, path = flow.name, task_config_path(cfg)
     env = {k: v for k, v in spark_env().items() if k in ("PATH", "PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON")}
-    with flow_dag("replicate", flow, "copy new records exactly once (plan -> Spark copy -> report)",
-                  flow.props["schedule"] or None, doc_md=__doc__) as dag:
+    with flow_dag(
+        "replicate",
+        flow,
+        "copy new records exactly once (plan -> Spark copy -> report)",
+        flow.props["schedule"] or None,
+        doc_md=__doc__,
+    ) as dag:
+
         @task(task_id="plan")
         def plan(run_id: str | None = None) -> dict[str, Any]:
             """Read progress (target) and source offsets; cut work units; write the plan file."""
-            return run_plan(name, run_id or "manual", config_path)
+            return plan_task(name, run_id or "manual", path)
 
         planned = plan()
         copy = MirrorflowSparkSubmitOperator(
             task_id="copy",
             application=str(JOB_PATH),
-            application_args=["{{ ti.xcom_pull(task_ids='plan')['plan'] }}",
-                              "{{ ti.xcom_pull(task_ids='plan')['results'] }}"],
-            conn_id=SPARK_CONN_ID,
+            application_args=[
+                "{{ ti.xcom_pull(task_ids='plan')['plan'] }}",
+                "{{ ti.xcom_pull(task_ids='plan')['results'] }}",
+            ],
+            spark_conn_id=SPARK_CONN_ID,
+            plan_task_id="plan",
             conf=spark_conf(cfg),
             env_vars=env,
             name=f"mirrorflow-copy-{flow.id}",
@@ -158,11 +158,12 @@ def build_replicate_dag(cfg: Config, flow: FlowConfig) -> DAG:
         @task(task_id="report", trigger_rule="none_failed", outlets=[AssetAlias(alias_name(flow))])
         def report(paths: dict[str, Any], outlet_events=None) -> dict[str, Any]:
             """Records, bytes, duration, lag, latency: logs, metrics and an Asset event per target topic."""
-            return run_report(name, paths, outlet_events, config_path)
+            return report_task(name, paths, outlet_events, path)
 
         planned >> copy >> report(planned)
     return dag
 
 
-def build_replicate_dags(cfg: Config) -> dict[str, DAG]:
-    return {dag_id(f): build_replicate_dag(cfg, f) for f in cfg.flows.values() if f.enabled}
+def build_replicate_dags(cfg: Config | None = None) -> dict[str, DAG]:
+    """One replicate DAG per enabled flow, keyed by dag_id."""
+    return flow_dags(cfg, build_replicate_dag)

@@ -1,4 +1,5 @@
 """MirrorflowHook: the mirrorflow configuration and the Kafka connections, as Airflow tasks see them."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -41,8 +42,6 @@ class MirrorflowHook(BaseHook):
     def get_conn(self) -> config_mod.Config:
         """The loaded, validated config (a ConfigError names every problem with its key)."""
         return config_mod.load(self.mirrorflow_config)
-
-    get_config = get_conn
 
     def test_connection(self) -> tuple[bool, str]:
         """Load the config and reach every cluster it names, as Airflow's connection test does."""

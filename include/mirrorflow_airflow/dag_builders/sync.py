@@ -12,6 +12,7 @@ with `refresh.topics.enabled: false` the DAG runs only when triggered. Trigger i
 `{"dry_run": true}` to see the plan without changing anything. Tasks call the core
 (`mirrorflow.metadata.sync.sync_flow`), log the full report and push only its small summary to XCom.
 """
+
 from __future__ import annotations
 
 import logging
@@ -23,20 +24,15 @@ from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 
 from mirrorflow.config import Config, FlowConfig
 from mirrorflow.errors import ConfigError, MirrorflowError
-
-from .common import flow_dag, flow_dag_id
-from .hooks import MirrorflowHook
+from mirrorflow_airflow.common import flow_dag, flow_dags, task_config_path
+from mirrorflow_airflow.hooks import MirrorflowHook
 
 log = logging.getLogger(__name__)
 TASKS = {"topics": "topics_and_partitions", "configs": "configs", "acls": "acls"}
 
 
-def dag_id(flow: FlowConfig) -> str:
-    return flow_dag_id("sync", flow)
-
-
-def run_sync(flow_name: str, concern: str, config_path: str | None = None, dry_run: bool = False) -> dict[str, Any]:
-    """One concern of one flow's sync, for an Airflow task: returns the report's small summary.
+def sync_task(flow_name: str, concern: str, config_path: str | None = None, dry_run: bool = False) -> dict[str, Any]:
+    """Sync one concern of one flow: returns the report's small summary.
 
     A bad config fails the task at once (retrying cannot fix it); a failed change or an
     unreachable cluster fails it with retries, after the other changes were applied.
@@ -44,7 +40,7 @@ def run_sync(flow_name: str, concern: str, config_path: str | None = None, dry_r
     from mirrorflow.metadata.sync import sync_flow
 
     try:
-        cfg = MirrorflowHook(config_path).get_config()
+        cfg = MirrorflowHook(config_path).get_conn()
         report = sync_flow(cfg, flow_name, [concern], dry_run=dry_run)
     except ConfigError as exc:
         raise AirflowFailException(str(exc)) from None
@@ -52,42 +48,49 @@ def run_sync(flow_name: str, concern: str, config_path: str | None = None, dry_r
     if report.skipped and all(s.resource == "*" for s in report.skipped) and not report.changes:
         raise AirflowSkipException("; ".join(s.reason for s in report.skipped))
     if not report.ok:
-        raise MirrorflowError(f"{flow_name}: {concern} sync: " + "; ".join(
-            f"{c.kind} {c.resource} failed: {c.error}" for c in report.failed))
+        raise MirrorflowError(
+            f"{flow_name}: {concern} sync: "
+            + "; ".join(f"{c.kind} {c.resource} failed: {c.error}" for c in report.failed)
+        )
     return report.summary()
 
 
-def build_sync_dag(flow: FlowConfig, config_path: str | None = None) -> DAG:
-    name = flow.name
+def build_sync_dag(cfg: Config, flow: FlowConfig) -> DAG:
+    name, path = flow.name, task_config_path(cfg)
     interval = timedelta(seconds=int(flow.props["refresh.topics.interval.seconds"]))
-    with flow_dag("sync", flow, "remote topics, partitions, topic configs and topic ACLs",
-                  interval if flow.props["refresh.topics.enabled"] else None,
-                  params={"dry_run": Param(False, type="boolean", title="Dry run",
-                                           description="Plan and report only; change nothing on the target")},
-                  doc_md=__doc__) as dag:
+    with flow_dag(
+        "sync",
+        flow,
+        "remote topics, partitions, topic configs and topic ACLs",
+        interval if flow.props["refresh.topics.enabled"] else None,
+        params={
+            "dry_run": Param(
+                False, type="boolean", title="Dry run", description="Plan and report only; change nothing on the target"
+            )
+        },
+        doc_md=__doc__,
+    ) as dag:
+
         @task(task_id=TASKS["topics"])
         def topics_and_partitions(params: dict | None = None) -> dict[str, Any]:
             """Create missing remote topics and add partitions; report orphans and larger targets."""
-            return run_sync(name, "topics", config_path, bool((params or {}).get("dry_run")))
+            return sync_task(name, "topics", path, bool((params or {}).get("dry_run")))
 
         # a disabled (skipped) concern must not skip the next one
         @task(task_id=TASKS["configs"], trigger_rule="none_failed")
         def configs(params: dict | None = None) -> dict[str, Any]:
             """Sync topic configs incrementally (excluded properties are never touched)."""
-            return run_sync(name, "configs", config_path, bool((params or {}).get("dry_run")))
+            return sync_task(name, "configs", path, bool((params or {}).get("dry_run")))
 
         @task(task_id=TASKS["acls"], trigger_rule="none_failed")
         def acls(params: dict | None = None) -> dict[str, Any]:
             """Add the source's literal topic ACLs to the remote topics (never deletes)."""
-            return run_sync(name, "acls", config_path, bool((params or {}).get("dry_run")))
+            return sync_task(name, "acls", path, bool((params or {}).get("dry_run")))
 
         topics_and_partitions() >> configs() >> acls()
     return dag
 
 
 def build_sync_dags(cfg: Config | None = None) -> dict[str, DAG]:
-    """One sync DAG per enabled flow, keyed by dag_id. Raises ConfigError for a bad config, so
-    the DagBag shows it as this file's import error, naming the file and key."""
-    cfg = cfg if cfg is not None else MirrorflowHook().get_config()
-    path = str(cfg.path) if cfg.path else None
-    return {dag_id(f): build_sync_dag(f, path) for f in cfg.flows.values() if f.enabled}
+    """One sync DAG per enabled flow, keyed by dag_id."""
+    return flow_dags(cfg, build_sync_dag)

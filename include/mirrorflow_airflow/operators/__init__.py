@@ -1,0 +1,1 @@
+"""Operators: thin wrappers over the stock ones, adding only the checks mirrorflow needs."""
