@@ -4,6 +4,7 @@ Every error a user can cause or meet names what is wrong and where (config key, 
 topic, partition, offset). Callers catch `MirrorflowError`; the CLI turns it into one line on
 stderr and a non-zero exit. Messages never contain secret values.
 """
+
 from __future__ import annotations
 
 

@@ -8,7 +8,7 @@ from confluent_kafka import ConsumerGroupState
 
 from mirrorflow import config as config_mod
 from mirrorflow.groups.checkpoint import (CheckpointStore, CommittedOffset, TranslatedOffset, plan_checkpoints,
-                                   rename_topic, translate_offsets)
+                                   rename_topic, translate_committed)
 from mirrorflow.mm2.filters import FlowFilters
 from mirrorflow.groups.offset_sync import (ACTIVE, EMPTY, MISSING, UNKNOWN, TargetGroup, classify_state, plan_group_sync)
 from mirrorflow.groups.heartbeat import heartbeats_planned, newest_heartbeat
@@ -51,7 +51,7 @@ def pmap(topic: str = "orders", partition: int = 0) -> PartitionMap:
     (13, 108, "ahead", 3),   # beyond what was copied: 3 records not replicated yet
 ])
 def test_translation_is_exact_across_gaps(g, target, status, missing):
-    [row] = translate_offsets(FILTERS, [CommittedOffset("g", "orders", 0, g)], {("orders", 0): pmap()})
+    [row] = translate_committed(FILTERS, [CommittedOffset("g", "orders", 0, g)], {("orders", 0): pmap()})
     assert (row.target_topic, row.target_offset, row.status, row.missing) == ("A.orders", target, status, missing)
     cp = row.checkpoint()
     assert cp == Checkpoint("g", "A.orders", 0, g, target, "")
@@ -59,13 +59,13 @@ def test_translation_is_exact_across_gaps(g, target, status, missing):
 
 def test_translation_before_the_copied_range_counts_never_replicated_records():
     late = PartitionMap([MapEntry("orders", 0, 50, 60, (Run(50, 0, 10),), 10, lost=50)])
-    [row] = translate_offsets(FILTERS, [CommittedOffset("g", "orders", 0, 20, "meta")], {("orders", 0): late})
+    [row] = translate_committed(FILTERS, [CommittedOffset("g", "orders", 0, 20, "meta")], {("orders", 0): late})
     assert (row.target_offset, row.status, row.missing) == (0, "before", 30)
     assert row.checkpoint() == Checkpoint("g", "A.orders", 0, 20, 0, "meta")
 
 
 def test_no_checkpoint_without_copied_data_or_for_filtered_topics():
-    rows = translate_offsets(FILTERS, [CommittedOffset("g", "orders", 1, 5), CommittedOffset("g", "other", 0, 5),
+    rows = translate_committed(FILTERS, [CommittedOffset("g", "orders", 1, 5), CommittedOffset("g", "other", 0, 5),
                                        CommittedOffset("g", "orders", 0, -1001)], {})
     assert [(r.source_topic, r.partition, r.status, r.target_offset) for r in rows] == [
         ("orders", 1, "none", None), ("other", 0, "not-replicated", None)]
@@ -84,7 +84,7 @@ def test_rename_topic_like_mm2():
 def test_cycles_are_not_checkpointed_in_active_active():
     ba = FlowFilters.for_flow(cfg_of({"A->B": {}, "B->A": {}}).flow("B->A"))
     # a group on B reading the replica A.orders: flow B->A must not checkpoint it back to A
-    rows = translate_offsets(ba, [CommittedOffset("g", "A.orders", 0, 5)], {("A.orders", 0): pmap("A.orders")})
+    rows = translate_committed(ba, [CommittedOffset("g", "A.orders", 0, 5)], {("A.orders", 0): pmap("A.orders")})
     assert rows[0].status == "not-replicated" and rows[0].checkpoint() is None
     # and B's A.heartbeats is not replicated back to A as B.A.heartbeats, while B's own heartbeats is
     assert not ba.should_replicate_topic("A.heartbeats")
@@ -201,7 +201,7 @@ def test_offsets_from_checkpoints_keeps_the_last_per_partition_of_the_group():
 
 # -- rendering --------------------------------------------------------------------------------------
 def test_translation_table_rendering():
-    rows = translate_offsets(FILTERS, [CommittedOffset("g", "orders", 0, 4), CommittedOffset("g", "orders", 1, 13)],
+    rows = translate_committed(FILTERS, [CommittedOffset("g", "orders", 0, 4), CommittedOffset("g", "orders", 1, 13)],
                              {("orders", 0): pmap(), ("orders", 1): pmap(partition=1)})
     text = translation_table(rows)
     assert text.splitlines() == [

@@ -44,9 +44,11 @@ def test_a_full_config_parses_with_mm2_defaults_and_overrides():
     assert ab.parallelism == 8 and ab.exactly_once is True
     assert ab["sync.group.offsets.enabled"] is True and ba.enabled is False
     assert ab["refresh.topics.interval.seconds"] == 600 and ab["use.defaults.from"] == "target"
-    assert ab.client_overrides("producer") == {"compression.type": "zstd"}
-    assert ab.client_overrides("consumer") == {"fetch.max.bytes": "1048576"}  # not poll.timeout.ms
-    assert ab.client_overrides("admin") == {}  # admin.timeout.ms is a flow property
+    assert ab.client_overrides("target", "producer") == {"compression.type": "zstd"}
+    assert ab.client_overrides("source", "consumer") == {"fetch.max.bytes": "1048576"}  # not poll.timeout.ms
+    assert ab.client_overrides("source", "admin") == {}  # admin.timeout.ms is a flow property
+    # MM2's scope: consumer.* is the source's reader, producer.* the target's writer
+    assert ab.client_overrides("target", "consumer") == {} and ab.client_overrides("source", "producer") == {}
     assert ab["admin.timeout.ms"] == 30000
     assert cfg.clusters["K"].airflow_conn_id == "kafka_k"
     assert cfg.spark.master == "local[2]" and cfg.spark.conf == {"spark.executor.memory": "1g"}
@@ -220,3 +222,38 @@ def test_config_validate_cli_reports_every_problem(tmp_path):
 def test_the_embedded_default_config_is_valid():
     cfg = load(config_mod.default_config_path())
     assert "A->B" in cfg.flows
+
+
+@pytest.mark.parametrize("flow_props, key, message", [
+    ({"topics": ["orders", "(?i)x"]}, "flows.A->B.topics",
+     "the patterns cannot be combined into one regex: global flags not at the start of the expression at position 7 "
+     "('(?i)x': an inline flag applies only at the start of the whole list)"),
+    ({"transaction.max.records": 0}, "flows.A->B.transaction.max.records", "expected a positive integer, got 0"),
+    ({"unit.max.bytes": -5}, "flows.A->B.unit.max.bytes", "expected a positive integer, got -5"),
+])
+def test_values_that_would_fail_at_run_time_fail_validation(flow_props, key, message):
+    with pytest.raises(ConfigError) as exc:
+        parse({"clusters": {"A": {"bootstrap.servers": "a:1"}, "B": {"bootstrap.servers": "b:1"}},
+               "flows": {"A->B": flow_props}})
+    assert exc.value.problems == [(key, message)]
+
+
+def test_a_case_insensitive_list_is_fine_when_the_flag_leads_the_whole_list():
+    cfg = parse({"clusters": {"A": {"bootstrap.servers": "a:1"}, "B": {"bootstrap.servers": "b:1"}},
+                 "flows": {"A->B": {"topics": ["(?i)orders", "payments"]}}})
+    assert cfg.flow("A->B")["topics"] == ["(?i)orders", "payments"]
+
+
+def test_spark_conf_must_be_a_mapping():
+    with pytest.raises(ConfigError) as exc:
+        parse({"clusters": {"A": {"bootstrap.servers": "a:1"}}, "spark": {"conf": "x", "mastr": "local"}})
+    assert sorted(exc.value.problems) == [("spark.conf", "must be a mapping of Spark settings, got str"),
+                                          ("spark.mastr", "unknown key (did you mean 'master'?)")]
+
+
+def test_flow_ids_that_collide_are_refused():
+    clusters = {a: {"bootstrap.servers": f"{a.lower()}:1"} for a in ("A-B", "C", "A", "B-C")}
+    with pytest.raises(ConfigError) as exc:
+        parse({"clusters": clusters, "flows": {"A-B->C": {}, "A->B-C": {}}})
+    assert exc.value.problems == [("flows.A->B-C", "flows A-B->C and A->B-C would share the id 'A-B-C' (state topics, "
+                                                   "transactional ids, DAG ids): rename a cluster alias")]

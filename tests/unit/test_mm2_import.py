@@ -88,7 +88,7 @@ def test_imported_yaml_loads_as_the_same_configuration_and_never_holds_the_passw
     assert flow["topics"] == ["orders.*", "payments"] and flow["topics.exclude"] == [r".*\.tmp"]
     assert flow.replication_factor == 3 and flow.parallelism == 8 and flow["sync.topic.acls.enabled"] is False
     assert flow["replication.policy.separator"] == "_" and flow["emit.checkpoints.interval.seconds"] == 30
-    assert flow.client_overrides("producer") == {"compression.type": "zstd"}
+    assert flow.client_overrides("target", "producer") == {"compression.type": "zstd"}
     assert cfg.flow("backup->primary").enabled is False
     monkeypatch.setenv("MM2_PRIMARY_SASL_PASSWORD", "s3cr3t!")
     assert cfg.clusters["primary"].client_config()["sasl.password"] == "s3cr3t!"

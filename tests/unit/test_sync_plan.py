@@ -124,6 +124,14 @@ def test_acl_rules():
     assert target_acl(acl("orders", "READ"), ident) == (acl("orders", "READ"), None)
 
 
+def test_the_wildcard_topic_acl_is_not_synced_as_a_wildcard():
+    why = "the wildcard topic ACL (*) is not synced: on the target it would apply to every topic"
+    assert target_acl(acl("*", "READ"), filters()) == (acl("A.*", "READ"), None)  # a literal name, as in MM2
+    identity = filters(**{"replication.policy.class": "IdentityReplicationPolicy"})
+    assert target_acl(acl("orders", "READ"), identity) == (acl("orders", "READ"), None)  # names kept
+    assert target_acl(acl("*", "READ"), identity) == (None, why)  # would grant on every topic of B
+
+
 def test_plan_acls_adds_only_what_the_target_lacks_once():
     report = SyncReport("A->B", True, ["acls"])
     planned = plan_acls([acl("orders", "ALL"), acl("orders", "READ"), acl("orders", "DESCRIBE")],

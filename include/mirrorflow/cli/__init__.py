@@ -8,6 +8,7 @@ tasks use too.
 
 May import: everything in `mirrorflow`.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -24,7 +25,9 @@ def build_parser() -> argparse.ArgumentParser:
     for mod in COMMAND_MODULES:
         importlib.import_module(f"mirrorflow.cli.{mod}")
     parser = argparse.ArgumentParser(prog="mirrorflow", description=__doc__.splitlines()[0])
-    parser.add_argument("--config", help="config file (default: $MIRRORFLOW_CONFIG, else include/config/mirrorflow.yaml)")
+    parser.add_argument(
+        "--config", help="config file (default: $MIRRORFLOW_CONFIG, else include/config/mirrorflow.yaml)"
+    )
     sub = parser.add_subparsers(dest="cmd", required=True)
     for name, help_, add_args, fn in COMMANDS:
         p = sub.add_parser(name, help=help_)

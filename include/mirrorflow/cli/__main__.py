@@ -1,4 +1,5 @@
 """`python -m mirrorflow.cli`."""
+
 import sys
 
 from mirrorflow.cli import main

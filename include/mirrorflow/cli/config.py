@@ -1,4 +1,5 @@
 """`mirrorflow config validate|import`: check a config file, or convert an MM2 / Strimzi one."""
+
 from __future__ import annotations
 
 import argparse
@@ -19,7 +20,9 @@ def _config_args(p: argparse.ArgumentParser) -> None:
 def _config(args: argparse.Namespace) -> int:
     if args.config_cmd == "validate":
         cfg = load_config(args)
-        print(f"{cfg.path}: OK ({len(cfg.clusters)} clusters, {len(cfg.flows)} flows: {', '.join(cfg.flows) or 'none'})")
+        print(
+            f"{cfg.path}: OK ({len(cfg.clusters)} clusters, {len(cfg.flows)} flows: {', '.join(cfg.flows) or 'none'})"
+        )
         return 0
     from mirrorflow.config import mm2_import
 

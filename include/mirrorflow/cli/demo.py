@@ -4,6 +4,7 @@ Creates `orders` (3 partitions) and `payments` (compacted) on the source, writes
 keys, headers, timestamps and a tombstone, and lets the consumer group `billing` read and commit
 part of `orders`, so a replicate + checkpoint run has something to show.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -34,9 +35,12 @@ def demo(args: argparse.Namespace) -> int:
     conn = cluster_connection(src)
     admin = conn.admin()
     existing = admin.list_topics(timeout=10).topics
-    new = [t for t in (NewTopic(ORDERS, 3, 1), NewTopic(PAYMENTS, 1, 1, config={"cleanup.policy": "compact"}))
-           if t.topic not in existing]
-    for fut in (admin.create_topics(new).values() if new else []):
+    new = [
+        t
+        for t in (NewTopic(ORDERS, 3, 1), NewTopic(PAYMENTS, 1, 1, config={"cleanup.policy": "compact"}))
+        if t.topic not in existing
+    ]
+    for fut in admin.create_topics(new).values() if new else []:
         fut.result(30)
     p = conn.producer({"linger.ms": 20})
     now = int(time.time() * 1000)
@@ -47,12 +51,22 @@ def demo(args: argparse.Namespace) -> int:
             failed.append(str(err))
 
     for i in range(args.records):
-        p.produce(ORDERS, key=f"customer-{i % 50}".encode(), value=f'{{"order": {i}, "amount": {i % 97}}}'.encode(),
-                  partition=i % 3, headers=[("source", b"demo"), ("seq", str(i).encode())],
-                  timestamp=now - (args.records - i) * 1000, on_delivery=on_delivery)
+        p.produce(
+            ORDERS,
+            key=f"customer-{i % 50}".encode(),
+            value=f'{{"order": {i}, "amount": {i % 97}}}'.encode(),
+            partition=i % 3,
+            headers=[("source", b"demo"), ("seq", str(i).encode())],
+            timestamp=now - (args.records - i) * 1000,
+            on_delivery=on_delivery,
+        )
         if i % 10 == 0:
-            p.produce(PAYMENTS, key=f"customer-{i % 50}".encode(),
-                      value=None if i % 70 == 0 else f'{{"paid": {i}}}'.encode(), on_delivery=on_delivery)
+            p.produce(
+                PAYMENTS,
+                key=f"customer-{i % 50}".encode(),
+                value=None if i % 70 == 0 else f'{{"paid": {i}}}'.encode(),
+                on_delivery=on_delivery,
+            )
         p.poll(0)
     p.flush(60)
     if failed:
@@ -71,7 +85,11 @@ def demo(args: argparse.Namespace) -> int:
     committed = [TopicPartition(ORDERS, p_, min(pos, per_partition)) for p_, pos in positions.items()]
     c.commit(offsets=committed, asynchronous=False)
     c.close()
-    print(f"seeded {flow.source} ({src.bootstrap_servers}): {args.records} records in {ORDERS!r} (3 partitions), "
-          f"{args.records // 10} in {PAYMENTS!r} (compacted, with tombstones)")
-    print(f"consumer group {GROUP!r} committed: " + ", ".join(f"{ORDERS}-{tp.partition}@{tp.offset}" for tp in committed))
+    print(
+        f"seeded {flow.source} ({src.bootstrap_servers}): {args.records} records in {ORDERS!r} (3 partitions), "
+        f"{args.records // 10} in {PAYMENTS!r} (compacted, with tombstones)"
+    )
+    print(
+        f"consumer group {GROUP!r} committed: " + ", ".join(f"{ORDERS}-{tp.partition}@{tp.offset}" for tp in committed)
+    )
     return 0

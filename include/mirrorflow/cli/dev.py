@@ -1,4 +1,5 @@
 """`mirrorflow dev up|status|down`: local development clusters (real Apache Kafka, KRaft)."""
+
 from __future__ import annotations
 
 import argparse
@@ -20,7 +21,7 @@ def _dev_args(p: argparse.ArgumentParser) -> None:
 def dev_ports(cfg: config_mod.Config | None) -> dict[str, int]:
     """Local clusters take the port their config entry names (127.0.0.1:PORT), so they match it."""
     ports: dict[str, int] = {}
-    for alias, cl in (cfg.clusters.items() if cfg else []):
+    for alias, cl in cfg.clusters.items() if cfg else []:
         host, _, port = cl.bootstrap_servers.split(",")[0].rpartition(":")
         if host in ("127.0.0.1", "localhost") and port.isdigit():
             ports[alias] = int(port)
@@ -33,7 +34,11 @@ def _dev(args: argparse.Namespace) -> int:
 
     dev = DevClusters()
     if args.dev_cmd == "up":
-        cfg = config_mod.load(args.config) if args.clusters is None or config_mod.config_path(args.config).exists() else None
+        cfg = (
+            config_mod.load(args.config)
+            if args.clusters is None or config_mod.config_path(args.config).exists()
+            else None
+        )
         aliases = split_list(args.clusters) or (list(cfg.clusters) if cfg else ["A", "B"])
         clusters = dev.up(aliases, sasl=split_list(args.sasl), ports=dev_ports(cfg))
         for c in clusters.values():

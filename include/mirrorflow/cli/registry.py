@@ -1,9 +1,11 @@
 """The command registry: each `cli/<command>.py` module registers its commands with `@command`."""
+
 from __future__ import annotations
 
 import argparse
 import json
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from mirrorflow import config as config_mod
 
@@ -16,6 +18,7 @@ def command(name: str, help: str, args: Callable[[argparse.ArgumentParser], None
     def deco(fn: Handler) -> Handler:
         COMMANDS.append((name, help, args, fn))
         return fn
+
     return deco
 
 

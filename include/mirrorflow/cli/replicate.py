@@ -1,4 +1,5 @@
 """`mirrorflow replicate --flow A->B --once [--json]`: plan -> copy -> report without Airflow."""
+
 from __future__ import annotations
 
 import argparse
@@ -11,9 +12,13 @@ def _args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--flow", required=True, help="the flow, e.g. A->B")
     p.add_argument("--once", action="store_true", help="one run (the only mode: schedules belong to Airflow)")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
-    p.add_argument("--mode", choices=["submit", "inprocess", "direct"], default="submit",
-                   help="submit: spark-submit (default); inprocess: a SparkSession in this process; "
-                        "direct: no Spark, units in threads (debugging)")
+    p.add_argument(
+        "--mode",
+        choices=["submit", "inprocess", "direct"],
+        default="submit",
+        help="submit: spark-submit (default); inprocess: a SparkSession in this process; "
+        "direct: no Spark, units in threads (debugging)",
+    )
     p.add_argument("--master", help="Spark master (default: spark.master of the config, else local[*])")
 
 

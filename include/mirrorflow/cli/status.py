@@ -1,4 +1,5 @@
 """`mirrorflow status [--flow A->B] [--json]`: each flow's progress and lag, from the target."""
+
 from __future__ import annotations
 
 import argparse

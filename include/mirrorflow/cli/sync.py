@@ -1,11 +1,12 @@
 """`mirrorflow sync --flow A->B [--dry-run] [--json] [--only topics,configs,acls]`."""
+
 from __future__ import annotations
 
 import argparse
 
 from mirrorflow.cli.registry import command, load_config, print_json
-from mirrorflow.metadata.sync import sync_flow
 from mirrorflow.metadata.report import CONCERNS
+from mirrorflow.metadata.sync import sync_flow
 
 
 def _args(p: argparse.ArgumentParser) -> None:

@@ -9,10 +9,12 @@ tracked and closed by `close()` (use it as a context manager). Nothing else buil
 
 May import: `mirrorflow.errors`, `config`, `mm2`, `kafka`.
 """
+
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from typing import Any, Iterator, Literal, Mapping
+from typing import Any, Literal
 
 from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient
@@ -52,7 +54,7 @@ class FlowClients:
         self._owned: list[Consumer | Producer] = []
 
     # -- lifecycle --------------------------------------------------------------------------------
-    def __enter__(self) -> "FlowClients":
+    def __enter__(self) -> FlowClients:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -98,28 +100,32 @@ class FlowClients:
 
     def overrides(self, side: Side, kind: ClientKind) -> dict[str, str]:
         """The flow's client overrides for this cluster and client kind (`consumer.*` etc.)."""
-        return self.flow.client_overrides(kind)
+        return self.flow.client_overrides(side, kind)
 
-    def _conf(self, side: Side, kind: ClientKind, defaults: Mapping[str, Any] | None,
-              required: Mapping[str, Any] | None) -> dict[str, Any]:
+    def _conf(
+        self, side: Side, kind: ClientKind, defaults: Mapping[str, Any] | None, required: Mapping[str, Any] | None
+    ) -> dict[str, Any]:
         # defaults < the user's overrides < what the step needs to be correct
         return {**(defaults or {}), **self.overrides(side, kind), **(required or {})}
 
     def admin(self, side: Side, check: bool = True) -> AdminClient:
         """The cluster's AdminClient (one per cluster and run); `check` proves it answers first."""
         if side not in self._admins:
-            self._admins[side] = self.connection(side).admin(self.overrides(side, "admin"),
-                                                             check_timeout=10.0 if check else None)
+            self._admins[side] = self.connection(side).admin(
+                self.overrides(side, "admin"), check_timeout=10.0 if check else None
+            )
         return self._admins[side]
 
-    def consumer(self, side: Side, defaults: Mapping[str, Any] | None = None,
-                 required: Mapping[str, Any] | None = None) -> Consumer:
+    def consumer(
+        self, side: Side, defaults: Mapping[str, Any] | None = None, required: Mapping[str, Any] | None = None
+    ) -> Consumer:
         c = self.connection(side).consumer(self._conf(side, "consumer", defaults, required))
         self._owned.append(c)
         return c
 
-    def producer(self, side: Side, defaults: Mapping[str, Any] | None = None,
-                 required: Mapping[str, Any] | None = None) -> Producer:
+    def producer(
+        self, side: Side, defaults: Mapping[str, Any] | None = None, required: Mapping[str, Any] | None = None
+    ) -> Producer:
         p = self.connection(side).producer(self._conf(side, "producer", defaults, required))
         self._owned.append(p)
         return p

@@ -11,15 +11,32 @@ Property names are MirrorMaker 2's wherever one exists (`topics`, `groups.exclud
 `replication.policy.separator`, `sync.group.offsets.enabled`, `tasks.max`, ...); mirrorflow's own
 additions are listed in FLOW_PROPERTIES with `mm2=False`.
 
-Owns: the model (`model`), the property table (`properties`), loading and validation
+Owns: the model (`model`), the property table (`properties`), client overrides and their scope
+(`overrides`), loading and validation
 (`loading`), secrets (`secrets`), and the mm2.properties / Strimzi import (`mm2_import`).
 May import: `mirrorflow.errors`, and `mirrorflow.mm2.policy` (to validate a policy's name).
 """
+
 from mirrorflow.config.loading import config_path, default_config_path, librdkafka_problem, load, parse, project_dir
 from mirrorflow.config.model import FLOW_NAME_RE, ClusterConfig, Config, FlowConfig, SparkConfig
-from mirrorflow.config.properties import CLIENT_PREFIXES, FLOW_PROPERTIES, Prop, did_you_mean
+from mirrorflow.config.properties import FLOW_PROPERTIES, Prop, did_you_mean
 from mirrorflow.config.secrets import SECRET_KEY_RE, redact
 
-__all__ = ["CLIENT_PREFIXES", "FLOW_NAME_RE", "FLOW_PROPERTIES", "SECRET_KEY_RE", "ClusterConfig", "Config",
-           "FlowConfig", "Prop", "SparkConfig", "config_path", "default_config_path", "did_you_mean",
-           "librdkafka_problem", "load", "parse", "project_dir", "redact"]
+__all__ = [
+    "FLOW_NAME_RE",
+    "FLOW_PROPERTIES",
+    "SECRET_KEY_RE",
+    "ClusterConfig",
+    "Config",
+    "FlowConfig",
+    "Prop",
+    "SparkConfig",
+    "config_path",
+    "default_config_path",
+    "did_you_mean",
+    "librdkafka_problem",
+    "load",
+    "parse",
+    "project_dir",
+    "redact",
+]

@@ -1,4 +1,5 @@
 """Reading and validating the config file: every problem is reported at once, with its key."""
+
 from __future__ import annotations
 
 import functools
@@ -10,8 +11,11 @@ from typing import Any
 import yaml
 
 from mirrorflow.config.model import FLOW_NAME_RE, ClusterConfig, Config, FlowConfig, SparkConfig
-from mirrorflow.config.properties import CLIENT_PREFIXES, FLOW_PROPERTIES, did_you_mean
+from mirrorflow.config.overrides import PREFIXES as CLIENT_PREFIXES
+from mirrorflow.config.overrides import problem as override_problem
+from mirrorflow.config.properties import FLOW_PROPERTIES, did_you_mean
 from mirrorflow.errors import ConfigError
+from mirrorflow.mm2.filters import compile_list
 
 
 def project_dir() -> Path:
@@ -63,12 +67,16 @@ def parse(raw: Any, source: str | None = None, path: Path | None = None) -> Conf
         raise ConfigError("the top level must be a mapping with clusters and flows", source=source)
     for key in raw:
         if key not in ("clusters", "defaults", "flows", "spark"):
-            problems.append((str(key), "unknown top-level key" + did_you_mean(str(key), ["clusters", "defaults", "flows", "spark"])))
+            problems.append(
+                (str(key), "unknown top-level key" + did_you_mean(str(key), ["clusters", "defaults", "flows", "spark"]))
+            )
 
-    for section in ("clusters", "defaults", "flows", "spark"):
-        if raw.get(section) is not None and not isinstance(raw[section], dict):
-            problems.append((section, f"must be a mapping, got {type(raw[section]).__name__}"))
-    section = lambda name: raw[name] if isinstance(raw.get(name), dict) else {}  # noqa: E731
+    for name in ("clusters", "defaults", "flows", "spark"):
+        if raw.get(name) is not None and not isinstance(raw[name], dict):
+            problems.append((name, f"must be a mapping, got {type(raw[name]).__name__}"))
+
+    def section(name: str) -> dict[str, Any]:
+        return raw[name] if isinstance(raw.get(name), dict) else {}
 
     clusters: dict[str, ClusterConfig] = {}
     for alias, body in section("clusters").items():
@@ -112,8 +120,17 @@ def parse(raw: Any, source: str | None = None, path: Path | None = None) -> Conf
         flows[f"{src}->{tgt}"] = FlowConfig(src, tgt, props)
 
     spark_raw = section("spark")
-    spark = SparkConfig(master=str(spark_raw.get("master", "local[*]")),
-                        conf={str(k): str(v) for k, v in (spark_raw.get("conf") or {}).items()})
+    for key in spark_raw:
+        if key not in ("master", "conf"):
+            problems.append((f"spark.{key}", "unknown key" + did_you_mean(str(key), ["master", "conf"])))
+    spark_conf = spark_raw.get("conf") or {}
+    if not isinstance(spark_conf, dict):
+        problems.append(("spark.conf", f"must be a mapping of Spark settings, got {type(spark_conf).__name__}"))
+        spark_conf = {}
+    spark = SparkConfig(
+        master=str(spark_raw.get("master", "local[*]")),
+        conf={str(k): str(v) for k, v in spark_conf.items()},
+    )
     cfg = Config(path=path, clusters=clusters, flows=flows, spark=spark)
     problems += _cross_checks(cfg)
     if problems:
@@ -121,14 +138,17 @@ def parse(raw: Any, source: str | None = None, path: Path | None = None) -> Conf
     return cfg
 
 
-def _flow_props(body: dict[str, Any], where: str, defaults: dict[str, Any]) -> tuple[dict[str, Any], list[tuple[str, str]]]:
+def _flow_props(
+    body: dict[str, Any], where: str, defaults: dict[str, Any]
+) -> tuple[dict[str, Any], list[tuple[str, str]]]:
     """Effective properties of a flow: MM2 defaults, then `defaults`, then the flow's own `body`.
 
     Problems in `defaults` are reported once, under `defaults.KEY`, not again for every flow.
     """
     problems: list[tuple[str, str]] = []
-    props: dict[str, Any] = {k: (list(p.default) if isinstance(p.default, list) else p.default)
-                             for k, p in FLOW_PROPERTIES.items()}
+    props: dict[str, Any] = {
+        k: (list(p.default) if isinstance(p.default, list) else p.default) for k, p in FLOW_PROPERTIES.items()
+    }
     own = body if where != "defaults" else {}
     for key, value in {**defaults, **own}.items():
         key = str(key)
@@ -141,43 +161,80 @@ def _flow_props(body: dict[str, Any], where: str, defaults: dict[str, Any]) -> t
                 if report:
                     problems.append((f"{origin}.{key}", str(exc)))
                 continue
-            if key in ("topics", "topics.exclude", "groups", "groups.exclude", "config.properties.exclude"):
-                for pattern in props[key]:
-                    try:
-                        re.compile(pattern)
-                    except re.error as exc:
-                        if report:
-                            problems.append((f"{origin}.{key}", f"invalid regex {pattern!r}: {exc}"))
+            if key in REGEX_LISTS and report:
+                problems += [(f"{origin}.{key}", p) for p in _regex_list_problems(props[key])]
         elif key.startswith(CLIENT_PREFIXES):
+            why = override_problem(key)
+            if why and report:
+                problems.append((f"{origin}.{key}", why))
             props[key] = value
         elif report:
             problems.append((f"{origin}.{key}", "unknown property" + did_you_mean(key, FLOW_PROPERTIES)))
     return props, problems
 
 
+REGEX_LISTS = ("topics", "topics.exclude", "groups", "groups.exclude", "config.properties.exclude")
+
+
+def _regex_list_problems(patterns: list[str]) -> list[str]:
+    """Each pattern compiled alone, then the list joined with `|` as MM2's filters use it: a flag
+    like `(?i)` is fine alone but invalid inside the joined pattern, so it fails here, not at run time."""
+    problems = []
+    for pattern in patterns:
+        try:
+            re.compile(pattern)
+        except re.error as exc:
+            problems.append(f"invalid regex {pattern!r}: {exc}")
+    if not problems and len(patterns) > 1:
+        try:
+            compile_list(patterns)
+        except re.error as exc:
+            bad = next((p for p in patterns if p.startswith("(?") and re.match(r"\(\?[aiLmsux]+\)", p)), None)
+            where = f" ({bad!r}: an inline flag applies only at the start of the whole list)" if bad else ""
+            problems.append(f"the patterns cannot be combined into one regex: {exc}{where}")
+    return problems
+
+
 def _cross_checks(cfg: Config) -> list[tuple[str, str]]:
-    """Checks that need the whole file: identity-policy flows on a cycle of enabled flows.
+    """Checks that need the whole file: flow ids that collide; identity-policy flows on a cycle.
 
     IdentityReplicationPolicy keeps topic names, so a record that went A->B comes back B->A
     (and again, forever): MM2 can only tell a cycle from a prefixed name. One identity flow on a
     cycle is enough to loop, whatever the policy of the others.
     """
     problems: list[tuple[str, str]] = []
+    by_id: dict[str, str] = {}
+    for f in cfg.flows.values():  # the id names state topics, transactional ids and DAGs
+        if f.id in by_id:
+            problems.append(
+                (
+                    f"flows.{f.name}",
+                    f"flows {by_id[f.id]} and {f.name} would share the id {f.id!r} (state "
+                    "topics, transactional ids, DAG ids): rename a cluster alias",
+                )
+            )
+        by_id.setdefault(f.id, f.name)
     enabled = [f for f in cfg.flows.values() if f.enabled]
     edges: dict[str, set[str]] = {}
     for f in enabled:
         edges.setdefault(f.source, set()).add(f.target)
     for f in enabled:
-        if "Identity" not in str(f.props.get("replication.policy.class", "")) and \
-                str(f.props.get("replication.policy.class")) != "identity":
+        if (
+            "Identity" not in str(f.props.get("replication.policy.class", ""))
+            and str(f.props.get("replication.policy.class")) != "identity"
+        ):
             continue
         path = _path(edges, f.target, f.source)
         if path:
             cycle = "->".join([f.source, *path])
-            problems.append((f"flows.{f.name}.replication.policy.class",
-                             f"IdentityReplicationPolicy on a cycle of flows ({cycle}): remote topics keep their "
-                             "names, so records would be replicated back and forth forever; use "
-                             "DefaultReplicationPolicy for flows on a cycle"))
+            problems.append(
+                (
+                    f"flows.{f.name}.replication.policy.class",
+                    f"IdentityReplicationPolicy on a cycle of flows ({cycle}): remote topics keep their "
+                    "names, so records would be replicated back and forth forever; use "
+                    "DefaultReplicationPolicy for flows on a cycle",
+                )
+            )
     return problems
 
 
@@ -197,7 +254,8 @@ def _path(edges: dict[str, set[str]], start: str, goal: str) -> list[str] | None
 
 
 JAVA_ONLY_HINTS = {
-    "sasl.jaas.config": "a Java setting: use sasl.username and sasl.password (`mirrorflow config import` translates it)",
+    "sasl.jaas.config": "a Java setting: use sasl.username and sasl.password "
+    "(`mirrorflow config import` translates it)",
     "ssl.truststore.location": "a Java setting: use ssl.ca.location with a PEM file",
 }
 
@@ -208,7 +266,7 @@ def librdkafka_problem(key: str, value: str = "") -> str | None:
     return _librdkafka_problem(key)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _librdkafka_problem(key: str) -> str | None:
     if key in JAVA_ONLY_HINTS:
         return JAVA_ONLY_HINTS[key]

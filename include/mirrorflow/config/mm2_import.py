@@ -7,6 +7,7 @@ in a JAAS line becomes a `${env:VAR}` reference, and the output says which varia
 Properties that mean nothing to mirrorflow (Connect worker settings, converters, ...) are listed
 in the output's header comment rather than dropped silently.
 """
+
 from __future__ import annotations
 
 import io
@@ -18,6 +19,7 @@ from typing import Any
 import yaml
 
 from mirrorflow.config.model import FLOW_NAME_RE
+from mirrorflow.config.overrides import PREFIXES as OVERRIDE_PREFIXES
 from mirrorflow.config.properties import FLOW_PROPERTIES
 from mirrorflow.errors import ConfigError
 
@@ -44,13 +46,24 @@ IGNORED: dict[str, str] = {
     "config.property.filter.class": "only MM2's default filters are supported",
     "use.incremental.alter.configs": "configs are always synced with IncrementalAlterConfigs",
 }
-IGNORED_PREFIXES = ("key.converter.", "value.converter.", "header.converter.", "producer.override.",
-                    "consumer.override.", "admin.override.", "connector.client.config.override.policy",
-                    "metric.reporters", "source.cluster.", "target.cluster.")
+IGNORED_PREFIXES = (
+    "key.converter.",
+    "value.converter.",
+    "header.converter.",
+    "admin.override.",
+    "connector.client.config.override.policy",
+    "metric.reporters",
+    "source.cluster.",
+    "target.cluster.",
+)
 
-DEPRECATED = {"topics.blacklist": "topics.exclude", "groups.blacklist": "groups.exclude",
-              "config.properties.blacklist": "config.properties.exclude",
-              "topics.whitelist": "topics", "groups.whitelist": "groups"}
+DEPRECATED = {
+    "topics.blacklist": "topics.exclude",
+    "groups.blacklist": "groups.exclude",
+    "config.properties.blacklist": "config.properties.exclude",
+    "topics.whitelist": "topics",
+    "groups.whitelist": "groups",
+}
 
 POLICY_NAMES = {
     "org.apache.kafka.connect.mirror.DefaultReplicationPolicy": "DefaultReplicationPolicy",
@@ -156,10 +169,13 @@ def from_properties(props: dict[str, str], source: str = "mm2.properties") -> Im
     imp = Imported()
     aliases = [a.strip() for a in props.get("clusters", "").split(",") if a.strip()]
     if not aliases:
-        raise ConfigError([("clusters", "missing: an mm2.properties lists its cluster aliases in `clusters`")],
-                          source=source)
+        raise ConfigError(
+            [("clusters", "missing: an mm2.properties lists its cluster aliases in `clusters`")], source=source
+        )
     cluster_settings: dict[str, dict[str, str]] = {a: {} for a in aliases}
-    cluster_clients: dict[str, dict[str, dict[str, str]]] = {a: {"producer": {}, "consumer": {}, "admin": {}} for a in aliases}
+    cluster_clients: dict[str, dict[str, dict[str, str]]] = {
+        a: {"producer": {}, "consumer": {}, "admin": {}} for a in aliases
+    }
     flow_props: dict[tuple[str, str], dict[str, str]] = {}
     top: dict[str, str] = {}
     # longest alias first, so alias `A` does not claim `AB.bootstrap.servers`
@@ -173,7 +189,7 @@ def from_properties(props: dict[str, str], source: str = "mm2.properties") -> Im
             continue
         alias = next((a for a in by_length if key.startswith(a + ".")), None)
         if alias is not None:
-            rest = key[len(alias) + 1:]
+            rest = key[len(alias) + 1 :]
             kind = rest.split(".", 1)[0]
             if kind in ("producer", "consumer", "admin") and "." in rest:
                 cluster_clients[alias][kind][rest.split(".", 1)[1]] = value
@@ -204,11 +220,19 @@ def from_properties(props: dict[str, str], source: str = "mm2.properties") -> Im
 
 
 def _is_client_setting(key: str, value: str) -> bool:
-    if key in FLOW_PROPERTIES or key in DEPRECATED or key in IGNORED or key.startswith(IGNORED_PREFIXES) \
-            or key.startswith(("producer.", "consumer.", "admin.")):
+    if (
+        key in FLOW_PROPERTIES
+        or key in DEPRECATED
+        or key in IGNORED
+        or key.startswith(IGNORED_PREFIXES)
+        or key.startswith(OVERRIDE_PREFIXES)
+    ):
         return False
-    return key == "sasl.jaas.config" or key.startswith(("ssl.", "sasl.", "security.")) \
+    return (
+        key == "sasl.jaas.config"
+        or key.startswith(("ssl.", "sasl.", "security."))
         or _librdkafka_problem(key, value) is None
+    )
 
 
 def _flow_settings(imp: Imported, body: dict[str, str], prefix: str) -> dict[str, Any]:
@@ -225,7 +249,7 @@ def _flow_settings(imp: Imported, body: dict[str, str], prefix: str) -> dict[str
             continue
         if key in FLOW_PROPERTIES:
             out[key] = _typed(key, value)
-        elif key.startswith(("producer.", "consumer.", "admin.")):
+        elif key.startswith(OVERRIDE_PREFIXES):
             out[key] = _secret_ref(imp, full, key, value)
         elif key in IGNORED or key.startswith(IGNORED_PREFIXES):
             reason = IGNORED.get(key) or "no equivalent in mirrorflow"
@@ -258,20 +282,32 @@ def _client_settings(imp: Imported, alias: str, java: dict[str, Any], where: str
         full = where + key
         if key == "sasl.jaas.config":
             out.update(_jaas(imp, alias, value, java.get("sasl.mechanism"), full))
-        elif key in ("ssl.truststore.location", "ssl.truststore.password", "ssl.truststore.type",
-                     "ssl.keystore.location", "ssl.keystore.password", "ssl.keystore.type"):
+        elif key in (
+            "ssl.truststore.location",
+            "ssl.truststore.password",
+            "ssl.truststore.type",
+            "ssl.keystore.location",
+            "ssl.keystore.password",
+            "ssl.keystore.type",
+        ):
             if key == "ssl.truststore.location" and str(java.get("ssl.truststore.type", "")).upper() == "PEM":
                 out["ssl.ca.location"] = value
             elif key == "ssl.keystore.location" and str(java.get("ssl.keystore.type", "")).upper() == "PKCS12":
                 out["ssl.keystore.location"] = value  # librdkafka reads PKCS#12 key stores
                 if "ssl.keystore.password" in java:
-                    out["ssl.keystore.password"] = _env(imp, alias, "SSL_KEYSTORE_PASSWORD",
-                                                        f"the key store password ({where}ssl.keystore.password)")
+                    out["ssl.keystore.password"] = _env(
+                        imp, alias, "SSL_KEYSTORE_PASSWORD", f"the key store password ({where}ssl.keystore.password)"
+                    )
             elif key.endswith(".location"):
-                what = "ssl.ca.location (CA certificate)" if "truststore" in key else \
-                    "ssl.certificate.location and ssl.key.location"
-                imp.notes.append(f"{full}: Java key stores are not supported by librdkafka; convert {value} to "
-                                 f"PEM and set {what} (not imported)")
+                what = (
+                    "ssl.ca.location (CA certificate)"
+                    if "truststore" in key
+                    else "ssl.certificate.location and ssl.key.location"
+                )
+                imp.notes.append(
+                    f"{full}: Java key stores are not supported by librdkafka; convert {value} to "
+                    f"PEM and set {what} (not imported)"
+                )
         elif key == "ssl.key.password":
             out[key] = _env(imp, alias, "SSL_KEY_PASSWORD", f"the private key password ({full})")
         elif key == "ssl.endpoint.identification.algorithm":
@@ -297,13 +333,17 @@ def _jaas(imp: Imported, alias: str, jaas: str, mechanism: Any, where: str) -> d
     module = next((m for m in LOGIN_MODULES if m in jaas), None)
     opts = {m.group(1): next(g for g in m.groups()[1:] if g is not None) for m in JAAS_RE.finditer(jaas)}
     if module in ("PlainLoginModule", "ScramLoginModule") and "username" in opts:
-        out = {"sasl.username": opts["username"],
-               "sasl.password": _env(imp, alias, "SASL_PASSWORD", f"the SASL password of {opts['username']!r} ({where})")}
+        out = {
+            "sasl.username": opts["username"],
+            "sasl.password": _env(imp, alias, "SASL_PASSWORD", f"the SASL password of {opts['username']!r} ({where})"),
+        }
         if not mechanism:
             out["sasl.mechanism"] = "PLAIN" if module == "PlainLoginModule" else "SCRAM-SHA-512"
         return out
     if module == "OAuthBearerLoginModule":
-        imp.notes.append(f"{where}: OAUTHBEARER login: configure librdkafka's sasl.oauthbearer.* settings (not imported)")
+        imp.notes.append(
+            f"{where}: OAUTHBEARER login: configure librdkafka's sasl.oauthbearer.* settings (not imported)"
+        )
         return {}
     imp.notes.append(f"{where}: a JAAS configuration mirrorflow cannot translate (not imported)")
     return {}
@@ -312,14 +352,14 @@ def _jaas(imp: Imported, alias: str, jaas: str, mechanism: Any, where: str) -> d
 def _env(imp: Imported, alias: str, what: str, description: str) -> str:
     var = "MM2_" + re.sub(r"[^A-Za-z0-9]+", "_", alias).upper().strip("_") + "_" + what
     imp.env_vars[var] = description
-    return "${env:%s}" % var
+    return "${env:" + var + "}"
 
 
 def _secret_ref(imp: Imported, full: str, key: str, value: str) -> str:
     if _looks_secret(key):
         var = "MM2_" + re.sub(r"[^A-Za-z0-9]+", "_", full).upper().strip("_")
         imp.env_vars[var] = f"the value of {full}"
-        return "${env:%s}" % var
+        return "${env:" + var + "}"
     return value
 
 
@@ -362,19 +402,29 @@ def from_strimzi(resource: dict[str, Any], source: str = "KafkaMirrorMaker2") ->
         body: dict[str, Any] = {"enabled": True}
         for connector in ("sourceConnector", "checkpointConnector", "heartbeatConnector"):
             conn = m.get(connector) or {}
-            cfg = {str(k): ("" if v is None else str(v).lower() if isinstance(v, bool) else str(v))
-                   for k, v in (conn.get("config") or {}).items()}
+            cfg = {
+                str(k): ("" if v is None else str(v).lower() if isinstance(v, bool) else str(v))
+                for k, v in (conn.get("config") or {}).items()
+            }
             body.update(_flow_settings(imp, cfg, f"{where}.{connector}.config."))
             if connector == "sourceConnector" and conn.get("tasksMax") is not None:
                 body["tasks.max"] = int(conn["tasksMax"])
-        for field_, prop in (("topicsPattern", "topics"), ("topicsExcludePattern", "topics.exclude"),
-                             ("excludedTopicsPattern", "topics.exclude"), ("groupsPattern", "groups"),
-                             ("groupsExcludePattern", "groups.exclude"), ("excludedGroupsPattern", "groups.exclude"),
-                             ("topicsBlacklistPattern", "topics.exclude"), ("groupsBlacklistPattern", "groups.exclude")):
+        for field_, prop in (
+            ("topicsPattern", "topics"),
+            ("topicsExcludePattern", "topics.exclude"),
+            ("excludedTopicsPattern", "topics.exclude"),
+            ("groupsPattern", "groups"),
+            ("groupsExcludePattern", "groups.exclude"),
+            ("excludedGroupsPattern", "groups.exclude"),
+            ("topicsBlacklistPattern", "topics.exclude"),
+            ("groupsBlacklistPattern", "groups.exclude"),
+        ):
             if m.get(field_) is not None:
                 body[prop] = _typed(prop, str(m[field_]))
         if FLOW_NAME_RE.match(f"{src}->{tgt}") is None:
-            raise ConfigError([(where, f"cannot tell the source and target clusters ({src!r} -> {tgt!r})")], source=source)
+            raise ConfigError(
+                [(where, f"cannot tell the source and target clusters ({src!r} -> {tgt!r})")], source=source
+            )
         imp.flows[f"{src}->{tgt}"] = body
     return imp
 
@@ -391,27 +441,34 @@ def _strimzi_cluster(imp: Imported, alias: str, c: dict[str, Any]) -> dict[str, 
         out["security.protocol"] = "SSL"
     for cert in (tls or {}).get("trustedCertificates") or []:
         # librdkafka's ssl.ca.location takes a file or a directory (for a `pattern` of certificates)
-        path = f"/etc/mirrorflow/certs/{cert.get('secretName')}" + (f"/{cert['certificate']}" if cert.get("certificate") else "")
+        path = f"/etc/mirrorflow/certs/{cert.get('secretName')}" + (
+            f"/{cert['certificate']}" if cert.get("certificate") else ""
+        )
         out["ssl.ca.location"] = path
-        imp.notes.append(f"clusters.{alias}.ssl.ca.location: mount the CA certificate from Secret "
-                         f"{cert.get('secretName')!r} at {path} (or change the path)")
+        imp.notes.append(
+            f"clusters.{alias}.ssl.ca.location: mount the CA certificate from Secret "
+            f"{cert.get('secretName')!r} at {path} (or change the path)"
+        )
         break
     if atype in ("scram-sha-256", "scram-sha-512", "plain"):
         out["sasl.mechanism"] = atype.upper() if atype != "plain" else "PLAIN"
         out["sasl.username"] = str(auth.get("username", ""))
         secret = auth.get("passwordSecret") or {}
-        out["sasl.password"] = _env(imp, alias, "SASL_PASSWORD",
-                                    f"key {secret.get('password')!r} of Secret {secret.get('secretName')!r}")
+        out["sasl.password"] = _env(
+            imp, alias, "SASL_PASSWORD", f"key {secret.get('password')!r} of Secret {secret.get('secretName')!r}"
+        )
     elif atype == "tls":
         ck = auth.get("certificateAndKey") or {}
         base = f"/etc/mirrorflow/certs/{ck.get('secretName')}"
         out["ssl.certificate.location"] = f"{base}/{ck.get('certificate')}"
         out["ssl.key.location"] = f"{base}/{ck.get('key')}"
-        imp.notes.append(f"clusters.{alias}: mount the client certificate and key from Secret "
-                         f"{ck.get('secretName')!r} at {base}/")
+        imp.notes.append(
+            f"clusters.{alias}: mount the client certificate and key from Secret {ck.get('secretName')!r} at {base}/"
+        )
     elif atype == "oauth":
-        imp.notes.append(f"clusters.{alias}: OAuth authentication: configure librdkafka's sasl.oauthbearer.* "
-                         "settings (not imported)")
+        imp.notes.append(
+            f"clusters.{alias}: OAuth authentication: configure librdkafka's sasl.oauthbearer.* settings (not imported)"
+        )
         out["sasl.mechanism"] = "OAUTHBEARER"
     for k, v in (c.get("config") or {}).items():
         k = str(k)

@@ -1,4 +1,5 @@
 """The configuration model: clusters, flows and Spark settings, as the rest of mirrorflow sees them."""
+
 from __future__ import annotations
 
 import re
@@ -6,6 +7,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from mirrorflow.config.overrides import Kind, Side
+from mirrorflow.config.overrides import scoped as scoped_overrides
 from mirrorflow.config.properties import FLOW_PROPERTIES, did_you_mean
 from mirrorflow.config.secrets import connection_settings, redact, resolve_env
 from mirrorflow.errors import ConfigError
@@ -31,7 +34,7 @@ class ClusterConfig:
         if self.airflow_conn_id:
             conf.update(connection_settings(self.alias, self.airflow_conn_id))
         for key, value in self.client.items():
-            conf[key] = resolve_env(self.alias, key, value)
+            conf[key] = resolve_env(value, f"clusters.{self.alias}.{key}")
         return conf
 
     def redacted(self) -> dict[str, str]:
@@ -58,13 +61,16 @@ class FlowConfig:
     def __getitem__(self, key: str) -> Any:
         return self.props[key]
 
-    def client_overrides(self, kind: str) -> dict[str, str]:
-        """`producer.*` / `consumer.*` / `admin.*` overrides with the prefix removed."""
-        prefix = f"{kind}."
+    def client_overrides(self, side: Side, kind: Kind) -> dict[str, str]:
+        """The librdkafka settings this flow overrides for clients of `kind` on the `side` cluster
+        (scoping rules: config/overrides.py), `${env:...}` resolved. Never log the result."""
         # MM2 properties that merely start like a client prefix (admin.timeout.ms,
         # consumer.poll.timeout.ms) are flow settings, not client settings.
-        return {k[len(prefix):]: str(v) for k, v in self.props.items()
-                if k.startswith(prefix) and k not in FLOW_PROPERTIES}
+        props = {k: v for k, v in self.props.items() if k not in FLOW_PROPERTIES}
+        return {
+            name: resolve_env(value, f"flows.{self.name}.{key}")
+            for name, (value, key) in scoped_overrides(props, side, kind).items()
+        }
 
     # The properties used everywhere, as attributes.
     enabled = property(lambda self: self.props["enabled"])
@@ -88,8 +94,10 @@ class Config:
 
     def cluster(self, alias: str) -> ClusterConfig:
         if alias not in self.clusters:
-            raise ConfigError([("clusters", f"unknown cluster alias {alias!r}{did_you_mean(alias, self.clusters)}")],
-                              source=str(self.path) if self.path else None)
+            raise ConfigError(
+                [("clusters", f"unknown cluster alias {alias!r}{did_you_mean(alias, self.clusters)}")],
+                source=str(self.path) if self.path else None,
+            )
         return self.clusters[alias]
 
     def flow(self, name: str) -> FlowConfig:
@@ -99,8 +107,14 @@ class Config:
         if key not in self.flows and key in by_id:  # `A-B`, as in DAG ids
             key = by_id[key]
         if key not in self.flows:
-            raise ConfigError([("flows", f"unknown flow {name!r}{did_you_mean(key, self.flows)}"
-                                + ("" if self.flows else " (no flows are configured)"))],
-                              source=str(self.path) if self.path else None)
+            raise ConfigError(
+                [
+                    (
+                        "flows",
+                        f"unknown flow {name!r}{did_you_mean(key, self.flows)}"
+                        + ("" if self.flows else " (no flows are configured)"),
+                    )
+                ],
+                source=str(self.path) if self.path else None,
+            )
         return self.flows[key]
-

@@ -3,12 +3,15 @@
 `FLOW_PROPERTIES` is the one table of flow properties: the loader validates against it, the
 docs list it, and `mm2=False` marks mirrorflow's additions.
 """
+
 from __future__ import annotations
 
 import difflib
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Callable
+from typing import Any
+
 
 def _bool(v: Any) -> bool:
     if isinstance(v, bool):
@@ -60,6 +63,7 @@ def _one_of(*choices: str) -> Callable[[Any], str]:
         if s not in choices:
             raise ValueError(f"expected one of {', '.join(choices)}, got {v!r}")
         return s
+
     return parse
 
 
@@ -71,15 +75,15 @@ def _separator(v: Any) -> str:
     return s
 
 
-
-
 def _policy_class(v: Any) -> str:
     from mirrorflow.mm2.policy import POLICY_CLASSES
 
     s = _str(v)
     if s not in POLICY_CLASSES:
-        raise ValueError(f"unknown replication policy {s!r} (use DefaultReplicationPolicy or IdentityReplicationPolicy)"
-                         + did_you_mean(s, [k for k in POLICY_CLASSES if "." not in k]))
+        raise ValueError(
+            f"unknown replication policy {s!r} (use DefaultReplicationPolicy or IdentityReplicationPolicy)"
+            + did_you_mean(s, [k for k in POLICY_CLASSES if "." not in k])
+        )
     return s
 
 
@@ -145,22 +149,19 @@ FLOW_PROPERTIES: dict[str, Prop] = {
     "tasks.max": Prop(4, _positive_int, doc="parallelism: at most this many copy units per wave"),
     # mirrorflow's own properties
     "exactly.once": Prop(True, _bool, mm2=False, doc="transactional copy (false: idempotent, at-least-once)"),
-    "initial.position": Prop("earliest", _initial_position, mm2=False,
-                             doc="earliest | latest | a timestamp (ms since epoch or ISO-8601)"),
+    "initial.position": Prop(
+        "earliest", _initial_position, mm2=False, doc="earliest | latest | a timestamp (ms since epoch or ISO-8601)"
+    ),
     "schedule": Prop("*/5 * * * *", _str, mm2=False, doc="cron for the replicate DAG"),
-    "unit.max.records": Prop(5_000_000, _int, mm2=False),
-    "unit.max.bytes": Prop(2 * 1024**3, _int, mm2=False),
-    "transaction.max.records": Prop(20_000, _int, mm2=False),
-    "transaction.max.bytes": Prop(32 * 1024**2, _int, mm2=False),
-    "state.topic.partitions": Prop(16, _int, mm2=False),
+    "unit.max.records": Prop(5_000_000, _positive_int, mm2=False),
+    "unit.max.bytes": Prop(2 * 1024**3, _positive_int, mm2=False),
+    "transaction.max.records": Prop(20_000, _positive_int, mm2=False),
+    "transaction.max.bytes": Prop(32 * 1024**2, _positive_int, mm2=False),
+    "state.topic.partitions": Prop(16, _positive_int, mm2=False),
     "state.topic.replication.factor": Prop(-1, _replication_factor, mm2=False),
 }
-
-# Client overrides, MM2 style: `producer.acks`, `consumer.fetch.max.bytes`, `admin.*`.
-CLIENT_PREFIXES = ("producer.", "consumer.", "admin.")
 
 
 def did_you_mean(word: str, choices: Any) -> str:
     close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
     return f" (did you mean {close[0]!r}?)" if close else ""
-

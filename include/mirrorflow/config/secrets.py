@@ -6,13 +6,15 @@ resolved by a *connection provider* found through the `mirrorflow.connection_pro
 point, so the core imports nothing of Airflow: `mirrorflow_airflow` registers the one that reads
 Airflow connections. Values are resolved only when a client is built, never logged.
 """
+
 from __future__ import annotations
 
 import functools
 import os
 import re
+from collections.abc import Callable
 from importlib.metadata import entry_points
-from typing import Any, Callable
+from typing import Any
 
 from mirrorflow.errors import ConfigError
 
@@ -29,14 +31,14 @@ def redact(conf: dict[str, Any]) -> dict[str, Any]:
     return {k: ("***" if SECRET_KEY_RE.search(k) else v) for k, v in conf.items()}
 
 
-def resolve_env(alias: str, key: str, value: Any) -> str:
-    """`value` with every `${env:VAR}` replaced; a missing variable names the config key."""
+def resolve_env(value: Any, where: str) -> str:
+    """`value` with every `${env:VAR}` replaced; a missing variable names the config key `where`."""
     value = str(value)
 
     def sub(m: re.Match[str]) -> str:
         var = m.group(1)
         if var not in os.environ:
-            raise ConfigError([(f"clusters.{alias}.{key}", f"environment variable {var} is not set")])
+            raise ConfigError([(where, f"environment variable {var} is not set")])
         return os.environ[var]
 
     return ENV_REF_RE.sub(sub, value)
@@ -53,8 +55,15 @@ def connection_settings(alias: str, conn_id: str) -> dict[str, str]:
     where = f"clusters.{alias}.airflow.conn.id"
     providers = connection_providers()
     if not providers:
-        raise ConfigError([(where, f"connection {conn_id!r} cannot be resolved: no connection provider is "
-                                   "installed (install mirrorflow with its Airflow adapters)")])
+        raise ConfigError(
+            [
+                (
+                    where,
+                    f"connection {conn_id!r} cannot be resolved: no connection provider is "
+                    "installed (install mirrorflow with its Airflow adapters)",
+                )
+            ]
+        )
     reasons = []
     for name, provider in providers:
         try:

@@ -6,6 +6,7 @@ SASL/PLAIN with the StandardAuthorizer: `admin` is the super user mirrorflow con
 `alice` and `bob` are ordinary users for tests. `state.json` in the home folder records what runs,
 so `dev status` and `dev down` work from any later process.
 """
+
 from __future__ import annotations
 
 import base64
@@ -45,9 +46,17 @@ logger.apache.name = org.apache.kafka
 logger.apache.level = INFO
 """
 
-JVM_PERF = ["-server", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20", "-XX:InitiatingHeapOccupancyPercent=35",
-            "-XX:+ExplicitGCInvokesConcurrent", "-XX:MaxInlineLevel=15", "-Djava.awt.headless=true",
-            "-XX:TieredStopAtLevel=1", "-Xshare:auto"]
+JVM_PERF = [
+    "-server",
+    "-XX:+UseG1GC",
+    "-XX:MaxGCPauseMillis=20",
+    "-XX:InitiatingHeapOccupancyPercent=35",
+    "-XX:+ExplicitGCInvokesConcurrent",
+    "-XX:MaxInlineLevel=15",
+    "-Djava.awt.headless=true",
+    "-XX:TieredStopAtLevel=1",
+    "-Xshare:auto",
+]
 
 
 @dataclass
@@ -67,13 +76,24 @@ class DevCluster:
         """librdkafka settings to reach this cluster (as the super user by default)."""
         conf = {"bootstrap.servers": self.bootstrap_servers}
         if self.sasl:
-            conf.update({"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN",
-                         "sasl.username": user, "sasl.password": self.users[user]})
+            conf.update(
+                {
+                    "security.protocol": "SASL_PLAINTEXT",
+                    "sasl.mechanism": "PLAIN",
+                    "sasl.username": user,
+                    "sasl.password": self.users[user],
+                }
+            )
         return conf
 
     def status(self) -> dict:
-        d = {"alias": self.alias, "bootstrap.servers": self.bootstrap_servers, "sasl": self.sasl,
-             "pid": self.pid, "running": _alive(self.pid)}
+        d = {
+            "alias": self.alias,
+            "bootstrap.servers": self.bootstrap_servers,
+            "sasl": self.sasl,
+            "pid": self.pid,
+            "running": _alive(self.pid),
+        }
         if self.sasl:
             d["users"] = dict(self.users)
             d["super.user"] = "admin"
@@ -152,8 +172,13 @@ class DevClusters:
         return {alias: c.status() for alias, c in self.clusters().items()}
 
     # -- up ----------------------------------------------------------------------------------
-    def up(self, aliases: list[str], sasl: list[str] | tuple[str, ...] = (), ports: dict[str, int] | None = None,
-           attached: bool = False) -> dict[str, DevCluster]:
+    def up(
+        self,
+        aliases: list[str],
+        sasl: list[str] | tuple[str, ...] = (),
+        ports: dict[str, int] | None = None,
+        attached: bool = False,
+    ) -> dict[str, DevCluster]:
         """Start the named clusters (those already running are kept) and wait until they serve.
 
         `ports` fixes the broker port per alias (the controller takes the next one); other
@@ -161,7 +186,9 @@ class DevClusters:
         """
         unknown_sasl = sorted(set(sasl) - set(aliases))
         if unknown_sasl:
-            raise DevClusterError(f"--sasl names {', '.join(unknown_sasl)}, which is not in --clusters {','.join(aliases)}")
+            raise DevClusterError(
+                f"--sasl names {', '.join(unknown_sasl)}, which is not in --clusters {','.join(aliases)}"
+            )
         java = kafka_dist.java_binary()
         libs = kafka_dist.libs_dir()
         existing = self.clusters()
@@ -171,14 +198,18 @@ class DevClusters:
             cur = existing.get(alias)
             if cur and _alive(cur.pid):
                 if cur.sasl != (alias in sasl):
-                    raise DevClusterError(f"cluster {alias} already runs with sasl={cur.sasl}; run `mirrorflow dev down` first")
+                    raise DevClusterError(
+                        f"cluster {alias} already runs with sasl={cur.sasl}; run `mirrorflow dev down` first"
+                    )
                 continue
             port = ports.get(alias) or free_port()
             cport = port + 1 if alias in ports else free_port()
             for p in (port, cport):
                 if not _port_free(p):
-                    raise DevClusterError(f"port {p} for cluster {alias} is already in use on 127.0.0.1 "
-                                          f"(another Kafka or program holds it; stop it or pick other ports)")
+                    raise DevClusterError(
+                        f"port {p} for cluster {alias} is already in use on 127.0.0.1 "
+                        f"(another Kafka or program holds it; stop it or pick other ports)"
+                    )
             users = {u: secrets.token_urlsafe(12) for u in ("admin", *TEST_USERS)} if alias in sasl else {}
             todo[alias] = DevCluster(alias, port, cport, sasl=alias in sasl, users=users)
         errors: list[str] = []
@@ -193,10 +224,10 @@ class DevClusters:
                     continue
                 # spawned from this thread: with attached=True the broker dies with this thread
                 started[alias] = (todo[alias], self._spawn(todo[alias], cmd, logs, attached))
-            waits = {a: pool.submit(self._wait_ready, c, proc, self._dirs(a)[2]) for a, (c, proc) in started.items()}
-            for fut in waits.values():
+            waits = [pool.submit(self._wait_ready, c, proc, self._dirs(a)[2]) for a, (c, proc) in started.items()]
+            for wait in waits:
                 try:
-                    fut.result()
+                    wait.result()
                 except DevClusterError as exc:
                     errors.append(str(exc))
         merged = {**existing, **todo}
@@ -225,21 +256,52 @@ class DevClusters:
         log4j = base / "log4j2.properties"
         log4j.write_text(LOG4J)
         cp = f"{libs}/*"
-        fmt = [java, "-Xmx256m", "-XX:TieredStopAtLevel=1", f"-Dkafka.logs.dir={logs}",
-               f"-Dlog4j2.configurationFile={log4j}", "-cp", cp,
-               "kafka.tools.StorageTool", "format", "--cluster-id", kafka_uuid(), "--config", str(props), "--standalone"]
+        fmt = [
+            java,
+            "-Xmx256m",
+            "-XX:TieredStopAtLevel=1",
+            f"-Dkafka.logs.dir={logs}",
+            f"-Dlog4j2.configurationFile={log4j}",
+            "-cp",
+            cp,
+            "kafka.tools.StorageTool",
+            "format",
+            "--cluster-id",
+            kafka_uuid(),
+            "--config",
+            str(props),
+            "--standalone",
+        ]
         proc = subprocess.run(fmt, capture_output=True, text=True)
         if proc.returncode != 0:
-            raise DevClusterError(f"cluster {c.alias}: formatting the storage failed: {(proc.stdout + proc.stderr).strip()[-800:]}")
-        cmd = [java, "-Xms256m", "-Xmx768m", *JVM_PERF, f"-Dkafka.logs.dir={logs}",
-               f"-Dlog4j2.configurationFile={log4j}", "-cp", cp, "kafka.Kafka", str(props)]
+            raise DevClusterError(
+                f"cluster {c.alias}: formatting the storage failed: {(proc.stdout + proc.stderr).strip()[-800:]}"
+            )
+        cmd = [
+            java,
+            "-Xms256m",
+            "-Xmx768m",
+            *JVM_PERF,
+            f"-Dkafka.logs.dir={logs}",
+            f"-Dlog4j2.configurationFile={log4j}",
+            "-cp",
+            cp,
+            "kafka.Kafka",
+            str(props),
+        ]
         return cmd, logs
 
     @staticmethod
     def _spawn(c: DevCluster, cmd: list[str], logs: Path, attached: bool) -> subprocess.Popen:
         with open(logs / "stdout.log", "wb") as out:
-            proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-                                    preexec_fn=_die_with_parent if attached else os.setsid, close_fds=True)
+            proc = subprocess.Popen(
+                cmd,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                preexec_fn=_die_with_parent if attached else os.setsid,
+                close_fds=True,
+            )
         c.pid = proc.pid
         return proc
 
@@ -249,8 +311,9 @@ class DevClusters:
         deadline = time.monotonic() + READY_TIMEOUT_S
         while time.monotonic() < deadline:
             if proc.poll() is not None:
-                raise DevClusterError(f"cluster {c.alias}: the broker exited with code {proc.returncode} "
-                                      f"during start-up:\n{_tail(logs)}")
+                raise DevClusterError(
+                    f"cluster {c.alias}: the broker exited with code {proc.returncode} during start-up:\n{_tail(logs)}"
+                )
             try:
                 with socket.create_connection(("127.0.0.1", c.port), timeout=1):
                     pass
@@ -266,8 +329,10 @@ class DevClusters:
                 pass
             time.sleep(0.3)
         self._stop(c)
-        raise DevClusterError(f"cluster {c.alias}: no answer to metadata requests on {c.bootstrap_servers} "
-                              f"within {READY_TIMEOUT_S:.0f}s:\n{_tail(logs)}")
+        raise DevClusterError(
+            f"cluster {c.alias}: no answer to metadata requests on {c.bootstrap_servers} "
+            f"within {READY_TIMEOUT_S:.0f}s:\n{_tail(logs)}"
+        )
 
     # -- down --------------------------------------------------------------------------------
     def down(self, aliases: list[str] | None = None) -> list[str]:
@@ -351,27 +416,30 @@ def _server_properties(c: DevCluster, data: Path) -> str:
     }
     if c.sasl:
         users = " ".join(f'user_{u}="{p}"' for u, p in c.users.items())
-        common.update({
-            "listeners": f"BROKER://127.0.0.1:{c.port},CONTROLLER://127.0.0.1:{c.controller_port}",
-            "advertised.listeners": f"BROKER://127.0.0.1:{c.port},CONTROLLER://127.0.0.1:{c.controller_port}",
-            # the controller listener stays PLAINTEXT on loopback; its ANONYMOUS principal is a super user
-            "listener.security.protocol.map": "BROKER:SASL_PLAINTEXT,CONTROLLER:PLAINTEXT",
-            "inter.broker.listener.name": "BROKER",
-            "sasl.enabled.mechanisms": "PLAIN",
-            "sasl.mechanism.inter.broker.protocol": "PLAIN",
-            "listener.name.broker.plain.sasl.jaas.config":
-                "org.apache.kafka.common.security.plain.PlainLoginModule required "
-                f'username="admin" password="{c.users["admin"]}" {users};',
-            "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
-            "super.users": "User:admin;User:ANONYMOUS",
-            "allow.everyone.if.no.acl.found": "false",
-        })
+        common.update(
+            {
+                "listeners": f"BROKER://127.0.0.1:{c.port},CONTROLLER://127.0.0.1:{c.controller_port}",
+                "advertised.listeners": f"BROKER://127.0.0.1:{c.port},CONTROLLER://127.0.0.1:{c.controller_port}",
+                # the controller listener stays PLAINTEXT on loopback; its ANONYMOUS principal is a super user
+                "listener.security.protocol.map": "BROKER:SASL_PLAINTEXT,CONTROLLER:PLAINTEXT",
+                "inter.broker.listener.name": "BROKER",
+                "sasl.enabled.mechanisms": "PLAIN",
+                "sasl.mechanism.inter.broker.protocol": "PLAIN",
+                "listener.name.broker.plain.sasl.jaas.config": "org.apache.kafka.common.security.plain."
+                f'PlainLoginModule required username="admin" password="{c.users["admin"]}" {users};',
+                "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+                "super.users": "User:admin;User:ANONYMOUS",
+                "allow.everyone.if.no.acl.found": "false",
+            }
+        )
     else:
-        common.update({
-            "listeners": f"PLAINTEXT://127.0.0.1:{c.port},CONTROLLER://127.0.0.1:{c.controller_port}",
-            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{c.port},CONTROLLER://127.0.0.1:{c.controller_port}",
-            "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
-            "inter.broker.listener.name": "PLAINTEXT",
-        })
+        common.update(
+            {
+                "listeners": f"PLAINTEXT://127.0.0.1:{c.port},CONTROLLER://127.0.0.1:{c.controller_port}",
+                "advertised.listeners": f"PLAINTEXT://127.0.0.1:{c.port},CONTROLLER://127.0.0.1:{c.controller_port}",
+                "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
+                "inter.broker.listener.name": "PLAINTEXT",
+            }
+        )
     # generated without comments: a '#' after a value would become part of it
     return "".join(f"{k}={v}\n" for k, v in common.items())

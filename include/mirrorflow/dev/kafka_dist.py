@@ -4,6 +4,7 @@
 folder per Kafka version under the cache (default ~/.cache/mirrorflow, outside the work tree);
 a stamp file marks a complete copy, so later runs need no network at all.
 """
+
 from __future__ import annotations
 
 import os
@@ -49,18 +50,29 @@ def libs_dir() -> Path:
         return libs
     mvn = shutil.which("mvn")
     if not mvn:
-        raise DevClusterError("Maven was not found: install Maven (`mvn`) to fetch the Apache Kafka jars "
-                              f"(needed once; they are cached in {libs.parent})")
+        raise DevClusterError(
+            "Maven was not found: install Maven (`mvn`) to fetch the Apache Kafka jars "
+            f"(needed once; they are cached in {libs.parent})"
+        )
     tmp = libs.with_name("libs.partial")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
-    cmd = [mvn, "-B", "-q", "-f", str(POM), f"{DEPENDENCY_PLUGIN}:copy-dependencies",
-           "-DincludeScope=runtime", f"-DoutputDirectory={tmp}"]
+    cmd = [
+        mvn,
+        "-B",
+        "-q",
+        "-f",
+        str(POM),
+        f"{DEPENDENCY_PLUGIN}:copy-dependencies",
+        "-DincludeScope=runtime",
+        f"-DoutputDirectory={tmp}",
+    ]
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode != 0:
         tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-15:])
-        raise DevClusterError(f"could not fetch Apache Kafka {version} from Maven Central "
-                              f"(mvn exited {proc.returncode}):\n{tail}")
+        raise DevClusterError(
+            f"could not fetch Apache Kafka {version} from Maven Central (mvn exited {proc.returncode}):\n{tail}"
+        )
     if not (tmp / f"kafka_2.13-{version}.jar").exists():
         raise DevClusterError(f"Maven finished but kafka_2.13-{version}.jar is missing in {tmp}")
     shutil.rmtree(libs, ignore_errors=True)

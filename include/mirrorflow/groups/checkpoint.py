@@ -1,7 +1,7 @@
 """Checkpoints: committed source group offsets, translated exactly, written in MM2's format.
 
-Per flow A->B this does what MirrorCheckpointTask does (connect/mirror/src/main/java/org/apache/kafka/connect/mirror/MirrorCheckpointTask.java), except that the
-translation comes from mirrorflow's offset map (exact) instead of sparse offset syncs (+1 rule):
+Per flow A->B this does what MM2's MirrorCheckpointTask does (Kafka's `connect/mirror`), except that
+the translation comes from mirrorflow's offset map (exact) instead of sparse offset syncs (+1 rule):
 
 1. list the groups on the source that pass `groups`/`groups.exclude`, fetch their committed
    offsets (all requests in flight at once), keep groups with an offset on a topic the flow
@@ -14,12 +14,14 @@ translation comes from mirrorflow's offset map (exact) instead of sparse offset 
 
 Everything needed next time is on the target: the checkpoints topic is the store.
 """
+
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable, Mapping
 from concurrent.futures import Future
 from dataclasses import asdict, dataclass, field
-from typing import Any, Iterable, Mapping, Protocol
+from typing import Any, Protocol
 
 from confluent_kafka import ConsumerGroupTopicPartitions, KafkaError, KafkaException
 
@@ -74,8 +76,9 @@ class TranslatedOffset:
         as MM2 since 3.3 emits none for a partition without offset syncs)."""
         if self.target_offset is None or self.target_offset < 0 or self.status == NOT_REPLICATED:
             return None
-        return Checkpoint(self.group, self.target_topic, self.partition, self.source_offset,
-                          self.target_offset, self.metadata)
+        return Checkpoint(
+            self.group, self.target_topic, self.partition, self.source_offset, self.target_offset, self.metadata
+        )
 
 
 def rename_topic(policy: DefaultReplicationPolicy, source: str, target: str, topic: str) -> str:
@@ -92,8 +95,9 @@ def upstream_of(policy: DefaultReplicationPolicy, source: str, downstream: str) 
     return policy.upstream_topic(downstream)
 
 
-def translate_offsets(filters: FlowFilters, offsets: Iterable[CommittedOffset],
-                      maps: Mapping[tuple[str, int], Translator]) -> list[TranslatedOffset]:
+def translate_committed(
+    filters: FlowFilters, offsets: Iterable[CommittedOffset], maps: Mapping[tuple[str, int], Translator]
+) -> list[TranslatedOffset]:
     """Translate committed source offsets through the offset map (pure).
 
     `maps` is keyed by (SOURCE topic, partition). Offsets on topics the flow does not replicate
@@ -105,17 +109,24 @@ def translate_offsets(filters: FlowFilters, offsets: Iterable[CommittedOffset],
             continue  # no committed position (librdkafka's OFFSET_INVALID)
         target_topic = rename_topic(filters.policy, filters.source, filters.target, o.topic)
         if not filters.should_replicate_topic(o.topic):
-            out.append(TranslatedOffset(o.group, o.topic, o.partition, o.offset, target_topic, None,
-                                        NOT_REPLICATED, 0, o.metadata))
+            out.append(
+                TranslatedOffset(
+                    o.group, o.topic, o.partition, o.offset, target_topic, None, NOT_REPLICATED, 0, o.metadata
+                )
+            )
             continue
         pm = maps.get((o.topic, o.partition))
         if pm is None:
-            out.append(TranslatedOffset(o.group, o.topic, o.partition, o.offset, target_topic, None,
-                                        "none", 0, o.metadata))
+            out.append(
+                TranslatedOffset(o.group, o.topic, o.partition, o.offset, target_topic, None, "none", 0, o.metadata)
+            )
             continue
         t = pm.translate(o.offset)
-        out.append(TranslatedOffset(o.group, o.topic, o.partition, o.offset, target_topic, t.target_offset,
-                                    t.status, t.missing, o.metadata))
+        out.append(
+            TranslatedOffset(
+                o.group, o.topic, o.partition, o.offset, target_topic, t.target_offset, t.status, t.missing, o.metadata
+            )
+        )
     return out
 
 
@@ -137,12 +148,17 @@ class CheckpointStore:
             self.update(c)
 
     @classmethod
-    def load(cls, clients: FlowClients) -> "CheckpointStore":
+    def load(cls, clients: FlowClients) -> CheckpointStore:
         flow = clients.flow
         topic = FlowFilters.for_flow(flow).policy.checkpoints_topic(flow.source)
         try:
-            records = read_partition(clients.connection("target"), topic, 0, timeout=clients.admin_timeout,
-                                     consumer_conf=clients.overrides("target", "consumer"))
+            records = read_partition(
+                clients.connection("target"),
+                topic,
+                0,
+                timeout=clients.admin_timeout,
+                consumer_conf=clients.overrides("target", "consumer"),
+            )
         except TopicError:
             return cls()  # first use: nothing checkpointed yet
         cps: list[Checkpoint] = []
@@ -161,9 +177,9 @@ class CheckpointStore:
         return self.latest.get((c.group, c.topic, c.partition))
 
     def decide(self, c: Checkpoint) -> str:
-        """MM2's monotonicity guard (MirrorCheckpointTask.checkpointsForGroup). Emitting actions: new, advanced, rewound; skipping:
-        `unchanged` (same downstream position) and `held` (would move the target position back
-        although the source group did not rewind)."""
+        """MM2's monotonicity guard (MirrorCheckpointTask.checkpointsForGroup). Emitting actions:
+        new, advanced, rewound; skipping: `unchanged` (same downstream position) and `held` (would
+        move the target position back although the source group did not rewind)."""
         prev = self.previous(c)
         if prev is None:
             return "new"
@@ -192,8 +208,9 @@ def list_groups(admin: Any, conn: ClusterConnection, timeout: float) -> list[str
     return sorted(g.group_id for g in res.valid)
 
 
-def fetch_group_offsets(admin: Any, conn: ClusterConnection, groups: Iterable[str], timeout: float
-                        ) -> tuple[dict[str, list[CommittedOffset]], dict[str, str]]:
+def fetch_group_offsets(
+    admin: Any, conn: ClusterConnection, groups: Iterable[str], timeout: float
+) -> tuple[dict[str, list[CommittedOffset]], dict[str, str]]:
     """Committed offsets of many groups: every request is sent before any answer is awaited
     (librdkafka takes one group per request). Returns (offsets per group, error per group)."""
     futures: dict[str, Future] = {}
@@ -208,18 +225,25 @@ def fetch_group_offsets(admin: Any, conn: ClusterConnection, groups: Iterable[st
             err = kafka_error(exc)
             if err is not None and err.code() == KafkaError.GROUP_ID_NOT_FOUND:
                 continue  # deleted since it was listed
-            if err is not None and err.code() in (KafkaError._TRANSPORT, KafkaError._TIMED_OUT,
-                                                  KafkaError._ALL_BROKERS_DOWN):
+            if err is not None and err.code() in (
+                KafkaError._TRANSPORT,
+                KafkaError._TIMED_OUT,
+                KafkaError._ALL_BROKERS_DOWN,
+            ):
                 raise conn.describe_failure(exc) from None
             errors[g] = err.str() if err is not None else str(exc)
             continue
-        offsets[g] = [CommittedOffset(g, tp.topic, tp.partition, tp.offset, tp.metadata or "")
-                      for tp in res.topic_partitions if tp.error is None]
+        offsets[g] = [
+            CommittedOffset(g, tp.topic, tp.partition, tp.offset, tp.metadata or "")
+            for tp in res.topic_partitions
+            if tp.error is None
+        ]
     return offsets, errors
 
 
-def source_group_offsets(clients: FlowClients, groups: Iterable[str] | None = None
-                         ) -> tuple[dict[str, list[CommittedOffset]], dict[str, str]]:
+def source_group_offsets(
+    clients: FlowClients, groups: Iterable[str] | None = None
+) -> tuple[dict[str, list[CommittedOffset]], dict[str, str]]:
     """The flow's groups (MirrorCheckpointConnector.findConsumerGroups) and their committed offsets:
     groups passing the group filter with at least one offset on a replicated topic."""
     filters = FlowFilters.for_flow(clients.flow)
@@ -228,8 +252,11 @@ def source_group_offsets(clients: FlowClients, groups: Iterable[str] | None = No
     names = list(groups) if groups is not None else list_groups(admin, conn, timeout)
     names = [g for g in names if filters.should_replicate_group(g)]
     offsets, errors = fetch_group_offsets(admin, conn, names, timeout)
-    keep = {g: offs for g, offs in offsets.items()
-            if any(o.offset >= 0 and filters.should_replicate_topic(o.topic) for o in offs)}
+    keep = {
+        g: offs
+        for g, offs in offsets.items()
+        if any(o.offset >= 0 and filters.should_replicate_topic(o.topic) for o in offs)
+    }
     return keep, errors
 
 
@@ -255,14 +282,21 @@ class CheckpointRun:
     store: CheckpointStore | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"flow": self.flow, "topic": self.topic, "groups": self.groups,
-                "emitted": len(self.emitted), "created_topic": self.created_topic,
-                "skipped_reason": self.skipped_reason, "errors": self.errors,
-                "offsets": [{**asdict(t), "action": a} for t, a in self.rows]}
+        return {
+            "flow": self.flow,
+            "topic": self.topic,
+            "groups": self.groups,
+            "emitted": len(self.emitted),
+            "created_topic": self.created_topic,
+            "skipped_reason": self.skipped_reason,
+            "errors": self.errors,
+            "offsets": [{**asdict(t), "action": a} for t, a in self.rows],
+        }
 
 
-def plan_checkpoints(store: CheckpointStore, rows: Iterable[TranslatedOffset]
-                     ) -> tuple[list[tuple[TranslatedOffset, str]], list[Checkpoint]]:
+def plan_checkpoints(
+    store: CheckpointStore, rows: Iterable[TranslatedOffset]
+) -> tuple[list[tuple[TranslatedOffset, str]], list[Checkpoint]]:
     """Apply the monotonicity guard to translated offsets (pure): (row, action) pairs and the
     checkpoints to write. Rows without a translation get action `no-translation` or
     `not-replicated`."""
@@ -280,16 +314,26 @@ def plan_checkpoints(store: CheckpointStore, rows: Iterable[TranslatedOffset]
     return decided, emit
 
 
-def emit_checkpoints(cfg: Config, flow: FlowConfig, *, groups: Iterable[str] | None = None,
-                     maps: Mapping[tuple[str, int], Translator] | None = None,
-                     now_ms: int | None = None, clients: FlowClients | None = None) -> CheckpointRun:
+def emit_checkpoints(
+    cfg: Config,
+    flow: FlowConfig,
+    *,
+    groups: Iterable[str] | None = None,
+    maps: Mapping[tuple[str, int], Translator] | None = None,
+    now_ms: int | None = None,
+    clients: FlowClients | None = None,
+) -> CheckpointRun:
     """One checkpoint pass for `flow` (see the module docstring)."""
     with flow_clients(cfg, flow, clients) as c:
         return _emit(c, groups, maps, now_ms)
 
 
-def _emit(clients: FlowClients, groups: Iterable[str] | None, maps: Mapping[tuple[str, int], Translator] | None,
-          now_ms: int | None) -> CheckpointRun:
+def _emit(
+    clients: FlowClients,
+    groups: Iterable[str] | None,
+    maps: Mapping[tuple[str, int], Translator] | None,
+    now_ms: int | None,
+) -> CheckpointRun:
     flow = clients.flow
     filters = FlowFilters.for_flow(flow)
     topic = filters.policy.checkpoints_topic(flow.source)
@@ -305,43 +349,59 @@ def _emit(clients: FlowClients, groups: Iterable[str] | None, maps: Mapping[tupl
     run.groups = sorted(offsets)
     committed = [o for offs in offsets.values() for o in offs]
     if maps is None:
-        maps = load_maps(clients, {(o.topic, o.partition) for o in committed
-                                   if o.offset >= 0 and filters.should_replicate_topic(o.topic)})
-    rows = translate_offsets(filters, committed, maps)
+        maps = load_maps(
+            clients,
+            {(o.topic, o.partition) for o in committed if o.offset >= 0 and filters.should_replicate_topic(o.topic)},
+        )
+    rows = translate_committed(filters, committed, maps)
     store = CheckpointStore.load(clients)
     run.rows, run.emitted = plan_checkpoints(store, rows)
     if run.emitted:
         conn, timeout = clients.connection("target"), clients.admin_timeout
         run.created_topic = ensure_compacted_topic(clients.admin("target"), conn, topic, timeout=timeout)
-        produce_all(conn, topic, [(c.key(), c.value(), ts) for c in run.emitted],
-                    producer_conf=clients.overrides("target", "producer"), timeout=timeout)
+        produce_all(
+            conn,
+            topic,
+            [(c.key(), c.value(), ts) for c in run.emitted],
+            producer_conf=clients.overrides("target", "producer"),
+            timeout=timeout,
+        )
         for c in run.emitted:
             store.update(c)
     run.store = store
     return run
 
 
-def translate_group(cfg: Config, flow: FlowConfig, group: str,
-                    maps: Mapping[tuple[str, int], Translator] | None = None,
-                    clients: FlowClients | None = None) -> list[TranslatedOffset]:
+def translate_group(
+    cfg: Config,
+    flow: FlowConfig,
+    group: str,
+    maps: Mapping[tuple[str, int], Translator] | None = None,
+    clients: FlowClients | None = None,
+) -> list[TranslatedOffset]:
     """Live translation of one group's committed source offsets (for `mirrorflow translate`)."""
     with flow_clients(cfg, flow, clients) as c:
         return _translate_group(c, group, maps)
 
 
-def _translate_group(clients: FlowClients, group: str,
-                     maps: Mapping[tuple[str, int], Translator] | None) -> list[TranslatedOffset]:
+def _translate_group(
+    clients: FlowClients, group: str, maps: Mapping[tuple[str, int], Translator] | None
+) -> list[TranslatedOffset]:
     flow = clients.flow
     filters = FlowFilters.for_flow(flow)
-    offsets, errors = fetch_group_offsets(clients.admin("source"), clients.connection("source"), [group],
-                                          clients.admin_timeout)
+    offsets, errors = fetch_group_offsets(
+        clients.admin("source"), clients.connection("source"), [group], clients.admin_timeout
+    )
     if group in errors:
         raise MirrorflowError(f"consumer group {group!r} on cluster {flow.source!r}: {errors[group]}")
     committed = [o for o in offsets.get(group, []) if o.offset >= 0]
     if not committed:
-        raise MirrorflowError(f"consumer group {group!r} has no committed offsets on cluster {flow.source!r} "
-                              f"(unknown group, or it never committed)")
+        raise MirrorflowError(
+            f"consumer group {group!r} has no committed offsets on cluster {flow.source!r} "
+            f"(unknown group, or it never committed)"
+        )
     if maps is None:
-        maps = load_maps(clients, {(o.topic, o.partition) for o in committed
-                                   if filters.should_replicate_topic(o.topic)})
-    return translate_offsets(filters, committed, maps)
+        maps = load_maps(
+            clients, {(o.topic, o.partition) for o in committed if filters.should_replicate_topic(o.topic)}
+        )
+    return translate_committed(filters, committed, maps)

@@ -1,6 +1,6 @@
 """Group offset sync (`sync.group.offsets.enabled`): commit checkpointed offsets on the target.
 
-Like MirrorCheckpointTask.syncGroupOffset (connect/mirror/src/main/java/org/apache/kafka/connect/mirror/MirrorCheckpointTask.java), with two deliberate
+Like MirrorCheckpointTask.syncGroupOffset (Kafka's `connect/mirror`), with two deliberate
 differences that make it safe by construction instead of by broker rejection:
 
 * a group with active members on the target is left alone and reported (MM2 sends the commit and
@@ -11,14 +11,15 @@ differences that make it safe by construction instead of by broker rejection:
 The checkpoints come from the checkpoints topic on the target (the CheckpointStore), so this step
 needs nothing but the target cluster.
 """
+
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from concurrent.futures import Future
 from dataclasses import asdict, dataclass, field
-from typing import Any, Iterable, Mapping
+from typing import Any
 
-from confluent_kafka import (ConsumerGroupState, ConsumerGroupTopicPartitions, KafkaError, KafkaException,
-                             TopicPartition)
+from confluent_kafka import ConsumerGroupState, ConsumerGroupTopicPartitions, KafkaError, KafkaException, TopicPartition
 
 from mirrorflow.clients import FlowClients, flow_clients
 from mirrorflow.config import Config, FlowConfig
@@ -28,10 +29,10 @@ from mirrorflow.mm2.filters import FlowFilters
 from mirrorflow.mm2.formats import Checkpoint
 
 # Target group states as this module sees them.
-EMPTY = "empty"        # exists, no members: safe to commit
-MISSING = "missing"    # does not exist (DEAD / GROUP_ID_NOT_FOUND): safe, the commit creates it
-ACTIVE = "active"      # has members (Stable, rebalancing): left alone
-UNKNOWN = "unknown"    # state could not be told: left alone
+EMPTY = "empty"  # exists, no members: safe to commit
+MISSING = "missing"  # does not exist (DEAD / GROUP_ID_NOT_FOUND): safe, the commit creates it
+ACTIVE = "active"  # has members (Stable, rebalancing): left alone
+UNKNOWN = "unknown"  # state could not be told: left alone
 SAFE_STATES = (EMPTY, MISSING)
 
 
@@ -69,17 +70,25 @@ class GroupSyncPlan:
         return [p for p in self.partitions if p.action == "write"]
 
 
-def plan_group_sync(target: TargetGroup, checkpoints: Mapping[tuple[str, int], Checkpoint],
-                    target_partitions: set[tuple[str, int]] | None = None) -> GroupSyncPlan:
+def plan_group_sync(
+    target: TargetGroup,
+    checkpoints: Mapping[tuple[str, int], Checkpoint],
+    target_partitions: set[tuple[str, int]] | None = None,
+) -> GroupSyncPlan:
     """Decide, per partition, whether to commit the checkpointed offset on the target (pure).
 
     With `target_partitions` (what exists on the target), partitions of missing topics are
     skipped (`skip-no-topic`) instead of failing the whole commit."""
     if target.state not in SAFE_STATES:
-        why = (f"{target.members} active member(s) on the target" if target.state == ACTIVE
-               else "its state on the target could not be determined")
-        parts = tuple(PartitionSync(t, p, c.downstream_offset, target.offsets.get((t, p)), "skip-active", c.metadata)
-                      for (t, p), c in sorted(checkpoints.items()))
+        why = (
+            f"{target.members} active member(s) on the target"
+            if target.state == ACTIVE
+            else "its state on the target could not be determined"
+        )
+        parts = tuple(
+            PartitionSync(t, p, c.downstream_offset, target.offsets.get((t, p)), "skip-active", c.metadata)
+            for (t, p), c in sorted(checkpoints.items())
+        )
         return GroupSyncPlan(target.group, target.state, target.members, "left-alone", parts, why)
     parts_l: list[PartitionSync] = []
     for (t, p), c in sorted(checkpoints.items()):
@@ -108,8 +117,11 @@ def classify_state(state: Any, members: int) -> str:
         return EMPTY
     if state == ConsumerGroupState.DEAD:
         return MISSING
-    if state in (ConsumerGroupState.STABLE, ConsumerGroupState.PREPARING_REBALANCING,
-                 ConsumerGroupState.COMPLETING_REBALANCING):
+    if state in (
+        ConsumerGroupState.STABLE,
+        ConsumerGroupState.PREPARING_REBALANCING,
+        ConsumerGroupState.COMPLETING_REBALANCING,
+    ):
         return ACTIVE
     return UNKNOWN
 
@@ -123,13 +135,18 @@ class GroupSyncRun:
     skipped_reason: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"flow": self.flow, "skipped_reason": self.skipped_reason, "errors": self.errors,
-                "committed": self.committed,
-                "groups": [{**asdict(p), "partitions": [asdict(x) for x in p.partitions]} for p in self.plans]}
+        return {
+            "flow": self.flow,
+            "skipped_reason": self.skipped_reason,
+            "errors": self.errors,
+            "committed": self.committed,
+            "groups": [{**asdict(p), "partitions": [asdict(x) for x in p.partitions]} for p in self.plans],
+        }
 
 
-def describe_target_groups(admin: Any, conn: ClusterConnection, groups: list[str], timeout: float
-                           ) -> tuple[dict[str, TargetGroup], dict[str, str]]:
+def describe_target_groups(
+    admin: Any, conn: ClusterConnection, groups: list[str], timeout: float
+) -> tuple[dict[str, TargetGroup], dict[str, str]]:
     """State, member count and committed offsets of `groups` on the target."""
     described: dict[str, TargetGroup] = {}
     errors: dict[str, str] = {}
@@ -162,16 +179,22 @@ def describe_target_groups(admin: Any, conn: ClusterConnection, groups: list[str
     return described, errors
 
 
-def sync_group_offsets(cfg: Config, flow: FlowConfig, store: CheckpointStore | None = None,
-                       groups: Iterable[str] | None = None, dry_run: bool = False,
-                       clients: FlowClients | None = None) -> GroupSyncRun:
+def sync_group_offsets(
+    cfg: Config,
+    flow: FlowConfig,
+    store: CheckpointStore | None = None,
+    groups: Iterable[str] | None = None,
+    dry_run: bool = False,
+    clients: FlowClients | None = None,
+) -> GroupSyncRun:
     """Commit the latest checkpoints of the flow's groups on the target where that is safe."""
     with flow_clients(cfg, flow, clients) as c:
         return _sync(c, store, groups, dry_run)
 
 
-def _sync(clients: FlowClients, store: CheckpointStore | None, groups: Iterable[str] | None,
-          dry_run: bool) -> GroupSyncRun:
+def _sync(
+    clients: FlowClients, store: CheckpointStore | None, groups: Iterable[str] | None, dry_run: bool
+) -> GroupSyncRun:
     flow = clients.flow
     run = GroupSyncRun(flow.name)
     if not flow.props.get("sync.group.offsets.enabled", False):
@@ -184,14 +207,19 @@ def _sync(clients: FlowClients, store: CheckpointStore | None, groups: Iterable[
     timeout = clients.admin_timeout
     if store is None:
         store = CheckpointStore.load(clients)
-    names = [g for g in (store.groups() if groups is None else sorted(set(groups) & set(store.groups())))
-             if filters.should_replicate_group(g)]
+    names = [
+        g
+        for g in (store.groups() if groups is None else sorted(set(groups) & set(store.groups())))
+        if filters.should_replicate_group(g)
+    ]
     # only checkpoints of topics the flow replicates now (the topic filter may have changed since)
     wanted: dict[str, dict[tuple[str, int], Checkpoint]] = {}
     for g in names:
-        cps = {k: c for k, c in store.for_group(g).items()
-               if (u := upstream_of(filters.policy, flow.source, k[0])) is not None
-               and filters.should_replicate_topic(u)}
+        cps = {
+            k: c
+            for k, c in store.for_group(g).items()
+            if (u := upstream_of(filters.policy, flow.source, k[0])) is not None and filters.should_replicate_topic(u)
+        }
         if cps:
             wanted[g] = cps
     names = sorted(wanted)
@@ -212,8 +240,7 @@ def _sync(clients: FlowClients, store: CheckpointStore | None, groups: Iterable[
         run.plans.append(plan)
         if plan.writes and not dry_run:
             tps = [TopicPartition(p.topic, p.partition, p.checkpoint_offset, p.metadata or "") for p in plan.writes]
-            fut = admin.alter_consumer_group_offsets([ConsumerGroupTopicPartitions(g, tps)],
-                                                     request_timeout=timeout)[g]
+            fut = admin.alter_consumer_group_offsets([ConsumerGroupTopicPartitions(g, tps)], request_timeout=timeout)[g]
             futures[g] = (plan, fut)
     for g, (plan, fut) in futures.items():
         try:

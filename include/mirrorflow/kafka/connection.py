@@ -5,10 +5,12 @@ or a wrong password reads the same everywhere ("cluster 'A': cannot reach 127.0.
 "cluster 'A': authentication failed ..."). It takes settings that are already resolved (secrets
 included): it never logs them, and its repr shows none.
 """
+
 from __future__ import annotations
 
 import threading
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient
@@ -16,8 +18,12 @@ from confluent_kafka.admin import AdminClient
 from mirrorflow.errors import ClusterError
 
 AUTH_CODES = {KafkaError._AUTHENTICATION, KafkaError.SASL_AUTHENTICATION_FAILED}
-AUTHZ_CODES = {KafkaError.TOPIC_AUTHORIZATION_FAILED, KafkaError.CLUSTER_AUTHORIZATION_FAILED,
-               KafkaError.GROUP_AUTHORIZATION_FAILED, KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED}
+AUTHZ_CODES = {
+    KafkaError.TOPIC_AUTHORIZATION_FAILED,
+    KafkaError.CLUSTER_AUTHORIZATION_FAILED,
+    KafkaError.GROUP_AUTHORIZATION_FAILED,
+    KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+}
 UNREACHABLE_CODES = {KafkaError._TRANSPORT, KafkaError._TIMED_OUT, KafkaError._ALL_BROKERS_DOWN, KafkaError._RESOLVE}
 
 
@@ -63,8 +69,9 @@ class ClusterConnection:
         code = err.code() if err is not None else None
         text = err.str() if err is not None else f"{type(exc).__name__}: {exc}"
         if code in AUTH_CODES:
-            return ClusterError(self.alias, f"authentication failed at {self.where}: check the SASL username and "
-                                            f"password ({text})")
+            return ClusterError(
+                self.alias, f"authentication failed at {self.where}: check the SASL username and password ({text})"
+            )
         if code in AUTHZ_CODES:
             return ClusterError(self.alias, f"not authorized: {text}")
         if code in UNREACHABLE_CODES:

@@ -9,11 +9,13 @@ transaction still open at the end blocks its partition until it commits or abort
 producer's transaction is aborted by the broker after transaction.timeout.ms), so reads have a
 deadline and a timeout says so.
 """
+
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any, Iterable, Iterator, Mapping
+from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
 
@@ -22,13 +24,26 @@ from mirrorflow.kafka.connection import ClusterConnection, kafka_error
 
 # librdkafka needs a group.id even for assign(); readers never subscribe or commit with it.
 READER_GROUP = "mirrorflow-internal-reader"
-READER_SETTINGS: dict[str, Any] = {"group.id": READER_GROUP, "enable.auto.commit": False,
-                                   "enable.partition.eof": True, "auto.offset.reset": "earliest",
-                                   "isolation.level": "read_committed", "fetch.wait.max.ms": 50}
+READER_SETTINGS: dict[str, Any] = {
+    "group.id": READER_GROUP,
+    "enable.auto.commit": False,
+    "enable.partition.eof": True,
+    "auto.offset.reset": "earliest",
+    "isolation.level": "read_committed",
+    "fetch.wait.max.ms": 50,
+}
 # Errors a leadership change, a just-created topic or a broker restart causes: retried until a deadline.
-RETRIABLE = {KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE, KafkaError.UNKNOWN_TOPIC_OR_PART,
-             KafkaError._TIMED_OUT, KafkaError._TRANSPORT, KafkaError.REQUEST_TIMED_OUT,
-             KafkaError.UNKNOWN_LEADER_EPOCH, KafkaError.FENCED_LEADER_EPOCH, KafkaError.NOT_ENOUGH_REPLICAS}
+RETRIABLE = {
+    KafkaError.NOT_LEADER_FOR_PARTITION,
+    KafkaError.LEADER_NOT_AVAILABLE,
+    KafkaError.UNKNOWN_TOPIC_OR_PART,
+    KafkaError._TIMED_OUT,
+    KafkaError._TRANSPORT,
+    KafkaError.REQUEST_TIMED_OUT,
+    KafkaError.UNKNOWN_LEADER_EPOCH,
+    KafkaError.FENCED_LEADER_EPOCH,
+    KafkaError.NOT_ENOUGH_REPLICAS,
+}
 MISSING = {KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_PARTITION, KafkaError._UNKNOWN_TOPIC}
 
 
@@ -47,8 +62,9 @@ class LogReader:
     def __init__(self, conn: ClusterConnection, consumer: Consumer) -> None:
         self.conn, self.consumer = conn, consumer
 
-    def watermarks(self, topic: str, partition: int, timeout: float = 60.0, wait_for_topic: bool = True
-                   ) -> tuple[int, int]:
+    def watermarks(
+        self, topic: str, partition: int, timeout: float = 60.0, wait_for_topic: bool = True
+    ) -> tuple[int, int]:
         """(low, high) watermark, retrying while a partition gets its leader. A topic that does not
         exist is a TopicError (at once, unless `wait_for_topic`: a just-created topic may not be
         known to every broker yet)."""
@@ -63,15 +79,22 @@ class LogReader:
                 code = err.code() if err is not None else None
                 missing = code in MISSING
                 if missing and (not wait_for_topic or time.monotonic() > deadline):
-                    raise TopicError(f"topic {topic!r} partition {partition} does not exist on cluster "
-                                     f"{self.conn.alias!r}") from None
+                    raise TopicError(
+                        f"topic {topic!r} partition {partition} does not exist on cluster {self.conn.alias!r}"
+                    ) from None
                 if code not in RETRIABLE and not missing or time.monotonic() > deadline:
                     raise self.conn.describe_failure(exc) from None
                 time.sleep(0.2)
 
-    def read(self, topic: str, starts: Mapping[int, int | None] | Iterable[int], timeout: float = 60.0,
-             keys: set[bytes] | None = None, last: int | None = None, wait_for_topic: bool = True
-             ) -> Iterator[Any]:
+    def read(
+        self,
+        topic: str,
+        starts: Mapping[int, int | None] | Iterable[int],
+        timeout: float = 60.0,
+        keys: set[bytes] | None = None,
+        last: int | None = None,
+        wait_for_topic: bool = True,
+    ) -> Iterator[Any]:
         """Yield every committed message of the partitions, from each one's start (None: the log
         start) up to the end it had when reading began; with `last`, only among the last `last`
         offsets of each; with `keys`, only messages with one of those keys."""
@@ -95,9 +118,12 @@ class LogReader:
         try:
             while todo:
                 if time.monotonic() > deadline:
-                    raise ClusterError(self.conn.alias, f"timed out reading topic {topic!r} partitions {sorted(todo)} "
-                                                        "(an open transaction? a crashed writer's transaction is "
-                                                        "aborted after transaction.timeout.ms)")
+                    raise ClusterError(
+                        self.conn.alias,
+                        f"timed out reading topic {topic!r} partitions {sorted(todo)} "
+                        "(an open transaction? a crashed writer's transaction is "
+                        "aborted after transaction.timeout.ms)",
+                    )
                 for m in c.consume(1000, timeout=0.5):
                     err = m.error()
                     p = m.partition()
@@ -121,9 +147,15 @@ class LogReader:
             c.unassign()
 
 
-def read_partition(conn: ClusterConnection, topic: str, partition: int = 0, start: int | None = None,
-                   timeout: float = 30.0, consumer_conf: Mapping[str, Any] | None = None,
-                   last: int | None = None) -> list[RawRecord]:
+def read_partition(
+    conn: ClusterConnection,
+    topic: str,
+    partition: int = 0,
+    start: int | None = None,
+    timeout: float = 30.0,
+    consumer_conf: Mapping[str, Any] | None = None,
+    last: int | None = None,
+) -> list[RawRecord]:
     """Every record of one partition from `start` (default: the log start) to its current end, with
     a consumer of its own (MM2's single-partition topics: checkpoints, heartbeats). A missing topic
     is a TopicError; not reaching the end within `timeout` is a ClusterError (a partial read would
@@ -131,7 +163,9 @@ def read_partition(conn: ClusterConnection, topic: str, partition: int = 0, star
     consumer = conn.consumer({**(consumer_conf or {}), **READER_SETTINGS})
     try:
         reader = LogReader(conn, consumer)
-        return [RawRecord(m.partition(), m.offset(), m.key(), m.value(), m.timestamp()[1])
-                for m in reader.read(topic, {partition: start}, timeout, last=last, wait_for_topic=False)]
+        return [
+            RawRecord(m.partition(), m.offset(), m.key(), m.value(), m.timestamp()[1])
+            for m in reader.read(topic, {partition: start}, timeout, last=last, wait_for_topic=False)
+        ]
     finally:
         consumer.close()

@@ -5,10 +5,12 @@ partition, compacted, "already exists" is fine). `produce_all` waits for every a
 callers never report something as written that was not. Offset listings are batched (one request
 for many partitions) and retried through leadership changes.
 """
+
 from __future__ import annotations
 
 import time
-from typing import Any, Iterable, Mapping
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 from confluent_kafka import IsolationLevel, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
@@ -41,8 +43,9 @@ def topic_exists(admin: AdminClient, conn: ClusterConnection, topic: str, timeou
     return True
 
 
-def create_topics(admin: AdminClient, conn: ClusterConnection, topics: list[NewTopic], timeout: float = 30.0
-                  ) -> list[str]:
+def create_topics(
+    admin: AdminClient, conn: ClusterConnection, topics: list[NewTopic], timeout: float = 30.0
+) -> list[str]:
     """Create `topics` (an existing one is fine) and wait until each has its partitions; returns
     the names this call created."""
     if not topics:
@@ -62,8 +65,9 @@ def create_topics(admin: AdminClient, conn: ClusterConnection, topics: list[NewT
     return created
 
 
-def ensure_compacted_topic(admin: AdminClient, conn: ClusterConnection, topic: str,
-                           replication_factor: int = -1, timeout: float = 30.0) -> bool:
+def ensure_compacted_topic(
+    admin: AdminClient, conn: ClusterConnection, topic: str, replication_factor: int = -1, timeout: float = 30.0
+) -> bool:
     """Create `topic` (1 partition, cleanup.policy=compact) unless it exists; True if created."""
     if topic_exists(admin, conn, topic):
         return False
@@ -81,8 +85,14 @@ def wait_for_topic(admin: AdminClient, conn: ClusterConnection, topic: str, time
     raise ClusterError(conn.alias, f"topic {topic!r} was created but did not appear within {timeout:.0f}s")
 
 
-def list_offsets(admin: AdminClient, conn: ClusterConnection, tps: Iterable[tuple[str, int]], spec: Any,
-                 committed: bool = True, timeout: float = 60.0) -> dict[tuple[str, int], int]:
+def list_offsets(
+    admin: AdminClient,
+    conn: ClusterConnection,
+    tps: Iterable[tuple[str, int]],
+    spec: Any,
+    committed: bool = True,
+    timeout: float = 60.0,
+) -> dict[tuple[str, int], int]:
     """One batched ListOffsets request for many partitions (`committed`: the last stable offset,
     else the high watermark), retried through retriable errors until `timeout`."""
     tps = list(tps)
@@ -101,16 +111,22 @@ def list_offsets(admin: AdminClient, conn: ClusterConnection, tps: Iterable[tupl
             waited = time.monotonic() - started
             if code not in RETRIABLE or waited > (min(timeout, MISSING_GRACE_S) if code in MISSING else timeout):
                 what = f"{len(tps)} partition(s)" if len(tps) > 1 else f"{tps[0][0]}[{tps[0][1]}]"
-                raise ClusterError(conn.alias, f"cannot list offsets of {what}: "
-                                               f"{err.str() if err else exc}") from None
+                raise ClusterError(conn.alias, f"cannot list offsets of {what}: {err.str() if err else exc}") from None
             time.sleep(0.2)
 
 
-def produce_all(conn: ClusterConnection, topic: str, records: Iterable[tuple[bytes | None, bytes | None, int]],
-                partition: int = 0, producer_conf: Mapping[str, Any] | None = None, timeout: float = 30.0) -> int:
+def produce_all(
+    conn: ClusterConnection,
+    topic: str,
+    records: Iterable[tuple[bytes | None, bytes | None, int]],
+    partition: int = 0,
+    producer_conf: Mapping[str, Any] | None = None,
+    timeout: float = 30.0,
+) -> int:
     """Produce (key, value, timestamp_ms) records to one partition; raise unless all were acknowledged."""
-    producer: Producer = conn.producer({**(producer_conf or {}), "enable.idempotence": True, "acks": "all",
-                                        "linger.ms": 5})
+    producer: Producer = conn.producer(
+        {**(producer_conf or {}), "enable.idempotence": True, "acks": "all", "linger.ms": 5}
+    )
     errors: list[str] = []
     sent = 0
 
@@ -121,7 +137,9 @@ def produce_all(conn: ClusterConnection, topic: str, records: Iterable[tuple[byt
     for key, value, ts in records:
         while True:
             try:
-                producer.produce(topic, key=key, value=value, partition=partition, timestamp=ts, on_delivery=on_delivery)
+                producer.produce(
+                    topic, key=key, value=value, partition=partition, timestamp=ts, on_delivery=on_delivery
+                )
                 break
             except BufferError:
                 producer.poll(0.1)
@@ -129,8 +147,12 @@ def produce_all(conn: ClusterConnection, topic: str, records: Iterable[tuple[byt
         producer.poll(0)
     left = producer.flush(timeout)
     if left:
-        raise ClusterError(conn.alias, f"{left} of {sent} records to {topic!r} were not acknowledged within {timeout:.0f}s")
+        raise ClusterError(
+            conn.alias, f"{left} of {sent} records to {topic!r} were not acknowledged within {timeout:.0f}s"
+        )
     if errors:
-        raise ClusterError(conn.alias, f"writing to {topic!r} failed: {errors[0]}"
-                                       + (f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""))
+        raise ClusterError(
+            conn.alias,
+            f"writing to {topic!r} failed: {errors[0]}" + (f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""),
+        )
     return sent

@@ -5,24 +5,33 @@ ALLOW READ; DENY entries are copied as they are. PREFIXED bindings are skipped (
 source means something else once names are prefixed). Target ACLs are never deleted. A source
 without an authorizer has no ACLs to sync: that is one log line, not an error.
 """
+
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Iterable
 
 from confluent_kafka import KafkaError, KafkaException
-from confluent_kafka.admin import (AclBinding, AclBindingFilter, AclOperation, AclPermissionType, AdminClient,
-                                   ResourcePatternType, ResourceType)
+from confluent_kafka.admin import (
+    AclBinding,
+    AclBindingFilter,
+    AclOperation,
+    AclPermissionType,
+    AdminClient,
+    ResourcePatternType,
+    ResourceType,
+)
 
-from mirrorflow.mm2.filters import FlowFilters
-from mirrorflow.metadata.report import ADD_ACL, SyncReport, settle
+from mirrorflow.metadata.report import ADD_ACL, Change, SyncReport, settle
 from mirrorflow.metadata.topics import read_error, skip_reason
+from mirrorflow.mm2.filters import FlowFilters
 
 log = logging.getLogger(__name__)
 
-ALL_TOPIC_ACLS = AclBindingFilter(ResourceType.TOPIC, None, ResourcePatternType.ANY, None, None,
-                                  AclOperation.ANY, AclPermissionType.ANY)
+ALL_TOPIC_ACLS = AclBindingFilter(
+    ResourceType.TOPIC, None, ResourcePatternType.ANY, None, None, AclOperation.ANY, AclPermissionType.ANY
+)
 
 
 @dataclass(frozen=True)
@@ -37,12 +46,19 @@ class Acl:
     permission: str  # ALLOW | DENY
 
     @classmethod
-    def of(cls, b: AclBinding) -> "Acl":
+    def of(cls, b: AclBinding) -> Acl:
         return cls(b.name, b.resource_pattern_type.name, b.principal, b.host, b.operation.name, b.permission_type.name)
 
     def binding(self) -> AclBinding:
-        return AclBinding(ResourceType.TOPIC, self.topic, ResourcePatternType[self.pattern], self.principal, self.host,
-                          AclOperation[self.operation], AclPermissionType[self.permission])
+        return AclBinding(
+            ResourceType.TOPIC,
+            self.topic,
+            ResourcePatternType[self.pattern],
+            self.principal,
+            self.host,
+            AclOperation[self.operation],
+            AclPermissionType[self.permission],
+        )
 
     def describe(self) -> str:
         return f"{self.permission} {self.operation} for {self.principal} from host {self.host}"
@@ -54,6 +70,10 @@ def target_acl(acl: Acl, filters: FlowFilters) -> tuple[Acl | None, str | None]:
         return None, f"{acl.pattern} ACLs are not synced (only LITERAL)"
     if acl.permission == "ALLOW" and acl.operation == "WRITE":
         return None, "ALLOW WRITE is not synced: only mirrorflow writes remote topics"
+    if filters.remote_topic(acl.topic) == "*":
+        # a literal `*` is Kafka's wildcard: kept as `*` (IdentityReplicationPolicy) it would grant on
+        # every topic of the target, state topics included (the default policy makes it `A.*`, a name)
+        return None, "the wildcard topic ACL (*) is not synced: on the target it would apply to every topic"
     why = skip_reason(filters, acl.topic)
     if why:
         return None, f"topic not replicated ({why})"
@@ -61,10 +81,11 @@ def target_acl(acl: Acl, filters: FlowFilters) -> tuple[Acl | None, str | None]:
     return Acl(filters.remote_topic(acl.topic), "LITERAL", acl.principal, acl.host, op, acl.permission), None
 
 
-def plan_acls(source_acls: Iterable[Acl], target_acls: set[Acl], filters: FlowFilters,
-              report: SyncReport) -> list[tuple[Acl, object]]:
+def plan_acls(
+    source_acls: Iterable[Acl], target_acls: set[Acl], filters: FlowFilters, report: SyncReport
+) -> list[tuple[Acl, Change]]:
     """Adds add-acl changes (those the target lacks) and skips to `report`."""
-    planned: list[tuple[Acl, object]] = []
+    planned: list[tuple[Acl, Change]] = []
     seen: set[Acl] = set()
     for acl in sorted(source_acls, key=lambda a: (a.topic, a.principal, a.operation, a.permission, a.host)):
         new, why = target_acl(acl, filters)
@@ -84,8 +105,15 @@ def _describe(admin: AdminClient, timeout: float) -> set[Acl]:
 
 
 # A filter no real binding matches: a principal and a topic name nobody uses.
-_PROBE = AclBindingFilter(ResourceType.TOPIC, "__mirrorflow_authorizer_probe__", ResourcePatternType.LITERAL,
-                          "User:__mirrorflow_authorizer_probe__", "*", AclOperation.READ, AclPermissionType.ALLOW)
+_PROBE = AclBindingFilter(
+    ResourceType.TOPIC,
+    "__mirrorflow_authorizer_probe__",
+    ResourcePatternType.LITERAL,
+    "User:__mirrorflow_authorizer_probe__",
+    "*",
+    AclOperation.READ,
+    AclPermissionType.ALLOW,
+)
 
 NO_AUTHORIZER, NOT_AUTHORIZED = "no authorizer", "not authorized"
 
@@ -132,8 +160,9 @@ def read_acls(admin: AdminClient, alias: str, timeout: float) -> tuple[set[Acl],
         raise read_error(alias, "checking the authorizer", exc) from None
 
 
-def sync_acls(filters: FlowFilters, source: AdminClient, target: AdminClient, report: SyncReport,
-              dry_run: bool, timeout: float) -> None:
+def sync_acls(
+    filters: FlowFilters, source: AdminClient, target: AdminClient, report: SyncReport, dry_run: bool, timeout: float
+) -> None:
     source_acls, why = read_acls(source, filters.source, timeout)
     if why == NO_AUTHORIZER:
         log.info("ACL sync skipped for %s: source cluster %s has no authorizer", report.flow, filters.source)
@@ -141,8 +170,11 @@ def sync_acls(filters: FlowFilters, source: AdminClient, target: AdminClient, re
         return
     if why == NOT_AUTHORIZED:
         log.warning("ACL sync skipped for %s: not allowed to read the ACLs of %s", report.flow, filters.source)
-        report.skip("acls", "*", f"the ACLs of source cluster {filters.source} cannot be read: its principal needs "
-                                 "DESCRIBE on the cluster")
+        report.skip(
+            "acls",
+            "*",
+            f"the ACLs of source cluster {filters.source} cannot be read: its principal needs DESCRIBE on the cluster",
+        )
         return
     target_acls, why = read_acls(target, filters.target, timeout) if source_acls else (set(), None)
     if why == NO_AUTHORIZER:

@@ -3,6 +3,7 @@
 One report type for every concern (topics, configs, ACLs) so the CLI, the Airflow tasks and the
 tests read the same thing. `summary()` is small on purpose: it is what goes to XCom.
 """
+
 from __future__ import annotations
 
 import logging
@@ -26,9 +27,15 @@ ADD_ACL = "add-acl"
 ORPHAN = "orphan"
 MORE_PARTITIONS = "target-has-more-partitions"
 
-_LABELS = {CREATE_TOPIC: "create topic", ADD_PARTITIONS: "add partitions", SET_CONFIG: "set config",
-           DELETE_CONFIG: "delete config", ADD_ACL: "add ACL", ORPHAN: "orphan",
-           MORE_PARTITIONS: "more partitions"}
+_LABELS = {
+    CREATE_TOPIC: "create topic",
+    ADD_PARTITIONS: "add partitions",
+    SET_CONFIG: "set config",
+    DELETE_CONFIG: "delete config",
+    ADD_ACL: "add ACL",
+    ORPHAN: "orphan",
+    MORE_PARTITIONS: "more partitions",
+}
 
 
 @dataclass
@@ -112,18 +119,29 @@ class SyncReport:
         return not self.changes
 
     def to_dict(self) -> dict[str, Any]:
-        return {"flow": self.flow, "dry_run": self.dry_run, "concerns": list(self.concerns),
-                "ok": self.ok, "counts": self.counts(),
-                "changes": [asdict(c) for c in self.changes],
-                "findings": [asdict(f) for f in self.findings],
-                "skipped": [asdict(s) for s in self.skipped]}
+        return {
+            "flow": self.flow,
+            "dry_run": self.dry_run,
+            "concerns": list(self.concerns),
+            "ok": self.ok,
+            "counts": self.counts(),
+            "changes": [asdict(c) for c in self.changes],
+            "findings": [asdict(f) for f in self.findings],
+            "skipped": [asdict(s) for s in self.skipped],
+        }
 
     def summary(self, limit: int = 10) -> dict[str, Any]:
         """A small dict for XCom: counts plus the first few failures and findings."""
-        return {"flow": self.flow, "dry_run": self.dry_run, "concerns": list(self.concerns), "ok": self.ok,
-                "counts": self.counts(), "headline": self.headline(),
-                "failures": [f"{c.resource}: {c.error}" for c in self.failed[:limit]],
-                "findings": [f"{f.resource}: {f.message}" for f in self.findings[:limit]]}
+        return {
+            "flow": self.flow,
+            "dry_run": self.dry_run,
+            "concerns": list(self.concerns),
+            "ok": self.ok,
+            "counts": self.counts(),
+            "headline": self.headline(),
+            "failures": [f"{c.resource}: {c.error}" for c in self.failed[:limit]],
+            "findings": [f"{f.resource}: {f.message}" for f in self.findings[:limit]],
+        }
 
     def headline(self) -> str:
         n = self.counts()
@@ -131,19 +149,30 @@ class SyncReport:
             body = "nothing to change: the target is in sync"
         else:
             verb = "would be" if self.dry_run else ""
-            parts = [(n["topics_created"], "topic created", "topics created"),
-                     (n["topics_expanded"], "topic expanded", "topics expanded"),
-                     (n["configs_changed"], "config changed", "configs changed"),
-                     (n["acls_added"], "ACL added", "ACLs added")]
+            parts = [
+                (n["topics_created"], "topic created", "topics created"),
+                (n["topics_expanded"], "topic expanded", "topics expanded"),
+                (n["configs_changed"], "config changed", "configs changed"),
+                (n["acls_added"], "ACL added", "ACLs added"),
+            ]
             said = [f"{k} {one if k == 1 else many}" for k, one, many in parts if k]
             if self.dry_run:
-                said = [s.replace(" created", " to create").replace(" expanded", " to expand")
-                        .replace(" changed", " to change").replace(" added", " to add") for s in said]
+                said = [
+                    s.replace(" created", " to create")
+                    .replace(" expanded", " to expand")
+                    .replace(" changed", " to change")
+                    .replace(" added", " to add")
+                    for s in said
+                ]
             body = ", ".join(said) or f"{len(self.changes)} changes {verb}".strip()
-        extra = [f"{n['failed']} failed" if n["failed"] else "", f"{n['skipped']} skipped" if n["skipped"] else "",
-                 f"{n['orphans']} orphaned" if n["orphans"] else "",
-                 f"{n['targets_with_more_partitions']} with more partitions on the target"
-                 if n["targets_with_more_partitions"] else ""]
+        extra = [
+            f"{n['failed']} failed" if n["failed"] else "",
+            f"{n['skipped']} skipped" if n["skipped"] else "",
+            f"{n['orphans']} orphaned" if n["orphans"] else "",
+            f"{n['targets_with_more_partitions']} with more partitions on the target"
+            if n["targets_with_more_partitions"]
+            else "",
+        ]
         return "; ".join([body, *[e for e in extra if e]])
 
     def render_text(self, max_skips_per_reason: int = 5) -> str:
@@ -153,8 +182,10 @@ class SyncReport:
             lines.append("changes:" if not self.dry_run else "plan:")
             for c in self.changes:
                 status = "" if c.status == DONE or (self.dry_run and c.status == PLANNED) else f" [{c.status.upper()}]"
-                lines.append(f"  {_LABELS.get(c.kind, c.kind):<15} {c.resource}: {c.detail}{status}"
-                             + (f": {c.error}" if c.error else ""))
+                lines.append(
+                    f"  {_LABELS.get(c.kind, c.kind):<15} {c.resource}: {c.detail}{status}"
+                    + (f": {c.error}" if c.error else "")
+                )
         if self.findings:
             lines.append("findings (left as they are):")
             for f in self.findings:
@@ -172,17 +203,6 @@ class SyncReport:
         return "\n".join(lines)
 
 
-def merge(reports: list[SyncReport]) -> SyncReport:
-    """One report from several (one per concern), in order."""
-    out = SyncReport(reports[0].flow, reports[0].dry_run, [])
-    for r in reports:
-        out.concerns += [c for c in r.concerns if c not in out.concerns]
-        out.changes += r.changes
-        out.findings += r.findings
-        out.skipped += r.skipped
-    return out
-
-
 def settle(change: Change, future: Any, timeout: float) -> None:
     """Wait for an admin future and record on `change` whether it was done or failed (and why)."""
     try:
@@ -192,7 +212,9 @@ def settle(change: Change, future: Any, timeout: float) -> None:
         err = exc.args[0] if exc.args else exc
         change.status = FAILED
         change.error = err.str() if hasattr(err, "str") else str(err)
-        logging.getLogger("mirrorflow.metadata.sync").warning("%s %s failed: %s", change.kind, change.resource, change.error)
+        logging.getLogger("mirrorflow.metadata.sync").warning(
+            "%s %s failed: %s", change.kind, change.resource, change.error
+        )
     except Exception as exc:  # noqa: BLE001 - a timeout or a client bug: record it, go on with the rest
         change.status = FAILED
         change.error = f"{type(exc).__name__}: {exc}"

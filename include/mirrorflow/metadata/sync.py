@@ -5,21 +5,21 @@ clusters (one clear ClusterError if either is unreachable or refuses our credent
 requested concerns in order and returns one SyncReport. MM2's `*.enabled` toggles are honoured:
 a disabled concern is reported as skipped, not silently left out.
 """
+
 from __future__ import annotations
 
 import logging
-from typing import Iterable
+from collections.abc import Iterable
 
 from confluent_kafka import KafkaException
-
-from mirrorflow.metadata import acls as acl_sync
 
 from mirrorflow.clients import FlowClients, flow_clients
 from mirrorflow.config import Config, FlowConfig
 from mirrorflow.errors import MirrorflowError
-from mirrorflow.mm2.filters import FlowFilters
+from mirrorflow.metadata import acls as acl_sync
 from mirrorflow.metadata.report import CONCERNS, SyncReport
 from mirrorflow.metadata.topics import TopicSync
+from mirrorflow.mm2.filters import FlowFilters
 
 log = logging.getLogger(__name__)
 
@@ -33,13 +33,19 @@ def parse_concerns(text: str | Iterable[str] | None) -> list[str]:
     items = [x.strip() for x in (text.split(",") if isinstance(text, str) else text) if x.strip()]
     unknown = [x for x in items if x not in CONCERNS]
     if unknown or not items:
-        raise MirrorflowError(f"--only: unknown concern(s) {', '.join(unknown) or '(none given)'}; "
-                              f"choose from {', '.join(CONCERNS)}")
+        raise MirrorflowError(
+            f"--only: unknown concern(s) {', '.join(unknown) or '(none given)'}; choose from {', '.join(CONCERNS)}"
+        )
     return [c for c in CONCERNS if c in items]
 
 
-def sync_flow(cfg: Config, flow: FlowConfig | str, concerns: Iterable[str] | str | None = None,
-              dry_run: bool = False, clients: FlowClients | None = None) -> SyncReport:
+def sync_flow(
+    cfg: Config,
+    flow: FlowConfig | str,
+    concerns: Iterable[str] | str | None = None,
+    dry_run: bool = False,
+    clients: FlowClients | None = None,
+) -> SyncReport:
     """Plan (and unless `dry_run`, apply) the sync of `flow`; never deletes anything."""
     flow = cfg.flow(flow) if isinstance(flow, str) else flow
     wanted = parse_concerns(concerns)
@@ -62,14 +68,17 @@ def _sync(clients: FlowClients, wanted: list[str], dry_run: bool) -> SyncReport:
             report.skip(concern, "*", f"disabled by {toggle}=false")
             continue
         # a failure talking to a cluster mid-way names the cluster (auth, reachability, rights)
-        step = {"topics": lambda: topics.sync_topics(report, dry_run),
-                "configs": lambda: topics.sync_configs(report, dry_run),
-                "acls": lambda: acl_sync.sync_acls(filters, source, target, report, dry_run, timeout)}[concern]
+        step = {
+            "topics": lambda: topics.sync_topics(report, dry_run),
+            "configs": lambda: topics.sync_configs(report, dry_run),
+            "acls": lambda: acl_sync.sync_acls(filters, source, target, report, dry_run, timeout),
+        }[concern]
         try:
             step()
         except KafkaException as exc:  # reads name their cluster; anything else still says where
             err = exc.args[0] if exc.args else exc
-            raise MirrorflowError(f"{concern} sync of {flow.name} failed: "
-                                  f"{err.str() if hasattr(err, 'str') else err}") from None
+            raise MirrorflowError(
+                f"{concern} sync of {flow.name} failed: {err.str() if hasattr(err, 'str') else err}"
+            ) from None
     log.info("sync %s: %s", flow.name, report.headline())
     return report

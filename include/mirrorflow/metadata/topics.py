@@ -1,4 +1,6 @@
-"""Topic sync for one flow: create remote topics, add partitions, sync topic configs (MirrorSourceConnector.createNewTopics, syncTopicConfigs).
+"""Topic sync for one flow: create remote topics, add partitions, sync topic configs.
+
+As MM2's MirrorSourceConnector does it (createNewTopics, syncTopicConfigs).
 
 Planning is pure (`plan_topics`, `plan_configs` over plain data), so the MM2 rules are unit
 tested without brokers; `TopicSync` reads both clusters, plans, and applies unless it is a dry
@@ -6,21 +8,39 @@ run. Nothing on the target is ever deleted or shrunk: orphaned remote topics and
 more partitions are reported as findings. Configs go through IncrementalAlterConfigs only, so a
 target-side override of an excluded property (say `min.insync.replicas`) survives every sync.
 """
+
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Any
 
 from confluent_kafka import KafkaException
-from confluent_kafka.admin import (AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ConfigSource,
-                                   NewPartitions, NewTopic, ResourceType)
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    ConfigSource,
+    NewPartitions,
+    NewTopic,
+    ResourceType,
+)
 
 from mirrorflow.errors import ClusterError
+from mirrorflow.metadata.report import (
+    ADD_PARTITIONS,
+    CREATE_TOPIC,
+    DELETE_CONFIG,
+    MORE_PARTITIONS,
+    ORPHAN,
+    SET_CONFIG,
+    SyncReport,
+    settle,
+)
 from mirrorflow.mm2.filters import FlowFilters
 from mirrorflow.mm2.policy import IdentityReplicationPolicy
-from mirrorflow.metadata.report import (ADD_PARTITIONS, CREATE_TOPIC, DELETE_CONFIG, MORE_PARTITIONS, ORPHAN, SET_CONFIG,
-                          SyncReport, settle)
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +68,7 @@ class Entry:
         return self.source == TOPIC_OVERRIDE
 
     @classmethod
-    def of(cls, e: ConfigEntry) -> "Entry":
+    def of(cls, e: ConfigEntry) -> Entry:
         # confluent-kafka hands out the source as a plain int in describe_configs results
         src = ConfigSource(e.source).name if isinstance(e.source, int) else getattr(e.source, "name", str(e.source))
         return cls(e.name, e.value, src, bool(e.is_read_only), bool(e.is_sensitive))
@@ -84,8 +104,13 @@ def skip_reason(filters: FlowFilters, topic: str) -> str | None:
 def syncable(entry: Entry, filters: FlowFilters) -> bool:
     """MM2 targetConfig's entry test, minus the default check: not read-only, not sensitive,
     not a static broker setting, not excluded by config.properties.exclude."""
-    return (not entry.read_only and not entry.sensitive and entry.value is not None
-            and entry.source != STATIC_BROKER and filters.configs.should_replicate_config_property(entry.name))
+    return (
+        not entry.read_only
+        and not entry.sensitive
+        and entry.value is not None
+        and entry.source != STATIC_BROKER
+        and filters.configs.should_replicate_config_property(entry.name)
+    )
 
 
 def creation_configs(source_entries: Iterable[Entry], filters: FlowFilters) -> dict[str, str]:
@@ -98,8 +123,9 @@ def creation_configs(source_entries: Iterable[Entry], filters: FlowFilters) -> d
     return dict(sorted(out.items()))
 
 
-def plan_configs(source_entries: Iterable[Entry], target_entries: dict[str, Entry],
-                 filters: FlowFilters) -> list[ConfigOp]:
+def plan_configs(
+    source_entries: Iterable[Entry], target_entries: dict[str, Entry], filters: FlowFilters
+) -> list[ConfigOp]:
     """Incremental ops that make an existing remote topic's configs follow the source.
 
     MM2 semantics: a default-valued source entry DELETEs the target override (use.defaults.from
@@ -127,9 +153,15 @@ class TopicPlanInput:
     target_partitions: dict[str, int]
 
 
-def plan_topics(filters: FlowFilters, state: TopicPlanInput, report: SyncReport,
-                replication_factor: int, source_configs: dict[str, dict[str, str]],
-                detect_orphans: bool = True, unreadable: frozenset[str] = frozenset()) -> list[tuple[str, str]]:
+def plan_topics(
+    filters: FlowFilters,
+    state: TopicPlanInput,
+    report: SyncReport,
+    replication_factor: int,
+    source_configs: dict[str, dict[str, str]],
+    detect_orphans: bool = True,
+    unreadable: frozenset[str] = frozenset(),
+) -> list[tuple[str, str]]:
     """Adds create / add-partitions changes and findings to `report`; returns the replicated
     (source topic, remote topic) pairs whose remote topic already exists.
 
@@ -145,28 +177,41 @@ def plan_topics(filters: FlowFilters, state: TopicPlanInput, report: SyncReport,
         n = state.source_partitions[topic]
         have = state.target_partitions.get(remote)
         if have is None and topic in unreadable:
-            report.skip("topics", topic, "its configs could not be read, so it is not created without them "
-                                         "(see the log)")
+            report.skip(
+                "topics", topic, "its configs could not be read, so it is not created without them (see the log)"
+            )
             continue
         if have is None:
             cfgs = source_configs.get(topic, {})
             rf = "broker default" if replication_factor == -1 else str(replication_factor)
             shown = ", ".join(f"{k}={v}" for k, v in cfgs.items()) or "none"
-            report.change("topics", CREATE_TOPIC, remote,
-                          f"{n} partitions, replication factor {rf}, configs: {shown} (from {topic})")
+            report.change(
+                "topics",
+                CREATE_TOPIC,
+                remote,
+                f"{n} partitions, replication factor {rf}, configs: {shown} (from {topic})",
+            )
             continue
         existing.append((topic, remote))
         if have < n:
             report.change("topics", ADD_PARTITIONS, remote, f"{have} -> {n} partitions (source {topic} has {n})")
         elif have > n:
-            report.find("topics", MORE_PARTITIONS, remote,
-                        f"the target has {have} partitions, the source {topic} has {n}; partitions are never removed")
+            report.find(
+                "topics",
+                MORE_PARTITIONS,
+                remote,
+                f"the target has {have} partitions, the source {topic} has {n}; partitions are never removed",
+            )
     if detect_orphans:
         for remote in sorted(state.target_partitions):
             up = orphan_source(filters, remote)
             if up is not None and up not in state.source_partitions:
-                report.find("topics", ORPHAN, remote,
-                            f"its source topic {up!r} no longer exists on {filters.source}; left in place")
+                report.find(
+                    "topics",
+                    ORPHAN,
+                    remote,
+                    f"its source topic {up!r} no longer exists on {filters.source}; left in place",
+                )
     return existing
 
 
@@ -187,8 +232,9 @@ def orphan_source(filters: FlowFilters, remote: str) -> str | None:
 class TopicSync:
     """Reads both clusters, plans with the functions above, applies unless dry run."""
 
-    def __init__(self, filters: FlowFilters, source: AdminClient, target: AdminClient,
-                 replication_factor: int, timeout: float) -> None:
+    def __init__(
+        self, filters: FlowFilters, source: AdminClient, target: AdminClient, replication_factor: int, timeout: float
+    ) -> None:
         self.filters, self.source, self.target = filters, source, target
         self.replication_factor, self.timeout = replication_factor, timeout
 
@@ -223,21 +269,37 @@ class TopicSync:
     def sync_topics(self, report: SyncReport, dry_run: bool) -> None:
         src_parts, tgt_parts = self.partitions(self.source), self.partitions(self.target)
         state = TopicPlanInput(src_parts, tgt_parts)
-        missing = [t for t in src_parts if skip_reason(self.filters, t) is None
-                   and self.filters.remote_topic(t) not in tgt_parts]
+        missing = [
+            t
+            for t in src_parts
+            if skip_reason(self.filters, t) is None and self.filters.remote_topic(t) not in tgt_parts
+        ]
         described = self.describe(self.source, missing)
         cfgs = {t: creation_configs(described[t].values(), self.filters) for t in missing if t in described}
         before = len(report.changes)
-        plan_topics(self.filters, state, report, self.replication_factor, cfgs,
-                    unreadable=frozenset(t for t in missing if t not in described))
+        plan_topics(
+            self.filters,
+            state,
+            report,
+            self.replication_factor,
+            cfgs,
+            unreadable=frozenset(t for t in missing if t not in described),
+        )
         if dry_run:
             return
         changes = report.changes[before:]
         by_remote = {self.filters.remote_topic(t): t for t in src_parts if skip_reason(self.filters, t) is None}
         creates = [c for c in changes if c.kind == CREATE_TOPIC]
         if creates:
-            new = [NewTopic(c.resource, src_parts[by_remote[c.resource]], self.replication_factor,
-                            config=cfgs[by_remote[c.resource]]) for c in creates]
+            new = [
+                NewTopic(
+                    c.resource,
+                    src_parts[by_remote[c.resource]],
+                    self.replication_factor,
+                    config=cfgs[by_remote[c.resource]],
+                )
+                for c in creates
+            ]
             futures = self.target.create_topics(new, request_timeout=self.timeout, operation_timeout=self.timeout)
             for c in creates:
                 settle(c, futures[c.resource], self.timeout)
@@ -250,8 +312,11 @@ class TopicSync:
 
     def sync_configs(self, report: SyncReport, dry_run: bool) -> None:
         src_parts, tgt_parts = self.partitions(self.source), self.partitions(self.target)
-        pairs = [(t, self.filters.remote_topic(t)) for t in sorted(src_parts)
-                 if skip_reason(self.filters, t) is None and self.filters.remote_topic(t) in tgt_parts]
+        pairs = [
+            (t, self.filters.remote_topic(t))
+            for t in sorted(src_parts)
+            if skip_reason(self.filters, t) is None and self.filters.remote_topic(t) in tgt_parts
+        ]
         if not pairs:
             return
         src_cfg = self.describe(self.source, [t for t, _ in pairs])
@@ -263,21 +328,30 @@ class TopicSync:
                 continue
             for op in plan_configs(src_cfg[topic].values(), tgt_cfg[remote], self.filters):
                 if op.op == "SET":
-                    detail = f"{op.name} = {op.value}" + (f" (target had {op.target_value})"
-                                                          if op.target_value is not None else "")
+                    detail = f"{op.name} = {op.value}" + (
+                        f" (target had {op.target_value})" if op.target_value is not None else ""
+                    )
                     change = report.change("configs", SET_CONFIG, remote, detail)
                 else:
-                    change = report.change("configs", DELETE_CONFIG, remote,
-                                           f"{op.name} (target override {op.target_value} removed: "
-                                           f"the source uses the default)")
+                    change = report.change(
+                        "configs",
+                        DELETE_CONFIG,
+                        remote,
+                        f"{op.name} (target override {op.target_value} removed: the source uses the default)",
+                    )
                 planned.setdefault(remote, []).append((op, change))
         if dry_run or not planned:
             return
         resources = []
         for remote, ops in planned.items():
-            entries = [ConfigEntry(op.name, op.value if op.op == "SET" else None,
-                                   incremental_operation=AlterConfigOpType.SET if op.op == "SET"
-                                   else AlterConfigOpType.DELETE) for op, _ in ops]
+            entries = [
+                ConfigEntry(
+                    op.name,
+                    op.value if op.op == "SET" else None,
+                    incremental_operation=AlterConfigOpType.SET if op.op == "SET" else AlterConfigOpType.DELETE,
+                )
+                for op, _ in ops
+            ]
             resources.append(ConfigResource(ResourceType.TOPIC, remote, incremental_configs=entries))
         futures = self.target.incremental_alter_configs(resources, request_timeout=self.timeout)
         for res, fut in futures.items():

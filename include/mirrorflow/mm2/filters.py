@@ -3,6 +3,7 @@
 Each include/exclude property is a list of regexes joined with `|` and matched against the
 whole name (Java's Pattern.matches, i.e. re.fullmatch). An empty list matches nothing.
 """
+
 from __future__ import annotations
 
 import re
@@ -64,20 +65,24 @@ class FlowFilters:
     heartbeats_replication: bool = True
 
     @classmethod
-    def for_flow(cls, flow: Any) -> "FlowFilters":
+    def for_flow(cls, flow: Any) -> FlowFilters:
         p = flow.props
         return cls(
-            source=flow.source, target=flow.target, policy=flow_policy(flow),
+            source=flow.source,
+            target=flow.target,
+            policy=flow_policy(flow),
             topics=TopicFilter(compile_list(p["topics"]), compile_list(p["topics.exclude"])),
             groups=GroupFilter(compile_list(p["groups"]), compile_list(p["groups.exclude"])),
-            configs=ConfigPropertyFilter(compile_list(p["config.properties.exclude"]),
-                                         str(p.get("use.defaults.from", "target")) == "source"),
+            configs=ConfigPropertyFilter(
+                compile_list(p["config.properties.exclude"]), str(p.get("use.defaults.from", "target")) == "source"
+            ),
             heartbeats_replication=bool(p.get("heartbeats.replication.enabled", True)),
         )
 
     def should_replicate_topic(self, topic: str) -> bool:
         chosen = self.topics.should_replicate_topic(topic) or (
-            self.heartbeats_replication and self.policy.is_heartbeats_topic(topic))
+            self.heartbeats_replication and self.policy.is_heartbeats_topic(topic)
+        )
         return chosen and not self.policy.is_internal_topic(topic) and not self.policy.is_cycle(topic, self.target)
 
     def should_replicate_group(self, group: str) -> bool:

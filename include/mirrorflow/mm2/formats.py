@@ -8,6 +8,7 @@ Decoding is as lenient as Java's: bytes after the last field are ignored and the
 `version` is parsed but any version is read as the V0 body (Java only `assert`s it).
 A malformed record raises FormatError, which readers skip, as MM2 skips SchemaExceptions.
 """
+
 from __future__ import annotations
 
 import struct
@@ -35,9 +36,11 @@ class _Reader:
 
     def _take(self, n: int, field: str) -> bytes:
         if self.pos + n > len(self.data):
-            raise FormatError(f"{self.what}: truncated while reading {field} "
-                              f"(needs {n} bytes at {self.pos}, has {len(self.data) - self.pos})")
-        b = self.data[self.pos:self.pos + n]
+            raise FormatError(
+                f"{self.what}: truncated while reading {field} "
+                f"(needs {n} bytes at {self.pos}, has {len(self.data) - self.pos})"
+            )
+        b = self.data[self.pos : self.pos + n]
         self.pos += n
         return b
 
@@ -90,7 +93,7 @@ class OffsetSync:
         return struct.pack(">qq", self.upstream_offset, self.downstream_offset)
 
     @classmethod
-    def decode(cls, key: bytes | None, value: bytes | None) -> "OffsetSync":
+    def decode(cls, key: bytes | None, value: bytes | None) -> OffsetSync:
         k = _Reader(key, "offset sync key")
         topic, partition = k.string("topic"), k.int32("partition")
         v = _Reader(value, "offset sync value")
@@ -116,11 +119,12 @@ class Checkpoint:
         return _string(self.group, "group") + _string(self.topic, "topic") + struct.pack(">i", self.partition)
 
     def value(self) -> bytes:
-        return (struct.pack(">hqq", VERSION, self.upstream_offset, self.downstream_offset)
-                + _string(self.metadata or "", "metadata"))
+        return struct.pack(">hqq", VERSION, self.upstream_offset, self.downstream_offset) + _string(
+            self.metadata or "", "metadata"
+        )
 
     @classmethod
-    def decode(cls, key: bytes | None, value: bytes | None) -> "Checkpoint":
+    def decode(cls, key: bytes | None, value: bytes | None) -> Checkpoint:
         k = _Reader(key, "checkpoint key")
         group, topic, partition = k.string("group"), k.string("topic"), k.int32("partition")
         v = _Reader(value, "checkpoint value")
@@ -147,7 +151,7 @@ class Heartbeat:
         return struct.pack(">hq", VERSION, self.timestamp)
 
     @classmethod
-    def decode(cls, key: bytes | None, value: bytes | None) -> "Heartbeat":
+    def decode(cls, key: bytes | None, value: bytes | None) -> Heartbeat:
         k = _Reader(key, "heartbeat key")
         source, target = k.string("sourceClusterAlias"), k.string("targetClusterAlias")
         v = _Reader(value, "heartbeat value")

@@ -3,6 +3,7 @@
 A port of MirrorMaker 2's DefaultReplicationPolicy and IdentityReplicationPolicy
 (connect/mirror-client), including Java's String.split semantics in `topic_source`.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -46,7 +47,7 @@ class DefaultReplicationPolicy:
         if source is None:
             return None
         assert topic is not None
-        return topic[len(source) + len(self.separator):]
+        return topic[len(source) + len(self.separator) :]
 
     def original_topic(self, topic: str) -> str:
         current = topic
@@ -78,8 +79,13 @@ class DefaultReplicationPolicy:
         return topic.endswith(f"{self.internal_separator}internal")
 
     def is_internal_topic(self, topic: str) -> bool:
-        return (self.is_mm2_internal_topic(topic) or topic.startswith("__") or topic.startswith(".")
-                or topic.endswith("-internal") or topic.endswith(".internal"))
+        return (
+            self.is_mm2_internal_topic(topic)
+            or topic.startswith("__")
+            or topic.startswith(".")
+            or topic.endswith("-internal")
+            or topic.endswith(".internal")
+        )
 
     def is_cycle(self, topic: str, target_alias: str) -> bool:
         """True if `topic` already came from `target_alias` (MirrorSourceConnector.isCycle)."""
@@ -140,8 +146,14 @@ def policy_from_props(props: dict[str, Any], source_alias: str | None = None) ->
     name = str(props.get("replication.policy.class", "DefaultReplicationPolicy"))
     cls = POLICY_CLASSES.get(name)
     if cls is None:
-        raise ConfigError([("replication.policy.class",
-                            f"unknown replication policy {name!r} (use DefaultReplicationPolicy or IdentityReplicationPolicy)")])
+        raise ConfigError(
+            [
+                (
+                    "replication.policy.class",
+                    f"unknown replication policy {name!r} (use DefaultReplicationPolicy or IdentityReplicationPolicy)",
+                )
+            ]
+        )
     sep = str(props.get("replication.policy.separator", ".")) or "."
     internal = props.get("replication.policy.internal.topic.separator.enabled", True)
     internal = internal if isinstance(internal, bool) else str(internal).lower() == "true"
@@ -153,4 +165,3 @@ def policy_from_props(props: dict[str, Any], source_alias: str | None = None) ->
 def flow_policy(flow: Any) -> DefaultReplicationPolicy:
     """The policy of a FlowConfig, configured with its source alias as MM2's connectors do."""
     return policy_from_props(flow.props, flow.source)
-

@@ -1,7 +1,7 @@
 """RemoteClusterUtils for any (Python) client: MM2's MirrorClient API over the TARGET cluster.
 
-Java's `org.apache.kafka.connect.mirror.RemoteClusterUtils` (Kafka's connect/mirror-client/src/main/java/org/apache/kafka/connect/mirror/RemoteClusterUtils.java) answers, from
-the cluster a client is connected to, "which clusters replicate into here, how many hops away,
+Java's `org.apache.kafka.connect.mirror.RemoteClusterUtils` (in Kafka's `connect/mirror-client`) answers,
+from the cluster a client is connected to, "which clusters replicate into here, how many hops away,
 and where should my group resume". It reads only that local cluster: heartbeats topics for the
 topology, `<remote>.checkpoints.internal` for offsets. This module does the same, with the same
 results (a test runs the Java class against the same cluster), so a failed-over Python consumer
@@ -15,9 +15,11 @@ does not need the source cluster, mirrorflow's config or the offset map:
 `replication.policy.class` / `replication.policy.separator` /
 `replication.policy.internal.topic.separator.enabled`), or as a ClusterConnection.
 """
+
 from __future__ import annotations
 
-from typing import Any, Iterable, Mapping, NamedTuple
+from collections.abc import Iterable, Mapping
+from typing import Any, NamedTuple
 
 from confluent_kafka import KafkaException
 from confluent_kafka import TopicPartition as KafkaTopicPartition
@@ -29,10 +31,15 @@ from mirrorflow.mm2.formats import Checkpoint, FormatError
 from mirrorflow.mm2.policy import DefaultReplicationPolicy, policy_from_props
 
 # Topics the broker flags internal; Java's Admin.listTopics() leaves them out.
-BROKER_INTERNAL = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state",
-                             "__cluster_metadata", "__remote_log_metadata"})
-POLICY_KEYS = ("replication.policy.class", "replication.policy.separator",
-               "replication.policy.internal.topic.separator.enabled", "source.cluster.alias")
+BROKER_INTERNAL = frozenset(
+    {"__consumer_offsets", "__transaction_state", "__share_group_state", "__cluster_metadata", "__remote_log_metadata"}
+)
+POLICY_KEYS = (
+    "replication.policy.class",
+    "replication.policy.separator",
+    "replication.policy.internal.topic.separator.enabled",
+    "source.cluster.alias",
+)
 # MirrorClientConfig keys that are not client settings.
 NON_CLIENT_KEYS = POLICY_KEYS + ("forwarding.admin.class",)
 
@@ -103,7 +110,9 @@ def replication_hops_of(topics: Iterable[str], policy: DefaultReplicationPolicy,
     return min(hops, default=-1)
 
 
-def offsets_from_checkpoints(checkpoints: Iterable[Checkpoint], group: str) -> dict[TopicPartitionKey, OffsetAndMetadata]:
+def offsets_from_checkpoints(
+    checkpoints: Iterable[Checkpoint], group: str
+) -> dict[TopicPartitionKey, OffsetAndMetadata]:
     """MirrorClient.remoteConsumerOffsets: the last checkpoint per downstream partition of `group`."""
     out: dict[TopicPartitionKey, OffsetAndMetadata] = {}
     for c in checkpoints:
@@ -114,23 +123,31 @@ def offsets_from_checkpoints(checkpoints: Iterable[Checkpoint], group: str) -> d
 
 def to_kafka(offsets: Mapping[TopicPartitionKey, OffsetAndMetadata]) -> list[KafkaTopicPartition]:
     """confluent_kafka TopicPartitions ready for Consumer.commit / AdminClient.alter_consumer_group_offsets."""
-    return [KafkaTopicPartition(tp.topic, tp.partition, om.offset, om.metadata or "")
-            for tp, om in sorted(offsets.items())]
+    return [
+        KafkaTopicPartition(tp.topic, tp.partition, om.offset, om.metadata or "") for tp, om in sorted(offsets.items())
+    ]
 
 
 # -- the client -----------------------------------------------------------------------------------
 class MirrorClient:
     """MM2's MirrorClient: queries one (local, downstream) cluster."""
 
-    def __init__(self, cluster: ClusterConnection | Mapping[str, Any], policy: DefaultReplicationPolicy | None = None,
-                 timeout: float = 30.0) -> None:
+    def __init__(
+        self,
+        cluster: ClusterConnection | Mapping[str, Any],
+        policy: DefaultReplicationPolicy | None = None,
+        timeout: float = 30.0,
+    ) -> None:
         if isinstance(cluster, ClusterConnection):
             self.conn = cluster
             self.policy = policy or DefaultReplicationPolicy()
         else:
             props = {str(k): v for k, v in cluster.items()}
-            client = {k: str(v) for k, v in props.items()
-                      if k not in NON_CLIENT_KEYS and not k.startswith(("admin.", "consumer.", "producer."))}
+            client = {
+                k: str(v)
+                for k, v in props.items()
+                if k not in NON_CLIENT_KEYS and not k.startswith(("admin.", "consumer.", "producer."))
+            }
             self.conn = ClusterConnection("local", client)
             self.policy = policy or policy_from_props(props, props.get("source.cluster.alias"))
         self.timeout = timeout
@@ -190,8 +207,9 @@ class MirrorClient:
 Local = ClusterConnection | Mapping[str, Any]
 
 
-def translate_offsets(local: Local, remote_alias: str, group: str, timeout: float = 30.0
-                      ) -> dict[TopicPartitionKey, OffsetAndMetadata]:
+def translate_offsets(
+    local: Local, remote_alias: str, group: str, timeout: float = 30.0
+) -> dict[TopicPartitionKey, OffsetAndMetadata]:
     return MirrorClient(local, timeout=timeout).translate_offsets(remote_alias, group)
 
 
@@ -209,4 +227,3 @@ def heartbeat_topics(local: Local, timeout: float = 30.0) -> set[str]:
 
 def checkpoint_topics(local: Local, timeout: float = 30.0) -> set[str]:
     return MirrorClient(local, timeout=timeout).checkpoint_topics()
-

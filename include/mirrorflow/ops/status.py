@@ -4,11 +4,13 @@ The status page (plugins/mirrorflow_status.py) and `mirrorflow status` show this
 what replication itself wrote (the progress topic) plus the source's end offsets, so it is right
 even when the Airflow database is gone.
 """
+
 from __future__ import annotations
 
 import time
 from dataclasses import asdict, dataclass, field
 
+from confluent_kafka import KafkaException
 from confluent_kafka.admin import OffsetSpec
 
 from mirrorflow.clients import FlowClients
@@ -23,13 +25,15 @@ class PartitionStatus:
     topic: str
     partition: int
     next: int  # next source offset to copy (-1: nothing copied yet)
-    end: int  # source end (last stable offset)
+    end: int  # source end (last stable offset); -1: unknown (see `note`)
     records: int
     lost: int
+    note: str | None = None  # why the source end is unknown
 
     @property
-    def lag(self) -> int:
-        return max(0, self.end - max(self.next, 0))
+    def lag(self) -> int | None:
+        """Offsets not copied yet; None when the source end is unknown (never a made-up 0)."""
+        return None if self.end < 0 else max(0, self.end - max(self.next, 0))
 
 
 @dataclass
@@ -39,11 +43,13 @@ class FlowStatus:
     exactly_once: bool
     partitions: list[PartitionStatus] = field(default_factory=list)
     last_copy_ms: int = 0
-    error: str | None = None
+    error: str | None = None  # the state on the target could not be read
+    source_error: str | None = None  # the source could not be asked for its ends
 
     @property
-    def lag(self) -> int:
-        return sum(p.lag for p in self.partitions)
+    def lag(self) -> int | None:
+        lags = [p.lag for p in self.partitions]
+        return None if any(x is None for x in lags) else sum(x for x in lags if x is not None)
 
     @property
     def records(self) -> int:
@@ -53,26 +59,49 @@ class FlowStatus:
         d = asdict(self)
         d["lag"] = self.lag
         d["records"] = self.records
-        for p, raw in zip(self.partitions, d["partitions"]):
+        for p, raw in zip(self.partitions, d["partitions"], strict=True):
             raw["lag"] = p.lag
         return d
 
 
 def flow_status(cfg: Config, flow: FlowConfig) -> FlowStatus:
-    """Progress vs. source end for every partition the flow has copied; errors are reported, not raised."""
+    """Progress (from the target) vs. source end for every partition the flow has copied. Errors are
+    reported, not raised: an unreachable target is the flow's error; an unreachable source or a
+    deleted source topic leaves the progress readable and the lag unknown."""
     status = FlowStatus(flow.name, flow.enabled, flow.exactly_once)
-    try:
-        with FlowClients(cfg, flow) as clients:
+    with FlowClients(cfg, flow) as clients:
+        try:
             progress = StateStore(clients).progress(timeout=30)
-            ends = source_offsets(clients, sorted(progress), OffsetSpec.latest()) if progress else {}
-    except MirrorflowError as exc:
-        status.error = str(exc)
-        return status
+        except MirrorflowError as exc:
+            status.error = str(exc)
+            return status
+        ends, notes = _source_ends(clients, sorted(progress), status)
     for (topic, partition), p in sorted(progress.items()):
-        status.partitions.append(PartitionStatus(topic, partition, p.next, ends.get((topic, partition), p.next),
-                                                 p.records, p.lost))
+        key = (topic, partition)
+        status.partitions.append(
+            PartitionStatus(topic, partition, p.next, ends.get(key, -1), p.records, p.lost, notes.get(key))
+        )
         status.last_copy_ms = max(status.last_copy_ms, p.updated)
     return status
+
+
+def _source_ends(
+    clients: FlowClients, keys: list[tuple[str, int]], status: FlowStatus
+) -> tuple[dict[tuple[str, int], int], dict[tuple[str, int], str]]:
+    if not keys:
+        return {}, {}
+    try:
+        md = clients.admin("source").list_topics(timeout=clients.admin_timeout).topics
+        exist = {(t, p) for t, m in md.items() if m.error is None for p in m.partitions}
+        notes = {k: f"source topic {k[0]!r} partition {k[1]} no longer exists" for k in keys if k not in exist}
+        ends = source_offsets(clients, [k for k in keys if k in exist], OffsetSpec.latest())
+        return ends, notes
+    except MirrorflowError as exc:
+        status.source_error = str(exc)
+        return {}, {k: "source unreachable" for k in keys}
+    except KafkaException as exc:
+        status.source_error = str(clients.connection("source").describe_failure(exc))
+        return {}, {k: "source unreachable" for k in keys}
 
 
 def render_text(statuses: list[FlowStatus], now_ms: int | None = None) -> str:
@@ -80,12 +109,19 @@ def render_text(statuses: list[FlowStatus], now_ms: int | None = None) -> str:
     lines = []
     for s in statuses:
         age = f"{(now_ms - s.last_copy_ms) / 1000:.0f}s ago" if s.last_copy_ms else "never"
-        head = f"{s.flow}: {'enabled' if s.enabled else 'disabled'}, {'exactly-once' if s.exactly_once else 'at-least-once'}"
+        mode = "exactly-once" if s.exactly_once else "at-least-once"
+        head = f"{s.flow}: {'enabled' if s.enabled else 'disabled'}, {mode}"
         if s.error:
             lines.append(f"{head}, ERROR: {s.error}")
             continue
-        lines.append(f"{head}, {s.records} records copied, lag {s.lag}, last copy {age}")
+        lag = "unknown" if s.lag is None else s.lag
+        lines.append(f"{head}, {s.records} records copied, lag {lag}, last copy {age}")
+        if s.source_error:
+            lines.append(f"  source: {s.source_error}")
         for p in s.partitions:
             lost = f", {p.lost} lost to source retention" if p.lost else ""
-            lines.append(f"  {p.topic}-{p.partition}: next {p.next}, end {p.end}, lag {p.lag}{lost}")
+            note = f" ({p.note})" if p.note else ""
+            end = "?" if p.end < 0 else p.end
+            plag = "?" if p.lag is None else p.lag
+            lines.append(f"  {p.topic}-{p.partition}: next {p.next}, end {end}, lag {plag}{lost}{note}")
     return "\n".join(lines)

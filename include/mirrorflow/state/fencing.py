@@ -6,10 +6,12 @@ run reads progress, the planner finds state partitions with an open transaction 
 offset below the high watermark) and re-initialises the transactional ids whose keys live there,
 which fences the zombie and aborts its transaction.
 """
+
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Callable, Iterable
+from typing import Any
 
 from confluent_kafka.admin import OffsetSpec
 
@@ -31,8 +33,9 @@ def blocked_state_partitions(clients: FlowClients) -> set[int]:
     return {p for (_, p), h in hw.items() if lso.get((topic, p), h) < h}
 
 
-def fence_open_transactions(clients: FlowClients, keys: Iterable[tuple[str, int]],
-                            log: Callable[[str], Any] | None = None) -> int:
+def fence_open_transactions(
+    clients: FlowClients, keys: Iterable[tuple[str, int]], log: Callable[[str], Any] | None = None
+) -> int:
     """init_transactions for every source partition whose progress partition has an open
     transaction. A copy still running for that partition is fenced too (it stops cleanly); only
     call this while no run of the flow is active. Returns how many ids were fenced."""

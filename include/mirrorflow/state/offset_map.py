@@ -12,11 +12,12 @@ record written (`tgt_end`). `lost` > 0 marks a gap event: that many offsets righ
 would read) into the target offset of the first copied record at or after `g` -- exact, no MM2-style
 "+1" rounding -- so a consumer resuming there reads exactly the records it had not read yet.
 """
+
 from __future__ import annotations
 
 import bisect
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Iterable
 
 
 @dataclass(frozen=True)
@@ -172,9 +173,6 @@ class PartitionMap:
             r = self.runs[i + 1]
             return r.src, r.tgt
         return None
-
-    def is_covered(self, lo: int, hi: int) -> bool:
-        return uncovered(self.covered, lo, hi) == 0
 
     def translate(self, source_offset: int) -> Translation:
         g = source_offset

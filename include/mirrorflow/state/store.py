@@ -4,9 +4,12 @@ A record is state only once its transaction committed together with the data it 
 everything here reads with isolation.level=read_committed, through the one log reader. Reads of
 some source partitions touch only the state partitions their keys live in.
 """
+
 from __future__ import annotations
 
-from typing import Iterable, Iterator
+from collections.abc import Iterable, Iterator
+
+from confluent_kafka import KafkaException
 
 from mirrorflow.clients import FlowClients
 from mirrorflow.kafka.log_reader import LogReader
@@ -32,7 +35,10 @@ class StateStore:
         return self._reader
 
     def _read(self, topic: str, keys: Keys | None, timeout: float) -> Iterator[tuple[tuple[str, int], bytes | None]]:
-        n = topic_partitions(self.reader.consumer, topic)
+        try:
+            n = topic_partitions(self.reader.consumer, topic)
+        except KafkaException as exc:
+            raise self.reader.conn.describe_failure(exc) from None
         if n == 0:
             return
         wanted = list(keys) if keys is not None else None

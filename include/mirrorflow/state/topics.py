@@ -11,6 +11,7 @@ never replicate them), both keyed by the SOURCE (topic, partition):
 A key always lives in state partition crc32(key) % (partitions of that topic), so a copy unit reads
 one partition only.
 """
+
 from __future__ import annotations
 
 import json
@@ -56,8 +57,13 @@ def state_partition(topic: str, partition: int, num_partitions: int) -> int:
 def state_topic_configs(flow: FlowConfig) -> dict[str, dict[str, str]]:
     return {
         # small segments so compaction keeps the progress topic short (units read a partition from its start)
-        progress_topic(flow): {"cleanup.policy": "compact", "min.compaction.lag.ms": "60000", "segment.ms": "600000",
-                               "segment.bytes": str(16 * 1024 * 1024), "min.cleanable.dirty.ratio": "0.2"},
+        progress_topic(flow): {
+            "cleanup.policy": "compact",
+            "min.compaction.lag.ms": "60000",
+            "segment.ms": "600000",
+            "segment.bytes": str(16 * 1024 * 1024),
+            "min.cleanable.dirty.ratio": "0.2",
+        },
         offset_map_topic(flow): {"cleanup.policy": "delete", "retention.ms": "-1", "retention.bytes": "-1"},
     }
 
@@ -67,10 +73,15 @@ def ensure_state_topics(clients: FlowClients) -> dict[str, int]:
     flow = clients.flow
     admin, conn = clients.admin("target"), clients.connection("target")
     wanted = state_topic_configs(flow)
-    new = [NewTopic(t, flow.props["state.topic.partitions"], flow.props["state.topic.replication.factor"],
-                    config=conf) for t, conf in wanted.items() if not topic_partitions(admin, t)]
+    new = [
+        NewTopic(t, flow.props["state.topic.partitions"], flow.props["state.topic.replication.factor"], config=conf)
+        for t, conf in wanted.items()
+        if not topic_partitions(admin, t)
+    ]
     try:
         create_topics(admin, conn, new, timeout=60)
     except MirrorflowError as exc:
-        raise StateError(f"cannot create the state topics of flow {flow.name} on cluster {flow.target!r}: {exc}") from None
+        raise StateError(
+            f"cannot create the state topics of flow {flow.name} on cluster {flow.target!r}: {exc}"
+        ) from None
     return {t: topic_partitions(admin, t) for t in wanted}

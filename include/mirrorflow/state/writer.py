@@ -1,4 +1,5 @@
 """Writing state inside a copy transaction: the offset-map entry and the new progress of a batch."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -27,7 +28,15 @@ class StateWriter:
     def write(self, producer: Any, progress: Progress, entry: MapEntry | None) -> None:
         key = state_key(progress.topic, progress.partition)
         if entry is not None:
-            producer.produce(self._map_topic, encode_entry(entry), key,
-                             state_partition(progress.topic, progress.partition, self.map_partitions))
-        producer.produce(self._progress_topic, progress.to_json(), key,
-                         state_partition(progress.topic, progress.partition, self.progress_partitions))
+            producer.produce(
+                self._map_topic,
+                encode_entry(entry),
+                key,
+                state_partition(progress.topic, progress.partition, self.map_partitions),
+            )
+        producer.produce(
+            self._progress_topic,
+            progress.to_json(),
+            key,
+            state_partition(progress.topic, progress.partition, self.progress_partitions),
+        )
