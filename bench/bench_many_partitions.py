@@ -130,6 +130,8 @@ def main() -> int:
         print(f"{'active':8} {act_s:8.2f} {act.units:6d} {act.records:8d}   "
               f"ratio {act_s / idle_s:.2f}x the idle run; {(act_s - idle_s) / len(active) * 1000:.0f} ms per "
               "active partition")
+        print(f"active run: plan + report {act_s - act.spark_s:.2f} s, copy job {act.spark_s:.2f} s (of which the "
+              f"units' copy phase {act.copy_phase_s:.2f} s; the rest is starting Spark and its tasks)")
         print(f"every new record is on B exactly once ({copied} of {len(active)})")
         return 0
     finally:

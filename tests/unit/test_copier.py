@@ -166,6 +166,9 @@ class FakeProducer:
     def poll(self, timeout=0):
         return 0
 
+    def list_topics(self, topic=None, timeout=None):  # the writer connects before init_transactions
+        return SimpleNamespace(topics={})
+
     def __getattr__(self, name):  # init/begin/commit/abort_transaction
         return lambda *a: self.calls.append((name,))
 

@@ -12,11 +12,12 @@ May import: `mirrorflow.errors`, `config`, `mm2`, `kafka`.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any, Literal
 
-from confluent_kafka import Consumer, Producer
+from confluent_kafka import Consumer, KafkaException, Producer
 from confluent_kafka.admin import AdminClient
 
 from mirrorflow.config import ClusterConfig, Config, FlowConfig
@@ -52,6 +53,8 @@ class FlowClients:
         self._connections: dict[Side, ClusterConnection] = {}
         self._admins: dict[Side, AdminClient] = {}
         self._owned: list[Consumer | Producer] = []
+        self._partitions: dict[Side, dict[str, int]] = {}
+        self._lock = threading.RLock()  # a task may copy several units at once (copier.copy_units)
 
     # -- lifecycle --------------------------------------------------------------------------------
     def __enter__(self) -> FlowClients:
@@ -62,7 +65,8 @@ class FlowClients:
 
     def close(self) -> None:
         """Close every consumer this object built (producers are flushed by their users)."""
-        owned, self._owned = self._owned, []
+        with self._lock:
+            owned, self._owned = self._owned, []
         for c in owned:
             if isinstance(c, Consumer):
                 try:
@@ -73,8 +77,9 @@ class FlowClients:
 
     def release(self, client: Consumer | Producer) -> None:
         """Close a consumer now (or forget a producer), before the run ends."""
-        if client in self._owned:
-            self._owned.remove(client)
+        with self._lock:
+            if any(c is client for c in self._owned):
+                self._owned = [c for c in self._owned if c is not client]
         if isinstance(client, Consumer):
             try:
                 client.close()
@@ -94,9 +99,10 @@ class FlowClients:
         raise ValueError(f"cluster {alias!r} is not part of flow {self.flow.name}")
 
     def connection(self, side: Side) -> ClusterConnection:
-        if side not in self._connections:
-            self._connections[side] = cluster_connection(self.cfg.cluster(self.alias(side)))
-        return self._connections[side]
+        with self._lock:
+            if side not in self._connections:
+                self._connections[side] = cluster_connection(self.cfg.cluster(self.alias(side)))
+            return self._connections[side]
 
     def overrides(self, side: Side, kind: ClientKind) -> dict[str, str]:
         """The flow's client overrides for this cluster and client kind (`consumer.*` etc.)."""
@@ -110,24 +116,27 @@ class FlowClients:
 
     def admin(self, side: Side, check: bool = True) -> AdminClient:
         """The cluster's AdminClient (one per cluster and run); `check` proves it answers first."""
-        if side not in self._admins:
-            self._admins[side] = self.connection(side).admin(
-                self.overrides(side, "admin"), check_timeout=10.0 if check else None
-            )
-        return self._admins[side]
+        with self._lock:
+            if side not in self._admins:
+                self._admins[side] = self.connection(side).admin(
+                    self.overrides(side, "admin"), check_timeout=10.0 if check else None
+                )
+            return self._admins[side]
 
     def consumer(
         self, side: Side, defaults: Mapping[str, Any] | None = None, required: Mapping[str, Any] | None = None
     ) -> Consumer:
         c = self.connection(side).consumer(self._conf(side, "consumer", defaults, required))
-        self._owned.append(c)
+        with self._lock:
+            self._owned.append(c)
         return c
 
     def producer(
         self, side: Side, defaults: Mapping[str, Any] | None = None, required: Mapping[str, Any] | None = None
     ) -> Producer:
         p = self.connection(side).producer(self._conf(side, "producer", defaults, required))
-        self._owned.append(p)
+        with self._lock:
+            self._owned.append(p)
         return p
 
     def reader(self, side: Side, group: str | None = None) -> LogReader:
@@ -136,6 +145,23 @@ class FlowClients:
         if group:
             required["group.id"] = group
         return LogReader(self.connection(side), self.consumer(side, required=required))
+
+    def partitions(self, side: Side, topic: str, refresh: bool = False) -> int:
+        """How many partitions `topic` has on the cluster (0: it does not exist), from one metadata
+        request per cluster and run, asked again for a topic it did not hold or with `refresh`
+        (a task checks its units' topics without a request per unit)."""
+        with self._lock:
+            known = self._partitions.get(side)
+            if refresh or known is None or topic not in known:
+                admin, conn = self.admin(side, check=False), self.connection(side)
+                try:
+                    md = admin.list_topics(timeout=self.admin_timeout).topics
+                except KafkaException as exc:
+                    raise conn.describe_failure(exc) from None
+                known = self._partitions[side] = {
+                    t: len(m.partitions) for t, m in md.items() if m.error is None and m.partitions
+                }
+            return known.get(topic, 0)
 
     @property
     def admin_timeout(self) -> float:

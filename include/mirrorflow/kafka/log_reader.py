@@ -30,7 +30,9 @@ READER_SETTINGS: dict[str, Any] = {
     "enable.partition.eof": True,
     "auto.offset.reset": "earliest",
     "isolation.level": "read_committed",
-    "fetch.wait.max.ms": 50,
+    # a reader moves between partitions: a long-polling empty fetch for the old assignment delays the
+    # first fetch of the new one by up to this much
+    "fetch.wait.max.ms": 10,
 }
 # Errors a leadership change, a just-created topic or a broker restart causes: retried until a deadline.
 RETRIABLE = {
@@ -44,6 +46,10 @@ RETRIABLE = {
     KafkaError.FENCED_LEADER_EPOCH,
     KafkaError.NOT_ENOUGH_REPLICAS,
 }
+POLL_RECORDS = 1000  # at most this many messages per consume() call
+# consume() returns early only with a full batch; markers and aborted records take offsets without
+# a message, so a short timeout, then the position, tells when a partition is read to its end
+POLL_TIMEOUT_S = 0.05
 MISSING = {KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_PARTITION, KafkaError._UNKNOWN_TOPIC}
 
 
@@ -114,6 +120,7 @@ class LogReader:
         c = self.consumer
         c.assign(assign)
         todo = dict(ends)
+        nxt = {tp.partition: max(tp.offset, 0) for tp in assign}  # next offset expected per partition
         deadline = time.monotonic() + timeout
         try:
             while todo:
@@ -124,7 +131,11 @@ class LogReader:
                         "(an open transaction? a crashed writer's transaction is "
                         "aborted after transaction.timeout.ms)",
                     )
-                for m in c.consume(1000, timeout=0.5):
+                # consume() waits until it has `num_messages` or the timeout passed: never ask for more
+                # than can still come (records and end-of-partition events), or every read of a
+                # short partition would wait the whole timeout
+                want = max(1, min(POLL_RECORDS, sum(todo[p] - nxt[p] for p in todo)))
+                for m in c.consume(want, timeout=POLL_TIMEOUT_S):
                     err = m.error()
                     p = m.partition()
                     if err is not None:
@@ -135,6 +146,7 @@ class LogReader:
                         raise ClusterError(self.conn.alias, f"reading topic {topic!r} partition {p}: {err.str()}")
                     if p not in todo or m.offset() >= todo[p]:
                         continue  # past the end we took: newer than this read
+                    nxt[p] = m.offset() + 1
                     if m.offset() + 1 >= todo[p]:
                         del todo[p]
                     if keys is None or m.key() in keys:

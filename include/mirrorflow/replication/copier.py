@@ -17,7 +17,10 @@ load the config themselves, so secrets never travel in the plan. Test crash poin
 from __future__ import annotations
 
 import contextlib
+import queue
 import time
+from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -99,8 +102,18 @@ def retention_gap(a: int, b: int, log_start: int) -> tuple[int, tuple[int, int] 
 class UnitCopier:
     """Copies one unit; `run()` returns a UnitResult and never raises for expected failures."""
 
-    def __init__(self, clients: FlowClients, unit: Unit, faults: Faults = NO_FAULTS) -> None:
+    def __init__(
+        self,
+        clients: FlowClients,
+        unit: Unit,
+        faults: Faults = NO_FAULTS,
+        store: StateStore | None = None,
+        source_consumer: Any = None,
+    ) -> None:
         self.clients, self.flow, self.unit, self.faults = clients, clients.flow, unit, faults
+        # a task's units share its state reader and source consumer (see copy_units)
+        self.store = store or StateStore(clients)
+        self._shared_consumer = source_consumer
         self.result = UnitResult(
             unit.topic, unit.partition, unit.target_topic, "ok", unit.start, unit.end, started=time.time()
         )
@@ -130,15 +143,17 @@ class UnitCopier:
     def _run(self) -> None:
         u, r = self.unit, self.result
         writer = self.writer = TransactionWriter(self.clients, u, self.faults)
-        writer.start(StateWriter(self.flow, *self._state_partitions(writer)))
+        writer.start(StateWriter(self.flow, *self._state_partitions()))
         # re-read the progress AFTER fencing: the committed progress is the truth, the plan is advisory
-        progress = StateStore(self.clients).progress([(u.topic, u.partition)]).get((u.topic, u.partition))
+        progress = self.store.progress([(u.topic, u.partition)]).get((u.topic, u.partition))
         progress = progress or Progress.empty(u.topic, u.partition)
         todo = ranges_to_copy(u, progress)
         if not todo:
             r.status = "skipped"
             return
-        consumer = self.clients.consumer("source", CONSUMER_DEFAULTS, consumer_required(self.flow))
+        consumer = self._shared_consumer
+        if consumer is None:
+            consumer = self.clients.consumer("source", CONSUMER_DEFAULTS, consumer_required(self.flow))
         reader = self.reader = RangeReader(consumer, u.topic, u.partition, BatchLimits.of(self.flow))
         log_start = LogReader(self.clients.connection("source"), consumer).watermarks(u.topic, u.partition)[0]
         r.copy_started = time.time()
@@ -164,11 +179,13 @@ class UnitCopier:
             lost_range = None
         return progress
 
-    def _state_partitions(self, writer: TransactionWriter) -> tuple[int, int]:
+    def _state_partitions(self) -> tuple[int, int]:
         """Check the target topic (synced, with this partition) and the state topics; the state
         topics' partition counts."""
         u, flow = self.unit, self.flow
-        n = writer.partitions(u.target_topic)
+        n = self.clients.partitions("target", u.target_topic)
+        if 0 < n <= u.partition:  # partitions added since this run first looked
+            n = self.clients.partitions("target", u.target_topic, refresh=True)
         if n == 0:
             raise TopicError(
                 f"target topic {u.target_topic!r} is missing on cluster {flow.target!r} "
@@ -179,7 +196,8 @@ class UnitCopier:
                 f"target topic {u.target_topic!r} on cluster {flow.target!r} has {n} partitions, "
                 f"source {u.topic!r} has partition {u.partition}: run `mirrorflow sync` first"
             )
-        nprog, nmap = writer.partitions(progress_topic(flow)), writer.partitions(offset_map_topic(flow))
+        nprog = self.clients.partitions("target", progress_topic(flow))
+        nmap = self.clients.partitions("target", offset_map_topic(flow))
         if not nprog or not nmap:
             raise StateError(f"state topics of flow {flow.name} are missing on cluster {flow.target!r}")
         return nprog, nmap
@@ -194,7 +212,10 @@ class UnitCopier:
     def _close(self) -> None:
         if self.reader is not None:
             with contextlib.suppress(Exception):  # best effort: the unit's outcome is decided
-                self.reader.consumer.close()
+                if self._shared_consumer is None:
+                    self.reader.consumer.close()
+                else:
+                    self.reader.consumer.unassign()
         if self.writer is not None:
             self.writer.close()
         self.reader = self.writer = None
@@ -202,3 +223,48 @@ class UnitCopier:
 
 def copy_unit(clients: FlowClients, unit: Unit, faults: Faults = NO_FAULTS) -> UnitResult:
     return UnitCopier(clients, unit, faults).run()
+
+
+UNITS_IN_FLIGHT = 4  # per task: a unit mostly waits on the brokers (init_transactions, commits)
+
+
+def copy_units(
+    clients: FlowClients, units: Iterable[Unit], faults: Faults = NO_FAULTS, in_flight: int = UNITS_IN_FLIGHT
+) -> list[UnitResult]:
+    """Copy a task's units, up to `in_flight` partitions at a time; the units of one partition run
+    one after another, in order. Each lane reuses one state reader and one source consumer, so a
+    unit costs its own transactional producer (whose transactional.id fences zombies of its
+    partition) and its transactions, not a set of new clients. Results come in the units' order."""
+    units = list(units)
+    by_partition: dict[tuple[str, int], list[int]] = {}
+    for i, u in enumerate(units):
+        by_partition.setdefault((u.topic, u.partition), []).append(i)
+    lanes: queue.SimpleQueue[list[int]] = queue.SimpleQueue()
+    for indexes in by_partition.values():
+        lanes.put(indexes)
+    results: list[UnitResult | None] = [None] * len(units)
+
+    def lane() -> None:
+        store = StateStore(clients)
+        consumer = clients.consumer("source", CONSUMER_DEFAULTS, consumer_required(clients.flow))
+        try:
+            while True:
+                try:
+                    indexes = lanes.get_nowait()
+                except queue.Empty:
+                    return
+                for i in indexes:
+                    results[i] = UnitCopier(clients, units[i], faults, store, consumer).run()
+        finally:
+            clients.release(consumer)
+            if store.has_reader:
+                clients.release(store.reader.consumer)
+
+    workers = max(1, min(in_flight, len(by_partition)))
+    if workers == 1:
+        lane()
+    else:
+        with ThreadPoolExecutor(max_workers=workers) as pool:
+            for f in [pool.submit(lane) for _ in range(workers)]:
+                f.result()
+    return [r for r in results if r is not None]

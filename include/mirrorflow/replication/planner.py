@@ -2,10 +2,10 @@
 
 `plan_units` is pure: from each source partition's offsets (log start, end = last stable offset)
 and its committed progress (or the flow's initial position) it plans the ranges not yet covered
-by the ledger, cut into units of at most `unit.max.records`, grouped into waves of at most
-`tasks.max` units with at most one unit per source partition per wave (units of one partition
-run in order). `unit.max.bytes` cannot be known before reading (Kafka has no cheap per-range size),
-so the copier enforces it: a unit that reaches it stops early and the next run plans the rest.
+by the ledger, cut into units of at most `unit.max.records`, grouped into at most `tasks.max`
+tasks (all units of a partition in one task, in order; tasks balanced by offsets).
+`unit.max.bytes` cannot be known before reading (Kafka has no cheap per-range size), so the
+copier enforces it: a unit that reaches it stops early and the next run plans the rest.
 
 `gather_inputs` is the thin I/O part: one metadata call, batched `AdminClient.list_offsets`
 calls (all partitions in one request each) and one read of the progress topic.
@@ -72,13 +72,13 @@ class Unit:
 class Plan:
     flow: str
     config_path: str | None
-    waves: list[list[Unit]]
+    tasks: list[list[Unit]]
     partitions: list[dict[str, Any]] = field(default_factory=list)  # per-partition summary for the report
     planned_at: float = field(default_factory=time.time)
 
     @property
     def units(self) -> list[Unit]:
-        return [u for w in self.waves for u in w]
+        return [u for t in self.tasks for u in t]
 
     def to_dict(self) -> dict[str, Any]:
         """What the plan file holds: flow name, config path and units -- never secrets."""
@@ -86,7 +86,7 @@ class Plan:
             "flow": self.flow,
             "config": self.config_path,
             "planned_at": self.planned_at,
-            "waves": [[u.to_dict() for u in w] for w in self.waves],
+            "tasks": [[u.to_dict() for u in t] for t in self.tasks],
             "partitions": self.partitions,
         }
 
@@ -95,7 +95,7 @@ class Plan:
         return cls(
             d["flow"],
             d.get("config"),
-            [[Unit.from_dict(u) for u in w] for w in d["waves"]],
+            [[Unit.from_dict(u) for u in t] for t in d["tasks"]],
             d.get("partitions", []),
             d.get("planned_at", time.time()),
         )
@@ -104,52 +104,63 @@ class Plan:
 def plan_units(
     inputs: Iterable[PartitionInput], max_records: int, parallelism: int
 ) -> tuple[list[list[Unit]], list[dict]]:
-    """Pure planning: (waves of units, per-partition summary)."""
+    """Pure planning: (tasks of units, per-partition summary).
+
+    At most `parallelism` tasks. All units of one source partition sit in one task, in order (they
+    must run in order); partitions are spread so that tasks get similar numbers of offsets (the
+    largest first, onto the least loaded task). One task copies its units one after another with
+    one set of clients, so a partition with one new record costs one transaction, not a Spark job.
+    """
     max_records = max(1, int(max_records))
     parallelism = max(1, int(parallelism))
     per_partition: list[list[Unit]] = []
     summary: list[dict] = []
     for pi in sorted(inputs, key=lambda x: (x.topic, x.partition)):
-        prog = pi.progress
-        if prog is not None and prog.next >= 0:
-            start, covered = prog.next, list(prog.covered)
-        else:
-            start, covered = (pi.initial if pi.initial is not None else pi.log_start), []
-        units: list[Unit] = []
-        for a, b in subtract_ranges(start, pi.end, covered) if pi.end > start else []:
-            s = a
-            while s < b:
-                e = min(b, s + max_records)
-                units.append(Unit(pi.topic, pi.partition, pi.target_topic, s, e, pi.log_start))
-                s = e
-        if not units and (prog is None or prog.next < 0) and pi.initial is not None and start >= pi.end:
-            # a fresh partition whose initial position is its end (latest, or a timestamp past the last
-            # record): an empty unit anchors the progress there, so the next run continues from it
-            units.append(Unit(pi.topic, pi.partition, pi.target_topic, start, start, pi.log_start))
-        lost = max(0, pi.log_start - start) if prog is not None and prog.next >= 0 else 0
-        summary.append(
-            {
-                "topic": pi.topic,
-                "partition": pi.partition,
-                "target_topic": pi.target_topic,
-                "log_start": pi.log_start,
-                "end": pi.end,
-                "start": start,
-                "planned": sum(u.records for u in units),
-                "units": len(units),
-                "lost_expected": lost,
-                "has_progress": prog is not None and prog.next >= 0,
-            }
-        )
+        units, entry = _partition_units(pi, max_records)
+        summary.append(entry)
         if units:
             per_partition.append(units)
-    waves: list[list[Unit]] = []
-    depth = max((len(u) for u in per_partition), default=0)
-    for k in range(depth):
-        layer = [units[k] for units in per_partition if k < len(units)]
-        for i in range(0, len(layer), parallelism):
-            waves.append(layer[i : i + parallelism])
-    return waves, summary
+    tasks: list[list[Unit]] = [[] for _ in range(min(parallelism, len(per_partition)))]
+    loads = [0] * len(tasks)
+    for units in sorted(per_partition, key=lambda us: -sum(u.records for u in us)):  # stable: ties keep order
+        i = min(range(len(tasks)), key=lambda k: (loads[k], len(tasks[k]), k))
+        tasks[i].extend(units)
+        loads[i] += sum(u.records for u in units)
+    return tasks, summary
+
+
+def _partition_units(pi: PartitionInput, max_records: int) -> tuple[list[Unit], dict]:
+    """The units of one partition (ranges the ledger does not cover, cut at max_records) and its summary."""
+    prog = pi.progress
+    if prog is not None and prog.next >= 0:
+        start, covered = prog.next, list(prog.covered)
+    else:
+        start, covered = (pi.initial if pi.initial is not None else pi.log_start), []
+    units: list[Unit] = []
+    for a, b in subtract_ranges(start, pi.end, covered) if pi.end > start else []:
+        s = a
+        while s < b:
+            e = min(b, s + max_records)
+            units.append(Unit(pi.topic, pi.partition, pi.target_topic, s, e, pi.log_start))
+            s = e
+    if not units and (prog is None or prog.next < 0) and pi.initial is not None and start >= pi.end:
+        # a fresh partition whose initial position is its end (latest, or a timestamp past the last
+        # record): an empty unit anchors the progress there, so the next run continues from it
+        units.append(Unit(pi.topic, pi.partition, pi.target_topic, start, start, pi.log_start))
+    lost = max(0, pi.log_start - start) if prog is not None and prog.next >= 0 else 0
+    entry = {
+        "topic": pi.topic,
+        "partition": pi.partition,
+        "target_topic": pi.target_topic,
+        "log_start": pi.log_start,
+        "end": pi.end,
+        "start": start,
+        "planned": sum(u.records for u in units),
+        "units": len(units),
+        "lost_expected": lost,
+        "has_progress": prog is not None and prog.next >= 0,
+    }
+    return units, entry
 
 
 # -- gathering the inputs (I/O) -------------------------------------------------------------------
@@ -220,5 +231,5 @@ def make_plan(clients: FlowClients) -> Plan:
     """Plan the flow's next run from what the clusters hold now."""
     flow = clients.flow
     inputs = gather_inputs(clients)
-    waves, summary = plan_units(inputs, flow.props["unit.max.records"], flow.parallelism)
-    return Plan(flow.name, str(clients.cfg.path) if clients.cfg.path else None, waves, summary)
+    tasks, summary = plan_units(inputs, flow.props["unit.max.records"], flow.parallelism)
+    return Plan(flow.name, str(clients.cfg.path) if clients.cfg.path else None, tasks, summary)

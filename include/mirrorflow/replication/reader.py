@@ -36,10 +36,13 @@ CONSUMER_DEFAULTS: dict[str, Any] = {
     "fetch.max.bytes": 104_857_600,
     "max.partition.fetch.bytes": 52_428_800,
     "queued.max.messages.kbytes": 262_144,
-    "fetch.wait.max.ms": 100,
+    # a task's consumer moves from unit to unit: a long-polling empty fetch for the previous
+    # partition delays the first fetch of the next one by up to this much
+    "fetch.wait.max.ms": 10,
     "fetch.min.bytes": 1,
 }
 FETCH_RECORDS = 10_000  # records per consume() call
+POLL_TIMEOUT_S = 0.05  # markers take offsets without a message: then the position tells
 IDLE_TIMEOUT_S = 60.0
 
 
@@ -175,7 +178,9 @@ class RangeReader:
         pos = a  # every offset < pos was read (or holds no committed record)
         idle_since = time.monotonic()
         while True:
-            msgs = c.consume(FETCH_RECORDS, 0.5)
+            # consume() waits until it has `num_messages` or the timeout passed: never ask for more
+            # than the range can still hold, or a short range waits the whole timeout
+            msgs = c.consume(min(FETCH_RECORDS, b - pos), POLL_TIMEOUT_S)
             if not msgs:
                 if self._position() >= b:  # trailing markers / aborted records: no message tells
                     return

@@ -23,7 +23,7 @@ from confluent_kafka.admin import OffsetSpec
 from mirrorflow.clients import FlowClients
 from mirrorflow.config import Config, FlowConfig
 from mirrorflow.errors import MirrorflowError
-from mirrorflow.replication.copier import copy_unit
+from mirrorflow.replication.copier import copy_units
 from mirrorflow.replication.faults import from_env as faults_from_env
 from mirrorflow.replication.planner import Plan, Unit, make_plan, source_offsets
 from mirrorflow.replication.report import RunReport, build_report
@@ -32,22 +32,32 @@ from mirrorflow.state.topics import ensure_state_topics
 
 
 def copy_direct(cfg: Config, flow: FlowConfig, plan: dict[str, Any]) -> list[dict]:
-    """The same units, in threads of this process (no Spark); each unit has its own clients."""
+    """The same tasks, in threads of this process (no Spark); each task has its own clients."""
     faults = faults_from_env()  # test crash points: read once here, never on the copy path
 
-    def one(d: dict[str, Any]) -> dict[str, Any]:
+    def task(units: list[dict[str, Any]]) -> list[dict[str, Any]]:
         with FlowClients(cfg, flow) as clients:
-            return copy_unit(clients, Unit.from_dict(d), faults).to_dict()
+            return [r.to_dict() for r in copy_units(clients, [Unit.from_dict(d) for d in units], faults)]
 
-    results: list[dict] = []
-    for wave in plan["waves"]:
-        with ThreadPoolExecutor(max_workers=max(1, len(wave))) as pool:
-            results += list(pool.map(one, wave))
-    return results
+    tasks = plan["tasks"]
+    with ThreadPoolExecutor(max_workers=max(1, len(tasks))) as pool:
+        return [r for results in pool.map(task, tasks) for r in results]
 
 
 def run_dir(flow: FlowConfig, run_id: str | None = None) -> Path:
-    base = Path(os.environ.get("MIRRORFLOW_RUN_DIR") or Path(tempfile.gettempdir()) / "mirrorflow-runs")
+    """The directory of one run's plan and results: under $MIRRORFLOW_RUN_DIR, else under a base
+    private to this user (<tmp>/mirrorflow-runs-<uid>, mode 0700): in a shared base another local
+    user could plant a plan or a config for the copy job to read."""
+    explicit = os.environ.get("MIRRORFLOW_RUN_DIR")
+    base = Path(explicit) if explicit else Path(tempfile.gettempdir()) / f"mirrorflow-runs-{os.getuid()}"
+    if not explicit:
+        base.mkdir(mode=0o700, exist_ok=True)
+        st = base.lstat()
+        if base.is_symlink() or st.st_uid != os.getuid() or st.st_mode & 0o077:
+            raise MirrorflowError(
+                f"the run directory {base} is not private to this user (owner uid {st.st_uid}, mode "
+                f"{oct(st.st_mode & 0o777)}): remove it, or set MIRRORFLOW_RUN_DIR"
+            )
     d = base / flow.id / (run_id or time.strftime("%Y%m%dT%H%M%S") + f"-{os.getpid()}")
     d.mkdir(parents=True, exist_ok=True)
     return d
@@ -90,6 +100,7 @@ def run_once(
     # run files are kept when asked for (a directory, $MIRRORFLOW_RUN_DIR) or when the run failed
     keep = directory is not None or bool(os.environ.get("MIRRORFLOW_RUN_DIR"))
     directory = directory or run_dir(flow)
+    directory.mkdir(parents=True, exist_ok=True)
     with FlowClients(cfg, flow) as clients:
         return _run(clients, mode, master, log, directory, keep, started)
 
@@ -107,7 +118,7 @@ def _run(
     plan, plan_path = prepare_plan(clients, directory)
     pd = plan.to_dict()
     log(
-        f"planned {len(plan.units)} units in {len(plan.waves)} waves "
+        f"planned {len(plan.units)} units in {len(plan.tasks)} tasks "
         f"({sum(u.records for u in plan.units):,} offsets) for flow {flow.name}"
     )
     t0 = time.time()

@@ -27,31 +27,30 @@ JOB_PATH = Path(__file__).with_name("spark_job.py")
 VENV_BIN = Path(sys.executable).parent
 
 
-def _unit_task(config_path: str | None, flow_name: str) -> Callable[[Any], list[dict]]:
+def _copy_task(config_path: str | None, flow_name: str) -> Callable[[Any], list[dict]]:
     def task(rows: Any) -> list[dict]:  # runs inside a Spark task: clients are built here
         from mirrorflow import config as config_mod
         from mirrorflow.clients import FlowClients
-        from mirrorflow.replication.copier import copy_unit
+        from mirrorflow.replication.copier import copy_units
         from mirrorflow.replication.faults import from_env as faults_from_env
         from mirrorflow.replication.planner import Unit
 
         faults = faults_from_env()  # test crash points: read once per task, never on the copy path
         cfg = config_mod.load(config_path)
         with FlowClients(cfg, cfg.flow(flow_name)) as clients:
-            return [copy_unit(clients, Unit.from_dict(d), faults).to_dict() for _, d in rows]
+            units = [Unit.from_dict(d) for _, task_units in rows for d in task_units]
+            return [r.to_dict() for r in copy_units(clients, units, faults)]
 
     return task
 
 
 def copy_in_spark(spark: Any, plan: dict[str, Any]) -> list[dict]:
-    """Run the plan's waves one after another, one Spark task per unit."""
+    """One Spark job, one Spark task per planned task (its units run one after another)."""
     sc = spark.sparkContext
-    results: list[dict] = []
-    for i, wave in enumerate(plan["waves"]):
-        sc.setJobDescription(f"mirrorflow {plan['flow']} wave {i + 1}/{len(plan['waves'])}: {len(wave)} units")
-        rdd = sc.parallelize(list(enumerate(wave)), max(1, len(wave)))
-        results += rdd.mapPartitions(_unit_task(plan.get("config"), plan["flow"])).collect()
-    return results
+    tasks = plan["tasks"]
+    sc.setJobDescription(f"mirrorflow {plan['flow']}: {sum(len(t) for t in tasks)} units in {len(tasks)} tasks")
+    rdd = sc.parallelize(list(enumerate(tasks)), max(1, len(tasks)))
+    return list(rdd.mapPartitions(_copy_task(plan.get("config"), plan["flow"])).collect())
 
 
 def copy_from_plan_file(spark: Any, plan_path: str, results_path: str) -> list[dict]:

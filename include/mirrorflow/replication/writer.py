@@ -35,7 +35,6 @@ from mirrorflow.clients import FlowClients
 from mirrorflow.config import FlowConfig
 from mirrorflow.errors import MirrorflowError, RecordTooLargeError, TopicError
 from mirrorflow.kafka.connection import kafka_error
-from mirrorflow.kafka.topics import topic_partitions
 from mirrorflow.replication.faults import NO_FAULTS, Faults
 from mirrorflow.replication.planner import Unit
 from mirrorflow.replication.reader import Batch, record_size
@@ -165,14 +164,13 @@ class TransactionWriter:
         self.state: StateWriter | None = None
         self._where = f"{unit.topic}[{unit.partition}]"
 
-    def partitions(self, topic: str) -> int:
-        """How many partitions `topic` has on the target (0: missing)."""
-        return topic_partitions(self.producer, topic)
-
     def start(self, state: StateWriter) -> None:
         """Exactly-once: fence older attempts and abort their open transaction."""
         self.state = state
         if self.eos:
+            # connect first (one metadata request): init_transactions on a cold producer waits for
+            # its retry timer when the broker connection is not up yet (~0.3 s per unit)
+            self.producer.list_topics(self.unit.target_topic, timeout=30)
             self.producer.init_transactions(60)
         self.faults.reached("after_init")
 
@@ -197,8 +195,11 @@ class TransactionWriter:
         return new
 
     def close(self) -> None:
+        """Flush (at-least-once) and let the producer go now: a task's units must not keep one
+        live producer each (their threads and broker connections slow every later unit)."""
         if not self.eos:
             self.producer.flush(30)
+        self.clients.release(self.producer)
 
     # -- records ------------------------------------------------------------------------------------
     def _produce(self, m: Any, on_delivery: DeliveryReport | None) -> None:

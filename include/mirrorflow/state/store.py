@@ -29,6 +29,10 @@ class StateStore:
         self._reader: LogReader | None = None
 
     @property
+    def has_reader(self) -> bool:
+        return self._reader is not None
+
+    @property
     def reader(self) -> LogReader:
         if self._reader is None:
             self._reader = self.clients.reader("target", group=f"mirrorflow-{self.flow.id}-state-reader")

@@ -56,10 +56,10 @@ def plan_task(flow_name: str, run_id: str, config_path: str | None = None) -> di
     with FlowClients(cfg, flow) as clients:
         plan, path = prepare_plan(clients, directory)
     log.info(
-        "%s: planned %d units in %d waves, %d offsets",
+        "%s: planned %d units in %d tasks, %d offsets",
         flow.name,
         len(plan.units),
-        len(plan.waves),
+        len(plan.tasks),
         sum(u.records for u in plan.units),
     )
     return {
