@@ -14,7 +14,8 @@ additions are listed in FLOW_PROPERTIES with `mm2=False`.
 Owns: the model (`model`), the property table (`properties`), client overrides and their scope
 (`overrides`), loading and validation
 (`loading`), secrets (`secrets`), and the mm2.properties / Strimzi import (`mm2_import`).
-May import: `mirrorflow.errors`, and `mirrorflow.mm2.policy` (to validate a policy's name).
+May import: `mirrorflow.errors`, `mirrorflow.kafka.connection` (is a name a librdkafka setting?) and
+`mirrorflow.mm2` (to validate a policy name and a regex list as the filters join it).
 """
 
 from mirrorflow.config.loading import config_path, default_config_path, librdkafka_problem, load, parse, project_dir

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 import os
 import re
 from pathlib import Path
@@ -15,6 +14,7 @@ from mirrorflow.config.overrides import PREFIXES as CLIENT_PREFIXES
 from mirrorflow.config.overrides import problem as override_problem
 from mirrorflow.config.properties import FLOW_PROPERTIES, did_you_mean
 from mirrorflow.errors import ConfigError
+from mirrorflow.kafka.connection import setting_problem
 from mirrorflow.mm2.filters import compile_list
 
 
@@ -263,28 +263,4 @@ JAVA_ONLY_HINTS = {
 def librdkafka_problem(key: str, value: str = "") -> str | None:
     """Why librdkafka would refuse a client setting's name (None: it knows it). Values are not
     checked: they may be ${env:...} references, and checking must not touch any cluster."""
-    return _librdkafka_problem(key)
-
-
-@functools.cache
-def _librdkafka_problem(key: str) -> str | None:
-    if key in JAVA_ONLY_HINTS:
-        return JAVA_ONLY_HINTS[key]
-    if key in ("bootstrap.servers", "plugin.library.paths"):  # known; and never load a plugin here
-        return None
-    try:
-        from confluent_kafka import KafkaException, Producer
-    except ImportError:  # pragma: no cover
-        return None
-    try:
-        # no bootstrap.servers: the client connects nowhere; a dummy value: nothing is loaded
-        Producer({key: "x", "log_level": 0})
-    except KafkaException as exc:
-        msg = exc.args[0].str() if exc.args and hasattr(exc.args[0], "str") else str(exc)
-        if "No such configuration property" in msg:
-            return "unknown client setting (not a librdkafka property)"
-        if "Java" in msg:
-            return f"a Java client setting librdkafka does not support: {msg.split(' See ')[0]}"
-    except (TypeError, ValueError):
-        return None
-    return None
+    return JAVA_ONLY_HINTS.get(key) or setting_problem(key)

@@ -1,4 +1,5 @@
 """Local development clusters: real Apache Kafka (KRaft) from Maven Central jars.
 
-May import: `mirrorflow.errors`, `mirrorflow.config` (the project folder).
+May import: `mirrorflow.errors`, `mirrorflow.kafka` (to see a broker answer), `mirrorflow.config`
+(the project folder).
 """

@@ -27,6 +27,7 @@ from pathlib import Path
 from mirrorflow.config import project_dir
 from mirrorflow.dev import kafka_dist
 from mirrorflow.errors import DevClusterError
+from mirrorflow.kafka.connection import ClusterConnection
 
 TEST_USERS = ("alice", "bob")
 READY_TIMEOUT_S = 120.0
@@ -306,8 +307,6 @@ class DevClusters:
         return proc
 
     def _wait_ready(self, c: DevCluster, proc: subprocess.Popen, logs: Path) -> None:
-        from confluent_kafka.admin import AdminClient
-
         deadline = time.monotonic() + READY_TIMEOUT_S
         while time.monotonic() < deadline:
             if proc.poll() is not None:
@@ -321,8 +320,8 @@ class DevClusters:
                 time.sleep(0.3)
                 continue
             try:
-                admin = AdminClient({**c.client_config(), "socket.timeout.ms": 5000})
-                md = admin.list_topics(timeout=5)
+                conn = ClusterConnection(c.alias, {**c.client_config(), "socket.timeout.ms": 5000})
+                md = conn.admin(check_timeout=None).list_topics(timeout=5)
                 if md.brokers:
                     return
             except Exception:  # noqa: BLE001 - not ready yet; keep polling until the deadline

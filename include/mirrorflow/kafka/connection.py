@@ -8,6 +8,7 @@ included): it never logs them, and its repr shows none.
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections.abc import Mapping
 from typing import Any
@@ -44,6 +45,26 @@ def kafka_error(exc: BaseException) -> KafkaError | None:
     """The KafkaError inside a KafkaException, if any."""
     if isinstance(exc, KafkaException) and exc.args and isinstance(exc.args[0], KafkaError):
         return exc.args[0]
+    return None
+
+
+@functools.cache
+def setting_problem(key: str) -> str | None:
+    """Why librdkafka would refuse a client setting's name (None: it knows it), asked of a client
+    that connects nowhere (no bootstrap.servers) with a dummy value, so nothing is loaded."""
+    if key in ("bootstrap.servers", "plugin.library.paths"):  # known; and never load a plugin here
+        return None
+    try:
+        Producer({key: "x", "log_level": 0})
+    except KafkaException as exc:
+        err = kafka_error(exc)
+        msg = err.str() if err is not None else str(exc)
+        if "No such configuration property" in msg:
+            return "unknown client setting (not a librdkafka property)"
+        if "Java" in msg:
+            return f"a Java client setting librdkafka does not support: {msg.split(' See ')[0]}"
+    except (TypeError, ValueError):
+        return None
     return None
 
 
