@@ -157,6 +157,9 @@ FLOW_PROPERTIES: dict[str, Prop] = {
     "unit.max.bytes": Prop(2 * 1024**3, _positive_int, mm2=False),
     "transaction.max.records": Prop(20_000, _positive_int, mm2=False),
     "transaction.max.bytes": Prop(32 * 1024**2, _positive_int, mm2=False),
+    "task.partitions.in.flight": Prop(
+        16, _positive_int, mm2=False, doc="source partitions one copy task copies at the same time"
+    ),
     "state.topic.partitions": Prop(16, _positive_int, mm2=False),
     "state.topic.replication.factor": Prop(-1, _replication_factor, mm2=False),
 }

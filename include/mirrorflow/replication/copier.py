@@ -225,13 +225,11 @@ def copy_unit(clients: FlowClients, unit: Unit, faults: Faults = NO_FAULTS) -> U
     return UnitCopier(clients, unit, faults).run()
 
 
-UNITS_IN_FLIGHT = 4  # per task: a unit mostly waits on the brokers (init_transactions, commits)
-
-
 def copy_units(
-    clients: FlowClients, units: Iterable[Unit], faults: Faults = NO_FAULTS, in_flight: int = UNITS_IN_FLIGHT
+    clients: FlowClients, units: Iterable[Unit], faults: Faults = NO_FAULTS, in_flight: int | None = None
 ) -> list[UnitResult]:
-    """Copy a task's units, up to `in_flight` partitions at a time; the units of one partition run
+    """Copy a task's units, up to `in_flight` partitions at a time (default: the flow's
+    `task.partitions.in.flight`; a unit mostly waits on the brokers); the units of one partition run
     one after another, in order. Each lane reuses one state reader and one source consumer, so a
     unit costs its own transactional producer (whose transactional.id fences zombies of its
     partition) and its transactions, not a set of new clients. Results come in the units' order."""
@@ -260,6 +258,7 @@ def copy_units(
             if store.has_reader:
                 clients.release(store.reader.consumer)
 
+    in_flight = in_flight or int(clients.flow.props["task.partitions.in.flight"])
     workers = max(1, min(in_flight, len(by_partition)))
     if workers == 1:
         lane()
