@@ -155,7 +155,7 @@ class FlowClients:
             if refresh or known is None or topic not in known:
                 admin, conn = self.admin(side, check=False), self.connection(side)
                 try:
-                    md = admin.list_topics(timeout=self.admin_timeout).topics
+                    md = admin.list_topics(timeout=10).topics
                 except KafkaException as exc:
                     raise conn.describe_failure(exc) from None
                 known = self._partitions[side] = {

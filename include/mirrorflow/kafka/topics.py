@@ -23,14 +23,6 @@ from mirrorflow.kafka.log_reader import MISSING, RETRIABLE
 MISSING_GRACE_S = 5.0
 
 
-def topic_partitions(client: Any, topic: str, timeout: float = 10) -> int:
-    """How many partitions `topic` has (0: it does not exist). Any client with list_topics()."""
-    md = client.list_topics(topic, timeout=timeout).topics.get(topic)
-    if md is None or md.error or not md.partitions:
-        return 0
-    return len(md.partitions)
-
-
 def topic_exists(admin: AdminClient, conn: ClusterConnection, topic: str, timeout: float = 10.0) -> bool:
     try:
         md = admin.list_topics(topic, timeout=timeout).topics.get(topic)

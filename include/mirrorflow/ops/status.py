@@ -10,7 +10,6 @@ from __future__ import annotations
 import time
 from dataclasses import asdict, dataclass, field
 
-from confluent_kafka import KafkaException
 from confluent_kafka.admin import OffsetSpec
 
 from mirrorflow.clients import FlowClients
@@ -91,16 +90,12 @@ def _source_ends(
     if not keys:
         return {}, {}
     try:
-        md = clients.admin("source").list_topics(timeout=clients.admin_timeout).topics
-        exist = {(t, p) for t, m in md.items() if m.error is None for p in m.partitions}
-        notes = {k: f"source topic {k[0]!r} partition {k[1]} no longer exists" for k in keys if k not in exist}
-        ends = source_offsets(clients, [k for k in keys if k in exist], OffsetSpec.latest())
+        counts = {t: clients.partitions("source", t) for t in {t for t, _ in keys}}
+        notes = {(t, p): f"source topic {t!r} partition {p} no longer exists" for t, p in keys if p >= counts[t]}
+        ends = source_offsets(clients, [k for k in keys if k not in notes], OffsetSpec.latest())
         return ends, notes
     except MirrorflowError as exc:
         status.source_error = str(exc)
-        return {}, {k: "source unreachable" for k in keys}
-    except KafkaException as exc:
-        status.source_error = str(clients.connection("source").describe_failure(exc))
         return {}, {k: "source unreachable" for k in keys}
 
 

@@ -16,14 +16,14 @@ from typing import Any
 from confluent_kafka.admin import OffsetSpec
 
 from mirrorflow.clients import FlowClients
-from mirrorflow.kafka.topics import list_offsets, topic_partitions
+from mirrorflow.kafka.topics import list_offsets
 from mirrorflow.state.topics import progress_topic, state_partition, transactional_id
 
 
 def blocked_state_partitions(clients: FlowClients) -> set[int]:
     """Progress partitions with an open transaction (last stable offset < high watermark)."""
     admin, topic = clients.admin("target"), progress_topic(clients.flow)
-    n = topic_partitions(admin, topic)
+    n = clients.partitions("target", topic)
     if not n:
         return set()
     tps = [(topic, p) for p in range(n)]
@@ -45,7 +45,7 @@ def fence_open_transactions(
     blocked = blocked_state_partitions(clients)
     if not blocked:
         return 0
-    n = topic_partitions(clients.admin("target"), progress_topic(flow))
+    n = clients.partitions("target", progress_topic(flow))
     todo = [(t, p) for t, p in keys if state_partition(t, p, n) in blocked]
 
     def fence(tp: tuple[str, int]) -> None:

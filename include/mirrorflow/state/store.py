@@ -9,11 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 
-from confluent_kafka import KafkaException
-
 from mirrorflow.clients import FlowClients
 from mirrorflow.kafka.log_reader import LogReader
-from mirrorflow.kafka.topics import topic_partitions
 from mirrorflow.state.offset_map import MapEntry, PartitionMap
 from mirrorflow.state.records import Progress, decode_entry
 from mirrorflow.state.topics import offset_map_topic, parse_key, progress_topic, state_key, state_partition
@@ -39,10 +36,7 @@ class StateStore:
         return self._reader
 
     def _read(self, topic: str, keys: Keys | None, timeout: float) -> Iterator[tuple[tuple[str, int], bytes | None]]:
-        try:
-            n = topic_partitions(self.reader.consumer, topic)
-        except KafkaException as exc:
-            raise self.reader.conn.describe_failure(exc) from None
+        n = self.clients.partitions("target", topic)
         if n == 0:
             return
         wanted = list(keys) if keys is not None else None

@@ -22,7 +22,7 @@ from confluent_kafka.admin import NewTopic
 from mirrorflow.clients import FlowClients
 from mirrorflow.config import FlowConfig
 from mirrorflow.errors import MirrorflowError, StateError
-from mirrorflow.kafka.topics import create_topics, topic_partitions
+from mirrorflow.kafka.topics import create_topics
 
 
 def progress_topic(flow: FlowConfig) -> str:
@@ -76,7 +76,7 @@ def ensure_state_topics(clients: FlowClients) -> dict[str, int]:
     new = [
         NewTopic(t, flow.props["state.topic.partitions"], flow.props["state.topic.replication.factor"], config=conf)
         for t, conf in wanted.items()
-        if not topic_partitions(admin, t)
+        if not clients.partitions("target", t)
     ]
     try:
         create_topics(admin, conn, new, timeout=60)
@@ -84,4 +84,4 @@ def ensure_state_topics(clients: FlowClients) -> dict[str, int]:
         raise StateError(
             f"cannot create the state topics of flow {flow.name} on cluster {flow.target!r}: {exc}"
         ) from None
-    return {t: topic_partitions(admin, t) for t in wanted}
+    return {t: clients.partitions("target", t, refresh=bool(new)) for t in wanted}
