@@ -44,6 +44,9 @@ class MapEntry:
     runs: tuple[Run, ...]
     tgt_end: int  # target offset right after the last record written
     lost: int = 0  # offsets lost to source retention right before src_from (gap event)
+    # the map epoch: re-seeding a recreated topic starts a new epoch (its first entry, with an empty
+    # range and no runs, marks it); translation uses only the entries of the newest epoch
+    epoch: int = 0
 
     @property
     def records(self) -> int:
@@ -120,7 +123,10 @@ class PartitionMap:
     """
 
     def __init__(self, entries: Iterable[MapEntry]) -> None:
-        self.entries: list[MapEntry] = sorted(entries, key=lambda e: (e.src_from, e.tgt_end))
+        entries = list(entries)
+        self.epoch: int = max((e.epoch for e in entries), default=0)
+        current = [e for e in entries if e.epoch == self.epoch]
+        self.entries: list[MapEntry] = sorted(current, key=lambda e: (e.src_from, e.tgt_end))
         self.covered: list[tuple[int, int]] = merge_ranges((e.src_from, e.src_to) for e in self.entries)
         self.lost: int = sum(e.lost for e in self.entries)
         self.tgt_end: int | None = max((e.tgt_end for e in self.entries), default=None)

@@ -111,6 +111,8 @@ def encode_entry(e: MapEntry) -> bytes:
     }
     if e.lost:
         d["lost"] = e.lost
+    if e.epoch:
+        d["epoch"] = e.epoch
     return json.dumps(d, separators=(",", ":")).encode()
 
 
@@ -126,4 +128,5 @@ def decode_entry(raw: bytes) -> MapEntry:
         tuple(Run(int(s), int(t), int(c)) for s, t, c in d.get("runs", [])),
         int(d["tgt_end"]),
         int(d.get("lost", 0)),
+        int(d.get("epoch", 0)),
     )
