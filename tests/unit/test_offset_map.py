@@ -86,3 +86,128 @@ def test_range_helpers():
     assert uncovered(r, 6, 8) == 0
     assert subtract_ranges(0, 12, r) == [(4, 5), (9, 12)]
     assert subtract_ranges(5, 9, r) == []
+
+
+# -- folding (snapshots) and pruning ------------------------------------------------------------
+import random  # noqa: E402
+
+from mirrorflow.state.offset_map import Folded, merge_runs  # noqa: E402
+
+
+def eos_history(n, start=0, size=10, tgt=0, holes=False, seed=1):
+    """n exactly-once transactions of `size` source offsets each: a commit marker after each on the
+    target; with `holes`, random compaction holes inside the transactions."""
+    rnd = random.Random(seed)
+    out, s, t = [], start, tgt
+    for _ in range(n):
+        runs, run = [], None
+        for o in range(s, s + size):
+            if holes and rnd.random() < 0.3:
+                run = None
+                continue
+            if run is None:
+                run = [o, t, 0]
+                runs.append(run)
+            run[2] += 1
+            t += 1
+        out.append(E(s, s + size, [tuple(r) for r in runs], t))
+        s, t = s + size, t + 1  # the marker
+    return out
+
+
+def translations(m, lo, hi):
+    return [m.translate(g) for g in range(lo, hi)]
+
+
+def test_fold_then_tail_translates_like_all_entries():
+    for seed in range(5):
+        entries = eos_history(40, start=7, holes=True, seed=seed)
+        entries.insert(0, E(7, 7, [], 0, lost=7))  # a gap event first
+        full = PartitionMap(entries)
+        for cut in (0, 1, 13, 40):
+            base = PartitionMap(entries[:cut]).folded()
+            again = PartitionMap(entries[cut:], base=base)
+            assert translations(again, 0, 420) == translations(full, 0, 420), (seed, cut)
+            assert again.runs == full.runs and again.lost == full.lost == 7 and again.entries == 41
+            # folding a fold changes nothing
+            assert PartitionMap((), base=again.folded()).folded() == again.folded()
+
+
+def test_fold_keeps_the_earliest_copy_whatever_the_order():
+    # at-least-once: a retry re-copied 100..199 later (higher target offsets), then copied on
+    a = E(0, 150, [(0, 0, 150)], 150)
+    b = E(100, 300, [(100, 500, 200)], 700)
+    c = E(120, 140, [(120, 900, 20)], 920)
+    full = PartitionMap([a, b, c])
+    assert full.runs == [Run(0, 0, 150), Run(150, 550, 150)]
+    for first in ([a], [b], [c], [a, c], [b, c]):
+        rest = [e for e in (a, b, c) if e not in first]
+        folded = PartitionMap(rest, base=PartitionMap(first).folded())
+        assert folded.runs == full.runs
+        assert translations(folded, 0, 320) == translations(full, 0, 320)
+
+
+def test_merge_runs_is_the_per_offset_minimum():
+    runs = [Run(0, 10, 5), Run(2, 3, 5), Run(4, 100, 10)]
+    out = merge_runs(runs)
+    best = {}
+    for r in runs:
+        for i in range(r.count):
+            best[r.src + i] = min(best.get(r.src + i, 1 << 60), r.tgt + i)
+    assert {r.src + i: r.tgt + i for r in out for i in range(r.count)} == best
+    assert out == [Run(0, 10, 2), Run(2, 3, 5), Run(7, 103, 7)]
+
+
+def test_pruned_is_exact_at_and_above_the_floor():
+    entries = eos_history(30, holes=True, seed=3)
+    full = PartitionMap(entries)
+    for floor in (0, 1, 55, 100, 299, 300, 350):
+        p = full.pruned(floor)
+        assert p.floor == floor and all(r.src >= floor for r in p.runs)
+        assert translations(p, floor, 360) == translations(full, floor, 360), floor
+        # and after a round trip through a snapshot plus new entries
+        more = eos_history(5, start=300, tgt=full.tgt_end + 1, seed=4)
+        both = PartitionMap(more, base=p.folded())
+        assert translations(both, floor, 400) == translations(PartitionMap(entries + more), floor, 400)
+
+
+def test_below_the_floor_is_pruned_and_says_so():
+    full = PartitionMap(eos_history(10))  # source 0..99, transactions of 10, a marker after each
+    p = full.pruned(35)
+    assert p.translate(35) == full.translate(35) == Translation(35, 38, "exact")
+    assert p.translate(20) == Translation(20, 38, "pruned", 15)
+    assert p.target_of(20) is None and p.start == 0 and p.records == 65
+    # a floor at or below the first covered offset prunes nothing: "before" stays "before"
+    late = PartitionMap([E(50, 60, [(50, 0, 10)], 10, lost=50)]).pruned(40)
+    assert late.translate(20) == Translation(20, 0, "before", 30)
+    # the floor never goes down
+    assert p.pruned(10).floor == 35
+
+
+def test_a_floor_past_everything_copied_keeps_end_and_ahead():
+    full = PartitionMap(eos_history(3))  # covers 0..29
+    p = full.pruned(50)
+    assert p.runs == [] and p.covered == []
+    assert translations(p, 50, 60) == translations(full, 50, 60)
+    assert p.translate(50) == Translation(50, full.tgt_end, "ahead", 20)
+
+
+def test_max_runs_raises_the_floor():
+    full = PartitionMap(eos_history(100))  # 100 runs (one per transaction)
+    p = full.pruned(max_runs=10)
+    assert len(p.runs) == 10 and p.floor == 900
+    assert translations(p, 900, 1010) == translations(full, 900, 1010)
+    assert full.pruned(max_runs=200) is full
+
+
+def test_a_newer_epoch_drops_the_folded_base():
+    old = PartitionMap(eos_history(5)).folded()
+    marker = MapEntry("t", 0, 0, 0, (), 0, epoch=1)
+    new = MapEntry("t", 0, 0, 10, (Run(0, 0, 10),), 10, epoch=1)
+    m = PartitionMap([marker, new], base=old)
+    assert m.epoch == 1 and m.entries == 2 and m.runs == [Run(0, 0, 10)] and m.floor == 0
+    # an entry of an older epoch after a newer base is ignored
+    base = m.folded()
+    late = PartitionMap([E(50, 60, [(50, 60, 10)], 70)], base=base)
+    assert late.runs == [Run(0, 0, 10)] and late.entries == 2
+    assert Folded().entries == 0 and PartitionMap((), base=Folded()).translate(3).status == "none"

@@ -11,13 +11,20 @@ record written (`tgt_end`). `lost` > 0 marks a gap event: that many offsets righ
 `PartitionMap.translate(g)` turns a committed source group offset `g` (= the next record the group
 would read) into the target offset of the first copied record at or after `g` -- exact, no MM2-style
 "+1" rounding -- so a consumer resuming there reads exactly the records it had not read yet.
+
+The map stays bounded: `PartitionMap.folded()` is the whole map as one value (`Folded`, what the
+snapshot topic stores, see state.snapshot), a map can be built from such a base plus the entries
+written after it, and `pruned()` drops what lies below a floor no translation can still need.
+Merging is associative (ranges merge, runs keep each offset's lowest target, `lost` adds up, each
+entry folded once), so folding never changes a translation at or above the floor.
 """
 
 from __future__ import annotations
 
 import bisect
+import heapq
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 
 @dataclass(frozen=True)
@@ -64,6 +71,9 @@ class Translation:
     #           `missing` = offsets never replicated (source retention, initial position)
     # "gap":   some offsets in [source_offset, next copied record) were never covered: `missing` counts them
     # "none":  nothing copied for this partition
+    # "pruned": source_offset below the map's floor (state.snapshot prunes what no translation can
+    #           still need): target = that of the floor; `missing` = offsets between them, whose
+    #           copied records a consumer resuming there skips (the source no longer has them either)
     status: str
     missing: int = 0
 
@@ -114,55 +124,167 @@ def subtract_ranges(lo: int, hi: int, ranges: list[tuple[int, int]]) -> list[tup
     return out
 
 
-class PartitionMap:
-    """All committed entries of one source partition, indexed for translation.
+def merge_runs(runs: Iterable[Run]) -> list[Run]:
+    """Runs merged into non-overlapping, sorted runs; where runs overlap (an at-least-once retry
+    copied a record twice) each source offset keeps its lowest target offset, its earliest copy.
 
-    Overlapping runs only appear when the flow ran with exactly.once=false (an at-least-once
-    retry copies some records twice); then each source offset keeps its earliest target copy
-    (the lowest target offset), so a resuming consumer may re-read duplicates but never skips.
+    Per source offset this is a minimum, so merging is associative and order-free: folding entries
+    into a snapshot and the snapshot with later entries gives the same runs as merging them all.
+    """
+    rs = sorted((r for r in runs if r.count > 0), key=lambda r: (r.src, r.tgt))
+    if all(a.src_end <= b.src for a, b in zip(rs, rs[1:], strict=False)):
+        return _joined(rs)
+    # overlaps: sweep the elementary intervals; the covering run with the smallest tgt - src wins
+    bounds = sorted({r.src for r in rs} | {r.src_end for r in rs})
+    out: list[Run] = []
+    active: list[tuple[int, int, int]] = []  # heap of (tgt - src, src_end, index)
+    i = 0
+    for lo, hi in zip(bounds, bounds[1:], strict=False):
+        while i < len(rs) and rs[i].src <= lo:
+            heapq.heappush(active, (rs[i].tgt - rs[i].src, rs[i].src_end, i))
+            i += 1
+        while active and active[0][1] <= lo:
+            heapq.heappop(active)
+        if active:
+            out.append(Run(lo, lo + active[0][0], hi - lo))
+    return _joined(out)
+
+
+def _joined(runs: list[Run]) -> list[Run]:
+    """Sorted non-overlapping runs with adjacent ones (both offsets consecutive) joined."""
+    out: list[Run] = []
+    for r in runs:
+        if out and out[-1].src_end == r.src and out[-1].tgt + out[-1].count == r.tgt:
+            out[-1] = Run(out[-1].src, out[-1].tgt, out[-1].count + r.count)
+        else:
+            out.append(r)
+    return out
+
+
+def clip_runs(runs: list[Run], floor: int) -> list[Run]:
+    """The parts of sorted runs at or above source offset `floor`."""
+    i = bisect.bisect_right([r.src_end for r in runs], floor)
+    out = runs[i:]
+    if out and out[0].src < floor:
+        cut = floor - out[0].src
+        out[0] = Run(floor, out[0].tgt + cut, out[0].count - cut)
+    return out
+
+
+def clip_ranges(ranges: list[tuple[int, int]], floor: int) -> list[tuple[int, int]]:
+    """The parts of sorted merged ranges at or above `floor`."""
+    return [(max(a, floor), b) for a, b in ranges if b > floor]
+
+
+@dataclass(frozen=True)
+class Folded:
+    """A partition's offset map merged into one value: what a snapshot record stores.
+
+    `covered` and `runs` hold only what lies at or above `floor`; `first` and `end` keep the first
+    covered source offset and the end of the last covered range of everything ever folded (so
+    "before", "gap" and "ahead" stay exact above the floor), `anchor` the smallest entry start
+    (for a map of empty gap events only). `entries` counts the folded entries (0: nothing copied).
     """
 
-    def __init__(self, entries: Iterable[MapEntry]) -> None:
+    epoch: int = 0
+    entries: int = 0
+    covered: tuple[tuple[int, int], ...] = ()
+    runs: tuple[Run, ...] = ()
+    tgt_end: int | None = None
+    lost: int = 0
+    first: int | None = None
+    end: int | None = None
+    anchor: int | None = None
+    floor: int = 0
+
+
+def _min(a: int | None, b: int | None) -> int | None:
+    return b if a is None else a if b is None else min(a, b)
+
+
+def _max(a: int | None, b: int | None) -> int | None:
+    return b if a is None else a if b is None else max(a, b)
+
+
+class PartitionMap:
+    """The offset map of one source partition: a folded base (a snapshot, maybe none) plus the
+    committed entries after it, indexed for translation.
+
+    Only the newest epoch counts: entries (or a base) of an older epoch are dropped. Overlapping
+    runs only appear when the flow ran with exactly.once=false (an at-least-once retry copies some
+    records twice); each source offset keeps its earliest target copy (`merge_runs`), so a resuming
+    consumer may re-read duplicates but never skips. Offsets below `floor` were pruned (see
+    `pruned`): translation is exact for every source offset at or above it.
+    """
+
+    def __init__(self, entries: Iterable[MapEntry] = (), base: Folded | None = None) -> None:
         entries = list(entries)
-        self.epoch: int = max((e.epoch for e in entries), default=0)
+        base = base or Folded()
+        self.epoch: int = max([base.epoch, *(e.epoch for e in entries)])
+        if base.epoch < self.epoch:
+            base = Folded(epoch=self.epoch)
         current = [e for e in entries if e.epoch == self.epoch]
-        self.entries: list[MapEntry] = sorted(current, key=lambda e: (e.src_from, e.tgt_end))
-        self.covered: list[tuple[int, int]] = merge_ranges((e.src_from, e.src_to) for e in self.entries)
-        self.lost: int = sum(e.lost for e in self.entries)
-        self.tgt_end: int | None = max((e.tgt_end for e in self.entries), default=None)
-        runs = sorted((r for e in self.entries for r in e.runs if r.count > 0), key=lambda r: (r.src, r.tgt))
-        self.runs: list[Run] = []
-        upto = None  # end of the source offsets already assigned to a run
-        for r in runs:
-            if upto is not None and r.src < upto:
-                if r.src_end <= upto:
-                    continue
-                cut = upto - r.src
-                r = Run(r.src + cut, r.tgt + cut, r.count - cut)
-            if self.runs and self.runs[-1].src_end == r.src and self.runs[-1].tgt + self.runs[-1].count == r.tgt:
-                last = self.runs[-1]
-                self.runs[-1] = Run(last.src, last.tgt, last.count + r.count)
-            else:
-                self.runs.append(r)
-            upto = r.src_end
+        self.count: int = base.entries + len(current)
+        self.floor: int = base.floor
+        nonempty = [e.src_from for e in current if e.src_to > e.src_from]
+        self.first: int | None = _min(base.first, min(nonempty, default=None))
+        self.anchor: int | None = _min(base.anchor, min((e.src_from for e in current), default=None))
+        ranges = merge_ranges([*base.covered, *((e.src_from, e.src_to) for e in current)])
+        self.end: int | None = _max(base.end, ranges[-1][1] if ranges else None)
+        self.covered: list[tuple[int, int]] = clip_ranges(ranges, self.floor)
+        self.lost: int = base.lost + sum(e.lost for e in current)
+        self.tgt_end: int | None = _max(base.tgt_end, max((e.tgt_end for e in current), default=None))
+        runs = merge_runs([*base.runs, *(r for e in current for r in e.runs)])
+        self.runs: list[Run] = clip_runs(runs, self.floor)
         self._starts = [r.src for r in self.runs]
+
+    # -- folding and pruning ------------------------------------------------------------------
+    def folded(self) -> Folded:
+        """This map as one value (what a snapshot stores); PartitionMap(later, base=m.folded())
+        translates exactly as a map of all the entries."""
+        return Folded(
+            self.epoch,
+            self.count,
+            tuple(self.covered),
+            tuple(self.runs),
+            self.tgt_end,
+            self.lost,
+            self.first,
+            self.end,
+            self.anchor,
+            self.floor,
+        )
+
+    def pruned(self, floor: int | None = None, max_runs: int | None = None) -> PartitionMap:
+        """This map without what lies below `floor` (the floor never goes down), and keeping at
+        most `max_runs` runs (raising the floor to the oldest run kept). Translation stays exact
+        for every source offset at or above the new floor."""
+        f = max(self.floor, floor if floor is not None else self.floor)
+        if max_runs is not None and len(clip_runs(self.runs, f)) > max_runs:
+            f = max(f, clip_runs(self.runs, f)[-max_runs].src if max_runs > 0 else (self.end or f))
+        if f == self.floor:
+            return self
+        return PartitionMap((), replace(self.folded(), floor=f))
 
     # -- queries ------------------------------------------------------------------------------
     @property
+    def entries(self) -> int:
+        """How many committed entries the map was built from (a snapshot counts what it folded)."""
+        return self.count
+
+    @property
     def records(self) -> int:
+        """Copied records the map still places (those at or above the floor)."""
         return sum(r.count for r in self.runs)
 
     @property
-    def end(self) -> int | None:
-        """The end of the last covered range (the next source offset to copy), None when empty."""
-        return self.covered[-1][1] if self.covered else None
-
-    @property
     def start(self) -> int | None:
-        return self.covered[0][0] if self.covered else None
+        """The first covered source offset (also when pruned), None when nothing was covered."""
+        return self.first
 
     def target_of(self, source_offset: int) -> int | None:
-        """The target offset the record at `source_offset` was copied to (None: not a copied record)."""
+        """The target offset the record at `source_offset` was copied to (None: not a copied record,
+        or below the floor)."""
         i = bisect.bisect_right(self._starts, source_offset) - 1
         if i >= 0 and source_offset < self.runs[i].src_end:
             r = self.runs[i]
@@ -182,11 +304,15 @@ class PartitionMap:
 
     def translate(self, source_offset: int) -> Translation:
         g = source_offset
-        if not self.entries:
+        if not self.count:
             return Translation(g, None, "none")
+        if g < self.floor and self.first is not None and self.first < self.floor:
+            # pruned: where the records below the floor landed is forgotten; resume at the floor
+            t = self.translate(self.floor)
+            return Translation(g, t.target_offset, "pruned", self.floor - g)
         assert self.tgt_end is not None
         nxt = self.first_copied_at_or_after(g)
-        first_covered = self.covered[0][0] if self.covered else None
+        first_covered = self.first
         if nxt is not None:
             src, tgt = nxt
             missing = uncovered(self.covered, g, src)
@@ -198,7 +324,7 @@ class PartitionMap:
         # nothing copied at or after g: resume at the end of what was written
         end = self.end
         if end is None:  # only empty gap events so far
-            lo = min((e.src_from for e in self.entries), default=g)
+            lo = self.anchor if self.anchor is not None else g
             if g < lo:
                 return Translation(g, self.tgt_end, "before", lo - g)
             return Translation(g, self.tgt_end, "ahead" if g > lo else "end", max(0, g - lo))
@@ -212,4 +338,7 @@ class PartitionMap:
         return Translation(g, self.tgt_end, "gap", missing)
 
     def __repr__(self) -> str:  # pragma: no cover - debugging aid
-        return f"PartitionMap(covered={self.covered}, runs={len(self.runs)}, tgt_end={self.tgt_end}, lost={self.lost})"
+        return (
+            f"PartitionMap(covered={self.covered}, runs={len(self.runs)}, tgt_end={self.tgt_end}, "
+            f"lost={self.lost}, floor={self.floor})"
+        )
