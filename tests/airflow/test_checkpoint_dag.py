@@ -21,7 +21,8 @@ def dagbag(tmp_path, source, target, airflow_db, unique, monkeypatch):
     prefix = unique("dag")
     cfg = write_config(tmp_path / "mf.yaml", {"A": source, "B": target},
                        {"A->B": {"topics": f"{prefix}\\..*", "sync.group.offsets.enabled": True,
-                                 "emit.checkpoints.interval.seconds": 30, "state.topic.partitions": 1},
+                                 "emit.checkpoints.interval.seconds": 30, "state.topic.partitions": 1,
+                                 "emit.heartbeats.interval.seconds": 30},  # one heartbeat per run
                         "B->A": {"enabled": False, "topics": f"{prefix}\\..*"}})
     monkeypatch.setenv("MIRRORFLOW_CONFIG", str(cfg.path))
     from airflow.dag_processing.dagbag import DagBag

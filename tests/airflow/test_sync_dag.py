@@ -35,7 +35,8 @@ def test_one_dag_per_enabled_flow_with_schedule_tags_retries_and_tasks(airflow_d
     assert [t.task_id for t in dag.topological_sort()] == ["topics_and_partitions", "configs", "acls"]
     assert all(t.retries == 2 for t in dag.tasks)
     assert dag.get_task("acls").trigger_rule == "none_failed"
-    assert bag.get_dag("mirrorflow_sync__A-C").schedule is None  # refresh.topics.enabled: false
+    # refresh.topics.enabled: false: configs and ACLs still sync on their 600 s timers
+    assert bag.get_dag("mirrorflow_sync__A-C").timetable.delta == timedelta(seconds=600)
 
 
 def test_a_bad_config_is_an_import_error_naming_file_and_key(airflow_db, tmp_path, monkeypatch):

@@ -257,3 +257,61 @@ def test_flow_ids_that_collide_are_refused():
         parse({"clusters": clusters, "flows": {"A-B->C": {}, "A->B-C": {}}})
     assert exc.value.problems == [("flows.A->B-C", "flows A-B->C and A->B-C would share the id 'A-B-C' (state topics, "
                                                    "transactional ids, DAG ids): rename a cluster alias")]
+
+
+# Files that only declare, validate or import properties: a name found only there is not honoured.
+NOT_A_READER = {"config/properties.py", "config/loading.py", "config/mm2_import.py"}
+
+
+def test_every_flow_property_is_read_by_the_code_or_refused():
+    """A property that validation accepts must change what mirrorflow does (issue 11, item 7):
+    each FLOW_PROPERTIES name must appear as a string in a module that is not only the property
+    table, the loader or the importer. MM2 names that do nothing here belong in REFUSED instead."""
+    from mirrorflow.config.properties import REFUSED
+
+    include = ROOT / "include"
+    sources = [
+        p.read_text()
+        for pkg in ("mirrorflow", "mirrorflow_airflow")
+        for p in (include / pkg).rglob("*.py")
+        if pkg != "mirrorflow" or p.relative_to(include / "mirrorflow").as_posix() not in NOT_A_READER
+    ]
+    unread = [k for k in FLOW_PROPERTIES if not any(f'"{k}"' in text for text in sources)]
+    assert unread == []
+    assert sorted(set(REFUSED) & set(FLOW_PROPERTIES)) == []
+    assert all(len(why) > 20 for why in REFUSED.values())
+
+
+@pytest.mark.parametrize("key, value, why", [
+    ("consumer.poll.timeout.ms", 500, "a copy reads a planned offset range and returns as soon as it reaches the "
+     "range's end, so a source poll timeout has nothing to bound here; remove it"),
+    ("offset-syncs.topic.replication.factor", 3, "mirrorflow writes no offset-syncs topic (its exact offset map "
+     "lives in the flow's state topics): use state.topic.replication.factor"),
+    ("offset.lag.max", 100, "mirrorflow's offset map records every copied offset, so there is no lag to bound; "
+     "remove it"),
+])
+def test_mm2_properties_that_do_nothing_here_are_refused_naming_flow_and_reason(key, value, why):
+    assert problems({"clusters": CLUSTERS, "flows": {"A->B": {key: value}}}) == [
+        (f"flows.A->B.{key}", f"not supported: {why}")]
+    assert problems({"clusters": CLUSTERS, "defaults": {key: value}, "flows": {"A->B": {}}}) == [
+        (f"defaults.{key}", f"not supported: {why}")]
+
+
+def test_refresh_groups_enabled_false_is_refused_true_is_accepted():
+    assert problems({"clusters": CLUSTERS, "flows": {"A->B": {"refresh.groups.enabled": False}}}) == [
+        ("flows.A->B.refresh.groups.enabled",
+         "false is not supported: mirrorflow has no long-running task whose start would list the groups once; "
+         "groups are looked up every refresh.groups.interval.seconds (select them with groups / groups.exclude)")]
+    cfg = parse({"clusters": CLUSTERS, "flows": {"A->B": {"refresh.groups.enabled": "true"}}})
+    assert cfg.flow("A->B")["refresh.groups.enabled"] is True
+
+
+def test_internal_topic_replication_factors_are_flow_properties():
+    cfg = parse({"clusters": CLUSTERS, "flows": {"A->B": {"checkpoints.topic.replication.factor": 3,
+                                                          "heartbeats.topic.replication.factor": "1"}}})
+    flow = cfg.flow("A->B")
+    assert (flow["checkpoints.topic.replication.factor"], flow["heartbeats.topic.replication.factor"]) == (3, 1)
+    assert parse({"clusters": CLUSTERS, "flows": {"A->B": {}}}).flow("A->B")["checkpoints.topic.replication.factor"] == -1
+    assert problems({"clusters": CLUSTERS, "flows": {"A->B": {"heartbeats.topic.replication.factor": 0}}}) == [
+        ("flows.A->B.heartbeats.topic.replication.factor",
+         "expected -1 (the target broker's default) or a positive integer, got 0")]

@@ -57,7 +57,7 @@ def test_mm2_properties_convert_to_the_expected_yaml():
             "backup": {"bootstrap.servers": "b1:9092"},
         },
         "defaults": {"replication.factor": 3, "tasks.max": 8, "sync.topic.acls.enabled": False,
-                     "replication.policy.separator": "_"},
+                     "replication.policy.separator": "_", "checkpoints.topic.replication.factor": 3},
         "flows": {
             "primary->backup": {"enabled": True, "topics": "orders.*, payments", "topics.exclude": r".*\.tmp",
                                 "groups": ".*", "sync.group.offsets.enabled": True,
@@ -69,7 +69,6 @@ def test_mm2_properties_convert_to_the_expected_yaml():
     assert imp.notes == [
         "primary.ssl.truststore.location: Java key stores are not supported by librdkafka; convert "
         "/etc/kafka/truststore.jks to PEM and set ssl.ca.location (CA certificate) (not imported)",
-        "checkpoints.topic.replication.factor: not imported (mirrorflow creates the checkpoints topic itself)",
         "key.converter: not imported (records are copied as bytes)",
         "primary->backup.topics.blacklist: deprecated MM2 name, imported as topics.exclude",
     ]
@@ -209,10 +208,17 @@ def test_strimzi_resource_converts_to_the_expected_yaml():
             "cluster-b": {"bootstrap.servers": "cluster-b-kafka-bootstrap:9092"},
         },
         "flows": {"cluster-a->cluster-b": {
-            "enabled": True, "replication.factor": -1, "sync.topic.acls.enabled": False,
-            "refresh.topics.interval.seconds": 300, "tasks.max": 3, "sync.group.offsets.enabled": True,
+            "enabled": True, "replication.factor": -1, "state.topic.replication.factor": -1,
+            "sync.topic.acls.enabled": False, "refresh.topics.interval.seconds": 300, "tasks.max": 3,
+            "checkpoints.topic.replication.factor": -1, "sync.group.offsets.enabled": True,
             "topics": "orders.*|payments", "topics.exclude": ".*-tmp", "groups": "group1|group2"}},
     }
+    assert imp.notes[1:] == [
+        "clusters.cluster-b.config.config.storage.replication.factor: not imported (a Kafka Connect worker setting)",
+        "spec.mirrors[0].sourceConnector.config.offset-syncs.topic.replication.factor: imported as "
+        "state.topic.replication.factor (mirrorflow's exact offset map, kept in the flow's state topics, "
+        "replaces offset syncs)",
+    ]
     assert imp.env_vars == {"MM2_CLUSTER_A_SASL_PASSWORD": "key 'password' of Secret 'mm2-user'"}
     cfg = parse(yaml.safe_load(imp.to_yaml("kmm2.yaml")))
     flow = cfg.flow("cluster-a->cluster-b")
@@ -268,3 +274,101 @@ def test_config_import_cli_prints_or_writes(tmp_path):
     assert r.returncode == 2
     assert r.stderr == (f"mirrorflow: error: {tmp_path / 'nope.properties'}: cannot read "
                         f"{tmp_path / 'nope.properties'}: No such file or directory\n")
+
+
+# The connector configs of the disaster-recovery guide and Strimzi's reference
+# (/work/shared/source-docs/002_… and 003_…), with every MM2 property they set.
+SOURCE_DOC_STRIMZI = """
+apiVersion: kafka.strimzi.io/v1beta2
+kind: KafkaMirrorMaker2
+metadata: {name: my-mirror-maker2}
+spec:
+  clusters:
+  - {alias: my-cluster-source, bootstrapServers: my-cluster-source-kafka-bootstrap:9092}
+  - {alias: my-cluster-target, bootstrapServers: my-cluster-target-kafka-bootstrap:9092}
+  mirrors:
+  - sourceCluster: my-cluster-source
+    targetCluster: my-cluster-target
+    topicsPattern: "topic1|topic2|topic3"
+    groupsPattern: "group1|group2|group3"
+    sourceConnector:
+      tasksMax: 10
+      config:
+        replication.factor: 1
+        offset-syncs.topic.replication.factor: 1
+        sync.topic.acls.enabled: "false"
+        refresh.topics.interval.seconds: 60
+        replication.policy.class: "org.apache.kafka.connect.mirror.IdentityReplicationPolicy"
+        offset-syncs.topic.location: target
+        heartbeats.replication.enabled: "false"
+        consumer.isolation.level: read_committed
+    heartbeatConnector:
+      config:
+        heartbeats.topic.replication.factor: 1
+        emit.heartbeats.interval.seconds: 5
+    checkpointConnector:
+      config:
+        checkpoints.topic.replication.factor: 1
+        refresh.groups.interval.seconds: 600
+        refresh.groups.enabled: false
+        sync.group.offsets.enabled: true
+        sync.group.offsets.interval.seconds: 60
+        emit.checkpoints.interval.seconds: 60
+        sync.topic.configs.interval.seconds: 900
+        sync.topic.acls.interval.seconds: 1200
+        consumer.poll.timeout.ms: 500
+"""
+
+
+def test_source_doc_properties_import_and_validate_each_honoured_or_noted():
+    imp = convert(SOURCE_DOC_STRIMZI, "kmm2.yaml")
+    body = imp.flows["my-cluster-source->my-cluster-target"]
+    assert body == {
+        "enabled": True, "replication.factor": 1, "state.topic.replication.factor": 1,
+        "sync.topic.acls.enabled": False, "refresh.topics.interval.seconds": 60,
+        "replication.policy.class": "IdentityReplicationPolicy", "heartbeats.replication.enabled": False,
+        "tasks.max": 10,
+        "checkpoints.topic.replication.factor": 1, "refresh.groups.interval.seconds": 600,
+        "sync.group.offsets.enabled": True, "sync.group.offsets.interval.seconds": 60,
+        "emit.checkpoints.interval.seconds": 60, "sync.topic.configs.interval.seconds": 900,
+        "sync.topic.acls.interval.seconds": 1200, "heartbeats.topic.replication.factor": 1,
+        "emit.heartbeats.interval.seconds": 5, "topics": "topic1|topic2|topic3", "groups": "group1|group2|group3",
+    }
+    where = "spec.mirrors[0]"
+    assert imp.notes == [
+        f"{where}.sourceConnector.config.offset-syncs.topic.replication.factor: imported as "
+        "state.topic.replication.factor (mirrorflow's exact offset map, kept in the flow's state topics, "
+        "replaces offset syncs)",
+        f"{where}.sourceConnector.config.offset-syncs.topic.location: not imported (mirrorflow writes no "
+        "offset-syncs topic; its offset map is always kept on the target, in the flow's state topics; remove it)",
+        f"{where}.sourceConnector.config.consumer.isolation.level: not imported (mirrorflow sets isolation.level "
+        "itself (read_committed keeps aborted source transactions out of the copy); it cannot be overridden)",
+        f"{where}.checkpointConnector.config.refresh.groups.enabled: not imported (false is not supported: "
+        "mirrorflow has no long-running task whose start would list the groups once; groups are looked up "
+        "every refresh.groups.interval.seconds (select them with groups / groups.exclude))",
+        f"{where}.checkpointConnector.config.consumer.poll.timeout.ms: not imported (a copy reads a planned "
+        "offset range and returns as soon as it reaches the range's end, so a source poll timeout has nothing "
+        "to bound here; remove it)",
+    ]
+    flow = parse(yaml.safe_load(imp.to_yaml("kmm2.yaml"))).flow("my-cluster-source->my-cluster-target")
+    assert flow["checkpoints.topic.replication.factor"] == 1 and flow["heartbeats.topic.replication.factor"] == 1
+    assert flow["state.topic.replication.factor"] == 1 and flow["emit.heartbeats.interval.seconds"] == 5
+
+
+def test_source_doc_connector_configs_as_mm2_properties_import_and_validate():
+    # the MirrorSourceConnector and MirrorCheckpointConnector configs of the DR guide, as an mm2.properties
+    text = "\n".join([
+        "clusters = A, B", "A.bootstrap.servers = a:9092", "B.bootstrap.servers = b:9092", "A->B.enabled = true",
+        "A->B.tasks.max = 30", "A->B.offset-syncs.topic.location = target",
+        "A->B.replication.policy.class = org.apache.kafka.connect.mirror.IdentityReplicationPolicy",
+        "A->B.heartbeats.replication.enabled = false", "A->B.replication.factor = -1",
+        "A->B.offset-syncs.topic.replication.factor = -1", "A->B.sync.topic.acls.enabled = false",
+        "A->B.consumer.isolation.level = read_committed", "A->B.checkpoints.topic.replication.factor = -1",
+        "A->B.sync.group.offsets.enabled = true", "A->B.groups = .*", "A->B.topics = .*",
+    ])
+    imp = convert(text, "mm2.properties")
+    flow = parse(yaml.safe_load(imp.to_yaml("mm2.properties"))).flow("A->B")
+    assert (flow["checkpoints.topic.replication.factor"], flow["state.topic.replication.factor"]) == (-1, -1)
+    assert [n.split(":")[0] for n in imp.notes] == [
+        "A->B.offset-syncs.topic.location", "A->B.offset-syncs.topic.replication.factor",
+        "A->B.consumer.isolation.level"]

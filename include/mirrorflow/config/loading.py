@@ -12,7 +12,7 @@ import yaml
 from mirrorflow.config.model import FLOW_NAME_RE, ClusterConfig, Config, FlowConfig, SparkConfig
 from mirrorflow.config.overrides import PREFIXES as CLIENT_PREFIXES
 from mirrorflow.config.overrides import problem as override_problem
-from mirrorflow.config.properties import FLOW_PROPERTIES, did_you_mean
+from mirrorflow.config.properties import FLOW_PROPERTIES, REFUSED, did_you_mean
 from mirrorflow.errors import ConfigError
 from mirrorflow.kafka.connection import setting_problem
 from mirrorflow.mm2.filters import compile_list
@@ -154,6 +154,10 @@ def _flow_props(
         key = str(key)
         report = key in own or where == "defaults"
         origin = where if key in own else "defaults"
+        if key in REFUSED:  # before the client prefixes: `consumer.poll.timeout.ms` is no client setting
+            if report:
+                problems.append((f"{origin}.{key}", f"not supported: {REFUSED[key]}"))
+            continue
         if key in FLOW_PROPERTIES:
             try:
                 props[key] = FLOW_PROPERTIES[key].parse(value)

@@ -20,17 +20,13 @@ import yaml
 
 from mirrorflow.config.model import FLOW_NAME_RE
 from mirrorflow.config.overrides import PREFIXES as OVERRIDE_PREFIXES
-from mirrorflow.config.properties import FLOW_PROPERTIES
+from mirrorflow.config.overrides import problem as override_problem
+from mirrorflow.config.properties import FLOW_PROPERTIES, REFUSED
 from mirrorflow.errors import ConfigError
 
-# MM2 properties that exist in MM2 but have no effect here, with why (shown as comments).
+# Settings that exist in MM2 deployments but have no effect here, with why (shown as comments).
+# MM2 flow properties mirrorflow refuses are in properties.REFUSED (left out with that reason).
 IGNORED: dict[str, str] = {
-    "offset-syncs.topic.replication.factor": "mirrorflow keeps its offset map in its own state topics",
-    "offset-syncs.topic.location": "mirrorflow keeps its offset map on the target",
-    "emit.offset-syncs.enabled": "mirrorflow keeps an exact offset map instead of offset syncs",
-    "offset.lag.max": "mirrorflow's offset map is exact",
-    "checkpoints.topic.replication.factor": "mirrorflow creates the checkpoints topic itself",
-    "heartbeats.topic.replication.factor": "mirrorflow creates the heartbeats topic itself",
     "config.storage.replication.factor": "a Kafka Connect worker setting",
     "offset.storage.replication.factor": "a Kafka Connect worker setting",
     "status.storage.replication.factor": "a Kafka Connect worker setting",
@@ -41,10 +37,13 @@ IGNORED: dict[str, str] = {
     "value.converter": "records are copied as bytes",
     "header.converter": "records are copied as bytes",
     "dedicated.mode.enable.internal.rest": "no Connect REST server here",
-    "topic.filter.class": "only MM2's default filters are supported",
-    "group.filter.class": "only MM2's default filters are supported",
-    "config.property.filter.class": "only MM2's default filters are supported",
-    "use.incremental.alter.configs": "configs are always synced with IncrementalAlterConfigs",
+}
+# MM2 properties imported under mirrorflow's name for the same thing.
+RENAMED: dict[str, tuple[str, str]] = {
+    "offset-syncs.topic.replication.factor": (
+        "state.topic.replication.factor",
+        "mirrorflow's exact offset map, kept in the flow's state topics, replaces offset syncs",
+    ),
 }
 IGNORED_PREFIXES = (
     "key.converter.",
@@ -193,7 +192,7 @@ def from_properties(props: dict[str, str], source: str = "mm2.properties") -> Im
             kind = rest.split(".", 1)[0]
             if kind in ("producer", "consumer", "admin") and "." in rest:
                 cluster_clients[alias][kind][rest.split(".", 1)[1]] = value
-            elif rest in FLOW_PROPERTIES or rest in DEPRECATED or rest in IGNORED:
+            elif rest in FLOW_PROPERTIES or rest in DEPRECATED or rest in IGNORED or rest in REFUSED:
                 imp.notes.append(f"{key}: a per-cluster MM2 property; set it on the flows instead (not imported)")
             else:
                 cluster_settings[alias][rest] = value
@@ -224,6 +223,7 @@ def _is_client_setting(key: str, value: str) -> bool:
         key in FLOW_PROPERTIES
         or key in DEPRECATED
         or key in IGNORED
+        or key in REFUSED
         or key.startswith(IGNORED_PREFIXES)
         or key.startswith(OVERRIDE_PREFIXES)
     ):
@@ -247,16 +247,40 @@ def _flow_settings(imp: Imported, body: dict[str, str], prefix: str) -> dict[str
         if key == "replication.policy.separator" and value == "":
             imp.notes.append(f"{full}: empty separator dropped (the default '.' applies)")
             continue
-        if key in FLOW_PROPERTIES:
-            out[key] = _typed(key, value)
+        if key in RENAMED:
+            new, why = RENAMED[key]
+            imp.notes.append(f"{full}: imported as {new} ({why})")
+            key = new
+        if key in REFUSED:
+            imp.notes.append(f"{full}: not imported ({REFUSED[key]})")
+        elif key in FLOW_PROPERTIES:
+            refused = _refused_value(key, value)
+            if refused:
+                imp.notes.append(f"{full}: not imported ({refused})")
+            else:
+                out[key] = _typed(key, value)
         elif key.startswith(OVERRIDE_PREFIXES):
-            out[key] = _secret_ref(imp, full, key, value)
+            held = override_problem(key)  # e.g. a setting mirrorflow must hold itself
+            if held:
+                imp.notes.append(f"{full}: not imported ({held})")
+            else:
+                out[key] = _secret_ref(imp, full, key, value)
         elif key in IGNORED or key.startswith(IGNORED_PREFIXES):
             reason = IGNORED.get(key) or "no equivalent in mirrorflow"
             imp.notes.append(f"{full}: not imported ({reason})")
         else:
             imp.notes.append(f"{full}: not imported (not an MM2 flow property mirrorflow knows)")
     return out
+
+
+def _refused_value(key: str, value: Any) -> str | None:
+    """Why a value mirrorflow refuses on purpose (such as `refresh.groups.enabled=false`) is not
+    imported; None otherwise. Other invalid values are kept so `config validate` names them."""
+    try:
+        FLOW_PROPERTIES[key].parse(value)
+    except ValueError as exc:
+        return str(exc) if "is not supported" in str(exc) else None
+    return None
 
 
 def _typed(key: str, value: Any) -> Any:

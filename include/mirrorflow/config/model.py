@@ -64,8 +64,8 @@ class FlowConfig:
     def client_overrides(self, side: Side, kind: Kind) -> dict[str, str]:
         """The librdkafka settings this flow overrides for clients of `kind` on the `side` cluster
         (scoping rules: config/overrides.py), `${env:...}` resolved. Never log the result."""
-        # MM2 properties that merely start like a client prefix (admin.timeout.ms,
-        # consumer.poll.timeout.ms) are flow settings, not client settings.
+        # MM2 properties that merely start like a client prefix (admin.timeout.ms) are flow
+        # settings, not client settings.
         props = {k: v for k, v in self.props.items() if k not in FLOW_PROPERTIES}
         return {
             name: resolve_env(value, f"flows.{self.name}.{key}")

@@ -57,6 +57,17 @@ def _replication_factor(v: Any) -> int:
     return n
 
 
+def _true_only(why_not: str) -> Callable[[Any], bool]:
+    """A toggle of which only `true` is supported: `false` is refused with `why_not`."""
+
+    def parse(v: Any) -> bool:
+        if not _bool(v):
+            raise ValueError(f"false is not supported: {why_not}")
+        return True
+
+    return parse
+
+
 def _one_of(*choices: str) -> Callable[[Any], str]:
     def parse(v: Any) -> str:
         s = _str(v)
@@ -136,7 +147,13 @@ FLOW_PROPERTIES: dict[str, Prop] = {
     "sync.topic.configs.interval.seconds": Prop(600, _positive_int),
     "sync.topic.acls.enabled": Prop(True, _bool),
     "sync.topic.acls.interval.seconds": Prop(600, _positive_int),
-    "refresh.groups.enabled": Prop(True, _bool),
+    "refresh.groups.enabled": Prop(
+        True,
+        _true_only(
+            "mirrorflow has no long-running task whose start would list the groups once; "
+            "groups are looked up every refresh.groups.interval.seconds (select them with groups / groups.exclude)"
+        ),
+    ),
     "refresh.groups.interval.seconds": Prop(600, _positive_int),
     "emit.checkpoints.enabled": Prop(True, _bool),
     "emit.checkpoints.interval.seconds": Prop(60, _positive_int),
@@ -144,8 +161,10 @@ FLOW_PROPERTIES: dict[str, Prop] = {
     "sync.group.offsets.interval.seconds": Prop(60, _positive_int),
     "emit.heartbeats.enabled": Prop(True, _bool),
     "emit.heartbeats.interval.seconds": Prop(1, _positive_int),
+    # Internal topics mirrorflow creates on first use. -1: the broker's default (MM2's default is 3).
+    "checkpoints.topic.replication.factor": Prop(-1, _replication_factor),
+    "heartbeats.topic.replication.factor": Prop(-1, _replication_factor),
     "admin.timeout.ms": Prop(60000, _positive_int),
-    "consumer.poll.timeout.ms": Prop(1000, _int),
     "tasks.max": Prop(4, _positive_int, doc="parallelism: at most this many copy units per wave"),
     # mirrorflow's own properties
     "exactly.once": Prop(True, _bool, mm2=False, doc="transactional copy (false: idempotent, at-least-once)"),
@@ -162,6 +181,29 @@ FLOW_PROPERTIES: dict[str, Prop] = {
     ),
     "state.topic.partitions": Prop(16, _positive_int, mm2=False),
     "state.topic.replication.factor": Prop(-1, _replication_factor, mm2=False),
+    "offset.map.max.runs": Prop(
+        20_000, _positive_int, mm2=False, doc="offset-map runs kept per source partition (older ones are pruned)"
+    ),
+}
+
+
+# MM2 properties that mirrorflow refuses, with why and what to use instead: a flow that sets one
+# fails validation with this reason (never accepted and then ignored); `config import` leaves them
+# out with the same reason.
+REFUSED: dict[str, str] = {
+    "consumer.poll.timeout.ms": "a copy reads a planned offset range and returns as soon as it reaches "
+    "the range's end, so a source poll timeout has nothing to bound here; remove it",
+    "offset-syncs.topic.replication.factor": "mirrorflow writes no offset-syncs topic (its exact offset map "
+    "lives in the flow's state topics): use state.topic.replication.factor",
+    "offset-syncs.topic.location": "mirrorflow writes no offset-syncs topic; its offset map is always kept "
+    "on the target, in the flow's state topics; remove it",
+    "emit.offset-syncs.enabled": "mirrorflow keeps an exact offset map instead of offset syncs, and "
+    "checkpoints need it; remove it",
+    "offset.lag.max": "mirrorflow's offset map records every copied offset, so there is no lag to bound; remove it",
+    "topic.filter.class": "only MM2's default filters exist here: use topics / topics.exclude",
+    "group.filter.class": "only MM2's default filters exist here: use groups / groups.exclude",
+    "config.property.filter.class": "only MM2's default filters exist here: use config.properties.exclude",
+    "use.incremental.alter.configs": "topic configs are always synced with IncrementalAlterConfigs; remove it",
 }
 
 

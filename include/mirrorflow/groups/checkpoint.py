@@ -280,6 +280,7 @@ class CheckpointRun:
     skipped_reason: str | None = None
     created_topic: bool = False
     store: CheckpointStore | None = None
+    offset_map: Any = None  # the fold of the offset map after the pass (map_upkeep.FoldReport)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -291,6 +292,7 @@ class CheckpointRun:
             "skipped_reason": self.skipped_reason,
             "errors": self.errors,
             "offsets": [{**asdict(t), "action": a} for t, a in self.rows],
+            "offset_map": self.offset_map.to_dict() if self.offset_map is not None else None,
         }
 
 
@@ -322,10 +324,15 @@ def emit_checkpoints(
     maps: Mapping[tuple[str, int], Translator] | None = None,
     now_ms: int | None = None,
     clients: FlowClients | None = None,
+    refresh_groups: bool = True,
 ) -> CheckpointRun:
-    """One checkpoint pass for `flow` (see the module docstring)."""
+    """One checkpoint pass for `flow` (see the module docstring).
+
+    `refresh_groups=False` (a run between two `refresh.groups.interval.seconds` refreshes, as
+    MM2 checkpoints its known groups between refreshes) skips listing the source's groups and
+    checkpoints the groups that already have checkpoints on the target."""
     with flow_clients(cfg, flow, clients) as c:
-        return _emit(c, groups, maps, now_ms)
+        return _emit(c, groups, maps, now_ms, refresh_groups)
 
 
 def _emit(
@@ -333,6 +340,7 @@ def _emit(
     groups: Iterable[str] | None,
     maps: Mapping[tuple[str, int], Translator] | None,
     now_ms: int | None,
+    refresh_groups: bool = True,
 ) -> CheckpointRun:
     flow = clients.flow
     filters = FlowFilters.for_flow(flow)
@@ -344,6 +352,10 @@ def _emit(
     if not flow.props.get("emit.checkpoints.enabled", True):
         run.skipped_reason = "emit.checkpoints.enabled=false"
         return run
+    store: CheckpointStore | None = None
+    if groups is None and not refresh_groups:
+        store = CheckpointStore.load(clients)
+        groups = store.groups()
     ts = int(time.time() * 1000) if now_ms is None else now_ms  # MM2: the time offsets were listed
     offsets, run.errors = source_group_offsets(clients, groups)
     run.groups = sorted(offsets)
@@ -354,11 +366,13 @@ def _emit(
             {(o.topic, o.partition) for o in committed if o.offset >= 0 and filters.should_replicate_topic(o.topic)},
         )
     rows = translate_committed(filters, committed, maps)
-    store = CheckpointStore.load(clients)
+    if store is None:
+        store = CheckpointStore.load(clients)
     run.rows, run.emitted = plan_checkpoints(store, rows)
     if run.emitted:
         conn, timeout = clients.connection("target"), clients.admin_timeout
-        run.created_topic = ensure_compacted_topic(clients.admin("target"), conn, topic, timeout=timeout)
+        rf = int(flow.props.get("checkpoints.topic.replication.factor", -1))
+        run.created_topic = ensure_compacted_topic(clients.admin("target"), conn, topic, rf, timeout=timeout)
         produce_all(
             conn,
             topic,
@@ -369,6 +383,10 @@ def _emit(
         for c in run.emitted:
             store.update(c)
     run.store = store
+    # keep the offset map bounded: fold it into its snapshots, prune what no translation needs
+    from mirrorflow.groups.map_upkeep import fold_after_checkpoint  # it imports this module
+
+    run.offset_map = fold_after_checkpoint(clients, offsets)
     return run
 
 

@@ -12,11 +12,17 @@ emission writes it. The copy of `heartbeats` to `A.heartbeats` is the data plane
 topics pass FlowFilters.should_replicate_topic, cycles such as `B.A.heartbeats` back to A do not).
 
 Replication latency of A->B = now - the newest heartbeat timestamp found in `A.heartbeats` on B.
+
+MM2's heartbeat task emits every `emit.heartbeats.interval.seconds` (1 s) for as long as it runs;
+`emit_heartbeats_for` does the same for the length of one scheduled run (the checkpoint DAG's
+heartbeat task), so the cadence holds across runs without a task that never ends.
 """
 
 from __future__ import annotations
 
+import math
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -24,7 +30,7 @@ from confluent_kafka import KafkaException
 
 from mirrorflow.clients import FlowClients, flow_clients
 from mirrorflow.config import Config, FlowConfig
-from mirrorflow.errors import TopicError
+from mirrorflow.errors import ClusterError, TopicError
 from mirrorflow.kafka.log_reader import read_partition
 from mirrorflow.kafka.topics import ensure_compacted_topic, produce_all
 from mirrorflow.mm2.filters import FlowFilters
@@ -57,14 +63,16 @@ def heartbeats_planned(cfg: Config, flow: FlowConfig, now_ms: int) -> list[Emiss
 def emit_heartbeats(
     cfg: Config, flow: FlowConfig, now_ms: int | None = None, clients: FlowClients | None = None
 ) -> list[Emission]:
-    """Write this flow's heartbeats (creating `heartbeats` compacted with 1 partition if needed)."""
+    """Write this flow's heartbeats (creating `heartbeats` compacted with 1 partition, with
+    `heartbeats.topic.replication.factor`, if needed)."""
     now = int(time.time() * 1000) if now_ms is None else now_ms
     planned = heartbeats_planned(cfg, flow, now)
+    rf = int(flow.props.get("heartbeats.topic.replication.factor", -1))
     with flow_clients(cfg, flow, clients) as c:
         for e in planned:
             side = c.side(e.cluster)
             conn = c.connection(side)
-            ensure_compacted_topic(c.admin(side), conn, e.topic, timeout=c.admin_timeout)
+            ensure_compacted_topic(c.admin(side), conn, e.topic, rf, timeout=c.admin_timeout)
             hb = Heartbeat(e.source, e.target, e.timestamp)
             produce_all(
                 conn,
@@ -74,6 +82,56 @@ def emit_heartbeats(
                 timeout=c.admin_timeout,
             )
     return planned
+
+
+def emit_heartbeats_for(
+    cfg: Config,
+    flow: FlowConfig,
+    duration_s: float,
+    clients: FlowClients | None = None,
+    sleep: Callable[[float], None] = time.sleep,
+    clock: Callable[[], float] = time.monotonic,
+) -> list[Emission]:
+    """Emit the flow's heartbeats every `emit.heartbeats.interval.seconds` for `duration_s`: at
+    0, I, 2I, ... < duration_s (at least once). The first emission creates the topics; later ones
+    reuse one producer per cluster. Returns every emission (empty: heartbeats are disabled)."""
+    interval = float(flow.props["emit.heartbeats.interval.seconds"])
+    count = max(1, math.ceil(duration_s / interval))
+    emitted: list[Emission] = []
+    with flow_clients(cfg, flow, clients) as c:
+        start = clock()
+        first = emit_heartbeats(cfg, flow, clients=c)
+        if not first:
+            return []
+        emitted += first
+        producers: dict[str, Any] = {}
+        for i in range(1, count):
+            sleep(max(0.0, start + i * interval - clock()))
+            for e in heartbeats_planned(cfg, flow, int(time.time() * 1000)):
+                side = c.side(e.cluster)
+                if side not in producers:
+                    producers[side] = c.producer(side, required={"enable.idempotence": True, "acks": "all"})
+                _send(producers[side], c, side, e)
+                emitted.append(e)
+    return emitted
+
+
+def _send(producer: Any, clients: FlowClients, side: Any, e: Emission) -> None:
+    """One heartbeat record, acknowledged before the next one is due."""
+    hb = Heartbeat(e.source, e.target, e.timestamp)
+    errors: list[str] = []
+    producer.produce(
+        e.topic,
+        key=hb.key(),
+        value=hb.value(),
+        partition=0,
+        timestamp=e.timestamp,
+        on_delivery=lambda err, _msg: errors.append(err.str()) if err is not None else None,
+    )
+    left = producer.flush(clients.admin_timeout)
+    if left or errors:
+        why = errors[0] if errors else f"not acknowledged within {clients.admin_timeout:.0f}s"
+        raise ClusterError(clients.connection(side).alias, f"writing a heartbeat to {e.topic!r} failed: {why}")
 
 
 @dataclass(frozen=True)

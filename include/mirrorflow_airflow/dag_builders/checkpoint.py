@@ -3,15 +3,21 @@
 Tasks (thin shells over the core; all state lives on the target cluster, nothing in XCom but a
 small summary; each logs the same rendering `mirrorflow checkpoint` / `heartbeat` print):
 
-* `checkpoint`: translate committed source group offsets exactly and write MM2 checkpoints;
-* `sync_group_offsets` (after `checkpoint`): commit them on the target for groups without active
-  members there, never backwards; skipped when `sync.group.offsets.enabled` is false;
-* `heartbeat` (independent): emit MM2 heartbeats and report the flow's replication latency.
+* `checkpoint`: translate committed source group offsets exactly and write MM2 checkpoints,
+  every `emit.checkpoints.interval.seconds` (60 s); the source's groups are listed afresh every
+  `refresh.groups.interval.seconds` (600 s), runs in between checkpoint the groups already
+  checkpointed (as MM2 checkpoints its known groups between refreshes);
+* `sync_group_offsets` (after `checkpoint`, which may be skipped): commit them on the target for
+  groups without active members there, never backwards, every `sync.group.offsets.interval.seconds`
+  (60 s); skipped when `sync.group.offsets.enabled` or `emit.checkpoints.enabled` is false;
+* `heartbeat` (independent): emit MM2 heartbeats every `emit.heartbeats.interval.seconds` (1 s)
+  for the length of one tick, then report the flow's replication latency. With an interval longer
+  than the tick it emits once, in the runs where that interval is due.
 
-The schedule is `emit.checkpoints.interval.seconds` (MM2 default 60 s) as a timedelta. MM2's
-heartbeat interval (`emit.heartbeats.interval.seconds`, 1 s) is far below what a scheduler can
-run, so heartbeats ride on this DAG: one per run. Replication latency measured from them is
-therefore accurate to about one checkpoint interval plus the replicate schedule.
+The DAG ticks at the shortest of the checkpoint and group-sync intervals of the enabled jobs
+(else `emit.checkpoints.interval.seconds`); a task whose interval is not due in a scheduled run
+ends *skipped* with that reason (timers.py). A manual trigger runs every job. The heartbeat task
+holds a worker slot for most of each tick, as MM2's heartbeat task runs continuously.
 """
 
 from __future__ import annotations
@@ -25,27 +31,52 @@ from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 
 from mirrorflow.config import Config, FlowConfig
 from mirrorflow_airflow.common import flow_dag, flow_dags, metric, task_config_path
+from mirrorflow_airflow.dag_builders.timers import RunTimes, period
 from mirrorflow_airflow.hooks import MirrorflowHook
 
 log = logging.getLogger(__name__)
+
+
+def checkpoint_period(flow: FlowConfig) -> int:
+    """The checkpoint DAG's tick in seconds: the shortest interval of the enabled checkpoint and
+    group-sync jobs, else emit.checkpoints.interval.seconds (heartbeats still need runs)."""
+    p = flow.props
+    timers = [int(p["emit.checkpoints.interval.seconds"])] if p["emit.checkpoints.enabled"] else []
+    if p["sync.group.offsets.enabled"]:
+        timers.append(int(p["sync.group.offsets.interval.seconds"]))
+    return period(timers) or int(p["emit.checkpoints.interval.seconds"])
+
+
+def _skip_unless_due(flow: FlowConfig, job: str, prop: str, times: RunTimes) -> None:
+    why = times.not_due_reason(prop, int(flow.props[prop]))
+    if why:
+        raise AirflowSkipException(f"{flow.name}: {job}: {why}")
 
 
 def _failed_groups(errors: dict[str, str]) -> str:
     return "; ".join(f"{g}: {e}" for g, e in sorted(errors.items()))
 
 
-def checkpoint_task(flow_name: str, config_path: str | None = None) -> dict[str, Any]:
-    """Translate committed source group offsets exactly and write MM2 checkpoints on the target."""
+def checkpoint_task(flow_name: str, config_path: str | None = None, times: RunTimes | None = None) -> dict[str, Any]:
+    """Translate committed source group offsets exactly and write MM2 checkpoints on the target,
+    when emit.checkpoints.interval.seconds is due (listing the source's groups when
+    refresh.groups.interval.seconds is due too)."""
     from mirrorflow.groups.checkpoint import emit_checkpoints
     from mirrorflow.groups.render import render_checkpoints
 
+    times = times or RunTimes.of()
     cfg = MirrorflowHook(config_path).get_conn()
     flow = cfg.flow(flow_name)
-    run = emit_checkpoints(cfg, flow)
+    _skip_unless_due(flow, "checkpoints", "emit.checkpoints.interval.seconds", times)
+    # refresh.groups.enabled is always true here (false is refused: there is no task start to list them at)
+    refresh = flow.props["refresh.groups.enabled"] and times.due(int(flow.props["refresh.groups.interval.seconds"]))
+    run = emit_checkpoints(cfg, flow, refresh_groups=refresh)
     rendered = render_checkpoints(run, flow.target)
     if run.skipped_reason:
         raise AirflowSkipException(rendered.text())
     log.info("%s", rendered.text())
+    if not refresh:
+        log.info("%s: groups not refreshed (refresh.groups.interval.seconds not due): known groups only", flow.name)
     tags = {"flow": flow.id}
     metric("incr", "checkpoints.emitted", len(run.emitted), tags)
     metric("gauge", "checkpoints.groups", len(run.groups), tags)
@@ -57,13 +88,18 @@ def checkpoint_task(flow_name: str, config_path: str | None = None) -> dict[str,
     return rendered.summary
 
 
-def group_sync_task(flow_name: str, config_path: str | None = None) -> dict[str, Any]:
-    """Commit the checkpointed offsets on the target for idle groups, never backwards."""
+def group_sync_task(flow_name: str, config_path: str | None = None, times: RunTimes | None = None) -> dict[str, Any]:
+    """Commit the checkpointed offsets on the target for idle groups, never backwards, when
+    sync.group.offsets.interval.seconds is due."""
     from mirrorflow.groups.offset_sync import sync_group_offsets
     from mirrorflow.groups.render import render_group_sync
 
     cfg = MirrorflowHook(config_path).get_conn()
     flow = cfg.flow(flow_name)
+    if flow.props["sync.group.offsets.enabled"] and not flow.props["emit.checkpoints.enabled"]:
+        # MM2 runs no checkpoint task then, and its group sync works from that task's checkpoints
+        raise AirflowSkipException(f"{flow.name}: group offset sync: emit.checkpoints.enabled=false")
+    _skip_unless_due(flow, "group offset sync", "sync.group.offsets.interval.seconds", times or RunTimes.of())
     run = sync_group_offsets(cfg, flow)
     rendered = render_group_sync(run)
     if run.skipped_reason:
@@ -75,14 +111,18 @@ def group_sync_task(flow_name: str, config_path: str | None = None) -> dict[str,
     return rendered.summary
 
 
-def heartbeat_task(flow_name: str, config_path: str | None = None) -> dict[str, Any]:
-    """Emit the flow's MM2 heartbeats and measure its replication latency."""
-    from mirrorflow.groups.heartbeat import HeartbeatRun, emit_heartbeats, replication_latency
+def heartbeat_task(flow_name: str, config_path: str | None = None, times: RunTimes | None = None) -> dict[str, Any]:
+    """Emit the flow's MM2 heartbeats every emit.heartbeats.interval.seconds for one tick of the
+    DAG (once, when due, if the interval is longer), then measure its replication latency."""
+    from mirrorflow.groups.heartbeat import HeartbeatRun, emit_heartbeats_for, replication_latency
     from mirrorflow.groups.render import render_heartbeats
 
     cfg = MirrorflowHook(config_path).get_conn()
     flow = cfg.flow(flow_name)
-    emitted = emit_heartbeats(cfg, flow)
+    tick, interval = checkpoint_period(flow), int(flow.props["emit.heartbeats.interval.seconds"])
+    if interval >= tick and flow.props["emit.heartbeats.enabled"]:
+        _skip_unless_due(flow, "heartbeats", "emit.heartbeats.interval.seconds", times or RunTimes.of())
+    emitted = emit_heartbeats_for(cfg, flow, tick)  # one emission when interval >= tick
     if not emitted:
         raise AirflowSkipException(f"{flow.name}: emit.heartbeats.enabled=false")
     latency = replication_latency(cfg, flow)
@@ -95,30 +135,42 @@ def heartbeat_task(flow_name: str, config_path: str | None = None) -> dict[str, 
 
 def build_checkpoint_dag(cfg: Config, flow: FlowConfig) -> DAG:
     name, path = flow.name, task_config_path(cfg)
-    interval = int(flow.props.get("emit.checkpoints.interval.seconds", 60))
     with flow_dag(
         "checkpoint",
         flow,
         "exact MM2 checkpoints, group offset sync, heartbeats",
-        timedelta(seconds=interval),
+        timedelta(seconds=checkpoint_period(flow)),
         retry_delay_s=10,
         doc_md=__doc__,
     ) as dag:
 
         @task(task_id="checkpoint")
-        def checkpoint() -> dict[str, Any]:
+        def checkpoint(
+            dag_run: Any = None,
+            logical_date: Any = None,
+            prev_data_interval_end_success: Any = None,
+        ) -> dict[str, Any]:
             """Translate committed source group offsets exactly; write MM2 checkpoints on the target."""
-            return checkpoint_task(name, path)
+            return checkpoint_task(name, path, RunTimes.of(dag_run, logical_date, prev_data_interval_end_success))
 
-        @task(task_id="sync_group_offsets")
-        def sync_group_offsets() -> dict[str, Any]:
+        # runs when `checkpoint` was skipped as not due: the checkpoints are on the target
+        @task(task_id="sync_group_offsets", trigger_rule="none_failed")
+        def sync_group_offsets(
+            dag_run: Any = None,
+            logical_date: Any = None,
+            prev_data_interval_end_success: Any = None,
+        ) -> dict[str, Any]:
             """Commit checkpointed offsets on the target for idle groups, never backwards."""
-            return group_sync_task(name, path)
+            return group_sync_task(name, path, RunTimes.of(dag_run, logical_date, prev_data_interval_end_success))
 
         @task(task_id="heartbeat")
-        def heartbeat() -> dict[str, Any]:
+        def heartbeat(
+            dag_run: Any = None,
+            logical_date: Any = None,
+            prev_data_interval_end_success: Any = None,
+        ) -> dict[str, Any]:
             """Emit MM2 heartbeats for the flow and log its replication latency."""
-            return heartbeat_task(name, path)
+            return heartbeat_task(name, path, RunTimes.of(dag_run, logical_date, prev_data_interval_end_success))
 
         checkpoint() >> sync_group_offsets()
         heartbeat()

@@ -7,9 +7,13 @@ One task per concern, in MM2's order, so a failure shows where it happened:
 * `configs`: incremental topic-config sync (skipped when `sync.topic.configs.enabled` is false);
 * `acls`: additive topic-ACL sync (skipped when `sync.topic.acls.enabled` is false).
 
-The schedule is the flow's `refresh.topics.interval.seconds` (MM2 default 600 s) as a timedelta;
-with `refresh.topics.enabled: false` the DAG runs only when triggered. Trigger it with
-`{"dry_run": true}` to see the plan without changing anything. Tasks call the core
+Each concern runs on its own MM2 timer (timers.py): `refresh.topics.interval.seconds`,
+`sync.topic.configs.interval.seconds` and `sync.topic.acls.interval.seconds` (600 s each by
+default). The DAG ticks at the shortest interval of its enabled concerns, and a task whose
+interval is not due in a scheduled run ends *skipped* with that reason. A manual trigger runs
+every concern. With `refresh.topics.enabled: false` scheduled runs leave topics alone (a manual
+trigger still creates them); with all three disabled the DAG runs only when triggered. Trigger it
+with `{"dry_run": true}` to see the plan without changing anything. Tasks call the core
 (`mirrorflow.metadata.sync.sync_flow`), log the full report and push only its small summary to XCom.
 """
 
@@ -25,14 +29,43 @@ from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 from mirrorflow.config import Config, FlowConfig
 from mirrorflow.errors import ConfigError, MirrorflowError
 from mirrorflow_airflow.common import flow_dag, flow_dags, task_config_path
+from mirrorflow_airflow.dag_builders.timers import RunTimes, period
 from mirrorflow_airflow.hooks import MirrorflowHook
 
 log = logging.getLogger(__name__)
 TASKS = {"topics": "topics_and_partitions", "configs": "configs", "acls": "acls"}
+# concern -> (its *.enabled toggle, its timer)
+TIMERS = {
+    "topics": ("refresh.topics.enabled", "refresh.topics.interval.seconds"),
+    "configs": ("sync.topic.configs.enabled", "sync.topic.configs.interval.seconds"),
+    "acls": ("sync.topic.acls.enabled", "sync.topic.acls.interval.seconds"),
+}
 
 
-def sync_task(flow_name: str, concern: str, config_path: str | None = None, dry_run: bool = False) -> dict[str, Any]:
-    """Sync one concern of one flow: returns the report's small summary.
+def sync_period(flow: FlowConfig) -> int | None:
+    """The sync DAG's tick in seconds: the shortest interval of the enabled concerns."""
+    return period([int(flow.props[timer]) for toggle, timer in TIMERS.values() if flow.props[toggle]])
+
+
+def skip_unless_due(flow: FlowConfig, concern: str, times: RunTimes) -> None:
+    """Raise AirflowSkipException when `concern` has nothing to do in this run: its timer is not
+    due, or (topics) refresh.topics.enabled=false in a scheduled run."""
+    toggle, timer = TIMERS[concern]
+    if concern == "topics" and not flow.props[toggle] and not times.manual:
+        raise AirflowSkipException(f"{flow.name}: topics: {toggle}=false (a manual trigger still syncs topics)")
+    why = times.not_due_reason(timer, int(flow.props[timer]))
+    if why:
+        raise AirflowSkipException(f"{flow.name}: {concern}: {why}")
+
+
+def sync_task(
+    flow_name: str,
+    concern: str,
+    config_path: str | None = None,
+    dry_run: bool = False,
+    times: RunTimes | None = None,
+) -> dict[str, Any]:
+    """Sync one concern of one flow when its timer is due: returns the report's small summary.
 
     A bad config fails the task at once (retrying cannot fix it); a failed change or an
     unreachable cluster fails it with retries, after the other changes were applied.
@@ -41,6 +74,7 @@ def sync_task(flow_name: str, concern: str, config_path: str | None = None, dry_
 
     try:
         cfg = MirrorflowHook(config_path).get_conn()
+        skip_unless_due(cfg.flow(flow_name), concern, times or RunTimes.of())
         report = sync_flow(cfg, flow_name, [concern], dry_run=dry_run)
     except ConfigError as exc:
         raise AirflowFailException(str(exc)) from None
@@ -57,12 +91,12 @@ def sync_task(flow_name: str, concern: str, config_path: str | None = None, dry_
 
 def build_sync_dag(cfg: Config, flow: FlowConfig) -> DAG:
     name, path = flow.name, task_config_path(cfg)
-    interval = timedelta(seconds=int(flow.props["refresh.topics.interval.seconds"]))
+    tick = sync_period(flow)
     with flow_dag(
         "sync",
         flow,
         "remote topics, partitions, topic configs and topic ACLs",
-        interval if flow.props["refresh.topics.enabled"] else None,
+        timedelta(seconds=tick) if tick else None,
         params={
             "dry_run": Param(
                 False, type="boolean", title="Dry run", description="Plan and report only; change nothing on the target"
@@ -72,20 +106,38 @@ def build_sync_dag(cfg: Config, flow: FlowConfig) -> DAG:
     ) as dag:
 
         @task(task_id=TASKS["topics"])
-        def topics_and_partitions(params: dict | None = None) -> dict[str, Any]:
+        def topics_and_partitions(
+            params: dict | None = None,
+            dag_run: Any = None,
+            logical_date: Any = None,
+            prev_data_interval_end_success: Any = None,
+        ) -> dict[str, Any]:
             """Create missing remote topics and add partitions; report orphans and larger targets."""
-            return sync_task(name, "topics", path, bool((params or {}).get("dry_run")))
+            times = RunTimes.of(dag_run, logical_date, prev_data_interval_end_success)
+            return sync_task(name, "topics", path, bool((params or {}).get("dry_run")), times)
 
         # a disabled (skipped) concern must not skip the next one
         @task(task_id=TASKS["configs"], trigger_rule="none_failed")
-        def configs(params: dict | None = None) -> dict[str, Any]:
+        def configs(
+            params: dict | None = None,
+            dag_run: Any = None,
+            logical_date: Any = None,
+            prev_data_interval_end_success: Any = None,
+        ) -> dict[str, Any]:
             """Sync topic configs incrementally (excluded properties are never touched)."""
-            return sync_task(name, "configs", path, bool((params or {}).get("dry_run")))
+            times = RunTimes.of(dag_run, logical_date, prev_data_interval_end_success)
+            return sync_task(name, "configs", path, bool((params or {}).get("dry_run")), times)
 
         @task(task_id=TASKS["acls"], trigger_rule="none_failed")
-        def acls(params: dict | None = None) -> dict[str, Any]:
+        def acls(
+            params: dict | None = None,
+            dag_run: Any = None,
+            logical_date: Any = None,
+            prev_data_interval_end_success: Any = None,
+        ) -> dict[str, Any]:
             """Add the source's literal topic ACLs to the remote topics (never deletes)."""
-            return sync_task(name, "acls", path, bool((params or {}).get("dry_run")))
+            times = RunTimes.of(dag_run, logical_date, prev_data_interval_end_success)
+            return sync_task(name, "acls", path, bool((params or {}).get("dry_run")), times)
 
         topics_and_partitions() >> configs() >> acls()
     return dag
