@@ -8,14 +8,38 @@ some source partitions touch only the state partitions their keys live in.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
 
 from mirrorflow.clients import FlowClients
+from mirrorflow.errors import StateError
 from mirrorflow.kafka.log_reader import LogReader
 from mirrorflow.state.offset_map import MapEntry, PartitionMap
 from mirrorflow.state.records import Progress, decode_entry
-from mirrorflow.state.topics import offset_map_topic, parse_key, progress_topic, state_key, state_partition
+from mirrorflow.state.snapshot import Marker, Snapshot, SnapshotView, marker_key, parse_marker_key
+from mirrorflow.state.topics import (
+    offset_map_topic,
+    parse_key,
+    progress_topic,
+    snapshot_topic,
+    state_key,
+    state_partition,
+)
 
 Keys = Iterable[tuple[str, int]]
+Key = tuple[str, int]
+# a fold that commits while a reader reads the tail makes the reader start again; this many times
+MAP_READ_ATTEMPTS = 5
+
+
+@dataclass
+class MapRead:
+    """The offset map as read: snapshots plus the entries after them (the tail)."""
+
+    maps: dict[Key, PartitionMap]
+    view: SnapshotView
+    ends: dict[int, int] = field(default_factory=dict)  # offset-map partition -> read up to (exclusive)
+    starts: dict[int, int | None] = field(default_factory=dict)  # ... read from (None: its log start)
+    tail: dict[Key, int] = field(default_factory=dict)  # tail entries per key
 
 
 class StateStore:
@@ -58,7 +82,8 @@ class StateStore:
         return out
 
     def entries(self, keys: Keys | None = None, timeout: float = 300.0) -> dict[tuple[str, int], list[MapEntry]]:
-        """Every committed offset-map entry per source partition (each of `keys` appears, maybe empty)."""
+        """The committed offset-map entries still in the topic per source partition (each of `keys`
+        appears, maybe empty); a fold truncates what it folded into the snapshots (`offset_map`)."""
         keys = list(keys) if keys is not None else None
         out: dict[tuple[str, int], list[MapEntry]] = {k: [] for k in keys or []}
         for tp, value in self._read(offset_map_topic(self.flow), keys, timeout):
@@ -66,6 +91,109 @@ class StateStore:
                 out.setdefault(tp, []).append(decode_entry(value))
         return out
 
-    def offset_map(self, keys: Keys | None = None) -> dict[tuple[str, int], PartitionMap]:
-        """The committed offset map (SOURCE (topic, partition) -> PartitionMap)."""
-        return {k: PartitionMap(v) for k, v in self.entries(keys).items()}
+    def offset_map(self, keys: Keys | None = None, timeout: float = 300.0) -> dict[tuple[str, int], PartitionMap]:
+        """The committed offset map (SOURCE (topic, partition) -> PartitionMap): each key's snapshot
+        plus the entries written after it, so the cost follows the partitions, not the history."""
+        return self.read_map(keys, timeout).maps
+
+    def read_map(self, keys: Keys | None = None, timeout: float = 300.0) -> MapRead:
+        """Snapshots, then the offset-map partitions from where the snapshots end. A fold that
+        commits meanwhile (and may truncate what this read still wanted) makes it start again."""
+        wanted = sorted(set(keys)) if keys is not None else None
+        for _ in range(MAP_READ_ATTEMPTS):
+            view = self.snapshots(wanted, timeout)
+            got = self._read_tail(view, wanted, timeout)
+            if got is not None:
+                return got
+        raise StateError(
+            f"the offset map of flow {self.flow.name} changed under {MAP_READ_ATTEMPTS} reads in a row "
+            f"(folds of {snapshot_topic(self.flow)!r} committing all the time?)"
+        )
+
+    def snapshots(self, keys: list[Key] | None = None, timeout: float = 120.0) -> SnapshotView:
+        """The snapshots of `keys` (all when None) and the markers of their offset-map partitions."""
+        n_map = self.clients.partitions("target", offset_map_topic(self.flow))
+        topic = snapshot_topic(self.flow)
+        n_snap = self.clients.partitions("target", topic)
+        view = SnapshotView(n_map, n_snap)
+        if not n_snap or not n_map:
+            return view
+        if keys is None:
+            parts, wanted = list(range(n_snap)), None
+        else:
+            map_parts = {state_partition(t, p, n_map) for t, p in keys}
+            parts = sorted({state_partition(t, p, n_snap) for t, p in keys} | {mp % n_snap for mp in map_parts})
+            wanted = {state_key(t, p) for t, p in keys} | {marker_key(mp) for mp in map_parts}
+        view.watermarks = {p: self.reader.watermarks(topic, p)[1] for p in parts}
+        for m in self.reader.read(topic, {p: None for p in parts}, timeout, keys=wanted):
+            mp = parse_marker_key(m.key())
+            if mp is not None:
+                if m.value() is None:
+                    view.markers.pop(mp, None)
+                else:
+                    view.markers[mp] = Marker.from_json(m.value()).folded_to
+                continue
+            tp = parse_key(m.key())
+            if tp is None:
+                continue
+            if m.value() is None:
+                view.snapshots.pop(tp, None)
+            else:
+                view.snapshots[tp] = Snapshot.from_json(m.value())
+        return view
+
+    def _read_tail(self, view: SnapshotView, keys: list[Key] | None, timeout: float) -> MapRead | None:
+        """The entries after the snapshots; None when a fold committed meanwhile (read again)."""
+        topic = offset_map_topic(self.flow)
+        n = view.map_partitions
+        if not n:  # nothing was ever copied
+            return MapRead({k: PartitionMap() for k in keys or []}, view)
+        by_part: dict[int, list[Key]] = {}
+        for k in keys if keys is not None else view.snapshots:
+            by_part.setdefault(state_partition(*k, n), []).append(k)
+        parts = sorted(by_part) if keys is not None else list(range(n))
+        starts: dict[int, int | None] = {}
+        for p in parts:
+            if keys is None and view.trusted and p in view.markers:
+                starts[p] = view.markers[p]
+                continue
+            folded = [view.folded_to(k, p) for k in by_part.get(p, [])]
+            starts[p] = None if not folded or None in folded else min(f for f in folded if f is not None)
+        ends = {p: self.reader.watermarks(topic, p)[1] for p in parts}
+        tail: dict[Key, list[MapEntry]] = {k: [] for k in keys or []}
+        wanted = {state_key(t, p) for t, p in keys} if keys is not None else None
+        if parts:
+            for m in self.reader.read(topic, starts, timeout, keys=wanted):
+                p, tp = m.partition(), parse_key(m.key())
+                if tp is None or m.value() is None or m.offset() >= ends[p]:
+                    continue
+                below = view.folded_to(tp, p)
+                if below is not None and m.offset() < below:
+                    continue  # already in the key's snapshot
+                tail.setdefault(tp, []).append(decode_entry(m.value()))
+        # was the tail cut below where this read started? Only a fold does that, after it committed
+        # new snapshots (which moved a snapshot partition): then read again
+        lows = {p: self.reader.watermarks(topic, p)[0] for p, start in starts.items() if start is not None}
+        if self._moved(view):
+            return None
+        for p, low in lows.items():
+            start = starts[p]
+            if start is not None and low > start:
+                raise StateError(
+                    f"offset-map topic {topic!r} partition {p} was truncated below offset {start}, which "
+                    f"its snapshots in {snapshot_topic(self.flow)!r} have not folded: entries were lost"
+                )
+        found = set(tail) | (set(view.snapshots) if keys is None else set(keys))
+        maps = {}
+        for k in found:
+            snap = view.snapshots.get(k)
+            maps[k] = PartitionMap(tail.get(k, []), base=snap.folded if snap is not None else None)
+        return MapRead(maps, view, ends, starts, {k: len(v) for k, v in tail.items()})
+
+    def _moved(self, view: SnapshotView) -> bool:
+        """A snapshot partition grew since `view` was read (a fold wrote, maybe committed), or the
+        snapshot topic appeared (the first fold)."""
+        topic = snapshot_topic(self.flow)
+        if not view.snapshot_partitions:
+            return bool(self.clients.partitions("target", topic, refresh=True))
+        return any(self.reader.watermarks(topic, p)[1] != hw for p, hw in view.watermarks.items())

@@ -7,6 +7,8 @@ never replicate them), both keyed by the SOURCE (topic, partition):
   source partition (next offset to copy, the merged ledger of covered ranges, tgt_end, ...).
 * `mirrorflow.<flow.id>.offset-map.internal` (cleanup.policy=delete, retention.ms=-1): one entry
   per committed copy transaction (see offset_map.MapEntry); all entries together are the ledger.
+* `mirrorflow.<flow.id>.offset-map-snapshot.internal` (cleanup.policy=compact): the offset map
+  folded per source partition, and how far each offset-map partition was folded (state.snapshot).
 
 A key always lives in state partition crc32(key) % (partitions of that topic), so a copy unit reads
 one partition only.
@@ -31,6 +33,11 @@ def progress_topic(flow: FlowConfig) -> str:
 
 def offset_map_topic(flow: FlowConfig) -> str:
     return f"mirrorflow.{flow.id}.offset-map.internal"
+
+
+def snapshot_topic(flow: FlowConfig) -> str:
+    """The folded offset map (state.snapshot): one record per source partition, compacted."""
+    return f"mirrorflow.{flow.id}.offset-map-snapshot.internal"
 
 
 def transactional_id(flow: FlowConfig, topic: str, partition: int) -> str:
@@ -65,6 +72,15 @@ def state_topic_configs(flow: FlowConfig) -> dict[str, dict[str, str]]:
             "min.cleanable.dirty.ratio": "0.2",
         },
         offset_map_topic(flow): {"cleanup.policy": "delete", "retention.ms": "-1", "retention.bytes": "-1"},
+        # one snapshot per source partition, rewritten by each fold (state.compaction) that changes it
+        snapshot_topic(flow): {
+            "cleanup.policy": "compact",
+            "min.compaction.lag.ms": "60000",
+            "segment.ms": "600000",
+            "segment.bytes": str(16 * 1024 * 1024),
+            "min.cleanable.dirty.ratio": "0.2",
+            "max.message.bytes": str(8 * 1024 * 1024),
+        },
     }
 
 

@@ -1,0 +1,79 @@
+"""Keeping the offset map bounded: the floors no translation can go below, and a fold per checkpoint.
+
+A translation is asked for a committed source group offset. Below the smaller of
+
+* the source partition's log start (records below it can no longer be read on the source: a
+  consumer positioned there gets an out-of-range error and is reset), and
+* the lowest offset ANY consumer group on the source has committed on that partition (not only
+  the groups the flow checkpoints: `mirrorflow translate` takes any group, and a filter may change),
+
+no group can still ask (a group can only commit below its partition's log start by hand, and then
+the source would not give it those records either). That is the partition's floor: the fold
+(state.compaction) drops the runs below it. When the source or any group's offsets cannot be
+read, the fold still runs, prunes nothing by floor, and says why.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+from confluent_kafka import KafkaException
+from confluent_kafka.admin import OffsetSpec
+
+from mirrorflow.clients import FlowClients
+from mirrorflow.errors import MirrorflowError
+from mirrorflow.groups.checkpoint import CommittedOffset, fetch_group_offsets, list_groups
+from mirrorflow.kafka.topics import list_offsets
+from mirrorflow.state.compaction import FoldReport, fold_offset_map
+
+Key = tuple[str, int]
+
+
+class FloorUnknown(MirrorflowError):
+    """The floors cannot be known this time (the source, or some group's offsets, unreadable)."""
+
+
+def map_floors(
+    clients: FlowClients, keys: Iterable[Key], known: Mapping[str, list[CommittedOffset]] | None = None
+) -> dict[Key, int]:
+    """Per source partition of `keys` that still exists: min(log start, every group's committed
+    offset there). `known`: offsets already fetched (group -> offsets), not asked again."""
+    keys = list(keys)
+    admin, conn, timeout = clients.admin("source"), clients.connection("source"), clients.admin_timeout
+    counts = {t: clients.partitions("source", t) for t in {t for t, _ in keys}}
+    live = [(t, p) for t, p in keys if p < counts[t]]
+    if not live:
+        return {}
+    floors = dict(list_offsets(admin, conn, live, OffsetSpec.earliest(), committed=False, timeout=timeout))
+    groups = [g for g in list_groups(admin, conn, timeout) if known is None or g not in known]
+    fetched, errors = fetch_group_offsets(admin, conn, groups, timeout)
+    if errors:
+        g, e = sorted(errors.items())[0]
+        raise FloorUnknown(f"the committed offsets of group {g!r} on cluster {clients.flow.source!r}: {e}")
+    for offsets in [*(known or {}).values(), *fetched.values()]:
+        for o in offsets:
+            k = (o.topic, o.partition)
+            if o.offset >= 0 and k in floors:
+                floors[k] = min(floors[k], o.offset)
+    return floors
+
+
+def fold_after_checkpoint(clients: FlowClients, known: Mapping[str, list[CommittedOffset]] | None = None) -> FoldReport:
+    """Fold the flow's offset map with the floors above; never raises (a failed fold changes
+    nothing and is reported in `error`; the next checkpoint pass folds again)."""
+    notes: list[str] = []
+
+    def floors(keys: list[Key]) -> Mapping[Key, int]:
+        try:
+            return map_floors(clients, keys, known)
+        except (MirrorflowError, KafkaException) as exc:
+            notes.append(f"nothing pruned by floor: {exc}")
+            return {}
+
+    try:
+        report = fold_offset_map(clients, floors)
+    except (MirrorflowError, KafkaException) as exc:
+        report = FoldReport(clients.flow.name, error=str(exc))
+    if notes:
+        report.skipped_reason = notes[0]
+    return report

@@ -1,0 +1,206 @@
+"""Folding the offset map: snapshots written, the offset-map topic truncated below what they hold.
+
+A fold (run at the end of a checkpoint pass, `groups.map_upkeep`) does, for the whole flow:
+
+1. `init_transactions` with the flow's fold transactional.id: a fold still running elsewhere is
+   fenced, so two folds never interleave (the one that commits read everything the other did);
+2. read the snapshots and the tail (`StateStore.read_map`, read_committed; each offset-map
+   partition up to the high watermark it had when the read began);
+3. per source partition: the snapshot plus its tail entries, pruned below the floor the caller
+   gives (offsets no translation can still need) and to at most `offset.map.max.runs` runs;
+4. in ONE transaction: every snapshot that changed, then per offset-map partition a marker "folded
+   below <the end read>" (last, so a reader that sees a marker saw the snapshots before it);
+5. after the commit, `delete_records` on each offset-map partition below the end read.
+
+A crash before the commit leaves the old snapshots and the whole tail (the transaction is aborted
+by the next fold's init_transactions or after its timeout); a crash after it leaves entries that
+are already folded in, which readers skip (each snapshot says up to where it folded) and the next
+fold truncates. Translation therefore never changes at or above the floor (see offset_map.Folded).
+The offset-map topic keeps retention.ms=-1: nothing is deleted that was not folded first.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from confluent_kafka import KafkaException, TopicPartition
+from confluent_kafka.admin import NewTopic
+
+from mirrorflow.clients import FlowClients
+from mirrorflow.errors import MirrorflowError, StateError
+from mirrorflow.kafka.connection import kafka_error
+from mirrorflow.kafka.topics import create_topics
+from mirrorflow.state.snapshot import Marker, Snapshot, marker_key
+from mirrorflow.state.store import StateStore
+from mirrorflow.state.topics import (
+    offset_map_topic,
+    snapshot_topic,
+    state_key,
+    state_partition,
+    state_topic_configs,
+)
+
+Key = tuple[str, int]
+# Floors per source partition, asked once the fold knows the partitions of the map.
+FloorSource = Callable[[list[Key]], Mapping[Key, int]]
+
+PRODUCER_DEFAULTS: dict[str, Any] = {
+    "linger.ms": 5,
+    "compression.type": "lz4",
+    "message.max.bytes": 8 * 1024 * 1024,
+    "transaction.timeout.ms": 60_000,
+}
+
+
+def fold_transactional_id(flow_id: str) -> str:
+    return f"mirrorflow-{flow_id}-offset-map-fold"
+
+
+@dataclass
+class FoldReport:
+    """What one fold did (for the checkpoint run's report, tests and the benchmark)."""
+
+    flow: str
+    partitions: int = 0  # source partitions in the map
+    tail_entries: int = 0  # offset-map entries folded into snapshots
+    snapshots_written: int = 0
+    runs: int = 0  # runs kept over all partitions
+    max_runs: int = 0  # runs kept by the largest partition
+    pruned: dict[str, int] = field(default_factory=dict)  # "topic-partition" -> floor, where it rose
+    truncated: dict[int, int] = field(default_factory=dict)  # offset-map partition -> new log start
+    skipped_reason: str | None = None
+    error: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def fold_offset_map(
+    clients: FlowClients, floors: FloorSource | None = None, timeout: float = 300.0, truncate: bool = True
+) -> FoldReport:
+    """Fold the flow's offset map into its snapshots and truncate what was folded (module docstring).
+    Raises MirrorflowError when it cannot (nothing is then changed or lost). `truncate=False`
+    leaves the folded entries in place (what a crash right after the commit leaves)."""
+    flow = clients.flow
+    report = FoldReport(flow.name)
+    n_map = clients.partitions("target", offset_map_topic(flow))
+    if not n_map:
+        report.skipped_reason = "nothing copied yet (no offset-map topic)"
+        return report
+    _ensure_snapshot_topic(clients, n_map)
+    producer = clients.producer(
+        "target",
+        PRODUCER_DEFAULTS,
+        {"transactional.id": fold_transactional_id(flow.id), "enable.idempotence": True, "acks": "all"},
+    )
+    try:
+        try:
+            producer.init_transactions(timeout)  # fences an older fold of this flow
+        except KafkaException as exc:
+            raise StateError(f"flow {flow.name}: cannot start folding the offset map: {_describe(exc)}") from None
+        store = StateStore(clients)
+        try:
+            read = store.read_map(None, timeout)
+        finally:
+            if store.has_reader:
+                clients.release(store.reader.consumer)
+        keys = sorted(read.maps)
+        report.partitions = len(keys)
+        report.tail_entries = sum(read.tail.values())
+        floor_of = dict(floors(keys)) if floors is not None and keys else {}
+        max_runs = int(flow.props.get("offset.map.max.runs", 0)) or None
+        view, n_snap = read.view, read.view.snapshot_partitions
+        if not n_snap:
+            n_snap = clients.partitions("target", snapshot_topic(flow), refresh=True)
+        writes: list[tuple[int, bytes, bytes]] = []
+        for k in keys:
+            pm = read.maps[k].pruned(floor_of.get(k), max_runs)
+            folded = pm.folded()
+            report.runs += len(pm.runs)
+            report.max_runs = max(report.max_runs, len(pm.runs))
+            old = view.snapshots.get(k)
+            if pm.floor > (old.folded.floor if old else 0):
+                report.pruned[f"{k[0]}-{k[1]}"] = pm.floor
+            mp = state_partition(*k, n_map)
+            # with trusted markers the new marker of its partition covers an unchanged snapshot
+            up_to_date = n_snap == n_map or (old is not None and old.folded_to.get(mp) == read.ends.get(mp))
+            if old is not None and old.folded == folded and up_to_date:
+                continue
+            snap = Snapshot(k[0], k[1], folded, {mp: read.ends[mp]})
+            writes.append((state_partition(*k, n_snap), state_key(*k), snap.to_json()))
+        # the markers last: a reader that sees one has seen every snapshot written before it
+        for mp, end in sorted(read.ends.items()):
+            writes.append((mp % n_snap, *_marker(mp, end)))
+        report.snapshots_written = len(writes) - len(read.ends)
+        _commit(producer, snapshot_topic(flow), writes, timeout, flow.name)
+    finally:
+        clients.release(producer)
+    if truncate:
+        report.truncated = _truncate(clients, read.ends, timeout)
+    return report
+
+
+def _marker(mp: int, end: int) -> tuple[bytes, bytes]:
+    return marker_key(mp), Marker(mp, end).to_json()
+
+
+def _commit(producer: Any, topic: str, writes: list[tuple[int, bytes, bytes]], timeout: float, flow: str) -> None:
+    try:
+        producer.begin_transaction()
+        for partition, key, value in writes:
+            producer.produce(topic, value, key, partition)
+            producer.poll(0)
+        producer.commit_transaction(timeout)
+    except KafkaException as exc:
+        err = kafka_error(exc)
+        if err is not None and err.txn_requires_abort():
+            try:
+                producer.abort_transaction(timeout)
+            except KafkaException:
+                pass  # the broker aborts it after transaction.timeout.ms; readers skip it
+        raise StateError(
+            f"flow {flow}: the offset-map snapshots could not be committed to {topic!r} "
+            f"(nothing changed; the next fold tries again): {_describe(exc)}"
+        ) from None
+
+
+def _truncate(clients: FlowClients, ends: Mapping[int, int], timeout: float) -> dict[int, int]:
+    """delete_records below what the committed snapshots hold, per offset-map partition."""
+    topic = offset_map_topic(clients.flow)
+    want = [TopicPartition(topic, p, end) for p, end in sorted(ends.items()) if end > 0]
+    if not want:
+        return {}
+    admin = clients.admin("target")
+    out: dict[int, int] = {}
+    futures = admin.delete_records(want, request_timeout=timeout)
+    for tp, fut in futures.items():
+        try:
+            out[tp.partition] = fut.result(timeout + 5).low_watermark
+        except KafkaException as exc:
+            raise StateError(
+                f"flow {clients.flow.name}: the offset map is folded, but truncating {topic!r} partition "
+                f"{tp.partition} below {tp.offset} failed (the next fold tries again): {_describe(exc)}"
+            ) from None
+    return out
+
+
+def _ensure_snapshot_topic(clients: FlowClients, map_partitions: int) -> None:
+    """Create the snapshot topic (as many partitions as the offset-map topic) when missing."""
+    flow = clients.flow
+    topic = snapshot_topic(flow)
+    if clients.partitions("target", topic):
+        return
+    conf = state_topic_configs(flow)[topic]
+    new = NewTopic(topic, map_partitions, flow.props["state.topic.replication.factor"], config=conf)
+    try:
+        create_topics(clients.admin("target"), clients.connection("target"), [new], timeout=60)
+    except MirrorflowError as exc:
+        raise StateError(f"cannot create {topic!r} of flow {flow.name} on cluster {flow.target!r}: {exc}") from None
+    clients.partitions("target", topic, refresh=True)
+
+
+def _describe(exc: KafkaException) -> str:
+    err = kafka_error(exc)
+    return err.str() if err is not None else str(exc)
