@@ -35,6 +35,8 @@ def index() -> str:
     rows = []
     for s in _statuses():
         state = html.escape(s.error) if s.error else f"lag {s.lag}, {s.records} records copied"
+        if s.running:
+            state += f"; running: {html.escape(s.running)}"
         rows.append(
             f"<h2>{html.escape(s.flow)}</h2><p>{state}</p><table border=1 cellpadding=4>"
             "<tr><th>topic</th><th>partition</th><th>next</th><th>end</th><th>lag</th><th>lost</th></tr>"

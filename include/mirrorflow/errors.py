@@ -45,6 +45,16 @@ class ClusterError(MirrorflowError):
         super().__init__(f"cluster {alias!r}: {message}")
 
 
+class BrokerUnavailableError(ClusterError):
+    """A cluster did not answer for longer than broker.outage.max.seconds (a restart or a
+    leadership move that did not end in time); shorter outages are ridden through."""
+
+
+class TransactionTimeoutError(MirrorflowError):
+    """The target broker aborted a copy transaction that stayed open longer than
+    transaction.timeout.ms (not another attempt fencing this one)."""
+
+
 class TopicError(MirrorflowError):
     """A topic is missing, too small or otherwise unusable for the requested operation."""
 
@@ -59,3 +69,9 @@ class FencedError(MirrorflowError):
 
 class StateError(MirrorflowError):
     """The replication state on the target is missing, unreadable or inconsistent."""
+
+
+class LeaseError(MirrorflowError):
+    """Another run of the flow holds its lease (or this run lost it): try again later."""
+
+    exit_code = 75  # EX_TEMPFAIL

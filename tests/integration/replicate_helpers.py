@@ -10,8 +10,9 @@ from tests.support import admin, consume_all, create_topic, load_offset_map, wri
 
 def make_flow(tmp_path, source, target, prefix: str, **props):
     """A config with flow A->B replicating topics `<prefix>.*` (state topics with 2 partitions)."""
+    # a crash test's next run may start at once: a killed run's lease lapses after a second
     flow_props = {"topics": f"{prefix}.*", "tasks.max": 4, "state.topic.partitions": 2,
-                  "producer.transaction.timeout.ms": 15000, **props}
+                  "producer.transaction.timeout.ms": 15000, "lease.timeout.seconds": 1, **props}
     cfg = write_config(tmp_path / f"mf-{uuid.uuid4().hex[:6]}.yaml", {"A": source, "B": target},
                        {"A->B": flow_props})
     return cfg, cfg.flow("A->B")

@@ -49,6 +49,16 @@ def cli(cfg, *args: str, env: dict | None = None, check: bool = True) -> subproc
     return proc
 
 
+def cli_after_crash(cfg, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    """`cli`, once the lease of a run killed just before has lapsed (exit 75: still held)."""
+    for _ in range(20):
+        proc = cli(cfg, *args, env=env, check=False)
+        if proc.returncode != 75:
+            return proc
+        time.sleep(0.5)
+    return proc
+
+
 def test_spark_submit_copies_everything_exactly_and_second_run_copies_nothing(tmp_path, source, target, unique):
     pfx = unique("full")
     t1, t2 = f"{pfx}.orders", f"{pfx}.blobs"
@@ -90,8 +100,8 @@ def test_crashes_at_many_points_then_rerun_copies_each_record_once(tmp_path, sou
     produce(source, t, records(3000, 2))
     cfg, flow = make_flow(tmp_path, source, target, pfx, **{"transaction.max.records": 250})
     for point in CRASH_POINTS:
-        proc = cli(cfg, "replicate", "--flow", "A->B", "--once", "--mode", "direct",
-                   env={"MIRRORFLOW_TEST_CRASH": point}, check=False)
+        proc = cli_after_crash(cfg, "replicate", "--flow", "A->B", "--once", "--mode", "direct",
+                               env={"MIRRORFLOW_TEST_CRASH": point})
         assert proc.returncode == -9, (point, proc.returncode, proc.stderr[-2000:])
         # what is visible after each crash is a prefix, never a duplicate
         dst = consume_all(target, f"A.{t}")
@@ -100,8 +110,7 @@ def test_crashes_at_many_points_then_rerun_copies_each_record_once(tmp_path, sou
             d = [r.content() for r in dst if r.partition == p]
             assert d == [r.content() for r in src if r.partition == p][:len(d)], point
     # a Spark task killed mid-transaction: spark-submit fails, nothing half-written is visible
-    proc = cli(cfg, "replicate", "--flow", "A->B", "--once", env={"MIRRORFLOW_TEST_CRASH": "before_commit:10"},
-               check=False)
+    proc = cli_after_crash(cfg, "replicate", "--flow", "A->B", "--once", env={"MIRRORFLOW_TEST_CRASH": "before_commit:10"})
     assert proc.returncode != 0 and "the Spark copy job failed" in proc.stderr, proc.stderr[-3000:]
     rep = run_once(cfg, flow, mode="direct")
     assert rep.ok, rep.render()

@@ -74,7 +74,7 @@ def test_plan_round_trips_without_secrets():
     tasks, summary = plan_units([PartitionInput("t", 1, "A.t", 0, 5, None, 0)], 10, 2)
     plan = Plan("A->B", "/x/mf.yaml", tasks, summary)
     d = plan.to_dict()
-    assert set(d) == {"flow", "config", "planned_at", "tasks", "partitions"}
+    assert set(d) == {"flow", "config", "planned_at", "tasks", "partitions", "lease"}
     assert Plan.from_dict(d).units == plan.units
 
 

@@ -16,6 +16,7 @@ from mirrorflow.clients import FlowClients
 from mirrorflow.config import Config, FlowConfig
 from mirrorflow.errors import MirrorflowError
 from mirrorflow.replication.planner import source_offsets
+from mirrorflow.state.lease import current_holder
 from mirrorflow.state.store import StateStore
 
 
@@ -44,6 +45,7 @@ class FlowStatus:
     last_copy_ms: int = 0
     error: str | None = None  # the state on the target could not be read
     source_error: str | None = None  # the source could not be asked for its ends
+    running: str | None = None  # who holds the flow's lease (a run in progress) and since when
 
     @property
     def lag(self) -> int | None:
@@ -75,6 +77,12 @@ def flow_status(cfg: Config, flow: FlowConfig) -> FlowStatus:
             status.error = str(exc)
             return status
         ends, notes = _source_ends(clients, sorted(progress), status)
+        try:
+            holder = current_holder(clients)
+        except MirrorflowError as exc:
+            status.running = f"unknown ({exc})"
+        else:
+            status.running = holder.run_line() if holder is not None else None
     for (topic, partition), p in sorted(progress.items()):
         key = (topic, partition)
         status.partitions.append(
@@ -111,6 +119,8 @@ def render_text(statuses: list[FlowStatus], now_ms: int | None = None) -> str:
             continue
         lag = "unknown" if s.lag is None else s.lag
         lines.append(f"{head}, {s.records} records copied, lag {lag}, last copy {age}")
+        if s.running:
+            lines.append(f"  running: {s.running}")
         if s.source_error:
             lines.append(f"  source: {s.source_error}")
         for p in s.partitions:

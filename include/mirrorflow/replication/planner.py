@@ -75,6 +75,7 @@ class Plan:
     tasks: list[list[Unit]]
     partitions: list[dict[str, Any]] = field(default_factory=list)  # per-partition summary for the report
     planned_at: float = field(default_factory=time.time)
+    lease: dict[str, str] | None = None  # {"owner", "who"} of the run's lease (state.lease), kept by the copy job
 
     @property
     def units(self) -> list[Unit]:
@@ -88,6 +89,7 @@ class Plan:
             "planned_at": self.planned_at,
             "tasks": [[u.to_dict() for u in t] for t in self.tasks],
             "partitions": self.partitions,
+            "lease": self.lease,
         }
 
     @classmethod
@@ -98,6 +100,7 @@ class Plan:
             [[Unit.from_dict(u) for u in t] for t in d["tasks"]],
             d.get("partitions", []),
             d.get("planned_at", time.time()),
+            d.get("lease"),
         )
 
 

@@ -28,6 +28,7 @@ from mirrorflow.replication.faults import from_env as faults_from_env
 from mirrorflow.replication.planner import Plan, Unit, make_plan, source_offsets
 from mirrorflow.replication.report import RunReport, build_report
 from mirrorflow.replication.spark import copy_in_process_spark, copy_with_spark_submit
+from mirrorflow.state.lease import FlowLease, local_owner
 from mirrorflow.state.topics import ensure_state_topics
 
 
@@ -63,10 +64,19 @@ def run_dir(flow: FlowConfig, run_id: str | None = None) -> Path:
     return d
 
 
-def prepare_plan(clients: FlowClients, directory: Path) -> tuple[Plan, Path]:
-    """Ensure the state topics, plan, write the plan file; returns (plan, plan path)."""
+def take_lease(clients: FlowClients, owner: str, who: str) -> FlowLease:
+    """Ensure the state topics and take the flow's lease (LeaseError: another run holds it)."""
+    ensure_state_topics(clients)
+    return FlowLease(clients, owner, who).acquire()
+
+
+def prepare_plan(clients: FlowClients, directory: Path, lease: FlowLease | None = None) -> tuple[Plan, Path]:
+    """Ensure the state topics, plan, write the plan file; returns (plan, plan path). The plan
+    carries the lease's owner (never secrets), so the copy job keeps it renewed."""
     ensure_state_topics(clients)
     plan = make_plan(clients)
+    if lease is not None:
+        plan.lease = {"owner": lease.owner, "who": lease.who}
     path = directory / "plan.json"
     path.write_text(json.dumps(plan.to_dict()))
     return plan, path
@@ -102,7 +112,12 @@ def run_once(
     directory = directory or run_dir(flow)
     directory.mkdir(parents=True, exist_ok=True)
     with FlowClients(cfg, flow) as clients:
-        return _run(clients, mode, master, log, directory, keep, started)
+        lease = take_lease(clients, *local_owner(f"mirrorflow replicate --mode {mode}"))
+        lease.start_renewing()
+        try:
+            return _run(clients, mode, master, log, directory, keep, started, lease)
+        finally:
+            lease.release()
 
 
 def _run(
@@ -113,9 +128,10 @@ def _run(
     directory: Path,
     keep: bool,
     started: float,
+    lease: FlowLease,
 ) -> RunReport:
     cfg, flow = clients.cfg, clients.flow
-    plan, plan_path = prepare_plan(clients, directory)
+    plan, plan_path = prepare_plan(clients, directory, lease)
     pd = plan.to_dict()
     log(
         f"planned {len(plan.units)} units in {len(plan.tasks)} tasks "

@@ -15,7 +15,8 @@ import subprocess
 import sys
 import time
 import zipfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -44,13 +45,35 @@ def _copy_task(config_path: str | None, flow_name: str) -> Callable[[Any], list[
     return task
 
 
+@contextmanager
+def lease_kept(plan: dict[str, Any]) -> Iterator[None]:
+    """Keep the run's lease (taken by whoever planned the run, see state.lease) renewed while the
+    job copies. When another run holds it now, stop before copying anything (LeaseError)."""
+    lease = plan.get("lease")
+    if not lease:
+        yield
+        return
+    from mirrorflow import config as config_mod
+    from mirrorflow.clients import FlowClients
+    from mirrorflow.state.lease import FlowLease
+
+    cfg = config_mod.load(plan.get("config"))
+    with FlowClients(cfg, cfg.flow(plan["flow"])) as clients:
+        held = FlowLease(clients, lease["owner"], lease["who"]).acquire().start_renewing()
+        try:
+            yield
+        finally:
+            held.stop_renewing()
+
+
 def copy_in_spark(spark: Any, plan: dict[str, Any]) -> list[dict]:
     """One Spark job, one Spark task per planned task (its units run one after another)."""
     sc = spark.sparkContext
     tasks = plan["tasks"]
     sc.setJobDescription(f"mirrorflow {plan['flow']}: {sum(len(t) for t in tasks)} units in {len(tasks)} tasks")
     rdd = sc.parallelize(list(enumerate(tasks)), max(1, len(tasks)))
-    return list(rdd.mapPartitions(_copy_task(plan.get("config"), plan["flow"])).collect())
+    with lease_kept(plan):
+        return list(rdd.mapPartitions(_copy_task(plan.get("config"), plan["flow"])).collect())
 
 
 def copy_from_plan_file(spark: Any, plan_path: str, results_path: str) -> list[dict]:

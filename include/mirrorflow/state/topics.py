@@ -1,6 +1,6 @@
 """The flow's state topics on the TARGET cluster: names, key placement, configs and creation.
 
-Two topics per flow (names end in `.internal`, so MM2's default filters and internal-topic rules
+The state topics of a flow (names end in `.internal`, so MM2's default filters and internal-topic rules
 never replicate them), both keyed by the SOURCE (topic, partition):
 
 * `mirrorflow.<flow.id>.progress.internal` (cleanup.policy=compact): the latest progress of each
@@ -9,6 +9,8 @@ never replicate them), both keyed by the SOURCE (topic, partition):
   per committed copy transaction (see offset_map.MapEntry); all entries together are the ledger.
 * `mirrorflow.<flow.id>.offset-map-snapshot.internal` (cleanup.policy=compact): the offset map
   folded per source partition, and how far each offset-map partition was folded (state.snapshot).
+* `mirrorflow.<flow.id>.lease.internal` (one partition, LogAppendTime): who runs the flow now
+  (see state.lease).
 
 A key always lives in state partition crc32(key) % (partitions of that topic), so a copy unit reads
 one partition only.
@@ -38,6 +40,10 @@ def offset_map_topic(flow: FlowConfig) -> str:
 def snapshot_topic(flow: FlowConfig) -> str:
     """The folded offset map (state.snapshot): one record per source partition, compacted."""
     return f"mirrorflow.{flow.id}.offset-map-snapshot.internal"
+
+
+def lease_topic(flow: FlowConfig) -> str:
+    return f"mirrorflow.{flow.id}.lease.internal"
 
 
 def transactional_id(flow: FlowConfig, topic: str, partition: int) -> str:
@@ -81,7 +87,19 @@ def state_topic_configs(flow: FlowConfig) -> dict[str, dict[str, str]]:
             "min.cleanable.dirty.ratio": "0.2",
             "max.message.bytes": str(8 * 1024 * 1024),
         },
+        # the flow's run lease (state.lease): one partition, the broker's clock on every record, and
+        # a few hours of history (a holder renews its lease every few seconds)
+        lease_topic(flow): {
+            "cleanup.policy": "delete",
+            "retention.ms": str(6 * 3600 * 1000),
+            "segment.ms": str(3600 * 1000),
+            "message.timestamp.type": "LogAppendTime",
+        },
     }
+
+
+def state_topic_partitions(flow: FlowConfig, topic: str) -> int:
+    return 1 if topic == lease_topic(flow) else int(flow.props["state.topic.partitions"])
 
 
 def ensure_state_topics(clients: FlowClients) -> dict[str, int]:
@@ -90,7 +108,7 @@ def ensure_state_topics(clients: FlowClients) -> dict[str, int]:
     admin, conn = clients.admin("target"), clients.connection("target")
     wanted = state_topic_configs(flow)
     new = [
-        NewTopic(t, flow.props["state.topic.partitions"], flow.props["state.topic.replication.factor"], config=conf)
+        NewTopic(t, state_topic_partitions(flow, t), flow.props["state.topic.replication.factor"], config=conf)
         for t, conf in wanted.items()
         if not clients.partitions("target", t)
     ]

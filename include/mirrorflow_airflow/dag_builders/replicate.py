@@ -1,14 +1,18 @@
 """Replicate DAGs: one per enabled flow, `mirrorflow_replicate__<flow.id>`: plan -> copy -> report.
 
-* `plan`: ensure the flow's state topics on the target, read progress and source offsets, cut work
-  units; writes the plan file (flow name, config path, units -- never secrets) to the run directory
-  ($MIRRORFLOW_RUN_DIR, else <tmp>/mirrorflow-runs) and returns only its path and a summary.
+* `plan`: ensure the flow's state topics on the target, take the flow's lease (one run of a flow at a
+  time: while a CLI run or another scheduler's run holds it, the DAG run ends skipped with who holds
+  it since when), read progress and source offsets, cut work units; writes the plan file (flow
+  name, config path, units, the lease's owner -- never secrets) to the run directory
+  ($MIRRORFLOW_RUN_DIR, else <tmp>/mirrorflow-runs-<uid>) and returns only its path and a summary.
 * `copy`: `spark-submit .../mirrorflow/replication/spark_job.py PLAN RESULTS` through the `spark_default`
   connection (e.g. AIRFLOW_CONN_SPARK_DEFAULT='{"conn_type": "spark", "host": "local[*]"}'). The task
   fails clearly when the connection is missing (the provider would silently use yarn). Skipped when
   there is nothing to copy.
 * `report`: records, bytes, duration, lag per partition, replication latency to the log and to
   Airflow metrics; an Asset event `kafka://<target bootstrap>/<topic>` per target topic written.
+  Releases the lease (a failed copy releases it too; a crashed run's lease expires after
+  `lease.timeout.seconds`).
 
 All replication state lives on the target cluster; XCom only carries paths and small reports.
 `max_active_runs=1`; the schedule is the flow's `schedule` property.
@@ -25,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from airflow.sdk import DAG, Asset, AssetAlias, task
-from airflow.sdk.exceptions import AirflowFailException
+from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 
 from mirrorflow.config import Config, FlowConfig
 from mirrorflow.replication.spark import JOB_PATH, spark_conf, spark_env
@@ -45,16 +49,32 @@ def asset_uri(bootstrap: str, topic: str) -> str:
     return f"kafka://{bootstrap.split(',')[0].strip()}/{topic}"
 
 
+def lease_owner(flow: FlowConfig, run_id: str) -> tuple[str, str]:
+    """(owner, who) of a DAG run's lease on its flow: shared by its plan, copy and report tasks."""
+    dag_id = flow_dag_id("replicate", flow)
+    return f"airflow:{dag_id}:{run_id}", f"Airflow DAG run {dag_id} / {run_id}"
+
+
 def plan_task(flow_name: str, run_id: str, config_path: str | None = None) -> dict[str, Any]:
-    """Cut the run's work units and write the plan file; returns its paths and a summary."""
+    """Take the flow's lease, cut the run's work units and write the plan file; returns its paths
+    and a summary. Skipped (with the reason) while another run of the flow holds the lease."""
     from mirrorflow.clients import FlowClients
-    from mirrorflow.replication.runner import prepare_plan, run_dir
+    from mirrorflow.errors import LeaseError
+    from mirrorflow.replication.runner import prepare_plan, run_dir, take_lease
 
     cfg = MirrorflowHook(config_path).get_conn()
     flow = cfg.flow(flow_name)
     directory = run_dir(flow, re.sub(r"[^A-Za-z0-9_.-]+", "_", run_id))
     with FlowClients(cfg, flow) as clients:
-        plan, path = prepare_plan(clients, directory)
+        try:
+            lease = take_lease(clients, *lease_owner(flow, run_id))
+        except LeaseError as exc:
+            raise AirflowSkipException(str(exc)) from None
+        try:
+            plan, path = prepare_plan(clients, directory, lease)
+        except BaseException:
+            lease.release()
+            raise
     log.info(
         "%s: planned %d units in %d tasks, %d offsets",
         flow.name,
@@ -86,7 +106,10 @@ def report_task(
     if paths.get("units") and not rp.exists():
         raise AirflowFailException(f"{flow.name}: the copy job wrote no results ({rp})")
     with FlowClients(cfg, flow) as clients:
-        rep = report_run(clients, plan, results, plan.get("planned_at", 0))
+        try:
+            rep = report_run(clients, plan, results, plan.get("planned_at", 0))
+        finally:
+            release_lease(clients, plan)
     for line in rep.lines():
         log.info("%s", line)
     tags = {"flow": flow.id}
@@ -123,6 +146,30 @@ def report_task(
     }
 
 
+def release_lease(clients: Any, plan: dict[str, Any]) -> None:
+    """Free the DAG run's lease (the plan file names its owner); best effort: it expires anyway."""
+    from mirrorflow.state.lease import FlowLease
+
+    if plan.get("lease"):
+        FlowLease(clients, plan["lease"]["owner"], plan["lease"]["who"]).release()
+
+
+def release_after_failure(flow_name: str, config_path: str | None) -> Any:
+    """on_failure_callback of the copy task: free the lease now rather than after its timeout."""
+
+    def callback(context: Any) -> None:
+        from mirrorflow.clients import FlowClients
+
+        paths = context["ti"].xcom_pull(task_ids="plan") or {}
+        if not paths.get("plan") or not Path(paths["plan"]).exists():
+            return
+        cfg = MirrorflowHook(config_path).get_conn()
+        with FlowClients(cfg, cfg.flow(flow_name)) as clients:
+            release_lease(clients, json.loads(Path(paths["plan"]).read_text()))
+
+    return callback
+
+
 def build_replicate_dag(cfg: Config, flow: FlowConfig) -> DAG:
     name, path = flow.name, task_config_path(cfg)
     env = {k: v for k, v in spark_env().items() if k in ("PATH", "PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON")}
@@ -153,9 +200,10 @@ def build_replicate_dag(cfg: Config, flow: FlowConfig) -> DAG:
             env_vars=env,
             name=f"mirrorflow-copy-{flow.id}",
             retries=0,  # a rerun is a new plan: the next scheduled run continues exactly
+            on_failure_callback=release_after_failure(name, path),
         )
 
-        @task(task_id="report", trigger_rule="none_failed", outlets=[AssetAlias(alias_name(flow))])
+        @task(task_id="report", trigger_rule="none_failed_min_one_success", outlets=[AssetAlias(alias_name(flow))])
         def report(paths: dict[str, Any], outlet_events=None) -> dict[str, Any]:
             """Records, bytes, duration, lag, latency: logs, metrics and an Asset event per target topic."""
             return report_task(name, paths, outlet_events, path)

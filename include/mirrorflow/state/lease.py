@@ -1,0 +1,239 @@
+"""One run of a flow at a time: a lease kept in the flow's lease topic on the target.
+
+Two runs of one flow at once (a CLI run beside a DAG run, two schedulers) would fence each other's
+transactions, and with exactly.once=false copy records twice. A run therefore claims the flow's
+lease first; a second run stops at once with "flow A->B is being replicated by <who> since <when>".
+
+Kafka has no compare-and-set, but a partition is a total order every reader sees the same way. The
+lease topic has one partition and LogAppendTime (the broker's clock); each record is a claim, a
+renewal or a release by an owner, and `replay` decides, record by record, who holds the lease:
+
+* a claim or renewal by X at time t takes the lease when nobody holds it, the holder's lease
+  expired before t, or X already holds it (then it is extended to t + ttl);
+* any other claim is refused (it changes nothing);
+* a release by the holder frees it.
+
+A run appends its claim, reads the partition to its end and replays it: every run reaching the
+same records reaches the same verdict, so of two runs claiming at once exactly one wins. The holder
+renews every ttl/3 while it runs and releases at the end; a crashed holder's lease expires after
+ttl (`lease.timeout.seconds`). One owner may span processes (an Airflow DAG run's plan task, its
+Spark copy job and its report task share the owner id of the DAG run).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import getpass
+import json
+import os
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from mirrorflow.clients import FlowClients
+from mirrorflow.errors import LeaseError
+from mirrorflow.kafka.log_reader import LogReader
+from mirrorflow.state.topics import lease_topic
+
+LEASE_KEY = b"lease"
+FORMAT_VERSION = 1
+
+
+@dataclass(frozen=True)
+class LeaseRecord:
+    kind: str  # claim | renew | release
+    owner: str  # unique id of the run (or DAG run) holding or asking for the lease
+    who: str  # for people: user@host, pid, what runs
+    ttl_ms: int
+    timestamp: int  # broker time (LogAppendTime) of the record, ms
+
+    def to_json(self) -> bytes:
+        return json.dumps(
+            {"v": FORMAT_VERSION, "kind": self.kind, "owner": self.owner, "who": self.who, "ttl_ms": self.ttl_ms},
+            separators=(",", ":"),
+        ).encode()
+
+    @classmethod
+    def from_json(cls, raw: bytes | None, timestamp: int) -> LeaseRecord | None:
+        try:
+            d = json.loads(raw or b"")
+            return cls(str(d["kind"]), str(d["owner"]), str(d.get("who", "")), int(d["ttl_ms"]), int(timestamp))
+        except (ValueError, KeyError, TypeError):
+            return None  # not ours (or unreadable): it takes no lease
+
+
+@dataclass(frozen=True)
+class Holder:
+    owner: str
+    who: str
+    since: int  # ms, when the holder's claim was accepted
+    expires: int  # ms
+
+    def run_line(self) -> str:
+        return f"{self.who} since {_iso(self.since)}"
+
+    def describe(self, flow_name: str) -> str:
+        return (
+            f"flow {flow_name} is being replicated by {self.who} since {_iso(self.since)} "
+            f"(its lease expires at {_iso(self.expires)} unless renewed)"
+        )
+
+
+def replay(records: Iterable[LeaseRecord], holder: Holder | None = None) -> Holder | None:
+    """Who holds the lease after `records` (in log order), starting from `holder`."""
+    for r in records:
+        free = holder is None or holder.expires <= r.timestamp
+        mine = holder is not None and holder.owner == r.owner
+        if r.kind in ("claim", "renew"):
+            if free or mine:
+                since = holder.since if mine and not free and holder is not None else r.timestamp
+                holder = Holder(r.owner, r.who, since, r.timestamp + r.ttl_ms)
+        elif r.kind == "release" and mine:
+            holder = None
+    return holder
+
+
+def _iso(ms: int) -> str:
+    return datetime.fromtimestamp(ms / 1000, tz=UTC).isoformat(timespec="seconds")
+
+
+def local_owner(purpose: str) -> tuple[str, str]:
+    """(owner id, who) for a run of this process."""
+    try:
+        user = getpass.getuser()
+    except Exception:  # noqa: BLE001 - no user name in some containers
+        user = str(os.getuid())
+    who = f"{purpose} by {user}@{socket.gethostname()} pid {os.getpid()}"
+    return f"{purpose}:{uuid.uuid4().hex[:16]}", who
+
+
+class FlowLease:
+    """The lease of one flow, held by `owner`; use as a context manager or acquire()/release()."""
+
+    def __init__(self, clients: FlowClients, owner: str, who: str, ttl_s: float | None = None) -> None:
+        self.clients, self.flow = clients, clients.flow
+        self.owner, self.who = owner, who
+        ttl = ttl_s if ttl_s is not None else float(self.flow.props["lease.timeout.seconds"])
+        self.ttl_ms = max(1000, int(ttl * 1000))
+        self.topic = lease_topic(self.flow)
+        self.holder: Holder | None = None
+        self.lost: str | None = None  # why this owner lost the lease while renewing
+        self._next: int | None = None  # replayed up to here
+        self._producer: Any = None
+        self._reader: LogReader | None = None
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._renewer: threading.Thread | None = None
+
+    # -- the protocol ---------------------------------------------------------------------------
+    def _append(self, kind: str) -> None:
+        if self._producer is None:
+            self._producer = self.clients.producer(
+                "target", {"linger.ms": 0}, {"acks": "all", "enable.idempotence": True}
+            )
+        errors: list[Any] = []
+
+        def delivered(err: Any, _msg: Any) -> None:
+            if err is not None:
+                errors.append(err)
+
+        rec = LeaseRecord(kind, self.owner, self.who, self.ttl_ms, 0)
+        self._producer.produce(self.topic, rec.to_json(), LEASE_KEY, 0, on_delivery=delivered)
+        left = self._producer.flush(self.clients.admin_timeout)
+        if left or errors:
+            why = errors[0].str() if errors else "not acknowledged in time"
+            raise LeaseError(
+                f"cannot write the lease of flow {self.flow.name} to topic {self.topic!r} "
+                f"on cluster {self.flow.target!r}: {why}"
+            )
+
+    def read_holder(self) -> Holder | None:
+        """Replay the records appended since the last read; the holder now (maybe expired)."""
+        if self._reader is None:
+            self._reader = self.clients.reader("target", group=f"mirrorflow-{self.flow.id}-lease")
+        last = self._next
+        records = []
+        for m in self._reader.read(self.topic, {0: self._next}, timeout=self.clients.admin_timeout):
+            last = m.offset() + 1
+            rec = LeaseRecord.from_json(m.value(), m.timestamp()[1])
+            if rec is not None:
+                records.append(rec)
+        self._next = last
+        self.holder = replay(records, self.holder)
+        return self.holder
+
+    def _claim(self, kind: str) -> Holder | None:
+        with self._lock:
+            self._append(kind)
+            return self.read_holder()
+
+    def acquire(self) -> FlowLease:
+        """Claim the lease; LeaseError naming the holder when another run holds it."""
+        holder = self._claim("claim")
+        if holder is None or holder.owner != self.owner:
+            raise LeaseError(holder.describe(self.flow.name) if holder else f"flow {self.flow.name}: lease not taken")
+        return self
+
+    def renew(self) -> bool:
+        """Extend the lease; False (and `lost` says why) when another run holds it now."""
+        holder = self._claim("renew")
+        if holder is None or holder.owner != self.owner:
+            self.lost = (
+                f"flow {self.flow.name}: this run lost its lease"
+                + (f" to {holder.who} (since {_iso(holder.since)})" if holder else "")
+                + ": it was not renewed within lease.timeout.seconds"
+            )
+            return False
+        return True
+
+    def release(self) -> None:
+        """Free the lease (best effort: an unreleased lease expires after its ttl)."""
+        self.stop_renewing()
+        with contextlib.suppress(Exception), self._lock:
+            self._append("release")
+
+    # -- renewing in the background -------------------------------------------------------------
+    def start_renewing(self) -> FlowLease:
+        def loop() -> None:
+            renewed = time.monotonic()
+            while not self._stop.wait(self.ttl_ms / 3000):
+                try:
+                    if not self.renew():
+                        return
+                    renewed = time.monotonic()
+                except Exception as exc:  # noqa: BLE001 - the target is away: retry until the lease lapses
+                    if time.monotonic() - renewed > self.ttl_ms / 1000:
+                        self.lost = f"flow {self.flow.name}: could not renew this run's lease: {exc}"
+                        return
+
+        self._renewer = threading.Thread(target=loop, name=f"lease-{self.flow.id}", daemon=True)
+        self._renewer.start()
+        return self
+
+    def stop_renewing(self) -> None:
+        self._stop.set()
+        if self._renewer is not None and self._renewer is not threading.current_thread():
+            self._renewer.join(timeout=self.clients.admin_timeout)
+        self._renewer = None
+
+    def __enter__(self) -> FlowLease:
+        self.acquire()
+        return self.start_renewing()
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+
+def current_holder(clients: FlowClients) -> Holder | None:
+    """Who holds the flow's lease now (for status pages): a replay without a claim."""
+    if not clients.partitions("target", lease_topic(clients.flow)):
+        return None
+    lease = FlowLease(clients, "status", "status", 1)
+    holder = lease.read_holder()
+    now = int(time.time() * 1000)
+    return holder if holder is not None and holder.expires > now else None

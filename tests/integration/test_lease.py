@@ -1,0 +1,112 @@
+"""One run of a flow at a time (state.lease): a second run stops at once naming the holder, a
+crashed holder's lease expires, and two runs started together copy every record once."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+from mirrorflow.clients import FlowClients
+from mirrorflow.errors import LeaseError
+from mirrorflow.ops.status import flow_status
+from mirrorflow.replication.runner import run_once, take_lease
+from mirrorflow.state.lease import current_holder
+from tests.integration.replicate_helpers import assert_copied, make_flow, mirror_topic
+from tests.integration.test_replicate import cli, records
+from tests.support import consume_all, produce
+
+
+def test_a_second_run_stops_at_once_naming_the_holder(tmp_path, source, target, unique):
+    pfx = unique("lease")
+    t = f"{pfx}.orders"
+    mirror_topic(source, target, t, 2)
+    produce(source, t, records(50, 2))
+    cfg, flow = make_flow(tmp_path, source, target, pfx)
+    with FlowClients(cfg, flow) as clients:
+        held = take_lease(clients, "test-holder", "the test holding the lease")
+        assert current_holder(clients).who == "the test holding the lease"
+        running = flow_status(cfg, flow).running
+        assert running is not None and running.startswith("the test holding the lease since 20")
+        proc = cli(cfg, "replicate", "--flow", "A->B", "--once", "--mode", "direct", check=False)
+        assert proc.returncode == 75, proc.stderr
+        assert "flow A->B is being replicated by the test holding the lease since 20" in proc.stderr
+        assert consume_all(target, f"A.{t}") == []
+        held.release()
+        assert current_holder(clients) is None
+        assert flow_status(cfg, flow).running is None
+    rep = run_once(cfg, flow, mode="direct")
+    assert rep.ok and rep.records == 50, rep.render()
+    assert_copied(source, target, t)
+    with FlowClients(cfg, flow) as clients:
+        assert current_holder(clients) is None  # the run released its lease
+
+
+HOLD = """
+import sys, time
+from mirrorflow import config
+from mirrorflow.clients import FlowClients
+from mirrorflow.replication.runner import take_lease
+cfg = config.load(sys.argv[1])
+with FlowClients(cfg, cfg.flow("A->B")) as clients:
+    take_lease(clients, "crashing-holder", "a run that will crash").start_renewing()
+    print("held", flush=True)
+    time.sleep(600)
+"""
+
+
+def test_a_crashed_holders_lease_expires(tmp_path, source, target, unique):
+    pfx = unique("lease")
+    t = f"{pfx}.orders"
+    mirror_topic(source, target, t, 1)
+    produce(source, t, records(20, 1))
+    cfg, flow = make_flow(tmp_path, source, target, pfx, **{"lease.timeout.seconds": 4})
+    holder = subprocess.Popen([sys.executable, "-c", HOLD, str(cfg.path)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        time.sleep(5)  # longer than the ttl: only renewals keep the lease
+        with pytest.raises(LeaseError, match="being replicated by a run that will crash"):
+            run_once(cfg, flow, mode="direct")
+    finally:
+        holder.kill()  # SIGKILL: no release
+        holder.wait()
+    killed = time.monotonic()
+    with pytest.raises(LeaseError, match="a run that will crash"):
+        run_once(cfg, flow, mode="direct")
+    while time.monotonic() - killed < 4.5:
+        time.sleep(0.5)
+    rep = run_once(cfg, flow, mode="direct")
+    assert rep.ok and rep.records == 20, rep.render()
+    assert_copied(source, target, t)
+
+
+def test_two_runs_started_together_copy_every_record_once(tmp_path, source, target, unique):
+    pfx = unique("lease")
+    t = f"{pfx}.orders"
+    mirror_topic(source, target, t, 2)
+    produce(source, t, records(20_000, 2))
+    cfg, flow = make_flow(tmp_path, source, target, pfx, **{"exactly.once": False, "transaction.max.records": 500})
+    start = threading.Barrier(2)
+    outcomes: list[object] = []
+
+    def run() -> None:
+        start.wait()
+        try:
+            outcomes.append(run_once(cfg, flow, mode="direct"))
+        except LeaseError as exc:
+            outcomes.append(exc)
+
+    threads = [threading.Thread(target=run) for _ in range(2)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join(300)
+    errors = [o for o in outcomes if isinstance(o, LeaseError)]
+    reports = [o for o in outcomes if not isinstance(o, LeaseError)]
+    assert len(errors) == 1 and len(reports) == 1, outcomes
+    assert "flow A->B is being replicated by mirrorflow replicate --mode direct by " in str(errors[0])
+    assert reports[0].ok and reports[0].records == 20_000
+    assert_copied(source, target, t)  # at-least-once mode, yet no record twice
