@@ -180,6 +180,9 @@ FLOW_PROPERTIES: dict[str, Prop] = {
         16, _positive_int, mm2=False, doc="source partitions one copy task copies at the same time"
     ),
     "state.topic.partitions": Prop(16, _positive_int, mm2=False),
+    "lease.timeout.seconds": Prop(
+        120, _positive_int, mm2=False, doc="a crashed run's lease on the flow expires after this long"
+    ),
     "state.topic.replication.factor": Prop(-1, _replication_factor, mm2=False),
     "offset.map.max.runs": Prop(
         20_000, _positive_int, mm2=False, doc="offset-map runs kept per source partition (older ones are pruned)"
