@@ -211,3 +211,55 @@ def test_a_newer_epoch_drops_the_folded_base():
     late = PartitionMap([E(50, 60, [(50, 60, 10)], 70)], base=base)
     assert late.runs == [Run(0, 0, 10)] and late.entries == 2
     assert Folded().entries == 0 and PartitionMap((), base=Folded()).translate(3).status == "none"
+
+
+# -- snapshot records ---------------------------------------------------------------------------
+import json  # noqa: E402
+
+import pytest  # noqa: E402
+
+from mirrorflow.errors import StateError  # noqa: E402
+from mirrorflow.state.snapshot import (  # noqa: E402
+    Marker,
+    Snapshot,
+    SnapshotView,
+    decode_runs,
+    encode_runs,
+    marker_key,
+    parse_marker_key,
+)
+from mirrorflow.state.topics import parse_key, state_key  # noqa: E402
+
+
+def test_snapshot_round_trip_and_delta_runs():
+    m = PartitionMap(eos_history(50, start=100, holes=True, seed=7) + [E(600, 600, [], 0, lost=3)]).pruned(130)
+    snap = Snapshot("t", 0, m.folded(), {1: 4242}, 17)
+    back = Snapshot.from_json(snap.to_json())
+    assert back == snap
+    assert translations(PartitionMap((), base=back.folded), 100, 700) == translations(m, 100, 700)
+    # exactly-once transactions after the first cost three small numbers each
+    flat = encode_runs(PartitionMap(eos_history(4, start=10)).folded().runs)
+    assert flat == [10, 0, 10, 0, 1, 10, 0, 1, 10, 0, 1, 10]
+    assert decode_runs(flat) == (Run(10, 0, 10), Run(20, 11, 10), Run(30, 22, 10), Run(40, 33, 10))
+    with pytest.raises(StateError, match="triples"):
+        decode_runs([1, 2])
+
+
+def test_snapshot_newer_format_is_refused_and_keys_do_not_mix():
+    raw = json.loads(Snapshot("t", 0, Folded()).to_json())
+    raw["v"] = 99
+    with pytest.raises(StateError, match="v99 is newer"):
+        Snapshot.from_json(json.dumps(raw).encode())
+    assert Marker.from_json(Marker(3, 100).to_json()).folded_to == 100
+    assert parse_marker_key(marker_key(3)) == 3 and parse_key(marker_key(3)) is None
+    assert parse_marker_key(state_key("t", 3)) is None
+
+
+def test_folded_to_is_the_later_of_the_snapshot_and_its_partition_marker():
+    snap = Snapshot("t", 0, Folded(), {1: 50})
+    view = SnapshotView(2, 2, {("t", 0): snap}, {1: 80})
+    assert view.trusted and view.folded_to(("t", 0), 1) == 80 and view.folded_to(("t", 9), 1) == 80
+    assert view.folded_to(("t", 0), 0) is None
+    # different partition counts: a marker says nothing about a snapshot in another partition
+    other = SnapshotView(2, 3, {("t", 0): snap}, {1: 80})
+    assert not other.trusted and other.folded_to(("t", 0), 1) == 50 and other.folded_to(("t", 9), 1) is None
