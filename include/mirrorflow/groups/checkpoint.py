@@ -351,6 +351,9 @@ def _emit(
         return run
     if not flow.props.get("emit.checkpoints.enabled", True):
         run.skipped_reason = "emit.checkpoints.enabled=false"
+        from mirrorflow.groups.map_upkeep import fold_after_checkpoint  # it imports this module
+
+        run.offset_map = fold_after_checkpoint(clients)  # the map stays bounded without checkpoints too
         return run
     store: CheckpointStore | None = None
     if groups is None and not refresh_groups:

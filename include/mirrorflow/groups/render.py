@@ -131,6 +131,8 @@ def render_checkpoints(run: CheckpointRun, target: str) -> Rendered:
         for g in run.groups:
             mine = [(r, a) for r, a in run.rows if r.group == g]
             lines += ["", f"group {g}", *translation_table([r for r, _ in mine], [a for _, a in mine]).split("\n")]
+    if run.offset_map is not None:  # the fold that keeps the offset map bounded (map_upkeep)
+        lines += ["", run.offset_map.line()]
     return Rendered(lines, run.to_dict(), {"groups": len(run.groups), "emitted": len(run.emitted), "topic": run.topic})
 
 

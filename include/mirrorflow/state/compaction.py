@@ -76,6 +76,22 @@ class FoldReport:
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
+    def line(self) -> str:
+        """One line for the checkpoint pass's output."""
+        if self.error:
+            return f"offset map: NOT folded (nothing changed; the next pass tries again): {self.error}"
+        if self.partitions == 0:
+            return f"offset map: {self.skipped_reason or 'nothing to fold'}"
+        text = (
+            f"offset map: {self.tail_entries} new entries folded into {self.snapshots_written} snapshot(s) of "
+            f"{self.partitions} partition(s), {self.runs} runs kept (largest {self.max_runs})"
+        )
+        if self.pruned:
+            text += f", floor raised on {len(self.pruned)} partition(s)"
+        if self.skipped_reason:
+            text += f"; {self.skipped_reason}"
+        return text
+
 
 def fold_offset_map(
     clients: FlowClients, floors: FloorSource | None = None, timeout: float = 300.0, truncate: bool = True
