@@ -148,3 +148,26 @@ def produce_all(
             f"writing to {topic!r} failed: {errors[0]}" + (f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""),
         )
     return sent
+
+
+def topic_ids(
+    admin: AdminClient, conn: ClusterConnection, names: Iterable[str], timeout: float = 30.0
+) -> dict[str, str]:
+    """The topic ID (KIP-516) of each existing topic of `names`, in one DescribeTopics request;
+    topics that do not exist are left out. A recreated topic keeps its name but gets a new ID."""
+    from confluent_kafka import TopicCollection
+
+    names = sorted(set(names))
+    if not names:
+        return {}
+    out: dict[str, str] = {}
+    futures = admin.describe_topics(TopicCollection(names), request_timeout=timeout)
+    for name, fut in futures.items():
+        try:
+            out[name] = str(fut.result().topic_id)
+        except KafkaException as exc:
+            err = kafka_error(exc)
+            if err is not None and err.code() in MISSING:
+                continue
+            raise ClusterError(conn.alias, f"cannot describe topic {name!r}: {err.str() if err else exc}") from None
+    return out

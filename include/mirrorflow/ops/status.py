@@ -15,8 +15,11 @@ from confluent_kafka.admin import OffsetSpec
 from mirrorflow.clients import FlowClients
 from mirrorflow.config import Config, FlowConfig
 from mirrorflow.errors import MirrorflowError
-from mirrorflow.replication.planner import source_offsets
+from mirrorflow.kafka.topics import list_offsets, topic_ids
+from mirrorflow.mm2.filters import FlowFilters
+from mirrorflow.replication.planner import PartitionInput, identity_problem, source_offsets, stopped_message
 from mirrorflow.state.lease import current_holder
+from mirrorflow.state.records import Progress
 from mirrorflow.state.store import StateStore
 
 
@@ -28,12 +31,14 @@ class PartitionStatus:
     end: int  # source end (last stable offset); -1: unknown (see `note`)
     records: int
     lost: int
-    note: str | None = None  # why the source end is unknown
+    note: str | None = None  # why the source end is unknown, or why the partition is stopped
+    stopped: bool = False  # its state does not describe its topics any more (see planner.identity_problem)
 
     @property
     def lag(self) -> int | None:
-        """Offsets not copied yet; None when the source end is unknown (never a made-up 0)."""
-        return None if self.end < 0 else max(0, self.end - max(self.next, 0))
+        """Offsets not copied yet; None when the source end is unknown or the partition is stopped
+        (never a made-up 0)."""
+        return None if self.end < 0 or self.stopped else max(0, self.end - max(self.next, 0))
 
 
 @dataclass
@@ -83,13 +88,57 @@ def flow_status(cfg: Config, flow: FlowConfig) -> FlowStatus:
             status.running = f"unknown ({exc})"
         else:
             status.running = holder.run_line() if holder is not None else None
+        stopped = _stopped(clients, progress, ends, status)
     for (topic, partition), p in sorted(progress.items()):
         key = (topic, partition)
+        note = stopped.get(key) or notes.get(key)
         status.partitions.append(
-            PartitionStatus(topic, partition, p.next, ends.get(key, -1), p.records, p.lost, notes.get(key))
+            PartitionStatus(topic, partition, p.next, ends.get(key, -1), p.records, p.lost, note, key in stopped)
         )
         status.last_copy_ms = max(status.last_copy_ms, p.updated)
     return status
+
+
+def _stopped(
+    clients: FlowClients,
+    progress: dict[tuple[str, int], Progress],
+    ends: dict[tuple[str, int], int],
+    status: FlowStatus,
+) -> dict[tuple[str, int], str]:
+    """The partitions a run would stop (the planner's own check), with why. The source's topic IDs
+    are asked only when the source answered for its ends; the target's always."""
+    if not progress:
+        return {}
+    filters = FlowFilters.for_flow(clients.flow)
+    remote = {t: filters.remote_topic(t) for t, _ in progress}
+    try:
+        src_ids = topic_ids(clients.admin("source"), clients.connection("source"), remote) if ends else {}
+        tgt_ids = topic_ids(clients.admin("target"), clients.connection("target"), remote.values())
+        written = [(remote[t], p) for (t, p), pr in progress.items() if pr.tgt_end >= 0 and remote[t] in tgt_ids]
+        tgt_ends = list_offsets(
+            clients.admin("target"), clients.connection("target"), written, OffsetSpec.latest(), committed=False
+        )
+    except MirrorflowError as exc:
+        status.source_error = status.source_error or str(exc)
+        return {}
+    out = {}
+    for (t, p), pr in progress.items():
+        pi = PartitionInput(
+            t,
+            p,
+            remote[t],
+            0,
+            ends.get((t, p), 1 << 62),
+            pr,
+            None,
+            src_ids.get(t, ""),
+            tgt_ids.get(remote[t], ""),
+            tgt_ends.get((remote[t], p), -1),
+        )
+        why = identity_problem(pi)
+        if why is not None:
+            out[(t, p)] = stopped_message(why, clients.flow.name, t, remote[t])
+    return out
 
 
 def _source_ends(
@@ -125,7 +174,7 @@ def render_text(statuses: list[FlowStatus], now_ms: int | None = None) -> str:
             lines.append(f"  source: {s.source_error}")
         for p in s.partitions:
             lost = f", {p.lost} lost to source retention" if p.lost else ""
-            note = f" ({p.note})" if p.note else ""
+            note = f" ({'STOPPED: ' if p.stopped else ''}{p.note})" if p.note else ""
             end = "?" if p.end < 0 else p.end
             plag = "?" if p.lag is None else p.lag
             lines.append(f"  {p.topic}-{p.partition}: next {p.next}, end {end}, lag {plag}{lost}{note}")

@@ -31,7 +31,7 @@ from mirrorflow.errors import FencedError, MirrorflowError, StateError, TopicErr
 from mirrorflow.kafka.connection import kafka_error
 from mirrorflow.kafka.log_reader import LogReader
 from mirrorflow.replication.faults import NO_FAULTS, Faults
-from mirrorflow.replication.planner import Unit
+from mirrorflow.replication.planner import Unit, stopped_message
 from mirrorflow.replication.reader import CONSUMER_DEFAULTS, Batch, BatchLimits, RangeReader, consumer_required
 from mirrorflow.replication.writer import TransactionWriter, is_fenced
 from mirrorflow.state.offset_map import subtract_ranges
@@ -147,6 +147,10 @@ class UnitCopier:
         # re-read the progress AFTER fencing: the committed progress is the truth, the plan is advisory
         progress = self.store.progress([(u.topic, u.partition)]).get((u.topic, u.partition))
         progress = progress or Progress.empty(u.topic, u.partition)
+        why = progress.identity_problem(u.topic_id, u.target_topic, u.target_topic_id) if progress.next >= 0 else None
+        if why is not None:  # the topics changed since the progress was written (or since planning)
+            raise StateError(stopped_message(why, self.flow.name, u.topic, u.target_topic))
+        progress = progress.with_identity(u.topic_id, u.target_topic, u.target_topic_id)
         todo = ranges_to_copy(u, progress)
         if not todo:
             r.status = "skipped"

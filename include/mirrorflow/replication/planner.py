@@ -26,7 +26,7 @@ from confluent_kafka.admin import OffsetSpec
 from mirrorflow.clients import FlowClients
 from mirrorflow.config import FlowConfig
 from mirrorflow.errors import ConfigError
-from mirrorflow.kafka.topics import list_offsets
+from mirrorflow.kafka.topics import list_offsets, topic_ids
 from mirrorflow.mm2.filters import FlowFilters
 from mirrorflow.state.fencing import fence_open_transactions
 from mirrorflow.state.offset_map import subtract_ranges
@@ -43,6 +43,9 @@ class PartitionInput:
     end: int  # high watermark, or the last stable offset when reading committed
     progress: Progress | None = None
     initial: int | None = None  # start offset from the initial position (when there is no progress)
+    topic_id: str = ""  # the source topic's ID
+    target_topic_id: str = ""  # the remote topic's ID ("": it does not exist yet)
+    target_end: int = -1  # the remote partition's high watermark (-1: not asked)
 
 
 @dataclass(frozen=True)
@@ -55,6 +58,8 @@ class Unit:
     start: int
     end: int
     log_start: int = 0  # source log start at planning time (start < log_start: offsets were lost)
+    topic_id: str = ""  # the topics' IDs when planned: the copy refuses state written for others
+    target_topic_id: str = ""
 
     @property
     def records(self) -> int:
@@ -65,7 +70,8 @@ class Unit:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Unit:
-        return cls(**{k: d[k] for k in ("topic", "partition", "target_topic", "start", "end", "log_start") if k in d})
+        fields = ("topic", "partition", "target_topic", "start", "end", "log_start", "topic_id", "target_topic_id")
+        return cls(**{k: d[k] for k in fields if k in d})
 
 
 @dataclass
@@ -105,7 +111,7 @@ class Plan:
 
 
 def plan_units(
-    inputs: Iterable[PartitionInput], max_records: int, parallelism: int
+    inputs: Iterable[PartitionInput], max_records: int, parallelism: int, flow_name: str = "A->B"
 ) -> tuple[list[list[Unit]], list[dict]]:
     """Pure planning: (tasks of units, per-partition summary).
 
@@ -119,7 +125,7 @@ def plan_units(
     per_partition: list[list[Unit]] = []
     summary: list[dict] = []
     for pi in sorted(inputs, key=lambda x: (x.topic, x.partition)):
-        units, entry = _partition_units(pi, max_records)
+        units, entry = _partition_units(pi, max_records, flow_name)
         summary.append(entry)
         if units:
             per_partition.append(units)
@@ -132,9 +138,54 @@ def plan_units(
     return tasks, summary
 
 
-def _partition_units(pi: PartitionInput, max_records: int) -> tuple[list[Unit], dict]:
+def identity_problem(pi: PartitionInput) -> str | None:
+    """Why the partition's committed progress cannot describe the topics as they are now: a source
+    or target topic recreated (new topic ID), the remote topic renamed (policy change), a source end
+    below the progress, a target end below what the flow wrote. None: it can."""
+    prog = pi.progress
+    if prog is None or prog.next < 0:
+        return None
+    why = prog.identity_problem(pi.topic_id, pi.target_topic, pi.target_topic_id)
+    t = f"{pi.topic}[{pi.partition}]"
+    if why is None and pi.end < prog.next:
+        why = (
+            f"source partition {t} ends at offset {pi.end}, below the {prog.next} already replicated "
+            "(the topic was recreated or truncated)"
+        )
+    if why is None and 0 <= pi.target_end < prog.tgt_end:
+        why = (
+            f"target partition {pi.target_topic}[{pi.partition}] ends at offset {pi.target_end}, below the "
+            f"{prog.tgt_end} this flow wrote (the topic was truncated or recreated)"
+        )
+    return why
+
+
+def stopped_message(why: str, flow_name: str, topic: str, target_topic: str) -> str:
+    return (
+        f"{why}: replication of this partition is stopped. Re-seed the topic with `mirrorflow reseed "
+        f"--flow {flow_name} --topic {topic}` (copies the source topic from its start into "
+        f"{target_topic!r} under a new offset-map epoch)"
+    )
+
+
+def _partition_units(pi: PartitionInput, max_records: int, flow_name: str) -> tuple[list[Unit], dict]:
     """The units of one partition (ranges the ledger does not cover, cut at max_records) and its summary."""
     prog = pi.progress
+    why = identity_problem(pi)
+    if why is not None:
+        return [], {
+            "topic": pi.topic,
+            "partition": pi.partition,
+            "target_topic": pi.target_topic,
+            "log_start": pi.log_start,
+            "end": pi.end,
+            "start": prog.next if prog is not None else -1,
+            "planned": 0,
+            "units": 0,
+            "lost_expected": 0,
+            "has_progress": True,
+            "stopped": stopped_message(why, flow_name, pi.topic, pi.target_topic),
+        }
     if prog is not None and prog.next >= 0:
         start, covered = prog.next, list(prog.covered)
     else:
@@ -144,12 +195,16 @@ def _partition_units(pi: PartitionInput, max_records: int) -> tuple[list[Unit], 
         s = a
         while s < b:
             e = min(b, s + max_records)
-            units.append(Unit(pi.topic, pi.partition, pi.target_topic, s, e, pi.log_start))
+            units.append(
+                Unit(pi.topic, pi.partition, pi.target_topic, s, e, pi.log_start, pi.topic_id, pi.target_topic_id)
+            )
             s = e
     if not units and (prog is None or prog.next < 0) and pi.initial is not None and start >= pi.end:
         # a fresh partition whose initial position is its end (latest, or a timestamp past the last
         # record): an empty unit anchors the progress there, so the next run continues from it
-        units.append(Unit(pi.topic, pi.partition, pi.target_topic, start, start, pi.log_start))
+        units.append(
+            Unit(pi.topic, pi.partition, pi.target_topic, start, start, pi.log_start, pi.topic_id, pi.target_topic_id)
+        )
     lost = max(0, pi.log_start - start) if prog is not None and prog.next >= 0 else 0
     entry = {
         "topic": pi.topic,
@@ -224,8 +279,32 @@ def gather_inputs(
         found = source_offsets(clients, fresh, OffsetSpec.for_timestamp(ts))
         # no record at or after the timestamp: start at the end
         initial = {tp: (off if off >= 0 else ends[tp]) for tp, off in found.items()}
+    src_ids = topic_ids(clients.admin("source"), clients.connection("source"), {t for t, _, _ in parts})
+    tgt_ids = topic_ids(clients.admin("target"), clients.connection("target"), {r for _, _, r in parts})
+    copied = [
+        (remote, p)
+        for t, p, remote in parts
+        if (t, p) in progress
+        and progress[(t, p)].tgt_end >= 0
+        and remote in tgt_ids
+        and p < clients.partitions("target", remote)
+    ]
+    tgt_ends = list_offsets(
+        clients.admin("target"), clients.connection("target"), copied, OffsetSpec.latest(), committed=False
+    )
     return [
-        PartitionInput(t, p, remote, starts[(t, p)], ends[(t, p)], progress.get((t, p)), initial.get((t, p)))
+        PartitionInput(
+            t,
+            p,
+            remote,
+            starts[(t, p)],
+            ends[(t, p)],
+            progress.get((t, p)),
+            initial.get((t, p)),
+            src_ids.get(t, ""),
+            tgt_ids.get(remote, ""),
+            tgt_ends.get((remote, p), -1),
+        )
         for t, p, remote in parts
     ]
 
@@ -234,5 +313,5 @@ def make_plan(clients: FlowClients) -> Plan:
     """Plan the flow's next run from what the clusters hold now."""
     flow = clients.flow
     inputs = gather_inputs(clients)
-    tasks, summary = plan_units(inputs, flow.props["unit.max.records"], flow.parallelism)
+    tasks, summary = plan_units(inputs, flow.props["unit.max.records"], flow.parallelism, flow.name)
     return Plan(flow.name, str(clients.cfg.path) if clients.cfg.path else None, tasks, summary)

@@ -19,7 +19,7 @@ class PartitionReport:
     lag: int = 0  # source offsets not yet copied
     lost: int = 0  # offsets lost to source retention before they were copied (this run)
     latency_ms: int = -1  # worst replication latency of the run (commit time - source timestamp)
-    status: str = "idle"  # idle | ok | partial | fenced | failed | skipped
+    status: str = "idle"  # idle | ok | partial | fenced | failed | skipped | stopped
     errors: list[str] = field(default_factory=list)
 
 
@@ -36,10 +36,11 @@ class RunReport:
     partitions: list[PartitionReport] = field(default_factory=list)
     failed_units: int = 0
     fenced_units: int = 0
+    stopped_partitions: int = 0  # partitions whose state does not describe their topics any more
 
     @property
     def ok(self) -> bool:
-        return self.failed_units == 0
+        return self.failed_units == 0 and self.stopped_partitions == 0
 
     @property
     def lag(self) -> int:
@@ -68,6 +69,7 @@ class RunReport:
             f"lag {self.lag:,}; max latency {self.max_latency_ms if self.max_latency_ms >= 0 else '-'} ms"
             + (f"; {self.failed_units} unit(s) FAILED" if self.failed_units else "")
             + (f"; {self.fenced_units} unit(s) fenced" if self.fenced_units else "")
+            + (f"; {self.stopped_partitions} partition(s) STOPPED" if self.stopped_partitions else "")
         ]
         for p in self.partitions:
             if p.lost:
@@ -107,7 +109,11 @@ def build_report(
         parts[key] = PartitionReport(
             s["topic"], s["partition"], s["target_topic"], next_offset=s["start"], source_end=s["end"]
         )
-    rank = {"idle": 0, "skipped": 1, "ok": 2, "partial": 3, "fenced": 4, "failed": 5}
+        if s.get("stopped"):
+            parts[key].status = "stopped"
+            parts[key].errors.append(s["stopped"])
+            rep.stopped_partitions += 1
+    rank = {"idle": 0, "skipped": 1, "ok": 2, "partial": 3, "fenced": 4, "failed": 5, "stopped": 6}
     for r in results:
         key = (r["topic"], r["partition"])
         pr = parts.setdefault(key, PartitionReport(r["topic"], r["partition"], r["target_topic"]))
@@ -135,7 +141,9 @@ def build_report(
     for key, pr in parts.items():
         if ends and key in ends:
             pr.source_end = ends[key]
-        if pr.source_end >= 0 and pr.next_offset >= 0:
+        if pr.status == "stopped":
+            pr.lag = max(0, pr.source_end)  # a stopped partition replicates nothing of what its source holds
+        elif pr.source_end >= 0 and pr.next_offset >= 0:
             pr.lag = max(0, pr.source_end - pr.next_offset)
     rep.partitions = sorted(parts.values(), key=lambda p: (p.topic, p.partition))
     return rep

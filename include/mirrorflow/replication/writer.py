@@ -186,7 +186,8 @@ class TransactionWriter:
         tgt_end = runs[-1].tgt + runs[-1].count if runs else self._target_end(progress)
         self.faults.reached("after_flush", n)
         lost = lost_range[1] - lost_range[0] if lost_range else 0
-        entry = MapEntry(self.unit.topic, self.unit.partition, batch.src_from, batch.src_to, tuple(runs), tgt_end, lost)
+        u = self.unit
+        entry = MapEntry(u.topic, u.partition, batch.src_from, batch.src_to, tuple(runs), tgt_end, lost, progress.epoch)
         new = progress.advanced(batch.src_from, batch.src_to, tgt_end, n, batch.last_timestamp, lost_range)
         self.state.write(self.producer, new, entry)
         self.faults.reached("before_commit", n)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from mirrorflow.errors import StateError
@@ -31,6 +31,12 @@ class Progress:
     last_timestamp: int = -1  # source timestamp (ms) of the last copied record
     updated: int = 0  # wall clock ms of the commit
     gaps: tuple[tuple[int, int], ...] = ()  # source ranges lost to retention (from, to)
+    # identity of what this progress describes: a recreated topic keeps its name, not its ID, and a
+    # replication-policy change renames the remote topic ("": not recorded yet, e.g. older state)
+    topic_id: str = ""  # the SOURCE topic's ID
+    target_topic: str = ""  # the remote topic copied into
+    target_topic_id: str = ""
+    epoch: int = 0  # the map epoch (a re-seed starts a new one; see offset_map.MapEntry.epoch)
 
     def to_json(self) -> bytes:
         return json.dumps(
@@ -46,6 +52,10 @@ class Progress:
                 "last_ts": self.last_timestamp,
                 "updated": self.updated,
                 "gaps": [list(g) for g in self.gaps][-20:],
+                "topic_id": self.topic_id,
+                "target_topic": self.target_topic,
+                "target_topic_id": self.target_topic_id,
+                "epoch": self.epoch,
             },
             separators=(",", ":"),
         ).encode()
@@ -66,6 +76,10 @@ class Progress:
             int(d.get("last_ts", -1)),
             int(d.get("updated", 0)),
             tuple((int(a), int(b)) for a, b in d.get("gaps", [])),
+            str(d.get("topic_id", "")),
+            str(d.get("target_topic", "")),
+            str(d.get("target_topic_id", "")),
+            int(d.get("epoch", 0)),
         )
 
     def advanced(
@@ -80,17 +94,45 @@ class Progress:
         covered = tuple(merge_ranges([*self.covered, (src_from, src_to)]))
         gaps = self.gaps + ((lost_range,) if lost_range else ())
         lost = self.lost + ((lost_range[1] - lost_range[0]) if lost_range else 0)
-        return Progress(
-            self.topic,
-            self.partition,
-            max(self.next, src_to),
-            covered,
-            tgt_end if records or self.tgt_end < 0 else max(self.tgt_end, tgt_end),
-            lost,
-            self.records + records,
-            last_ts if records else self.last_timestamp,
-            int(time.time() * 1000),
-            gaps,
+        return replace(
+            self,
+            next=max(self.next, src_to),
+            covered=covered,
+            tgt_end=tgt_end if records or self.tgt_end < 0 else max(self.tgt_end, tgt_end),
+            lost=lost,
+            records=self.records + records,
+            last_timestamp=last_ts if records else self.last_timestamp,
+            updated=int(time.time() * 1000),
+            gaps=gaps,
+        )
+
+    def identity_problem(self, topic_id: str, target_topic: str, target_topic_id: str) -> str | None:
+        """Why this progress does not describe these topics (None: it does, or it does not know)."""
+        t = f"{self.topic}[{self.partition}]"
+        if self.topic_id and topic_id and self.topic_id != topic_id:
+            return (
+                f"source topic {self.topic!r} was recreated (topic ID {topic_id}; the state of {t} was "
+                f"written for topic ID {self.topic_id})"
+            )
+        if self.target_topic and target_topic != self.target_topic:
+            return (
+                f"the remote topic of {t} is now {target_topic!r} but its state was written for "
+                f"{self.target_topic!r} (replication.policy.class or its separator changed)"
+            )
+        if self.target_topic_id and target_topic_id and self.target_topic_id != target_topic_id:
+            return (
+                f"target topic {target_topic!r} was recreated (topic ID {target_topic_id}; {t} was copied "
+                f"into topic ID {self.target_topic_id})"
+            )
+        return None
+
+    def with_identity(self, topic_id: str, target_topic: str, target_topic_id: str) -> Progress:
+        """This progress, recording the topics' identity where it has none yet (older state)."""
+        return replace(
+            self,
+            topic_id=self.topic_id or topic_id,
+            target_topic=self.target_topic or target_topic,
+            target_topic_id=self.target_topic_id or target_topic_id,
         )
 
     @classmethod

@@ -131,7 +131,10 @@ def report_task(
                 Asset(asset_uri(bootstrap, topic)), extra={"flow": flow.name}
             )
     if not rep.ok:
-        raise AirflowFailException(f"{flow.name}: {rep.failed_units} unit(s) failed:\n" + rep.render())
+        raise AirflowFailException(
+            f"{flow.name}: {rep.failed_units} unit(s) failed, {rep.stopped_partitions} partition(s) stopped:\n"
+            + rep.render()
+        )
     if not os.environ.get("MIRRORFLOW_KEEP_RUNS"):
         cleanup(Path(paths["dir"]))  # a failed run keeps its plan and results for inspection
     return {

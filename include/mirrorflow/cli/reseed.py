@@ -1,0 +1,42 @@
+"""`mirrorflow reseed --flow A->B --topic T [--dry-run] [--yes] [--json]`: restart a stopped topic."""
+
+from __future__ import annotations
+
+import argparse
+
+from mirrorflow.cli.registry import command, load_config, print_json
+
+
+def _args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--flow", required=True, help="the flow, e.g. A->B")
+    p.add_argument("--topic", required=True, help="the SOURCE topic to re-seed")
+    p.add_argument("--dry-run", action="store_true", help="say what would be written, write nothing")
+    p.add_argument("--yes", action="store_true", help="write it (without --yes: like --dry-run)")
+    p.add_argument("--json", action="store_true", help="print JSON")
+
+
+@command(
+    "reseed",
+    "restart a topic whose state no longer describes it (recreated, truncated, renamed): copy it "
+    "again from the source's start under a new offset-map epoch",
+    _args,
+)
+def _reseed(args: argparse.Namespace) -> int:
+    from mirrorflow.clients import FlowClients
+    from mirrorflow.replication.reseed import reseed, to_dicts
+
+    cfg = load_config(args)
+    flow = cfg.flow(args.flow)
+    dry = args.dry_run or not args.yes
+    with FlowClients(cfg, flow) as clients:
+        plan = reseed(clients, args.topic, dry_run=dry)
+    if args.json:
+        print_json({"flow": flow.name, "topic": args.topic, "dry_run": dry, "partitions": to_dicts(plan)})
+        return 0
+    head = "would re-seed" if dry else "re-seeded"
+    print(f"{head} {args.topic} of flow {flow.name}; the next run copies:")
+    for r in plan:
+        print(f"  {r.line()}")
+    if dry and not args.dry_run:
+        print("nothing written: run again with --yes to re-seed")
+    return 0

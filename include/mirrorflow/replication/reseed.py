@@ -1,0 +1,163 @@
+"""Re-seeding a topic whose state no longer describes it: a recreated source or target topic, a
+truncated target, a replication-policy change (see planner.identity_problem).
+
+Such a partition is stopped by every run until it is re-seeded: nothing is guessed. A re-seed
+writes, for every partition of the source topic as it is now, a new progress that starts at the
+source's log start with an empty ledger, records the topics' current IDs and remote name, and opens
+a new offset-map epoch (an entry with no range marks it; translation uses the newest epoch only).
+The next run copies the source topic from its start into the remote topic: those records land
+after whatever the remote topic already holds. Each partition's state is written in one
+transaction with the partition's transactional.id (a copy still running for it is fenced), under
+the flow's lease.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from confluent_kafka.admin import OffsetSpec
+
+from mirrorflow.clients import FlowClients
+from mirrorflow.errors import MirrorflowError, StateError, TopicError
+from mirrorflow.kafka.topics import list_offsets, topic_ids
+from mirrorflow.mm2.filters import FlowFilters
+from mirrorflow.replication.planner import source_offsets
+from mirrorflow.state.lease import FlowLease, local_owner
+from mirrorflow.state.offset_map import MapEntry
+from mirrorflow.state.records import Progress
+from mirrorflow.state.store import StateStore
+from mirrorflow.state.topics import ensure_state_topics, offset_map_topic, progress_topic, transactional_id
+from mirrorflow.state.writer import StateWriter
+
+
+@dataclass(frozen=True)
+class ReseedPartition:
+    topic: str
+    partition: int
+    target_topic: str
+    start: int  # the next run copies from here (the source's log start)
+    end: int  # the source's end now
+    target_end: int  # the remote partition's end: copied records land after it
+    epoch: int  # the new offset-map epoch
+    old_next: int  # the progress being replaced (-1: none)
+    old_topic_id: str
+    topic_id: str
+    target_topic_id: str
+
+    def line(self) -> str:
+        was = f"was at {self.old_next}" if self.old_next >= 0 else "no progress yet"
+        return (
+            f"{self.topic}[{self.partition}] -> {self.target_topic}[{self.partition}]: copy source offsets "
+            f"{self.start}..{self.end} ({max(0, self.end - self.start):,} offsets) after target offset "
+            f"{self.target_end}, map epoch {self.epoch} ({was})"
+        )
+
+
+def plan_reseed(clients: FlowClients, topic: str) -> list[ReseedPartition]:
+    """What re-seeding `topic` writes, per partition of the source topic as it is now."""
+    flow = clients.flow
+    filters = FlowFilters.for_flow(flow)
+    if not filters.should_replicate_topic(topic):
+        raise TopicError(f"flow {flow.name} does not replicate topic {topic!r} (topics / topics.exclude)")
+    n = clients.partitions("source", topic, refresh=True)
+    if n == 0:
+        raise TopicError(f"topic {topic!r} does not exist on cluster {flow.source!r}")
+    remote = filters.remote_topic(topic)
+    m = clients.partitions("target", remote, refresh=True)
+    if m < n:
+        raise TopicError(
+            f"target topic {remote!r} on cluster {flow.target!r} has {m} partitions, source {topic!r} has {n}: "
+            "run `mirrorflow sync` first"
+        )
+    keys = [(topic, p) for p in range(n)]
+    starts = source_offsets(clients, keys, OffsetSpec.earliest())
+    ends = source_offsets(clients, keys, OffsetSpec.latest())
+    target_ends = list_offsets(
+        clients.admin("target"),
+        clients.connection("target"),
+        [(remote, p) for p in range(n)],
+        OffsetSpec.latest(),
+        committed=False,
+    )
+    src_id = topic_ids(clients.admin("source"), clients.connection("source"), [topic]).get(topic, "")
+    tgt_id = topic_ids(clients.admin("target"), clients.connection("target"), [remote]).get(remote, "")
+    progress = StateStore(clients).progress(keys)
+    out = []
+    for p in range(n):
+        old = progress.get((topic, p))
+        out.append(
+            ReseedPartition(
+                topic,
+                p,
+                remote,
+                starts[(topic, p)],
+                ends[(topic, p)],
+                target_ends[(remote, p)],
+                (old.epoch + 1) if old is not None else 1,
+                old.next if old is not None else -1,
+                old.topic_id if old is not None else "",
+                src_id,
+                tgt_id,
+            )
+        )
+    return out
+
+
+def reseed(clients: FlowClients, topic: str, dry_run: bool = False) -> list[ReseedPartition]:
+    """Re-seed `topic` (see the module docstring); with `dry_run`, only say what it would write."""
+    flow = clients.flow
+    ensure_state_topics(clients)
+    lease = FlowLease(clients, *local_owner("mirrorflow reseed")).acquire()
+    try:
+        plan = plan_reseed(clients, topic)
+        if dry_run:
+            return plan
+        writer = StateWriter(
+            flow,
+            clients.partitions("target", progress_topic(flow)),
+            clients.partitions("target", offset_map_topic(flow)),
+        )
+        for r in plan:
+            _write(clients, writer, r)
+        return plan
+    finally:
+        lease.release()
+
+
+def _write(clients: FlowClients, writer: StateWriter, r: ReseedPartition) -> None:
+    flow = clients.flow
+    producer: Any = clients.producer(
+        "target", required={"transactional.id": transactional_id(flow, r.topic, r.partition), "acks": "all"}
+    )
+    try:
+        producer.init_transactions(60)  # fences a copy still running for this partition
+        producer.begin_transaction()
+        progress = Progress(
+            r.topic,
+            r.partition,
+            r.start,
+            (),
+            r.target_end,
+            updated=int(time.time() * 1000),
+            topic_id=r.topic_id,
+            target_topic=r.target_topic,
+            target_topic_id=r.target_topic_id,
+            epoch=r.epoch,
+        )
+        marker = MapEntry(r.topic, r.partition, r.start, r.start, (), r.target_end, 0, r.epoch)
+        writer.write(producer, progress, marker)
+        producer.commit_transaction(60)
+    except MirrorflowError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - a KafkaException: say which partition was not re-seeded
+        raise StateError(
+            f"re-seeding {r.topic}[{r.partition}] of flow {flow.name} failed (its state is unchanged): {exc}"
+        ) from None
+    finally:
+        clients.release(producer)
+
+
+def to_dicts(plan: list[ReseedPartition]) -> list[dict[str, Any]]:
+    return [asdict(r) for r in plan]
