@@ -1,0 +1,72 @@
+"""Re-seed DAGs: one per enabled flow, `mirrorflow_reseed__<flow.id>`, manual trigger only.
+
+Restarts a topic whose partitions a run **stopped** because their state no longer describes them
+(a source or target topic recreated, a target truncated, the remote topic renamed by a
+replication-policy change; the replicate DAG's report and the status page name them). It writes,
+per partition of the source topic as it is now, a progress starting at the source's log start and
+a new offset-map epoch; the next replicate run copies the topic from its start into the remote
+topic (see docs/state.md). The same core function as `mirrorflow reseed`.
+
+Params: `topic` (the SOURCE topic) and `dry_run` (on by default: the log says what it would write;
+trigger again with it off to write).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from airflow.sdk import DAG, Param, task
+
+from mirrorflow.config import Config, FlowConfig
+from mirrorflow_airflow.common import flow_dag, flow_dags, task_config_path
+from mirrorflow_airflow.hooks import MirrorflowHook
+
+log = logging.getLogger(__name__)
+
+
+def reseed_task(flow_name: str, topic: str, dry_run: bool, config_path: str | None = None) -> dict[str, Any]:
+    from mirrorflow.clients import FlowClients
+    from mirrorflow.replication.reseed import reseed, to_dicts
+
+    cfg = MirrorflowHook(config_path).get_conn()
+    flow = cfg.flow(flow_name)
+    with FlowClients(cfg, flow) as clients:
+        plan = reseed(clients, topic, dry_run=dry_run)
+    log.info("%s %s of flow %s; the next run copies:", "would re-seed" if dry_run else "re-seeded", topic, flow.name)
+    for r in plan:
+        log.info("  %s", r.line())
+    return {"topic": topic, "dry_run": dry_run, "partitions": to_dicts(plan)}
+
+
+def build_reseed_dag(cfg: Config, flow: FlowConfig) -> DAG:
+    name, path = flow.name, task_config_path(cfg)
+    with flow_dag(
+        "reseed",
+        flow,
+        "restart a stopped topic (recreated, truncated, renamed) from the source's start",
+        None,
+        params={
+            "topic": Param(
+                "", type="string", minLength=1, title="Source topic", description="The SOURCE topic to re-seed"
+            ),
+            "dry_run": Param(
+                True, type="boolean", title="Dry run", description="Only log what would be written (on by default)"
+            ),
+        },
+        doc_md=__doc__,
+    ) as dag:
+
+        @task(task_id="reseed", retries=0)
+        def run(params: dict | None = None) -> dict[str, Any]:
+            """Write the new progress and map epoch of every partition of the topic (or say what it would)."""
+            p = params or {}
+            return reseed_task(name, str(p.get("topic", "")), bool(p.get("dry_run", True)), path)
+
+        run()
+    return dag
+
+
+def build_reseed_dags(cfg: Config | None = None) -> dict[str, DAG]:
+    """One re-seed DAG per enabled flow, keyed by dag_id."""
+    return flow_dags(cfg, build_reseed_dag)
