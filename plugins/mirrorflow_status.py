@@ -34,7 +34,7 @@ def flows() -> list[dict]:
 def index() -> str:
     rows = []
     for s in _statuses():
-        state = html.escape(s.error) if s.error else f"lag {s.lag}, {s.records} records copied"
+        state = html.escape(s.error) if s.error else f"{html.escape(s.state)}; lag {s.lag}, {s.records} records copied"
         if s.running:
             state += f"; running: {html.escape(s.running)}"
         rows.append(

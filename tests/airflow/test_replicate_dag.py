@@ -112,3 +112,27 @@ def test_dag_run_is_skipped_while_another_run_holds_the_flow(dagbag, source, tar
             "plan": "success", "copy": "success", "report": "success"}
         assert current_holder(clients) is None  # the report task released the DAG run's lease
     assert_copied(source, target, topic)
+
+
+def test_dag_run_of_a_paused_flow_ends_skipped_with_the_reason(dagbag, source, target, monkeypatch):
+    from mirrorflow.clients import FlowClients
+    from mirrorflow.state.flow_state import set_flow_state
+    from tests.support import consume_all
+
+    cfg, prefix, bag = dagbag
+    topic = f"{prefix}.orders"
+    mirror_topic(source, target, topic, 1)
+    produce(source, topic, [{"value": f"v{i}".encode(), "timestamp": NOW + i} for i in range(4)])
+    monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", '{"conn_type": "spark", "host": "local[1]"}')
+    dag = bag.get_dag("mirrorflow_replicate__A-B")
+    with FlowClients(cfg, cfg.flow("A->B")) as clients:
+        set_flow_state(clients, "paused", "a test")
+        run = dag.test()
+        assert {ti.task_id: ti.state for ti in run.get_task_instances()} == {
+            "plan": "skipped", "copy": "skipped", "report": "skipped"}
+        assert run.state == "success"
+        assert consume_all(target, f"A.{topic}") == []
+        set_flow_state(clients, "running")
+    run = dag.test()
+    assert {ti.task_id: ti.state for ti in run.get_task_instances()}["report"] == "success"
+    assert_copied(source, target, topic)

@@ -16,7 +16,7 @@ ALLOWED: dict[str, set[str]] = {
     "clients": {"errors", "kafka", "mm2", "config"},
     "state": {"errors", "kafka", "mm2", "config", "clients"},
     "replication": {"errors", "kafka", "mm2", "config", "clients", "state"},
-    "metadata": {"errors", "kafka", "mm2", "config", "clients"},
+    "metadata": {"errors", "kafka", "mm2", "config", "clients", "state"},
     "groups": {"errors", "kafka", "mm2", "config", "clients", "state"},
     "ops": {"errors", "kafka", "mm2", "config", "clients", "state", "replication", "metadata", "groups"},
     "dev": {"errors", "kafka", "config"},

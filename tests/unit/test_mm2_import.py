@@ -255,6 +255,38 @@ spec:
                                       "topics": ".*"}}
 
 
+def test_strimzi_connector_states_become_the_flow_state():
+    imp = convert("""
+apiVersion: kafka.strimzi.io/v1
+kind: KafkaMirrorMaker2
+metadata: {name: mm2}
+spec:
+  target: {alias: dr, bootstrapServers: dr:9092}
+  mirrors:
+  - source: {alias: a, bootstrapServers: a:9092}
+    sourceConnector: {state: paused}
+    checkpointConnector: {state: stopped}
+  - source: {alias: b, bootstrapServers: b:9092}
+    sourceConnector: {pause: true}
+  - source: {alias: c, bootstrapServers: c:9092}
+    sourceConnector: {state: stopped}
+""")
+    assert {k: v.get("state") for k, v in imp.flows.items()} == {"a->dr": "paused", "b->dr": "paused",
+                                                                  "c->dr": "stopped"}
+    assert any("checkpointConnector.state: stopped is not imported" in n for n in imp.notes), imp.notes
+    with pytest.raises(ConfigError, match=r"spec.mirrors\[0\].sourceConnector.state: expected running, paused"):
+        convert("""
+apiVersion: kafka.strimzi.io/v1
+kind: KafkaMirrorMaker2
+metadata: {name: mm2}
+spec:
+  target: {alias: dr, bootstrapServers: dr:9092}
+  mirrors:
+  - source: {alias: a, bootstrapServers: a:9092}
+    sourceConnector: {state: sleeping}
+""")
+
+
 def test_config_import_cli_prints_or_writes(tmp_path):
     src = tmp_path / "kmm2.yaml"
     src.write_text(STRIMZI)

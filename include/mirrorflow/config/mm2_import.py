@@ -433,6 +433,7 @@ def from_strimzi(resource: dict[str, Any], source: str = "KafkaMirrorMaker2") ->
             body.update(_flow_settings(imp, cfg, f"{where}.{connector}.config."))
             if connector == "sourceConnector" and conn.get("tasksMax") is not None:
                 body["tasks.max"] = int(conn["tasksMax"])
+            _import_connector_state(imp, body, connector, conn, f"{where}.{connector}")
         for field_, prop in (
             ("topicsPattern", "topics"),
             ("topicsExcludePattern", "topics.exclude"),
@@ -451,6 +452,32 @@ def from_strimzi(resource: dict[str, Any], source: str = "KafkaMirrorMaker2") ->
             )
         imp.flows[f"{src}->{tgt}"] = body
     return imp
+
+
+STRENGTH = ("running", "paused", "stopped")
+
+
+def _import_connector_state(
+    imp: Imported, body: dict[str, Any], connector: str, conn: dict[str, Any], where: str
+) -> None:
+    """Strimzi's connector `state` (or the deprecated `pause: true`) -> the flow property `state`.
+
+    The source connector's state is the flow's (paused: no copy or topic sync; stopped: nothing);
+    a stopped checkpoint or heartbeat connector cannot stop just that part of a flow, so it is
+    noted, never silently dropped."""
+    state = str(conn.get("state") or ("paused" if conn.get("pause") in (True, "true") else "")).strip().lower()
+    if not state or state == "running":
+        return
+    if state not in STRENGTH:
+        raise ConfigError([(f"{where}.state", f"expected running, paused or stopped, got {state!r}")])
+    if connector == "sourceConnector":
+        body["state"] = state
+        imp.notes.append(f"{where}.state: {state}, imported as the flow's state (see `mirrorflow flow list`)")
+    else:
+        imp.notes.append(
+            f"{where}.state: {state} is not imported: a flow's checkpoints and heartbeats stop only with the "
+            "whole flow (state: stopped)"
+        )
 
 
 def _strimzi_cluster(imp: Imported, alias: str, c: dict[str, Any]) -> dict[str, str]:

@@ -180,6 +180,12 @@ FLOW_PROPERTIES: dict[str, Prop] = {
         16, _positive_int, mm2=False, doc="source partitions one copy task copies at the same time"
     ),
     "state.topic.partitions": Prop(16, _positive_int, mm2=False),
+    "state": Prop(
+        "running",
+        _one_of("running", "paused", "stopped"),
+        mm2=False,
+        doc="declared operating state (Strimzi's state); `mirrorflow flow pause|stop` records one on the target",
+    ),
     "lease.timeout.seconds": Prop(
         120, _positive_int, mm2=False, doc="a crashed run's lease on the flow expires after this long"
     ),

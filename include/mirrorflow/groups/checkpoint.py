@@ -34,6 +34,7 @@ from mirrorflow.kafka.topics import ensure_compacted_topic, produce_all
 from mirrorflow.mm2.filters import FlowFilters
 from mirrorflow.mm2.formats import Checkpoint, FormatError
 from mirrorflow.mm2.policy import DefaultReplicationPolicy
+from mirrorflow.state.flow_state import flow_state
 from mirrorflow.state.store import StateStore
 
 # Translation statuses that come from the offset map, plus ours for topics the flow skips.
@@ -348,6 +349,10 @@ def _emit(
     run = CheckpointRun(flow.name, topic)
     if not flow.enabled:
         run.skipped_reason = "the flow is disabled (enabled=false)"
+        return run
+    state_skip = flow_state(clients).skip_reason(flow.name, "checkpoint")
+    if state_skip:
+        run.skipped_reason = state_skip
         return run
     if not flow.props.get("emit.checkpoints.enabled", True):
         run.skipped_reason = "emit.checkpoints.enabled=false"

@@ -27,6 +27,7 @@ from mirrorflow.groups.checkpoint import CheckpointStore, fetch_group_offsets, u
 from mirrorflow.kafka.connection import ClusterConnection, kafka_error
 from mirrorflow.mm2.filters import FlowFilters
 from mirrorflow.mm2.formats import Checkpoint
+from mirrorflow.state.flow_state import flow_state
 
 # Target group states as this module sees them.
 EMPTY = "empty"  # exists, no members: safe to commit
@@ -202,6 +203,10 @@ def _sync(
         return run
     if not flow.enabled:
         run.skipped_reason = "the flow is disabled (enabled=false)"
+        return run
+    state_skip = flow_state(clients).skip_reason(flow.name, "checkpoint")
+    if state_skip:
+        run.skipped_reason = state_skip
         return run
     filters = FlowFilters.for_flow(flow)
     timeout = clients.admin_timeout

@@ -2,5 +2,5 @@
 
 Owns: the entry point (`sync`), topic and config planning/applying (`topics`), ACLs (`acls`) and
 the report they share (`report`). Never deletes anything on the target.
-May import: `mirrorflow.errors`, `config`, `mm2`, `kafka`, `clients`.
+May import: `mirrorflow.errors`, `config`, `mm2`, `kafka`, `clients`, `state` (the flow state only).
 """

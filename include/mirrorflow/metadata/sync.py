@@ -20,6 +20,7 @@ from mirrorflow.metadata import acls as acl_sync
 from mirrorflow.metadata.report import CONCERNS, SyncReport
 from mirrorflow.metadata.topics import TopicSync
 from mirrorflow.mm2.filters import FlowFilters
+from mirrorflow.state.flow_state import flow_state
 
 log = logging.getLogger(__name__)
 
@@ -62,7 +63,11 @@ def _sync(clients: FlowClients, wanted: list[str], dry_run: bool) -> SyncReport:
     timeout = flow.props["admin.timeout.ms"] / 1000.0
     source, target = clients.admin("source"), clients.admin("target")
     topics = TopicSync(filters, source, target, flow.replication_factor, timeout)
+    state_skip = None if dry_run else flow_state(clients).skip_reason(flow.name, "sync")
     for concern in wanted:
+        if state_skip:
+            report.skip(concern, "*", state_skip)
+            continue
         toggle = TOGGLES.get(concern)
         if toggle and not flow.props[toggle]:
             report.skip(concern, "*", f"disabled by {toggle}=false")

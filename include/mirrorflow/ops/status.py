@@ -18,6 +18,7 @@ from mirrorflow.errors import MirrorflowError
 from mirrorflow.kafka.topics import list_offsets, topic_ids
 from mirrorflow.mm2.filters import FlowFilters
 from mirrorflow.replication.planner import PartitionInput, identity_problem, source_offsets, stopped_message
+from mirrorflow.state.flow_state import flow_state
 from mirrorflow.state.lease import current_holder
 from mirrorflow.state.records import Progress
 from mirrorflow.state.store import StateStore
@@ -51,6 +52,7 @@ class FlowStatus:
     error: str | None = None  # the state on the target could not be read
     source_error: str | None = None  # the source could not be asked for its ends
     running: str | None = None  # who holds the flow's lease (a run in progress) and since when
+    state: str = "running"  # running | paused | stopped (state.flow_state), described
 
     @property
     def lag(self) -> int | None:
@@ -83,6 +85,7 @@ def flow_status(cfg: Config, flow: FlowConfig) -> FlowStatus:
             return status
         ends, notes = _source_ends(clients, sorted(progress), status)
         try:
+            status.state = flow_state(clients).describe()
             holder = current_holder(clients)
         except MirrorflowError as exc:
             status.running = f"unknown ({exc})"
@@ -162,7 +165,8 @@ def render_text(statuses: list[FlowStatus], now_ms: int | None = None) -> str:
     for s in statuses:
         age = f"{(now_ms - s.last_copy_ms) / 1000:.0f}s ago" if s.last_copy_ms else "never"
         mode = "exactly-once" if s.exactly_once else "at-least-once"
-        head = f"{s.flow}: {'enabled' if s.enabled else 'disabled'}, {mode}"
+        state = "" if s.error else f", {s.state}"  # unknown when the target cannot be read
+        head = f"{s.flow}: {'enabled' if s.enabled else 'disabled'}{state}, {mode}"
         if s.error:
             lines.append(f"{head}, ERROR: {s.error}")
             continue

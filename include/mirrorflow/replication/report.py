@@ -37,6 +37,7 @@ class RunReport:
     failed_units: int = 0
     fenced_units: int = 0
     stopped_partitions: int = 0  # partitions whose state does not describe their topics any more
+    skipped: str | None = None  # why the run copied nothing on purpose (the flow is paused or stopped)
 
     @property
     def ok(self) -> bool:
@@ -61,6 +62,8 @@ class RunReport:
 
     def lines(self) -> list[str]:
         """The human report: a summary, then one line per partition that did or lacks something."""
+        if self.skipped:
+            return [f"flow {self.flow}: skipped: {self.skipped}"]
         mb = self.bytes / 1e6
         rate = f", {self.records / self.copy_phase_s:,.0f} records/s in the copy phase" if self.copy_phase_s > 0 else ""
         out = [

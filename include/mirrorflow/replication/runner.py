@@ -28,6 +28,7 @@ from mirrorflow.replication.faults import from_env as faults_from_env
 from mirrorflow.replication.planner import Plan, Unit, make_plan, source_offsets
 from mirrorflow.replication.report import RunReport, build_report
 from mirrorflow.replication.spark import copy_in_process_spark, copy_with_spark_submit
+from mirrorflow.state.flow_state import flow_state
 from mirrorflow.state.lease import FlowLease, local_owner
 from mirrorflow.state.topics import ensure_state_topics
 
@@ -112,6 +113,9 @@ def run_once(
     directory = directory or run_dir(flow)
     directory.mkdir(parents=True, exist_ok=True)
     with FlowClients(cfg, flow) as clients:
+        skip = flow_state(clients).skip_reason(flow.name, "copy")
+        if skip:
+            return RunReport(flow.name, bool(flow.exactly_once), skipped=skip)
         lease = take_lease(clients, *local_owner(f"mirrorflow replicate --mode {mode}"))
         lease.start_renewing()
         try:

@@ -102,14 +102,18 @@ def _iso(ms: int) -> str:
     return datetime.fromtimestamp(ms / 1000, tz=UTC).isoformat(timespec="seconds")
 
 
-def local_owner(purpose: str) -> tuple[str, str]:
-    """(owner id, who) for a run of this process."""
+def whoami() -> str:
+    """user@host pid N: this process, for people reading a lease or a flow state."""
     try:
         user = getpass.getuser()
     except Exception:  # noqa: BLE001 - no user name in some containers
         user = str(os.getuid())
-    who = f"{purpose} by {user}@{socket.gethostname()} pid {os.getpid()}"
-    return f"{purpose}:{uuid.uuid4().hex[:16]}", who
+    return f"{user}@{socket.gethostname()} pid {os.getpid()}"
+
+
+def local_owner(purpose: str) -> tuple[str, str]:
+    """(owner id, who) for a run of this process."""
+    return f"{purpose}:{uuid.uuid4().hex[:16]}", f"{purpose} by {whoami()}"
 
 
 class FlowLease:

@@ -114,11 +114,17 @@ def group_sync_task(flow_name: str, config_path: str | None = None, times: RunTi
 def heartbeat_task(flow_name: str, config_path: str | None = None, times: RunTimes | None = None) -> dict[str, Any]:
     """Emit the flow's MM2 heartbeats every emit.heartbeats.interval.seconds for one tick of the
     DAG (once, when due, if the interval is longer), then measure its replication latency."""
+    from mirrorflow.clients import FlowClients
     from mirrorflow.groups.heartbeat import HeartbeatRun, emit_heartbeats_for, replication_latency
     from mirrorflow.groups.render import render_heartbeats
+    from mirrorflow.state.flow_state import flow_state
 
     cfg = MirrorflowHook(config_path).get_conn()
     flow = cfg.flow(flow_name)
+    with FlowClients(cfg, flow) as clients:
+        skip = flow_state(clients).skip_reason(flow.name, "checkpoint")
+    if skip:
+        raise AirflowSkipException(f"heartbeats: {skip}")
     tick, interval = checkpoint_period(flow), int(flow.props["emit.heartbeats.interval.seconds"])
     if interval >= tick and flow.props["emit.heartbeats.enabled"]:
         _skip_unless_due(flow, "heartbeats", "emit.heartbeats.interval.seconds", times or RunTimes.of())

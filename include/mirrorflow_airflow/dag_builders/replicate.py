@@ -61,11 +61,15 @@ def plan_task(flow_name: str, run_id: str, config_path: str | None = None) -> di
     from mirrorflow.clients import FlowClients
     from mirrorflow.errors import LeaseError
     from mirrorflow.replication.runner import prepare_plan, run_dir, take_lease
+    from mirrorflow.state.flow_state import flow_state
 
     cfg = MirrorflowHook(config_path).get_conn()
     flow = cfg.flow(flow_name)
     directory = run_dir(flow, re.sub(r"[^A-Za-z0-9_.-]+", "_", run_id))
     with FlowClients(cfg, flow) as clients:
+        skip = flow_state(clients).skip_reason(flow.name, "copy")
+        if skip:
+            raise AirflowSkipException(skip)
         try:
             lease = take_lease(clients, *lease_owner(flow, run_id))
         except LeaseError as exc:

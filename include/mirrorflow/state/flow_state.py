@@ -1,0 +1,130 @@
+"""A flow's operating state: running, paused or stopped (Strimzi's `state`; MM2's pause/stop/resume).
+
+* `paused`: no copy and no topic sync; checkpoints, group offset sync and heartbeats go on (a paused
+  flow keeps its consumer groups ready for a failover).
+* `stopped`: nothing runs (no copy, no sync, no checkpoint, no heartbeat); nothing is removed.
+  A failover leaves its flow stopped.
+
+The state is a record in the flow's progress topic on the TARGET, under a control key the
+progress readers skip, so the CLI, every DAG and the status page agree without the Airflow
+database. The config may declare a state too (the flow property `state`, what `config import`
+maps Strimzi's connector `state` to); the stronger of the two applies (stopped > paused > running).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import zlib
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from mirrorflow.clients import FlowClients
+from mirrorflow.errors import ConfigError, StateError
+from mirrorflow.kafka.log_reader import LogReader
+from mirrorflow.state.topics import progress_topic
+
+STATES = ("running", "paused", "stopped")
+CONTROL_KEY = b'{"control":"flow-state"}'
+# which steps each state lets run
+ALLOWED = {
+    "running": {"copy", "sync", "checkpoint"},
+    "paused": {"checkpoint"},
+    "stopped": set(),
+}
+STEP_NAMES = {"copy": "copying", "sync": "topic sync", "checkpoint": "checkpoints and group sync"}
+
+
+@dataclass(frozen=True)
+class FlowState:
+    state: str = "running"
+    reason: str = ""
+    by: str = ""
+    at: int = 0  # ms
+    declared_in: str = "target"  # target (set by `mirrorflow flow ...`) | config (the `state` property)
+
+    def allows(self, step: str) -> bool:
+        return step in ALLOWED[self.state]
+
+    def describe(self) -> str:
+        if self.state == "running":
+            return "running"
+        where = "in the config (state property)" if self.declared_in == "config" else "on the target"
+        since = (
+            f" since {datetime.fromtimestamp(self.at / 1000, tz=UTC).isoformat(timespec='seconds')}" if self.at else ""
+        )
+        by = f" by {self.by}" if self.by else ""
+        why = f": {self.reason}" if self.reason else ""
+        return f"{self.state}{by}{since} ({where}){why}"
+
+    def skip_reason(self, flow_name: str, step: str) -> str | None:
+        """Why `step` must not run now (None: it may)."""
+        if self.allows(step):
+            return None
+        resume = f"`mirrorflow flow resume --flow {flow_name}`"
+        return f"flow {flow_name} is {self.describe()}: no {STEP_NAMES[step]} ({resume})"
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _partition(n: int) -> int:
+    return zlib.crc32(CONTROL_KEY) % max(1, n)
+
+
+def stored_state(clients: FlowClients) -> FlowState:
+    """The state recorded on the target (running when none is)."""
+    topic = progress_topic(clients.flow)
+    n = clients.partitions("target", topic)
+    if not n:
+        return FlowState()
+    reader: LogReader = clients.reader("target", group=f"mirrorflow-{clients.flow.id}-state-reader")
+    found = FlowState()
+    try:
+        for m in reader.read(topic, [_partition(n)], timeout=60, keys={CONTROL_KEY}):
+            if m.value() is None:
+                found = FlowState()
+                continue
+            d = json.loads(m.value())
+            found = FlowState(str(d["state"]), str(d.get("reason", "")), str(d.get("by", "")), int(d.get("at", 0)))
+    except (ValueError, KeyError) as exc:
+        raise StateError(f"flow {clients.flow.name}: unreadable flow state record on the target: {exc}") from None
+    finally:
+        clients.release(reader.consumer)
+    return found
+
+
+def flow_state(clients: FlowClients) -> FlowState:
+    """The state that applies: the stronger of the config's `state` and the target's record."""
+    stored = stored_state(clients)
+    declared = str(clients.flow.props.get("state", "running"))
+    if STATES.index(declared) > STATES.index(stored.state):
+        return FlowState(declared, "declared in the config", declared_in="config")
+    return stored
+
+
+def set_flow_state(clients: FlowClients, state: str, reason: str = "", by: str = "") -> FlowState:
+    """Record `state` on the target (idempotent producer, acks=all); returns the state that applies."""
+    if state not in STATES:
+        raise ConfigError([("state", f"expected one of {', '.join(STATES)}, got {state!r}")])
+    from mirrorflow.state.topics import ensure_state_topics
+
+    ensure_state_topics(clients)
+    topic = progress_topic(clients.flow)
+    n = clients.partitions("target", topic)
+    record = {"v": 1, "state": state, "reason": reason, "by": by, "at": int(time.time() * 1000)}
+    producer = clients.producer("target", {"linger.ms": 0}, {"acks": "all", "enable.idempotence": True})
+    errors: list[Any] = []
+
+    def delivered(err: Any, _msg: Any) -> None:
+        if err is not None:
+            errors.append(err)
+
+    producer.produce(topic, json.dumps(record).encode(), CONTROL_KEY, _partition(n), on_delivery=delivered)
+    if producer.flush(clients.admin_timeout) or errors:
+        why = errors[0].str() if errors else "not acknowledged in time"
+        raise StateError(
+            f"cannot record the state of flow {clients.flow.name} on cluster {clients.flow.target!r}: {why}"
+        )
+    return flow_state(clients)
