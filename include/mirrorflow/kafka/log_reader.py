@@ -100,15 +100,19 @@ class LogReader:
         keys: set[bytes] | None = None,
         last: int | None = None,
         wait_for_topic: bool = True,
+        stops: Mapping[int, int] | None = None,
     ) -> Iterator[Any]:
         """Yield every committed message of the partitions, from each one's start (None: the log
-        start) up to the end it had when reading began; with `last`, only among the last `last`
-        offsets of each; with `keys`, only messages with one of those keys."""
+        start) up to the end it had when reading began (or each one's offset in `stops`, if lower:
+        a bounded range [start, stop)); with `last`, only among the last `last` offsets of each;
+        with `keys`, only messages with one of those keys."""
         starts = dict(starts) if isinstance(starts, Mapping) else {p: None for p in starts}
         ends: dict[int, int] = {}
         assign = []
         for p, start in starts.items():
             lo, hi = self.watermarks(topic, p, wait_for_topic=wait_for_topic)
+            if stops is not None and p in stops:
+                hi = min(hi, stops[p])
             begin = lo if start is None else max(lo, start)
             if last is not None:
                 begin = max(begin, hi - last)

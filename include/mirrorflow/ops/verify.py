@@ -1,0 +1,409 @@
+"""`verify`: is the target a faithful copy of the source? Compared through the exact offset map.
+
+For every source partition of the flow (or of the topics matching `--topics`) the copied source
+ranges inside a window (`--from` / `--to`: `earliest`, `latest`, `offset:N` or an ISO-8601 time,
+which the source maps to an offset with offsets_for_times) are read from the source and, where the
+offset map places them, from the target, both read_committed, and walked together
+(ops.verify_walk): per range record counts and checksums, per partition what matches, the first
+difference (source and target offset, and what differs) and how many of each kind, and what is not
+copied yet. Nothing is written anywhere; it can run while copies run (state and records commit in
+one transaction, so everything the map places is readable).
+
+What cannot be checked is said, not counted as a mismatch: source offsets below the source's log
+start (deleted by retention) and below the offset map's floor (state.snapshot prunes what no
+translation can still need, docs/state.md). Source offsets the flow has not copied are listed as
+`not_copied`. A flow with exactly.once=false may show `extra` records: duplicates a retried batch
+wrote.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime, timedelta
+from itertools import chain
+from typing import Any
+
+from confluent_kafka import KafkaException
+from confluent_kafka.admin import ConfigResource, OffsetSpec, ResourceType
+
+from mirrorflow.clients import FlowClients, Side
+from mirrorflow.errors import ClusterError, ConfigError, TopicError
+from mirrorflow.kafka.log_reader import LogReader
+from mirrorflow.kafka.topics import topic_ids
+from mirrorflow.mm2.filters import FlowFilters
+from mirrorflow.ops.verify_walk import Mismatch, RangeCheck, Rec, RunIndex, Sides, Tally, clip, group_runs, walk_group
+from mirrorflow.replication.planner import source_offsets, source_partitions
+from mirrorflow.state.offset_map import PartitionMap, subtract_ranges
+from mirrorflow.state.records import Progress
+from mirrorflow.state.store import StateStore
+
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+LATEST = 1 << 62  # "no upper bound" for a window
+READ_TIMEOUT_S = 1800.0  # one side of one group may take this long to read (an open transaction blocks it)
+Key = tuple[str, int]
+
+
+@dataclass(frozen=True)
+class When:
+    """A window bound: `earliest`, `latest`, `offset:N` or a time (ms since the epoch)."""
+
+    kind: str  # earliest | latest | offset | time
+    value: int = 0
+
+    @classmethod
+    def parse(cls, text: str | None, option: str) -> When:
+        v = (text or "").strip()
+        if v in ("", "earliest", "latest"):
+            return cls(v or ("earliest" if option == "--from" else "latest"))
+        if v.startswith("offset:") and v[7:].strip().isdigit():
+            return cls("offset", int(v[7:]))
+        try:
+            dt = datetime.fromisoformat(v.replace("Z", "+00:00"))
+        except ValueError:
+            raise ConfigError(
+                [(option, f"expected earliest, latest, offset:N or an ISO-8601 time, got {text!r}")]
+            ) from None
+        if dt.tzinfo is None:
+            raise ConfigError([(option, f"the time {text!r} needs a time zone (e.g. 2026-01-01T00:00:00Z)")])
+        return cls("time", (dt - EPOCH) // timedelta(milliseconds=1))
+
+    def __str__(self) -> str:
+        if self.kind == "offset":
+            return f"offset:{self.value}"
+        if self.kind == "time":
+            return (EPOCH + timedelta(milliseconds=self.value)).isoformat(timespec="milliseconds")
+        return self.kind
+
+
+@dataclass
+class PartitionVerify:
+    topic: str
+    partition: int
+    target_topic: str
+    source_start: int = -1  # the source's log start and end (last stable offset) when verified
+    source_end: int = -1
+    window: tuple[int, int | None] = (0, None)  # source offsets [from, to) asked (None: latest)
+    ranges: list[RangeCheck] = field(default_factory=list)
+    counts: dict[str, int] = field(default_factory=dict)  # mismatches per kind
+    first_mismatch: Mismatch | None = None
+    not_copied: list[tuple[int, int]] = field(default_factory=list)  # source offsets in the window not copied yet
+    unchecked: list[str] = field(default_factory=list)  # what could not be checked, and why
+    notes: list[str] = field(default_factory=list)
+    error: str | None = None  # the partition could not be verified (counts as a mismatch)
+
+    @property
+    def source_records(self) -> int:
+        return sum(r.source_records for r in self.ranges)
+
+    @property
+    def target_records(self) -> int:
+        return sum(r.target_records for r in self.ranges)
+
+    @property
+    def matched(self) -> int:
+        return sum(r.matched for r in self.ranges)
+
+    @property
+    def compacted(self) -> int:
+        return sum(r.compacted for r in self.ranges)
+
+    @property
+    def mismatches(self) -> int:
+        return sum(self.counts.values())
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None and self.mismatches == 0
+
+    def line(self) -> str:
+        head = f"{self.topic}[{self.partition}] -> {self.target_topic}[{self.partition}]"
+        if self.error:
+            return f"{head}: NOT VERIFIED: {self.error}"
+        state = "ok" if self.ok else "MISMATCH"
+        text = (
+            f"{head}: {state}, {self.matched:,} of {self.source_records:,} source records match "
+            f"({self.target_records:,} on the target) in {len(self.ranges)} range(s)"
+        )
+        if self.compacted:
+            text += f", {self.compacted:,} removed by compaction on one side"
+        if self.counts:
+            text += "; " + ", ".join(f"{n:,} {k}" for k, n in sorted(self.counts.items()))
+        return text
+
+    def detail_lines(self) -> list[str]:
+        out = []
+        if self.first_mismatch is not None:
+            out.append(f"first: {self.first_mismatch.line()}")
+        for r in self.ranges:
+            tgt = f"target {r.tgt_from}..{r.tgt_to}" if r.tgt_from >= 0 else "no target records"
+            out.append(
+                f"source {r.src_from}..{r.src_to} -> {tgt}: {r.source_records:,} / {r.target_records:,} records, "
+                f"checksums {r.source_checksum[:12]} / {r.target_checksum[:12]}"
+                + ("" if r.ok else f" ({r.mismatches:,} mismatches)")
+            )
+        if self.not_copied:
+            out.append("not copied yet: " + ", ".join(f"{a}..{b}" for a, b in self.not_copied))
+        out += self.unchecked + self.notes
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d.update(
+            ok=self.ok,
+            source_records=self.source_records,
+            target_records=self.target_records,
+            matched=self.matched,
+            compacted=self.compacted,
+            mismatches=self.mismatches,
+        )
+        for raw, r in zip(d["ranges"], self.ranges, strict=True):
+            raw["ok"] = r.ok
+        return d
+
+
+@dataclass
+class VerifyReport:
+    flow: str
+    window_from: str
+    window_to: str
+    topics: str | None = None
+    partitions: list[PartitionVerify] = field(default_factory=list)
+    duration_s: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return all(p.ok for p in self.partitions)
+
+    @property
+    def mismatched(self) -> list[PartitionVerify]:
+        return [p for p in self.partitions if not p.ok]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "flow": self.flow,
+            "from": self.window_from,
+            "to": self.window_to,
+            "topics": self.topics,
+            "ok": self.ok,
+            "duration_s": round(self.duration_s, 3),
+            "records": sum(p.source_records for p in self.partitions),
+            "matched": sum(p.matched for p in self.partitions),
+            "mismatched_partitions": len(self.mismatched),
+            "partitions": [p.to_dict() for p in self.partitions],
+        }
+
+    def lines(self) -> list[str]:
+        """The report as text: a verdict, then one line per partition and its details."""
+        scope = f" topics {self.topics!r}," if self.topics else ""
+        verdict = (
+            "MATCH: every copied record is on the target, exactly"
+            if self.ok
+            else f"MISMATCH in {len(self.mismatched)} of {len(self.partitions)} partition(s)"
+        )
+        out = [
+            f"verify {self.flow} ({scope} from {self.window_from} to {self.window_to}): {verdict} "
+            f"({sum(p.matched for p in self.partitions):,} records compared in {self.duration_s:.1f}s)"
+        ]
+        if not self.partitions:
+            out.append("  no partitions to verify")
+        for p in self.partitions:
+            out.append(f"  {p.line()}")
+            out += [f"    {x}" for x in p.detail_lines()]
+        return out
+
+    def render(self) -> str:
+        return "\n".join(self.lines())
+
+
+def verify_flow(
+    clients: FlowClients,
+    topics: str | None = None,
+    start: str | None = None,
+    end: str | None = None,
+    read_timeout: float = READ_TIMEOUT_S,
+) -> VerifyReport:
+    """Compare source and target over the copied ranges of the flow's partitions (see the module
+    docstring); `topics` is a regex over source topic names, `start`/`end` bound the window."""
+    began = time.monotonic()
+    lo_when, hi_when = When.parse(start, "--from"), When.parse(end, "--to")
+    try:
+        pattern = re.compile(topics) if topics else None
+    except re.error as exc:
+        raise ConfigError([("--topics", f"not a valid regex: {exc}")]) from None
+    report = VerifyReport(clients.flow.name, str(lo_when), str(hi_when), topics)
+    Verifier(clients, pattern, lo_when, hi_when, read_timeout).run(report)
+    report.duration_s = time.monotonic() - began
+    return report
+
+
+class Verifier:
+    """Reads what verify needs in a few batched calls, then checks one partition after another."""
+
+    def __init__(
+        self, clients: FlowClients, pattern: re.Pattern[str] | None, lo: When, hi: When, read_timeout: float
+    ) -> None:
+        self.clients, self.flow = clients, clients.flow
+        self.filters = FlowFilters.for_flow(self.flow)
+        self.pattern, self.lo, self.hi, self.read_timeout = pattern, lo, hi, read_timeout
+        self._readers: dict[Side, LogReader] = {}
+
+    def reader(self, side: Side) -> LogReader:
+        if side not in self._readers:
+            self._readers[side] = self.clients.reader(side, group=f"mirrorflow-{self.flow.id}-verify")
+        return self._readers[side]
+
+    def _wanted(self, topic: str) -> bool:
+        return self.filters.should_replicate_topic(topic) and (
+            self.pattern is None or self.pattern.fullmatch(topic) is not None
+        )
+
+    def run(self, report: VerifyReport) -> None:
+        store = StateStore(self.clients)
+        on_source = {(t, p): r for t, p, r in source_partitions(self.flow, self.clients.admin("source"))}
+        progress = {k: v for k, v in store.progress().items() if self._wanted(k[0])}
+        keys = sorted({k for k in on_source if self._wanted(k[0])} | set(progress))
+        if not keys:
+            return
+        maps = store.offset_map([k for k in keys if k in progress])
+        live = [k for k in keys if k in on_source]
+        starts = source_offsets(self.clients, live, OffsetSpec.earliest())
+        ends = source_offsets(self.clients, live, OffsetSpec.latest())
+        lo_of, hi_of = self._bound(self.lo, live, ends), self._bound(self.hi, live, ends)
+        remote = {k: self._remote(k, progress.get(k), on_source) for k in keys}
+        src_ids = topic_ids(self.clients.admin("source"), self.clients.connection("source"), {t for t, _ in live})
+        tgt_ids = topic_ids(self.clients.admin("target"), self.clients.connection("target"), set(remote.values()))
+        compacted_src = self._compacted("source", {t for t, _ in live})
+        compacted_tgt = self._compacted("target", set(remote.values()) & set(tgt_ids))
+        for k in keys:
+            t, p = k
+            pv = PartitionVerify(t, p, remote[k])
+            report.partitions.append(pv)
+            prog = progress.get(k)
+            if k not in on_source:
+                if prog is not None and prog.records:
+                    pv.error = f"source topic {t!r} partition {p} no longer exists on cluster {self.flow.source!r}"
+                continue
+            pv.source_start, pv.source_end = starts[k], ends[k]
+            lo, hi = lo_of.get(k, 0), hi_of.get(k, LATEST)
+            pv.window = (lo, None if hi >= LATEST else hi)
+            self._identity(pv, prog, src_ids.get(t, ""), tgt_ids.get(remote[k], ""))
+            sides = Sides(t in compacted_src, remote[k] in compacted_tgt)
+            try:
+                self._check(pv, maps.get(k, PartitionMap()), lo, hi, sides)
+            except (TopicError, ClusterError) as exc:
+                pv.error = str(exc)
+
+    def _remote(self, k: Key, prog: Progress | None, on_source: dict[Key, str]) -> str:
+        if prog is not None and prog.target_topic:
+            return prog.target_topic
+        return on_source.get(k) or self.filters.remote_topic(k[0])
+
+    def _bound(self, when: When, keys: list[Key], ends: dict[Key, int]) -> dict[Key, int]:
+        """The window bound as a source offset per partition (a time: the first offset at or after it)."""
+        if when.kind == "earliest":
+            return {k: 0 for k in keys}
+        if when.kind == "latest":
+            return {k: LATEST for k in keys}
+        if when.kind == "offset":
+            return {k: when.value for k in keys}
+        found = source_offsets(self.clients, keys, OffsetSpec.for_timestamp(when.value))
+        return {k: (off if off >= 0 else ends[k]) for k, off in found.items()}
+
+    def _compacted(self, side: Side, topics: set[str]) -> set[str]:
+        """The topics whose cleanup.policy includes compact."""
+        if not topics:
+            return set()
+        admin, conn = self.clients.admin(side), self.clients.connection(side)
+        out = set()
+        try:
+            futs = admin.describe_configs([ConfigResource(ResourceType.TOPIC, t) for t in sorted(topics)])
+            for res, fut in futs.items():
+                entry = fut.result(30).get("cleanup.policy")
+                if entry is not None and "compact" in str(entry.value):
+                    out.add(res.name)
+        except KafkaException as exc:
+            raise conn.describe_failure(exc) from None
+        return out
+
+    def _identity(self, pv: PartitionVerify, prog: Progress | None, src_id: str, tgt_id: str) -> None:
+        if prog is None:
+            return
+        if prog.topic_id and src_id and prog.topic_id != src_id:
+            pv.notes.append(
+                f"the source topic was recreated since it was copied (topic ID {prog.topic_id} -> {src_id})"
+            )
+        if prog.target_topic_id and prog.target_topic_id != tgt_id:
+            now = tgt_id or "none: the topic is gone"
+            pv.notes.append(
+                f"the target topic was recreated since it was copied (topic ID {prog.target_topic_id} -> {now})"
+            )
+
+    def _check(self, pv: PartitionVerify, pm: PartitionMap, lo: int, hi: int, sides: Sides) -> None:
+        """Check partition `pv` over source offsets [lo, hi)."""
+        start = max(lo, pv.source_start)
+        pv.not_copied = subtract_ranges(start, min(hi, pv.source_end), pm.covered)
+        below = [(a, min(b, pv.source_start)) for a, b in pm.covered if a < pv.source_start and b > lo]
+        if below:
+            a = max(lo, below[0][0])
+            pv.unchecked.append(f"source offsets {a}..{pv.source_start}: deleted by source retention, not checkable")
+        if pm.floor > start and pm.first is not None and pm.first < pm.floor:
+            pv.unchecked.append(
+                f"source offsets {start}..{pm.floor}: below the offset map's floor (pruned), not checkable"
+            )
+            start = pm.floor
+        ranges = [(max(a, start), min(b, hi)) for a, b in pm.covered if b > start and a < hi]
+        if not ranges:
+            return
+        runs = clip(pm.runs, start, hi)
+        checks = []
+        for a, b in ranges:
+            rs = clip(runs, a, b)
+            tgt = (min(r.tgt for r in rs), max(r.tgt + r.count for r in rs)) if rs else (-1, -1)
+            checks.append(RangeCheck(a, b, *tgt))
+        pv.ranges = checks
+        tally = Tally(checks)
+        p, remote = pv.partition, pv.target_topic
+        try:
+            lo_t, _ = self.reader("target").watermarks(remote, p, wait_for_topic=False)
+        except TopicError:
+            if runs:
+                raise TopicError(
+                    f"target topic {remote!r} partition {p} does not exist on cluster {self.flow.target!r}: "
+                    f"{sum(r.count for r in runs):,} copied records are missing"
+                ) from None
+            lo_t = 0
+        sides = Sides(sides.source_compacted, sides.target_compacted, lo_t)
+        groups = group_runs(runs) or [[]]
+        everything = RunIndex(pm.runs)
+        spans = [(g[0].tgt, g[-1].tgt + g[-1].count) if g else (0, 0) for g in groups]
+        for gi, g in enumerate(groups):
+            s_from = ranges[0][0] if gi == 0 else g[0].src
+            s_to = groups[gi + 1][0].src if gi + 1 < len(groups) else ranges[-1][1]
+            parts = [(max(a, s_from), min(b, s_to)) for a, b in ranges if b > s_from and a < s_to]
+            source = chain.from_iterable(self._records("source", pv.topic, p, a, b) for a, b in parts)
+            target = self._records("target", remote, p, *spans[gi]) if g else iter(())
+
+            def owns(t: int, gi: int = gi) -> bool:
+                return next(j for j, (a, b) in enumerate(spans) if a <= t < b) == gi
+
+            walk_group(tally, RunIndex(g), everything, owns, source, target, sides)
+        tally.finish()
+        pv.counts, pv.first_mismatch = dict(tally.counts), tally.first
+
+    def _records(self, side: Side, topic: str, partition: int, a: int, b: int) -> Iterator[Rec]:
+        if b <= a:
+            return
+        reader = self.reader(side)
+        for m in reader.read(topic, {partition: a}, self.read_timeout, wait_for_topic=False, stops={partition: b}):
+            yield Rec.of(m)
+
+
+def exit_code(report: VerifyReport) -> int:
+    """0 when everything checked matches, 1 on a mismatch (or a partition that could not be verified)."""
+    return 0 if report.ok else 1
+
+
+__all__ = ["PartitionVerify", "VerifyReport", "When", "exit_code", "verify_flow"]
