@@ -23,7 +23,6 @@ import time
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime, timedelta
-from itertools import chain
 from typing import Any
 
 from confluent_kafka import KafkaException
@@ -34,7 +33,7 @@ from mirrorflow.errors import ClusterError, ConfigError, TopicError
 from mirrorflow.kafka.log_reader import LogReader
 from mirrorflow.kafka.topics import topic_ids
 from mirrorflow.mm2.filters import FlowFilters
-from mirrorflow.ops.verify_walk import Mismatch, RangeCheck, Rec, RunIndex, Sides, Tally, clip, group_runs, walk_group
+from mirrorflow.ops.verify_walk import Mismatch, RangeCheck, Rec, Sides, clip, walk_partition
 from mirrorflow.replication.planner import source_offsets, source_partitions
 from mirrorflow.state.offset_map import PartitionMap, subtract_ranges
 from mirrorflow.state.records import Progress
@@ -357,15 +356,8 @@ class Verifier:
         ranges = [(max(a, start), min(b, hi)) for a, b in pm.covered if b > start and a < hi]
         if not ranges:
             return
-        runs = clip(pm.runs, start, hi)
-        checks = []
-        for a, b in ranges:
-            rs = clip(runs, a, b)
-            tgt = (min(r.tgt for r in rs), max(r.tgt + r.count for r in rs)) if rs else (-1, -1)
-            checks.append(RangeCheck(a, b, *tgt))
-        pv.ranges = checks
-        tally = Tally(checks)
         p, remote = pv.partition, pv.target_topic
+        runs = clip(pm.runs, start, hi)
         try:
             lo_t, _ = self.reader("target").watermarks(remote, p, wait_for_topic=False)
         except TopicError:
@@ -375,23 +367,15 @@ class Verifier:
                     f"{sum(r.count for r in runs):,} copied records are missing"
                 ) from None
             lo_t = 0
-        sides = Sides(sides.source_compacted, sides.target_compacted, lo_t)
-        groups = group_runs(runs) or [[]]
-        everything = RunIndex(pm.runs)
-        spans = [(g[0].tgt, g[-1].tgt + g[-1].count) if g else (0, 0) for g in groups]
-        for gi, g in enumerate(groups):
-            s_from = ranges[0][0] if gi == 0 else g[0].src
-            s_to = groups[gi + 1][0].src if gi + 1 < len(groups) else ranges[-1][1]
-            parts = [(max(a, s_from), min(b, s_to)) for a, b in ranges if b > s_from and a < s_to]
-            source = chain.from_iterable(self._records("source", pv.topic, p, a, b) for a, b in parts)
-            target = self._records("target", remote, p, *spans[gi]) if g else iter(())
-
-            def owns(t: int, gi: int = gi) -> bool:
-                return next(j for j, (a, b) in enumerate(spans) if a <= t < b) == gi
-
-            walk_group(tally, RunIndex(g), everything, owns, source, target, sides)
-        tally.finish()
-        pv.counts, pv.first_mismatch = dict(tally.counts), tally.first
+        tally = walk_partition(
+            ranges,
+            runs,
+            pm.runs,
+            lambda a, b: self._records("source", pv.topic, p, a, b),
+            lambda a, b: self._records("target", remote, p, a, b),
+            Sides(sides.source_compacted, sides.target_compacted, lo_t),
+        )
+        pv.ranges, pv.counts, pv.first_mismatch = tally.ranges, dict(tally.counts), tally.first
 
     def _records(self, side: Side, topic: str, partition: int, a: int, b: int) -> Iterator[Rec]:
         if b <= a:

@@ -27,8 +27,9 @@ from __future__ import annotations
 import bisect
 import hashlib
 import struct
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
+from itertools import chain
 from typing import Any
 
 from mirrorflow.state.offset_map import Run
@@ -219,11 +220,57 @@ class Sides:
     target_log_start: int = 0
 
 
+Reader = Callable[[int, int], Iterator[Rec]]  # the committed records of offsets [a, b), in order
+
+
+def walk_partition(
+    ranges: list[tuple[int, int]], runs: list[Run], all_runs: list[Run], source: Reader, target: Reader, sides: Sides
+) -> Tally:
+    """Check the covered source `ranges` (sorted, disjoint) whose copies `runs` place (the map's
+    runs clipped to them; `all_runs`: every run of the map). Each group of runs reads its share
+    of the ranges from the source and its target span from the target, once; the target offsets
+    between two groups' spans are read too."""
+    checks = []
+    for a, b in ranges:
+        rs = clip(runs, a, b)
+        span = (min(r.tgt for r in rs), max(r.tgt + r.count for r in rs)) if rs else (-1, -1)
+        checks.append(RangeCheck(a, b, *span))
+    tally = Tally(checks)
+    if not ranges:
+        return tally
+    groups = group_runs(runs) or [[]]
+    everything = RunIndex(all_runs)
+    spans = _target_spans(groups)
+    for gi, g in enumerate(groups):
+        s_from = ranges[0][0] if gi == 0 else g[0].src
+        s_to = groups[gi + 1][0].src if gi + 1 < len(groups) else ranges[-1][1]
+        parts = [(max(a, s_from), min(b, s_to)) for a, b in ranges if b > s_from and a < s_to]
+        src = chain.from_iterable(source(a, b) for a, b in parts)
+        tgt = target(*spans[gi]) if g else iter(())
+
+        def owns(t: int, gi: int = gi) -> bool:
+            return next(j for j, (a, b) in enumerate(spans) if a <= t < b) == gi
+
+        walk_group(tally, RunIndex(g), everything, owns, src, tgt, sides)
+    tally.finish()
+    return tally
+
+
+def _target_spans(groups: list[list[Run]]) -> list[tuple[int, int]]:
+    """The target offsets each group reads: from its first run to its last, and on to where the
+    next group starts in target order (so a record between two groups is read, and found extra)."""
+    spans = [(g[0].tgt, g[-1].tgt + g[-1].count) if g else (0, 0) for g in groups]
+    order = sorted(range(len(spans)), key=lambda i: spans[i][0])
+    for i, j in zip(order, order[1:], strict=False):
+        spans[i] = (spans[i][0], max(spans[i][1], spans[j][0]))
+    return spans
+
+
 def walk_group(
     tally: Tally,
     group: RunIndex,
     everything: RunIndex,
-    owns_extra: Any,
+    owns_extra: Callable[[int], bool],
     source: Iterator[Rec],
     target: Iterator[Rec],
     sides: Sides,
