@@ -20,8 +20,8 @@ with new clients, as the CLI and a DAG task have):
 * `translate`: `translate_group` of the group (what `mirrorflow translate` does);
 * `checkpoint`: one `emit_checkpoints` pass (translation, MM2 checkpoints, and its fold);
 
-and prints both, their ratio late/early, and the state left on B (entries still in the offset-map
-topic, snapshot runs). `--unfolded` never folds (the behaviour before snapshots: every read goes
+and prints both, their ratio late/early, and the state left on B (offsets still in the
+offset-map topic, runs in the snapshots). `--unfolded` never folds (the behaviour before snapshots: every read goes
 through the whole offset-map topic) for comparison; its checkpoint pass is then timed without
 its fold. It prints figures; it is not a test.
 """
@@ -105,7 +105,7 @@ class History:
         return report
 
     def state_left(self) -> tuple[int, int]:
-        """(entries still in the offset-map topic, runs in the snapshots)."""
+        """(offsets still in the offset-map topic, runs in the snapshots)."""
         from mirrorflow.state.store import StateStore
         from mirrorflow.state.topics import offset_map_topic
 
@@ -206,7 +206,8 @@ def main() -> int:
             print(f"history: {hist.runs:,} runs written in {time.time() - t0:.1f} s")
             figures[stop] = measure(cfg, flow, args.unfolded)
             left, runs = hist.state_left()
-            print(f"after {stop:,} runs: {left:,} offset-map entries left in the topic, {runs:,} snapshot runs")
+            print(f"after {stop:,} runs: {left:,} offsets left in the offset-map topic (entries and their commit "
+                  f"markers), {runs:,} runs in the snapshots")
         hist.close()
         (te, ce, n), (tl, cl, _) = figures[args.early], figures[args.runs]
         mode = "never folded (before snapshots)" if args.unfolded else f"folded every {args.fold_every} runs"

@@ -13,11 +13,12 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from mirrorflow.clients import FlowClients
+from mirrorflow.errors import StateError
 from mirrorflow.groups.checkpoint import emit_checkpoints, translate_group
 from mirrorflow.replication.runner import run_once
 from mirrorflow.state.compaction import fold_offset_map
 from mirrorflow.state.store import StateStore
-from mirrorflow.state.topics import offset_map_topic, snapshot_topic
+from mirrorflow.state.topics import offset_map_topic, snapshot_topic, state_partition
 from tests.integration.replicate_helpers import delete_records
 from tests.support import admin, consume_all, create_topic, load_offset_map, produce, write_config
 
@@ -164,7 +165,7 @@ def StateStore_entries(cfg, flow, keys):
         return StateStore(clients).entries(keys)
 
 
-def test_a_fold_that_stops_before_truncating_changes_nothing(tmp_path, source, target, topic_name):
+def test_a_fold_that_stops_before_truncating_and_stale_readers_change_nothing(tmp_path, source, target, topic_name):
     # folded entries left in the topic (a crash between the commit and the truncation) are skipped
     # by readers and by the next fold: a gap event is not counted twice
     t = topic_name
@@ -190,6 +191,29 @@ def test_a_fold_that_stops_before_truncating_changes_nothing(tmp_path, source, t
     assert second.tail_entries == 0 and second.snapshots_written == 0 and second.truncated
     final = load_offset_map(cfg, flow, [(t, 0)])[(t, 0)]
     assert final.lost == 10 and [final.translate(g) for g in range(45)] == [before.translate(g) for g in range(45)]
+
+    # a reader whose snapshots went stale while it read the tail (a fold committed and truncated in
+    # between) notices and reads again, instead of missing the truncated entries
+    produce(source, t, records(10, 1, "c"))
+    replicate(cfg, flow)
+    with FlowClients(cfg, flow) as clients:
+        store = StateStore(clients)
+        stale = store.snapshots([(t, 0)])
+        assert fold_offset_map(clients).tail_entries > 0
+        assert store._read_tail(stale, [(t, 0)], 60) is None
+        fresh = store.offset_map([(t, 0)])[(t, 0)]
+    for g, tgt in truth(source, target, t, remote, 0).items():
+        assert fresh.translate(g).target_offset == tgt, g
+
+    # entries deleted by someone else before they were folded: an error, never a silent loss
+    produce(source, t, records(10, 1, "d"))
+    replicate(cfg, flow)
+    part = state_partition(t, 0, 2)
+    lo, hi = watermarks(target, offset_map_topic(flow), 2)[part]
+    assert hi > lo
+    delete_records(target, offset_map_topic(flow), part, hi)
+    with pytest.raises(StateError, match="entries were lost"):
+        load_offset_map(cfg, flow, [(t, 0)])
 
 
 def test_max_runs_bounds_a_map_whose_floor_does_not_move(tmp_path, source, target, topic_name):

@@ -125,21 +125,18 @@ class StateStore:
             parts = sorted({state_partition(t, p, n_snap) for t, p in keys} | {mp % n_snap for mp in map_parts})
             wanted = {state_key(t, p) for t, p in keys} | {marker_key(mp) for mp in map_parts}
         view.watermarks = {p: self.reader.watermarks(topic, p)[1] for p in parts}
+        # the newest record per key wins (older ones wait for compaction): decode only those
+        latest: dict[bytes, bytes | None] = {}
         for m in self.reader.read(topic, {p: None for p in parts}, timeout, keys=wanted):
-            mp = parse_marker_key(m.key())
+            latest[m.key()] = m.value()
+        for key, value in latest.items():
+            if value is None:
+                continue
+            mp = parse_marker_key(key)
             if mp is not None:
-                if m.value() is None:
-                    view.markers.pop(mp, None)
-                else:
-                    view.markers[mp] = Marker.from_json(m.value()).folded_to
-                continue
-            tp = parse_key(m.key())
-            if tp is None:
-                continue
-            if m.value() is None:
-                view.snapshots.pop(tp, None)
-            else:
-                view.snapshots[tp] = Snapshot.from_json(m.value())
+                view.markers[mp] = Marker.from_json(value).folded_to
+            elif (tp := parse_key(key)) is not None:
+                view.snapshots[tp] = Snapshot.from_json(value)
         return view
 
     def _read_tail(self, view: SnapshotView, keys: list[Key] | None, timeout: float) -> MapRead | None:
