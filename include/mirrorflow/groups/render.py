@@ -21,6 +21,7 @@ STATUS_NOTES = {
     "ahead": "not yet replicated: the target has not received the missing records yet",
     "before": "the missing records were never replicated (source retention / initial position)",
     "gap": "the missing offsets were never copied (deleted before copy)",
+    "pruned": "below the offset map's floor (under the source's log start): resumes at the floor's record",
     "none": "nothing copied yet for this partition: no checkpoint",
     "not-replicated": "the flow does not replicate this topic",
 }
