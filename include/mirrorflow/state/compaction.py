@@ -1,6 +1,8 @@
 """Folding the offset map: snapshots written, the offset-map topic truncated below what they hold.
 
-A fold (run at the end of a checkpoint pass, `groups.map_upkeep`) does, for the whole flow:
+A fold (run at the end of a checkpoint pass, `groups.map_upkeep`) first reads the snapshots and
+the tail without a transaction; when no snapshot would change and nothing is left to truncate, that
+is all (an idle flow's pass costs one read). Otherwise, for the whole flow:
 
 1. `init_transactions` with the flow's fold transactional.id: a fold still running elsewhere is
    fenced, so two folds never interleave (the one that commits read everything the other did);
@@ -33,7 +35,7 @@ from mirrorflow.errors import MirrorflowError, StateError
 from mirrorflow.kafka.connection import kafka_error
 from mirrorflow.kafka.topics import create_topics
 from mirrorflow.state.snapshot import Marker, Snapshot, marker_key
-from mirrorflow.state.store import StateStore
+from mirrorflow.state.store import MapRead, StateStore
 from mirrorflow.state.topics import (
     offset_map_topic,
     snapshot_topic,
@@ -106,6 +108,12 @@ def fold_offset_map(
         report.skipped_reason = "nothing copied yet (no offset-map topic)"
         return report
     _ensure_snapshot_topic(clients, n_map)
+    # a look first, without a transaction: a pass with nothing to fold costs a read, no more
+    read, lows = _read(clients, timeout)
+    floor_of = dict(floors(sorted(read.maps))) if floors is not None and read.maps else {}
+    writes = _plan(clients, read, floor_of, report)
+    if not writes and not (truncate and any(lows.get(p, 0) < end for p, end in read.ends.items())):
+        return report
     producer = clients.producer(
         "target",
         PRODUCER_DEFAULTS,
@@ -116,46 +124,61 @@ def fold_offset_map(
             producer.init_transactions(timeout)  # fences an older fold of this flow
         except KafkaException as exc:
             raise StateError(f"flow {flow.name}: cannot start folding the offset map: {_describe(exc)}") from None
-        store = StateStore(clients)
-        try:
-            read = store.read_map(None, timeout)
-        finally:
-            if store.has_reader:
-                clients.release(store.reader.consumer)
-        keys = sorted(read.maps)
-        report.partitions = len(keys)
-        report.tail_entries = sum(read.tail.values())
-        floor_of = dict(floors(keys)) if floors is not None and keys else {}
-        max_runs = int(flow.props.get("offset.map.max.runs", 0)) or None
-        view, n_snap = read.view, read.view.snapshot_partitions
-        if not n_snap:
-            n_snap = clients.partitions("target", snapshot_topic(flow), refresh=True)
-        writes: list[tuple[int, bytes, bytes]] = []
-        for k in keys:
-            pm = read.maps[k].pruned(floor_of.get(k), max_runs)
-            folded = pm.folded()
-            report.runs += len(pm.runs)
-            report.max_runs = max(report.max_runs, len(pm.runs))
-            old = view.snapshots.get(k)
-            if pm.floor > (old.folded.floor if old else 0):
-                report.pruned[f"{k[0]}-{k[1]}"] = pm.floor
-            mp = state_partition(*k, n_map)
-            # with trusted markers the new marker of its partition covers an unchanged snapshot
-            up_to_date = n_snap == n_map or (old is not None and old.folded_to.get(mp) == read.ends.get(mp))
-            if old is not None and old.folded == folded and up_to_date:
-                continue
-            snap = Snapshot(k[0], k[1], folded, {mp: read.ends[mp]})
-            writes.append((state_partition(*k, n_snap), state_key(*k), snap.to_json()))
+        read, _ = _read(clients, timeout)  # again, now that no other fold can commit
+        writes = _plan(clients, read, floor_of, report)
         # the markers last: a reader that sees one has seen every snapshot written before it
-        for mp, end in sorted(read.ends.items()):
-            writes.append((mp % n_snap, *_marker(mp, end)))
-        report.snapshots_written = len(writes) - len(read.ends)
+        n_snap = clients.partitions("target", snapshot_topic(flow))
+        writes += [(mp % n_snap, *_marker(mp, end)) for mp, end in sorted(read.ends.items())]
         _commit(producer, snapshot_topic(flow), writes, timeout, flow.name)
     finally:
         clients.release(producer)
     if truncate:
         report.truncated = _truncate(clients, read.ends, timeout)
     return report
+
+
+def _read(clients: FlowClients, timeout: float) -> tuple[MapRead, dict[int, int]]:
+    """The snapshots and the tail of every key, and the offset-map partitions' log starts."""
+    store = StateStore(clients)
+    try:
+        read = store.read_map(None, timeout)
+        topic = offset_map_topic(clients.flow)
+        return read, {p: store.reader.watermarks(topic, p)[0] for p in read.ends}
+    finally:
+        if store.has_reader:
+            clients.release(store.reader.consumer)
+
+
+def _plan(
+    clients: FlowClients, read: MapRead, floor_of: Mapping[Key, int], report: FoldReport
+) -> list[tuple[int, bytes, bytes]]:
+    """The snapshot records to write (partition, key, value), with `report` filled in; markers
+    excepted. Empty when every snapshot is current."""
+    flow = clients.flow
+    n_map = read.view.map_partitions
+    n_snap = clients.partitions("target", snapshot_topic(flow))
+    max_runs = int(flow.props.get("offset.map.max.runs", 0)) or None
+    view = read.view
+    report.partitions, report.tail_entries = len(read.maps), sum(read.tail.values())
+    report.runs, report.max_runs, report.pruned = 0, 0, {}
+    writes: list[tuple[int, bytes, bytes]] = []
+    for k in sorted(read.maps):
+        pm = read.maps[k].pruned(floor_of.get(k), max_runs)
+        folded = pm.folded()
+        report.runs += len(pm.runs)
+        report.max_runs = max(report.max_runs, len(pm.runs))
+        old = view.snapshots.get(k)
+        if pm.floor > (old.folded.floor if old else 0):
+            report.pruned[f"{k[0]}-{k[1]}"] = pm.floor
+        mp = state_partition(*k, n_map)
+        # with trusted markers the new marker of its partition covers an unchanged snapshot
+        up_to_date = n_snap == n_map or (old is not None and old.folded_to.get(mp) == read.ends.get(mp))
+        if old is not None and old.folded == folded and up_to_date:
+            continue
+        snap = Snapshot(k[0], k[1], folded, {mp: read.ends[mp]})
+        writes.append((state_partition(*k, n_snap), state_key(*k), snap.to_json()))
+    report.snapshots_written = len(writes)
+    return writes
 
 
 def _marker(mp: int, end: int) -> tuple[bytes, bytes]:
