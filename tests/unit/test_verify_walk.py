@@ -58,7 +58,7 @@ def test_a_faithful_copy_matches_with_equal_checksums():
                                                  ("timestamp", 5, "timestamp")])
 def test_each_field_that_differs_is_named(field, value, kind):
     tgt = copy(SRC, RUNS)
-    tgt[9] = Rec(**{**tgt[9].__dict__, field: value})
+    tgt[9] = tgt[9]._replace(**{field: value})
     tally = walk([(0, 20)], RUNS, SRC, tgt)
     assert tally.counts == {kind: 1}
     assert (tally.first.kind, tally.first.source_offset, tally.first.target_offset) == (kind, 12, 11)

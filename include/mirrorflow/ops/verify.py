@@ -141,7 +141,7 @@ class PartitionVerify:
             out.append(
                 f"source {r.src_from}..{r.src_to} -> {tgt}: {r.source_records:,} / {r.target_records:,} records, "
                 f"checksums {r.source_checksum[:12]} / {r.target_checksum[:12]}"
-                + ("" if r.ok else f" ({r.mismatches:,} mismatches)")
+                + ("" if r.ok else f", {r.mismatches:,} not matching")
             )
         if self.not_copied:
             out.append("not copied yet: " + ", ".join(f"{a}..{b}" for a, b in self.not_copied))
@@ -196,15 +196,15 @@ class VerifyReport:
 
     def lines(self) -> list[str]:
         """The report as text: a verdict, then one line per partition and its details."""
-        scope = f" topics {self.topics!r}," if self.topics else ""
+        scope = f"topics {self.topics!r}, " if self.topics else ""
         verdict = (
             "MATCH: every copied record is on the target, exactly"
             if self.ok
             else f"MISMATCH in {len(self.mismatched)} of {len(self.partitions)} partition(s)"
         )
         out = [
-            f"verify {self.flow} ({scope} from {self.window_from} to {self.window_to}): {verdict} "
-            f"({sum(p.matched for p in self.partitions):,} records compared in {self.duration_s:.1f}s)"
+            f"verify {self.flow} ({scope}from {self.window_from} to {self.window_to}): {verdict} "
+            f"({sum(p.source_records for p in self.partitions):,} source records checked in {self.duration_s:.1f}s)"
         ]
         if not self.partitions:
             out.append("  no partitions to verify")
@@ -378,11 +378,13 @@ class Verifier:
         pv.ranges, pv.counts, pv.first_mismatch = tally.ranges, dict(tally.counts), tally.first
 
     def _records(self, side: Side, topic: str, partition: int, a: int, b: int) -> Iterator[Rec]:
+        """The committed records of [a, b), read lazily (the read starts with the first record asked)."""
         if b <= a:
-            return
-        reader = self.reader(side)
-        for m in reader.read(topic, {partition: a}, self.read_timeout, wait_for_topic=False, stops={partition: b}):
-            yield Rec.of(m)
+            return iter(())
+        messages = self.reader(side).read(
+            topic, {partition: a}, self.read_timeout, wait_for_topic=False, stops={partition: b}
+        )
+        return map(Rec.of, messages)
 
 
 def exit_code(report: VerifyReport) -> int:

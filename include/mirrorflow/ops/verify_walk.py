@@ -30,7 +30,7 @@ import struct
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from itertools import chain
-from typing import Any
+from typing import Any, NamedTuple
 
 from mirrorflow.state.offset_map import Run
 
@@ -39,9 +39,9 @@ KINDS = ("key", "value", "headers", "timestamp", "missing", "source-missing", "e
 TIMESTAMP_LOG_APPEND = 2  # confluent_kafka.TIMESTAMP_LOG_APPEND_TIME
 
 
-@dataclass(frozen=True)
-class Rec:
-    """What verify compares of one record (`log_append`: the topic stamped the timestamp itself)."""
+class Rec(NamedTuple):
+    """What verify compares of one record (`log_append`: the topic stamped the timestamp itself).
+    A NamedTuple: one is made per record read, and that is most of what verify does."""
 
     offset: int
     key: bytes | None
@@ -54,7 +54,8 @@ class Rec:
     def of(cls, m: Any) -> Rec:
         """A confluent_kafka Message as a Rec."""
         kind, ts = m.timestamp()
-        return cls(m.offset(), m.key(), m.value(), tuple(m.headers() or ()), ts, kind == TIMESTAMP_LOG_APPEND)
+        h = m.headers()
+        return cls(m.offset(), m.key(), m.value(), tuple(h) if h else (), ts, kind == TIMESTAMP_LOG_APPEND)
 
 
 @dataclass(frozen=True)
@@ -107,6 +108,11 @@ class Tally:
     def hash_target(self, i: int, r: Rec, with_timestamp: bool) -> None:
         self._hashes[i][1].update(encode(r, with_timestamp))
 
+    def hash_both(self, i: int, data: bytes) -> None:
+        hs, ht = self._hashes[i]
+        hs.update(data)
+        ht.update(data)
+
     def index(self, source_offset: int) -> int:
         """The range holding `source_offset` (the nearest one below it when none does)."""
         return max(0, bisect.bisect_right(self._starts, source_offset) - 1)
@@ -126,17 +132,23 @@ def _hasher() -> Any:
     return hashlib.blake2b(digest_size=16)
 
 
+_NULL = b"\xff\xff\xff\xff"
+_u32 = struct.Struct(">I").pack
+_i64 = struct.Struct(">q").pack
+
+
 def _field(b: bytes | None) -> bytes:
-    return b"\xff\xff\xff\xff" if b is None else struct.pack(">I", len(b)) + b
+    return _NULL if b is None else _u32(len(b)) + b
 
 
 def encode(r: Rec, with_timestamp: bool) -> bytes:
     """The canonical bytes of what is compared: key, value, headers (in order) and the timestamp."""
-    parts = [_field(r.key), _field(r.value), struct.pack(">I", len(r.headers))]
+    k, v = r.key, r.value
+    out = (_NULL if k is None else _u32(len(k)) + k) + (_NULL if v is None else _u32(len(v)) + v)
+    out += _u32(len(r.headers))
     for name, value in r.headers:
-        parts += [_field(name.encode()), _field(value)]
-    parts.append(struct.pack(">q", r.timestamp) if with_timestamp else b"-")
-    return b"".join(parts)
+        out += _field(name.encode()) + _field(value)
+    return out + (_i64(r.timestamp) if with_timestamp else b"-")
 
 
 def timestamps_comparable(src: Rec, tgt: Rec) -> bool:
@@ -322,12 +334,13 @@ def _pair(tally: Tally, s: Rec, t: Rec) -> None:
     r.source_records += 1
     r.target_records += 1
     with_ts = timestamps_comparable(s, t)
-    tally.hash_source(i, s, with_ts)
-    tally.hash_target(i, t, with_ts)
     diff = difference(s, t)
-    if diff is None:
+    if diff is None:  # the same bytes on both sides: encoded once
+        tally.hash_both(i, encode(s, with_ts))
         r.matched += 1
     else:
+        tally.hash_source(i, s, with_ts)
+        tally.hash_target(i, t, with_ts)
         tally.mismatch(i, Mismatch(diff[0], s.offset, t.offset, diff[1]))
 
 
