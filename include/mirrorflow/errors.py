@@ -50,7 +50,12 @@ class BrokerUnavailableError(ClusterError):
     leadership move that did not end in time); shorter outages are ridden through."""
 
 
-class TransactionTimeoutError(MirrorflowError):
+class TransactionAbortedError(MirrorflowError):
+    """A copy transaction was lost to a broker outage (it had to be aborted); the unit resumes
+    from its committed progress with a new producer, up to broker.outage.max.seconds."""
+
+
+class TransactionTimeoutError(TransactionAbortedError):
     """The target broker aborted a copy transaction that stayed open longer than
     transaction.timeout.ms (not another attempt fencing this one)."""
 

@@ -1,4 +1,4 @@
-"""`mirrorflow dev up|status|down`: local development clusters (real Apache Kafka, KRaft)."""
+"""`mirrorflow dev up|status|down|restart`: local development clusters (real Apache Kafka, KRaft)."""
 
 from __future__ import annotations
 
@@ -16,6 +16,12 @@ def _dev_args(p: argparse.ArgumentParser) -> None:
     st = sub.add_parser("status", help="show the local clusters")
     st.add_argument("--json", action="store_true")
     sub.add_parser("down", help="stop the local clusters")
+    rs = sub.add_parser(
+        "restart", help="stop one local cluster and start it again on the same ports with the same data"
+    )
+    rs.add_argument("alias", help="the cluster to restart")
+    rs.add_argument("--hard", action="store_true", help="SIGKILL (a crash) instead of SIGTERM (a clean shutdown)")
+    rs.add_argument("--down", type=float, default=0.0, metavar="SECONDS", help="stay down this long (default 0)")
 
 
 def dev_ports(cfg: config_mod.Config | None) -> dict[str, int]:
@@ -57,6 +63,11 @@ def _dev(args: argparse.Namespace) -> int:
                 if s["sasl"]:
                     line += "  SASL/PLAIN users: " + ", ".join(f"{u}/{p}" for u, p in s["users"].items())
                 print(line)
+        return 0
+    if args.dev_cmd == "restart":
+        c = dev.restart(args.alias, hard=args.hard, down_s=args.down)
+        how = "killed (SIGKILL)" if args.hard else "stopped (SIGTERM)"
+        print(f"{c.alias}: {how} and started again on {c.bootstrap_servers}, pid {c.pid}")
         return 0
     stopped = dev.down()
     print("stopped: " + (", ".join(stopped) if stopped else "nothing was running"))

@@ -193,6 +193,9 @@ FLOW_PROPERTIES: dict[str, Prop] = {
     "offset.map.max.runs": Prop(
         20_000, _positive_int, mm2=False, doc="offset-map runs kept per source partition (older ones are pruned)"
     ),
+    "broker.outage.max.seconds": Prop(
+        300, _positive_int, mm2=False, doc="a copy waits this long for an unavailable broker, then fails"
+    ),
 }
 
 

@@ -10,6 +10,7 @@ so `dev status` and `dev down` work from any later process.
 from __future__ import annotations
 
 import base64
+import contextlib
 import ctypes
 import json
 import os
@@ -256,7 +257,6 @@ class DevClusters:
         os.chmod(props, 0o600)
         log4j = base / "log4j2.properties"
         log4j.write_text(LOG4J)
-        cp = f"{libs}/*"
         fmt = [
             java,
             "-Xmx256m",
@@ -264,7 +264,7 @@ class DevClusters:
             f"-Dkafka.logs.dir={logs}",
             f"-Dlog4j2.configurationFile={log4j}",
             "-cp",
-            cp,
+            f"{libs}/*",
             "kafka.tools.StorageTool",
             "format",
             "--cluster-id",
@@ -278,19 +278,23 @@ class DevClusters:
             raise DevClusterError(
                 f"cluster {c.alias}: formatting the storage failed: {(proc.stdout + proc.stderr).strip()[-800:]}"
             )
-        cmd = [
+        return self._command(c, java, libs), logs
+
+    def _command(self, c: DevCluster, java: str, libs: Path) -> list[str]:
+        """The command that starts the broker of `c` on its prepared files (same ports, same data)."""
+        base, _, logs = self._dirs(c.alias)
+        return [
             java,
             "-Xms256m",
             "-Xmx768m",
             *JVM_PERF,
             f"-Dkafka.logs.dir={logs}",
-            f"-Dlog4j2.configurationFile={log4j}",
+            f"-Dlog4j2.configurationFile={base / 'log4j2.properties'}",
             "-cp",
-            cp,
+            f"{libs}/*",
             "kafka.Kafka",
-            str(props),
+            str(base / "server.properties"),
         ]
-        return cmd, logs
 
     @staticmethod
     def _spawn(c: DevCluster, cmd: list[str], logs: Path, attached: bool) -> subprocess.Popen:
@@ -333,6 +337,40 @@ class DevClusters:
             f"within {READY_TIMEOUT_S:.0f}s:\n{_tail(logs)}"
         )
 
+    # -- restart -----------------------------------------------------------------------------
+    def restart(self, alias: str, hard: bool = False, down_s: float = 0.0, attached: bool = False) -> DevCluster:
+        """Stop one cluster's broker and start it again on the same ports with the same data (what
+        a broker upgrade or a crash does to clients; `up` always starts empty clusters).
+
+        `hard=False` sends SIGTERM (Kafka's controlled shutdown), `hard=True` SIGKILL (a crash: the
+        log is recovered at start-up). `down_s` keeps it down that long before the start.
+        `attached=True` ties the new broker's life to the calling thread (tests).
+        """
+        clusters = self.clusters()
+        c = clusters.get(alias)
+        if c is None:
+            known = ", ".join(sorted(clusters)) or "none"
+            raise DevClusterError(f"no local cluster {alias!r} under {self.home} (known: {known}); run `dev up` first")
+        base, _, logs = self._dirs(alias)
+        if not (base / "server.properties").exists():
+            raise DevClusterError(f"cluster {alias}: {base} holds no broker files; run `dev down` and `dev up`")
+        if hard:
+            self._kill(c)
+        else:
+            self._stop(c)
+        if down_s > 0:
+            time.sleep(down_s)
+        deadline = time.monotonic() + STOP_TIMEOUT_S  # the killed JVM's sockets close a moment later
+        for p in (c.port, c.controller_port):
+            while not _port_free(p):
+                if time.monotonic() > deadline:
+                    raise DevClusterError(f"cluster {alias}: port {p} is still in use after the stop; cannot restart")
+                time.sleep(0.1)
+        proc = self._spawn(c, self._command(c, kafka_dist.java_binary(), kafka_dist.libs_dir()), logs, attached)
+        self._save({**clusters, alias: c})
+        self._wait_ready(c, proc, logs)
+        return c
+
     # -- down --------------------------------------------------------------------------------
     def down(self, aliases: list[str] | None = None) -> list[str]:
         clusters = self.clusters()
@@ -368,6 +406,19 @@ class DevClusters:
             while _alive(c.pid):
                 _reap(c.pid)
                 time.sleep(0.1)
+        _reap(c.pid)
+
+    @staticmethod
+    def _kill(c: DevCluster) -> None:
+        """SIGKILL, as a crash would, and wait until the process is gone."""
+        if not _alive(c.pid):
+            return
+        assert c.pid
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(c.pid, signal.SIGKILL)
+        while _alive(c.pid):
+            _reap(c.pid)
+            time.sleep(0.05)
         _reap(c.pid)
 
 

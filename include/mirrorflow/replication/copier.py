@@ -27,12 +27,20 @@ from typing import Any
 from confluent_kafka import KafkaException
 
 from mirrorflow.clients import FlowClients
-from mirrorflow.errors import FencedError, MirrorflowError, StateError, TopicError
+from mirrorflow.errors import FencedError, MirrorflowError, StateError, TopicError, TransactionAbortedError
 from mirrorflow.kafka.connection import kafka_error
 from mirrorflow.kafka.log_reader import LogReader
+from mirrorflow.kafka.retry import Outage, transient
 from mirrorflow.replication.faults import NO_FAULTS, Faults
 from mirrorflow.replication.planner import Unit, stopped_message
-from mirrorflow.replication.reader import CONSUMER_DEFAULTS, Batch, BatchLimits, RangeReader, consumer_required
+from mirrorflow.replication.reader import (
+    CONSUMER_DEFAULTS,
+    Batch,
+    BatchLimits,
+    RangeReader,
+    consumer_required,
+    outage_bound_s,
+)
 from mirrorflow.replication.writer import TransactionWriter, is_fenced
 from mirrorflow.state.offset_map import subtract_ranges
 from mirrorflow.state.records import Progress
@@ -82,6 +90,10 @@ class UnitResult:
                 self.max_latency_ms = max(self.max_latency_ms, now_ms - batch.first_timestamp)
 
 
+def u_where(unit: Unit) -> str:
+    return f"{unit.topic}[{unit.partition}]"
+
+
 def ranges_to_copy(unit: Unit, progress: Progress) -> list[tuple[int, int]]:
     """The parts of the unit the committed progress does not cover, starting right after it."""
     start = progress.next if progress.next >= 0 else unit.start
@@ -119,11 +131,12 @@ class UnitCopier:
         )
         self.writer: TransactionWriter | None = None
         self.reader: RangeReader | None = None
+        self.outage = Outage(outage_bound_s(self.flow))  # broker.outage.max.seconds, for the whole unit
 
     def run(self) -> UnitResult:
         r = self.result
         try:
-            self._run()
+            self._run_through_outages()
         except FencedError as exc:
             r.status, r.error, r.error_type = "fenced", str(exc), "FencedError"
         except MirrorflowError as exc:
@@ -140,9 +153,31 @@ class UnitCopier:
             r.finished = time.time()
         return r
 
+    def _run_through_outages(self) -> None:
+        """`_run`, resumed after a broker outage or a transaction it cost: the old producer goes
+        first, a new one fences its epoch, the committed progress is read again (the outcome of
+        the last commit may be unknown) and the copy goes on from there, up to
+        broker.outage.max.seconds (then one BrokerUnavailableError naming the cluster)."""
+        r = self.result
+        while True:
+            done = r.transactions
+            try:
+                self._run()
+                break
+            except (KafkaException, TransactionAbortedError) as exc:
+                if not transient(exc):
+                    raise
+                failure = exc.with_traceback(None)  # its frames hold the old producer
+            if r.transactions > done:  # progress since the last failure: a new outage
+                self.outage.over()
+            self._close()
+            self.outage.wait(self.flow.target, f"copying {u_where(self.unit)}", failure)
+        if r.status == "skipped" and r.transactions:  # an earlier attempt copied it all
+            r.status = "ok"
+
     def _run(self) -> None:
         u, r = self.unit, self.result
-        writer = self.writer = TransactionWriter(self.clients, u, self.faults)
+        writer = self.writer = TransactionWriter(self.clients, u, self.faults, self.outage)
         writer.start(StateWriter(self.flow, *self._state_partitions()))
         # re-read the progress AFTER fencing: the committed progress is the truth, the plan is advisory
         progress = self.store.progress([(u.topic, u.partition)]).get((u.topic, u.partition))
@@ -158,7 +193,9 @@ class UnitCopier:
         consumer = self._shared_consumer
         if consumer is None:
             consumer = self.clients.consumer("source", CONSUMER_DEFAULTS, consumer_required(self.flow))
-        reader = self.reader = RangeReader(consumer, u.topic, u.partition, BatchLimits.of(self.flow))
+        reader = self.reader = RangeReader(
+            consumer, u.topic, u.partition, BatchLimits.of(self.flow), cluster=self.flow.source
+        )
         log_start = LogReader(self.clients.connection("source"), consumer).watermarks(u.topic, u.partition)[0]
         r.copy_started = time.time()
         for a, b in todo:

@@ -8,15 +8,20 @@ a range cover it without holes or overlaps, the last one ends at b.
 Stop rules: the range is done when a record at or past b arrives, when the consumer reports
 end-of-partition at or past b, or when its position passes b without a message (trailing
 markers, aborted records). auto.offset.reset=error, so a reset means source retention deleted the
-position while it was being copied (the next run records the gap). 60 s without a message is an
-error, not a hang. (kafka.log_reader reads whole partitions to an end taken up front, for state;
-this loop reads one range as fast as the raw pipe and hands every record on at once.)
+position while it was being copied (the next run records the gap). A source that does not answer
+(a broker restart, a leadership move: consumer errors librdkafka recovers from) is waited for up
+to `broker.outage.max.seconds`; past it the read fails, naming the source cluster.
+(kafka.log_reader reads whole partitions to an end taken up front, for state; this loop reads
+one range as fast as the raw pipe and hands every record on at once.)
 
 Pipelining: a batch is filled while it is iterated, so each record reaches the writer as soon as
 it is read, inside the open transaction; the batch's range, records and size are final once its
 iteration has ended. Where a batch ends is decided in one place, `RangeReader._fill`: the range's
 end first, then `unit.max.bytes` (the unit stops early: `unit_full`), then
-`transaction.max.records` / `transaction.max.bytes`.
+`transaction.max.records` / `transaction.max.bytes`, then time: a batch with records ends once its
+transaction has been open for half of `transaction.timeout.ms`, also while the source is slow or
+away (idle polls reach `_fill` as `None`). The transaction opens on the broker with its first
+record, so a slow source can no longer keep it open until the broker aborts it.
 """
 
 from __future__ import annotations
@@ -29,7 +34,8 @@ from typing import Any, Literal
 from confluent_kafka import KafkaError, TopicPartition
 
 from mirrorflow.config import FlowConfig
-from mirrorflow.errors import MirrorflowError
+from mirrorflow.errors import BrokerUnavailableError, MirrorflowError
+from mirrorflow.kafka.retry import transient_error
 
 # Tuning a user may override (`consumer.*`); `consumer_required` is applied on top of the overrides.
 CONSUMER_DEFAULTS: dict[str, Any] = {
@@ -43,7 +49,18 @@ CONSUMER_DEFAULTS: dict[str, Any] = {
 }
 FETCH_RECORDS = 10_000  # records per consume() call
 POLL_TIMEOUT_S = 0.05  # markers take offsets without a message: then the position tells
-IDLE_TIMEOUT_S = 60.0
+TRANSACTION_TIMEOUT_MS = 30_000  # the producer's transaction.timeout.ms unless the flow overrides it
+OUTAGE_S = 300.0  # broker.outage.max.seconds
+
+
+def transaction_timeout_s(flow: FlowConfig) -> float:
+    """The copy producer's transaction.timeout.ms (the flow's `target.producer.` override), in s."""
+    ms = flow.client_overrides("target", "producer").get("transaction.timeout.ms", TRANSACTION_TIMEOUT_MS)
+    return int(ms) / 1000.0
+
+
+def outage_bound_s(flow: FlowConfig) -> float:
+    return float(flow.props.get("broker.outage.max.seconds", OUTAGE_S))
 
 
 def consumer_required(flow: FlowConfig) -> dict[str, Any]:
@@ -63,14 +80,22 @@ class BatchLimits:
     records: int  # transaction.max.records
     bytes: int  # transaction.max.bytes
     unit_bytes: int  # unit.max.bytes
+    open_s: float = TRANSACTION_TIMEOUT_MS / 2000  # how long a batch's transaction may stay open while reading
+    idle_s: float = OUTAGE_S  # broker.outage.max.seconds: how long the source may give nothing
 
     @classmethod
     def of(cls, flow: FlowConfig) -> BatchLimits:
         p = flow.props
-        return cls(int(p["transaction.max.records"]), int(p["transaction.max.bytes"]), int(p["unit.max.bytes"]))
+        return cls(
+            int(p["transaction.max.records"]),
+            int(p["transaction.max.bytes"]),
+            int(p["unit.max.bytes"]),
+            transaction_timeout_s(flow) / 2,
+            outage_bound_s(flow),
+        )
 
 
-BatchEnd = Literal["open", "range", "unit", "full"]
+BatchEnd = Literal["open", "range", "unit", "full", "time"]
 
 
 class Batch:
@@ -83,7 +108,7 @@ class Batch:
         self.src_from = self.src_to = src_from
         self.records: list[Any] = []
         self.nbytes = 0  # keys and values
-        self.end: BatchEnd = "open"  # why it ended: b reached, unit.max.bytes, a transaction limit
+        self.end: BatchEnd = "open"  # why it ended: b reached, unit.max.bytes, a transaction limit, time
         self._filler: Iterator[Any] = iter(())  # set by the RangeReader that made the batch
 
     def __iter__(self) -> Iterator[Any]:
@@ -125,10 +150,18 @@ class RangeReader:
     """Reads ranges of one source partition with the unit's consumer, in batches."""
 
     def __init__(
-        self, consumer: Any, topic: str, partition: int, limits: BatchLimits, idle_timeout: float = IDLE_TIMEOUT_S
+        self,
+        consumer: Any,
+        topic: str,
+        partition: int,
+        limits: BatchLimits,
+        idle_timeout: float | None = None,
+        cluster: str = "source",
     ) -> None:
         self.consumer, self.topic, self.partition = consumer, topic, partition
-        self.limits, self.idle_timeout = limits, idle_timeout
+        self.limits = limits
+        self.idle_timeout = limits.idle_s if idle_timeout is None else idle_timeout
+        self.cluster = cluster  # the source's alias, for messages
         self.unit_bytes = 0  # read by this unit so far, all ranges
         self.unit_full = False  # unit.max.bytes reached: the unit stops after the current batch
 
@@ -142,7 +175,7 @@ class RangeReader:
             batch._filler = self._fill(batch, records, b)
             yield batch
             self.unit_bytes += batch.nbytes
-            if batch.end != "full":
+            if batch.end not in ("full", "time"):
                 self.unit_full = batch.end == "unit"
                 return
             pos = batch.src_to
@@ -155,7 +188,15 @@ class RangeReader:
         add = batch.records.append
         n = nbytes = 0
         end: BatchEnd = "range"
+        deadline = float("inf")  # the first record opens the transaction on the broker
         for m in records:
+            if m is None:  # an idle poll: a batch with records must not stay open too long
+                if time.monotonic() >= deadline:
+                    end = "time"
+                    break
+                continue
+            if not n:
+                deadline = time.monotonic() + self.limits.open_s
             add(m)
             n += 1
             v, k = m.value(), m.key()  # record_size(), inlined: this loop runs per record
@@ -166,11 +207,15 @@ class RangeReader:
             if n >= max_records or nbytes >= byte_room:
                 end = "unit" if nbytes >= unit_room else "full"
                 break
+            if not n % 1000 and time.monotonic() >= deadline:  # a slow source that still trickles
+                end = "time"
+                break
         batch.nbytes, batch.end = nbytes, end
         batch.src_to = b if end == "range" else batch.records[-1].offset() + 1
 
     def _records(self, a: int, b: int) -> Iterator[Any]:
-        """The committed records of [a, b), in offset order, until a stop rule says the range is done."""
+        """The committed records of [a, b), in offset order, until a stop rule says the range is done;
+        `None` after each poll that brought no record (so `_fill` can end a batch in time)."""
         if a >= b:
             return
         c = self.consumer
@@ -184,20 +229,22 @@ class RangeReader:
             if not msgs:
                 if self._position() >= b:  # trailing markers / aborted records: no message tells
                     return
-                if time.monotonic() - idle_since > self.idle_timeout:
-                    raise MirrorflowError(
-                        f"{self._where}: no progress reading offsets {pos}..{b} for "
-                        f"{self.idle_timeout:.0f} s (source unavailable?)"
-                    )
+                self._check_idle(idle_since, pos, b, None)
+                yield None
                 continue
+            got = False
             for m in msgs:
                 err = m.error()
                 if err is not None:
-                    if err.code() != KafkaError._PARTITION_EOF:
+                    if err.code() == KafkaError._PARTITION_EOF:
+                        if m.offset() >= b:
+                            return
+                        continue
+                    if not transient_error(err):
                         raise self._failure(err, pos)
-                    if m.offset() >= b:
-                        return
+                    self._check_idle(idle_since, pos, b, err)  # the source is away: librdkafka reconnects
                     continue
+                got = True
                 off = m.offset()
                 if off >= b:
                     return
@@ -205,7 +252,21 @@ class RangeReader:
                 yield m
                 if pos >= b:
                     return
-            idle_since = time.monotonic()  # the time the caller spent on the records is not idle
+            if got:
+                idle_since = time.monotonic()  # the time the caller spent on the records is not idle
+            else:
+                yield None
+
+    def _check_idle(self, idle_since: float, pos: int, b: int, err: KafkaError | None) -> None:
+        """Fail once the source gave nothing for longer than the outage bound."""
+        idle = time.monotonic() - idle_since
+        if idle > self.idle_timeout:
+            why = f"; last error: {err.str()}" if err is not None else " (source unavailable?)"
+            raise BrokerUnavailableError(
+                self.cluster,
+                f"{self._where}: no progress reading offsets {pos}..{b} for {idle:.0f} s, longer than "
+                f"broker.outage.max.seconds ({self.idle_timeout:.0f}){why}",
+            )
 
     def _position(self) -> int:
         return int(self.consumer.position([TopicPartition(self.topic, self.partition)])[0].offset)

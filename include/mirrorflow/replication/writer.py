@@ -21,11 +21,24 @@ timestamp as CreateTime (none, <= 0, becomes 0: the producer's clock). `message.
 librdkafka's maximum, so the broker decides what is too large; such a record is named (topic,
 partition, offset, size) and nothing from its batch on is marked copied. Fencing surfaces as a
 KafkaException the unit loop reports as `fenced`.
+
+Broker outages (a restart, a leadership move) are ridden through up to `broker.outage.max.seconds`
+(one `kafka.retry.Outage` per unit), the way librdkafka documents each transactional call:
+init_transactions and commit_transaction that fail retriably are called again (a commit whose
+outcome is unknown is committed again, never aborted). A transaction that needs an abort (records
+that timed out in the outage, an abortable commit) is a `TransactionAbortedError`: the unit loop
+drops this producer and goes on from the committed progress with a new one, whose
+init_transactions aborts the transaction and fences the old epoch (redoing the batch with the same
+producer let its retried requests land in the next transaction: duplicates, seen on a SIGKILLed
+broker). A fatal error on a transaction open longer than transaction.timeout.ms is the broker's
+timeout abort (it bumps the epoch, so the producer reads as fenced), not another attempt: a
+`TransactionTimeoutError`, handled the same way. Any other fatal error fails the unit.
 """
 
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -33,14 +46,21 @@ from confluent_kafka import KafkaError, KafkaException
 
 from mirrorflow.clients import FlowClients
 from mirrorflow.config import FlowConfig
-from mirrorflow.errors import MirrorflowError, RecordTooLargeError, TopicError
+from mirrorflow.errors import (
+    MirrorflowError,
+    RecordTooLargeError,
+    TopicError,
+    TransactionAbortedError,
+    TransactionTimeoutError,
+)
 from mirrorflow.kafka.connection import kafka_error
+from mirrorflow.kafka.retry import Outage, describe, retrying, transient_error
 from mirrorflow.replication.faults import NO_FAULTS, Faults
 from mirrorflow.replication.planner import Unit
-from mirrorflow.replication.reader import Batch, record_size
+from mirrorflow.replication.reader import TRANSACTION_TIMEOUT_MS, Batch, outage_bound_s, record_size
 from mirrorflow.state.offset_map import MapEntry, Run
 from mirrorflow.state.records import Progress
-from mirrorflow.state.topics import transactional_id
+from mirrorflow.state.topics import offset_map_topic, progress_topic, state_partition, transactional_id
 from mirrorflow.state.writer import StateWriter
 
 FENCED_CODES = {KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH}
@@ -57,7 +77,7 @@ PRODUCER_DEFAULTS: dict[str, Any] = {
     "queue.buffering.max.kbytes": 1_048_576,
     "message.max.bytes": MAX_MESSAGE_BYTES,
     "compression.type": "none",
-    "transaction.timeout.ms": 30_000,
+    "transaction.timeout.ms": TRANSACTION_TIMEOUT_MS,
 }
 
 DeliveryReport = Callable[[Any, Any], None]
@@ -134,6 +154,15 @@ class _Edges:
         return not first.failed and not last.failed and last.offset - first.offset + 1 == records
 
 
+class _Abortable(Exception):
+    """The transaction cannot commit, the producer is fine: abort it and write the batch again."""
+
+    def __init__(self, cause: BaseException | KafkaError | str) -> None:
+        if isinstance(cause, KafkaError):
+            cause = cause.str()
+        super().__init__(cause if isinstance(cause, str) else describe(cause))
+
+
 class _FatalError:
     """The producer's error_cb: keeps its first fatal error. It holds nothing of the writer, so the
     producer (and its threads) go away with the writer, not at some later garbage collection."""
@@ -151,8 +180,11 @@ class _FatalError:
 class TransactionWriter:
     """The target side of one unit: its producer, one transaction per batch."""
 
-    def __init__(self, clients: FlowClients, unit: Unit, faults: Faults = NO_FAULTS) -> None:
+    def __init__(
+        self, clients: FlowClients, unit: Unit, faults: Faults = NO_FAULTS, outage: Outage | None = None
+    ) -> None:
         self.clients, self.flow, self.unit, self.faults = clients, clients.flow, unit, faults
+        self.outage = outage or Outage(outage_bound_s(self.flow))
         self.eos = bool(self.flow.exactly_once)
         self._fatal = _FatalError()
         defaults = dict(PRODUCER_DEFAULTS)
@@ -160,6 +192,11 @@ class TransactionWriter:
             defaults.pop("transaction.timeout.ms")
         required = {**producer_required(self.flow, unit), "error_cb": self._fatal}
         self.producer = clients.producer("target", defaults, required)
+        self.txn_timeout_s = (
+            int({**defaults, **self.flow.client_overrides("target", "producer")}.get("transaction.timeout.ms", 0))
+            / 1000
+        )
+        self._began = 0.0  # monotonic time the current batch's first transaction began
         self._to_target, self._topic, self._partition = self.producer.produce, unit.target_topic, unit.partition
         self.state: StateWriter | None = None
         self._where = f"{unit.topic}[{unit.partition}]"
@@ -170,13 +207,59 @@ class TransactionWriter:
         if self.eos:
             # connect first (one metadata request): init_transactions on a cold producer waits for
             # its retry timer when the broker connection is not up yet (~0.3 s per unit)
-            self.producer.list_topics(self.unit.target_topic, timeout=30)
-            self.producer.init_transactions(60)
+            target, topic = self.flow.target, self.unit.target_topic
+            retrying(
+                lambda: self.producer.list_topics(topic, timeout=30), self.outage, target, f"metadata of {topic!r}"
+            )
+            retrying(
+                lambda: self.producer.init_transactions(60), self.outage, target, f"init_transactions ({self._where})"
+            )
+            if self.outage.started is not None:  # resumed after an outage
+                self._close_hanging()
         self.faults.reached("after_init")
+
+    def _close_hanging(self) -> None:
+        """One aborted transaction over the unit's partitions (its target partition, its progress
+        and offset-map partitions). A target broker SIGKILLed while our transaction was open, and
+        down longer than transaction.timeout.ms, can leave that transaction's records pending on a
+        partition; the next commit marker of this transactional.id then makes them visible
+        (duplicates, or progress without its records; seen on Kafka 4.3). An abort marker first
+        ends them as aborted. The records written here are aborted: no read_committed reader sees them."""
+        assert self.state is not None
+        u, st = self.unit, self.state
+        parts = [
+            (self._topic, self._partition),
+            (progress_topic(self.flow), state_partition(u.topic, u.partition, st.progress_partitions)),
+            (offset_map_topic(self.flow), state_partition(u.topic, u.partition, st.map_partitions)),
+        ]
+        self.producer.begin_transaction()
+        for topic, partition in parts:
+            self._to_target(topic, b"", b"mirrorflow-aborted", partition, headers=[("mirrorflow", b"aborted")])
+        self.producer.flush(60)
+        retrying(
+            lambda: self.producer.abort_transaction(60), self.outage, self.flow.target, f"aborting ({self._where})"
+        )
 
     def write(self, batch: Batch, progress: Progress, lost_range: tuple[int, int] | None = None) -> Progress:
         """One transaction: the batch's records (produced while the batch is read), its offset-map
-        entry and the progress after it. Returns that progress, committed."""
+        entry and the progress after it. Returns that progress, committed. A transaction an outage
+        made abortable is a TransactionAbortedError: the unit goes on with a new producer (never
+        this one: its retried requests could land in its next transaction)."""
+        self._began = time.monotonic()
+        try:
+            new = self._transaction(batch, progress, lost_range)
+        except _Abortable as exc:
+            raise TransactionAbortedError(
+                f"{self._where}: the transaction of offsets {batch.src_from}.. on cluster {self.flow.target!r} "
+                f"failed while the cluster was unavailable and was not committed ({exc})"
+            ) from None
+        except KafkaException as exc:
+            raise self._timed_out(exc, batch) from None
+        self.outage.over()
+        return new
+
+    def _transaction(self, batch: Batch, progress: Progress, lost_range: tuple[int, int] | None) -> Progress:
+        """One attempt at the batch's transaction; `_Abortable` when an outage made it abortable."""
         assert self.state is not None, "start() first"
         if self.eos:
             self.producer.begin_transaction()
@@ -189,7 +272,12 @@ class TransactionWriter:
         u = self.unit
         entry = MapEntry(u.topic, u.partition, batch.src_from, batch.src_to, tuple(runs), tgt_end, lost, progress.epoch)
         new = progress.advanced(batch.src_from, batch.src_to, tgt_end, n, batch.last_timestamp, lost_range)
-        self.state.write(self.producer, new, entry)
+        try:
+            self.state.write(self.producer, new, entry)
+        except KafkaException as exc:
+            if self.eos and transient_error(kafka_error(exc)):
+                raise _Abortable(exc) from None
+            raise
         self.faults.reached("before_commit", n)
         self._commit(batch)
         self.faults.reached("after_commit", n)
@@ -220,6 +308,12 @@ class TransactionWriter:
                 return
             except BufferError:  # the local queue is full: let deliveries drain it
                 self.producer.poll(0.1)
+            except KafkaException as exc:  # the transaction already failed (an outage): redo it
+                e = kafka_error(exc)
+                # _STATE: the transaction is in an abortable error state (a fatal one fails the abort)
+                if self.eos and e is not None and (transient_error(e) or e.code() == KafkaError._STATE):
+                    raise _Abortable(exc) from None
+                raise
 
     def _send(self, batch: Batch) -> _Edges:
         """Produce the batch's records as they are read. Only the first and the last get a delivery
@@ -241,15 +335,20 @@ class TransactionWriter:
         """Flush the batch; where its records landed (the fast path, else the careful path)."""
         n = len(batch.records)
         self.faults.reached("before_flush", n)
-        self._flush()
+        left = self._flush()
         self._raise_if_fenced()
         if self._fatal.error is None and edges.consecutive(n):
             return runs_at(batch.segments(), edges.first.offset)
+        if self.eos and self._fatal.error is None:
+            errors = [e.error for e in (edges.first, edges.last) if e.error is not None]
+            if left or any(transient_error(e) for e in errors):  # the target was away: redo the batch
+                raise _Abortable(errors[0] if errors else f"{left} records not delivered in time")
         return self._careful(batch)
 
-    def _flush(self) -> None:
+    def _flush(self) -> int:
+        """Flush; the number of records still undelivered."""
         try:
-            self.producer.flush(120)
+            return int(self.producer.flush(120))
         except (SystemError, KafkaException) as exc:
             # a fenced producer fails flush() (confluent-kafka may surface it as a SystemError)
             with contextlib.suppress(Exception):
@@ -275,8 +374,12 @@ class TransactionWriter:
         reports = [_Report(m.offset()) for m in batch.records]
         for m, report in zip(batch.records, reports, strict=True):
             self._produce(m, report)
-        self.producer.flush(120)
+        left = self.producer.flush(120)
         failed = [r for r in reports if r.failed]
+        if self.eos and self._fatal.error is None and failed:
+            errors = [r.error for r in failed if r.error is not None]
+            if left or (errors and all(transient_error(e) for e in errors)):
+                raise _Abortable(errors[0] if errors else f"{left} records not delivered in time")
         if failed or self._fatal.error is not None:
             raise self._failure(batch, failed)
         return runs_of((r.src, r.offset) for r in reports)
@@ -340,6 +443,21 @@ class TransactionWriter:
         with contextlib.suppress(KafkaException):
             self.producer.abort_transaction(60)
 
+    def _timed_out(self, exc: KafkaException, batch: Batch) -> Exception:
+        """A fatal error (fenced, or INVALID_TXN_STATE at the commit) on a transaction open longer
+        than transaction.timeout.ms is the broker's timeout abort (it bumps the producer epoch, so
+        the producer reads as fenced): say so; anything else stays as it is."""
+        open_s = time.monotonic() - self._began
+        e = kafka_error(exc)
+        fatal = is_fenced(exc) or (e is not None and e.fatal())
+        if not (self.eos and self._began and fatal and open_s >= self.txn_timeout_s):
+            return exc
+        return TransactionTimeoutError(
+            f"{self._where}: the transaction of offsets {batch.src_from}..{batch.src_to} on cluster "
+            f"{self.flow.target!r} was open for {open_s:.0f} s, longer than transaction.timeout.ms "
+            f"({self.txn_timeout_s * 1000:.0f}), and the broker aborted it ({describe(exc)})"
+        )
+
     # -- commit -------------------------------------------------------------------------------------
     def _commit(self, batch: Batch) -> None:
         """Commit the transaction (exactly-once), or wait until the state records are written."""
@@ -348,15 +466,22 @@ class TransactionWriter:
             if self.producer.flush(120) != 0:
                 raise MirrorflowError(f"{self._where}: state records of {span} were not delivered")
             return
-        try:
-            self.producer.commit_transaction(120)
-        except KafkaException as exc:
-            if is_fenced(exc):
-                raise
-            e = kafka_error(exc)
-            if e is not None and e.txn_requires_abort():
-                self.producer.abort_transaction(60)
-            raise MirrorflowError(f"{self._where}: committing offsets {span} failed: {e.str() if e else exc}") from None
+        while True:
+            try:
+                self.producer.commit_transaction(120)
+                return
+            except KafkaException as exc:
+                if is_fenced(exc):
+                    raise
+                e = kafka_error(exc)
+                if e is not None and e.txn_requires_abort():
+                    raise _Abortable(exc) from None
+                if e is not None and e.retriable():  # the outcome is not known yet: commit again
+                    self.outage.wait(self.flow.target, f"committing offsets {span} of {self._where}", exc)
+                    continue
+                raise MirrorflowError(
+                    f"{self._where}: committing offsets {span} failed: {e.str() if e else exc}"
+                ) from None
 
     def _target_end(self, progress: Progress) -> int:
         """Target end for a batch without records: the progress's, or (nothing copied yet) the

@@ -1,0 +1,106 @@
+"""A replicate run rides through a broker restart (issue 11, item 9) and reports a slow source as
+the transaction timeout it is (item 5), on real brokers.
+
+The target here is a cluster of its own (alias R, one broker: a restart is an outage of the whole
+cluster, as in the issue), so restarting it never disturbs another test's clusters.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+from confluent_kafka import Consumer, TopicPartition
+
+from mirrorflow.dev.cluster import DevCluster
+from mirrorflow.replication.report import RunReport
+from mirrorflow.replication.runner import run_once
+from tests.integration.replicate_helpers import assert_copied, assert_map_exact, make_flow, mirror_topic
+from tests.support import consume_all, produce
+
+pytestmark = pytest.mark.integration
+
+NOW = int(time.time() * 1000) - 3_600_000
+
+
+@pytest.fixture(scope="module")
+def restartable(kafka_pool) -> DevCluster:
+    """Target cluster R: restarted by the tests of this module only."""
+    return kafka_pool.get("R")
+
+
+def many(n: int, partitions: int) -> list[dict]:
+    return [
+        {"partition": i % partitions, "key": f"k{i}".encode(), "value": f"value-{i:08d}".encode() * 6,
+         "headers": [("n", str(i).encode())] if i % 5 == 0 else None, "timestamp": NOW + i}
+        for i in range(n)
+    ]
+
+
+def high_watermark(cluster: DevCluster, topic: str, partitions: int) -> int:
+    c = Consumer({**cluster.client_config(), "group.id": "mirrorflow-tests-hw"})
+    try:
+        return sum(c.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in range(partitions))
+    finally:
+        c.close()
+
+
+def run_in_thread(cfg, flow) -> tuple[threading.Thread, dict]:
+    out: dict = {}
+
+    def go() -> None:
+        try:
+            out["report"] = run_once(cfg, flow, mode="direct")
+        except BaseException as exc:  # noqa: BLE001 - handed to the test thread
+            out["error"] = exc
+
+    t = threading.Thread(target=go, daemon=True)
+    t.start()
+    return t, out
+
+
+def wait_until_copying(t: threading.Thread, cluster: DevCluster, topic: str, partitions: int, least: int) -> None:
+    """Block until the target holds at least `least` offsets of `topic` (the copy is under way)."""
+    while t.is_alive() and high_watermark(cluster, topic, partitions) < least:
+        time.sleep(0.2)
+    assert t.is_alive(), "the run ended before the restart: copy more records"
+
+
+def diverge(src, dst) -> None:
+    """Where the target's records first differ from the source's, per partition (for the message)."""
+    problems = []
+    for p in sorted({r.partition for r in src}):
+        s = [r.content() for r in src if r.partition == p]
+        d = [r.content() for r in dst if r.partition == p]
+        if s != d:
+            i = next((i for i, (x, y) in enumerate(zip(s, d)) if x != y), min(len(s), len(d)))
+            problems.append(f"partition {p}: {len(s)} source, {len(d)} target records, first difference at "
+                            f"#{i}: source {s[i] if i < len(s) else None} target {d[i] if i < len(d) else None}; "
+                            f"target {len(d) - len(set(d))} duplicates")
+    assert not problems, "\n".join(problems)
+
+
+@pytest.mark.parametrize("hard", [False, True], ids=["sigterm", "sigkill"])
+def test_replicate_rides_through_a_target_restart(tmp_path, source, restartable, kafka_pool, unique, hard):
+    pfx = unique("restart")
+    topic, parts, n = f"{pfx}.orders", 4, 600_000
+    remote = mirror_topic(source, restartable, topic, parts)
+    produce(source, topic, many(n, parts))
+    cfg, flow = make_flow(tmp_path, source, restartable, pfx,
+                          **{"transaction.max.records": 20_000, "tasks.max": 2})
+    t, out = run_in_thread(cfg, flow)
+    wait_until_copying(t, restartable, remote, parts, 60_000)
+    kafka_pool.dev.restart("R", hard=hard, down_s=20.0, attached=True)
+    t.join(600)
+    assert not t.is_alive()
+    assert "error" not in out, repr(out.get("error"))
+    rep: RunReport = out["report"]
+    assert rep.ok, rep.render()
+    assert rep.records == n
+    assert rep.lag == 0
+    src, dst = consume_all(source, topic), consume_all(restartable, remote)
+    diverge(src, dst)
+    assert_copied(source, restartable, topic)
+    assert len(dst) == n
+    assert_map_exact(cfg, flow, source, restartable, topic, parts)
