@@ -187,24 +187,30 @@ def sync_group_offsets(
     groups: Iterable[str] | None = None,
     dry_run: bool = False,
     clients: FlowClients | None = None,
+    failover: bool = False,
 ) -> GroupSyncRun:
-    """Commit the latest checkpoints of the flow's groups on the target where that is safe."""
+    """Commit the latest checkpoints of the flow's groups on the target where that is safe. A
+    `failover` commits whatever sync.group.offsets.enabled and the flow state say (same safety)."""
     with flow_clients(cfg, flow, clients) as c:
-        return _sync(c, store, groups, dry_run)
+        return _sync(c, store, groups, dry_run, failover)
 
 
 def _sync(
-    clients: FlowClients, store: CheckpointStore | None, groups: Iterable[str] | None, dry_run: bool
+    clients: FlowClients,
+    store: CheckpointStore | None,
+    groups: Iterable[str] | None,
+    dry_run: bool,
+    failover: bool = False,
 ) -> GroupSyncRun:
     flow = clients.flow
     run = GroupSyncRun(flow.name)
-    if not flow.props.get("sync.group.offsets.enabled", False):
+    if not failover and not flow.props.get("sync.group.offsets.enabled", False):
         run.skipped_reason = "sync.group.offsets.enabled=false"
         return run
     if not flow.enabled:
         run.skipped_reason = "the flow is disabled (enabled=false)"
         return run
-    state_skip = flow_state(clients).skip_reason(flow.name, "checkpoint")
+    state_skip = None if failover else flow_state(clients).skip_reason(flow.name, "checkpoint")
     if state_skip:
         run.skipped_reason = state_skip
         return run

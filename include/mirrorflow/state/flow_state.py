@@ -26,7 +26,6 @@ from mirrorflow.kafka.log_reader import LogReader
 from mirrorflow.state.topics import progress_topic
 
 STATES = ("running", "paused", "stopped")
-CONTROL_KEY = b'{"control":"flow-state"}'
 # which steps each state lets run
 ALLOWED = {
     "running": {"copy", "sync", "checkpoint"},
@@ -69,30 +68,65 @@ class FlowState:
         return asdict(self)
 
 
-def _partition(n: int) -> int:
-    return zlib.crc32(CONTROL_KEY) % max(1, n)
+def control_key(name: str) -> bytes:
+    """The key of a flow-wide control record (flow state, failover) in the progress topic: progress
+    readers skip it (it names no topic and partition)."""
+    return json.dumps({"control": name}, separators=(",", ":")).encode()
+
+
+def _partition(key: bytes, n: int) -> int:
+    return zlib.crc32(key) % max(1, n)
+
+
+def read_control(clients: FlowClients, name: str) -> dict[str, Any] | None:
+    """The latest control record `name` of the flow on the target (None: there is none)."""
+    topic, key = progress_topic(clients.flow), control_key(name)
+    n = clients.partitions("target", topic)
+    if not n:
+        return None
+    reader: LogReader = clients.reader("target", group=f"mirrorflow-{clients.flow.id}-state-reader")
+    found: dict[str, Any] | None = None
+    try:
+        for m in reader.read(topic, [_partition(key, n)], timeout=60, keys={key}):
+            found = None if m.value() is None else json.loads(m.value())
+    except ValueError as exc:
+        raise StateError(f"flow {clients.flow.name}: unreadable {name} record on the target: {exc}") from None
+    finally:
+        clients.release(reader.consumer)
+    return found
+
+
+def write_control(clients: FlowClients, name: str, value: dict[str, Any]) -> None:
+    """Record control record `name` on the target (idempotent producer, acks=all)."""
+    from mirrorflow.state.topics import ensure_state_topics
+
+    ensure_state_topics(clients)
+    topic, key = progress_topic(clients.flow), control_key(name)
+    n = clients.partitions("target", topic)
+    producer = clients.producer("target", {"linger.ms": 0}, {"acks": "all", "enable.idempotence": True})
+    errors: list[Any] = []
+
+    def delivered(err: Any, _msg: Any) -> None:
+        if err is not None:
+            errors.append(err)
+
+    producer.produce(topic, json.dumps({"v": 1, **value}).encode(), key, _partition(key, n), on_delivery=delivered)
+    if producer.flush(clients.admin_timeout) or errors:
+        why = errors[0].str() if errors else "not acknowledged in time"
+        raise StateError(
+            f"cannot record the {name} of flow {clients.flow.name} on cluster {clients.flow.target!r}: {why}"
+        )
 
 
 def stored_state(clients: FlowClients) -> FlowState:
     """The state recorded on the target (running when none is)."""
-    topic = progress_topic(clients.flow)
-    n = clients.partitions("target", topic)
-    if not n:
+    d = read_control(clients, "flow-state")
+    if d is None:
         return FlowState()
-    reader: LogReader = clients.reader("target", group=f"mirrorflow-{clients.flow.id}-state-reader")
-    found = FlowState()
     try:
-        for m in reader.read(topic, [_partition(n)], timeout=60, keys={CONTROL_KEY}):
-            if m.value() is None:
-                found = FlowState()
-                continue
-            d = json.loads(m.value())
-            found = FlowState(str(d["state"]), str(d.get("reason", "")), str(d.get("by", "")), int(d.get("at", 0)))
-    except (ValueError, KeyError) as exc:
+        return FlowState(str(d["state"]), str(d.get("reason", "")), str(d.get("by", "")), int(d.get("at", 0)))
+    except (KeyError, ValueError) as exc:
         raise StateError(f"flow {clients.flow.name}: unreadable flow state record on the target: {exc}") from None
-    finally:
-        clients.release(reader.consumer)
-    return found
 
 
 def flow_state(clients: FlowClients) -> FlowState:
@@ -108,23 +142,5 @@ def set_flow_state(clients: FlowClients, state: str, reason: str = "", by: str =
     """Record `state` on the target (idempotent producer, acks=all); returns the state that applies."""
     if state not in STATES:
         raise ConfigError([("state", f"expected one of {', '.join(STATES)}, got {state!r}")])
-    from mirrorflow.state.topics import ensure_state_topics
-
-    ensure_state_topics(clients)
-    topic = progress_topic(clients.flow)
-    n = clients.partitions("target", topic)
-    record = {"v": 1, "state": state, "reason": reason, "by": by, "at": int(time.time() * 1000)}
-    producer = clients.producer("target", {"linger.ms": 0}, {"acks": "all", "enable.idempotence": True})
-    errors: list[Any] = []
-
-    def delivered(err: Any, _msg: Any) -> None:
-        if err is not None:
-            errors.append(err)
-
-    producer.produce(topic, json.dumps(record).encode(), CONTROL_KEY, _partition(n), on_delivery=delivered)
-    if producer.flush(clients.admin_timeout) or errors:
-        why = errors[0].str() if errors else "not acknowledged in time"
-        raise StateError(
-            f"cannot record the state of flow {clients.flow.name} on cluster {clients.flow.target!r}: {why}"
-        )
+    write_control(clients, "flow-state", {"state": state, "reason": reason, "by": by, "at": int(time.time() * 1000)})
     return flow_state(clients)

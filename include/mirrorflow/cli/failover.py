@@ -1,0 +1,54 @@
+"""`mirrorflow failover --flow A->B [--mode planned|unplanned] [--groups REGEX] [--dry-run] [--yes] [--json]`."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from mirrorflow.cli.registry import command, load_config, print_json
+
+
+def _args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--flow", required=True, help="the flow to fail over, e.g. A->B (its groups move to B)")
+    p.add_argument(
+        "--mode",
+        choices=["unplanned", "planned"],
+        default="unplanned",
+        help="unplanned (default): the source is lost, everything comes from the target; planned: the source "
+        "is up (stop its producers first), drain it, then switch",
+    )
+    p.add_argument("--groups", help="only the groups matching this regex (default: every group the flow checkpoints)")
+    p.add_argument("--dry-run", action="store_true", help="print the preflight report, change nothing")
+    p.add_argument("--yes", action="store_true", help="do not ask for confirmation")
+    p.add_argument("--json", action="store_true", help="print the report as JSON")
+    p.add_argument(
+        "--copy-mode", choices=["submit", "inprocess", "direct"], default="submit", help="planned mode: how to drain"
+    )
+
+
+@command("failover", "move a flow's consumer groups to its target and stop the flow (disaster recovery)", _args)
+def _failover(args: argparse.Namespace) -> int:
+    from mirrorflow.ops.failover import FailoverReport, failover
+
+    cfg = load_config(args)
+    flow = cfg.flow(args.flow)
+
+    def confirm(report: FailoverReport) -> bool:
+        if args.yes:
+            return True
+        print(report.render(), file=sys.stderr)
+        if not sys.stdin.isatty():
+            print("mirrorflow: not confirmed (no terminal): run again with --yes", file=sys.stderr)
+            return False
+        answer = input(
+            f"Fail over {flow.name}: commit these offsets on {flow.target!r} and stop the flow? Type the flow name: "
+        )
+        return answer.strip() == flow.name
+
+    log = (lambda s: print(s, file=sys.stderr)) if not args.json else (lambda s: None)
+    rep = failover(cfg, flow, args.mode, args.groups, args.dry_run, confirm, args.copy_mode, log=log)
+    if args.json:
+        print_json(rep.to_dict())
+    else:
+        print(rep.render())
+    return 0 if rep.done or args.dry_run or (rep.note or "").startswith("nothing to do") else 1

@@ -1,0 +1,112 @@
+"""Failover end to end on real brokers (issue 9.2): the source cluster is SIGKILLed, the failover
+commits exact offsets on the target from the target's state alone, the application resumes on B
+at exactly the next replicated record, the flow is stopped; a second failover is a no-op."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from confluent_kafka import Consumer, TopicPartition
+
+from mirrorflow.metadata.sync import sync_flow
+from mirrorflow.groups.checkpoint import emit_checkpoints
+from mirrorflow.replication.runner import run_once
+from tests.integration.test_replicate import cli, records
+from tests.support import consume_all, produce, write_config
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="module")
+def primary(kafka_pool):
+    """Cluster P: the source these tests SIGKILL (and bring back for the next test)."""
+    return kafka_pool.get("P")
+
+
+def commit(cluster, group: str, topic: str, offsets: dict[int, int]) -> None:
+    c = Consumer({**cluster.client_config(), "group.id": group, "enable.auto.commit": False})
+    c.commit(offsets=[TopicPartition(topic, p, o) for p, o in offsets.items()], asynchronous=False)
+    c.close()
+
+
+def first_record_after_resume(cluster, group: str, topic: str, partition: int):
+    """What the application reads first on `cluster` after the failover: from its committed offset."""
+    c = Consumer({**cluster.client_config(), "group.id": group, "enable.auto.commit": False,
+                  "auto.offset.reset": "error", "isolation.level": "read_committed"})
+    committed = c.committed([TopicPartition(topic, partition)], timeout=10)[0].offset
+    c.assign([TopicPartition(topic, partition, committed)])
+    msg = None
+    for _ in range(40):
+        msg = c.poll(0.5)
+        if msg is not None and not msg.error():
+            break
+    c.close()
+    return committed, msg
+
+
+@pytest.mark.parametrize("policy", ["IdentityReplicationPolicy", "DefaultReplicationPolicy"])
+def test_unplanned_failover_with_the_source_killed(tmp_path, primary, target, kafka_pool, unique, policy):
+    pfx = unique("dr")
+    topic, group = f"{pfx}.orders", f"{pfx}-app"
+    cfg = write_config(tmp_path / "mf.yaml", {"P": primary, "B": target}, {"P->B": {
+        "topics": f"{pfx}\\..*", "groups": f"{pfx}-.*", "replication.policy.class": policy,
+        "state.topic.partitions": 2, "lease.timeout.seconds": 2, "heartbeats.replication.enabled": False}})
+    flow = cfg.flow("P->B")
+    remote = topic if policy == "IdentityReplicationPolicy" else f"P.{topic}"
+    from tests.support import create_topic
+
+    create_topic(primary, topic, 2)
+    cli(cfg, "flow", "resume", "--flow", "P->B")  # the flow's state outlives a previous failover test of P->B
+    assert sync_flow(cfg, flow, ["topics"]).ok
+    produce(primary, topic, records(100, 2))
+    assert run_once(cfg, flow, mode="direct").records == 100
+    # the application read part of each partition on P and committed
+    commit(primary, group, topic, {0: 23, 1: 31})
+    run = emit_checkpoints(cfg, flow)
+    assert group in run.groups
+    produce(primary, topic, records(20, 2, seed="late"))  # never replicated: the RPO
+    src = consume_all(primary, topic)
+
+    kafka_pool.dev._kill(kafka_pool.dev.clusters()["P"])  # SIGKILL the whole source cluster (its current pid)
+    try:
+        dry = json.loads(cli(cfg, "failover", "--flow", "P->B", "--dry-run", "--json").stdout)
+        assert dry["done"] is False and dry["note"] == "dry run: nothing changed"
+        assert dry["source_error"] and dry["not_replicated"] is None
+        assert {(p["topic"], p["partition"]): p["replicated_to"] for p in dry["partitions"]} == {
+            (topic, 0): 50, (topic, 1): 50}
+        # nothing changed by the dry run
+        assert consume_all(target, remote)  # target readable
+        # without --yes and without a terminal: not confirmed, nothing changed
+        proc = cli(cfg, "failover", "--flow", "P->B", check=False)
+        assert proc.returncode == 1 and "not confirmed" in proc.stdout + proc.stderr
+
+        out = json.loads(cli(cfg, "failover", "--flow", "P->B", "--yes", "--json").stdout)
+        assert out["done"] is True, out
+        dst = consume_all(target, remote)
+        for p, resume in ((0, 23), (1, 31)):
+            committed, msg = first_record_after_resume(target, group, remote, p)
+            want = next(r for r in src if r.partition == p and r.offset == resume)
+            # exactly the next record the application had not read on P
+            assert (msg.key(), msg.value(), msg.timestamp()[1]) == (want.key, want.value, want.timestamp)
+            assert committed == next(r.offset for r in dst if r.partition == p and r.content() == want.content())
+        # the flow is stopped: no copy; a second failover says there is nothing to do
+        text = cli(cfg, "flow", "list").stdout
+        assert "P->B: enabled, stopped by " in text and "failed over to 'B' (unplanned)" in text
+        again = cli(cfg, "failover", "--flow", "P->B", "--yes")
+        assert "nothing to do: flow P->B was already failed over to 'B' at " in again.stdout
+    finally:
+        kafka_pool.dev.restart("P", attached=True)
+    rep = run_once(cfg, flow, mode="direct")
+    assert rep.skipped and "is stopped" in rep.skipped and rep.records == 0
+
+
+def test_failover_refuses_bad_input(tmp_path, source, target, unique):
+    pfx = unique("dr")
+    cfg = write_config(tmp_path / "mf.yaml", {"A": source, "B": target}, {"A->B": {"topics": f"{pfx}\\..*"}})
+    proc = cli(cfg, "failover", "--flow", "A->C", "--yes", check=False)
+    assert proc.returncode == 2 and "A->C" in proc.stderr
+    proc = cli(cfg, "failover", "--flow", "A->B", "--yes", check=False)
+    assert proc.returncode == 1 and "flow A->B has no replicated data on cluster 'B': nothing to fail over to" in proc.stderr
+    proc = cli(cfg, "failover", "--flow", "A->B", "--groups", "(", "--yes", check=False)
+    assert proc.returncode == 2 and "--groups: not a valid regular expression" in proc.stderr
