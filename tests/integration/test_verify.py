@@ -186,3 +186,20 @@ def test_compacted_source_with_holes_matches_exactly(tmp_path, source, target, u
     # the source may compact further after the copy: those records count as compacted, not as a mismatch
     assert rep.ok and part.matched + part.compacted == copied and part.matched > 0, rep.render()
     assert part.ranges[0].source_checksum == part.ranges[0].target_checksum
+
+
+def test_records_deleted_by_source_retention_are_named_not_counted(tmp_path, source, target, unique):
+    pfx = unique("vret")
+    t = f"{pfx}.logs"
+    mirror_topic(source, target, t, 1)
+    produce(source, t, records(50, 1))
+    cfg, flow = make_flow(tmp_path, source, target, pfx)
+    assert run_once(cfg, flow, mode="direct").records == 50
+    delete_records(source, t, 0, 20)  # after the copy: the target keeps what the source deleted
+
+    rep = verify(cfg, flow)
+    p = rep.partitions[0]
+    assert rep.ok and p.matched == 30 and p.source_start == 20, rep.render()
+    assert [(r.src_from, r.src_to, r.tgt_from) for r in p.ranges] == [(20, 50, 20)]
+    assert p.unchecked == ["source offsets 0..20: deleted by source retention, not checkable"]
+    assert "source offsets 0..20: deleted by source retention, not checkable" in rep.render()

@@ -344,13 +344,13 @@ class Verifier:
         """Check partition `pv` over source offsets [lo, hi)."""
         start = max(lo, pv.source_start)
         pv.not_copied = subtract_ranges(start, min(hi, pv.source_end), pm.covered)
-        below = [(a, min(b, pv.source_start)) for a, b in pm.covered if a < pv.source_start and b > lo]
-        if below:
-            a = max(lo, below[0][0])
+        below = [a for a, b in pm.covered if a < pv.source_start and b > lo]
+        if below and lo < pv.source_start:
+            a = max(lo, below[0])
             pv.unchecked.append(f"source offsets {a}..{pv.source_start}: deleted by source retention, not checkable")
-        if pm.floor > start and pm.first is not None and pm.first < pm.floor:
+        if pm.floor > start and start < hi and pm.first is not None and pm.first < pm.floor:
             pv.unchecked.append(
-                f"source offsets {start}..{pm.floor}: below the offset map's floor (pruned), not checkable"
+                f"source offsets {start}..{min(pm.floor, hi)}: below the offset map's floor (pruned), not checkable"
             )
             start = pm.floor
         ranges = [(max(a, start), min(b, hi)) for a, b in pm.covered if b > start and a < hi]
