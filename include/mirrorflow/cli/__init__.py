@@ -18,7 +18,19 @@ import sys
 from mirrorflow.cli.registry import COMMANDS
 from mirrorflow.errors import MirrorflowError
 
-COMMAND_MODULES = ("dev", "config", "flow", "failover", "sync", "replicate", "reseed", "groups", "status", "verify", "demo")
+COMMAND_MODULES = (
+    "dev",
+    "config",
+    "flow",
+    "failover",
+    "sync",
+    "replicate",
+    "reseed",
+    "groups",
+    "status",
+    "verify",
+    "demo",
+)
 
 
 def build_parser() -> argparse.ArgumentParser:
