@@ -110,3 +110,31 @@ def test_failover_refuses_bad_input(tmp_path, source, target, unique):
     assert proc.returncode == 1 and "flow A->B has no replicated data on cluster 'B': nothing to fail over to" in proc.stderr
     proc = cli(cfg, "failover", "--flow", "A->B", "--groups", "(", "--yes", check=False)
     assert proc.returncode == 2 and "--groups: not a valid regular expression" in proc.stderr
+
+
+def test_planned_failover_drains_verifies_and_resumes_exactly(tmp_path, source, target, unique):
+    pfx = unique("drp")
+    topic, group = f"{pfx}.orders", f"{pfx}-app"
+    # source alias Q: a flow of its own (Q->B), so its stopped state touches no other test's flow
+    cfg = write_config(tmp_path / "mf.yaml", {"Q": source, "B": target}, {"Q->B": {
+        "topics": f"{pfx}\\..*", "groups": f"{pfx}-.*", "state.topic.partitions": 2,
+        "heartbeats.replication.enabled": False}})
+    flow = cfg.flow("Q->B")
+    from tests.support import create_topic
+
+    create_topic(source, topic, 2)
+    assert sync_flow(cfg, flow, ["topics"]).ok
+    produce(source, topic, records(60, 2))
+    assert run_once(cfg, flow, mode="direct").records == 60
+    produce(source, topic, records(40, 2, seed="late"))  # not replicated yet: the drain copies it
+    commit(source, group, topic, {0: 44, 1: 9})  # the application committed after the last checkpoint
+    out = json.loads(cli(cfg, "failover", "--flow", "Q->B", "--mode", "planned", "--copy-mode", "direct",
+                         "--yes", "--json").stdout)
+    assert out["done"] is True and out["not_replicated"] == 0, out
+    assert out["drain"][1].startswith("replicate run 1: 40 records, lag 0")
+    assert out["verify"]["ok"] is True
+    src = consume_all(source, topic)
+    for p, resume in ((0, 44), (1, 9)):
+        _, msg = first_record_after_resume(target, group, f"Q.{topic}", p)
+        want = next(r for r in src if r.partition == p and r.offset == resume)
+        assert (msg.key(), msg.value(), msg.timestamp()[1]) == (want.key, want.value, want.timestamp)

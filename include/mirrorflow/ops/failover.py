@@ -36,6 +36,7 @@ from mirrorflow.groups.render import render_group_sync
 from mirrorflow.kafka.topics import list_offsets
 from mirrorflow.metadata.sync import sync_flow
 from mirrorflow.mm2.filters import FlowFilters
+from mirrorflow.ops.verify import VerifyReport, verify_flow
 from mirrorflow.replication.planner import source_offsets
 from mirrorflow.replication.runner import run_once
 from mirrorflow.state.flow_state import flow_state, read_control, set_flow_state, write_control
@@ -79,6 +80,7 @@ class FailoverReport:
     drain: list[str] = field(default_factory=list)  # what the planned drain did
     partitions: list[PartitionRPO] = field(default_factory=list)
     groups: GroupSyncRun | None = None
+    verify: VerifyReport | None = None  # planned mode: the target checked against the source
     done: bool = False  # the groups were committed and the flow stopped
     note: str | None = None  # why nothing was done (already failed over, not confirmed, dry run)
 
@@ -111,6 +113,8 @@ class FailoverReport:
                 + ("" if behind is None else f", {behind:.0f} s behind")
                 + f"; target end {p.target_end}"
             )
+        if self.verify is not None:
+            out += ["  verify: " + line for line in self.verify.lines()]
         if self.groups is not None:
             out += ["  " + line for line in render_group_sync(self.groups).lines]
             for g in self.groups.plans:
@@ -140,6 +144,7 @@ class FailoverReport:
                 for p in self.partitions
             ],
             "groups": self.groups.to_dict() if self.groups else None,
+            "verify": self.verify.to_dict() if self.verify else None,
         }
 
 
@@ -172,6 +177,8 @@ def failover(
         _drain(cfg, flow, report, copy_mode, max_drain_runs, log)
     with FlowClients(cfg, flow) as clients:
         _preflight(clients, report, pattern)
+        if mode == "planned":
+            report.verify = verify_flow(clients)  # shown before the confirmation / approval
         if dry_run:
             report.note = "dry run: nothing changed"
             return report
