@@ -104,3 +104,28 @@ def test_replicate_rides_through_a_target_restart(tmp_path, source, restartable,
     assert_copied(source, restartable, topic)
     assert len(dst) == n
     assert_map_exact(cfg, flow, source, restartable, topic, parts)
+
+
+def test_a_slow_source_never_keeps_a_transaction_open_past_its_timeout(tmp_path, source, target, unique):
+    """Item 5: a source that hands out about two records a second (each fetch waits for bytes that
+    never come; one record per fetch) against a 6 s transaction.timeout.ms. A batch used to stay
+    open for the whole read, the broker aborted it and the unit was reported "fenced by another
+    attempt"; now a batch commits after half the timeout with what it has."""
+    pfx = unique("slow")
+    topic, n = f"{pfx}.orders", 30
+    mirror_topic(source, target, topic, 1)
+    produce(source, topic, many(n, 1), **{"batch.num.messages": "1", "linger.ms": "0"})  # one record per batch
+    cfg, flow = make_flow(tmp_path, source, target, pfx, **{
+        "producer.transaction.timeout.ms": 6000,
+        "consumer.fetch.min.bytes": 100_000_000,  # never reached: every fetch waits fetch.wait.max.ms
+        "consumer.fetch.wait.max.ms": 500,
+        "consumer.max.partition.fetch.bytes": 1,  # one record batch (here: one record) per fetch
+    })
+    rep = run_once(cfg, flow, mode="direct")
+    assert rep.ok and rep.fenced_units == 0, rep.render()
+    assert rep.records == n and rep.lag == 0, rep.render()
+    (part,) = rep.partitions
+    assert part.status == "ok", rep.render()
+    s, d = consume_all(source, topic), consume_all(target, f"A.{topic}")
+    diverge(s, d)
+    assert_map_exact(cfg, flow, source, target, topic, 1)
