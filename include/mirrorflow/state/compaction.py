@@ -126,9 +126,14 @@ def fold_offset_map(
             raise StateError(f"flow {flow.name}: cannot start folding the offset map: {_describe(exc)}") from None
         read, _ = _read(clients, timeout)  # again, now that no other fold can commit
         writes = _plan(clients, read, floor_of, report)
-        # the markers last: a reader that sees one has seen every snapshot written before it
+        # the markers last: a reader that sees one has seen every snapshot written before it (only
+        # where the end moved: an idle partition's marker is current)
         n_snap = clients.partitions("target", snapshot_topic(flow))
-        writes += [(mp % n_snap, *_marker(mp, end)) for mp, end in sorted(read.ends.items())]
+        writes += [
+            (mp % n_snap, *_marker(mp, end))
+            for mp, end in sorted(read.ends.items())
+            if read.view.markers.get(mp) != end
+        ]
         _commit(producer, snapshot_topic(flow), writes, timeout, flow.name)
     finally:
         clients.release(producer)

@@ -78,11 +78,12 @@ def state_topic_configs(flow: FlowConfig) -> dict[str, dict[str, str]]:
             "min.cleanable.dirty.ratio": "0.2",
         },
         offset_map_topic(flow): {"cleanup.policy": "delete", "retention.ms": "-1", "retention.bytes": "-1"},
-        # one snapshot per source partition, rewritten by each fold (state.compaction) that changes it
+        # one snapshot per source partition, rewritten by each fold (state.compaction) that changes it;
+        # short segments, so that compaction keeps about one version of each (readers read it whole)
         snapshot_topic(flow): {
             "cleanup.policy": "compact",
-            "min.compaction.lag.ms": "60000",
-            "segment.ms": "600000",
+            "min.compaction.lag.ms": "0",
+            "segment.ms": "60000",
             "segment.bytes": str(16 * 1024 * 1024),
             "min.cleanable.dirty.ratio": "0.2",
             "max.message.bytes": str(8 * 1024 * 1024),
