@@ -9,7 +9,8 @@ def test_dagbag_loads_the_generated_dags_of_the_default_config(airflow_db, monke
     monkeypatch.delenv("MIRRORFLOW_CONFIG", raising=False)  # the embedded default: flow A->B
     bag = DagBag()
     assert bag.import_errors == {}
-    assert set(bag.dag_ids) == {"mirrorflow_sync__A-B", "mirrorflow_replicate__A-B", "mirrorflow_checkpoint__A-B"}
+    assert set(bag.dag_ids) == {f"mirrorflow_{kind}__A-B" for kind in (
+        "sync", "replicate", "checkpoint", "reseed", "failover", "verify")}
 
 
 def test_every_dag_builder_has_one_signature(airflow_db):

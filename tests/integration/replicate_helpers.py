@@ -11,8 +11,10 @@ from tests.support import admin, consume_all, create_topic, load_offset_map, wri
 def make_flow(tmp_path, source, target, prefix: str, **props):
     """A config with flow A->B replicating topics `<prefix>.*` (state topics with 2 partitions)."""
     # a crash test's next run may start at once: a killed run's lease lapses after a second
+    # and other tests' `heartbeats` topic on A is not this test's business
     flow_props = {"topics": f"{prefix}.*", "tasks.max": 4, "state.topic.partitions": 2,
-                  "producer.transaction.timeout.ms": 15000, "lease.timeout.seconds": 1, **props}
+                  "producer.transaction.timeout.ms": 15000, "lease.timeout.seconds": 1,
+                  "heartbeats.replication.enabled": False, **props}
     cfg = write_config(tmp_path / f"mf-{uuid.uuid4().hex[:6]}.yaml", {"A": source, "B": target},
                        {"A->B": flow_props})
     return cfg, cfg.flow("A->B")

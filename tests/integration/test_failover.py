@@ -103,12 +103,13 @@ def test_unplanned_failover_with_the_source_killed(tmp_path, primary, target, ka
 
 def test_failover_refuses_bad_input(tmp_path, source, target, unique):
     pfx = unique("dr")
-    cfg = write_config(tmp_path / "mf.yaml", {"A": source, "B": target}, {"A->B": {"topics": f"{pfx}\\..*"}})
-    proc = cli(cfg, "failover", "--flow", "A->C", "--yes", check=False)
-    assert proc.returncode == 2 and "A->C" in proc.stderr
-    proc = cli(cfg, "failover", "--flow", "A->B", "--yes", check=False)
-    assert proc.returncode == 1 and "flow A->B has no replicated data on cluster 'B': nothing to fail over to" in proc.stderr
-    proc = cli(cfg, "failover", "--flow", "A->B", "--groups", "(", "--yes", check=False)
+    # source alias N: a flow of its own (N->B) that never replicated anything
+    cfg = write_config(tmp_path / "mf.yaml", {"N": source, "B": target}, {"N->B": {"topics": f"{pfx}\\..*"}})
+    proc = cli(cfg, "failover", "--flow", "N->C", "--yes", check=False)
+    assert proc.returncode == 2 and "N->C" in proc.stderr
+    proc = cli(cfg, "failover", "--flow", "N->B", "--yes", check=False)
+    assert proc.returncode == 1 and "flow N->B has no replicated data on cluster 'B': nothing to fail over to" in proc.stderr
+    proc = cli(cfg, "failover", "--flow", "N->B", "--groups", "(", "--yes", check=False)
     assert proc.returncode == 2 and "--groups: not a valid regular expression" in proc.stderr
 
 

@@ -24,33 +24,36 @@ def test_pause_stop_resume_from_the_cli(tmp_path, source, target, unique):
     cfg, flow = make_flow(tmp_path, source, target, pfx)
     assert run_once(cfg, flow, mode="direct").records == 30
 
-    out = cli(cfg, "flow", "pause", "--flow", "A->B", "--reason", "maintenance of B").stdout
-    assert out.startswith("flow A->B: paused by ") and "maintenance of B" in out
-    produce(source, t, records(5, 1, seed="new"))
-    # no copy (CLI run: exit 0, the reason printed), no topic sync
-    proc = cli(cfg, "replicate", "--flow", "A->B", "--once", "--mode", "direct")
-    assert "flow A->B: skipped: flow A->B is paused by " in proc.stdout and "maintenance of B" in proc.stdout
-    assert len(consume_all(target, remote)) == 30
-    create_topic(source, f"{pfx}.new", 1)
-    rep = sync_flow(cfg, flow, ["topics"])
-    assert not rep.changes and rep.skipped[0].reason.startswith("flow A->B is paused by ")
-    # checkpoints go on while paused
-    run = emit_checkpoints(cfg, flow)
-    assert run.skipped_reason is None
-    assert "A->B: enabled, paused by " in render_text([flow_status(cfg, flow)])
+    try:
+        out = cli(cfg, "flow", "pause", "--flow", "A->B", "--reason", "maintenance of B").stdout
+        assert out.startswith("flow A->B: paused by ") and "maintenance of B" in out
+        produce(source, t, records(5, 1, seed="new"))
+        # no copy (CLI run: exit 0, the reason printed), no topic sync
+        proc = cli(cfg, "replicate", "--flow", "A->B", "--once", "--mode", "direct")
+        assert "flow A->B: skipped: flow A->B is paused by " in proc.stdout and "maintenance of B" in proc.stdout
+        assert len(consume_all(target, remote)) == 30
+        create_topic(source, f"{pfx}.new", 1)
+        rep = sync_flow(cfg, flow, ["topics"])
+        assert not rep.changes and rep.skipped[0].reason.startswith("flow A->B is paused by ")
+        # checkpoints go on while paused
+        run = emit_checkpoints(cfg, flow)
+        assert run.skipped_reason is None
+        assert "A->B: enabled, paused by " in render_text([flow_status(cfg, flow)])
 
-    listed = json.loads(cli(cfg, "flow", "list", "--json").stdout)
-    assert [(r["flow"], r["state"], r["reason"]) for r in listed] == [("A->B", "paused", "maintenance of B")]
+        listed = json.loads(cli(cfg, "flow", "list", "--json").stdout)
+        assert [(r["flow"], r["state"], r["reason"]) for r in listed] == [("A->B", "paused", "maintenance of B")]
 
-    cli(cfg, "flow", "stop", "--flow", "A->B")
-    run = emit_checkpoints(cfg, flow)
-    assert run.skipped_reason.startswith("flow A->B is stopped by ")
+        cli(cfg, "flow", "stop", "--flow", "A->B")
+        run = emit_checkpoints(cfg, flow)
+        assert run.skipped_reason.startswith("flow A->B is stopped by ")
 
-    cli(cfg, "flow", "resume", "--flow", "A->B")
-    with FlowClients(cfg, flow) as clients:
-        assert flow_state(clients).state == "running"
-    assert run_once(cfg, flow, mode="direct").records == 5
-    assert read_progress(cfg, flow, [(t, 0)])[(t, 0)].next == 35  # the control record is no progress
+        cli(cfg, "flow", "resume", "--flow", "A->B")
+        with FlowClients(cfg, flow) as clients:
+            assert flow_state(clients).state == "running"
+        assert run_once(cfg, flow, mode="direct").records == 5
+        assert read_progress(cfg, flow, [(t, 0)])[(t, 0)].next == 35  # the control record is no progress
+    finally:  # flow A->B is shared by the other tests: never leave it paused
+        cli(cfg, "flow", "resume", "--flow", "A->B")
 
 
 def test_a_state_declared_in_the_config_applies_over_running(tmp_path, source, target, unique):

@@ -46,6 +46,7 @@ class PartitionInput:
     topic_id: str = ""  # the source topic's ID
     target_topic_id: str = ""  # the remote topic's ID ("": it does not exist yet)
     target_end: int = -1  # the remote partition's high watermark (-1: not asked)
+    target_partitions: int = -1  # partitions of the remote topic on the target (0: missing; -1: not asked)
 
 
 @dataclass(frozen=True)
@@ -171,6 +172,25 @@ def stopped_message(why: str, flow_name: str, topic: str, target_topic: str) -> 
 def _partition_units(pi: PartitionInput, max_records: int, flow_name: str) -> tuple[list[Unit], dict]:
     """The units of one partition (ranges the ledger does not cover, cut at max_records) and its summary."""
     prog = pi.progress
+    if 0 <= pi.target_partitions <= pi.partition:  # a new topic or partition the sync has not created yet
+        what = (
+            f"target topic {pi.target_topic!r} does not exist yet"
+            if pi.target_partitions == 0
+            else f"target topic {pi.target_topic!r} has {pi.target_partitions} partitions"
+        )
+        return [], {
+            "topic": pi.topic,
+            "partition": pi.partition,
+            "target_topic": pi.target_topic,
+            "log_start": pi.log_start,
+            "end": pi.end,
+            "start": prog.next if prog is not None and prog.next >= 0 else -1,
+            "planned": 0,
+            "units": 0,
+            "lost_expected": 0,
+            "has_progress": prog is not None and prog.next >= 0,
+            "waiting": f"waiting for sync: {what} (the sync DAG or `mirrorflow sync --flow {flow_name}` creates it)",
+        }
     why = identity_problem(pi)
     if why is not None:
         return [], {
@@ -304,6 +324,7 @@ def gather_inputs(
             src_ids.get(t, ""),
             tgt_ids.get(remote, ""),
             tgt_ends.get((remote, p), -1),
+            clients.partitions("target", remote),
         )
         for t, p, remote in parts
     ]

@@ -19,7 +19,7 @@ class PartitionReport:
     lag: int = 0  # source offsets not yet copied
     lost: int = 0  # offsets lost to source retention before they were copied (this run)
     latency_ms: int = -1  # worst replication latency of the run (commit time - source timestamp)
-    status: str = "idle"  # idle | ok | partial | fenced | failed | skipped | stopped
+    status: str = "idle"  # idle | ok | partial | fenced | failed | skipped | stopped | waiting (for sync)
     errors: list[str] = field(default_factory=list)
 
 
@@ -112,6 +112,9 @@ def build_report(
         parts[key] = PartitionReport(
             s["topic"], s["partition"], s["target_topic"], next_offset=s["start"], source_end=s["end"]
         )
+        if s.get("waiting"):
+            parts[key].status = "waiting"
+            parts[key].errors.append(s["waiting"])
         if s.get("stopped"):
             parts[key].status = "stopped"
             parts[key].errors.append(s["stopped"])

@@ -121,13 +121,13 @@ def heartbeat_task(flow_name: str, config_path: str | None = None, times: RunTim
 
     cfg = MirrorflowHook(config_path).get_conn()
     flow = cfg.flow(flow_name)
+    tick, interval = checkpoint_period(flow), int(flow.props["emit.heartbeats.interval.seconds"])
+    if interval >= tick and flow.props["emit.heartbeats.enabled"]:
+        _skip_unless_due(flow, "heartbeats", "emit.heartbeats.interval.seconds", times or RunTimes.of())
     with FlowClients(cfg, flow) as clients:
         skip = flow_state(clients).skip_reason(flow.name, "checkpoint")
     if skip:
         raise AirflowSkipException(f"heartbeats: {skip}")
-    tick, interval = checkpoint_period(flow), int(flow.props["emit.heartbeats.interval.seconds"])
-    if interval >= tick and flow.props["emit.heartbeats.enabled"]:
-        _skip_unless_due(flow, "heartbeats", "emit.heartbeats.interval.seconds", times or RunTimes.of())
     emitted = emit_heartbeats_for(cfg, flow, tick)  # one emission when interval >= tick
     if not emitted:
         raise AirflowSkipException(f"{flow.name}: emit.heartbeats.enabled=false")
