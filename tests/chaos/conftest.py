@@ -1,0 +1,22 @@
+"""Chaos test options: `--long` scales records, kills and copy runs up (the default keeps CI short)."""
+
+from __future__ import annotations
+
+import pytest
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--long",
+        action="store_true",
+        default=False,
+        help="chaos: a bigger run (more records and SIGKILLs; takes much longer)",
+    )
+
+
+@pytest.fixture
+def chaos_size(request: pytest.FixtureRequest) -> dict[str, int]:
+    """How much chaos: SIGKILLs to deliver (direct and spark-submit runs) and the producer pace."""
+    if request.config.getoption("--long"):
+        return {"kills": 120, "spark_kills": 4, "batch": 12}
+    return {"kills": 24, "spark_kills": 1, "batch": 4}
