@@ -111,3 +111,10 @@ def airflow_db():
 def sasl_target(kafka_pool: ClusterPool) -> DevCluster:
     """Cluster alias T with SASL/PLAIN and ACLs enforced: a target that can hold synced ACLs."""
     return kafka_pool.get("T", sasl=True)
+
+
+def pytest_addoption(parser) -> None:
+    # here, not in tests/chaos/conftest.py: pytest only knows options of the root conftest when it
+    # parses the command line, so `scripts/test --long` works too
+    parser.addoption("--long", action="store_true", default=False,
+                     help="chaos (tests/chaos): a bigger run, more records and SIGKILLs; takes much longer")

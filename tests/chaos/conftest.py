@@ -1,17 +1,9 @@
-"""Chaos test options: `--long` scales records, kills and copy runs up (the default keeps CI short)."""
+"""Chaos test size: `--long` (an option of tests/conftest.py) scales kills and records up; the default
+keeps CI short."""
 
 from __future__ import annotations
 
 import pytest
-
-
-def pytest_addoption(parser: pytest.Parser) -> None:
-    parser.addoption(
-        "--long",
-        action="store_true",
-        default=False,
-        help="chaos: a bigger run (more records and SIGKILLs; takes much longer)",
-    )
 
 
 @pytest.fixture
