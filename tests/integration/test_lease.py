@@ -25,7 +25,7 @@ def test_a_second_run_stops_at_once_naming_the_holder(tmp_path, source, target, 
     t = f"{pfx}.orders"
     mirror_topic(source, target, t, 2)
     produce(source, t, records(50, 2))
-    cfg, flow = make_flow(tmp_path, source, target, pfx)
+    cfg, flow = make_flow(tmp_path, source, target, pfx, **{"lease.timeout.seconds": 120})
     with FlowClients(cfg, flow) as clients:
         held = take_lease(clients, "test-holder", "the test holding the lease")
         assert current_holder(clients).who == "the test holding the lease"

@@ -164,6 +164,11 @@ class FlowClients:
             return known.get(topic, 0)
 
     @property
+    def outage_timeout(self) -> float:
+        """broker.outage.max.seconds: how long a run's calls ride through a broker restart."""
+        return float(self.flow.props.get("broker.outage.max.seconds", 300))
+
+    @property
     def admin_timeout(self) -> float:
         """MM2's admin.timeout.ms, in seconds."""
         return max(1.0, int(self.flow.props.get("admin.timeout.ms", 60000)) / 1000.0)

@@ -196,7 +196,10 @@ class UnitCopier:
         reader = self.reader = RangeReader(
             consumer, u.topic, u.partition, BatchLimits.of(self.flow), cluster=self.flow.source
         )
-        log_start = LogReader(self.clients.connection("source"), consumer).watermarks(u.topic, u.partition)[0]
+        # a source restart makes the partition briefly unknown: wait up to the outage bound, not 60 s
+        log_start = LogReader(self.clients.connection("source"), consumer).watermarks(
+            u.topic, u.partition, timeout=self.clients.outage_timeout
+        )[0]
         r.copy_started = time.time()
         for a, b in todo:
             start, lost_range = retention_gap(a, b, log_start)

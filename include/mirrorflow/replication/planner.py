@@ -273,7 +273,9 @@ def source_offsets(
     clients: FlowClients, tps: list[tuple[str, int]], spec: Any, committed: bool = True
 ) -> dict[tuple[str, int], int]:
     """Batched offsets of source partitions (`committed`: last stable offsets)."""
-    return list_offsets(clients.admin("source"), clients.connection("source"), tps, spec, committed)
+    return list_offsets(
+        clients.admin("source"), clients.connection("source"), tps, spec, committed, clients.outage_timeout
+    )
 
 
 def gather_inputs(
@@ -310,7 +312,12 @@ def gather_inputs(
         and p < clients.partitions("target", remote)
     ]
     tgt_ends = list_offsets(
-        clients.admin("target"), clients.connection("target"), copied, OffsetSpec.latest(), committed=False
+        clients.admin("target"),
+        clients.connection("target"),
+        copied,
+        OffsetSpec.latest(),
+        committed=False,
+        timeout=clients.outage_timeout,
     )
     return [
         PartitionInput(

@@ -28,8 +28,9 @@ def blocked_state_partitions(clients: FlowClients) -> set[int]:
         return set()
     tps = [(topic, p) for p in range(n)]
     conn = clients.connection("target")
-    hw = list_offsets(admin, conn, tps, OffsetSpec.latest(), committed=False)
-    lso = list_offsets(admin, conn, tps, OffsetSpec.latest(), committed=True)
+    # a broker restart (the state topics' leaders coming back) is ridden through, not failed
+    hw = list_offsets(admin, conn, tps, OffsetSpec.latest(), committed=False, timeout=clients.outage_timeout)
+    lso = list_offsets(admin, conn, tps, OffsetSpec.latest(), committed=True, timeout=clients.outage_timeout)
     return {p for (_, p), h in hw.items() if lso.get((topic, p), h) < h}
 
 
