@@ -169,44 +169,43 @@ def stopped_message(why: str, flow_name: str, topic: str, target_topic: str) -> 
     )
 
 
+def _summary(pi: PartitionInput, start: int, units: list[Unit], **extra: Any) -> dict[str, Any]:
+    """The report's view of one planned partition (`extra`: `waiting` or `stopped` with why)."""
+    prog = pi.progress
+    has_progress = prog is not None and prog.next >= 0
+    return {
+        "topic": pi.topic,
+        "partition": pi.partition,
+        "target_topic": pi.target_topic,
+        "log_start": pi.log_start,
+        "end": pi.end,
+        "start": start,
+        "planned": sum(u.records for u in units),
+        "units": len(units),
+        "lost_expected": max(0, pi.log_start - start) if has_progress else 0,
+        "has_progress": has_progress,
+        **extra,
+    }
+
+
 def _partition_units(pi: PartitionInput, max_records: int, flow_name: str) -> tuple[list[Unit], dict]:
     """The units of one partition (ranges the ledger does not cover, cut at max_records) and its summary."""
     prog = pi.progress
+    has_progress = prog is not None and prog.next >= 0
     if 0 <= pi.target_partitions <= pi.partition:  # a new topic or partition the sync has not created yet
         what = (
             f"target topic {pi.target_topic!r} does not exist yet"
             if pi.target_partitions == 0
             else f"target topic {pi.target_topic!r} has {pi.target_partitions} partitions"
         )
-        return [], {
-            "topic": pi.topic,
-            "partition": pi.partition,
-            "target_topic": pi.target_topic,
-            "log_start": pi.log_start,
-            "end": pi.end,
-            "start": prog.next if prog is not None and prog.next >= 0 else -1,
-            "planned": 0,
-            "units": 0,
-            "lost_expected": 0,
-            "has_progress": prog is not None and prog.next >= 0,
-            "waiting": f"waiting for sync: {what} (the sync DAG or `mirrorflow sync --flow {flow_name}` creates it)",
-        }
+        sync = f"the sync DAG or `mirrorflow sync --flow {flow_name}` creates it"
+        start = prog.next if has_progress and prog is not None else -1
+        return [], _summary(pi, start, [], lost_expected=0, waiting=f"waiting for sync: {what} ({sync})")
     why = identity_problem(pi)
     if why is not None:
-        return [], {
-            "topic": pi.topic,
-            "partition": pi.partition,
-            "target_topic": pi.target_topic,
-            "log_start": pi.log_start,
-            "end": pi.end,
-            "start": prog.next if prog is not None else -1,
-            "planned": 0,
-            "units": 0,
-            "lost_expected": 0,
-            "has_progress": True,
-            "stopped": stopped_message(why, flow_name, pi.topic, pi.target_topic),
-        }
-    if prog is not None and prog.next >= 0:
+        stopped = stopped_message(why, flow_name, pi.topic, pi.target_topic)
+        return [], _summary(pi, prog.next if prog is not None else -1, [], lost_expected=0, stopped=stopped)
+    if has_progress and prog is not None:
         start, covered = prog.next, list(prog.covered)
     else:
         start, covered = (pi.initial if pi.initial is not None else pi.log_start), []
@@ -219,26 +218,13 @@ def _partition_units(pi: PartitionInput, max_records: int, flow_name: str) -> tu
                 Unit(pi.topic, pi.partition, pi.target_topic, s, e, pi.log_start, pi.topic_id, pi.target_topic_id)
             )
             s = e
-    if not units and (prog is None or prog.next < 0) and pi.initial is not None and start >= pi.end:
+    if not units and not has_progress and pi.initial is not None and start >= pi.end:
         # a fresh partition whose initial position is its end (latest, or a timestamp past the last
         # record): an empty unit anchors the progress there, so the next run continues from it
         units.append(
             Unit(pi.topic, pi.partition, pi.target_topic, start, start, pi.log_start, pi.topic_id, pi.target_topic_id)
         )
-    lost = max(0, pi.log_start - start) if prog is not None and prog.next >= 0 else 0
-    entry = {
-        "topic": pi.topic,
-        "partition": pi.partition,
-        "target_topic": pi.target_topic,
-        "log_start": pi.log_start,
-        "end": pi.end,
-        "start": start,
-        "planned": sum(u.records for u in units),
-        "units": len(units),
-        "lost_expected": lost,
-        "has_progress": prog is not None and prog.next >= 0,
-    }
-    return units, entry
+    return units, _summary(pi, start, units)
 
 
 # -- gathering the inputs (I/O) -------------------------------------------------------------------
