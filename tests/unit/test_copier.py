@@ -263,3 +263,25 @@ def test_a_crash_point_kills_the_process_once_per_marker(tmp_path):
     run = lambda: subprocess.run([sys.executable, "-c", code], capture_output=True).returncode  # noqa: E731
     assert run() == -9 and marker.exists()
     assert run() == 0  # the marker exists: the rerun passes
+
+
+def test_a_batch_counted_before_an_outage_but_not_kept_by_the_broker_is_not_counted_twice():
+    from types import SimpleNamespace
+
+    from mirrorflow.replication.copier import UnitResult
+    from mirrorflow.state.records import Progress
+
+    def batch(a, b):
+        return SimpleNamespace(src_from=a, src_to=b, records=[object()] * (b - a), nbytes=10 * (b - a),
+                               last_timestamp=5, first_timestamp=0)
+
+    r = UnitResult("t", 0, "A.t", "ok", 0, 300)
+    kept = Progress("t", 0, 100, ((0, 100),), 101)
+    r.committed(batch(0, 100), kept)
+    r.committed(batch(100, 200), kept)  # reported committed, then the outage: the broker did not keep it
+    r.recount(kept)
+    assert (r.records, r.bytes, r.transactions) == (100, 1000, 1)
+    r.committed(batch(100, 200), kept)  # copied again after the resume
+    r.recount(Progress("t", 0, 200, ((0, 200),), 202))
+    assert (r.records, r.transactions) == (200, 2)
+    assert "_batches" not in r.to_dict()

@@ -21,7 +21,7 @@ import queue
 import time
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from confluent_kafka import KafkaException
@@ -42,7 +42,7 @@ from mirrorflow.replication.reader import (
     outage_bound_s,
 )
 from mirrorflow.replication.writer import TransactionWriter, is_fenced
-from mirrorflow.state.offset_map import subtract_ranges
+from mirrorflow.state.offset_map import subtract_ranges, uncovered
 from mirrorflow.state.records import Progress
 from mirrorflow.state.store import StateStore
 from mirrorflow.state.topics import offset_map_topic, progress_topic, transactional_id
@@ -72,9 +72,24 @@ class UnitResult:
     started: float = 0.0  # wall clock
     copy_started: float = 0.0  # after clients are up and progress was re-read
     finished: float = 0.0
+    # (src_from, src_to, records, bytes) of each batch counted, to recount after an outage
+    _batches: list[tuple[int, int, int, int]] = field(default_factory=list, repr=False)
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        d = asdict(self)
+        d.pop("_batches", None)
+        return d
+
+    def recount(self, progress: Progress) -> None:
+        """After an outage, count only the batches the committed progress holds: a commit reported
+        done whose transaction the broker did not keep is copied again and must not count twice."""
+        ranges = list(progress.covered)
+        kept = [b for b in self._batches if b[1] <= b[0] or uncovered(ranges, b[0], b[1]) == 0]
+        if len(kept) != len(self._batches):
+            self._batches = kept
+            self.records = sum(b[2] for b in kept)
+            self.bytes = sum(b[3] for b in kept)
+            self.transactions = len(kept)
 
     def committed(self, batch: Batch, progress: Progress) -> None:
         """Count a batch whose transaction committed; `progress` is the progress after it."""
@@ -83,6 +98,7 @@ class UnitResult:
         self.records += len(batch.records)
         self.bytes += batch.nbytes
         self.transactions += 1
+        self._batches.append((batch.src_from, batch.src_to, len(batch.records), batch.nbytes))
         self.tgt_end = progress.tgt_end
         if batch.records:
             self.last_timestamp = batch.last_timestamp
@@ -186,6 +202,8 @@ class UnitCopier:
         if why is not None:  # the topics changed since the progress was written (or since planning)
             raise StateError(stopped_message(why, self.flow.name, u.topic, u.target_topic))
         progress = progress.with_identity(u.topic_id, u.target_topic, u.target_topic_id)
+        if r.transactions:  # resumed after an outage: what the broker kept is the truth
+            r.recount(progress)
         todo = ranges_to_copy(u, progress)
         if not todo:
             r.status = "skipped"
