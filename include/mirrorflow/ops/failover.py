@@ -158,9 +158,12 @@ def failover(
     copy_mode: str = "submit",
     max_drain_runs: int = 5,
     log: Callable[[str], None] = lambda s: None,
+    drain: bool | None = None,
 ) -> FailoverReport:
     """Preflight, confirm, commit (see the module docstring). Never raises for a refusal the
-    report can explain (already failed over, not confirmed); raises MirrorflowError for bad input."""
+    report can explain (already failed over, not confirmed); raises MirrorflowError for bad input.
+    `drain` (planned mode; default: unless a dry run): the DAG drains in its preflight task, so the
+    approval sees the drained state, and not again in its commit task."""
     if mode not in MODES:
         raise ConfigError([("--mode", f"expected planned or unplanned, got {mode!r}")])
     pattern = _group_pattern(groups)
@@ -173,7 +176,7 @@ def failover(
                 f"{_iso(int(done.get('at', 0)))} ({done.get('mode')}) and is stopped"
             )
             return report
-    if mode == "planned" and not dry_run:
+    if mode == "planned" and (not dry_run if drain is None else drain):
         _drain(cfg, flow, report, copy_mode, max_drain_runs, log)
     with FlowClients(cfg, flow) as clients:
         _preflight(clients, report, pattern)

@@ -50,6 +50,7 @@ def failover_task(
         dry_run=not commit,
         copy_mode="submit",
         log=log.info,
+        drain=not commit and not params.get("dry_run"),  # planned: the preflight drains, the commit does not
     )
     text = rep.render()
     log.info("%s", text)
