@@ -49,6 +49,7 @@ COMPACT = {
 }
 CRASH_POINTS = ["after_init", "before_flush:1", "after_flush:1", "before_commit:1", "after_commit:1"]
 LEASE_HELD = 75  # EX_TEMPFAIL: the lease of a run killed just before has not lapsed yet
+LEASE_LAPSE_S = 2.5  # longer than the flow's lease.timeout.seconds (make_flow: 1)
 SETTLE_S = 15.0  # after a broker restart ends, a run may still fail on stale connections
 
 
@@ -310,6 +311,7 @@ def test_chaos_kills_and_restarts_lose_and_duplicate_nothing(
             due += [("XS", False)] if len(restarts) == 1 and done >= 2 * kills // 3 else []
             for alias, hard in due:  # the target crashes (SIGKILL), later the source stops (SIGTERM)
                 log = logs / f"restart-{alias}.log"
+                time.sleep(LEASE_LAPSE_S)  # the run under way must get the lease of the run killed just before
                 restarts.append(restart_mid_run(kafka_pool, alias, hard, start_run(cfg, "direct", {}, log), rng))
                 fig.runs += 1
             crash = rng.random() < 0.25

@@ -23,8 +23,6 @@ from mirrorflow.kafka.connection import kafka_error
 
 T = TypeVar("T")
 
-# another attempt at the same transactional.id owns the partition now (never an outage)
-FENCING_CODES = {KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH}
 TRANSIENT_CODES = {
     KafkaError._TRANSPORT,
     KafkaError._ALL_BROKERS_DOWN,
@@ -49,7 +47,7 @@ BACKOFF_S = 1.0
 
 def transient_error(err: KafkaError | None) -> bool:
     """A Kafka error that a broker coming back cures (never a fatal one: fencing, authorization)."""
-    if err is None or err.fatal() or err.code() in FENCING_CODES:
+    if err is None or err.fatal():
         return False  # a fenced attempt stops: retrying would fence the attempt that fenced it
     return err.code() in TRANSIENT_CODES or err.retriable() or err.txn_requires_abort()
 
