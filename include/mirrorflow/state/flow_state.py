@@ -21,8 +21,9 @@ from datetime import UTC, datetime
 from typing import Any
 
 from mirrorflow.clients import FlowClients
-from mirrorflow.errors import ConfigError, StateError
+from mirrorflow.errors import ClusterError, ConfigError, StateError
 from mirrorflow.kafka.log_reader import LogReader
+from mirrorflow.kafka.topics import produce_all
 from mirrorflow.state.topics import progress_topic
 
 STATES = ("running", "paused", "stopped")
@@ -103,19 +104,18 @@ def write_control(clients: FlowClients, name: str, value: dict[str, Any]) -> Non
     ensure_state_topics(clients)
     topic, key = progress_topic(clients.flow), control_key(name)
     n = clients.partitions("target", topic)
-    producer = clients.producer("target", {"linger.ms": 0}, {"acks": "all", "enable.idempotence": True})
-    errors: list[Any] = []
-
-    def delivered(err: Any, _msg: Any) -> None:
-        if err is not None:
-            errors.append(err)
-
-    producer.produce(topic, json.dumps({"v": 1, **value}).encode(), key, _partition(key, n), on_delivery=delivered)
-    if producer.flush(clients.admin_timeout) or errors:
-        why = errors[0].str() if errors else "not acknowledged in time"
-        raise StateError(
-            f"cannot record the {name} of flow {clients.flow.name} on cluster {clients.flow.target!r}: {why}"
+    record = (key, json.dumps({"v": 1, **value}).encode(), int(time.time() * 1000))
+    try:
+        produce_all(
+            clients.connection("target"),
+            topic,
+            [record],
+            _partition(key, n),
+            clients.overrides("target", "producer"),
+            clients.admin_timeout,
         )
+    except ClusterError as exc:
+        raise StateError(f"cannot record the {name} of flow {clients.flow.name}: {exc}") from None
 
 
 def stored_state(clients: FlowClients) -> FlowState:

@@ -33,11 +33,11 @@ import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
 
 from mirrorflow.clients import FlowClients
-from mirrorflow.errors import LeaseError
+from mirrorflow.errors import ClusterError, LeaseError
 from mirrorflow.kafka.log_reader import LogReader
+from mirrorflow.kafka.topics import produce_all
 from mirrorflow.state.topics import lease_topic
 
 LEASE_KEY = b"lease"
@@ -128,7 +128,6 @@ class FlowLease:
         self.holder: Holder | None = None
         self.lost: str | None = None  # why this owner lost the lease while renewing
         self._next: int | None = None  # replayed up to here
-        self._producer: Any = None
         self._reader: LogReader | None = None
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -136,25 +135,18 @@ class FlowLease:
 
     # -- the protocol ---------------------------------------------------------------------------
     def _append(self, kind: str) -> None:
-        if self._producer is None:
-            self._producer = self.clients.producer(
-                "target", {"linger.ms": 0}, {"acks": "all", "enable.idempotence": True}
-            )
-        errors: list[Any] = []
-
-        def delivered(err: Any, _msg: Any) -> None:
-            if err is not None:
-                errors.append(err)
-
         rec = LeaseRecord(kind, self.owner, self.who, self.ttl_ms, 0)
-        self._producer.produce(self.topic, rec.to_json(), LEASE_KEY, 0, on_delivery=delivered)
-        left = self._producer.flush(self.clients.admin_timeout)
-        if left or errors:
-            why = errors[0].str() if errors else "not acknowledged in time"
-            raise LeaseError(
-                f"cannot write the lease of flow {self.flow.name} to topic {self.topic!r} "
-                f"on cluster {self.flow.target!r}: {why}"
+        try:  # the broker stamps the record (LogAppendTime)
+            produce_all(
+                self.clients.connection("target"),
+                self.topic,
+                [(LEASE_KEY, rec.to_json(), int(time.time() * 1000))],
+                0,
+                self.clients.overrides("target", "producer"),
+                self.clients.admin_timeout,
             )
+        except ClusterError as exc:
+            raise LeaseError(f"cannot write the lease of flow {self.flow.name}: {exc}") from None
 
     def read_holder(self) -> Holder | None:
         """Replay the records appended since the last read; the holder now (maybe expired)."""
