@@ -45,6 +45,11 @@ class ClusterError(MirrorflowError):
         super().__init__(f"cluster {alias!r}: {message}")
 
 
+class AuthenticationError(ClusterError):
+    """A cluster refused who we are: wrong SASL password, rejected or expired OAuth token, an
+    untrusted broker certificate or a client certificate the broker rejects (TLS handshake)."""
+
+
 class BrokerUnavailableError(ClusterError):
     """A cluster did not answer for longer than broker.outage.max.seconds (a restart or a
     leadership move that did not end in time); shorter outages are ridden through."""

@@ -13,6 +13,17 @@ def _dev_args(p: argparse.ArgumentParser) -> None:
     up = sub.add_parser("up", help="start local Kafka clusters (real Apache Kafka, KRaft)")
     up.add_argument("--clusters", help="comma-separated aliases (default: the clusters in the config)")
     up.add_argument("--sasl", default="", help="comma-separated aliases to run with SASL/PLAIN and ACLs enforced")
+    up.add_argument("--tls", default="", help="aliases with a TLS listener (server certificate only; ACLs enforced)")
+    up.add_argument(
+        "--mtls", default="", help="aliases with mTLS: client certificates, principal = the certificate's CN"
+    )
+    up.add_argument("--scram", default="", help="aliases with SASL_SSL SCRAM-SHA-512 (users made with the Admin API)")
+    up.add_argument(
+        "--oauth",
+        default="",
+        help="aliases with SASL_SSL OAUTHBEARER and the broker's UNSECURED JWS validator: DEVELOPMENT ONLY, "
+        "anyone can mint a token for any principal",
+    )
     st = sub.add_parser("status", help="show the local clusters")
     st.add_argument("--json", action="store_true")
     sub.add_parser("down", help="stop the local clusters")
@@ -22,6 +33,41 @@ def _dev_args(p: argparse.ArgumentParser) -> None:
     rs.add_argument("alias", help="the cluster to restart")
     rs.add_argument("--hard", action="store_true", help="SIGKILL (a crash) instead of SIGTERM (a clean shutdown)")
     rs.add_argument("--down", type=float, default=0.0, metavar="SECONDS", help="stay down this long (default 0)")
+    _spark_args(sub)
+
+
+def _spark_args(sub: argparse._SubParsersAction) -> None:
+    sp = sub.add_parser("spark", help="a local Spark Connect server for the `connect` copy mode (spark.remote)")
+    ss = sp.add_subparsers(dest="spark_cmd", required=True)
+    up = ss.add_parser("up", help="start it on 127.0.0.1 (logs under the dev home)")
+    up.add_argument("--port", type=int, help="gRPC port (default 15002 when free, else a free one)")
+    up.add_argument("--master", default="local[*]", help="its Spark master (default local[*])")
+    st = ss.add_parser("status", help="show it")
+    st.add_argument("--json", action="store_true")
+    ss.add_parser("down", help="stop it")
+
+
+def _dev_spark(args: argparse.Namespace) -> int:
+    from mirrorflow.dev.spark import DevSparkServer
+
+    server = DevSparkServer()
+    if args.spark_cmd == "up":
+        s = server.up(args.port, args.master)
+        print(f"Spark Connect: {s.remote}  pid {s.pid}  log {s.log}")
+        print(f"use it: spark.remote: {s.remote}  (or replicate --master {s.remote})")
+        return 0
+    if args.spark_cmd == "status":
+        status = server.status()
+        if args.json:
+            print_json(status or {})
+        elif not status:
+            print("no local Spark Connect server (start it with `mirrorflow dev spark up`)")
+        else:
+            state = "running" if status["running"] else "STOPPED"
+            print(f"Spark Connect: {status['remote']}  {state}  pid {status['pid']}  log {status['log']}")
+        return 0
+    print("stopped: Spark Connect server" if server.down() else "stopped: nothing was running")
+    return 0
 
 
 def dev_ports(cfg: config_mod.Config | None) -> dict[str, int]:
@@ -46,9 +92,22 @@ def _dev(args: argparse.Namespace) -> int:
             else None
         )
         aliases = split_list(args.clusters) or (list(cfg.clusters) if cfg else ["A", "B"])
-        clusters = dev.up(aliases, sasl=split_list(args.sasl), ports=dev_ports(cfg))
+        from mirrorflow.dev.cluster import SECURITY_KINDS
+
+        clusters = dev.up(
+            aliases,
+            sasl=split_list(args.sasl),
+            ports=dev_ports(cfg),
+            tls=split_list(args.tls),
+            mtls=split_list(args.mtls),
+            scram=split_list(args.scram),
+            oauth=split_list(args.oauth),
+        )
         for c in clusters.values():
-            print(f"{c.alias}: {c.bootstrap_servers}{'  (SASL/PLAIN, ACLs enforced)' if c.sasl else ''}")
+            label = SECURITY_KINDS[c.security][1]
+            print(f"{c.alias}: {c.bootstrap_servers}{f'  ({label})' if label else ''}")
+        if any(c.security != "plaintext" for c in clusters.values()):
+            print("client settings (CA, certificates, password files): mirrorflow dev status --json")
         return 0
     if args.dev_cmd == "status":
         status = dev.status()
@@ -60,10 +119,15 @@ def _dev(args: argparse.Namespace) -> int:
             for s in status.values():
                 state = "running" if s["running"] else "STOPPED"
                 line = f"{s['alias']}: {s['bootstrap.servers']}  {state}  pid {s['pid']}"
-                if s["sasl"]:
-                    line += "  SASL/PLAIN users: " + ", ".join(f"{u}/{p}" for u, p in s["users"].items())
+                if s.get("security", "plaintext") != "plaintext":
+                    line += f"  {s['security']} ({s['security.protocol']})"
+                    if s.get("ssl.ca.location"):
+                        line += f"  CA {s['ssl.ca.location']}"
+                    line += "  users: " + ", ".join(s.get("users", {})) if s.get("users") else ""
                 print(line)
         return 0
+    if args.dev_cmd == "spark":
+        return _dev_spark(args)
     if args.dev_cmd == "restart":
         c = dev.restart(args.alias, hard=args.hard, down_s=args.down)
         how = "killed (SIGKILL)" if args.hard else "stopped (SIGTERM)"

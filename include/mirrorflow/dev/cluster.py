@@ -1,10 +1,13 @@
 """Local single-node Apache Kafka clusters (KRaft) for development and tests.
 
 Each alias gets its own broker+controller JVM on 127.0.0.1 with its own ports, data and log
-folders under a home folder (default `.mirrorflow/dev` in the project). A cluster can enforce
-SASL/PLAIN with the StandardAuthorizer: `admin` is the super user mirrorflow connects as,
-`alice` and `bob` are ordinary users for tests. `state.json` in the home folder records what runs,
-so `dev status` and `dev down` work from any later process.
+folders under a home folder (default `.mirrorflow/dev` in the project). A cluster listens with one
+security kind (`SECURITY_KINDS`): plaintext, or SASL/PLAIN, TLS, mTLS, SASL_SSL SCRAM-SHA-512 or
+SASL_SSL OAUTHBEARER (the broker's *unsecured* JWS validator: development only), each with the
+StandardAuthorizer: `admin` is the super user mirrorflow connects as, `alice` and `bob` are
+ordinary users for tests. Certificates come from a per-cluster CA (`dev.certs`); passwords sit in
+0600 files of the cluster's folder and are never printed. `state.json` in the home folder records
+what runs, so `dev status` and `dev down` work from any later process.
 """
 
 from __future__ import annotations
@@ -27,10 +30,21 @@ from pathlib import Path
 
 from mirrorflow.config import project_dir
 from mirrorflow.dev import kafka_dist
+from mirrorflow.dev.certs import DevCA
 from mirrorflow.errors import DevClusterError
 from mirrorflow.kafka.connection import ClusterConnection
 
 TEST_USERS = ("alice", "bob")
+# security kind -> (listener protocol, what `dev up` prints); "plain" is the older `--sasl`
+SECURITY_KINDS = {
+    "plaintext": ("PLAINTEXT", ""),
+    "plain": ("SASL_PLAINTEXT", "SASL/PLAIN, ACLs enforced"),
+    "tls": ("SSL", "TLS (server certificate; clients are User:ANONYMOUS), ACLs enforced"),
+    "mtls": ("SSL", "mTLS (principal = certificate CN), ACLs enforced"),
+    "scram": ("SASL_SSL", "SASL_SSL SCRAM-SHA-512, ACLs enforced"),
+    "oauth": ("SASL_SSL", "SASL_SSL OAUTHBEARER, UNSECURED JWS validator (development only!), ACLs enforced"),
+}
+BROKER_PRINCIPAL = "broker"  # CN of the broker's certificate: its principal on an mTLS listener
 READY_TIMEOUT_S = 120.0
 STOP_TIMEOUT_S = 30.0
 
@@ -66,39 +80,86 @@ class DevCluster:
     alias: str
     port: int
     controller_port: int
-    sasl: bool = False
+    sasl: bool = False  # SASL/PLAIN (kept for state files written before `security`)
     users: dict[str, str] = field(default_factory=dict, repr=False)  # passwords: never in reprs/test output
     pid: int | None = None
+    security: str = "plaintext"  # a key of SECURITY_KINDS
+    folder: str = ""  # the cluster's dev folder (certificates, password files)
+
+    def __post_init__(self) -> None:
+        if self.sasl and self.security == "plaintext":
+            self.security = "plain"
+        self.sasl = self.security == "plain"
 
     @property
     def bootstrap_servers(self) -> str:
         return f"127.0.0.1:{self.port}"
 
+    @property
+    def tls_dir(self) -> Path:
+        return Path(self.folder) / "tls"
+
+    @property
+    def ca_location(self) -> str | None:
+        """The CA file clients must trust (None: no TLS)."""
+        return str(self.tls_dir / "ca.pem") if SECURITY_KINDS[self.security][0].endswith("SSL") else None
+
+    def password_file(self, user: str) -> Path:
+        return Path(self.folder) / "secrets" / f"{user}.password"
+
     def client_config(self, user: str = "admin") -> dict[str, str]:
-        """librdkafka settings to reach this cluster (as the super user by default)."""
+        """librdkafka settings to reach this cluster (as the super user by default). Holds the
+        password for SASL kinds: never log it."""
+        protocol = SECURITY_KINDS[self.security][0]
         conf = {"bootstrap.servers": self.bootstrap_servers}
-        if self.sasl:
-            conf.update(
-                {
-                    "security.protocol": "SASL_PLAINTEXT",
-                    "sasl.mechanism": "PLAIN",
-                    "sasl.username": user,
-                    "sasl.password": self.users[user],
-                }
-            )
+        if protocol == "PLAINTEXT":
+            return conf
+        conf["security.protocol"] = protocol
+        if self.ca_location:
+            conf["ssl.ca.location"] = self.ca_location
+        if self.security == "mtls":
+            conf["ssl.certificate.location"] = str(self.tls_dir / f"{user}.crt")
+            conf["ssl.key.location"] = str(self.tls_dir / f"{user}.key")
+        elif self.security in ("plain", "scram"):
+            conf["sasl.mechanism"] = "PLAIN" if self.security == "plain" else "SCRAM-SHA-512"
+            conf["sasl.username"] = user
+            conf["sasl.password"] = self.users[user]
+        elif self.security == "oauth":
+            conf["sasl.mechanism"] = "OAUTHBEARER"
+            conf["enable.sasl.oauthbearer.unsecure.jwt"] = "true"  # development only
+            conf["sasl.oauthbearer.config"] = f"principal={user}"
         return conf
 
     def status(self) -> dict:
-        d = {
+        """What a client needs, secrets by reference only (password files, never passwords)."""
+        d: dict = {
             "alias": self.alias,
             "bootstrap.servers": self.bootstrap_servers,
+            "security": self.security,
             "sasl": self.sasl,
             "pid": self.pid,
             "running": _alive(self.pid),
         }
-        if self.sasl:
-            d["users"] = dict(self.users)
-            d["super.user"] = "admin"
+        if self.security == "plaintext":
+            return d
+        d["security.protocol"] = SECURITY_KINDS[self.security][0]
+        d["super.user"] = "admin"
+        if self.ca_location:
+            d["ssl.ca.location"] = self.ca_location
+        users: dict[str, dict[str, str]] = {}
+        for user in ("admin", *TEST_USERS):
+            if self.security in ("plain", "scram"):
+                users[user] = {"sasl.username": user, "password.file": str(self.password_file(user))}
+            elif self.security == "mtls":
+                users[user] = {
+                    "principal": f"User:{user}",
+                    "ssl.certificate.location": str(self.tls_dir / f"{user}.crt"),
+                    "ssl.key.location": str(self.tls_dir / f"{user}.key"),
+                }
+            elif self.security == "oauth":
+                users[user] = {"principal": f"User:{user}", "sasl.oauthbearer.config": f"principal={user}"}
+        if users:
+            d["users"] = users
         return d
 
 
@@ -180,17 +241,19 @@ class DevClusters:
         sasl: list[str] | tuple[str, ...] = (),
         ports: dict[str, int] | None = None,
         attached: bool = False,
+        tls: list[str] | tuple[str, ...] = (),
+        mtls: list[str] | tuple[str, ...] = (),
+        scram: list[str] | tuple[str, ...] = (),
+        oauth: list[str] | tuple[str, ...] = (),
     ) -> dict[str, DevCluster]:
         """Start the named clusters (those already running are kept) and wait until they serve.
 
-        `ports` fixes the broker port per alias (the controller takes the next one); other
-        aliases get free ports. `attached=True` ties the brokers' lives to this process.
+        `sasl` (SASL/PLAIN), `tls`, `mtls`, `scram` and `oauth` name the aliases that listen with
+        that security kind (others: plaintext). `ports` fixes the broker port per alias (the
+        controller takes the next one); other aliases get free ports. `attached=True` ties the
+        brokers' lives to this process.
         """
-        unknown_sasl = sorted(set(sasl) - set(aliases))
-        if unknown_sasl:
-            raise DevClusterError(
-                f"--sasl names {', '.join(unknown_sasl)}, which is not in --clusters {','.join(aliases)}"
-            )
+        kinds = security_kinds(aliases, plain=sasl, tls=tls, mtls=mtls, scram=scram, oauth=oauth)
         java = kafka_dist.java_binary()
         libs = kafka_dist.libs_dir()
         existing = self.clusters()
@@ -199,9 +262,10 @@ class DevClusters:
         for alias in aliases:
             cur = existing.get(alias)
             if cur and _alive(cur.pid):
-                if cur.sasl != (alias in sasl):
+                if cur.security != kinds[alias]:
                     raise DevClusterError(
-                        f"cluster {alias} already runs with sasl={cur.sasl}; run `mirrorflow dev down` first"
+                        f"cluster {alias} already runs with security {cur.security}, not {kinds[alias]}; "
+                        "run `mirrorflow dev down` first"
                     )
                 continue
             port = ports.get(alias) or free_port()
@@ -212,8 +276,10 @@ class DevClusters:
                         f"port {p} for cluster {alias} is already in use on 127.0.0.1 "
                         f"(another Kafka or program holds it; stop it or pick other ports)"
                     )
-            users = {u: secrets.token_urlsafe(12) for u in ("admin", *TEST_USERS)} if alias in sasl else {}
-            todo[alias] = DevCluster(alias, port, cport, sasl=alias in sasl, users=users)
+            kind = kinds[alias]
+            users = {u: secrets.token_urlsafe(12) for u in ("admin", *TEST_USERS)} if kind in ("plain", "scram") else {}
+            folder = str(self._dirs(alias)[0])
+            todo[alias] = DevCluster(alias, port, cport, users=users, security=kind, folder=folder)
         errors: list[str] = []
         started: dict[str, tuple[DevCluster, subprocess.Popen]] = {}
         with ThreadPoolExecutor(max_workers=max(1, len(todo))) as pool:
@@ -232,6 +298,10 @@ class DevClusters:
                     wait.result()
                 except DevClusterError as exc:
                     errors.append(str(exc))
+            if not errors:
+                for problem in pool.map(_create_users, [c for c, _ in started.values()]):
+                    if problem:
+                        errors.append(problem)
         merged = {**existing, **todo}
         self._save(merged)
         if errors:
@@ -252,6 +322,7 @@ class DevClusters:
             shutil.rmtree(base)  # always a fresh, empty cluster: no cluster-id mismatch
         data.mkdir(parents=True)
         logs.mkdir(parents=True)
+        _write_secrets(c, base)
         props = base / "server.properties"
         props.write_text(_server_properties(c, data))
         os.chmod(props, 0o600)
@@ -273,6 +344,8 @@ class DevClusters:
             str(props),
             "--standalone",
         ]
+        if c.security == "scram":  # KRaft: the broker's own login must exist before it starts
+            fmt += ["--add-scram", f"SCRAM-SHA-512=[name=admin,password={c.users['admin']}]"]
         proc = subprocess.run(fmt, capture_output=True, text=True)
         if proc.returncode != 0:
             raise DevClusterError(
@@ -422,6 +495,57 @@ class DevClusters:
         _reap(c.pid)
 
 
+def security_kinds(aliases: list[str], **by_kind: list[str] | tuple[str, ...]) -> dict[str, str]:
+    """alias -> security kind, from the aliases each kind names; one kind per alias."""
+    kinds = dict.fromkeys(aliases, "plaintext")
+    flags = {"plain": "--sasl"}
+    for kind, named in by_kind.items():
+        flag = flags.get(kind, f"--{kind}")
+        unknown = sorted(set(named) - set(aliases))
+        if unknown:
+            raise DevClusterError(f"{flag} names {', '.join(unknown)}, which is not in --clusters {','.join(aliases)}")
+        for alias in named:
+            if kinds[alias] != "plaintext":
+                raise DevClusterError(f"cluster {alias} is named by two security kinds ({kinds[alias]} and {kind})")
+            kinds[alias] = kind
+    return kinds
+
+
+def _write_secrets(c: DevCluster, base: Path) -> None:
+    """Password files (0600) and, for TLS kinds, the cluster's CA, broker and user certificates."""
+    if c.users:
+        folder = base / "secrets"
+        folder.mkdir(mode=0o700)
+        for user, password in c.users.items():
+            fd = os.open(folder / f"{user}.password", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, "w") as f:
+                f.write(password)
+    if c.ca_location:
+        ca = DevCA(c.tls_dir, c.alias)
+        ca.keystore(ca.issue(BROKER_PRINCIPAL, server=True))
+        if c.security == "mtls":
+            for user in ("admin", *TEST_USERS):
+                ca.issue(user)
+
+
+def _create_users(c: DevCluster) -> str | None:
+    """SCRAM: the test users, through the Admin API as admin (the admin itself was bootstrapped)."""
+    if c.security != "scram":
+        return None
+    from confluent_kafka.admin import ScramCredentialInfo, ScramMechanism, UserScramCredentialUpsertion
+
+    conn = ClusterConnection(c.alias, c.client_config())
+    admin = conn.admin()
+    info = ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 8192)
+    upserts = [UserScramCredentialUpsertion(u, info, c.users[u].encode()) for u in TEST_USERS]
+    try:
+        for fut in admin.alter_user_scram_credentials(upserts).values():
+            fut.result(timeout=30)
+    except Exception as exc:  # noqa: BLE001 - reported as the cluster's start-up failure
+        return f"creating the SCRAM users failed: {conn.describe_failure(exc)}"
+    return None
+
+
 def _reap(pid: int) -> None:
     try:
         os.waitpid(pid, os.WNOHANG)
@@ -464,7 +588,9 @@ def _server_properties(c: DevCluster, data: Path) -> str:
         "transaction.remove.expired.transaction.cleanup.interval.ms": "60000",
         "auto.create.topics.enable": "false",
     }
-    if c.sasl:
+    if c.security not in ("plaintext", "plain"):
+        common.update(_secure_listener(c))
+    elif c.sasl:
         users = " ".join(f'user_{u}="{p}"' for u, p in c.users.items())
         common.update(
             {
@@ -493,3 +619,47 @@ def _server_properties(c: DevCluster, data: Path) -> str:
         )
     # generated without comments: a '#' after a value would become part of it
     return "".join(f"{k}={v}\n" for k, v in common.items())
+
+
+def _secure_listener(c: DevCluster) -> dict[str, str]:
+    """The BROKER listener of a TLS kind (tls, mtls, scram, oauth) and the authorizer. The
+    controller listener stays PLAINTEXT on loopback (its ANONYMOUS principal is a super user, so
+    on a `tls` cluster, whose clients are anonymous too, every client is one: TLS alone gives
+    no identity)."""
+    protocol = SECURITY_KINDS[c.security][0]
+    listeners = f"BROKER://127.0.0.1:{c.port},CONTROLLER://127.0.0.1:{c.controller_port}"
+    keystore = c.tls_dir / f"{BROKER_PRINCIPAL}.keystore.pem"
+    props = {
+        "listeners": listeners,
+        "advertised.listeners": listeners,
+        "listener.security.protocol.map": f"BROKER:{protocol},CONTROLLER:PLAINTEXT",
+        "inter.broker.listener.name": "BROKER",
+        "ssl.keystore.type": "PEM",
+        "ssl.keystore.location": str(keystore),
+        "ssl.truststore.type": "PEM",
+        "ssl.truststore.location": str(c.tls_dir / "ca.pem"),
+        "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+        "super.users": f"User:admin;User:{BROKER_PRINCIPAL};User:ANONYMOUS",
+        "allow.everyone.if.no.acl.found": "false",
+    }
+    if c.security == "mtls":
+        props["ssl.client.auth"] = "required"
+        # the principal is the certificate's CN (User:admin), not its whole DN
+        props["ssl.principal.mapping.rules"] = "RULE:^CN=([^,]+)$/$1/,DEFAULT"
+    elif c.security == "scram":
+        props["sasl.enabled.mechanisms"] = "SCRAM-SHA-512"
+        props["sasl.mechanism.inter.broker.protocol"] = "SCRAM-SHA-512"
+        props["listener.name.broker.scram-sha-512.sasl.jaas.config"] = (
+            "org.apache.kafka.common.security.scram.ScramLoginModule required "
+            f'username="admin" password="{c.users["admin"]}";'
+        )
+    elif c.security == "oauth":
+        # no callback handlers configured: Kafka's UNSECURED login and JWS validator (tokens with
+        # alg "none", anyone can mint one for any principal). Development only.
+        props["sasl.enabled.mechanisms"] = "OAUTHBEARER"
+        props["sasl.mechanism.inter.broker.protocol"] = "OAUTHBEARER"
+        props["listener.name.broker.oauthbearer.sasl.jaas.config"] = (
+            "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required "
+            'unsecuredLoginStringClaim_sub="admin";'
+        )
+    return props

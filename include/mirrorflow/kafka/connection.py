@@ -2,7 +2,8 @@
 
 `ClusterConnection` is the only place a librdkafka client is constructed: an unreachable cluster
 or a wrong password reads the same everywhere ("cluster 'A': cannot reach 127.0.0.1:19092 ...",
-"cluster 'A': authentication failed ..."). It takes settings that are already resolved (secrets
+"cluster 'A': authentication failed ...", an untrusted certificate "cluster 'A': TLS handshake
+failed ..."; `AuthenticationError` for every way of being refused). It takes settings that are already resolved (secrets
 included): it never logs them, and its repr shows none.
 """
 
@@ -10,13 +11,14 @@ from __future__ import annotations
 
 import functools
 import threading
+import time
 from collections.abc import Mapping
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient
 
-from mirrorflow.errors import ClusterError
+from mirrorflow.errors import AuthenticationError, ClusterError
 
 AUTH_CODES = {KafkaError._AUTHENTICATION, KafkaError.SASL_AUTHENTICATION_FAILED}
 AUTHZ_CODES = {
@@ -26,10 +28,32 @@ AUTHZ_CODES = {
     KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
 }
 UNREACHABLE_CODES = {KafkaError._TRANSPORT, KafkaError._TIMED_OUT, KafkaError._ALL_BROKERS_DOWN, KafkaError._RESOLVE}
+# librdkafka reports TLS handshake failures as transport errors; their text tells them apart
+# (OpenSSL's reason strings): the broker's certificate is not trusted, or it rejects ours
+TLS_UNTRUSTED_TEXT = ("certificate verify failed", "self-signed certificate", "unable to get local issuer")
+TLS_REJECTED_TEXT = (
+    "alert bad certificate",
+    "alert certificate required",
+    "alert unknown ca",
+    "alert handshake failure",
+)
+
+
+def tls_failure(err: KafkaError) -> str | None:
+    """'untrusted' / 'rejected' for a TLS handshake failure, None for anything else."""
+    if err.code() not in (KafkaError._SSL, KafkaError._TRANSPORT):
+        return None
+    text = err.str().lower()
+    if any(t in text for t in TLS_UNTRUSTED_TEXT):
+        return "untrusted"
+    if any(t in text for t in TLS_REJECTED_TEXT):
+        return "rejected"
+    return "untrusted" if err.code() == KafkaError._SSL else None
 
 
 class ErrorWatch:
-    """error_cb that remembers the first fatal-looking error (auth) so callers can report it."""
+    """error_cb that remembers the first fatal-looking error (authentication, a TLS handshake
+    failure) so callers can report it instead of "transport failure"."""
 
     def __init__(self) -> None:
         self.error: KafkaError | None = None
@@ -37,7 +61,7 @@ class ErrorWatch:
 
     def __call__(self, err: KafkaError) -> None:
         with self._lock:
-            if self.error is None and (err.code() in AUTH_CODES or err.fatal()):
+            if self.error is None and (err.code() in AUTH_CODES or err.fatal() or tls_failure(err)):
                 self.error = err
 
 
@@ -90,14 +114,33 @@ class ClusterConnection:
         code = err.code() if err is not None else None
         text = err.str() if err is not None else f"{type(exc).__name__}: {exc}"
         if code in AUTH_CODES:
-            return ClusterError(
-                self.alias, f"authentication failed at {self.where}: check the SASL username and password ({text})"
+            return AuthenticationError(
+                self.alias, f"authentication failed at {self.where}: {self._auth_hint()} ({text})"
+            )
+        tls = tls_failure(err) if err is not None else None
+        if tls == "untrusted":
+            return AuthenticationError(
+                self.alias,
+                f"TLS handshake failed at {self.where}: the broker's certificate is not trusted (ssl.ca.location "
+                f"must hold the CA that signed it, and the certificate must name the host) ({text})",
+            )
+        if tls == "rejected":
+            return AuthenticationError(
+                self.alias,
+                f"TLS handshake failed at {self.where}: the broker rejected the client certificate (mTLS: check "
+                f"ssl.certificate.location / ssl.key.location and that the broker trusts their CA) ({text})",
             )
         if code in AUTHZ_CODES:
             return ClusterError(self.alias, f"not authorized: {text}")
         if code in UNREACHABLE_CODES:
             return ClusterError(self.alias, f"cannot reach {self.where} ({text})")
         return ClusterError(self.alias, text)
+
+    def _auth_hint(self) -> str:
+        mechanism = str(self._settings.get("sasl.mechanism") or self._settings.get("sasl.mechanisms") or "")
+        if mechanism.upper() == "OAUTHBEARER":
+            return "the broker rejected the OAuth token (expired, not yet valid, or not signed as it expects)"
+        return f"check the SASL username and password (mechanism {mechanism or 'GSSAPI'})"
 
     def admin(self, conf: Mapping[str, Any] | None = None, check_timeout: float | None = 10.0) -> AdminClient:
         """An AdminClient; with `check_timeout` it first proves the cluster answers (and we may log in)."""
@@ -111,13 +154,21 @@ class ClusterConnection:
         return admin
 
     def check(self, admin: AdminClient, watch: ErrorWatch | None = None, timeout: float = 10.0) -> None:
-        try:
-            admin.list_topics(timeout=timeout)
-        except KafkaException as exc:
-            # error_cb runs only from poll(): serve the queued errors so an authentication failure
-            # is reported as one (list_topics itself only says "transport failure")
-            admin.poll(0.5)
-            raise self.describe_failure(exc, watch) from None
+        """Prove the cluster answers. Asks in slices of at most 2 s and serves error_cb between
+        them, so a refused login or TLS handshake fails after the first slice, not the whole
+        `timeout`."""
+        deadline = time.monotonic() + timeout
+        while True:
+            remaining = deadline - time.monotonic()
+            try:
+                admin.list_topics(timeout=max(0.1, min(2.0, remaining)))
+                break
+            except KafkaException as exc:
+                # error_cb runs only from poll(): serve the queued errors so an authentication failure
+                # is reported as one (list_topics itself only says "transport failure")
+                admin.poll(0.2)
+                if (watch and watch.error) or time.monotonic() >= deadline:
+                    raise self.describe_failure(exc, watch) from None
         if watch and watch.error:
             raise self.describe_failure(KafkaException(watch.error), watch)
 
