@@ -14,12 +14,17 @@ def _args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.add_argument(
         "--mode",
-        choices=["submit", "inprocess", "direct"],
-        default="submit",
-        help="submit: spark-submit (default); inprocess: a SparkSession in this process; "
+        choices=["submit", "inprocess", "connect", "direct"],
+        default=None,
+        help="submit: spark-submit (the default without spark.remote); inprocess: a SparkSession in this "
+        "process; connect: the running Spark Connect server of spark.remote (the default with it); "
         "direct: no Spark, units in threads (debugging)",
     )
-    p.add_argument("--master", help="Spark master (default: spark.master of the config, else local[*])")
+    p.add_argument(
+        "--master",
+        help="Spark master (default: spark.master of the config, else local[*]); sc://HOST:PORT = a Spark "
+        "Connect server (connect mode)",
+    )
 
 
 @command("replicate", "copy new records of a flow once: plan -> copy (Spark) -> report", _args)
@@ -29,7 +34,8 @@ def _replicate(args: argparse.Namespace) -> int:
     cfg = load_config(args)
     flow = cfg.flow(args.flow)
     log = (lambda s: print(s, file=sys.stderr)) if not args.json else (lambda s: None)
-    rep = run_once(cfg, flow, mode=args.mode, master=args.master, log=log)
+    mode = args.mode or ("connect" if cfg.spark.remote or (args.master or "").startswith("sc://") else "submit")
+    rep = run_once(cfg, flow, mode=mode, master=args.master, log=log)
     if args.json:
         print_json(rep.to_dict())
     else:

@@ -121,8 +121,11 @@ def parse(raw: Any, source: str | None = None, path: Path | None = None) -> Conf
 
     spark_raw = section("spark")
     for key in spark_raw:
-        if key not in ("master", "conf"):
-            problems.append((f"spark.{key}", "unknown key" + did_you_mean(str(key), ["master", "conf"])))
+        if key not in ("master", "conf", "remote"):
+            problems.append((f"spark.{key}", "unknown key" + did_you_mean(str(key), ["master", "conf", "remote"])))
+    remote = spark_raw.get("remote")
+    if remote is not None and not str(remote).startswith("sc://"):
+        problems.append(("spark.remote", f"must be a Spark Connect URL sc://HOST:PORT, got {remote!r}"))
     spark_conf = spark_raw.get("conf") or {}
     if not isinstance(spark_conf, dict):
         problems.append(("spark.conf", f"must be a mapping of Spark settings, got {type(spark_conf).__name__}"))
@@ -130,6 +133,7 @@ def parse(raw: Any, source: str | None = None, path: Path | None = None) -> Conf
     spark = SparkConfig(
         master=str(spark_raw.get("master", "local[*]")),
         conf={str(k): str(v) for k, v in spark_conf.items()},
+        remote=str(remote) if remote else None,
     )
     cfg = Config(path=path, clusters=clusters, flows=flows, spark=spark)
     problems += _cross_checks(cfg)

@@ -83,6 +83,7 @@ class FlowConfig:
 class SparkConfig:
     master: str = "local[*]"
     conf: dict[str, str] = field(default_factory=dict)
+    remote: str | None = None  # sc://host:port of a running Spark Connect server: the `connect` copy mode
 
 
 @dataclass(frozen=True)

@@ -28,6 +28,7 @@ from mirrorflow.replication.faults import from_env as faults_from_env
 from mirrorflow.replication.planner import Plan, Unit, make_plan, source_offsets
 from mirrorflow.replication.report import RunReport, build_report
 from mirrorflow.replication.spark import copy_in_process_spark, copy_with_spark_submit
+from mirrorflow.replication.spark_connect import copy_with_connect
 from mirrorflow.state.flow_state import flow_state
 from mirrorflow.state.lease import FlowLease, local_owner
 from mirrorflow.state.topics import ensure_state_topics
@@ -150,8 +151,11 @@ def _run(
         results = copy_in_process_spark(cfg, pd, master)
     elif mode == "direct":
         results = copy_direct(cfg, flow, pd)
+    elif mode == "connect":  # a running Spark Connect server (spark.remote, or master sc://...)
+        remote = master if master and master.startswith("sc://") else None
+        results = copy_with_connect(cfg, pd, remote, log, keep_lease=False)  # the caller renews the lease
     else:
-        raise MirrorflowError(f"unknown copy mode {mode!r} (submit, inprocess or direct)")
+        raise MirrorflowError(f"unknown copy mode {mode!r} (submit, inprocess, connect or direct)")
     spark_s = time.time() - t0 if plan.units else 0.0
     (directory / "results.json").write_text(json.dumps({"flow": flow.name, "results": results}))
     rep = report_run(clients, pd, results, started, spark_s)
