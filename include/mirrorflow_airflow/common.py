@@ -32,6 +32,15 @@ def metric(kind: str, name: str, value: float, tags: dict[str, str]) -> None:
         log.debug("metric %s not sent", name, exc_info=True)
 
 
+def emit_samples(samples: Any) -> None:
+    """Send mirrorflow.ops.metrics samples (MM2's names) as gauges through Airflow's stats, so they
+    land where Airflow's own metrics do (StatsD, OpenTelemetry); their labels go as tags."""
+    from mirrorflow.ops.metrics import statsd_name
+
+    for s in samples:
+        metric("gauge", statsd_name(s).removeprefix("mirrorflow."), s.value, dict(s.labels))
+
+
 def flow_dag_id(kind: str, flow: Any) -> str:
     return f"mirrorflow_{kind}__{flow.id}"
 

@@ -13,18 +13,20 @@ def _args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--once", action="store_true", help="one run (the only mode: schedules belong to Airflow)")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.add_argument(
+        "--continuous",
+        action="store_true",
+        help="keep copying (micro-batches every continuous.poll.ms) until --seconds pass, the flow is paused "
+        "or stopped, or SIGTERM; each transaction is committed, none is left open",
+    )
+    p.add_argument("--seconds", type=float, help="with --continuous: how long (default: continuous.run.seconds)")
+    p.add_argument(
         "--mode",
-        choices=["submit", "inprocess", "connect", "direct"],
-        default=None,
-        help="submit: spark-submit (the default without spark.remote); inprocess: a SparkSession in this "
-        "process; connect: the running Spark Connect server of spark.remote (the default with it); "
+        choices=["submit", "inprocess", "direct"],
+        default="submit",
+        help="submit: spark-submit (default); inprocess: a SparkSession in this process; "
         "direct: no Spark, units in threads (debugging)",
     )
-    p.add_argument(
-        "--master",
-        help="Spark master (default: spark.master of the config, else local[*]); sc://HOST:PORT = a Spark "
-        "Connect server (connect mode)",
-    )
+    p.add_argument("--master", help="Spark master (default: spark.master of the config, else local[*])")
 
 
 @command("replicate", "copy new records of a flow once: plan -> copy (Spark) -> report", _args)
@@ -34,8 +36,12 @@ def _replicate(args: argparse.Namespace) -> int:
     cfg = load_config(args)
     flow = cfg.flow(args.flow)
     log = (lambda s: print(s, file=sys.stderr)) if not args.json else (lambda s: None)
-    mode = args.mode or ("connect" if cfg.spark.remote or (args.master or "").startswith("sc://") else "submit")
-    rep = run_once(cfg, flow, mode=mode, master=args.master, log=log)
+    if args.continuous:
+        from mirrorflow.replication.continuous import run_continuous
+
+        rep = run_continuous(cfg, flow, mode=args.mode, master=args.master, log=log, seconds=args.seconds)
+    else:
+        rep = run_once(cfg, flow, mode=args.mode, master=args.master, log=log)
     if args.json:
         print_json(rep.to_dict())
     else:

@@ -171,7 +171,18 @@ FLOW_PROPERTIES: dict[str, Prop] = {
     "initial.position": Prop(
         "earliest", _initial_position, mm2=False, doc="earliest | latest | a timestamp (ms since epoch or ISO-8601)"
     ),
-    "schedule": Prop("*/5 * * * *", _str, mm2=False, doc="cron for the replicate DAG"),
+    "schedule": Prop(
+        "*/5 * * * *", _str, mm2=False, doc="cron for the replicate DAG; @continuous: back-to-back continuous runs"
+    ),
+    "continuous.run.seconds": Prop(
+        600, _positive_int, mm2=False, doc="how long one continuous run copies before it hands over to the next"
+    ),
+    "continuous.poll.ms": Prop(
+        200, _positive_int, mm2=False, doc="continuous runs: a partition's transaction commits at least this often"
+    ),
+    "continuous.state.check.seconds": Prop(
+        5, _positive_int, mm2=False, doc="continuous runs: how often a copy task reads the flow's state (pause, stop)"
+    ),
     "unit.max.records": Prop(5_000_000, _positive_int, mm2=False),
     "unit.max.bytes": Prop(2 * 1024**3, _positive_int, mm2=False),
     "transaction.max.records": Prop(20_000, _positive_int, mm2=False),

@@ -34,7 +34,9 @@ from mirrorflow.kafka.topics import ensure_compacted_topic, produce_all
 from mirrorflow.mm2.filters import FlowFilters
 from mirrorflow.mm2.formats import Checkpoint, FormatError
 from mirrorflow.mm2.policy import DefaultReplicationPolicy
+from mirrorflow.state import run_log
 from mirrorflow.state.flow_state import flow_state
+from mirrorflow.state.run_log import MAX_ERRORS, GroupCheckpoints, RunRecord
 from mirrorflow.state.store import StateStore
 
 # Translation statuses that come from the offset map, plus ours for topics the flow skips.
@@ -282,6 +284,13 @@ class CheckpointRun:
     created_topic: bool = False
     store: CheckpointStore | None = None
     offset_map: Any = None  # the fold of the offset map after the pass (map_upkeep.FoldReport)
+    latency_ms: int = -1  # checkpoint-latency-ms of the pass (-1: nothing emitted)
+
+    def run_record(self, at: int) -> RunRecord:
+        """The pass's summary for the flow's run log: the checkpoints it emitted and their latency."""
+        cps = [GroupCheckpoints(c.group, c.topic, c.partition, self.latency_ms) for c in self.emitted]
+        errors = [f"group {g}: {e}" for g, e in sorted(self.errors.items())][:MAX_ERRORS]
+        return RunRecord("checkpoint", at, not self.errors, errors=errors, checkpoints=cps)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -388,8 +397,12 @@ def _emit(
             producer_conf=clients.overrides("target", "producer"),
             timeout=timeout,
         )
+        # MM2's checkpoint-latency-ms: acknowledged minus the checkpoint's timestamp (one flush, so
+        # one value for the pass, as MM2's shared sensor gives)
+        run.latency_ms = int(time.time() * 1000) - ts
         for c in run.emitted:
             store.update(c)
+        run_log.append(clients, run.run_record(ts + run.latency_ms))
     run.store = store
     # keep the offset map bounded: fold it into its snapshots, prune what no translation needs
     from mirrorflow.groups.map_upkeep import fold_after_checkpoint  # it imports this module

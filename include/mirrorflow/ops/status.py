@@ -34,12 +34,25 @@ class PartitionStatus:
     lost: int
     note: str | None = None  # why the source end is unknown, or why the partition is stopped
     stopped: bool = False  # its state does not describe its topics any more (see planner.identity_problem)
+    last_timestamp: int = -1  # source timestamp (ms) of the newest record copied
+    target_topic: str = ""  # the remote topic (as the progress recorded it; "" in older state)
 
     @property
     def lag(self) -> int | None:
         """Offsets not copied yet; None when the source end is unknown or the partition is stopped
         (never a made-up 0)."""
         return None if self.end < 0 or self.stopped else max(0, self.end - max(self.next, 0))
+
+    def lag_seconds(self, now_ms: int) -> float | None:
+        """Seconds of lag (the RPO): 0 when nothing is behind; else the age of the newest copied
+        record, an upper bound of the age of the oldest record not copied yet (reading that record
+        would cost a fetch per partition). None when unknown."""
+        lag = self.lag
+        if lag is None:
+            return None
+        if lag == 0:
+            return 0.0
+        return max(0.0, (now_ms - self.last_timestamp) / 1000) if self.last_timestamp > 0 else None
 
 
 @dataclass
@@ -96,7 +109,18 @@ def flow_status(cfg: Config, flow: FlowConfig) -> FlowStatus:
         key = (topic, partition)
         note = stopped.get(key) or notes.get(key)
         status.partitions.append(
-            PartitionStatus(topic, partition, p.next, ends.get(key, -1), p.records, p.lost, note, key in stopped)
+            PartitionStatus(
+                topic,
+                partition,
+                p.next,
+                ends.get(key, -1),
+                p.records,
+                p.lost,
+                note,
+                key in stopped,
+                p.last_timestamp,
+                p.target_topic,
+            )
         )
         status.last_copy_ms = max(status.last_copy_ms, p.updated)
     return status

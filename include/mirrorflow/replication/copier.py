@@ -35,8 +35,10 @@ from mirrorflow.replication.faults import NO_FAULTS, Faults
 from mirrorflow.replication.planner import Unit, stopped_message
 from mirrorflow.replication.reader import (
     CONSUMER_DEFAULTS,
+    OPEN_END,
     Batch,
     BatchLimits,
+    Follow,
     RangeReader,
     consumer_required,
     outage_bound_s,
@@ -137,8 +139,10 @@ class UnitCopier:
         faults: Faults = NO_FAULTS,
         store: StateStore | None = None,
         source_consumer: Any = None,
+        follow: Follow | None = None,
     ) -> None:
         self.clients, self.flow, self.unit, self.faults = clients, clients.flow, unit, faults
+        self.follow = follow  # continuous runs: a unit ending at OPEN_END copies until follow.stop()
         # a task's units share its state reader and source consumer (see copy_units)
         self.store = store or StateStore(clients)
         self._shared_consumer = source_consumer
@@ -212,7 +216,7 @@ class UnitCopier:
         if consumer is None:
             consumer = self.clients.consumer("source", CONSUMER_DEFAULTS, consumer_required(self.flow))
         reader = self.reader = RangeReader(
-            consumer, u.topic, u.partition, BatchLimits.of(self.flow), cluster=self.flow.source
+            consumer, u.topic, u.partition, BatchLimits.of(self.flow), cluster=self.flow.source, follow=self.follow
         )
         # a source restart makes the partition briefly unknown: wait up to the outage bound, not 60 s
         log_start = LogReader(self.clients.connection("source"), consumer).watermarks(
@@ -221,6 +225,11 @@ class UnitCopier:
         r.copy_started = time.time()
         for a, b in todo:
             start, lost_range = retention_gap(a, b, log_start)
+            if b >= OPEN_END and (progress.next < 0 or lost_range):
+                # followed: anchor a fresh partition's start (and record a gap) now, not with its
+                # first new record, so the next run continues from here even if none comes
+                progress = self._copy_range(start, start, lost_range, progress)
+                lost_range = None
             progress = self._copy_range(start, b, lost_range, progress)
             if reader.unit_full:
                 r.status = "partial"
@@ -288,13 +297,18 @@ def copy_unit(clients: FlowClients, unit: Unit, faults: Faults = NO_FAULTS) -> U
 
 
 def copy_units(
-    clients: FlowClients, units: Iterable[Unit], faults: Faults = NO_FAULTS, in_flight: int | None = None
+    clients: FlowClients,
+    units: Iterable[Unit],
+    faults: Faults = NO_FAULTS,
+    in_flight: int | None = None,
+    follow: Follow | None = None,
 ) -> list[UnitResult]:
     """Copy a task's units, up to `in_flight` partitions at a time (default: the flow's
     `task.partitions.in.flight`; a unit mostly waits on the brokers); the units of one partition run
     one after another, in order. Each lane reuses one state reader and one source consumer, so a
     unit costs its own transactional producer (whose transactional.id fences zombies of its
-    partition) and its transactions, not a set of new clients. Results come in the units' order."""
+    partition) and its transactions, not a set of new clients. Results come in the units' order.
+    `follow` (continuous runs): every partition gets its own lane, its unit copies until told to stop."""
     units = list(units)
     by_partition: dict[tuple[str, int], list[int]] = {}
     for i, u in enumerate(units):
@@ -314,13 +328,15 @@ def copy_units(
                 except queue.Empty:
                     return
                 for i in indexes:
-                    results[i] = UnitCopier(clients, units[i], faults, store, consumer).run()
+                    results[i] = UnitCopier(clients, units[i], faults, store, consumer, follow).run()
         finally:
             clients.release(consumer)
             if store.has_reader:
                 clients.release(store.reader.consumer)
 
     in_flight = in_flight or int(clients.flow.props["task.partitions.in.flight"])
+    if follow is not None:  # followed partitions never finish: each needs a lane of its own
+        in_flight = len(by_partition)
     workers = max(1, min(in_flight, len(by_partition)))
     if workers == 1:
         lane()

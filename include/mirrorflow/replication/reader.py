@@ -22,13 +22,20 @@ end first, then `unit.max.bytes` (the unit stops early: `unit_full`), then
 transaction has been open for half of `transaction.timeout.ms`, also while the source is slow or
 away (idle polls reach `_fill` as `None`). The transaction opens on the broker with its first
 record, so a slow source can no longer keep it open until the broker aborts it.
+
+Following (continuous runs, `Follow`): a range that ends at `OPEN_END` has no end; a batch starts
+only with its first record (a quiet partition opens no transaction), ends once it has been open for
+`continuous.poll.ms` or the source has nothing more right now, and the range ends when `stop()` says
+so (between polls: the batch read so far is committed, ending "stop"). A quiet source is not an
+outage there; the run's deadline bounds the wait.
 """
 
 from __future__ import annotations
 
+import itertools
 import time
-from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from confluent_kafka import KafkaError, TopicPartition
@@ -51,6 +58,17 @@ FETCH_RECORDS = 10_000  # records per consume() call
 POLL_TIMEOUT_S = 0.05  # markers take offsets without a message: then the position tells
 TRANSACTION_TIMEOUT_MS = 30_000  # the producer's transaction.timeout.ms unless the flow overrides it
 OUTAGE_S = 300.0  # broker.outage.max.seconds
+OPEN_END = 2**63 - 1  # the end of a followed range (continuous runs): there is none
+
+
+@dataclass(frozen=True)
+class Follow:
+    """How a continuous run follows a partition: `stop()` is polled between source polls (cheap:
+    the run's deadline, a flow pause, SIGTERM, see replication.follow); `batch_s` bounds how long a
+    batch's transaction collects records before it commits."""
+
+    stop: Callable[[], bool]
+    batch_s: float
 
 
 def transaction_timeout_s(flow: FlowConfig) -> float:
@@ -95,7 +113,7 @@ class BatchLimits:
         )
 
 
-BatchEnd = Literal["open", "range", "unit", "full", "time"]
+BatchEnd = Literal["open", "range", "unit", "full", "time", "stop"]
 
 
 class Batch:
@@ -157,8 +175,12 @@ class RangeReader:
         limits: BatchLimits,
         idle_timeout: float | None = None,
         cluster: str = "source",
+        follow: Follow | None = None,
     ) -> None:
         self.consumer, self.topic, self.partition = consumer, topic, partition
+        self.follow = follow
+        if follow is not None:  # a run bounded in time: batches of batch_s, no unit.max.bytes
+            limits = replace(limits, open_s=min(limits.open_s, follow.batch_s), unit_bytes=OPEN_END)
         self.limits = limits
         self.idle_timeout = limits.idle_s if idle_timeout is None else idle_timeout
         self.cluster = cluster  # the source's alias, for messages
@@ -170,9 +192,15 @@ class RangeReader:
         Iterate each batch to its end before taking the next one."""
         records = self._records(a, b)
         pos = a
+        following = self.follow is not None and b >= OPEN_END
         while True:
+            first = None
+            if following:  # the transaction starts with a record: wait for one (or the stop)
+                first = next((m for m in records if m is not None), None)
+                if first is None:
+                    return
             batch = Batch(pos)
-            batch._filler = self._fill(batch, records, b)
+            batch._filler = self._fill(batch, records, b, first)
             yield batch
             self.unit_bytes += batch.nbytes
             if batch.end not in ("full", "time"):
@@ -180,8 +208,11 @@ class RangeReader:
                 return
             pos = batch.src_to
 
-    def _fill(self, batch: Batch, records: Iterator[Any], b: int) -> Iterator[Any]:
+    def _fill(self, batch: Batch, records: Iterator[Any], b: int, first: Any = None) -> Iterator[Any]:
         """Moves records into `batch` while the caller iterates it; the one place a batch ends."""
+        following = self.follow is not None and b >= OPEN_END
+        every = 1 if following else 1000  # how often (records) the clock is read
+        source = records if first is None else itertools.chain((first,), records)
         max_records = self.limits.records
         unit_room = self.limits.unit_bytes - self.unit_bytes
         byte_room = min(self.limits.bytes, unit_room)
@@ -189,9 +220,9 @@ class RangeReader:
         n = nbytes = 0
         end: BatchEnd = "range"
         deadline = float("inf")  # the first record opens the transaction on the broker
-        for m in records:
+        for m in source:
             if m is None:  # an idle poll: a batch with records must not stay open too long
-                if time.monotonic() >= deadline:
+                if time.monotonic() >= deadline or (following and n):  # following: commit what is there
                     end = "time"
                     break
                 continue
@@ -207,9 +238,12 @@ class RangeReader:
             if n >= max_records or nbytes >= byte_room:
                 end = "unit" if nbytes >= unit_room else "full"
                 break
-            if not n % 1000 and time.monotonic() >= deadline:  # a slow source that still trickles
+            if not n % every and time.monotonic() >= deadline:  # a slow source that still trickles
                 end = "time"
                 break
+        else:
+            if following:  # a followed range ends only when told to stop
+                end = "stop"
         batch.nbytes, batch.end = nbytes, end
         batch.src_to = b if end == "range" else batch.records[-1].offset() + 1
 
@@ -222,11 +256,18 @@ class RangeReader:
         c.assign([TopicPartition(self.topic, self.partition, a)])
         pos = a  # every offset < pos was read (or holds no committed record)
         idle_since = time.monotonic()
+        stop = self.follow.stop if self.follow is not None and b >= OPEN_END else None
         while True:
+            if stop is not None and stop():
+                return
             # consume() waits until it has `num_messages` or the timeout passed: never ask for more
             # than the range can still hold, or a short range waits the whole timeout
             msgs = c.consume(min(FETCH_RECORDS, b - pos), POLL_TIMEOUT_S)
             if not msgs:
+                if stop is not None:  # following: a quiet source is not an outage
+                    idle_since = time.monotonic()
+                    yield None
+                    continue
                 if self._position() >= b:  # trailing markers / aborted records: no message tells
                     return
                 self._check_idle(idle_since, pos, b, None)

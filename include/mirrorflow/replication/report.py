@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from mirrorflow.state.run_log import MAX_ERRORS, PartitionRun, RunRecord
+
 
 @dataclass
 class PartitionReport:
@@ -19,8 +21,32 @@ class PartitionReport:
     lag: int = 0  # source offsets not yet copied
     lost: int = 0  # offsets lost to source retention before they were copied (this run)
     latency_ms: int = -1  # worst replication latency of the run (commit time - source timestamp)
+    # MM2's replication-latency-ms / record-age-ms families over the run (-1: nothing timed)
+    latency_min_ms: int = -1
+    latency_avg_ms: int = -1
+    age_min_ms: int = -1
+    age_avg_ms: int = -1
+    age_max_ms: int = -1
+    timed_records: int = 0
+    _sum_latency_ms: int = field(default=0, repr=False)
+    _sum_age_ms: int = field(default=0, repr=False)
     status: str = "idle"  # idle | ok | partial | fenced | failed | skipped | stopped | waiting (for sync)
     errors: list[str] = field(default_factory=list)
+
+    def add_times(self, r: dict[str, Any]) -> None:
+        """Merge one unit's latency and age figures (copier.UnitResult)."""
+        n = r.get("timed_records", 0)
+        if not n:
+            return
+        pick = lambda a, b: b if a < 0 else min(a, b)  # noqa: E731
+        self.latency_min_ms = pick(self.latency_min_ms, r["min_latency_ms"])
+        self.age_min_ms = pick(self.age_min_ms, r["min_age_ms"])
+        self.age_max_ms = max(self.age_max_ms, r["max_age_ms"])
+        self.timed_records += n
+        self._sum_latency_ms += r["sum_latency_ms"]
+        self._sum_age_ms += r["sum_age_ms"]
+        self.latency_avg_ms = self._sum_latency_ms // self.timed_records
+        self.age_avg_ms = self._sum_age_ms // self.timed_records
 
 
 @dataclass
@@ -57,8 +83,48 @@ class RunReport:
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
+        for p in d["partitions"]:
+            p.pop("_sum_latency_ms", None)
+            p.pop("_sum_age_ms", None)
         d.update(ok=self.ok, lag=self.lag, lost=self.lost, max_latency_ms=self.max_latency_ms)
         return d
+
+    def run_record(self, at: int) -> RunRecord:
+        """The run's summary for the flow's run log (state.run_log): totals, the first errors, and
+        the partitions that copied, lost or failed something."""
+        parts = [
+            PartitionRun(
+                p.topic,
+                p.partition,
+                p.target_topic,
+                p.status,
+                p.records,
+                p.bytes,
+                p.lag,
+                p.lost,
+                (p.latency_min_ms, p.latency_avg_ms, p.latency_ms),
+                (p.age_min_ms, p.age_avg_ms, p.age_max_ms),
+            )
+            for p in self.partitions
+            if p.records or p.lost or p.errors or p.status not in ("idle", "skipped", "ok")
+        ]
+        errors = [f"{p.topic}[{p.partition}]: {e}" for p in self.partitions for e in p.errors]
+        return RunRecord(
+            "replicate",
+            at,
+            self.ok,
+            round(self.duration_s, 3),
+            round(self.copy_phase_s, 3),
+            self.records,
+            self.bytes,
+            self.lag,
+            self.lost,
+            self.failed_units,
+            self.stopped_partitions,
+            self.skipped,
+            errors[:MAX_ERRORS],
+            parts,
+        )
 
     def lines(self) -> list[str]:
         """The human report: a summary, then one line per partition that did or lacks something."""
@@ -130,6 +196,7 @@ def build_report(
         if r.get("copied_to", -1) >= 0:
             pr.next_offset = max(pr.next_offset, r["copied_to"])
         pr.latency_ms = max(pr.latency_ms, r.get("max_latency_ms", -1))
+        pr.add_times(r)
         if rank.get(r["status"], 0) > rank.get(pr.status, 0):
             pr.status = r["status"]
         if r.get("error"):

@@ -25,10 +25,10 @@ from mirrorflow.config import Config, FlowConfig
 from mirrorflow.errors import MirrorflowError
 from mirrorflow.replication.copier import copy_units
 from mirrorflow.replication.faults import from_env as faults_from_env
+from mirrorflow.replication.follow import following
 from mirrorflow.replication.planner import Plan, Unit, make_plan, source_offsets
 from mirrorflow.replication.report import RunReport, build_report
 from mirrorflow.replication.spark import copy_in_process_spark, copy_with_spark_submit
-from mirrorflow.replication.spark_connect import copy_with_connect
 from mirrorflow.state.flow_state import flow_state
 from mirrorflow.state.lease import FlowLease, local_owner
 from mirrorflow.state.topics import ensure_state_topics
@@ -39,8 +39,9 @@ def copy_direct(cfg: Config, flow: FlowConfig, plan: dict[str, Any]) -> list[dic
     faults = faults_from_env()  # test crash points: read once here, never on the copy path
 
     def task(units: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        with FlowClients(cfg, flow) as clients:
-            return [r.to_dict() for r in copy_units(clients, [Unit.from_dict(d) for d in units], faults)]
+        with FlowClients(cfg, flow) as clients, following(clients, plan.get("continuous")) as follow:
+            results = copy_units(clients, [Unit.from_dict(d) for d in units], faults, follow=follow)
+            return [r.to_dict() for r in results]
 
     tasks = plan["tasks"]
     with ThreadPoolExecutor(max_workers=max(1, len(tasks))) as pool:
@@ -143,19 +144,7 @@ def _run(
         f"({sum(u.records for u in plan.units):,} offsets) for flow {flow.name}"
     )
     t0 = time.time()
-    if not plan.units:
-        results: list[dict] = []
-    elif mode == "submit":
-        results = copy_with_spark_submit(cfg, plan_path, directory / "results.json", master, log)
-    elif mode == "inprocess":
-        results = copy_in_process_spark(cfg, pd, master)
-    elif mode == "direct":
-        results = copy_direct(cfg, flow, pd)
-    elif mode == "connect":  # a running Spark Connect server (spark.remote, or master sc://...)
-        remote = master if master and master.startswith("sc://") else None
-        results = copy_with_connect(cfg, pd, remote, log, keep_lease=False)  # the caller renews the lease
-    else:
-        raise MirrorflowError(f"unknown copy mode {mode!r} (submit, inprocess, connect or direct)")
+    results = copy_plan(cfg, flow, mode, master, pd, plan_path, log) if plan.units else []
     spark_s = time.time() - t0 if plan.units else 0.0
     (directory / "results.json").write_text(json.dumps({"flow": flow.name, "results": results}))
     rep = report_run(clients, pd, results, started, spark_s)
@@ -163,6 +152,25 @@ def _run(
     if rep.ok and not keep:
         cleanup(directory)
     return rep
+
+
+def copy_plan(
+    cfg: Config,
+    flow: FlowConfig,
+    mode: str,
+    master: str | None,
+    plan: dict[str, Any],
+    plan_path: Path,
+    log: Callable[[str], None],
+) -> list[dict]:
+    """Copy a planned run's units in `mode`; the units' results (one-shot and continuous runs)."""
+    if mode == "submit":
+        return copy_with_spark_submit(cfg, plan_path, plan_path.parent / "results.json", master, log)
+    if mode == "inprocess":
+        return copy_in_process_spark(cfg, plan, master)
+    if mode == "direct":
+        return copy_direct(cfg, flow, plan)
+    raise MirrorflowError(f"unknown copy mode {mode!r} (submit, inprocess or direct)")
 
 
 def cleanup(directory: Path) -> None:

@@ -28,19 +28,22 @@ JOB_PATH = Path(__file__).with_name("spark_job.py")
 VENV_BIN = Path(sys.executable).parent
 
 
-def _copy_task(config_path: str | None, flow_name: str) -> Callable[[Any], list[dict]]:
+def _copy_task(
+    config_path: str | None, flow_name: str, continuous: dict[str, Any] | None = None
+) -> Callable[[Any], list[dict]]:
     def task(rows: Any) -> list[dict]:  # runs inside a Spark task: clients are built here
         from mirrorflow import config as config_mod
         from mirrorflow.clients import FlowClients
         from mirrorflow.replication.copier import copy_units
         from mirrorflow.replication.faults import from_env as faults_from_env
+        from mirrorflow.replication.follow import following
         from mirrorflow.replication.planner import Unit
 
         faults = faults_from_env()  # test crash points: read once per task, never on the copy path
         cfg = config_mod.load(config_path)
-        with FlowClients(cfg, cfg.flow(flow_name)) as clients:
+        with FlowClients(cfg, cfg.flow(flow_name)) as clients, following(clients, continuous) as follow:
             units = [Unit.from_dict(d) for _, task_units in rows for d in task_units]
-            return [r.to_dict() for r in copy_units(clients, units, faults)]
+            return [r.to_dict() for r in copy_units(clients, units, faults, follow=follow)]
 
     return task
 
@@ -73,7 +76,7 @@ def copy_in_spark(spark: Any, plan: dict[str, Any]) -> list[dict]:
     sc.setJobDescription(f"mirrorflow {plan['flow']}: {sum(len(t) for t in tasks)} units in {len(tasks)} tasks")
     rdd = sc.parallelize(list(enumerate(tasks)), max(1, len(tasks)))
     with lease_kept(plan):
-        return list(rdd.mapPartitions(_copy_task(plan.get("config"), plan["flow"])).collect())
+        return list(rdd.mapPartitions(_copy_task(plan.get("config"), plan["flow"], plan.get("continuous"))).collect())
 
 
 def copy_from_plan_file(spark: Any, plan_path: str, results_path: str) -> list[dict]:

@@ -11,6 +11,8 @@ never replicate them), both keyed by the SOURCE (topic, partition):
   folded per source partition, and how far each offset-map partition was folded (state.snapshot).
 * `mirrorflow.<flow.id>.lease.internal` (one partition, LogAppendTime): who runs the flow now
   (see state.lease).
+* `mirrorflow.<flow.id>.runs.internal` (one partition, 7 days): a summary of each run and
+  checkpoint pass (see state.run_log), for status pages and metrics.
 
 A key always lives in state partition crc32(key) % (partitions of that topic), so a copy unit reads
 one partition only.
@@ -44,6 +46,10 @@ def snapshot_topic(flow: FlowConfig) -> str:
 
 def lease_topic(flow: FlowConfig) -> str:
     return f"mirrorflow.{flow.id}.lease.internal"
+
+
+def runs_topic(flow: FlowConfig) -> str:
+    return f"mirrorflow.{flow.id}.runs.internal"
 
 
 def transactional_id(flow: FlowConfig, topic: str, partition: int) -> str:
@@ -96,11 +102,18 @@ def state_topic_configs(flow: FlowConfig) -> dict[str, dict[str, str]]:
             "segment.ms": str(3600 * 1000),
             "message.timestamp.type": "LogAppendTime",
         },
+        # the run log (state.run_log): a week of run summaries, read newest first
+        runs_topic(flow): {
+            "cleanup.policy": "delete",
+            "retention.ms": str(7 * 24 * 3600 * 1000),
+            "segment.ms": str(24 * 3600 * 1000),
+            "max.message.bytes": str(8 * 1024 * 1024),
+        },
     }
 
 
 def state_topic_partitions(flow: FlowConfig, topic: str) -> int:
-    return 1 if topic == lease_topic(flow) else int(flow.props["state.topic.partitions"])
+    return 1 if topic in (lease_topic(flow), runs_topic(flow)) else int(flow.props["state.topic.partitions"])
 
 
 def ensure_state_topics(clients: FlowClients) -> dict[str, int]:

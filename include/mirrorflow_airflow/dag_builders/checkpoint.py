@@ -30,7 +30,7 @@ from airflow.sdk import DAG, task
 from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 
 from mirrorflow.config import Config, FlowConfig
-from mirrorflow_airflow.common import flow_dag, flow_dags, metric, task_config_path
+from mirrorflow_airflow.common import emit_samples, flow_dag, flow_dags, metric, task_config_path
 from mirrorflow_airflow.dag_builders.timers import RunTimes, period
 from mirrorflow_airflow.hooks import MirrorflowHook
 
@@ -61,8 +61,11 @@ def checkpoint_task(flow_name: str, config_path: str | None = None, times: RunTi
     """Translate committed source group offsets exactly and write MM2 checkpoints on the target,
     when emit.checkpoints.interval.seconds is due (listing the source's groups when
     refresh.groups.interval.seconds is due too)."""
+    import time
+
     from mirrorflow.groups.checkpoint import emit_checkpoints
     from mirrorflow.groups.render import render_checkpoints
+    from mirrorflow.ops.metrics import checkpoint_samples
 
     times = times or RunTimes.of()
     cfg = MirrorflowHook(config_path).get_conn()
@@ -80,6 +83,8 @@ def checkpoint_task(flow_name: str, config_path: str | None = None, times: RunTi
     tags = {"flow": flow.id}
     metric("incr", "checkpoints.emitted", len(run.emitted), tags)
     metric("gauge", "checkpoints.groups", len(run.groups), tags)
+    if run.emitted:
+        emit_samples(checkpoint_samples(flow, run.run_record(int(time.time() * 1000))))
     metric("gauge", "checkpoints.missing_records", sum(r.missing for r, _ in run.rows), tags)
     if run.errors:
         raise AirflowFailException(

@@ -16,6 +16,12 @@
 
 All replication state lives on the target cluster; XCom only carries paths and small reports.
 `max_active_runs=1`; the schedule is the flow's `schedule` property.
+
+`schedule: "@continuous"` makes each run a continuous run (`mirrorflow.replication.continuous`):
+the plan holds every partition without an end, the copy job keeps copying micro-batches until
+`continuous.run.seconds` (or the flow is paused/stopped, read every
+`continuous.state.check.seconds`), and Airflow starts the next run as soon as one ends; the lease
+hands the flow from one run to the next. New topics and partitions join at the next run.
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ import json
 import logging
 import os
 import re
+import time
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -60,6 +67,7 @@ def plan_task(flow_name: str, run_id: str, config_path: str | None = None) -> di
     and a summary. Skipped (with the reason) while another run of the flow holds the lease."""
     from mirrorflow.clients import FlowClients
     from mirrorflow.errors import LeaseError
+    from mirrorflow.replication.continuous import is_continuous, prepare_continuous_plan, run_seconds
     from mirrorflow.replication.runner import prepare_plan, run_dir, take_lease
     from mirrorflow.state.flow_state import flow_state
 
@@ -75,7 +83,12 @@ def plan_task(flow_name: str, run_id: str, config_path: str | None = None) -> di
         except LeaseError as exc:
             raise AirflowSkipException(str(exc)) from None
         try:
-            plan, path = prepare_plan(clients, directory, lease)
+            if is_continuous(flow):  # every partition, copied until continuous.run.seconds (Params do not apply)
+                plan, path, _ = prepare_continuous_plan(clients, directory, lease)
+                if not plan.units:  # nothing to follow yet: do not let @continuous spin
+                    time.sleep(min(30.0, run_seconds(flow)))
+            else:
+                plan, path = prepare_plan(clients, directory, lease)
         except BaseException:
             lease.release()
             raise

@@ -1,0 +1,163 @@
+"""Continuous replication: one run that holds the flow's lease and keeps copying until a deadline.
+
+A continuous run is a normal run whose units have no end (`reader.OPEN_END`): it plans every
+partition the flow replicates (not only those with new records), and each copy task keeps one
+transactional producer (one init_transactions) and one consumer per partition and loops: read what
+the source has (short polls), commit it as one transaction (records + offset-map entry + progress,
+exactly as a one-shot run: same copier, same writer), repeat. Between polls it checks whether to stop
+(`follow.StopWatch`): the deadline (`continuous.run.seconds`), the flow paused or stopped (read every
+`continuous.state.check.seconds`), SIGTERM of the driver. Stopping commits what the current batch
+read; no transaction is left open.
+
+Partitions and topics created while a run copies are picked up by the next run (each run plans
+again). Airflow's `@continuous` schedule (flow property `schedule: "@continuous"`) starts the next
+run as soon as one ends; the lease, released at the end of one run and taken by the next, keeps
+them from overlapping, so the gap in copying is the hand-over (report, plan, job start).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from types import FrameType
+
+from mirrorflow.clients import FlowClients
+from mirrorflow.config import Config, FlowConfig
+from mirrorflow.replication.follow import STOP_REQUESTED, FollowSpec
+from mirrorflow.replication.planner import Plan, Unit, gather_inputs, plan_units
+from mirrorflow.replication.reader import OPEN_END
+from mirrorflow.replication.report import RunReport
+from mirrorflow.replication.runner import cleanup, copy_plan, report_run, run_dir, take_lease
+from mirrorflow.state.flow_state import flow_state
+from mirrorflow.state.lease import FlowLease, local_owner
+from mirrorflow.state.topics import ensure_state_topics
+
+CONTINUOUS_SCHEDULE = "@continuous"
+STOP_FILE = "stop"
+
+
+def is_continuous(flow: FlowConfig) -> bool:
+    """The flow's replicate DAG runs continuously (`schedule: "@continuous"`)."""
+    return str(flow.props.get("schedule", "")).strip() == CONTINUOUS_SCHEDULE
+
+
+def run_seconds(flow: FlowConfig, seconds: float | None = None) -> float:
+    return float(seconds if seconds is not None else flow.props["continuous.run.seconds"])
+
+
+def follow_spec(flow: FlowConfig, started: float, seconds: float | None, stop_file: Path | None) -> FollowSpec:
+    return FollowSpec(
+        deadline=started + run_seconds(flow, seconds),
+        batch_ms=int(flow.props["continuous.poll.ms"]),
+        check_s=float(flow.props["continuous.state.check.seconds"]),
+        stop_file=str(stop_file) if stop_file is not None else None,
+    )
+
+
+def continuous_plan(clients: FlowClients) -> Plan:
+    """Every partition the flow can copy now, as one unit without an end, spread round-robin over
+    at most tasks.max tasks; the summary (lag, waiting, stopped) is a one-shot plan's."""
+    flow = clients.flow
+    inputs = {(pi.topic, pi.partition): pi for pi in gather_inputs(clients)}
+    _, summary = plan_units(inputs.values(), flow.props["unit.max.records"], flow.parallelism, flow.name)
+    units = []
+    for s in summary:
+        if s.get("waiting") or s.get("stopped"):
+            continue
+        pi = inputs[(s["topic"], s["partition"])]
+        start = s["start"]
+        units.append(
+            Unit(
+                pi.topic, pi.partition, pi.target_topic, start, OPEN_END, pi.log_start, pi.topic_id, pi.target_topic_id
+            )
+        )
+    n = min(max(1, flow.parallelism), len(units))
+    tasks = [units[i::n] for i in range(n)]
+    return Plan(flow.name, str(clients.cfg.path) if clients.cfg.path else None, tasks, summary)
+
+
+def prepare_continuous_plan(
+    clients: FlowClients, directory: Path, lease: FlowLease | None, seconds: float | None = None
+) -> tuple[Plan, Path, FollowSpec]:
+    """Plan a continuous run and write its plan file (units, the lease's owner, the follow spec:
+    deadline, micro-batch interval, stop file; never secrets)."""
+    started = time.time()
+    ensure_state_topics(clients)
+    plan = continuous_plan(clients)
+    if lease is not None:
+        plan.lease = {"owner": lease.owner, "who": lease.who}
+    spec = follow_spec(clients.flow, started, seconds, directory / STOP_FILE)
+    path = directory / "plan.json"
+    path.write_text(json.dumps({**plan.to_dict(), "continuous": spec.to_dict()}))
+    return plan, path, spec
+
+
+@contextlib.contextmanager
+def stop_on_signals(stop_file: Path) -> Iterator[None]:
+    """SIGTERM/SIGINT stop the run cleanly: this process's copy threads see STOP_REQUESTED, Spark
+    tasks (other processes) the stop file. Only the main thread can install handlers."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum: int, frame: FrameType | None) -> None:
+        STOP_REQUESTED.set()
+        with contextlib.suppress(OSError):
+            stop_file.touch()
+
+    old = {s: signal.signal(s, handler) for s in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        yield
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+
+
+def run_continuous(
+    cfg: Config,
+    flow: FlowConfig,
+    mode: str = "submit",
+    master: str | None = None,
+    log: Callable[[str], None] = lambda s: None,
+    seconds: float | None = None,
+    directory: Path | None = None,
+) -> RunReport:
+    """One continuous run: take the lease, plan every partition, copy until the deadline (or a
+    pause, a stop, SIGTERM), report, release the lease. A stop requested before the run started
+    (SIGTERM) still ends it at once."""
+    started = time.time()
+    keep = directory is not None or bool(os.environ.get("MIRRORFLOW_RUN_DIR"))
+    directory = directory or run_dir(flow)
+    directory.mkdir(parents=True, exist_ok=True)
+    with FlowClients(cfg, flow) as clients:
+        skip = flow_state(clients).skip_reason(flow.name, "copy")
+        if skip:
+            return RunReport(flow.name, bool(flow.exactly_once), skipped=skip)
+        lease = take_lease(clients, *local_owner(f"mirrorflow replicate --continuous --mode {mode}"))
+        lease.start_renewing()
+        try:
+            with stop_on_signals(directory / STOP_FILE):
+                plan, plan_path, spec = prepare_continuous_plan(clients, directory, lease, seconds)
+                pd = json.loads(plan_path.read_text())
+                log(
+                    f"continuous run of flow {flow.name}: {len(plan.units)} partitions in {len(plan.tasks)} "
+                    f"tasks, until {time.strftime('%H:%M:%S', time.localtime(spec.deadline))}"
+                )
+                t0 = time.time()
+                results = copy_plan(cfg, flow, mode, master, pd, plan_path, log) if plan.units else []
+                spark_s = time.time() - t0 if plan.units else 0.0
+            (directory / "results.json").write_text(json.dumps({"flow": flow.name, "results": results}))
+            rep = report_run(clients, pd, results, started, spark_s)
+            (directory / "report.json").write_text(json.dumps(rep.to_dict()))
+        finally:
+            STOP_REQUESTED.clear()
+            lease.release()
+    if rep.ok and not keep:
+        cleanup(directory)
+    return rep

@@ -1,0 +1,112 @@
+"""When a continuous copy stops: the run's deadline, the flow's state, SIGTERM, a stop file.
+
+A continuous run (`replication.continuous`) hands its copy tasks a plan with a `continuous` spec:
+the deadline (wall clock, so Spark executors on other hosts agree), the micro-batch interval and a
+stop file in the run directory. Each task (a Spark task or a thread of `copy_direct`) builds one
+`StopWatch` from it, whose thread looks at the stop file every 0.2 s and reads the flow's state
+(target) every `continuous.state.check.seconds`; the copy loops only read a flag between source
+polls (`reader.Follow.stop`), so a stop costs nothing on the copy path. A stop ends each
+partition's current transaction after what it has read (committed, never left open).
+
+In this process, SIGTERM/SIGINT set `STOP_REQUESTED` (direct mode) and create the stop file
+(Spark tasks, which run in other processes of this host). A Spark master on other hosts does not
+see the file: there a flow pause or the deadline ends the run.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from mirrorflow.clients import FlowClients
+from mirrorflow.replication.reader import Follow
+from mirrorflow.state.flow_state import flow_state
+
+log = logging.getLogger(__name__)
+
+STOP_REQUESTED = threading.Event()  # set by this process's SIGTERM handler (see continuous.stop_on_signals)
+FILE_CHECK_S = 0.2
+
+
+@dataclass(frozen=True)
+class FollowSpec:
+    """What a continuous plan tells its copy tasks (JSON in the plan file; never secrets)."""
+
+    deadline: float  # wall clock (time.time()) at which every partition stops
+    batch_ms: int  # continuous.poll.ms: a transaction commits at least this often while records come
+    check_s: float  # continuous.state.check.seconds: how often a task reads the flow's state
+    stop_file: str | None = None  # its existence stops the run (SIGTERM of the driver)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> FollowSpec:
+        return cls(float(d["deadline"]), int(d["batch_ms"]), float(d["check_s"]), d.get("stop_file"))
+
+
+class StopWatch:
+    """One task's view of "stop now": a flag set by a watcher thread, or the deadline passed."""
+
+    def __init__(self, clients: FlowClients, spec: FollowSpec) -> None:
+        self.clients, self.spec = clients, spec
+        self.reason: str | None = None
+        self._stop = threading.Event()
+        self._done = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def __call__(self) -> bool:
+        return self._stop.is_set() or STOP_REQUESTED.is_set() or time.time() >= self.spec.deadline
+
+    def request(self, reason: str) -> None:
+        if not self._stop.is_set():
+            self.reason = reason
+            self._stop.set()
+
+    def start(self) -> StopWatch:
+        self._thread = threading.Thread(target=self._watch, name="mirrorflow-stopwatch", daemon=True)
+        self._thread.start()
+        return self
+
+    def close(self) -> None:
+        self._done.set()
+        if self._thread is not None:
+            self._thread.join(timeout=self.clients.admin_timeout)
+
+    def _watch(self) -> None:
+        flow = self.clients.flow
+        next_check = time.monotonic() + self.spec.check_s
+        stop_file = Path(self.spec.stop_file) if self.spec.stop_file else None
+        while not self._done.wait(FILE_CHECK_S) and not self._stop.is_set():
+            if stop_file is not None and stop_file.exists():
+                self.request(f"flow {flow.name}: stop requested ({stop_file.name} in the run directory)")
+            elif time.monotonic() >= next_check:
+                next_check = time.monotonic() + self.spec.check_s
+                try:
+                    skip = flow_state(self.clients).skip_reason(flow.name, "copy")
+                except Exception as exc:  # noqa: BLE001 - the target is away: the copy rides it out
+                    log.warning("flow %s: cannot read the flow state (%s); will look again", flow.name, exc)
+                    continue
+                if skip:
+                    self.request(skip)
+
+
+@contextlib.contextmanager
+def following(clients: FlowClients, spec: dict[str, Any] | None) -> Iterator[Follow | None]:
+    """The `Follow` of one copy task of a continuous plan (None for a one-shot plan), with its
+    watcher running while the task copies."""
+    if not spec:
+        yield None
+        return
+    fs = FollowSpec.from_dict(spec)
+    watch = StopWatch(clients, fs).start()
+    try:
+        yield Follow(watch, fs.batch_ms / 1000.0)
+    finally:
+        watch.close()
