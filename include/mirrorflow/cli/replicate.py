@@ -21,12 +21,17 @@ def _args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seconds", type=float, help="with --continuous: how long (default: continuous.run.seconds)")
     p.add_argument(
         "--mode",
-        choices=["submit", "inprocess", "direct"],
-        default="submit",
-        help="submit: spark-submit (default); inprocess: a SparkSession in this process; "
+        choices=["submit", "inprocess", "connect", "direct"],
+        default=None,
+        help="submit: spark-submit (the default without spark.remote); inprocess: a SparkSession in this "
+        "process; connect: the running Spark Connect server of spark.remote (the default with it); "
         "direct: no Spark, units in threads (debugging)",
     )
-    p.add_argument("--master", help="Spark master (default: spark.master of the config, else local[*])")
+    p.add_argument(
+        "--master",
+        help="Spark master (default: spark.master of the config, else local[*]); sc://HOST:PORT = a Spark "
+        "Connect server (connect mode)",
+    )
 
 
 @command("replicate", "copy new records of a flow once: plan -> copy (Spark) -> report", _args)
@@ -36,12 +41,13 @@ def _replicate(args: argparse.Namespace) -> int:
     cfg = load_config(args)
     flow = cfg.flow(args.flow)
     log = (lambda s: print(s, file=sys.stderr)) if not args.json else (lambda s: None)
+    mode = args.mode or ("connect" if cfg.spark.remote or (args.master or "").startswith("sc://") else "submit")
     if args.continuous:
         from mirrorflow.replication.continuous import run_continuous
 
-        rep = run_continuous(cfg, flow, mode=args.mode, master=args.master, log=log, seconds=args.seconds)
+        rep = run_continuous(cfg, flow, mode=mode, master=args.master, log=log, seconds=args.seconds)
     else:
-        rep = run_once(cfg, flow, mode=args.mode, master=args.master, log=log)
+        rep = run_once(cfg, flow, mode=mode, master=args.master, log=log)
     if args.json:
         print_json(rep.to_dict())
     else:

@@ -69,6 +69,14 @@ class UnitResult:
     tgt_end: int = -1
     last_timestamp: int = -1  # source timestamp of the last copied record
     max_latency_ms: int = -1  # commit time minus source timestamp, worst record of the unit
+    # MM2's replication-latency-ms and record-age-ms families (see `committed`): min, and a sum over
+    # `timed_records` for the average; the record age's max is `max_age_ms`
+    min_latency_ms: int = -1
+    sum_latency_ms: int = 0
+    min_age_ms: int = -1
+    max_age_ms: int = -1
+    sum_age_ms: int = 0
+    timed_records: int = 0
     error: str | None = None
     error_type: str | None = None
     started: float = 0.0  # wall clock
@@ -82,6 +90,19 @@ class UnitResult:
         d.pop("_batches", None)
         return d
 
+    def _time(self, batch: Batch, now_ms: int, opened_ms: int) -> None:
+        first, last, n = batch.first_timestamp, batch.last_timestamp, len(batch.records)
+        if n == 0 or first <= 0 or last <= 0:
+            return
+        lat = sorted((now_ms - first, now_ms - last))
+        age = sorted((max(0, opened_ms - first), max(0, opened_ms - last)))
+        self.min_latency_ms = lat[0] if self.min_latency_ms < 0 else min(self.min_latency_ms, lat[0])
+        self.min_age_ms = age[0] if self.min_age_ms < 0 else min(self.min_age_ms, age[0])
+        self.max_age_ms = max(self.max_age_ms, age[1])
+        self.sum_latency_ms += n * (lat[0] + lat[1]) // 2
+        self.sum_age_ms += n * (age[0] + age[1]) // 2
+        self.timed_records += n
+
     def recount(self, progress: Progress) -> None:
         """After an outage, count only the batches the committed progress holds: a commit reported
         done whose transaction the broker did not keep is copied again and must not count twice."""
@@ -93,9 +114,13 @@ class UnitResult:
             self.bytes = sum(b[3] for b in kept)
             self.transactions = len(kept)
 
-    def committed(self, batch: Batch, progress: Progress) -> None:
-        """Count a batch whose transaction committed; `progress` is the progress after it."""
+    def committed(self, batch: Batch, progress: Progress, opened_ms: int = 0) -> None:
+        """Count a batch whose transaction committed; `progress` is the progress after it. The
+        latency (commit time - source timestamp) and record age (time the batch was opened -
+        source timestamp) are measured on the batch's first and last records, whose timestamps
+        bound the batch's when they ascend (the average weights each batch by its records)."""
         now_ms = int(time.time() * 1000)
+        self._time(batch, now_ms, opened_ms or now_ms)
         self.copied_to = batch.src_to
         self.records += len(batch.records)
         self.bytes += batch.nbytes
@@ -245,8 +270,9 @@ class UnitCopier:
             r.lost += lost_range[1] - lost_range[0]
             r.lost_range = lost_range
         for batch in self.reader.batches(a, b):
+            opened_ms = int(time.time() * 1000)
             progress = self.writer.write(batch, progress, lost_range)
-            r.committed(batch, progress)
+            r.committed(batch, progress, opened_ms)
             lost_range = None
         return progress
 

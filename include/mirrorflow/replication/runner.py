@@ -29,6 +29,8 @@ from mirrorflow.replication.follow import following
 from mirrorflow.replication.planner import Plan, Unit, make_plan, source_offsets
 from mirrorflow.replication.report import RunReport, build_report
 from mirrorflow.replication.spark import copy_in_process_spark, copy_with_spark_submit
+from mirrorflow.replication.spark_connect import copy_with_connect
+from mirrorflow.state import run_log
 from mirrorflow.state.flow_state import flow_state
 from mirrorflow.state.lease import FlowLease, local_owner
 from mirrorflow.state.topics import ensure_state_topics
@@ -88,16 +90,19 @@ def prepare_plan(clients: FlowClients, directory: Path, lease: FlowLease | None 
 def report_run(
     clients: FlowClients, plan: dict[str, Any], results: list[dict], started: float, spark_s: float = 0.0
 ) -> RunReport:
-    """The run's report: the plan's partitions, the units' results and the source ends now."""
+    """The run's report: the plan's partitions, the units' results and the source ends now. Its
+    summary goes to the flow's run log (state.run_log) for the status page and metrics."""
     flow = clients.flow
     keys = [(p["topic"], p["partition"]) for p in plan.get("partitions", [])]
     try:
         ends = source_offsets(clients, keys, OffsetSpec.latest()) if keys else {}
     except MirrorflowError:
         ends = {}
-    return build_report(
+    rep = build_report(
         flow.name, bool(flow.exactly_once), plan.get("partitions", []), results, ends, time.time() - started, spark_s
     )
+    run_log.append(clients, rep.run_record(int(time.time() * 1000)))
+    return rep
 
 
 def run_once(
@@ -170,7 +175,10 @@ def copy_plan(
         return copy_in_process_spark(cfg, plan, master)
     if mode == "direct":
         return copy_direct(cfg, flow, plan)
-    raise MirrorflowError(f"unknown copy mode {mode!r} (submit, inprocess or direct)")
+    if mode == "connect":  # a running Spark Connect server (spark.remote, or master sc://...)
+        remote = master if master and master.startswith("sc://") else None
+        return copy_with_connect(cfg, plan, remote, log, keep_lease=False)  # the caller renews the lease
+    raise MirrorflowError(f"unknown copy mode {mode!r} (submit, inprocess, connect or direct)")
 
 
 def cleanup(directory: Path) -> None:

@@ -40,7 +40,7 @@ from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 
 from mirrorflow.config import Config, FlowConfig
 from mirrorflow.replication.spark import JOB_PATH, spark_conf, spark_env
-from mirrorflow_airflow.common import flow_dag, flow_dag_id, flow_dags, metric, task_config_path
+from mirrorflow_airflow.common import emit_samples, flow_dag, flow_dag_id, flow_dags, metric, task_config_path
 from mirrorflow_airflow.hooks import MirrorflowHook
 from mirrorflow_airflow.operators.spark_submit import SPARK_CONN_ID, MirrorflowSparkSubmitOperator
 
@@ -112,7 +112,10 @@ def report_task(
     flow_name: str, paths: dict[str, Any], outlet_events: Any = None, config_path: str | None = None
 ) -> dict[str, Any]:
     """Report the copy's results: logs, metrics, an Asset event per target topic written."""
+    import time
+
     from mirrorflow.clients import FlowClients
+    from mirrorflow.ops.metrics import run_samples, source_samples
     from mirrorflow.replication.runner import cleanup, report_run
 
     cfg = MirrorflowHook(config_path).get_conn()
@@ -134,6 +137,8 @@ def report_task(
     metric("incr", "replicate.bytes", rep.bytes, tags)
     metric("timing", "replicate.duration", timedelta(seconds=rep.duration_s), tags)
     metric("gauge", "replicate.lag", rep.lag, tags)
+    record = rep.run_record(int(time.time() * 1000))
+    emit_samples(run_samples(flow, record) + source_samples(flow, record))
     if rep.max_latency_ms >= 0:
         metric("gauge", "replicate.latency_ms", rep.max_latency_ms, tags)
     if rep.lost:
