@@ -49,9 +49,15 @@ def flow_dag(kind: str, flow: Any, description: str, schedule: Any, retry_delay_
     """The DAG of one concern (`sync`, `replicate`, `checkpoint`) of one flow: `mirrorflow_<kind>__<flow.id>`.
 
     Runs of one flow never overlap (max_active_runs=1) and never catch up; the description and
-    doc come from the builder, the schedule from the flow's properties.
+    doc come from the builder, the schedule from the flow's properties; the doc ends with the list
+    of the DAG's Params (title, name, default, description), so the two never disagree.
     """
     from airflow.sdk import DAG
+
+    from mirrorflow_airflow.params import params_doc
+
+    if extra.get("params") and extra.get("doc_md"):
+        extra["doc_md"] = extra["doc_md"] + params_doc(extra["params"])
 
     return DAG(
         dag_id=flow_dag_id(kind, flow),

@@ -17,6 +17,7 @@ Everything needed next time is on the target: the checkpoints topic is the store
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Iterable, Mapping
 from concurrent.futures import Future
@@ -245,15 +246,16 @@ def fetch_group_offsets(
 
 
 def source_group_offsets(
-    clients: FlowClients, groups: Iterable[str] | None = None
+    clients: FlowClients, groups: Iterable[str] | None = None, only: str | None = None
 ) -> tuple[dict[str, list[CommittedOffset]], dict[str, str]]:
     """The flow's groups (MirrorCheckpointConnector.findConsumerGroups) and their committed offsets:
-    groups passing the group filter with at least one offset on a replicated topic."""
+    groups passing the group filter with at least one offset on a replicated topic (`only`: and
+    fully matching this regex)."""
     filters = FlowFilters.for_flow(clients.flow)
     timeout = clients.admin_timeout
     admin, conn = clients.admin("source"), clients.connection("source")
     names = list(groups) if groups is not None else list_groups(admin, conn, timeout)
-    names = [g for g in names if filters.should_replicate_group(g)]
+    names = [g for g in names if filters.should_replicate_group(g) and (not only or re.fullmatch(only, g))]
     offsets, errors = fetch_group_offsets(admin, conn, names, timeout)
     keep = {
         g: offs
@@ -335,14 +337,16 @@ def emit_checkpoints(
     now_ms: int | None = None,
     clients: FlowClients | None = None,
     refresh_groups: bool = True,
+    only: str | None = None,
 ) -> CheckpointRun:
-    """One checkpoint pass for `flow` (see the module docstring).
+    """One checkpoint pass for `flow` (see the module docstring). `only`: just the groups this
+    regex fully matches (the others keep their checkpoints as they are).
 
     `refresh_groups=False` (a run between two `refresh.groups.interval.seconds` refreshes, as
     MM2 checkpoints its known groups between refreshes) skips listing the source's groups and
     checkpoints the groups that already have checkpoints on the target."""
     with flow_clients(cfg, flow, clients) as c:
-        return _emit(c, groups, maps, now_ms, refresh_groups)
+        return _emit(c, groups, maps, now_ms, refresh_groups, only)
 
 
 def _emit(
@@ -351,6 +355,7 @@ def _emit(
     maps: Mapping[tuple[str, int], Translator] | None,
     now_ms: int | None,
     refresh_groups: bool = True,
+    only: str | None = None,
 ) -> CheckpointRun:
     flow = clients.flow
     filters = FlowFilters.for_flow(flow)
@@ -374,7 +379,7 @@ def _emit(
         store = CheckpointStore.load(clients)
         groups = store.groups()
     ts = int(time.time() * 1000) if now_ms is None else now_ms  # MM2: the time offsets were listed
-    offsets, run.errors = source_group_offsets(clients, groups)
+    offsets, run.errors = source_group_offsets(clients, groups, only)
     run.groups = sorted(offsets)
     committed = [o for offs in offsets.values() for o in offs]
     if maps is None:

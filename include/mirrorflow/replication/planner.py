@@ -15,6 +15,7 @@ The plan is advisory: each unit re-reads its progress before copying.
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
@@ -112,7 +113,11 @@ class Plan:
 
 
 def plan_units(
-    inputs: Iterable[PartitionInput], max_records: int, parallelism: int, flow_name: str = "A->B"
+    inputs: Iterable[PartitionInput],
+    max_records: int,
+    parallelism: int,
+    flow_name: str = "A->B",
+    partition_limit: int | None = None,
 ) -> tuple[list[list[Unit]], list[dict]]:
     """Pure planning: (tasks of units, per-partition summary).
 
@@ -120,13 +125,15 @@ def plan_units(
     must run in order); partitions are spread so that tasks get similar numbers of offsets (the
     largest first, onto the least loaded task). One task copies its units one after another with
     one set of clients, so a partition with one new record costs one transaction, not a Spark job.
+    `partition_limit`: at most this many offsets of each partition in this run (the next run
+    continues from where it stopped).
     """
     max_records = max(1, int(max_records))
     parallelism = max(1, int(parallelism))
     per_partition: list[list[Unit]] = []
     summary: list[dict] = []
     for pi in sorted(inputs, key=lambda x: (x.topic, x.partition)):
-        units, entry = _partition_units(pi, max_records, flow_name)
+        units, entry = _partition_units(pi, max_records, flow_name, partition_limit)
         summary.append(entry)
         if units:
             per_partition.append(units)
@@ -188,7 +195,9 @@ def _summary(pi: PartitionInput, start: int, units: list[Unit], **extra: Any) ->
     }
 
 
-def _partition_units(pi: PartitionInput, max_records: int, flow_name: str) -> tuple[list[Unit], dict]:
+def _partition_units(
+    pi: PartitionInput, max_records: int, flow_name: str, limit: int | None = None
+) -> tuple[list[Unit], dict]:
     """The units of one partition (ranges the ledger does not cover, cut at max_records) and its summary."""
     prog = pi.progress
     has_progress = prog is not None and prog.next >= 0
@@ -210,10 +219,12 @@ def _partition_units(pi: PartitionInput, max_records: int, flow_name: str) -> tu
     else:
         start, covered = (pi.initial if pi.initial is not None else pi.log_start), []
     units: list[Unit] = []
+    left = limit if limit is not None else 1 << 62
     for a, b in subtract_ranges(start, pi.end, covered) if pi.end > start else []:
         s = a
-        while s < b:
-            e = min(b, s + max_records)
+        while s < b and left > 0:
+            e = min(b, s + max_records, s + left)
+            left -= e - s
             units.append(
                 Unit(pi.topic, pi.partition, pi.target_topic, s, e, pi.log_start, pi.topic_id, pi.target_topic_id)
             )
@@ -323,9 +334,13 @@ def gather_inputs(
     ]
 
 
-def make_plan(clients: FlowClients) -> Plan:
-    """Plan the flow's next run from what the clusters hold now."""
+def make_plan(clients: FlowClients, topics: str | None = None, partition_limit: int | None = None) -> Plan:
+    """Plan the flow's next run from what the clusters hold now. `topics`: only the flow's source
+    topics this regex fully matches; `partition_limit`: at most this many offsets per partition."""
     flow = clients.flow
     inputs = gather_inputs(clients)
-    tasks, summary = plan_units(inputs, flow.props["unit.max.records"], flow.parallelism, flow.name)
+    if topics:
+        subset = re.compile(topics)
+        inputs = [pi for pi in inputs if subset.fullmatch(pi.topic)]
+    tasks, summary = plan_units(inputs, flow.props["unit.max.records"], flow.parallelism, flow.name, partition_limit)
     return Plan(flow.name, str(clients.cfg.path) if clients.cfg.path else None, tasks, summary)

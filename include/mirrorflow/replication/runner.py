@@ -15,6 +15,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -75,16 +76,31 @@ def take_lease(clients: FlowClients, owner: str, who: str) -> FlowLease:
     return FlowLease(clients, owner, who).acquire()
 
 
-def prepare_plan(clients: FlowClients, directory: Path, lease: FlowLease | None = None) -> tuple[Plan, Path]:
+def prepare_plan(
+    clients: FlowClients, directory: Path, lease: FlowLease | None = None, options: RunOptions | None = None
+) -> tuple[Plan, Path]:
     """Ensure the state topics, plan, write the plan file; returns (plan, plan path). The plan
-    carries the lease's owner (never secrets), so the copy job keeps it renewed."""
+    carries the lease's owner (never secrets), so the copy job keeps it renewed. A dry run's plan
+    file holds no tasks (its summary still says what would be copied)."""
     ensure_state_topics(clients)
-    plan = make_plan(clients)
+    opts = options or RunOptions()
+    plan = make_plan(clients, opts.topics, opts.partition_limit)
+    if opts.dry_run:
+        plan.tasks = []
     if lease is not None:
         plan.lease = {"owner": lease.owner, "who": lease.who}
     path = directory / "plan.json"
     path.write_text(json.dumps(plan.to_dict()))
     return plan, path
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """What one run may be narrowed to (CLI flags, the replicate DAG's Params)."""
+
+    topics: str | None = None  # only the flow's source topics this regex fully matches
+    partition_limit: int | None = None  # at most this many offsets per partition in this run
+    dry_run: bool = False  # plan and report what would be copied; copy nothing
 
 
 def report_run(
@@ -112,8 +128,10 @@ def run_once(
     master: str | None = None,
     log: Callable[[str], None] = lambda s: None,
     directory: Path | None = None,
+    options: RunOptions | None = None,
 ) -> RunReport:
-    """Plan, copy, report. mode: submit (spark-submit) | inprocess (SparkSession here) | direct (no Spark)."""
+    """Plan, copy, report. mode: submit (spark-submit) | inprocess (SparkSession here) | direct (no Spark).
+    `options` narrow the run (topics subset, offsets per partition) or make it a dry run."""
     started = time.time()
     # run files are kept when asked for (a directory, $MIRRORFLOW_RUN_DIR) or when the run failed
     keep = directory is not None or bool(os.environ.get("MIRRORFLOW_RUN_DIR"))
@@ -126,7 +144,7 @@ def run_once(
         lease = take_lease(clients, *local_owner(f"mirrorflow replicate --mode {mode}"))
         lease.start_renewing()
         try:
-            return _run(clients, mode, master, log, directory, keep, started, lease)
+            return _run(clients, mode, master, log, directory, keep, started, lease, options)
         finally:
             lease.release()
 
@@ -140,10 +158,14 @@ def _run(
     keep: bool,
     started: float,
     lease: FlowLease,
+    options: RunOptions | None = None,
 ) -> RunReport:
     cfg, flow = clients.cfg, clients.flow
-    plan, plan_path = prepare_plan(clients, directory, lease)
+    plan, plan_path = prepare_plan(clients, directory, lease, options)
     pd = plan.to_dict()
+    if options is not None and options.dry_run:
+        would = sum(p["planned"] for p in plan.partitions)
+        log(f"dry run: would copy {would:,} offsets of {flow.name}; copying nothing")
     log(
         f"planned {len(plan.units)} units in {len(plan.tasks)} tasks "
         f"({sum(u.records for u in plan.units):,} offsets) for flow {flow.name}"

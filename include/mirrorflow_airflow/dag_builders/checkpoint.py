@@ -26,13 +26,14 @@ import logging
 from datetime import timedelta
 from typing import Any
 
-from airflow.sdk import DAG, task
+from airflow.sdk import DAG, Param, task
 from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 
 from mirrorflow.config import Config, FlowConfig
 from mirrorflow_airflow.common import emit_samples, flow_dag, flow_dags, metric, task_config_path
 from mirrorflow_airflow.dag_builders.timers import RunTimes, period
 from mirrorflow_airflow.hooks import MirrorflowHook
+from mirrorflow_airflow.params import regex, regex_or_none
 
 log = logging.getLogger(__name__)
 
@@ -57,10 +58,12 @@ def _failed_groups(errors: dict[str, str]) -> str:
     return "; ".join(f"{g}: {e}" for g, e in sorted(errors.items()))
 
 
-def checkpoint_task(flow_name: str, config_path: str | None = None, times: RunTimes | None = None) -> dict[str, Any]:
+def checkpoint_task(
+    flow_name: str, config_path: str | None = None, times: RunTimes | None = None, groups: str | None = None
+) -> dict[str, Any]:
     """Translate committed source group offsets exactly and write MM2 checkpoints on the target,
     when emit.checkpoints.interval.seconds is due (listing the source's groups when
-    refresh.groups.interval.seconds is due too)."""
+    refresh.groups.interval.seconds is due too). `groups`: only the groups this regex fully matches."""
     import time
 
     from mirrorflow.groups.checkpoint import emit_checkpoints
@@ -73,7 +76,7 @@ def checkpoint_task(flow_name: str, config_path: str | None = None, times: RunTi
     _skip_unless_due(flow, "checkpoints", "emit.checkpoints.interval.seconds", times)
     # refresh.groups.enabled is always true here (false is refused: there is no task start to list them at)
     refresh = flow.props["refresh.groups.enabled"] and times.due(int(flow.props["refresh.groups.interval.seconds"]))
-    run = emit_checkpoints(cfg, flow, refresh_groups=refresh)
+    run = emit_checkpoints(cfg, flow, refresh_groups=refresh, only=groups)
     rendered = render_checkpoints(run, flow.target)
     if run.skipped_reason:
         raise AirflowSkipException(rendered.text())
@@ -93,12 +96,17 @@ def checkpoint_task(flow_name: str, config_path: str | None = None, times: RunTi
     return rendered.summary
 
 
-def group_sync_task(flow_name: str, config_path: str | None = None, times: RunTimes | None = None) -> dict[str, Any]:
+def group_sync_task(
+    flow_name: str, config_path: str | None = None, times: RunTimes | None = None, enabled: bool = True
+) -> dict[str, Any]:
     """Commit the checkpointed offsets on the target for idle groups, never backwards, when
-    sync.group.offsets.interval.seconds is due."""
+    sync.group.offsets.interval.seconds is due. `enabled` False (the `sync_group_offsets` Param
+    off): skipped for this run."""
     from mirrorflow.groups.offset_sync import sync_group_offsets
     from mirrorflow.groups.render import render_group_sync
 
+    if not enabled:
+        raise AirflowSkipException(f"{flow_name}: group offset sync: off for this run (Param sync_group_offsets)")
     cfg = MirrorflowHook(config_path).get_conn()
     flow = cfg.flow(flow_name)
     if flow.props["sync.group.offsets.enabled"] and not flow.props["emit.checkpoints.enabled"]:
@@ -144,6 +152,23 @@ def heartbeat_task(flow_name: str, config_path: str | None = None, times: RunTim
     return rendered.summary
 
 
+def checkpoint_params() -> dict[str, Any]:
+    return {
+        "groups": regex(
+            "Groups (regex)",
+            "Checkpoint only the consumer groups matching this regex (full match), "
+            "within the flow's group filter; empty: all",
+        ),
+        "sync_group_offsets": Param(
+            True,
+            type="boolean",
+            title="Sync group offsets",
+            description="Commit the checkpointed offsets for idle groups on the target in this run "
+            "(off: checkpoints only; sync.group.offsets.enabled must be true for it to run at all)",
+        ),
+    }
+
+
 def build_checkpoint_dag(cfg: Config, flow: FlowConfig) -> DAG:
     name, path = flow.name, task_config_path(cfg)
     with flow_dag(
@@ -152,6 +177,7 @@ def build_checkpoint_dag(cfg: Config, flow: FlowConfig) -> DAG:
         "exact MM2 checkpoints, group offset sync, heartbeats",
         timedelta(seconds=checkpoint_period(flow)),
         retry_delay_s=10,
+        params=checkpoint_params(),
         doc_md=__doc__,
     ) as dag:
 
@@ -160,9 +186,11 @@ def build_checkpoint_dag(cfg: Config, flow: FlowConfig) -> DAG:
             dag_run: Any = None,
             logical_date: Any = None,
             prev_data_interval_end_success: Any = None,
+            params: dict | None = None,
         ) -> dict[str, Any]:
             """Translate committed source group offsets exactly; write MM2 checkpoints on the target."""
-            return checkpoint_task(name, path, RunTimes.of(dag_run, logical_date, prev_data_interval_end_success))
+            times = RunTimes.of(dag_run, logical_date, prev_data_interval_end_success)
+            return checkpoint_task(name, path, times, regex_or_none(params, "groups"))
 
         # runs when `checkpoint` was skipped as not due: the checkpoints are on the target
         @task(task_id="sync_group_offsets", trigger_rule="none_failed")
@@ -170,9 +198,11 @@ def build_checkpoint_dag(cfg: Config, flow: FlowConfig) -> DAG:
             dag_run: Any = None,
             logical_date: Any = None,
             prev_data_interval_end_success: Any = None,
+            params: dict | None = None,
         ) -> dict[str, Any]:
             """Commit checkpointed offsets on the target for idle groups, never backwards."""
-            return group_sync_task(name, path, RunTimes.of(dag_run, logical_date, prev_data_interval_end_success))
+            times = RunTimes.of(dag_run, logical_date, prev_data_interval_end_success)
+            return group_sync_task(name, path, times, (params or {}).get("sync_group_offsets", True))
 
         @task(task_id="heartbeat")
         def heartbeat(

@@ -29,6 +29,7 @@ from airflow.sdk.exceptions import AirflowFailException
 from mirrorflow.config import Config, FlowConfig
 from mirrorflow_airflow.common import flow_dag, flow_dags, task_config_path
 from mirrorflow_airflow.hooks import MirrorflowHook
+from mirrorflow_airflow.params import dry_run, regex
 
 log = logging.getLogger(__name__)
 
@@ -74,10 +75,8 @@ def build_failover_dag(cfg: Config, flow: FlowConfig) -> DAG:
                 description="unplanned: the source is lost (everything comes from the target); planned: the "
                 "source is up and its producers are stopped (drain first)",
             ),
-            "groups": Param(
-                "", type="string", title="Groups (regex)", description="Only these groups; empty: all of the flow's"
-            ),
-            "dry_run": Param(False, type="boolean", title="Dry run", description="Preflight report only"),
+            "groups": regex("Groups (regex)", "Only these groups; empty: all of the flow's"),
+            "dry_run": dry_run("Preflight report only"),
         },
         doc_md=__doc__,
     ) as dag:

@@ -43,8 +43,18 @@ from mirrorflow.replication.spark import JOB_PATH, spark_conf, spark_env
 from mirrorflow_airflow.common import emit_samples, flow_dag, flow_dag_id, flow_dags, metric, task_config_path
 from mirrorflow_airflow.hooks import MirrorflowHook
 from mirrorflow_airflow.operators.spark_submit import SPARK_CONN_ID, MirrorflowSparkSubmitOperator
+from mirrorflow_airflow.params import dry_run, max_records_per_partition, regex_or_none, topics_subset
 
 log = logging.getLogger(__name__)
+
+
+def replicate_params() -> dict[str, Any]:
+    """The trigger form: a topics subset, a per-partition cap, a dry run (defaults: a normal run)."""
+    return {
+        "topics": topics_subset(),
+        "max_records_per_partition": max_records_per_partition(),
+        "dry_run": dry_run("Plan only: log per partition what would be copied; copy nothing"),
+    }
 
 
 def alias_name(flow: FlowConfig) -> str:
@@ -62,7 +72,18 @@ def lease_owner(flow: FlowConfig, run_id: str) -> tuple[str, str]:
     return f"airflow:{dag_id}:{run_id}", f"Airflow DAG run {dag_id} / {run_id}"
 
 
-def plan_task(flow_name: str, run_id: str, config_path: str | None = None) -> dict[str, Any]:
+def run_options(params: dict[str, Any] | None) -> Any:
+    """The run's RunOptions from the trigger form's Params (scheduled runs: the defaults)."""
+    from mirrorflow.replication.runner import RunOptions
+
+    p = params or {}
+    limit = p.get("max_records_per_partition")
+    return RunOptions(regex_or_none(p, "topics"), int(limit) if limit else None, bool(p.get("dry_run")))
+
+
+def plan_task(
+    flow_name: str, run_id: str, config_path: str | None = None, params: dict[str, Any] | None = None
+) -> dict[str, Any]:
     """Take the flow's lease, cut the run's work units and write the plan file; returns its paths
     and a summary. Skipped (with the reason) while another run of the flow holds the lease."""
     from mirrorflow.clients import FlowClients
@@ -88,7 +109,7 @@ def plan_task(flow_name: str, run_id: str, config_path: str | None = None) -> di
                 if not plan.units:  # nothing to follow yet: do not let @continuous spin
                     time.sleep(min(30.0, run_seconds(flow)))
             else:
-                plan, path = prepare_plan(clients, directory, lease)
+                plan, path = prepare_plan(clients, directory, lease, run_options(params))
         except BaseException:
             lease.release()
             raise
@@ -99,12 +120,19 @@ def plan_task(flow_name: str, run_id: str, config_path: str | None = None) -> di
         len(plan.tasks),
         sum(u.records for u in plan.units),
     )
+    would = sum(p["planned"] for p in plan.partitions)
+    if run_options(params).dry_run:
+        log.info("%s: dry run: would copy %d offsets; copying nothing", flow.name, would)
+        for p in plan.partitions:
+            if p["planned"]:
+                log.info("  %s-%d: would copy %d offsets from %d", p["topic"], p["partition"], p["planned"], p["start"])
     return {
         "plan": str(path),
         "results": str(directory / "results.json"),
         "dir": str(directory),
         "units": len(plan.units),
         "offsets": sum(u.records for u in plan.units),
+        "would_copy": would,
     }
 
 
@@ -203,13 +231,14 @@ def build_replicate_dag(cfg: Config, flow: FlowConfig) -> DAG:
         flow,
         "copy new records exactly once (plan -> Spark copy -> report)",
         flow.props["schedule"] or None,
+        params=replicate_params(),
         doc_md=__doc__,
     ) as dag:
 
         @task(task_id="plan")
-        def plan(run_id: str | None = None) -> dict[str, Any]:
+        def plan(run_id: str | None = None, params: dict | None = None) -> dict[str, Any]:
             """Read progress (target) and source offsets; cut work units; write the plan file."""
-            return plan_task(name, run_id or "manual", path)
+            return plan_task(name, run_id or "manual", path, params)
 
         planned = plan()
         copy = MirrorflowSparkSubmitOperator(

@@ -21,6 +21,7 @@ from airflow.sdk import DAG, Param, task
 from mirrorflow.config import Config, FlowConfig
 from mirrorflow_airflow.common import flow_dag, flow_dags, task_config_path
 from mirrorflow_airflow.hooks import MirrorflowHook
+from mirrorflow_airflow.params import dry_run
 
 log = logging.getLogger(__name__)
 
@@ -50,9 +51,7 @@ def build_reseed_dag(cfg: Config, flow: FlowConfig) -> DAG:
             "topic": Param(
                 "", type="string", minLength=1, title="Source topic", description="The SOURCE topic to re-seed"
             ),
-            "dry_run": Param(
-                True, type="boolean", title="Dry run", description="Only log what would be written (on by default)"
-            ),
+            "dry_run": dry_run("Only log what would be written (on by default)", default=True),
         },
         doc_md=__doc__,
     ) as dag:

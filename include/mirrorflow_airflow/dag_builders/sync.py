@@ -23,7 +23,7 @@ import logging
 from datetime import timedelta
 from typing import Any
 
-from airflow.sdk import DAG, Param, task
+from airflow.sdk import DAG, task
 from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 
 from mirrorflow.config import Config, FlowConfig
@@ -31,6 +31,7 @@ from mirrorflow.errors import ConfigError, MirrorflowError
 from mirrorflow_airflow.common import flow_dag, flow_dags, task_config_path
 from mirrorflow_airflow.dag_builders.timers import RunTimes, period
 from mirrorflow_airflow.hooks import MirrorflowHook
+from mirrorflow_airflow.params import dry_run, sync_only
 
 log = logging.getLogger(__name__)
 TASKS = {"topics": "topics_and_partitions", "configs": "configs", "acls": "acls"}
@@ -64,14 +65,18 @@ def sync_task(
     config_path: str | None = None,
     dry_run: bool = False,
     times: RunTimes | None = None,
+    only: list[str] | None = None,
 ) -> dict[str, Any]:
     """Sync one concern of one flow when its timer is due: returns the report's small summary.
+    `only` (the `only` Param): the concerns this run syncs; the others end skipped.
 
     A bad config fails the task at once (retrying cannot fix it); a failed change or an
     unreachable cluster fails it with retries, after the other changes were applied.
     """
     from mirrorflow.metadata.sync import sync_flow
 
+    if only is not None and concern not in only:
+        raise AirflowSkipException(f"{flow_name}: {concern}: not selected (Param only={only})")
     try:
         cfg = MirrorflowHook(config_path).get_conn()
         skip_unless_due(cfg.flow(flow_name), concern, times or RunTimes.of())
@@ -89,6 +94,19 @@ def sync_task(
     return report.summary()
 
 
+def sync_params() -> dict[str, Any]:
+    return {
+        "only": sync_only(),
+        "dry_run": dry_run("Plan and report only; change nothing on the target"),
+    }
+
+
+def _form(params: dict | None) -> dict[str, Any]:
+    """dry_run and only from the trigger form (scheduled runs: the defaults)."""
+    p = params or {}
+    return {"dry_run": bool(p.get("dry_run")), "only": p.get("only")}
+
+
 def build_sync_dag(cfg: Config, flow: FlowConfig) -> DAG:
     name, path = flow.name, task_config_path(cfg)
     tick = sync_period(flow)
@@ -97,11 +115,7 @@ def build_sync_dag(cfg: Config, flow: FlowConfig) -> DAG:
         flow,
         "remote topics, partitions, topic configs and topic ACLs",
         timedelta(seconds=tick) if tick else None,
-        params={
-            "dry_run": Param(
-                False, type="boolean", title="Dry run", description="Plan and report only; change nothing on the target"
-            )
-        },
+        params=sync_params(),
         doc_md=__doc__,
     ) as dag:
 
@@ -114,7 +128,7 @@ def build_sync_dag(cfg: Config, flow: FlowConfig) -> DAG:
         ) -> dict[str, Any]:
             """Create missing remote topics and add partitions; report orphans and larger targets."""
             times = RunTimes.of(dag_run, logical_date, prev_data_interval_end_success)
-            return sync_task(name, "topics", path, bool((params or {}).get("dry_run")), times)
+            return sync_task(name, "topics", path, times=times, **_form(params))
 
         # a disabled (skipped) concern must not skip the next one
         @task(task_id=TASKS["configs"], trigger_rule="none_failed")
@@ -126,7 +140,7 @@ def build_sync_dag(cfg: Config, flow: FlowConfig) -> DAG:
         ) -> dict[str, Any]:
             """Sync topic configs incrementally (excluded properties are never touched)."""
             times = RunTimes.of(dag_run, logical_date, prev_data_interval_end_success)
-            return sync_task(name, "configs", path, bool((params or {}).get("dry_run")), times)
+            return sync_task(name, "configs", path, times=times, **_form(params))
 
         @task(task_id=TASKS["acls"], trigger_rule="none_failed")
         def acls(
@@ -137,7 +151,7 @@ def build_sync_dag(cfg: Config, flow: FlowConfig) -> DAG:
         ) -> dict[str, Any]:
             """Add the source's literal topic ACLs to the remote topics (never deletes)."""
             times = RunTimes.of(dag_run, logical_date, prev_data_interval_end_success)
-            return sync_task(name, "acls", path, bool((params or {}).get("dry_run")), times)
+            return sync_task(name, "acls", path, times=times, **_form(params))
 
         topics_and_partitions() >> configs() >> acls()
     return dag

@@ -21,6 +21,7 @@ from airflow.sdk import DAG, Param, task
 from mirrorflow.config import Config, FlowConfig
 from mirrorflow_airflow.common import flow_dag, flow_dags, metric, task_config_path
 from mirrorflow_airflow.hooks import MirrorflowHook
+from mirrorflow_airflow.params import regex
 
 log = logging.getLogger(__name__)
 WHEN = "earliest, latest, offset:N or an ISO-8601 time with a zone (e.g. 2026-01-01T00:00:00Z)"
@@ -63,12 +64,7 @@ def build_verify_dag(cfg: Config, flow: FlowConfig) -> DAG:
         "compare source and target record by record over the copied ranges",
         None,
         params={
-            "topics": Param(
-                "",
-                type="string",
-                title="Topics (regex)",
-                description="Only SOURCE topics matching this regex; empty: every topic of the flow",
-            ),
+            "topics": regex("Topics (regex)", "Only SOURCE topics matching this regex; empty: every topic of the flow"),
             "from": Param("earliest", type="string", minLength=1, title="From", description=f"Window start: {WHEN}"),
             "to": Param(
                 "latest", type="string", minLength=1, title="To", description=f"Window end (exclusive): {WHEN}"

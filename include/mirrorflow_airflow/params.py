@@ -1,0 +1,70 @@
+"""The Params of the generated DAGs' trigger forms, in one place so every DAG words them alike.
+
+Each Param carries a JSON schema (`format: regex`, `enum`, `minimum`), so a bad value is refused
+when the run is created (the trigger form, `dag.test(run_conf=...)`, the REST API, a backfill's
+conf) -- never halfway through a task.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from airflow.sdk import Param
+
+SYNC_CONCERNS = ["topics", "configs", "acls"]
+
+
+def dry_run(description: str, default: bool = False) -> Param:
+    return Param(default, type="boolean", title="Dry run", description=description)
+
+
+def regex(title: str, description: str) -> Param:
+    """An optional regex (empty: no filter); an invalid one is refused by the schema's format check."""
+    return Param("", type="string", format="regex", title=title, description=description)
+
+
+def topics_subset() -> Param:
+    return regex(
+        "Topics (regex)",
+        "Only SOURCE topics matching this regex (full match), within the flow's own topics; empty: all",
+    )
+
+
+def max_records_per_partition() -> Param:
+    return Param(
+        None,
+        type=["null", "integer"],
+        minimum=1,
+        title="Max records per partition",
+        description="Copy at most this many offsets of each partition in this run (the next run continues "
+        "from there); empty: no limit beyond the flow's own",
+    )
+
+
+def sync_only() -> Param:
+    return Param(
+        list(SYNC_CONCERNS),
+        type="array",
+        items={"type": "string", "enum": SYNC_CONCERNS},
+        minItems=1,
+        uniqueItems=True,
+        examples=SYNC_CONCERNS,
+        title="Only",
+        description="Which concerns to sync: topics (and partitions), configs, acls",
+    )
+
+
+def regex_or_none(params: dict[str, Any] | None, key: str) -> str | None:
+    """A regex Param's value, None when empty (no filter)."""
+    value = (params or {}).get(key) or ""
+    return value or None
+
+
+def params_doc(params: dict[str, Param]) -> str:
+    """A Markdown list of a DAG's Params (title, name, description) for its doc_md."""
+    lines = ["", "### Params (trigger form)", ""]
+    for name, p in params.items():
+        p = p if isinstance(p, Param) else Param(p)
+        schema = p.schema
+        lines.append(f"* **{schema.get('title', name)}** (`{name}`, default `{p.value!r}`): {p.description or ''}")
+    return "\n".join(lines) + "\n"
