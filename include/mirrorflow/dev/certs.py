@@ -4,7 +4,8 @@ Generated with `cryptography` (pyca; already pinned in requirements.txt, where A
 so no keytool/openssl round trips: the broker reads PEM key stores directly
 (`ssl.keystore.type=PEM`) and librdkafka reads the same PEM files. Every cluster gets its own CA,
 so a client that trusts another cluster's CA fails the handshake exactly as it would in production.
-Private keys are written unencrypted with mode 0600 into the cluster's dev folder.
+Private keys are written with mode 0600 into the cluster's dev folder; a client key can be
+encrypted with a password (librdkafka's `ssl.key.password`), as production client keys are.
 """
 
 from __future__ import annotations
@@ -56,8 +57,9 @@ class DevCA:
         folder.mkdir(parents=True, exist_ok=True)
         _write(self.ca_path, self._cert.public_bytes(serialization.Encoding.PEM), 0o644)
 
-    def issue(self, common_name: str, server: bool = False) -> CertFiles:
-        """A certificate `CN=<common_name>` signed by this CA (server: for 127.0.0.1/localhost)."""
+    def issue(self, common_name: str, server: bool = False, password: str | None = None) -> CertFiles:
+        """A certificate `CN=<common_name>` signed by this CA (server: for 127.0.0.1/localhost), its
+        key encrypted with `password` if one is given."""
         key = ec.generate_private_key(ec.SECP256R1())
         now = dt.datetime.now(dt.UTC)
         builder = (
@@ -85,7 +87,9 @@ class DevCA:
         files = CertFiles(self.folder / f"{common_name}.crt", self.folder / f"{common_name}.key")
         _write(files.cert, cert.public_bytes(serialization.Encoding.PEM), 0o644)
         key_pem = key.private_bytes(
-            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.BestAvailableEncryption(password.encode()) if password else serialization.NoEncryption(),
         )
         _write(files.key, key_pem, 0o600)
         return files

@@ -120,6 +120,7 @@ class DevCluster:
         if self.security == "mtls":
             conf["ssl.certificate.location"] = str(self.tls_dir / f"{user}.crt")
             conf["ssl.key.location"] = str(self.tls_dir / f"{user}.key")
+            conf["ssl.key.password"] = self.users[user]
         elif self.security in ("plain", "scram"):
             conf["sasl.mechanism"] = "PLAIN" if self.security == "plain" else "SCRAM-SHA-512"
             conf["sasl.username"] = user
@@ -155,6 +156,7 @@ class DevCluster:
                     "principal": f"User:{user}",
                     "ssl.certificate.location": str(self.tls_dir / f"{user}.crt"),
                     "ssl.key.location": str(self.tls_dir / f"{user}.key"),
+                    "ssl.key.password.file": str(self.password_file(user)),
                 }
             elif self.security == "oauth":
                 users[user] = {"principal": f"User:{user}", "sasl.oauthbearer.config": f"principal={user}"}
@@ -277,7 +279,9 @@ class DevClusters:
                         f"(another Kafka or program holds it; stop it or pick other ports)"
                     )
             kind = kinds[alias]
-            users = {u: secrets.token_urlsafe(12) for u in ("admin", *TEST_USERS)} if kind in ("plain", "scram") else {}
+            # SASL passwords, or (mTLS) the passwords of the users' encrypted private keys
+            with_users = kind in ("plain", "scram", "mtls")
+            users = {u: secrets.token_urlsafe(12) for u in ("admin", *TEST_USERS)} if with_users else {}
             folder = str(self._dirs(alias)[0])
             todo[alias] = DevCluster(alias, port, cport, users=users, security=kind, folder=folder)
         errors: list[str] = []
@@ -525,7 +529,7 @@ def _write_secrets(c: DevCluster, base: Path) -> None:
         ca.keystore(ca.issue(BROKER_PRINCIPAL, server=True))
         if c.security == "mtls":
             for user in ("admin", *TEST_USERS):
-                ca.issue(user)
+                ca.issue(user, password=c.users[user])
 
 
 def _create_users(c: DevCluster) -> str | None:
