@@ -8,36 +8,15 @@ import subprocess
 import sys
 
 import pytest
-import yaml
 
-from mirrorflow import config as config_mod
-from mirrorflow.dev.spark import DevSparkServer
 from mirrorflow.replication.runner import run_once
+from tests.connect_support import connect_server, with_remote  # noqa: F401 - a fixture
 from tests.integration.replicate_helpers import assert_copied, assert_map_exact, make_flow, mirror_topic
 from tests.support import produce, read_progress
 
 pytestmark = pytest.mark.integration
 
 CLI = [os.path.join(os.path.dirname(sys.executable), "mirrorflow")]
-
-
-@pytest.fixture(scope="module")
-def connect_server(tmp_path_factory):
-    """One Spark Connect server for the module, tied to the pytest process, stopped at the end."""
-    server = DevSparkServer(tmp_path_factory.mktemp("spark-home"))
-    s = server.up(master="local[2]", attached=True)
-    try:
-        yield s
-    finally:
-        server.down()
-
-
-def with_remote(cfg, remote: str):
-    """The same config file with spark.remote set (what a user writes to select connect mode)."""
-    raw = yaml.safe_load(cfg.path.read_text())
-    raw["spark"]["remote"] = remote
-    cfg.path.write_text(yaml.safe_dump(raw, sort_keys=False))
-    return config_mod.load(cfg.path)
 
 
 def rows(n: int, partitions: int, seed: str) -> list[dict]:
