@@ -26,6 +26,7 @@ COMMAND_MODULES = (
     "sync",
     "replicate",
     "reseed",
+    "backfill",
     "groups",
     "status",
     "verify",

@@ -138,7 +138,10 @@ def u_where(unit: Unit) -> str:
 
 
 def ranges_to_copy(unit: Unit, progress: Progress) -> list[tuple[int, int]]:
-    """The parts of the unit the committed progress does not cover, starting right after it."""
+    """The parts of the unit the committed progress does not cover, starting right after it (a
+    backfill unit: anywhere in its range, also below the progress)."""
+    if unit.backfill:
+        return subtract_ranges(unit.start, unit.end, list(progress.covered))
     start = progress.next if progress.next >= 0 else unit.start
     todo = subtract_ranges(start, unit.end, list(progress.covered))
     if not todo and progress.next < 0 and unit.start >= unit.end:

@@ -62,6 +62,9 @@ class Unit:
     log_start: int = 0  # source log start at planning time (start < log_start: offsets were lost)
     topic_id: str = ""  # the topics' IDs when planned: the copy refuses state written for others
     target_topic_id: str = ""
+    # a backfill unit (replication.backfill) copies [start, end) minus the ledger wherever the
+    # progress stands; a normal unit copies from the committed progress onwards
+    backfill: bool = False
 
     @property
     def records(self) -> int:
@@ -72,7 +75,17 @@ class Unit:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Unit:
-        fields = ("topic", "partition", "target_topic", "start", "end", "log_start", "topic_id", "target_topic_id")
+        fields = (
+            "topic",
+            "partition",
+            "target_topic",
+            "start",
+            "end",
+            "log_start",
+            "topic_id",
+            "target_topic_id",
+            "backfill",
+        )
         return cls(**{k: d[k] for k in fields if k in d})
 
 
@@ -137,13 +150,20 @@ def plan_units(
         summary.append(entry)
         if units:
             per_partition.append(units)
+    return balance_tasks(per_partition, parallelism), summary
+
+
+def balance_tasks(per_partition: list[list[Unit]], parallelism: int) -> list[list[Unit]]:
+    """At most `parallelism` tasks; each partition's units stay together and in order, the largest
+    partitions first onto the least loaded task."""
+    parallelism = max(1, int(parallelism))
     tasks: list[list[Unit]] = [[] for _ in range(min(parallelism, len(per_partition)))]
     loads = [0] * len(tasks)
     for units in sorted(per_partition, key=lambda us: -sum(u.records for u in us)):  # stable: ties keep order
         i = min(range(len(tasks)), key=lambda k: (loads[k], len(tasks[k]), k))
         tasks[i].extend(units)
         loads[i] += sum(u.records for u in units)
-    return tasks, summary
+    return tasks
 
 
 def identity_problem(pi: PartitionInput) -> str | None:

@@ -101,7 +101,8 @@ class Progress:
             tgt_end=tgt_end if records or self.tgt_end < 0 else max(self.tgt_end, tgt_end),
             lost=lost,
             records=self.records + records,
-            last_timestamp=last_ts if records else self.last_timestamp,
+            # a backfill below `next` copies older records: the newest copied timestamp stays
+            last_timestamp=last_ts if records and src_to >= self.next else self.last_timestamp,
             updated=int(time.time() * 1000),
             gaps=gaps,
         )

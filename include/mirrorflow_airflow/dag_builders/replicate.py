@@ -82,12 +82,17 @@ def run_options(params: dict[str, Any] | None) -> Any:
 
 
 def plan_task(
-    flow_name: str, run_id: str, config_path: str | None = None, params: dict[str, Any] | None = None
+    flow_name: str,
+    run_id: str,
+    config_path: str | None = None,
+    params: dict[str, Any] | None = None,
+    interval_ms: tuple[int, int] | None = None,
 ) -> dict[str, Any]:
     """Take the flow's lease, cut the run's work units and write the plan file; returns its paths
     and a summary. Skipped (with the reason) while another run of the flow holds the lease."""
     from mirrorflow.clients import FlowClients
     from mirrorflow.errors import LeaseError
+    from mirrorflow.replication.backfill import prepare_interval_plan
     from mirrorflow.replication.continuous import is_continuous, prepare_continuous_plan, run_seconds
     from mirrorflow.replication.runner import prepare_plan, run_dir, take_lease
     from mirrorflow.state.flow_state import flow_state
@@ -108,6 +113,10 @@ def plan_task(
                 plan, path, _ = prepare_continuous_plan(clients, directory, lease)
                 if not plan.units:  # nothing to follow yet: do not let @continuous spin
                     time.sleep(min(30.0, run_seconds(flow)))
+            elif interval_ms is not None:  # `airflow backfill create`: the data interval's records (backfill.py)
+                plan, path = prepare_interval_plan(
+                    clients, directory, lease, interval_ms, regex_or_none(params, "topics"), run_options(params).dry_run
+                )
             else:
                 plan, path = prepare_plan(clients, directory, lease, run_options(params))
         except BaseException:
@@ -223,20 +232,10 @@ def release_after_failure(flow_name: str, config_path: str | None) -> Any:
     return callback
 
 
-def connect_copy_task(flow_name: str, paths: dict[str, Any], config_path: str | None = None) -> None:
-    """The copy task with spark.remote: the plan's units on the running Spark Connect server (the
-    lease kept renewed meanwhile), results written where the report task reads them."""
-    from mirrorflow.replication.spark_connect import copy_plan_file
-
-    if not paths.get("units"):
-        raise AirflowSkipException("nothing to copy")
-    cfg = MirrorflowHook(config_path).get_conn()
-    results = copy_plan_file(cfg, paths["plan"], paths["results"])
-    log.info("%s: %d unit results from the Spark Connect server %s", flow_name, len(results), cfg.spark.remote)
-
-
 def build_replicate_dag(cfg: Config, flow: FlowConfig) -> DAG:
-    name, path = flow.name, task_config_path(cfg)
+    from mirrorflow_airflow.dag_builders.backfill import airflow_backfill_interval
+
+    name, path, schedule = flow.name, task_config_path(cfg), flow.props["schedule"] or None
     env = {k: v for k, v in spark_env().items() if k in ("PATH", "PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON")}
     with flow_dag(
         "replicate",
@@ -248,35 +247,34 @@ def build_replicate_dag(cfg: Config, flow: FlowConfig) -> DAG:
     ) as dag:
 
         @task(task_id="plan")
-        def plan(run_id: str | None = None, params: dict | None = None) -> dict[str, Any]:
-            """Read progress (target) and source offsets; cut work units; write the plan file."""
-            return plan_task(name, run_id or "manual", path, params)
+        def plan(
+            run_id: str | None = None,
+            params: dict | None = None,
+            dag_run: Any = None,
+            data_interval_start: Any = None,
+            data_interval_end: Any = None,
+        ) -> dict[str, Any]:
+            """Read progress (target) and source offsets; cut work units; write the plan file (a run
+            of `airflow backfill create`: the records of its data interval not copied yet)."""
+            interval = airflow_backfill_interval(dag_run, data_interval_start, data_interval_end, schedule)
+            return plan_task(name, run_id or "manual", path, params, interval)
 
         planned = plan()
-        if cfg.spark.remote:  # a running Spark Connect server: no Spark application started per run
-
-            @task(task_id="copy", retries=0, on_failure_callback=release_after_failure(name, path))
-            def copy_connect(paths: dict[str, Any]) -> None:
-                """Copy the planned units on the Spark Connect server of spark.remote."""
-                connect_copy_task(name, paths, path)
-
-            copy: Any = copy_connect(planned)
-        else:
-            copy = MirrorflowSparkSubmitOperator(
-                task_id="copy",
-                application=str(JOB_PATH),
-                application_args=[
-                    "{{ ti.xcom_pull(task_ids='plan')['plan'] }}",
-                    "{{ ti.xcom_pull(task_ids='plan')['results'] }}",
-                ],
-                spark_conn_id=SPARK_CONN_ID,
-                plan_task_id="plan",
-                conf=spark_conf(cfg),
-                env_vars=env,
-                name=f"mirrorflow-copy-{flow.id}",
-                retries=0,  # a rerun is a new plan: the next scheduled run continues exactly
-                on_failure_callback=release_after_failure(name, path),
-            )
+        copy = MirrorflowSparkSubmitOperator(
+            task_id="copy",
+            application=str(JOB_PATH),
+            application_args=[
+                "{{ ti.xcom_pull(task_ids='plan')['plan'] }}",
+                "{{ ti.xcom_pull(task_ids='plan')['results'] }}",
+            ],
+            spark_conn_id=SPARK_CONN_ID,
+            plan_task_id="plan",
+            conf=spark_conf(cfg),
+            env_vars=env,
+            name=f"mirrorflow-copy-{flow.id}",
+            retries=0,  # a rerun is a new plan: the next scheduled run continues exactly
+            on_failure_callback=release_after_failure(name, path),
+        )
 
         @task(task_id="report", trigger_rule="none_failed_min_one_success", outlets=[AssetAlias(alias_name(flow))])
         def report(paths: dict[str, Any], outlet_events=None) -> dict[str, Any]:

@@ -1,0 +1,494 @@
+"""Backfill: copy a historical source range the flow has not copied yet (e.g. after a start at `latest`).
+
+`mirrorflow backfill --flow A->B --from WHEN --to WHEN` and the backfill DAG plan, per source
+partition of the flow (optionally only topics matching a regex), the range [from, to) minus the
+ledger of what the flow already copied (`Progress.covered`), and copy it with the SAME copier and
+writer as a normal run: every batch is one transaction holding its records, its offset-map entry
+and the new progress, under the flow's lease, honouring the flow's state (paused or stopped: the
+backfill is skipped with the reason). Units carry `backfill=True`, so the copier copies their
+range wherever the progress stands (`copier.ranges_to_copy`); `Progress.next` never moves back.
+
+Backfilled records land AFTER newer ones in the target partition (Kafka appends): target order is
+not source order there. The offset map records where each record landed, so `mirrorflow
+translate`, checkpoints and group sync stay exact for groups in either range.
+
+Ranges retention already removed from the source are reported as gaps (not errors) and are not
+written to the state, so a second identical backfill copies nothing and reports the same gaps.
+
+WHEN: `earliest` (the source log start), `latest` (the source end), `start` (where the flow's
+copy of the partition begins: the lowest offset of its ledger), `offset:N`, or an ISO-8601 time
+with a zone (the first offset whose timestamp is at or after it, `offsets_for_times`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from confluent_kafka.admin import OffsetSpec
+
+from mirrorflow.clients import FlowClients
+from mirrorflow.config import Config, FlowConfig
+from mirrorflow.errors import ConfigError, MirrorflowError
+from mirrorflow.replication.planner import (
+    PartitionInput,
+    Plan,
+    Unit,
+    balance_tasks,
+    gather_inputs,
+    identity_problem,
+    source_offsets,
+    stopped_message,
+)
+from mirrorflow.replication.report import RunReport
+from mirrorflow.replication.runner import cleanup, copy_direct, report_run, run_dir, take_lease
+from mirrorflow.replication.spark import copy_in_process_spark, copy_with_spark_submit
+from mirrorflow.state.flow_state import flow_state
+from mirrorflow.state.lease import local_owner
+from mirrorflow.state.offset_map import subtract_ranges
+from mirrorflow.state.store import StateStore
+
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+WHEN_HELP = (
+    "earliest (source log start), latest (source end), start (where the flow's copy began), "
+    "offset:N, or an ISO-8601 time with a zone, e.g. 2026-01-01T00:00:00Z"
+)
+# what the DAG's Params form accepts (JSON-schema pattern, checked in the form before any task runs)
+WHEN_PATTERN = (
+    r"^(earliest|latest|start|offset:[0-9]+|"
+    r"[0-9]{4}-[0-9]{2}-[0-9]{2}[T ][0-9]{2}:[0-9]{2}(:[0-9]{2}(\.[0-9]{1,6})?)?(Z|[+-][0-9]{2}:?[0-9]{2}))$"
+)
+Key = tuple[str, int]
+
+
+@dataclass(frozen=True)
+class When:
+    """One bound of a backfill range, before it is resolved to an offset per partition."""
+
+    kind: str  # earliest | latest | start | offset | time
+    value: int = 0  # the offset, or the time in ms since the epoch
+
+    @classmethod
+    def parse(cls, text: str | None, option: str) -> When:
+        """ConfigError naming the option for anything but the documented forms."""
+        v = (text or "").strip()
+        if v in ("earliest", "latest", "start"):
+            return cls(v)
+        if v.startswith("offset:"):
+            n = v[7:].strip()
+            if n.isdigit():
+                return cls("offset", int(n))
+            raise ConfigError([(option, f"offset:N needs a non-negative integer N, got {text!r}")])
+        try:
+            dt = datetime.fromisoformat(v.replace("Z", "+00:00")) if v[:4].isdigit() else None
+        except ValueError:
+            dt = None
+        if dt is None:
+            raise ConfigError([(option, f"expected {WHEN_HELP}; got {text!r}")])
+        if dt.tzinfo is None:
+            raise ConfigError([(option, f"the time {text!r} needs a time zone (e.g. {v}Z for UTC)")])
+        return cls("time", (dt - EPOCH) // timedelta(milliseconds=1))
+
+    def __str__(self) -> str:
+        if self.kind == "offset":
+            return f"offset:{self.value}"
+        if self.kind == "time":
+            return (EPOCH + timedelta(milliseconds=self.value)).isoformat(timespec="milliseconds")
+        return self.kind
+
+
+def topic_pattern(topics: str | None) -> re.Pattern[str] | None:
+    """The --topics regex (full match on SOURCE topic names), or one clear ConfigError."""
+    if not topics:
+        return None
+    try:
+        return re.compile(topics)
+    except re.error as exc:
+        raise ConfigError([("--topics", f"not a valid regular expression ({exc}): {topics!r}")]) from None
+
+
+@dataclass
+class BackfillPartition:
+    """The backfill of one source partition: the resolved range, what it copies, what was lost."""
+
+    topic: str
+    partition: int
+    target_topic: str
+    start: int = -1  # the resolved range [start, end) (source offsets)
+    end: int = -1
+    log_start: int = -1  # the source's log start and end (last stable offset) when planned
+    source_end: int = -1
+    progress_next: int = -1  # the partition's progress (`next`) when planned; a backfill never moves it back
+    todo: list[tuple[int, int]] = field(default_factory=list)  # the ranges to copy (not in the ledger)
+    gaps: list[tuple[int, int]] = field(default_factory=list)  # removed by retention, never copied
+    skipped: str = ""  # why nothing is planned here (no progress yet, stopped, waiting for sync)
+    records: int = 0  # after the copy: records and bytes copied, and its status
+    bytes: int = 0
+    status: str = "planned"
+    errors: list[str] = field(default_factory=list)
+
+    @property
+    def offsets(self) -> int:
+        """Offsets to copy: records, unless transaction markers or compaction left holes."""
+        return sum(b - a for a, b in self.todo)
+
+    @property
+    def lost(self) -> int:
+        return sum(b - a for a, b in self.gaps)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d.update(offsets=self.offsets, lost=self.lost)
+        return d
+
+    def line(self, dry_run: bool) -> str:
+        t = f"{self.topic}[{self.partition}] -> {self.target_topic}[{self.partition}]"
+        if self.skipped:
+            return f"{t}: skipped: {self.skipped}"
+        rng = f"[{self.start}, {self.end})" if self.end > self.start else "empty range"
+        todo = ", ".join(f"{a}..{b - 1}" for a, b in self.todo) or "nothing (the ledger holds it all)"
+        head = f"{t}: range {rng}: "
+        if dry_run:
+            text = head + f"would copy {self.offsets:,} records (offsets {todo})"
+        else:
+            text = head + f"copied {self.records:,} records, {self.bytes:,} bytes (offsets {todo}) [{self.status}]"
+        if self.gaps:
+            gaps = ", ".join(f"{a}..{b - 1}" for a, b in self.gaps)
+            text += f"; gap: {self.lost:,} offsets ({gaps}) already removed by source retention"
+        return text + "".join(f"; {e}" for e in self.errors)
+
+
+@dataclass
+class BackfillReport:
+    flow: str
+    start: str  # the WHEN texts as parsed
+    end: str
+    topics: str | None
+    dry_run: bool
+    partitions: list[BackfillPartition] = field(default_factory=list)
+    skipped: str | None = None  # the whole backfill was skipped (flow paused or stopped)
+    run: RunReport | None = None  # the copy's report (None: dry run, skipped or nothing to copy)
+
+    @property
+    def ok(self) -> bool:
+        return self.run is None or self.run.ok
+
+    @property
+    def offsets(self) -> int:
+        return sum(p.offsets for p in self.partitions)
+
+    @property
+    def records(self) -> int:
+        return sum(p.records for p in self.partitions)
+
+    @property
+    def lost(self) -> int:
+        return sum(p.lost for p in self.partitions)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "flow": self.flow,
+            "from": self.start,
+            "to": self.end,
+            "topics": self.topics,
+            "dry_run": self.dry_run,
+            "skipped": self.skipped,
+            "ok": self.ok,
+            "offsets": self.offsets,
+            "records": self.records,
+            "bytes": self.run.bytes if self.run else 0,
+            "lost": self.lost,
+            "failed_units": self.run.failed_units if self.run else 0,
+            "partitions": [p.to_dict() for p in self.partitions],
+        }
+
+    def lines(self) -> list[str]:
+        what = f"backfill of flow {self.flow} from {self.start} to {self.end}" + (
+            f" (topics {self.topics!r})" if self.topics else ""
+        )
+        if self.skipped:
+            return [f"{what}: skipped: {self.skipped}"]
+        if self.dry_run:
+            head = f"{what} (dry run): would copy {self.offsets:,} records"
+        else:
+            b = self.run.bytes if self.run else 0
+            head = f"{what}: copied {self.records:,} records, {b:,} bytes"
+            if self.run and self.run.failed_units:
+                head += f"; {self.run.failed_units} unit(s) FAILED"
+        if self.lost:
+            head += f"; {self.lost:,} offsets already removed by source retention (gaps below)"
+        return [head] + [f"  {p.line(self.dry_run)}" for p in self.partitions]
+
+    def render(self) -> str:
+        return "\n".join(self.lines())
+
+
+# -- planning (pure) ------------------------------------------------------------------------------
+def resolve(when: When, pi: PartitionInput, at_time: dict[Key, int]) -> int | None:
+    """The source offset of a bound in one partition (None: `start` and nothing copied yet);
+    `at_time`: the source's offsets for the time (`offsets_for_times`, -1: no record at or after)."""
+    k = (pi.topic, pi.partition)
+    if when.kind == "earliest":
+        return pi.log_start
+    if when.kind == "latest":
+        return pi.end
+    if when.kind == "offset":
+        return min(when.value, pi.end)
+    if when.kind == "time":
+        off = at_time.get(k, -1)
+        return off if 0 <= off <= pi.end else pi.end  # no record at or after the time: the end
+    prog = pi.progress
+    if prog is None or prog.next < 0:
+        return None
+    return prog.covered[0][0] if prog.covered else prog.next
+
+
+def plan_partition(
+    pi: PartitionInput, lo: When, hi: When, times: dict[str, dict[Key, int]], flow: str
+) -> BackfillPartition:
+    """What to copy of one partition: [from, to) minus the ledger, split at the log start (below it: gaps)."""
+    bp = BackfillPartition(pi.topic, pi.partition, pi.target_topic, log_start=pi.log_start, source_end=pi.end)
+    bp.progress_next = pi.progress.next if pi.progress is not None else -1
+    if 0 <= pi.target_partitions <= pi.partition:
+        bp.skipped = (
+            f"target topic {pi.target_topic!r} does not have this partition yet "
+            f"(run the sync DAG or `mirrorflow sync --flow {flow}` first)"
+        )
+        return bp
+    why = identity_problem(pi)
+    if why is not None:
+        bp.skipped = stopped_message(why, flow, pi.topic, pi.target_topic)
+        return bp
+    a, b = resolve(lo, pi, times.get("from", {})), resolve(hi, pi, times.get("to", {}))
+    if a is None or b is None:
+        bp.skipped = (
+            "the flow has not copied this partition yet, so `start` is unknown "
+            f"(run `mirrorflow replicate --flow {flow}` first, or give an offset or time)"
+        )
+        return bp
+    bp.start, bp.end = a, b
+    covered = list(pi.progress.covered) if pi.progress is not None else []
+    if b > a:
+        bp.gaps = subtract_ranges(a, min(b, pi.log_start), covered) if a < pi.log_start else []
+        lo_copy = max(a, pi.log_start)
+        bp.todo = subtract_ranges(lo_copy, b, covered) if b > lo_copy else []
+    return bp
+
+
+def units_of(bp: BackfillPartition, pi: PartitionInput, max_records: int) -> list[Unit]:
+    """The backfill units of one partition, at most `max_records` offsets each, in order."""
+    units = []
+    for a, b in bp.todo:
+        s = a
+        while s < b:
+            e = min(b, s + max(1, max_records))
+            units.append(
+                Unit(
+                    pi.topic,
+                    pi.partition,
+                    pi.target_topic,
+                    s,
+                    e,
+                    pi.log_start,
+                    pi.topic_id,
+                    pi.target_topic_id,
+                    backfill=True,
+                )
+            )
+            s = e
+    return units
+
+
+# -- planning (I/O) -------------------------------------------------------------------------------
+def plan_backfill(
+    clients: FlowClients, lo: When, hi: When, topics: str | None = None, fence: bool = True
+) -> tuple[Plan, list[BackfillPartition]]:
+    """The backfill's plan (units flagged `backfill`) and its per-partition view. `fence`: abort
+    open transactions of the flow first (only under the lease; a dry run reads without it)."""
+    flow = clients.flow
+    pattern = topic_pattern(topics)
+    inputs = gather_inputs(clients, None if fence else StateStore(clients).progress())
+    if pattern is not None:
+        inputs = [pi for pi in inputs if pattern.fullmatch(pi.topic)]
+        if not inputs:
+            raise ConfigError([("--topics", f"no source topic of flow {flow.name} matches {topics!r}")])
+    keys = [(pi.topic, pi.partition) for pi in inputs]
+    times: dict[str, dict[Key, int]] = {}
+    for tag, when in (("from", lo), ("to", hi)):
+        if when.kind == "time" and keys:
+            times[tag] = source_offsets(clients, keys, OffsetSpec.for_timestamp(when.value))
+    parts, per_partition = [], []
+    for pi in sorted(inputs, key=lambda x: (x.topic, x.partition)):
+        bp = plan_partition(pi, lo, hi, times, flow.name)
+        parts.append(bp)
+        units = units_of(bp, pi, int(flow.props["unit.max.records"]))
+        if units:
+            per_partition.append(units)
+    summary = [
+        {
+            "topic": p.topic,
+            "partition": p.partition,
+            "target_topic": p.target_topic,
+            "log_start": p.log_start,
+            "end": p.source_end,
+            # the report's lag counts from the progress, which a backfill never moves back
+            "start": p.progress_next if p.progress_next >= 0 else p.start,
+            "planned": p.offsets,
+            "units": sum(1 for us in per_partition for u in us if (u.topic, u.partition) == (p.topic, p.partition)),
+            "lost_expected": p.lost,
+            "has_progress": True,
+            "backfill": p.to_dict(),
+        }
+        for p in parts
+    ]
+    tasks = balance_tasks(per_partition, flow.parallelism)
+    plan = Plan(flow.name, str(clients.cfg.path) if clients.cfg.path else None, tasks, summary)
+    return plan, parts
+
+
+def prepare_interval_plan(
+    clients: FlowClients,
+    directory: Path,
+    lease: Any,
+    interval_ms: tuple[int, int],
+    topics: str | None = None,
+    dry_run: bool = False,
+) -> tuple[Plan, Path]:
+    """The plan of an Airflow backfill run of the replicate DAG: the records whose timestamps fall
+    in the run's data interval [start, end) (`offsets_for_times` on both bounds) that the ledger does
+    not hold yet -- nothing when the flow already copied them. Writes the plan file like
+    `runner.prepare_plan`."""
+    from mirrorflow.state.topics import ensure_state_topics
+
+    ensure_state_topics(clients)
+    lo, hi = When("time", interval_ms[0]), When("time", interval_ms[1])
+    plan, _ = plan_backfill(clients, lo, hi, topics, fence=not dry_run)
+    if dry_run:
+        plan.tasks = []
+    if lease is not None:
+        plan.lease = {"owner": lease.owner, "who": lease.who}
+    path = directory / "plan.json"
+    path.write_text(json.dumps(plan.to_dict()))
+    return plan, path
+
+
+def partitions_of(plan: dict[str, Any]) -> list[BackfillPartition]:
+    """The per-partition view a backfill plan file carries (for the DAG's report task)."""
+    names = set(BackfillPartition.__dataclass_fields__)
+    out = []
+    for s in plan.get("partitions", []):
+        d = {k: v for k, v in s["backfill"].items() if k in names}
+        d["todo"] = [tuple(r) for r in d.get("todo", [])]
+        d["gaps"] = [tuple(r) for r in d.get("gaps", [])]
+        out.append(BackfillPartition(**d))
+    return out
+
+
+def apply_results(parts: list[BackfillPartition], results: list[dict[str, Any]]) -> None:
+    """Fold the units' results (copier.UnitResult dicts) into the partitions; a gap the copy met
+    (retention moved on since planning) is reported like the planned ones."""
+    by_key = {(p.topic, p.partition): p for p in parts}
+    rank = {"planned": 0, "skipped": 1, "ok": 2, "partial": 3, "fenced": 4, "failed": 5}
+    for r in results:
+        bp = by_key.get((r["topic"], r["partition"]))
+        if bp is None:
+            continue
+        bp.records += int(r.get("records", 0))
+        bp.bytes += int(r.get("bytes", 0))
+        if r.get("lost_range"):
+            a, b = r["lost_range"]
+            bp.gaps.append((int(a), int(b)))
+        if rank.get(r["status"], 0) > rank.get(bp.status, 0):
+            bp.status = r["status"]
+        if r.get("error"):
+            bp.errors.append(str(r["error"]))
+    for bp in parts:
+        if bp.status == "planned" and not bp.skipped:
+            bp.status = "ok" if not bp.todo else "idle"
+        if bp.status == "skipped":  # every unit found its range already in the ledger
+            bp.status = "ok"
+
+
+# -- running --------------------------------------------------------------------------------------
+def backfill(
+    cfg: Config,
+    flow: FlowConfig,
+    start: str,
+    end: str,
+    topics: str | None = None,
+    dry_run: bool = False,
+    mode: str = "submit",
+    master: str | None = None,
+    log: Callable[[str], None] = lambda s: None,
+    directory: Path | None = None,
+) -> BackfillReport:
+    """Plan and (unless `dry_run`) copy [start, end) of every partition of the flow minus its ledger.
+    Bad WHEN values or regex: one ConfigError before any cluster is asked."""
+    lo, hi = When.parse(start, "--from"), When.parse(end, "--to")
+    topic_pattern(topics)
+    report = BackfillReport(flow.name, str(lo), str(hi), topics, dry_run)
+    with FlowClients(cfg, flow) as clients:
+        skip = flow_state(clients).skip_reason(flow.name, "copy")
+        if skip:
+            report.skipped = skip
+            return report
+        if dry_run:
+            _, report.partitions = plan_backfill(clients, lo, hi, topics, fence=False)
+            return report
+        lease = take_lease(clients, *local_owner(f"mirrorflow backfill --mode {mode}"))
+        lease.start_renewing()
+        try:
+            plan, report.partitions = plan_backfill(clients, lo, hi, topics)
+            plan.lease = {"owner": lease.owner, "who": lease.who}
+            report.run, results = copy_plan(clients, plan, mode, master, log, directory)
+        finally:
+            lease.release()
+    apply_results(report.partitions, results)
+    return report
+
+
+def copy_plan(
+    clients: FlowClients,
+    plan: Plan,
+    mode: str,
+    master: str | None,
+    log: Callable[[str], None],
+    directory: Path | None = None,
+) -> tuple[RunReport, list[dict[str, Any]]]:
+    """Copy a plan's units exactly as a replicate run does (spark-submit, in-process Spark or
+    threads); the run's report and the units' results (for `apply_results`)."""
+    cfg, flow = clients.cfg, clients.flow
+    started = time.time()
+    keep = directory is not None or bool(os.environ.get("MIRRORFLOW_RUN_DIR"))
+    directory = directory or run_dir(flow)
+    directory.mkdir(parents=True, exist_ok=True)
+    pd = plan.to_dict()
+    plan_path = directory / "plan.json"
+    plan_path.write_text(json.dumps(pd))
+    log(
+        f"backfill: {len(plan.units)} units in {len(plan.tasks)} tasks ({sum(u.records for u in plan.units):,} offsets)"
+    )
+    t0 = time.time()
+    results: list[dict[str, Any]]
+    if not plan.units:
+        results = []
+    elif mode == "submit":
+        results = copy_with_spark_submit(cfg, plan_path, directory / "results.json", master, log)
+    elif mode == "inprocess":
+        results = copy_in_process_spark(cfg, pd, master)
+    elif mode == "direct":
+        results = copy_direct(cfg, flow, pd)
+    else:
+        raise MirrorflowError(f"unknown copy mode {mode!r} (submit, inprocess or direct)")
+    spark_s = time.time() - t0 if plan.units else 0.0
+    rep = report_run(clients, pd, results, started, spark_s)
+    if rep.ok and not keep:
+        cleanup(directory)
+    return rep, results

@@ -1,0 +1,211 @@
+"""Backfill DAGs: one per enabled flow, `mirrorflow_backfill__<flow.id>`, manual trigger only.
+
+Copies a historical source range the flow has not copied yet -- e.g. the history of a flow that
+started at `initial.position: latest` -- with the same copier, transactions, offset map and ledger
+as the replicate DAG, under the flow's lease (while a replicate run holds it, the backfill run
+ends skipped and says who holds it). A paused or stopped flow skips it with the reason.
+
+* `plan`: resolves From/To per source partition, subtracts what the flow's ledger already holds,
+  writes the plan file (flow name, config path, units flagged `backfill` -- never secrets); logs
+  per partition the offset range and the records it copies (or would copy, in a dry run) and the
+  gaps source retention already removed (reported, not errors).
+* `copy`: `spark-submit` of the same job as the replicate DAG (skipped when there is nothing to
+  copy, or in a dry run).
+* `report`: records and bytes per partition, gaps; releases the lease.
+
+Backfilled records land AFTER newer ones in the target partition (Kafka appends); translation,
+checkpoints and group sync stay exact through the offset map. A second identical backfill copies
+nothing. Use this DAG (or `mirrorflow backfill`) for ranges given as offsets or `start`/`earliest`;
+use Airflow's own backfill of the replicate DAG (`airflow backfill create`) to fill past data
+intervals by record time (see docs/replicate.md, "Backfill").
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from airflow.sdk import DAG, Param, task
+from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
+
+from mirrorflow.config import Config, FlowConfig
+from mirrorflow.replication.backfill import WHEN_HELP, WHEN_PATTERN
+from mirrorflow.replication.spark import JOB_PATH, spark_conf, spark_env
+from mirrorflow_airflow import params as P
+from mirrorflow_airflow.common import flow_dag, flow_dag_id, flow_dags, task_config_path
+from mirrorflow_airflow.dag_builders.replicate import release_after_failure, release_lease
+from mirrorflow_airflow.hooks import MirrorflowHook
+from mirrorflow_airflow.operators.spark_submit import SPARK_CONN_ID, MirrorflowSparkSubmitOperator
+
+log = logging.getLogger(__name__)
+
+
+def when_param(default: str, title: str, what: str) -> Param:
+    """A From/To field: the pattern refuses a bad value in the form, before any task runs."""
+    return Param(default, type="string", pattern=WHEN_PATTERN, title=title, description=f"{what}: {WHEN_HELP}")
+
+
+def backfill_params() -> dict[str, Param]:
+    return {
+        "topics": P.topics_subset(),
+        "from": when_param("earliest", "From", "Range start (inclusive)"),
+        "to": when_param("start", "To", "Range end (exclusive)"),
+        "dry_run": P.dry_run("Only log per partition the offset range and records it would copy; copy nothing"),
+    }
+
+
+def lease_owner(flow: FlowConfig, run_id: str) -> tuple[str, str]:
+    dag_id = flow_dag_id("backfill", flow)
+    return f"airflow:{dag_id}:{run_id}", f"Airflow DAG run {dag_id} / {run_id}"
+
+
+def plan_task(flow_name: str, run_id: str, p: dict[str, Any], config_path: str | None = None) -> dict[str, Any]:
+    """Plan the backfill (under the flow's lease unless a dry run) and write the plan file."""
+    from mirrorflow.clients import FlowClients
+    from mirrorflow.errors import LeaseError
+    from mirrorflow.replication.backfill import BackfillReport, When, plan_backfill
+    from mirrorflow.replication.runner import run_dir, take_lease
+    from mirrorflow.state.flow_state import flow_state
+
+    cfg = MirrorflowHook(config_path).get_conn()
+    flow = cfg.flow(flow_name)
+    lo, hi = When.parse(p.get("from"), "from"), When.parse(p.get("to"), "to")
+    topics, dry = P.regex_or_none(p, "topics"), bool(p.get("dry_run", False))
+    directory = run_dir(flow, "backfill-" + re.sub(r"[^A-Za-z0-9_.-]+", "_", run_id))
+    with FlowClients(cfg, flow) as clients:
+        skip = flow_state(clients).skip_reason(flow.name, "copy")
+        if skip:
+            raise AirflowSkipException(skip)
+        lease = None
+        if not dry:
+            try:
+                lease = take_lease(clients, *lease_owner(flow, run_id))
+            except LeaseError as exc:
+                raise AirflowSkipException(str(exc)) from None
+        try:
+            plan, parts = plan_backfill(clients, lo, hi, topics, fence=not dry)
+        except BaseException:
+            if lease is not None:
+                lease.release()
+            raise
+    if dry:
+        plan.tasks = []
+    if lease is not None:
+        plan.lease = {"owner": lease.owner, "who": lease.who}
+    path = directory / "plan.json"
+    path.write_text(json.dumps(plan.to_dict()))
+    rep = BackfillReport(flow.name, str(lo), str(hi), topics, dry, parts)
+    for line in rep.lines():
+        log.info("%s", line)
+    return {
+        "plan": str(path),
+        "results": str(directory / "results.json"),
+        "dir": str(directory),
+        "units": len(plan.units),
+        "offsets": rep.offsets,
+        "dry_run": dry,
+        "from": str(lo),
+        "to": str(hi),
+        "topics": topics,
+    }
+
+
+def report_task(flow_name: str, paths: dict[str, Any], config_path: str | None = None) -> dict[str, Any]:
+    """The backfill's report (records, bytes, gaps per partition); releases the lease."""
+    from mirrorflow.clients import FlowClients
+    from mirrorflow.replication.backfill import BackfillReport, apply_results, partitions_of
+    from mirrorflow.replication.runner import cleanup, report_run
+
+    cfg = MirrorflowHook(config_path).get_conn()
+    flow = cfg.flow(flow_name)
+    plan = json.loads(Path(paths["plan"]).read_text())
+    rp = Path(paths["results"])
+    results = json.loads(rp.read_text())["results"] if rp.exists() else []
+    if paths.get("units") and not rp.exists():
+        raise AirflowFailException(f"{flow.name}: the backfill's copy job wrote no results ({rp})")
+    rep = BackfillReport(flow.name, paths["from"], paths["to"], paths.get("topics"), paths["dry_run"])
+    rep.partitions = partitions_of(plan)
+    with FlowClients(cfg, flow) as clients:
+        try:
+            if not paths["dry_run"]:
+                rep.run = report_run(clients, plan, results, plan.get("planned_at", 0))
+        finally:
+            release_lease(clients, plan)
+    apply_results(rep.partitions, results)
+    for line in rep.lines():
+        log.info("%s", line)
+    if not rep.ok:
+        raise AirflowFailException(rep.render())
+    cleanup(Path(paths["dir"]))
+    return rep.to_dict()
+
+
+def build_backfill_dag(cfg: Config, flow: FlowConfig) -> DAG:
+    name, path = flow.name, task_config_path(cfg)
+    env = {k: v for k, v in spark_env().items() if k in ("PATH", "PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON")}
+    with flow_dag(
+        "backfill",
+        flow,
+        "copy a historical source range not copied yet (plan -> Spark copy -> report)",
+        None,
+        params=backfill_params(),
+        doc_md=__doc__,
+    ) as dag:
+
+        @task(task_id="plan", retries=0)
+        def plan(run_id: str | None = None, params: dict | None = None) -> dict[str, Any]:
+            """Resolve From/To, subtract the ledger, write the plan file (dry run: only log it)."""
+            return plan_task(name, run_id or "manual", params or {}, path)
+
+        planned = plan()
+        copy = MirrorflowSparkSubmitOperator(
+            task_id="copy",
+            application=str(JOB_PATH),
+            application_args=[
+                "{{ ti.xcom_pull(task_ids='plan')['plan'] }}",
+                "{{ ti.xcom_pull(task_ids='plan')['results'] }}",
+            ],
+            spark_conn_id=SPARK_CONN_ID,
+            plan_task_id="plan",
+            conf=spark_conf(cfg),
+            env_vars=env,
+            name=f"mirrorflow-backfill-{flow.id}",
+            retries=0,  # a rerun plans again: what the first attempt copied is in the ledger
+            on_failure_callback=release_after_failure(name, path),
+        )
+
+        @task(task_id="report", trigger_rule="none_failed_min_one_success", retries=0)
+        def report(paths: dict[str, Any]) -> dict[str, Any]:
+            """Records, bytes and gaps per partition; frees the lease."""
+            return report_task(name, paths, path)
+
+        planned >> copy >> report(planned)
+    return dag
+
+
+def build_backfill_dags(cfg: Config | None = None) -> dict[str, DAG]:
+    """One backfill DAG per enabled flow, keyed by dag_id."""
+    return flow_dags(cfg, build_backfill_dag)
+
+
+def airflow_backfill_interval(
+    dag_run: Any, interval_start: datetime | None, interval_end: datetime | None, schedule: str | None
+) -> tuple[int, int] | None:
+    """The [start, end) in ms of a replicate DAG run created by `airflow backfill create`, None for
+    any other run. A cron trigger schedule gives runs an empty data interval (start = end = the
+    logical date): the run then stands for the period since the schedule's previous fire time."""
+    run_type = getattr(dag_run, "run_type", None)
+    if getattr(run_type, "value", run_type) != "backfill" or interval_end is None:
+        return None
+    start = interval_start if interval_start is not None else interval_end
+    if start >= interval_end and schedule:
+        from croniter import croniter
+
+        start = croniter(schedule, interval_end).get_prev(datetime)
+    if start >= interval_end:
+        return None
+    return int(start.timestamp() * 1000), int(interval_end.timestamp() * 1000)

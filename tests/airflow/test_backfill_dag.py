@@ -1,0 +1,144 @@
+"""The backfill DAG: a Params form (topics, from, to, dry run) refusing bad WHEN values in the form,
+and dag.test() runs that dry-run, then copy the history of a flow started at `latest` through
+spark-submit, exactly once."""
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from mirrorflow.replication.runner import run_once
+from tests.integration.test_backfill import assert_each_once_via_map
+from tests.integration.test_replicate import records
+from tests.support import consume_all, create_topic, produce, read_progress, write_config
+
+pytestmark = pytest.mark.airflow
+
+DAG_FILE = os.path.join(os.path.dirname(__file__), "..", "..", "dags", "mirrorflow_backfill.py")
+
+
+def test_backfill_dag_params_and_copy(tmp_path, source, target, airflow_db, unique, monkeypatch):
+    from airflow.sdk.exceptions import ParamValidationError
+
+    pfx = unique("bfdag")
+    t, remote = f"{pfx}.orders", f"KD.{pfx}.orders"
+    create_topic(source, t, 2)
+    create_topic(target, remote, 2)
+    produce(source, t, records(30, 2))
+    cfg = write_config(tmp_path / "mf.yaml", {"KD": source, "B": target},
+                       {"KD->B": {"topics": f"{pfx}.*", "tasks.max": 2, "state.topic.partitions": 2,
+                                  "heartbeats.replication.enabled": False, "initial.position": "latest"}})
+    flow = cfg.flow("KD->B")
+    assert run_once(cfg, flow, mode="direct").records == 0
+    produce(source, t, records(6, 2, seed="live"))
+    assert run_once(cfg, flow, mode="direct").records == 6
+
+    monkeypatch.setenv("MIRRORFLOW_CONFIG", str(cfg.path))
+    monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", '{"conn_type": "spark", "host": "local[2]"}')
+    from airflow.dag_processing.dagbag import DagBag
+
+    bag = DagBag(dag_folder=DAG_FILE)
+    assert bag.import_errors == {}
+    dag = bag.get_dag("mirrorflow_backfill__KD-B")
+    assert type(dag.timetable).__name__ == "NullTimetable"  # manual trigger only
+    assert set(dag.params.keys()) == {"topics", "from", "to", "dry_run"}
+    for name in ("topics", "from", "to", "dry_run"):
+        p = dag.params.get_param(name)
+        assert p.schema.get("title") and p.description and f"(`{name}`" in dag.doc_md
+    assert set(dag.task_ids) == {"plan", "copy", "report"}
+
+    # bad values are refused by the form's schema, before any task runs
+    for conf in ({"from": "yesterday"}, {"to": "offset:-1"}, {"from": "2026-01-01T00:00:00"}, {"topics": "("}):
+        with pytest.raises(ParamValidationError, match=f"param {next(iter(conf))}"):
+            dag.test(run_conf=conf)
+
+    before = read_progress(cfg, flow)
+    run = dag.test(run_conf={"from": "earliest", "to": "start", "dry_run": True})
+    tis = {ti.task_id: ti for ti in run.get_task_instances()}
+    assert tis["plan"].state == "success" and tis["copy"].state == "skipped" and tis["report"].state == "success"
+    out = tis["report"].xcom_pull(task_ids="report")
+    assert out["dry_run"] and out["offsets"] == 30 and out["records"] == 0
+    assert [(p["partition"], p["start"], p["end"], p["offsets"]) for p in out["partitions"]] == [(0, 0, 15, 15),
+                                                                                                (1, 0, 15, 15)]
+    assert read_progress(cfg, flow) == before and len(consume_all(target, remote)) == 6
+
+    run = dag.test(run_conf={"from": "earliest", "to": "start", "dry_run": False})
+    tis = {ti.task_id: ti for ti in run.get_task_instances()}
+    assert {k: ti.state for k, ti in tis.items()} == {"plan": "success", "copy": "success", "report": "success"}
+    out = tis["report"].xcom_pull(task_ids="report")
+    assert out["ok"] and out["records"] == 30 and not out["dry_run"]
+    assert_each_once_via_map(cfg, flow, source, target, t, remote, 2)
+
+    # again: nothing to copy (the copy is skipped), nothing written
+    run = dag.test(run_conf={"from": "earliest", "to": "latest", "dry_run": False})
+    tis = {ti.task_id: ti for ti in run.get_task_instances()}
+    assert tis["copy"].state == "skipped" and tis["report"].xcom_pull(task_ids="report")["records"] == 0
+    assert len(consume_all(target, remote)) == 36
+
+
+class FakeRun:
+    def __init__(self, run_type: str) -> None:
+        self.run_type = run_type
+
+
+def test_airflow_backfill_interval_of_a_replicate_run():
+    from datetime import UTC, datetime
+
+    from mirrorflow_airflow.dag_builders.backfill import airflow_backfill_interval
+
+    a, b = datetime(2026, 1, 1, 10, 0, tzinfo=UTC), datetime(2026, 1, 1, 10, 10, tzinfo=UTC)
+    ms = int(a.timestamp() * 1000), int(b.timestamp() * 1000)
+    assert airflow_backfill_interval(FakeRun("backfill"), a, b, "*/10 * * * *") == ms
+    # a cron trigger schedule: empty interval, the run stands for the period since the previous fire time
+    assert airflow_backfill_interval(FakeRun("backfill"), b, b, "*/10 * * * *") == ms
+    assert airflow_backfill_interval(FakeRun("scheduled"), a, b, "*/10 * * * *") is None
+    assert airflow_backfill_interval(FakeRun("manual"), a, b, None) is None
+    assert airflow_backfill_interval(FakeRun("backfill"), b, b, None) is None
+
+
+def test_replicate_runs_of_an_airflow_backfill_copy_their_intervals_records(tmp_path, source, target, airflow_db,
+                                                                             unique, monkeypatch):
+    """What a run of `airflow backfill create` over three past data intervals does in the replicate
+    DAG's plan -> copy -> report (the copy in threads instead of spark-submit)."""
+    import json
+    from pathlib import Path
+
+    from mirrorflow.replication.runner import copy_direct
+    from mirrorflow_airflow.dag_builders.replicate import plan_task, report_task
+    from tests.integration.test_replicate import NOW
+
+    pfx = unique("bfint")
+    t, remote = f"{pfx}.clicks", f"KI.{pfx}.clicks"
+    create_topic(source, t, 1)
+    create_topic(target, remote, 1)
+    produce(source, t, records(40, 1))  # timestamps NOW + 10 * i
+    cfg = write_config(tmp_path / "mf.yaml", {"KI": source, "B": target},
+                       {"KI->B": {"topics": f"{pfx}.*", "state.topic.partitions": 2, "schedule": "*/10 * * * *",
+                                  "heartbeats.replication.enabled": False, "initial.position": "latest"}})
+    flow = cfg.flow("KI->B")
+    monkeypatch.setenv("MIRRORFLOW_CONFIG", str(cfg.path))
+    monkeypatch.setenv("MIRRORFLOW_RUN_DIR", str(tmp_path / "runs"))
+    assert run_once(cfg, flow, mode="direct").records == 0
+    live = [{"partition": 0, "value": f"live-{i}".encode(), "timestamp": NOW + 100_000 + i} for i in range(5)]
+    produce(source, t, live)
+    assert run_once(cfg, flow, mode="direct").records == 5
+
+    def airflow_run(run_id: str, interval: tuple[int, int]) -> dict:
+        paths = plan_task(flow.name, run_id, str(cfg.path), {}, interval)
+        plan = json.loads(Path(paths["plan"]).read_text())
+        if paths["units"]:
+            results = copy_direct(cfg, flow, plan)
+            Path(paths["results"]).write_text(json.dumps({"results": results}))
+        return report_task(flow.name, paths, None, str(cfg.path))
+
+    for i in range(3):
+        out = airflow_run(f"backfill__{i}", (NOW + 100 * i, NOW + 100 * (i + 1)))
+        assert out["records"] == 10, out
+    src = consume_all(source, t)
+    dst = consume_all(target, remote)
+    assert [r.content() for r in dst] == [r.content() for r in src[40:] + src[:30]]
+    # the interval of the live records: already in the ledger, nothing copied; a rerun copies nothing
+    assert airflow_run("backfill__live", (NOW + 100_000, NOW + 200_000))["records"] == 0
+    assert airflow_run("backfill__0_again", (NOW, NOW + 100))["records"] == 0
+    assert len(consume_all(target, remote)) == 35
+    assert read_progress(cfg, flow)[(t, 0)].covered == ((0, 30), (40, 45))
