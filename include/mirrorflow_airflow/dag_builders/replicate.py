@@ -232,6 +232,18 @@ def release_after_failure(flow_name: str, config_path: str | None) -> Any:
     return callback
 
 
+def connect_copy_task(flow_name: str, paths: dict[str, Any], config_path: str | None = None) -> None:
+    """The copy task with spark.remote: the plan's units on the running Spark Connect server (the
+    lease kept renewed meanwhile), results written where the report task reads them."""
+    from mirrorflow.replication.spark_connect import copy_plan_file
+
+    if not paths.get("units"):
+        raise AirflowSkipException("nothing to copy")
+    cfg = MirrorflowHook(config_path).get_conn()
+    results = copy_plan_file(cfg, paths["plan"], paths["results"])
+    log.info("%s: %d unit results from the Spark Connect server %s", flow_name, len(results), cfg.spark.remote)
+
+
 def build_replicate_dag(cfg: Config, flow: FlowConfig) -> DAG:
     from mirrorflow_airflow.dag_builders.backfill import airflow_backfill_interval
 
@@ -260,21 +272,30 @@ def build_replicate_dag(cfg: Config, flow: FlowConfig) -> DAG:
             return plan_task(name, run_id or "manual", path, params, interval)
 
         planned = plan()
-        copy = MirrorflowSparkSubmitOperator(
-            task_id="copy",
-            application=str(JOB_PATH),
-            application_args=[
-                "{{ ti.xcom_pull(task_ids='plan')['plan'] }}",
-                "{{ ti.xcom_pull(task_ids='plan')['results'] }}",
-            ],
-            spark_conn_id=SPARK_CONN_ID,
-            plan_task_id="plan",
-            conf=spark_conf(cfg),
-            env_vars=env,
-            name=f"mirrorflow-copy-{flow.id}",
-            retries=0,  # a rerun is a new plan: the next scheduled run continues exactly
-            on_failure_callback=release_after_failure(name, path),
-        )
+        if cfg.spark.remote:  # a running Spark Connect server: no Spark application started per run
+
+            @task(task_id="copy", retries=0, on_failure_callback=release_after_failure(name, path))
+            def copy_connect(paths: dict[str, Any]) -> None:
+                """Copy the planned units on the Spark Connect server of spark.remote."""
+                connect_copy_task(name, paths, path)
+
+            copy: Any = copy_connect(planned)
+        else:
+            copy = MirrorflowSparkSubmitOperator(
+                task_id="copy",
+                application=str(JOB_PATH),
+                application_args=[
+                    "{{ ti.xcom_pull(task_ids='plan')['plan'] }}",
+                    "{{ ti.xcom_pull(task_ids='plan')['results'] }}",
+                ],
+                spark_conn_id=SPARK_CONN_ID,
+                plan_task_id="plan",
+                conf=spark_conf(cfg),
+                env_vars=env,
+                name=f"mirrorflow-copy-{flow.id}",
+                retries=0,  # a rerun is a new plan: the next scheduled run continues exactly
+                on_failure_callback=release_after_failure(name, path),
+            )
 
         @task(task_id="report", trigger_rule="none_failed_min_one_success", outlets=[AssetAlias(alias_name(flow))])
         def report(paths: dict[str, Any], outlet_events=None) -> dict[str, Any]:
