@@ -115,6 +115,9 @@ def test_backfill_after_latest_start_copies_history_once(tmp_path, source, targe
     )
     assert rc == 0 and json.loads(out)["records"] == 0 and json.loads(out)["offsets"] == 0
     assert len(consume_all(target, remote)) == 50
+    # verify compares source and target record by record through the map, whatever the target order
+    rc, out, err = cli(cfg, "verify", "--flow", "K->B", "--json")
+    assert rc == 0, out + err
 
     # translation: a group in the backfilled range and one in the live range, both exact
     g_old, g_new = f"{pfx}-old", f"{pfx}-new"
