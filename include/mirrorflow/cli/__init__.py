@@ -23,6 +23,8 @@ COMMAND_MODULES = (
     "config",
     "flow",
     "failover",
+    "failback",
+    "acls",
     "sync",
     "replicate",
     "reseed",

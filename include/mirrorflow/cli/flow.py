@@ -42,6 +42,13 @@ def _flow(args: argparse.Namespace) -> int:
         raise ConfigError([("--flow", f"`mirrorflow flow {args.action}` needs --flow, e.g. --flow A->B")])
     flow = cfg.flow(args.flow)
     state = {"pause": "paused", "resume": "running", "stop": "stopped"}[args.action]
+    if state == "running":
+        from mirrorflow.errors import StateError
+        from mirrorflow.ops.failback import resume_problem
+
+        why = resume_problem(cfg, flow)
+        if why is not None:
+            raise StateError(f"cannot resume flow {flow.name}: {why}")
     with FlowClients(cfg, flow) as clients:
         st = set_flow_state(clients, state, args.reason, whoami())
     if args.json:

@@ -233,6 +233,8 @@ def _cross_checks(cfg: Config) -> list[tuple[str, str]]:
         ):
             continue
         path = _path(edges, f.target, f.source)
+        if path == [f.target, f.source] and (f.props.get("standby") or _standby(cfg, f.target, f.source)):
+            continue  # a failover/failback pair: only one of them runs at a time (ops.failback)
         if path:
             cycle = "->".join([f.source, *path])
             problems.append(
@@ -244,6 +246,11 @@ def _cross_checks(cfg: Config) -> list[tuple[str, str]]:
                 )
             )
     return problems
+
+
+def _standby(cfg: Config, source: str, target: str) -> bool:
+    """Whether the flow source->target exists and is a `standby` flow (stopped until a failback)."""
+    return any(f.source == source and f.target == target and f.props.get("standby") for f in cfg.flows.values())
 
 
 def _path(edges: dict[str, set[str]], start: str, goal: str) -> list[str] | None:

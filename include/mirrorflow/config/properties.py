@@ -197,6 +197,12 @@ FLOW_PROPERTIES: dict[str, Prop] = {
         mm2=False,
         doc="declared operating state (Strimzi's state); `mirrorflow flow pause|stop` records one on the target",
     ),
+    "standby": Prop(
+        False,
+        _bool,
+        mm2=False,
+        doc="the failback path of its reverse flow: stopped until `mirrorflow failback` of the reverse flow starts it",
+    ),
     "lease.timeout.seconds": Prop(
         120, _positive_int, mm2=False, doc="a crashed run's lease on the flow expires after this long"
     ),

@@ -20,6 +20,7 @@ heartbeat task), so the cadence holds across runs without a task that never ends
 
 from __future__ import annotations
 
+import logging
 import math
 import time
 from collections.abc import Callable
@@ -35,6 +36,8 @@ from mirrorflow.kafka.log_reader import read_partition
 from mirrorflow.kafka.topics import ensure_compacted_topic, produce_all
 from mirrorflow.mm2.filters import FlowFilters
 from mirrorflow.mm2.formats import FormatError, Heartbeat
+
+log = logging.getLogger(__name__)
 
 TAIL = 64  # records read from the end of each partition of a replicated heartbeats topic
 
@@ -68,20 +71,32 @@ def emit_heartbeats(
     now = int(time.time() * 1000) if now_ms is None else now_ms
     planned = heartbeats_planned(cfg, flow, now)
     rf = int(flow.props.get("heartbeats.topic.replication.factor", -1))
+    emitted = []
     with flow_clients(cfg, flow, clients) as c:
         for e in planned:
             side = c.side(e.cluster)
             conn = c.connection(side)
-            ensure_compacted_topic(c.admin(side), conn, e.topic, rf, timeout=c.admin_timeout)
-            hb = Heartbeat(e.source, e.target, e.timestamp)
-            produce_all(
-                conn,
-                e.topic,
-                [(hb.key(), hb.value(), e.timestamp)],
-                producer_conf=c.overrides(side, "producer"),
-                timeout=c.admin_timeout,
-            )
-    return planned
+            try:
+                ensure_compacted_topic(c.admin(side), conn, e.topic, rf, timeout=c.admin_timeout)
+                hb = Heartbeat(e.source, e.target, e.timestamp)
+                produce_all(
+                    conn,
+                    e.topic,
+                    [(hb.key(), hb.value(), e.timestamp)],
+                    producer_conf=c.overrides(side, "producer"),
+                    timeout=c.admin_timeout,
+                )
+            except (ClusterError, TopicError) as exc:
+                # DR-safe: the source may be read-only (the recommended principal); MM2's reverse
+                # heartbeat into it is then skipped, never a failed run
+                if side != "source" or "authoriz" not in str(exc).lower():
+                    raise
+                log.warning(
+                    "flow %s: no heartbeat written to source %s (read-only principal): %s", flow.name, e.cluster, exc
+                )
+                continue
+            emitted.append(e)
+    return emitted
 
 
 def emit_heartbeats_for(
@@ -107,7 +122,10 @@ def emit_heartbeats_for(
         producers: dict[str, Any] = {}
         for i in range(1, count):
             sleep(max(0.0, start + i * interval - clock()))
+            written = {x.cluster for x in first}
             for e in heartbeats_planned(cfg, flow, int(time.time() * 1000)):
+                if e.cluster not in written:  # skipped by the first emission (read-only source)
+                    continue
                 side = c.side(e.cluster)
                 if side not in producers:
                     producers[side] = c.producer(side, required={"enable.idempotence": True, "acks": "all"})

@@ -132,6 +132,10 @@ def stored_state(clients: FlowClients) -> FlowState:
 def flow_state(clients: FlowClients) -> FlowState:
     """The state that applies: the stronger of the config's `state` and the target's record."""
     stored = stored_state(clients)
+    if clients.flow.props.get("standby") and not stored.at:  # never started by a failback
+        reverse = f"{clients.flow.target}->{clients.flow.source}"
+        why = f"standby: the failback path of {reverse}, started by `mirrorflow failback --flow {reverse}`"
+        return FlowState("stopped", why, declared_in="config")
     declared = str(clients.flow.props.get("state", "running"))
     if STATES.index(declared) > STATES.index(stored.state):
         return FlowState(declared, "declared in the config", declared_in="config")

@@ -1,0 +1,41 @@
+"""`mirrorflow acls --flow A->B [--apply] [--json]`: the ACLs the flow's principals need."""
+
+from __future__ import annotations
+
+import argparse
+
+from mirrorflow.cli.registry import command, load_config, print_json
+
+
+def _args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--flow", required=True, help="the flow, e.g. A->B")
+    p.add_argument("--apply", action="store_true", help="create the missing ACLs (needs ALTER on the clusters)")
+    p.add_argument("--source-principal", help="the source principal (default: from the source cluster's settings)")
+    p.add_argument("--target-principal", help="the target principal (default: from the target cluster's settings)")
+    p.add_argument(
+        "--source-admin", help="create/describe ACLs on the source through this cluster alias (e.g. an admin user)"
+    )
+    p.add_argument(
+        "--target-admin", help="create/describe ACLs on the target through this cluster alias (e.g. an admin user)"
+    )
+    p.add_argument("--offline", action="store_true", help="only print what is needed; do not ask the clusters")
+    p.add_argument("--json", action="store_true", help="print the report as JSON")
+
+
+@command("acls", "print (or --apply) the ACLs a flow's source and target principals need", _args)
+def _acls(args: argparse.Namespace) -> int:
+    from mirrorflow.ops.acls import acls_error, flow_acls
+
+    cfg = load_config(args)
+    flow = cfg.flow(args.flow)
+    principals = {k: v for k, v in (("source", args.source_principal), ("target", args.target_principal)) if v}
+    admins = {k: v for k, v in (("source", args.source_admin), ("target", args.target_admin)) if v}
+    rep = flow_acls(cfg, flow, args.apply, principals, admins, check=not args.offline)
+    if args.json:
+        print_json(rep.to_dict())
+    else:
+        print(rep.render())
+    err = acls_error(rep)
+    if err is not None:
+        raise err
+    return 0

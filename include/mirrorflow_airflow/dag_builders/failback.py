@@ -1,0 +1,87 @@
+"""Failback DAGs: one per enabled flow, `mirrorflow_failback__<flow.id>`, manual trigger only.
+
+Starts the reverse flow of a failed-over flow from its failover record -- the same core function as
+`mirrorflow failback` (mirrorflow.ops.failback):
+
+* `preflight`: the divergence report (per partition, the records the source had that never reached
+  the target: offset ranges and counts; nothing is deleted) and, with IdentityReplicationPolicy,
+  where the reverse flow starts in each partition (the target ends recorded at failover).
+* `go_on`: ends the run here for a dry run.
+* `approve_failback`: Airflow's human-in-the-loop ApprovalOperator shows the report; the decision
+  is recorded in Airflow. Reject skips the start.
+* `start`: seeds the reverse flow's progress and offset map (identity policy), sets it running and
+  records the failback on its target. Its own DAGs (sync, replicate, checkpoint) copy from there.
+
+Params: `dry_run`.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from airflow.providers.standard.operators.hitl import ApprovalOperator
+from airflow.sdk import DAG, task
+from airflow.sdk.exceptions import AirflowFailException
+
+from mirrorflow.config import Config, FlowConfig
+from mirrorflow_airflow.common import flow_dag, flow_dags, task_config_path
+from mirrorflow_airflow.hooks import MirrorflowHook
+from mirrorflow_airflow.params import dry_run
+
+log = logging.getLogger(__name__)
+
+
+def failback_task(flow_name: str, commit: bool, config_path: str | None = None) -> dict[str, Any]:
+    """The preflight (commit=False: a dry run of the core failback) or the start."""
+    from mirrorflow.ops.failback import failback
+
+    cfg = MirrorflowHook(config_path).get_conn()
+    rep = failback(cfg, cfg.flow(flow_name), dry_run=not commit)
+    text = rep.render()
+    log.info("%s", text)
+    if commit and not rep.done and not (rep.note or "").startswith("nothing to do"):
+        raise AirflowFailException(text)
+    return {"text": text, "done": rep.done, "note": rep.note, "diverged": rep.diverged}
+
+
+def build_failback_dag(cfg: Config, flow: FlowConfig) -> DAG:
+    name, path = flow.name, task_config_path(cfg)
+    reverse = f"{flow.target}->{flow.source}"
+    with flow_dag(
+        "failback",
+        flow,
+        f"start {reverse} from the failover of {flow.name} (disaster recovery)",
+        None,
+        params={"dry_run": dry_run("Divergence report only")},
+        doc_md=__doc__,
+    ) as dag:
+
+        @task(task_id="preflight", retries=0)
+        def preflight() -> dict[str, Any]:
+            """The divergence report and where the reverse flow starts."""
+            return failback_task(name, commit=False, config_path=path)
+
+        @task.short_circuit(task_id="go_on")
+        def go_on(params: dict | None = None) -> bool:
+            """A dry run ends after the preflight."""
+            return not bool((params or {}).get("dry_run"))
+
+        approve = ApprovalOperator(
+            task_id="approve_failback",
+            subject=f"Start {reverse} (failback of {flow.name})?",
+            body="{{ ti.xcom_pull(task_ids='preflight')['text'] }}",
+        )
+
+        @task(task_id="start", retries=0)
+        def start() -> dict[str, Any]:
+            """Seed and start the reverse flow, record the failback."""
+            return failback_task(name, commit=True, config_path=path)
+
+        preflight() >> go_on() >> approve >> start()
+    return dag
+
+
+def build_failback_dags(cfg: Config | None = None) -> dict[str, DAG]:
+    """One failback DAG per enabled flow, keyed by dag_id."""
+    return flow_dags(cfg, build_failback_dag)
