@@ -153,6 +153,11 @@ def test_backfill_after_latest_start_copies_history_once(tmp_path, source, targe
         (0, expected[(g_old, 0)][1]),
         (1, expected[(g_old, 1)][1]),
     ]
+    # the old group moves on into the live range: lower on the target, exact, and not held
+    commit(source, g_old, [(t, 0, 21)])
+    run = emit_checkpoints(cfg, flow, groups=[g_old])
+    assert {(c.partition, c.upstream_offset, c.downstream_offset) for c in run.emitted} == {(0, 21, target_of(0, 21))}
+    assert target_of(0, 21) < expected[(g_old, 0)][1]
 
 
 def test_backfill_reports_retention_gaps_and_stays_idempotent(tmp_path, source, target, unique):

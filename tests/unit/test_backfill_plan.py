@@ -1,6 +1,7 @@
 """Backfill, the pure parts: WHEN parsing (and the form's pattern agreeing with it), per-partition
 planning (ledger, retention gaps, `start`), the copier's ranges for a backfill unit, the progress
 after an out-of-order copy, and the offset map over runs that are not in target order."""
+
 from __future__ import annotations
 
 import re
@@ -62,8 +63,12 @@ def test_plan_partition_subtracts_the_ledger_and_reports_retention_gaps():
     bp = plan_partition(pi(log_start=10, covered=((30, 40), (60, 100))), When("earliest"), When("latest"), {}, "A->B")
     assert bp.gaps == [] and bp.todo == [(10, 30), (40, 60)]
     units = units_of(bp, pi(), 15)
-    assert [(u.start, u.end, u.backfill) for u in units] == [(10, 25, True), (25, 30, True), (40, 55, True),
-                                                            (55, 60, True)]
+    assert [(u.start, u.end, u.backfill) for u in units] == [
+        (10, 25, True),
+        (25, 30, True),
+        (40, 55, True),
+        (55, 60, True),
+    ]
     # a time with no record at or after it resolves to the end; offsets past the end clamp to it
     bp = plan_partition(pi(), When("time", 1), When("offset", 500), {"from": {("t", 0): -1}}, "A->B")
     assert (bp.start, bp.end, bp.todo) == (100, 100, [])
@@ -97,11 +102,13 @@ def test_progress_after_a_backfill_batch_keeps_next_and_the_newest_timestamp():
 def out_of_order_map() -> PartitionMap:
     """Live [60, 100) copied first to target 0..39 (a marker at 40), then the backfill [0, 60) to
     target 41..100 in two transactions (markers between)."""
-    return PartitionMap([
-        MapEntry("t", 0, 60, 100, (Run(60, 0, 40),), 40),
-        MapEntry("t", 0, 0, 30, (Run(0, 41, 30),), 71),
-        MapEntry("t", 0, 30, 60, (Run(30, 72, 10), Run(45, 82, 15)), 97),  # 40..44: a compaction hole
-    ])
+    return PartitionMap(
+        [
+            MapEntry("t", 0, 60, 100, (Run(60, 0, 40),), 40),
+            MapEntry("t", 0, 0, 30, (Run(0, 41, 30),), 71),
+            MapEntry("t", 0, 30, 60, (Run(30, 72, 10), Run(45, 82, 15)), 97),  # 40..44: a compaction hole
+        ]
+    )
 
 
 @pytest.mark.parametrize("make", [out_of_order_map, lambda: PartitionMap([], out_of_order_map().folded())])
@@ -120,3 +127,20 @@ def test_offset_map_translates_exactly_over_runs_out_of_target_order(make):
     pruned = pm.pruned(floor=20)
     assert pruned.translate(25).target_offset == 66 and pruned.translate(60).target_offset == 0
     assert pruned.translate(100).target_offset == 97
+
+
+def test_a_group_moving_from_the_backfilled_range_into_the_live_one_is_not_held():
+    from mirrorflow.groups.checkpoint import CheckpointStore, TranslatedOffset, plan_checkpoints
+    from mirrorflow.mm2.formats import Checkpoint
+
+    assert out_of_order_map().reordered
+    assert not PartitionMap([MapEntry("t", 0, 0, 10, (Run(0, 0, 10),), 10)]).reordered
+    store = CheckpointStore([Checkpoint("g", "A.t", 0, 30, 72, "")])  # in the backfilled range
+    moved = TranslatedOffset("g", "t", 0, 60, "A.t", 0, "exact", reordered=True)  # into the live one
+    assert [a for _, a in plan_checkpoints(store, [moved])[0]] == ["advanced"]
+    # the same move back on a map in source order is MM2's guard case: held
+    plain = TranslatedOffset("g", "t", 0, 60, "A.t", 0, "exact")
+    assert [a for _, a in plan_checkpoints(store, [plain])[0]] == ["held"]
+    # and without a forward source move nothing changes (same upstream, lower downstream: held)
+    same = TranslatedOffset("g", "t", 0, 30, "A.t", 0, "exact", reordered=True)
+    assert [a for _, a in plan_checkpoints(store, [same])[0]] == ["held"]

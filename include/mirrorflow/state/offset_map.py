@@ -237,6 +237,8 @@ class PartitionMap:
         runs = merge_runs([*base.runs, *(r for e in current for r in e.runs)])
         self.runs: list[Run] = clip_runs(runs, self.floor)
         self._starts = [r.src for r in self.runs]
+        # a backfill copied older records after newer ones: target order is not source order here
+        self.reordered: bool = any(b.tgt < a.tgt for a, b in zip(self.runs, self.runs[1:], strict=False))
 
     # -- folding and pruning ------------------------------------------------------------------
     def folded(self) -> Folded:
