@@ -112,9 +112,12 @@ def task_rows(plan: dict[str, Any]) -> list[str]:
     return [json.dumps(t) for t in plan["tasks"]]
 
 
-def _arrow_task(config_file: str, flow_name: str) -> Callable[[Iterator[Any]], Iterator[Any]]:
-    """mapInArrow function: the (task, units) rows of a partition -> one result row per unit."""
-    copy = _copy_task(config_file, flow_name)
+def _arrow_task(
+    config_file: str, flow_name: str, continuous: dict[str, Any] | None = None
+) -> Callable[[Iterator[Any]], Iterator[Any]]:
+    """mapInArrow function: the (task, units) rows of a partition -> one result row per unit
+    (`continuous`: a continuous plan's follow spec, see replication.follow)."""
+    copy = _copy_task(config_file, flow_name, continuous)
 
     def run(batches: Iterator[Any]) -> Iterator[Any]:  # runs in an executor's Python worker
         import pyarrow as pa  # type: ignore[import-untyped]
@@ -206,7 +209,7 @@ class ConnectCopy:
         df = spark.range(0, n, 1, n).select(
             F.col("id").cast("int").alias("task"), F.element_at(units, (F.col("id") + 1).cast("int")).alias("units")
         )
-        out = df.mapInArrow(_arrow_task(config_file, plan["flow"]), RESULT_SCHEMA).collect()
+        out = df.mapInArrow(_arrow_task(config_file, plan["flow"], plan.get("continuous")), RESULT_SCHEMA).collect()
         results = [json.loads(r["result"]) for r in out]
         self.log(f"Spark Connect job: {len(results)} unit results from {n} tasks in {time.time() - t0:.2f} s")
         return results
