@@ -178,6 +178,17 @@ def _flow_props(
             props[key] = value
         elif report:
             problems.append((f"{origin}.{key}", "unknown property" + did_you_mean(key, FLOW_PROPERTIES)))
+    # per flow (defaults may set the interval for flows that choose `interval` themselves)
+    if where != "defaults" and "transaction.boundary.interval.ms" in {**defaults, **own}:
+        origin = where if "transaction.boundary.interval.ms" in own else "defaults"
+        if props["transaction.boundary"] != "interval":
+            problems.append(
+                (
+                    f"{origin}.transaction.boundary.interval.ms",
+                    f"has no effect with transaction.boundary: {props['transaction.boundary']} "
+                    "(set transaction.boundary: interval, or remove it)",
+                )
+            )
     return props, problems
 
 

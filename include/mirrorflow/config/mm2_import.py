@@ -37,6 +37,13 @@ IGNORED: dict[str, str] = {
     "value.converter": "records are copied as bytes",
     "header.converter": "records are copied as bytes",
     "dedicated.mode.enable.internal.rest": "no Connect REST server here",
+    "offset.flush.interval.ms": "a Kafka Connect worker setting: progress is committed with each transaction "
+    "(its value becomes transaction.boundary.interval.ms when transaction.boundary=interval sets none)",
+}
+# Kafka Connect's exactly-once settings (KIP-618): their value decides mirrorflow's exactly.once.
+EXACTLY_ONCE_VALUES: dict[str, dict[str, bool]] = {
+    "exactly.once.source.support": {"enabled": True, "preparing": False, "disabled": False},
+    "exactly.once.support": {"required": True, "requested": True},
 }
 # MM2 properties imported under mirrorflow's name for the same thing.
 RENAMED: dict[str, tuple[str, str]] = {
@@ -251,7 +258,14 @@ def _flow_settings(imp: Imported, body: dict[str, str], prefix: str) -> dict[str
             new, why = RENAMED[key]
             imp.notes.append(f"{full}: imported as {new} ({why})")
             key = new
-        if key in REFUSED:
+        if key in EXACTLY_ONCE_VALUES:
+            eos = EXACTLY_ONCE_VALUES[key].get(str(value).strip().lower())
+            if eos is None:
+                imp.notes.append(f"{full}: not imported (unknown value {value!r}; set exactly.once yourself)")
+            else:
+                out.setdefault("exactly.once", eos)
+                imp.notes.append(f"{full}: {value.strip()}, imported as exactly.once: {str(eos).lower()}")
+        elif key in REFUSED:
             imp.notes.append(f"{full}: not imported ({REFUSED[key]})")
         elif key in FLOW_PROPERTIES:
             refused = _refused_value(key, value)
@@ -270,6 +284,12 @@ def _flow_settings(imp: Imported, body: dict[str, str], prefix: str) -> dict[str
             imp.notes.append(f"{full}: not imported ({reason})")
         else:
             imp.notes.append(f"{full}: not imported (not an MM2 flow property mirrorflow knows)")
+    flush = body.get("offset.flush.interval.ms")
+    if out.get("transaction.boundary") == "interval" and "transaction.boundary.interval.ms" not in out and flush:
+        out["transaction.boundary.interval.ms"] = _typed("transaction.boundary.interval.ms", flush)
+        imp.notes.append(
+            f"{prefix}transaction.boundary.interval.ms: unset, so MM2 uses offset.flush.interval.ms ({flush.strip()})"
+        )
     return out
 
 
@@ -523,6 +543,9 @@ def _strimzi_cluster(imp: Imported, alias: str, c: dict[str, Any]) -> dict[str, 
         out["sasl.mechanism"] = "OAUTHBEARER"
     for k, v in (c.get("config") or {}).items():
         k = str(k)
+        if k in EXACTLY_ONCE_VALUES:  # the Connect cluster's exactly-once setting: every flow's
+            imp.defaults.update(_flow_settings(imp, {k: str(v)}, f"clusters.{alias}.config."))
+            continue
         if k in IGNORED or k.startswith(IGNORED_PREFIXES):
             imp.notes.append(f"clusters.{alias}.config.{k}: not imported ({IGNORED.get(k) or 'no equivalent'})")
             continue

@@ -58,6 +58,29 @@ class FlowConfig:
         """A name usable in topic names, transactional ids and DAG ids."""
         return f"{self.source}-{self.target}"
 
+    @property
+    def namespace(self) -> str:
+        """`state.namespace`: the deployment's prefix in every state name ('' when unset)."""
+        return str(self.props.get("state.namespace") or "")
+
+    @property
+    def state_name(self) -> str:
+        """The flow in state topic names (`mirrorflow.<state_name>.progress.internal`):
+        `<namespace>.<id>` under a state.namespace, else `<id>` (the names before namespaces)."""
+        return f"{self.namespace}.{self.id}" if self.namespace else self.id
+
+    @property
+    def client_name(self) -> str:
+        """The flow in transactional ids and consumer group names (`mirrorflow-<client_name>-...`):
+        `<namespace>-<id>` under a state.namespace, else `<id>`."""
+        return f"{self.namespace}-{self.id}" if self.namespace else self.id
+
+    @property
+    def deployment(self) -> str:
+        """Who runs this flow, as recorded in its lease: `deployment.id`, else the namespace ('' when
+        neither is set: a deployment that does not say who it is)."""
+        return str(self.props.get("deployment.id") or "") or self.namespace
+
     def __getitem__(self, key: str) -> Any:
         return self.props[key]
 

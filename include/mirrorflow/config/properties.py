@@ -7,6 +7,7 @@ docs list it, and `mm2=False` marks mirrorflow's additions.
 from __future__ import annotations
 
 import difflib
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
@@ -98,6 +99,36 @@ def _policy_class(v: Any) -> str:
     return s
 
 
+# MM2's transaction.boundary values: what each means here (the one place; the loader and the docs use it).
+TRANSACTION_BOUNDARIES: dict[str, str] = {
+    "poll": "one transaction per batch a copy reads (MM2: per batch a task's poll returns); a batch ends at "
+    "transaction.max.records / transaction.max.bytes, the end of the unit, or half of transaction.timeout.ms",
+    "interval": "a batch's transaction also commits once it has been open for transaction.boundary.interval.ms "
+    "(checked every 1000 records; transaction.max.records / bytes still bound it)",
+}
+REFUSED_BOUNDARIES: dict[str, str] = {
+    "connector": "MirrorSourceConnector defines no transaction boundaries (Kafka Connect refuses "
+    "`connector` for it too); use poll (per batch) or interval",
+}
+
+
+def _transaction_boundary(v: Any) -> str:
+    s = _str(v).lower()
+    if s in REFUSED_BOUNDARIES:
+        raise ValueError(f"{s} is not supported: {REFUSED_BOUNDARIES[s]}")
+    if s not in TRANSACTION_BOUNDARIES:
+        raise ValueError(f"expected poll or interval, got {v!r}")
+    return s
+
+
+def _name(v: Any, what: str) -> str:
+    """A name that goes into topic names and transactional ids: letters, digits, '_' and '-'."""
+    s = _str(v)
+    if s and not re.fullmatch(r"[A-Za-z0-9_-]{1,64}", s):
+        raise ValueError(f"{what} may hold only letters, digits, '_' and '-' (at most 64), got {v!r}")
+    return s
+
+
 def _initial_position(v: Any) -> str:
     s = _str(v)
     if s in ("earliest", "latest") or s.isdigit():
@@ -165,6 +196,10 @@ FLOW_PROPERTIES: dict[str, Prop] = {
     "checkpoints.topic.replication.factor": Prop(-1, _replication_factor),
     "heartbeats.topic.replication.factor": Prop(-1, _replication_factor),
     "admin.timeout.ms": Prop(60000, _positive_int),
+    # Kafka Connect's exactly-once source settings (KIP-618), mapped onto mirrorflow's batches: see
+    # TRANSACTION_BOUNDARIES and docs/configuration.md ("Transaction boundaries and exactly-once").
+    "transaction.boundary": Prop("poll", lambda v: _transaction_boundary(v)),
+    "transaction.boundary.interval.ms": Prop(60000, _positive_int),
     "tasks.max": Prop(4, _positive_int, doc="parallelism: at most this many copy units per wave"),
     # mirrorflow's own properties
     "exactly.once": Prop(True, _bool, mm2=False, doc="transactional copy (false: idempotent, at-least-once)"),
@@ -207,6 +242,20 @@ FLOW_PROPERTIES: dict[str, Prop] = {
         120, _positive_int, mm2=False, doc="a crashed run's lease on the flow expires after this long"
     ),
     "state.topic.replication.factor": Prop(-1, _replication_factor, mm2=False),
+    "state.namespace": Prop(
+        "",
+        lambda v: _name(v, "state.namespace"),
+        mm2=False,
+        doc="set in `defaults`: a prefix in every state topic, transactional id and consumer group name "
+        "(`mirrorflow.<ns>.<flow.id>.progress.internal`), so several deployments share a target",
+    ),
+    "deployment.id": Prop(
+        "",
+        lambda v: _name(v, "deployment.id"),
+        mm2=False,
+        doc="set in `defaults`: who this deployment is, recorded in each flow's lease; a run of another "
+        "deployment on the same state is refused (default: the state.namespace)",
+    ),
     "offset.map.max.runs": Prop(
         20_000, _positive_int, mm2=False, doc="offset-map runs kept per source partition (older ones are pruned)"
     ),
@@ -232,6 +281,9 @@ REFUSED: dict[str, str] = {
     "topic.filter.class": "only MM2's default filters exist here: use topics / topics.exclude",
     "group.filter.class": "only MM2's default filters exist here: use groups / groups.exclude",
     "config.property.filter.class": "only MM2's default filters exist here: use config.properties.exclude",
+    "exactly.once.source.support": "a Kafka Connect worker setting; mirrorflow's copy is transactional "
+    "unless exactly.once: false (`config import` maps enabled -> exactly.once: true, disabled -> false)",
+    "exactly.once.support": "a Kafka Connect connector setting; use exactly.once: true (required/requested) or false",
     "use.incremental.alter.configs": "topic configs are always synced with IncrementalAlterConfigs; remove it",
 }
 

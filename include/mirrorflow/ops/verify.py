@@ -251,7 +251,7 @@ class Verifier:
 
     def reader(self, side: Side) -> LogReader:
         if side not in self._readers:
-            self._readers[side] = self.clients.reader(side, group=f"mirrorflow-{self.flow.id}-verify")
+            self._readers[side] = self.clients.reader(side, group=f"mirrorflow-{self.flow.client_name}-verify")
         return self._readers[side]
 
     def _wanted(self, topic: str) -> bool:

@@ -84,7 +84,7 @@ def outage_bound_s(flow: FlowConfig) -> float:
 def consumer_required(flow: FlowConfig) -> dict[str, Any]:
     """The settings the stop rules rely on (read_committed, end-of-partition events, reset = error)."""
     return {
-        "group.id": f"mirrorflow-{flow.id}-copier",
+        "group.id": f"mirrorflow-{flow.client_name}-copier",
         "enable.auto.commit": False,
         "enable.auto.offset.store": False,
         "isolation.level": "read_committed",
@@ -104,11 +104,14 @@ class BatchLimits:
     @classmethod
     def of(cls, flow: FlowConfig) -> BatchLimits:
         p = flow.props
+        open_s = transaction_timeout_s(flow) / 2
+        if p.get("transaction.boundary") == "interval":  # MM2's interval boundary: a time bound
+            open_s = min(open_s, int(p["transaction.boundary.interval.ms"]) / 1000)
         return cls(
             int(p["transaction.max.records"]),
             int(p["transaction.max.bytes"]),
             int(p["unit.max.bytes"]),
-            transaction_timeout_s(flow) / 2,
+            open_s,
             outage_bound_s(flow),
         )
 

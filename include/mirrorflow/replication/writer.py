@@ -488,7 +488,7 @@ class TransactionWriter:
         target partition's high watermark."""
         if progress.tgt_end >= 0:
             return progress.tgt_end
-        reader = self.clients.reader("target", group=f"mirrorflow-{self.flow.id}-copier")
+        reader = self.clients.reader("target", group=f"mirrorflow-{self.flow.client_name}-copier")
         try:
             return reader.watermarks(self.unit.target_topic, self.unit.partition)[1]
         finally:

@@ -117,7 +117,7 @@ def fold_offset_map(
     producer = clients.producer(
         "target",
         PRODUCER_DEFAULTS,
-        {"transactional.id": fold_transactional_id(flow.id), "enable.idempotence": True, "acks": "all"},
+        {"transactional.id": fold_transactional_id(flow.client_name), "enable.idempotence": True, "acks": "all"},
     )
     try:
         try:

@@ -85,7 +85,7 @@ def read_control(clients: FlowClients, name: str) -> dict[str, Any] | None:
     n = clients.partitions("target", topic)
     if not n:
         return None
-    reader: LogReader = clients.reader("target", group=f"mirrorflow-{clients.flow.id}-state-reader")
+    reader: LogReader = clients.reader("target", group=f"mirrorflow-{clients.flow.client_name}-state-reader")
     found: dict[str, Any] | None = None
     try:
         for m in reader.read(topic, [_partition(key, n)], timeout=60, keys={key}):

@@ -18,6 +18,12 @@ same records reaches the same verdict, so of two runs claiming at once exactly o
 renews every ttl/3 while it runs and releases at the end; a crashed holder's lease expires after
 ttl (`lease.timeout.seconds`). One owner may span processes (an Airflow DAG run's plan task, its
 Spark copy job and its report task share the owner id of the DAG run).
+
+Every record also names the deployment (`deployment.id`, else `state.namespace`; see
+FlowConfig.deployment) of the config that wrote it. Two deployments whose names coincide (the same
+flow into the same target with the same state.namespace, or none) would share the flow's state: the
+deployment of the oldest record still in the topic owns the flow, and a run of any other deployment
+is refused naming both (before it claims, and again after, should two have claimed at once).
 """
 
 from __future__ import annotations
@@ -51,18 +57,26 @@ class LeaseRecord:
     who: str  # for people: user@host, pid, what runs
     ttl_ms: int
     timestamp: int  # broker time (LogAppendTime) of the record, ms
+    deployment: str = ""  # the writer's FlowConfig.deployment ('' also for records written before it)
 
     def to_json(self) -> bytes:
-        return json.dumps(
-            {"v": FORMAT_VERSION, "kind": self.kind, "owner": self.owner, "who": self.who, "ttl_ms": self.ttl_ms},
-            separators=(",", ":"),
-        ).encode()
+        d = {"v": FORMAT_VERSION, "kind": self.kind, "owner": self.owner, "who": self.who, "ttl_ms": self.ttl_ms}
+        if self.deployment:
+            d["deployment"] = self.deployment
+        return json.dumps(d, separators=(",", ":")).encode()
 
     @classmethod
     def from_json(cls, raw: bytes | None, timestamp: int) -> LeaseRecord | None:
         try:
             d = json.loads(raw or b"")
-            return cls(str(d["kind"]), str(d["owner"]), str(d.get("who", "")), int(d["ttl_ms"]), int(timestamp))
+            return cls(
+                str(d["kind"]),
+                str(d["owner"]),
+                str(d.get("who", "")),
+                int(d["ttl_ms"]),
+                int(timestamp),
+                str(d.get("deployment", "")),
+            )
         except (ValueError, KeyError, TypeError):
             return None  # not ours (or unreadable): it takes no lease
 
@@ -102,6 +116,10 @@ def _iso(ms: int) -> str:
     return datetime.fromtimestamp(ms / 1000, tz=UTC).isoformat(timespec="seconds")
 
 
+def describe_deployment(deployment: str) -> str:
+    return f"deployment {deployment!r}" if deployment else "a deployment without deployment.id or state.namespace"
+
+
 def whoami() -> str:
     """user@host pid N: this process, for people reading a lease or a flow state."""
     try:
@@ -126,6 +144,7 @@ class FlowLease:
         self.ttl_ms = max(1000, int(ttl * 1000))
         self.topic = lease_topic(self.flow)
         self.holder: Holder | None = None
+        self.first: LeaseRecord | None = None  # the oldest record read: its deployment owns the flow
         self.lost: str | None = None  # why this owner lost the lease while renewing
         self._next: int | None = None  # replayed up to here
         self._reader: LogReader | None = None
@@ -135,7 +154,7 @@ class FlowLease:
 
     # -- the protocol ---------------------------------------------------------------------------
     def _append(self, kind: str) -> None:
-        rec = LeaseRecord(kind, self.owner, self.who, self.ttl_ms, 0)
+        rec = LeaseRecord(kind, self.owner, self.who, self.ttl_ms, 0, self.flow.deployment)
         try:  # the broker stamps the record (LogAppendTime)
             produce_all(
                 self.clients.connection("target"),
@@ -151,7 +170,7 @@ class FlowLease:
     def read_holder(self) -> Holder | None:
         """Replay the records appended since the last read; the holder now (maybe expired)."""
         if self._reader is None:
-            self._reader = self.clients.reader("target", group=f"mirrorflow-{self.flow.id}-lease")
+            self._reader = self.clients.reader("target", group=f"mirrorflow-{self.flow.client_name}-lease")
         last = self._next
         records = []
         for m in self._reader.read(self.topic, {0: self._next}, timeout=self.clients.admin_timeout):
@@ -159,6 +178,8 @@ class FlowLease:
             rec = LeaseRecord.from_json(m.value(), m.timestamp()[1])
             if rec is not None:
                 records.append(rec)
+                if self.first is None:
+                    self.first = rec
         self._next = last
         self.holder = replay(records, self.holder)
         return self.holder
@@ -168,9 +189,32 @@ class FlowLease:
             self._append(kind)
             return self.read_holder()
 
+    def check_deployment(self) -> None:
+        """LeaseError when another deployment owns the flow's state (see the module doc)."""
+        first = self.first
+        if first is None or first.deployment == self.flow.deployment:
+            return
+        topic = self.topic.removesuffix(".lease.internal")
+        raise LeaseError(
+            f"flow {self.flow.name}: its state on cluster {self.flow.target!r} ({topic}.*) belongs to "
+            f"{describe_deployment(first.deployment)} (its oldest lease record: {first.who}, "
+            f"{_iso(first.timestamp)}); this config is {describe_deployment(self.flow.deployment)}. "
+            "Two deployments cannot share a flow's state: give this one its own state.namespace (or, if "
+            "it is the same deployment, the same deployment.id)"
+        )
+
     def acquire(self) -> FlowLease:
-        """Claim the lease; LeaseError naming the holder when another run holds it."""
+        """Claim the lease; LeaseError naming the holder when another run holds it, or naming the
+        deployment that owns the flow when that is not this config's (check_deployment)."""
+        with self._lock:
+            self.read_holder()
+        self.check_deployment()
         holder = self._claim("claim")
+        try:
+            self.check_deployment()
+        except LeaseError:
+            self.release()
+            raise
         if holder is None or holder.owner != self.owner:
             raise LeaseError(holder.describe(self.flow.name) if holder else f"flow {self.flow.name}: lease not taken")
         return self

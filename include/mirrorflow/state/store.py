@@ -56,7 +56,7 @@ class StateStore:
     @property
     def reader(self) -> LogReader:
         if self._reader is None:
-            self._reader = self.clients.reader("target", group=f"mirrorflow-{self.flow.id}-state-reader")
+            self._reader = self.clients.reader("target", group=f"mirrorflow-{self.flow.client_name}-state-reader")
         return self._reader
 
     def _read(self, topic: str, keys: Keys | None, timeout: float) -> Iterator[tuple[tuple[str, int], bytes | None]]:

@@ -32,28 +32,28 @@ from mirrorflow.kafka.topics import create_topics
 
 
 def progress_topic(flow: FlowConfig) -> str:
-    return f"mirrorflow.{flow.id}.progress.internal"
+    return f"mirrorflow.{flow.state_name}.progress.internal"
 
 
 def offset_map_topic(flow: FlowConfig) -> str:
-    return f"mirrorflow.{flow.id}.offset-map.internal"
+    return f"mirrorflow.{flow.state_name}.offset-map.internal"
 
 
 def snapshot_topic(flow: FlowConfig) -> str:
     """The folded offset map (state.snapshot): one record per source partition, compacted."""
-    return f"mirrorflow.{flow.id}.offset-map-snapshot.internal"
+    return f"mirrorflow.{flow.state_name}.offset-map-snapshot.internal"
 
 
 def lease_topic(flow: FlowConfig) -> str:
-    return f"mirrorflow.{flow.id}.lease.internal"
+    return f"mirrorflow.{flow.state_name}.lease.internal"
 
 
 def runs_topic(flow: FlowConfig) -> str:
-    return f"mirrorflow.{flow.id}.runs.internal"
+    return f"mirrorflow.{flow.state_name}.runs.internal"
 
 
 def transactional_id(flow: FlowConfig, topic: str, partition: int) -> str:
-    return f"mirrorflow-{flow.id}-{topic}-{partition}"
+    return f"mirrorflow-{flow.client_name}-{topic}-{partition}"
 
 
 def state_key(topic: str, partition: int) -> bytes:
