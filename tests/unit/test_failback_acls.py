@@ -38,7 +38,8 @@ def test_required_acls_of_a_flow():
     assert {x for x in got if x[0] == "source"} == {
         ("source", "TOPIC", "PREFIXED", "orders.", "READ"), ("source", "TOPIC", "PREFIXED", "orders.", "DESCRIBE"),
         ("source", "TOPIC", "PREFIXED", "orders.", "DESCRIBE_CONFIGS"),
-        ("source", "GROUP", "PREFIXED", "app-", "DESCRIBE"), ("source", "CLUSTER", "LITERAL", "kafka-cluster", "DESCRIBE")}
+        ("source", "GROUP", "PREFIXED", "app-", "DESCRIBE"), ("source", "CLUSTER", "LITERAL", "kafka-cluster", "DESCRIBE"),
+        ("source", "GROUP", "PREFIXED", "mirrorflow-", "READ"), ("source", "GROUP", "PREFIXED", "mirrorflow-", "DESCRIBE")}
     assert ("target", "TOPIC", "PREFIXED", "A.orders.", "WRITE") in got
     assert ("target", "TRANSACTIONAL_ID", "PREFIXED", "mirrorflow-A-B-", "WRITE") in got
     assert ("target", "TOPIC", "PREFIXED", "mirrorflow.A-B.", "DELETE") in got

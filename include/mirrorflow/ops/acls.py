@@ -5,7 +5,9 @@ The source documents recommend read-only access to the source, and mirrorflow ru
 * **source principal** (the source cluster's connection): READ, DESCRIBE and DESCRIBE_CONFIGS on
   the replicated topics (and the `heartbeats` topic, which is replicated like a topic), DESCRIBE on
   the checkpointed groups (fetching a group's committed offsets needs only DESCRIBE; READ would let
-  it commit), DESCRIBE on the cluster (listing groups, reading ACLs for the ACL sync). Nothing is
+  it commit), READ and DESCRIBE on mirrorflow's reader groups (prefix `mirrorflow-`: librdkafka
+  asks for a group coordinator even for a consumer that only assigns; they never commit), DESCRIBE
+  on the cluster (listing groups, reading ACLs for the ACL sync). Nothing is
   written to the source: the reverse heartbeat MM2 writes there is skipped when it is not allowed.
 * **target principal** (the target cluster's connection): on the remote topics CREATE, WRITE, READ,
   DESCRIBE, DESCRIBE_CONFIGS, ALTER_CONFIGS and ALTER (new partitions); the same plus DELETE
@@ -57,6 +59,15 @@ CLUSTER = "kafka-cluster"
 _PLAIN = re.compile(r"(?:[A-Za-z0-9_\-]|\\[.\-_])*")
 
 
+def _restype(name: str) -> ResourceType:
+    """librdkafka calls Kafka's CLUSTER resource type BROKER."""
+    return ResourceType.BROKER if name == "CLUSTER" else ResourceType[name]
+
+
+def _resname(t: ResourceType) -> str:
+    return "CLUSTER" if t == ResourceType.BROKER else t.name
+
+
 @dataclass(frozen=True)
 class Need:
     """One ACL binding a principal needs (ALLOW, any host)."""
@@ -72,7 +83,7 @@ class Need:
 
     def binding(self) -> AclBinding:
         return AclBinding(
-            ResourceType[self.resource],
+            _restype(self.resource),
             self.name,
             ResourcePatternType[self.pattern],
             self.principal,
@@ -218,6 +229,8 @@ def required_acls(
     src_groups = patterns(props["groups"], groups, f.should_replicate_group)
     for pt, name in src_groups:
         add("source", "GROUP", pt, name, ("DESCRIBE",), "fetch the checkpointed groups' committed offsets")
+    reader = READER_GROUP.split("-")[0] + "-"
+    add("source", "GROUP", "PREFIXED", reader, ("READ", "DESCRIBE"), "mirrorflow's readers (assign, never commit)")
     add("source", "CLUSTER", "LITERAL", CLUSTER, ("DESCRIBE",), "list groups; read topic ACLs for the ACL sync")
 
     for pt, name in src_topics:
@@ -237,7 +250,6 @@ def required_acls(
         ("WRITE", "DESCRIBE"),
         "exactly-once copy transactions",
     )
-    reader = READER_GROUP.split("-")[0] + "-"
     add("target", "GROUP", "PREFIXED", reader, ("READ", "DESCRIBE"), "mirrorflow's own readers")
     if props.get("sync.group.offsets.enabled"):
         for pt, name in src_groups:
@@ -315,7 +327,7 @@ def _existing(admin: AdminClient, conn: Any, principal: str) -> set[tuple[str, s
     except KafkaException as exc:
         raise conn.describe_failure(exc) from None
     return {
-        (b.restype.name, b.resource_pattern_type.name, b.name, b.principal, b.operation.name)
+        (_resname(b.restype), b.resource_pattern_type.name, b.name, b.principal, b.operation.name)
         for b in found
         if b.host == "*"
     }
@@ -324,7 +336,7 @@ def _existing(admin: AdminClient, conn: Any, principal: str) -> set[tuple[str, s
 def _create(admin: AdminClient, conn: Any, needs: list[Need], todo: list[int], report: AclsReport) -> None:
     futures = admin.create_acls([needs[i].binding() for i in todo], request_timeout=30)
     by_key = {
-        (b.restype.name, b.resource_pattern_type.name, b.name, b.principal, b.operation.name): f
+        (_resname(b.restype), b.resource_pattern_type.name, b.name, b.principal, b.operation.name): f
         for b, f in futures.items()
     }
     errors = []
