@@ -1,53 +1,56 @@
-"""Airflow plugin: the mirrorflow status page (each flow at a glance) inside the Airflow UI.
+"""Airflow plugin: the mirrorflow status page (Browse > Mirrorflow) inside the Airflow UI.
 
-Thin: the config comes through MirrorflowHook, the numbers from mirrorflow.ops.status, which reads
-the target clusters' state topics.
-Both routes require an Airflow login (Depends(get_user)); plugin routes are public otherwise.
+Thin: the config comes through MirrorflowHook, the page's contents from mirrorflow.ops.status_page
+(the target clusters' state topics, cached a few seconds so a refresh storm reads Kafka once) and
+its HTML from mirrorflow.ops.status_html. Every route requires an Airflow login (Depends(get_user):
+the UI's JWT cookie or a bearer token); plugin routes are public otherwise.
 """
 
 from __future__ import annotations
 
-import html
-
 from airflow.api_fastapi.core_api.security import get_user
+from airflow.configuration import conf
 from airflow.plugins_manager import AirflowPlugin
 from fastapi import Depends, FastAPI
 from fastapi.responses import HTMLResponse
 
+from mirrorflow.ops.status_page import PageCache
+
+CACHE_S = 5.0
+KINDS = ("replicate", "sync", "checkpoint", "verify", "backfill", "failover", "failback", "reseed")
+
 app = FastAPI(title="mirrorflow status")
+cache = PageCache(CACHE_S)
 
 
-def _statuses():
-    from mirrorflow.ops import status
+def _config():
     from mirrorflow_airflow.hooks import MirrorflowHook
 
-    cfg = MirrorflowHook().get_conn()
-    return [status.flow_status(cfg, f) for f in cfg.flows.values()]
+    return MirrorflowHook().get_conn()
+
+
+def _pages():
+    return cache.get(_config())
+
+
+def dag_links(flow_name: str) -> list[tuple[str, str]]:
+    """The flow's DAGs in Airflow's UI (the page is in an iframe: links open at the top)."""
+    base = conf.get("api", "base_url", fallback="").rstrip("/")
+    flow_id = flow_name.replace("->", "-")
+    return [(kind, f"{base}/dags/mirrorflow_{kind}__{flow_id}") for kind in KINDS]
 
 
 @app.get("/api/flows", dependencies=[Depends(get_user)])
 def flows() -> list[dict]:
-    return [s.to_dict() for s in _statuses()]
+    return [p.status.to_dict() for p in _pages()]
 
 
 @app.get("/", response_class=HTMLResponse, dependencies=[Depends(get_user)])
-def index() -> str:
-    rows = []
-    for s in _statuses():
-        state = html.escape(s.error) if s.error else f"{html.escape(s.state)}; lag {s.lag}, {s.records} records copied"
-        if s.running:
-            state += f"; running: {html.escape(s.running)}"
-        rows.append(
-            f"<h2>{html.escape(s.flow)}</h2><p>{state}</p><table border=1 cellpadding=4>"
-            "<tr><th>topic</th><th>partition</th><th>next</th><th>end</th><th>lag</th><th>lost</th></tr>"
-            + "".join(
-                f"<tr><td>{html.escape(p.topic)}</td><td>{p.partition}</td><td>{p.next}</td>"
-                f"<td>{p.end}</td><td>{p.lag}</td><td>{p.lost}</td></tr>"
-                for p in s.partitions
-            )
-            + "</table>"
-        )
-    return "<html><body style='font-family:sans-serif'><h1>mirrorflow</h1>" + "".join(rows) + "</body></html>"
+def index(fragment: bool = False) -> str:
+    from mirrorflow.ops import status_html
+
+    pages = _pages()
+    return status_html.render_flows(pages, dag_links) if fragment else status_html.render_page(pages, dag_links)
 
 
 class MirrorflowStatusPlugin(AirflowPlugin):

@@ -1,0 +1,132 @@
+"""The status page in a real headless Chromium (Debian's `chromium` + `chromium-driver`, driven by
+Selenium) against real clusters: Airflow's API server (uvicorn, this process) serves the plugin, the
+browser is refused without a login, logs in with Airflow's JWT cookie, and the numbers it shows are
+the flow's. The screenshot goes to docs/status-page.png (README and docs/status.md show it)."""
+from __future__ import annotations
+
+import shutil
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Consumer, TopicPartition
+
+from mirrorflow.groups.checkpoint import emit_checkpoints
+from mirrorflow.replication.runner import run_once
+from tests.support import create_topic, produce, write_config
+
+pytestmark = [pytest.mark.integration, pytest.mark.airflow]
+
+ROOT = Path(__file__).resolve().parents[2]
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+DRIVER = shutil.which("chromedriver")
+selenium = pytest.importorskip("selenium", reason="selenium is not installed (requirements.txt; scripts/bootstrap)")
+
+
+@pytest.fixture
+def api_server(airflow_db, monkeypatch):
+    """Airflow's API app (with the plugins) on a free port, in a thread of this process."""
+    import uvicorn
+    from airflow.configuration import conf
+
+    if not conf.get("api_auth", "jwt_secret", fallback=""):
+        monkeypatch.setenv("AIRFLOW__API_AUTH__JWT_SECRET", "mirrorflow-browser-test")  # the server refuses to start
+
+    from airflow.api_fastapi.app import create_app
+
+    from mirrorflow.dev.cluster import free_port
+
+    port = free_port()
+    server = uvicorn.Server(uvicorn.Config(create_app(), host="127.0.0.1", port=port, log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    for _ in range(300):  # startup, not a timing assertion
+        if server.started:
+            break
+        time.sleep(0.1)
+    assert server.started, "the Airflow API server did not start"
+    yield f"http://127.0.0.1:{port}"
+    server.should_exit = True
+    thread.join(30)
+
+
+@pytest.fixture
+def browser():
+    if not CHROMIUM or not DRIVER:
+        pytest.skip("Debian's chromium and chromium-driver are not installed (scripts/bootstrap installs them "
+                    "with apt-get when run as root)")
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    opts = webdriver.ChromeOptions()
+    opts.binary_location = CHROMIUM
+    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1280,900",
+                "--force-prefers-reduced-motion", "--blink-settings=preferredColorScheme=1"):
+        opts.add_argument(arg)
+    driver = webdriver.Chrome(service=Service(DRIVER), options=opts)
+    yield driver
+    driver.quit()
+
+
+def test_status_page_in_a_real_browser(source, target, unique, tmp_path, monkeypatch, api_server, browser):
+    from selenium.webdriver.common.by import By
+
+    topic = unique("orders")
+    src, tgt = unique("SA"), unique("SB")  # aliases of its own: the flow's state holds only this test's
+    create_topic(source, topic, partitions=2)
+    create_topic(target, f"{src}.{topic}", partitions=2)
+    now = int(time.time() * 1000)
+    group = unique("billing")
+    c = Consumer({**source.client_config(), "group.id": group, "enable.auto.commit": False})
+    c.commit(offsets=[TopicPartition(topic, 0, 9), TopicPartition(topic, 1, 12)], asynchronous=False)
+    c.close()
+    cfg = write_config(tmp_path / "mf.yaml", {src: source, tgt: target},
+                       {f"{src}->{tgt}": {"topics": topic, "groups": group, "tasks.max": 2,
+                                          "sync.group.offsets.enabled": True,
+                                          "heartbeats.replication.enabled": False}})
+    flow = cfg.flow(f"{src}->{tgt}")
+    # three runs (30, 20, then 10 records): three points on the chart
+    for n, count in enumerate((30, 20, 10)):
+        produce(source, topic, [{"partition": i % 2, "key": b"k%d" % i, "value": b"v" * 100, "timestamp": now + i}
+                                for i in range(count)])
+        report = run_once(cfg, flow, mode="direct", directory=tmp_path / f"run{n}")
+        assert report.ok and report.records == count
+    assert emit_checkpoints(cfg, flow).errors == {}
+    produce(source, topic, [{"partition": 1, "value": b"late", "timestamp": now + 100}] * 3)  # lag 3, not copied
+    monkeypatch.setenv("MIRRORFLOW_CONFIG", str(cfg.path))
+    browser.get(f"{api_server}/mirrorflow/")
+    assert "Not authenticated" in browser.page_source  # no login, no page
+
+    from airflow.api_fastapi.app import get_auth_manager
+    from airflow.api_fastapi.auth.managers.simple.user import SimpleAuthManagerUser
+
+    token = get_auth_manager().generate_jwt(SimpleAuthManagerUser(username="admin", role="admin"))
+    browser.add_cookie({"name": "_token", "value": token, "path": "/"})  # what Airflow's UI login sets
+    browser.get(f"{api_server}/mirrorflow/")
+    card = browser.find_element(By.CSS_SELECTOR, f'section[data-flow="{flow.name}"]')
+
+    def shown(key: str) -> str:
+        return card.find_element(By.CSS_SELECTOR, f'[data-k="{key}"]').text
+
+    assert shown("state") == "running"
+    assert shown("lag") == "3"
+    assert shown("records") == "60"
+    assert shown("lost") == "0"
+    assert shown("last-run").endswith("ago, ok")
+    assert shown("run-records").startswith("10 rec, ")
+    assert shown("window").startswith("60 rec, ")
+    assert shown("problems") == "No problems."
+    assert card.find_element(By.CSS_SELECTOR, '[data-k="chart-lag"]').get_attribute("data-points") == "3"
+    links = {a.text: a.get_attribute("href") for a in card.find_elements(By.CSS_SELECTOR, ".links a")}
+    assert links["replicate"].endswith(f"/dags/mirrorflow_replicate__{flow.id}")
+
+    # per-partition detail and the groups on demand
+    card.find_element(By.CSS_SELECTOR, "details[id^=parts] summary").click()
+    rows = [r.text for r in card.find_elements(By.CSS_SELECTOR, "details[id^=parts] tr")][1:]
+    assert rows[0].startswith(f"{topic} 0 30 30 0 ") and rows[1].startswith(f"{topic} 1 30 33 3 "), rows
+    card.find_element(By.CSS_SELECTOR, "details[id^=groups] summary").click()
+    grows = [r.text for r in card.find_elements(By.CSS_SELECTOR, "details[id^=groups] tr")][1:]
+    assert grows == [f"{group} {src}.{topic} 0 9 9 - missing write", f"{group} {src}.{topic} 1 12 12 - missing write"]
+    browser.save_screenshot(str(ROOT / "docs" / "status-page.png"))
+    assert (ROOT / "docs" / "status-page.png").stat().st_size > 10_000

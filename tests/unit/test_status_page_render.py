@@ -1,0 +1,105 @@
+"""The status page without Kafka: problems in plain words, the chart's points, the HTML's numbers,
+and the cache that keeps a refresh storm off the clusters."""
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from types import SimpleNamespace
+
+from mirrorflow.ops import status_html
+from mirrorflow.ops.status import FlowStatus, PartitionStatus
+from mirrorflow.ops.status_page import FlowPage, PageCache, _history, _problems
+from mirrorflow.state.run_log import PartitionRun, RunRecord
+
+NOW = 1_800_000_000_000
+
+
+def _page(**kw) -> FlowPage:
+    st = FlowStatus("A->B", True, True, [
+        PartitionStatus("orders", 0, 100, 100, 100, 0, last_timestamp=NOW - 5_000),
+        PartitionStatus("orders", 1, 40, 70, 40, 7, last_timestamp=NOW - 90_000),
+    ])
+    for k, v in kw.items():
+        setattr(st, k, v)
+    return FlowPage("A->B", st, NOW)
+
+
+def _run(at: int, records: int, lag: int, ok: bool = True, copy_s: float = 2.0) -> RunRecord:
+    part = PartitionRun("orders", 0, "A.orders", "ok", records, records * 10, lag, 0, (5, 10, 250), (1, 2, 3))
+    return RunRecord("replicate", at, ok, 3.0, copy_s, records, records * 10, lag, 0, 0 if ok else 1,
+                     errors=[] if ok else ["orders[1]: broker said no"], partitions=[part])
+
+
+def test_lag_seconds_latency_and_problems_in_plain_words():
+    page = _page()
+    clients = SimpleNamespace()
+    import mirrorflow.ops.status_page as sp
+
+    runs = [_run(NOW - 60_000, 100, 30), _run(NOW - 30_000, 0, 30, copy_s=0), _run(NOW - 10_000, 40, 30, ok=False)]
+    orig = sp.run_log.recent
+    sp.run_log.recent = lambda c, last: runs  # type: ignore[assignment]
+    try:
+        _history(clients, page)
+    finally:
+        sp.run_log.recent = orig  # type: ignore[assignment]
+    assert [(p.lag, p.records, p.rate, p.ok) for p in page.chart] == [(30, 100, 50.0, True), (30, 0, 0.0, True),
+                                                                      (30, 40, 20.0, False)]
+    assert page.lag_seconds == 90.0  # the worst partition: its newest copied record is 90 s old
+    assert page.latency_ms == 250 and page.window_records == 140 and page.window_bytes == 1400
+    problems = _problems(page)
+    assert problems == [
+        "7 record(s) were deleted by the source's retention before they could be copied (they are gone; the copy "
+        "continued after them).",
+        "The last run (10 s ago) failed: 1 unit(s) failed. orders[1]: broker said no",
+    ]
+    paused = _page(state="paused by ops since 2027-01-15T08:00:00+00:00 (on the target): maintenance")
+    assert _problems(paused)[0] == ("The flow is not copying: it is paused by ops since 2027-01-15T08:00:00+00:00 "
+                                    "(on the target): maintenance.")
+    assert _problems(_page(error="cluster 'B' unreachable")) == [
+        "The flow's state on its target cluster cannot be read, so nothing below is known: cluster 'B' unreachable"]
+
+
+def test_html_shows_the_numbers_and_escapes_names():
+    page = _page()
+    page.chart_runs = [_run(NOW - 10_000, 40, 30)]
+    page.last_run = page.chart_runs[-1]
+    page.problems = ["<b>bad</b> thing"]
+    html = status_html.render_page([page], lambda f: [("replicate", "/dags/mirrorflow_replicate__A-B")], NOW)
+    assert '<div class="v" data-k="lag">30</div>' in html
+    assert '<div class="v" data-k="records">140</div>' in html
+    assert '<div class="v" data-k="lag-seconds">90 s</div>' in html
+    assert '<div class="v" data-k="last-run">10 s ago, ok</div>' in html
+    assert '<div class="v" data-k="lost">7</div>' in html
+    assert "&lt;b&gt;bad&lt;/b&gt; thing" in html and "<b>bad</b>" not in html
+    assert '<a href="/dags/mirrorflow_replicate__A-B" target="_top">replicate</a>' in html
+    assert 'data-k="chart-lag" data-points="0"' in html and "no runs yet" in html
+
+
+def test_cache_builds_once_per_ttl_even_under_a_storm():
+    clock = [0.0]
+    built: list[str] = []
+    gate = threading.Event()
+
+    def build(cfg, flow):
+        gate.wait(5)
+        built.append(flow)
+        return flow
+
+    cache = PageCache(5.0, clock=lambda: clock[0], build=build)  # type: ignore[arg-type]
+    cfg = SimpleNamespace(path=Path("/etc/mf.yaml"), flows={"A->B": "A->B", "B->A": "B->A"})
+    results: list[list] = []
+    threads = [threading.Thread(target=lambda: results.append(cache.get(cfg))) for _ in range(20)]  # type: ignore[arg-type]
+    for t in threads:
+        t.start()
+    gate.set()
+    for t in threads:
+        t.join()
+    assert cache.builds == 1 and built == ["A->B", "B->A"] and all(r == ["A->B", "B->A"] for r in results)
+    clock[0] = 4.9
+    cache.get(cfg)  # type: ignore[arg-type]
+    assert cache.builds == 1
+    clock[0] = 5.0
+    cache.get(cfg)  # type: ignore[arg-type]
+    assert cache.builds == 2
+    other = SimpleNamespace(path=Path("/etc/other.yaml"), flows={"C->D": "C->D"})
+    assert cache.get(other) == ["C->D"] and cache.builds == 3  # type: ignore[arg-type]
