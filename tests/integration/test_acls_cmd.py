@@ -68,7 +68,8 @@ def test_acls_apply_lets_read_only_principals_run(tmp_path, sasl_cluster, sasl_t
     try:
         offline = json.loads(cli(cfg, "acls", "--flow", "S->T", "--offline", "--json").stdout)
         assert offline["principals"] == {"source": "User:alice", "target": "User:bob"}
-        src = {(a["resource"], a["pattern"], a["name"], a["operation"]) for a in offline["acls"] if a["side"] == "source"}
+        src = {(a["resource"], a["pattern"], a["name"], a["operation"])
+               for a in offline["acls"] if a["side"] == "source"}
         assert src == {("TOPIC", "PREFIXED", f"{pfx}.", op) for op in ("READ", "DESCRIBE", "DESCRIBE_CONFIGS")} | {
             ("GROUP", "PREFIXED", f"{pfx}-", "DESCRIBE"), ("CLUSTER", "LITERAL", "kafka-cluster", "DESCRIBE"),
             ("GROUP", "PREFIXED", "mirrorflow-", "READ"), ("GROUP", "PREFIXED", "mirrorflow-", "DESCRIBE")}
@@ -76,8 +77,8 @@ def test_acls_apply_lets_read_only_principals_run(tmp_path, sasl_cluster, sasl_t
         # without the ACLs: a clear error naming the cluster and what is not allowed
         with pytest.raises(MirrorflowError) as err:
             run_once(cfg, flow, mode="direct")
-        assert str(err.value) == (f"cannot create the state topics of flow S->T on cluster 'T': cluster 'T': cannot "
-                                  f"create topic 'mirrorflow.S-T.progress.internal': Authorization failed.")
+        assert str(err.value) == ("cannot create the state topics of flow S->T on cluster 'T': cluster 'T': cannot "
+                                  "create topic 'mirrorflow.S-T.progress.internal': Authorization failed.")
         checked = json.loads(cli(cfg, "acls", "--flow", "S->T", "--source-admin", "SADM", "--target-admin",
                                  "TADM", "--json").stdout)
         assert checked["missing"] == len(checked["acls"]) and {a["status"] for a in checked["acls"]} == {"missing"}

@@ -156,7 +156,8 @@ def test_default_policy_story(tmp_path, primary, target, kafka_pool, unique):
     assert [(d["ranges"], d["records"]) for d in out["divergence"]] == [([[40, 45]], 5)]
     assert sync_flow(cfg, rev, ["topics"]).ok
     assert run_once(cfg, rev, mode="direct").records == 12  # B's GA.<topic> is not copied back (cycle)
-    assert [r.content() for r in consume_all(primary, f"GB.{topic}")] == [r.content() for r in consume_all(target, topic)]
+    on_a = [r.content() for r in consume_all(primary, f"GB.{topic}")]
+    assert on_a == [r.content() for r in consume_all(target, topic)]
 
 
 def test_failback_bad_input(tmp_path, source, target, unique):

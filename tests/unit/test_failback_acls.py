@@ -14,7 +14,8 @@ def test_identity_pair_with_a_standby_flow_is_valid():
     cfg = parse(raw)
     assert cfg.flow("B->A").props["standby"] is True and cfg.flow("A->B").props["standby"] is False
     raw["flows"]["B->A"] = dict(IDENTITY)  # without standby: the cycle check refuses both
-    assert [k for k, _ in problems(raw)] == ["flows.A->B.replication.policy.class", "flows.B->A.replication.policy.class"]
+    assert [k for k, _ in problems(raw)] == [
+        "flows.A->B.replication.policy.class", "flows.B->A.replication.policy.class"]
 
 
 def test_regexes_become_acl_patterns():
@@ -38,8 +39,10 @@ def test_required_acls_of_a_flow():
     assert {x for x in got if x[0] == "source"} == {
         ("source", "TOPIC", "PREFIXED", "orders.", "READ"), ("source", "TOPIC", "PREFIXED", "orders.", "DESCRIBE"),
         ("source", "TOPIC", "PREFIXED", "orders.", "DESCRIBE_CONFIGS"),
-        ("source", "GROUP", "PREFIXED", "app-", "DESCRIBE"), ("source", "CLUSTER", "LITERAL", "kafka-cluster", "DESCRIBE"),
-        ("source", "GROUP", "PREFIXED", "mirrorflow-", "READ"), ("source", "GROUP", "PREFIXED", "mirrorflow-", "DESCRIBE")}
+        ("source", "GROUP", "PREFIXED", "app-", "DESCRIBE"),
+        ("source", "CLUSTER", "LITERAL", "kafka-cluster", "DESCRIBE"),
+        ("source", "GROUP", "PREFIXED", "mirrorflow-", "READ"),
+        ("source", "GROUP", "PREFIXED", "mirrorflow-", "DESCRIBE")}
     assert ("target", "TOPIC", "PREFIXED", "A.orders.", "WRITE") in got
     assert ("target", "TRANSACTIONAL_ID", "PREFIXED", "mirrorflow-A-B-", "WRITE") in got
     assert ("target", "TOPIC", "PREFIXED", "mirrorflow.A-B.", "DELETE") in got
