@@ -45,8 +45,13 @@ def _failover(args: argparse.Namespace) -> int:
         )
         return answer.strip() == flow.name
 
-    log = (lambda s: print(s, file=sys.stderr)) if not args.json else (lambda s: None)
-    rep = failover(cfg, flow, args.mode, args.groups, args.dry_run, confirm, args.copy_mode, log=log)
+    from mirrorflow.cli.progress import plain_log, spinner
+
+    if args.yes or args.dry_run:  # no question to ask: a spinner names each step
+        with spinner(args, f"failover of {flow.name}") as log:
+            rep = failover(cfg, flow, args.mode, args.groups, args.dry_run, confirm, args.copy_mode, log=log)
+    else:  # the confirmation reads the terminal: plain step lines
+        rep = failover(cfg, flow, args.mode, args.groups, args.dry_run, confirm, args.copy_mode, log=plain_log(args))
     if args.json:
         print_json(rep.to_dict())
     else:

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import sys
+import re
 
 from mirrorflow.cli.registry import command, load_config, print_json
+from mirrorflow.errors import ConfigError
 
 
 def _args(p: argparse.ArgumentParser) -> None:
@@ -19,6 +20,11 @@ def _args(p: argparse.ArgumentParser) -> None:
         "or stopped, or SIGTERM; each transaction is committed, none is left open",
     )
     p.add_argument("--seconds", type=float, help="with --continuous: how long (default: continuous.run.seconds)")
+    p.add_argument("--topics", help="only the flow's source topics this regex fully matches (the DAG's Param)")
+    p.add_argument(
+        "--max-records-per-partition", type=int, metavar="N", help="copy at most N offsets of each partition this run"
+    )
+    p.add_argument("--dry-run", action="store_true", help="plan and report what would be copied; copy nothing")
     p.add_argument(
         "--mode",
         choices=["submit", "inprocess", "connect", "direct"],
@@ -36,18 +42,29 @@ def _args(p: argparse.ArgumentParser) -> None:
 
 @command("replicate", "copy new records of a flow once: plan -> copy (Spark) -> report", _args)
 def _replicate(args: argparse.Namespace) -> int:
-    from mirrorflow.replication.runner import run_once
+    from mirrorflow.cli.progress import records_bar
+    from mirrorflow.replication.runner import RunOptions, run_once
 
     cfg = load_config(args)
     flow = cfg.flow(args.flow)
-    log = (lambda s: print(s, file=sys.stderr)) if not args.json else (lambda s: None)
     mode = args.mode or ("connect" if cfg.spark.remote or (args.master or "").startswith("sc://") else "submit")
-    if args.continuous:
-        from mirrorflow.replication.continuous import run_continuous
+    if args.max_records_per_partition is not None and args.max_records_per_partition < 1:
+        raise ConfigError(
+            [("--max-records-per-partition", f"must be at least 1, got {args.max_records_per_partition}")]
+        )
+    if args.topics:
+        try:
+            re.compile(args.topics)
+        except re.error as exc:
+            raise ConfigError([("--topics", f"not a regex ({exc}): {args.topics!r}")]) from None
+    with records_bar(args, cfg, flow) as (log, on_plan):
+        if args.continuous:
+            from mirrorflow.replication.continuous import run_continuous
 
-        rep = run_continuous(cfg, flow, mode=mode, master=args.master, log=log, seconds=args.seconds)
-    else:
-        rep = run_once(cfg, flow, mode=mode, master=args.master, log=log)
+            rep = run_continuous(cfg, flow, mode=mode, master=args.master, log=log, seconds=args.seconds)
+        else:
+            opts = RunOptions(args.topics, args.max_records_per_partition, args.dry_run, on_plan)
+            rep = run_once(cfg, flow, mode=mode, master=args.master, log=log, options=opts)
     if args.json:
         print_json(rep.to_dict())
     else:

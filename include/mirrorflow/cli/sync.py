@@ -18,7 +18,10 @@ def _args(p: argparse.ArgumentParser) -> None:
 
 @command("sync", "create remote topics, add partitions, sync topic configs and ACLs for a flow", _args)
 def _sync(args: argparse.Namespace) -> int:
-    report = sync_flow(load_config(args), args.flow, args.only, dry_run=args.dry_run)
+    from mirrorflow.cli.progress import spinner
+
+    with spinner(args, f"syncing {args.flow}: {args.only or ','.join(CONCERNS)}"):
+        report = sync_flow(load_config(args), args.flow, args.only, dry_run=args.dry_run)
     if args.json:
         print_json(report.to_dict())
     else:

@@ -101,6 +101,7 @@ class RunOptions:
     topics: str | None = None  # only the flow's source topics this regex fully matches
     partition_limit: int | None = None  # at most this many offsets per partition in this run
     dry_run: bool = False  # plan and report what would be copied; copy nothing
+    on_plan: Callable[[Plan], None] | None = None  # told the plan before the copy (the CLI's progress bar)
 
 
 def report_run(
@@ -170,6 +171,8 @@ def _run(
         f"planned {len(plan.units)} units in {len(plan.tasks)} tasks "
         f"({sum(u.records for u in plan.units):,} offsets) for flow {flow.name}"
     )
+    if options is not None and options.on_plan is not None:
+        options.on_plan(plan)
     t0 = time.time()
     results = copy_plan(cfg, flow, mode, master, pd, plan_path, log) if plan.units else []
     spark_s = time.time() - t0 if plan.units else 0.0
