@@ -41,6 +41,7 @@ BAD = {
     "mirrorflow_sync__A-B": [{"only": ["topics", "tables"]}, {"only": []}, {"dry_run": 1}],
     "mirrorflow_checkpoint__A-B": [{"groups": "[g"}, {"sync_group_offsets": "no"}],
     "mirrorflow_failover__A-B": [{"mode": "soon"}, {"groups": "(("}],
+    "mirrorflow_failback__A-B": [{"dry_run": "yes"}],
     "mirrorflow_verify__A-B": [{"topics": "*x"}],
     "mirrorflow_reseed__A-B": [{"topic": ""}],
 }
