@@ -8,6 +8,7 @@ for many partitions) and retried through leadership changes.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -116,9 +117,48 @@ def produce_all(
     timeout: float = 30.0,
 ) -> int:
     """Produce (key, value, timestamp_ms) records to one partition; raise unless all were acknowledged."""
-    producer: Producer = conn.producer(
-        {**(producer_conf or {}), "enable.idempotence": True, "acks": "all", "linger.ms": 5}
-    )
+    conf = {**(producer_conf or {}), "enable.idempotence": True, "acks": "all", "linger.ms": 5}
+    producer = _reused_producer(conn, conf)
+    try:
+        return _produce_flush(conn, producer, topic, records, partition, timeout)
+    except BaseException:
+        _drop_producer(conn, conf)  # a failed producer may be fatally errored: the next call gets a new one
+        raise
+
+
+# A new idempotent producer spends ~0.5 s on its first write: librdkafka asks for its producer id
+# before any broker connection is up and retries on a 500 ms timer. A run writes control records
+# (lease, run log, release) a few times: one producer per connection and settings, kept as long as
+# the connection (its FlowClients), pays that once.
+_PRODUCERS_LOCK = threading.Lock()
+
+
+def _producer_key(conf: Mapping[str, Any]) -> str:
+    return repr(sorted((str(k), str(v)) for k, v in conf.items()))
+
+
+def _reused_producer(conn: ClusterConnection, conf: Mapping[str, Any]) -> Producer:
+    with _PRODUCERS_LOCK:
+        cache: dict[str, Producer] = conn.__dict__.setdefault("_produce_all_producers", {})
+        key = _producer_key(conf)
+        if key not in cache:
+            cache[key] = conn.producer(conf)
+        return cache[key]
+
+
+def _drop_producer(conn: ClusterConnection, conf: Mapping[str, Any]) -> None:
+    with _PRODUCERS_LOCK:
+        conn.__dict__.get("_produce_all_producers", {}).pop(_producer_key(conf), None)
+
+
+def _produce_flush(
+    conn: ClusterConnection,
+    producer: Producer,
+    topic: str,
+    records: Iterable[tuple[bytes | None, bytes | None, int]],
+    partition: int,
+    timeout: float,
+) -> int:
     errors: list[str] = []
     sent = 0
 
