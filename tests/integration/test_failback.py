@@ -96,6 +96,8 @@ def test_identity_story(tmp_path, primary, target, kafka_pool, unique):
     again = cli(cfg, "failback", "--flow", "FA->FB", "--yes")
     assert "nothing to do: FB->FA was already started by a failback of FA->FB at " in again.stdout
     assert run_once(cfg, fwd, mode="direct").skipped  # A->B stays stopped
+    proc = cli(cfg, "flow", "resume", "--flow", "FA->FB", check=False)  # both running would loop
+    assert proc.returncode == 1 and "cannot resume flow FA->FB: the reverse flow FB->FA is running" in proc.stderr
 
     rep = run_once(cfg, rev, mode="direct")
     assert rep.ok and rep.records == 30, rep.render()
@@ -121,7 +123,11 @@ def test_identity_story(tmp_path, primary, target, kafka_pool, unique):
         _, msg = first_record_after_resume(primary, group, topic, p)
         assert (msg.key(), msg.value(), msg.timestamp()[1]) == (b_rec.key, b_rec.value, b_rec.timestamp)
 
-    # A->B again: from A's ends at that failover, so B->A's records are not copied back
+    # A->B again: from A's ends at that failover, so B->A's records are not copied back. A plain
+    # resume would continue from A->B's old progress: refused
+    proc = cli(cfg, "flow", "resume", "--flow", "FA->FB", check=False)
+    assert proc.returncode == 1 and "FB->FA was failed over at " in proc.stderr and (
+        "run `mirrorflow failback --flow FB->FA`") in proc.stderr, proc.stderr
     fb = json.loads(cli(cfg, "failback", "--flow", "FB->FA", "--yes", "--json").stdout)
     assert fb["done"] is True and fb["divergence"] == [], fb
     a_ends = {p["partition"]: p["target_end"] for p in back_out["partitions"]}
