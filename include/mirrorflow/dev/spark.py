@@ -154,22 +154,28 @@ class DevSparkServer:
         return was
 
     def _stop(self, s: DevSpark) -> None:
-        if s.pid and _alive(s.pid):
-            try:
-                os.killpg(s.pid, signal.SIGTERM)  # the server, its Python daemon and workers
-            except ProcessLookupError:
-                pass
-            deadline = time.monotonic() + STOP_TIMEOUT_S
-            while _alive(s.pid) and time.monotonic() < deadline:
-                _reap(s.pid)
-                time.sleep(0.2)
-            if _alive(s.pid):
-                try:
-                    os.killpg(s.pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-                _reap(s.pid)
+        stop_group(s.pid)
         self.state_file.unlink(missing_ok=True)
+
+
+def stop_group(pid: int | None) -> None:
+    """SIGTERM a server's process group (the JVM, its Python daemon and workers); SIGKILL after a bound."""
+    if not pid or not _alive(pid):
+        return
+    try:
+        os.killpg(pid, signal.SIGTERM)
+    except ProcessLookupError:
+        pass
+    deadline = time.monotonic() + STOP_TIMEOUT_S
+    while _alive(pid) and time.monotonic() < deadline:
+        _reap(pid)
+        time.sleep(0.2)
+    if _alive(pid):
+        try:
+            os.killpg(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        _reap(pid)
 
 
 def _tail(log: Path, n: int = 20) -> str:
@@ -177,3 +183,108 @@ def _tail(log: Path, n: int = 20) -> str:
         return "\n".join(log.read_text(errors="replace").splitlines()[-n:])
     except OSError:
         return "(no log)"
+
+
+MASTER_CLASS = "org.apache.spark.deploy.master.Master"
+WORKER_CLASS = "org.apache.spark.deploy.worker.Worker"
+
+
+@dataclass
+class StandaloneCluster:
+    """A Spark standalone master and its workers on loopback (pids, for stopping them)."""
+
+    port: int
+    pids: list[int]
+    home: str
+
+    @property
+    def master(self) -> str:
+        return f"spark://127.0.0.1:{self.port}"
+
+
+class DevStandalone:
+    """A real Spark standalone cluster (a master and N workers) from the venv's PySpark classes, on
+    127.0.0.1: what a copy job meets beyond one machine (executors in other JVMs, the package as
+    --py-files), for tests. Each process is in its own group and dies with this process when attached."""
+
+    def __init__(self, home: Path | str):
+        self.home = Path(home) / "standalone"
+
+    def up(self, workers: int = 2, cores: int = 1, memory: str = "1g", attached: bool = True) -> StandaloneCluster:
+        self.home.mkdir(parents=True, exist_ok=True)
+        spark_class = str(Path(sys.executable).parent / "spark-class")
+        env = {**venv_env(), "SPARK_LOCAL_IP": "127.0.0.1", "SPARK_LOG_DIR": str(self.home)}
+        port = free_port()
+        master = f"spark://127.0.0.1:{port}"
+        cmds = {
+            "master": [
+                spark_class,
+                MASTER_CLASS,
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(port),
+                "--webui-port",
+                str(free_port()),
+            ]
+        }
+        for i in range(workers):
+            work = self.home / f"worker-{i}"
+            work.mkdir(exist_ok=True)
+            cmds[f"worker-{i}"] = [
+                spark_class,
+                WORKER_CLASS,
+                master,
+                "--host",
+                "127.0.0.1",
+                "--cores",
+                str(cores),
+                "--memory",
+                memory,
+                "--work-dir",
+                str(work),
+                "--webui-port",
+                str(free_port()),
+            ]
+        cluster = StandaloneCluster(port, [], str(self.home))
+        try:
+            for name, cmd in cmds.items():
+                log = self.home / f"{name}.log"
+                with log.open("w") as out:
+                    proc = subprocess.Popen(
+                        cmd,
+                        env=env,
+                        stdout=out,
+                        stderr=subprocess.STDOUT,
+                        stdin=subprocess.DEVNULL,
+                        cwd=self.home,
+                        close_fds=True,
+                        preexec_fn=_die_with_parent if attached else os.setsid,
+                    )
+                cluster.pids.append(proc.pid)
+                if name == "master":
+                    self._wait_for(log, f"Starting Spark master at {master}", proc)
+            master_log = self.home / "master.log"
+            deadline = time.monotonic() + READY_TIMEOUT_S
+            while master_log.read_text(errors="replace").count("Registering worker") < workers:
+                if time.monotonic() > deadline:
+                    raise DevClusterError(f"the Spark workers did not register with {master}:\n{_tail(master_log)}")
+                time.sleep(0.3)
+        except BaseException:
+            self.down(cluster)
+            raise
+        return cluster
+
+    @staticmethod
+    def _wait_for(log: Path, line: str, proc: subprocess.Popen) -> None:
+        deadline = time.monotonic() + READY_TIMEOUT_S
+        while line not in log.read_text(errors="replace"):
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise DevClusterError(f"the Spark master did not start:\n{_tail(log)}")
+            time.sleep(0.3)
+
+    @staticmethod
+    def down(cluster: StandaloneCluster) -> None:
+        """Stop the workers, then the master (SIGTERM to each process group, SIGKILL after a bound)."""
+        for pid in reversed(cluster.pids):
+            stop_group(pid)

@@ -1,0 +1,100 @@
+"""The pure pieces of the `connect` copy mode: spark.remote in the config, the URL, the package
+artifact and the session id a run attaches to, the job's input rows, the dev server's command."""
+from __future__ import annotations
+
+import json
+import zipfile
+
+import pytest
+
+from mirrorflow.config import parse
+from mirrorflow.dev.spark import CONNECT_CLASS, server_command
+from mirrorflow.errors import ConfigError, MirrorflowError
+from mirrorflow.replication.spark_connect import (
+    bump_generation,
+    package_zip,
+    read_generation,
+    remote_address,
+    session_id,
+    task_rows,
+)
+
+CLUSTERS = {"A": {"bootstrap.servers": "a:1"}, "B": {"bootstrap.servers": "b:1"}}
+
+
+def test_spark_remote_is_read_and_checked():
+    cfg = parse({"clusters": CLUSTERS, "flows": {"A->B": {}}, "spark": {"remote": "sc://spark.example:15002"}})
+    assert cfg.spark.remote == "sc://spark.example:15002" and cfg.spark.master == "local[*]"
+    assert parse({"clusters": CLUSTERS, "flows": {"A->B": {}}}).spark.remote is None
+    with pytest.raises(ConfigError) as exc:
+        parse({"clusters": CLUSTERS, "spark": {"remote": "http://x:1", "remot": 1}})
+    assert sorted(exc.value.problems) == [
+        ("spark.remot", "unknown key (did you mean 'remote'?)"),
+        ("spark.remote", "must be a Spark Connect URL sc://HOST:PORT, got 'http://x:1'"),
+    ]
+
+
+def test_remote_address():
+    assert remote_address("sc://127.0.0.1:15099") == ("127.0.0.1", 15099)
+    assert remote_address("sc://spark.example") == ("spark.example", 15002)
+    assert remote_address("sc://h:1/;token=x") == ("h", 1)
+    assert remote_address("sc://[::1]:7") == ("::1", 7)
+    with pytest.raises(MirrorflowError, match="sc://HOST:PORT"):
+        remote_address("spark://h:7077")
+    with pytest.raises(MirrorflowError, match="sc://HOST:PORT"):
+        remote_address("sc://h:port")
+
+
+def test_package_zip_is_named_by_content_and_rebuilt_only_when_it_changes(tmp_path):
+    pkg = tmp_path / "src" / "mirrorflow"
+    (pkg / "sub" / "__pycache__").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "sub" / "a.py").write_text("X = 1\n")
+    (pkg / "sub" / "__pycache__" / "a.cpython-311.pyc").write_bytes(b"\0")
+    (pkg / "notes.txt").write_text("not shipped")
+    out = tmp_path / "out"
+    out.mkdir()
+    first = package_zip(out, pkg)
+    assert first.path.name == f"mirrorflow-{first.digest}.zip"
+    assert sorted(zipfile.ZipFile(first.path).namelist()) == ["mirrorflow/__init__.py", "mirrorflow/sub/a.py"]
+    mtime = first.path.stat().st_mtime_ns
+    assert package_zip(out, pkg) == first and first.path.stat().st_mtime_ns == mtime  # reused, not rebuilt
+    (pkg / "sub" / "a.py").write_text("X = 2\n")
+    second = package_zip(out, pkg)
+    assert second.digest != first.digest and second.path != first.path
+    assert zipfile.ZipFile(second.path).read("mirrorflow/sub/a.py") == b"X = 2\n"
+
+
+def test_the_real_package_zip_holds_the_copier(tmp_path):
+    z = package_zip(tmp_path)
+    names = zipfile.ZipFile(z.path).namelist()
+    assert "mirrorflow/replication/copier.py" in names and "mirrorflow/replication/spark_connect.py" in names
+
+
+def test_session_id_is_stable_per_server_package_and_generation(tmp_path):
+    sid = session_id("sc://h:1", "abc", 0)
+    assert sid == session_id("sc://h:1", "abc", 0)
+    assert len({sid, session_id("sc://h:2", "abc", 0), session_id("sc://h:1", "abd", 0),
+                session_id("sc://h:1", "abc", 1)}) == 4
+    assert read_generation("sc://h:1", tmp_path) == 0
+    assert bump_generation("sc://h:1", tmp_path, 0) == 1
+    assert bump_generation("sc://h:1", tmp_path, 0) == 2  # another run bumped it meanwhile: past both
+    assert read_generation("sc://h:1", tmp_path) == 2 and read_generation("sc://h:2", tmp_path) == 0
+
+
+def test_task_rows_are_the_plans_tasks_in_order_without_secrets():
+    units = [[{"topic": "t", "partition": 0, "start": 0, "end": 5}], [{"topic": "t", "partition": 1, "start": 3,
+                                                                       "end": 4}]]
+    plan = {"flow": "A->B", "config": "/c.yaml", "tasks": units, "lease": {"owner": "o", "who": "w"}}
+    rows = task_rows(plan)
+    assert [json.loads(r) for r in rows] == units
+
+
+def test_dev_server_command_binds_to_loopback():
+    cmd = server_command(15099, "local[2]")
+    assert cmd[cmd.index("--class") + 1] == CONNECT_CLASS and cmd[cmd.index("--master") + 1] == "local[2]"
+    confs = dict(cmd[i + 1].split("=", 1) for i, a in enumerate(cmd) if a == "--conf")
+    assert confs["spark.connect.grpc.binding.address"] == "127.0.0.1"
+    assert confs["spark.connect.grpc.binding.port"] == "15099"
+    assert confs["spark.driver.bindAddress"] == "127.0.0.1" and confs["spark.ui.enabled"] == "false"
+    assert cmd[-1] == "spark-internal"
