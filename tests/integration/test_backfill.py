@@ -245,3 +245,31 @@ def test_bad_when_and_regex_are_one_clear_error(tmp_path, source, target, unique
         rc, out, err = cli(cfg, "backfill", "--flow", "K->B", *args, "--dry-run")
         assert rc == 2 and out == "", (args, out)
         assert err.startswith(f"mirrorflow: error: {msg}") and err.count("\n") == 1, (args, err)
+
+
+def test_backfill_draws_a_bar_on_a_terminal_and_is_quiet_through_a_pipe(tmp_path, source, target, unique):
+    import re
+    import subprocess
+
+    from tests.integration.test_cli_progress import CLI, _on_a_terminal
+
+    pfx = unique("bfbar")
+    t, remote = f"{pfx}.feed", f"K.{pfx}.feed"
+    create_topic(source, t, 2)
+    create_topic(target, remote, 2)
+    produce(source, t, records(60, 2))
+    cfg, flow = backfill_flow(tmp_path, source, target, pfx)
+    run_once(cfg, flow, mode="direct")
+    base = [*CLI, "--config", str(cfg.path), "backfill", "--flow", "K->B", "--mode", "direct"]
+    piped = subprocess.run(
+        [*base, "--from", "earliest", "--to", "offset:10"], capture_output=True, text=True, timeout=300
+    )
+    assert piped.returncode == 0, piped.stderr
+    assert "\x1b[" not in piped.stdout + piped.stderr and "rec/s" not in piped.stderr
+    assert "copied 20 records" in piped.stdout
+    code, drawn = _on_a_terminal([*base, "--from", "earliest", "--to", "offset:30"])
+    assert code == 0, drawn
+    plain = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", drawn)
+    assert re.search(r"K->B records .*40/40 .*100%", plain), plain
+    assert "copied 40 records" in plain
+    assert len(consume_all(target, remote)) == 60

@@ -4,7 +4,6 @@ copy a historical source range the flow has not copied yet (see replication/back
 from __future__ import annotations
 
 import argparse
-import sys
 
 from mirrorflow.cli.registry import command, load_config, print_json
 from mirrorflow.replication.backfill import WHEN_HELP
@@ -19,12 +18,17 @@ def _args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.add_argument(
         "--mode",
-        choices=["submit", "inprocess", "direct"],
-        default="submit",
-        help="submit: spark-submit (default); inprocess: a SparkSession in this process; "
-        "direct: no Spark, units in threads (debugging)",
+        choices=["submit", "inprocess", "connect", "direct"],
+        default=None,
+        help="as for replicate: submit: spark-submit (the default without spark.remote); inprocess: a "
+        "SparkSession in this process; connect: the Spark Connect server of spark.remote (the default "
+        "with it); direct: no Spark, units in threads (debugging)",
     )
-    p.add_argument("--master", help="Spark master (default: spark.master of the config, else local[*])")
+    p.add_argument(
+        "--master",
+        help="Spark master (default: spark.master of the config, else local[*]); sc://HOST:PORT = a Spark "
+        "Connect server (connect mode)",
+    )
 
 
 @command(
@@ -33,6 +37,7 @@ def _args(p: argparse.ArgumentParser) -> None:
     _args,
 )
 def _backfill(args: argparse.Namespace) -> int:
+    from mirrorflow.cli.progress import records_bar
     from mirrorflow.replication.backfill import When, backfill, topic_pattern
 
     When.parse(args.start, "--from")  # bad values: one clear error before the config is read
@@ -40,8 +45,12 @@ def _backfill(args: argparse.Namespace) -> int:
     topic_pattern(args.topics)
     cfg = load_config(args)
     flow = cfg.flow(args.flow)
-    log = (lambda s: print(s, file=sys.stderr)) if not args.json else (lambda s: None)
-    rep = backfill(cfg, flow, args.start, args.end, args.topics, args.dry_run, args.mode, args.master, log)
+    mode = args.mode or ("connect" if cfg.spark.remote or (args.master or "").startswith("sc://") else "submit")
+    # a bar of the planned records (rate, ETA) on a terminal; quiet with --json or without a TTY
+    with records_bar(args, cfg, flow) as (log, on_plan):
+        rep = backfill(
+            cfg, flow, args.start, args.end, args.topics, args.dry_run, mode, args.master, log, on_plan=on_plan
+        )
     if args.json:
         print_json(rep.to_dict())
     else:

@@ -36,7 +36,8 @@ from confluent_kafka.admin import OffsetSpec
 
 from mirrorflow.clients import FlowClients
 from mirrorflow.config import Config, FlowConfig
-from mirrorflow.errors import ConfigError, MirrorflowError
+from mirrorflow.errors import ConfigError
+from mirrorflow.replication import runner
 from mirrorflow.replication.planner import (
     PartitionInput,
     Plan,
@@ -48,8 +49,7 @@ from mirrorflow.replication.planner import (
     stopped_message,
 )
 from mirrorflow.replication.report import RunReport
-from mirrorflow.replication.runner import cleanup, copy_direct, report_run, run_dir, take_lease
-from mirrorflow.replication.spark import copy_in_process_spark, copy_with_spark_submit
+from mirrorflow.replication.runner import run_dir, take_lease
 from mirrorflow.state.flow_state import flow_state
 from mirrorflow.state.lease import local_owner
 from mirrorflow.state.offset_map import subtract_ranges
@@ -428,6 +428,7 @@ def backfill(
     master: str | None = None,
     log: Callable[[str], None] = lambda s: None,
     directory: Path | None = None,
+    on_plan: Callable[[Plan], None] | None = None,
 ) -> BackfillReport:
     """Plan and (unless `dry_run`) copy [start, end) of every partition of the flow minus its ledger.
     Bad WHEN values or regex: one ConfigError before any cluster is asked."""
@@ -447,6 +448,8 @@ def backfill(
         try:
             plan, report.partitions = plan_backfill(clients, lo, hi, topics)
             plan.lease = {"owner": lease.owner, "who": lease.who}
+            if on_plan is not None:  # e.g. the CLI's progress bar
+                on_plan(plan)
             report.run, results = copy_plan(clients, plan, mode, master, log, directory)
         finally:
             lease.release()
@@ -462,8 +465,8 @@ def copy_plan(
     log: Callable[[str], None],
     directory: Path | None = None,
 ) -> tuple[RunReport, list[dict[str, Any]]]:
-    """Copy a plan's units exactly as a replicate run does (spark-submit, in-process Spark or
-    threads); the run's report and the units' results (for `apply_results`)."""
+    """Copy a plan's units exactly as a replicate run does (`runner.copy_plan`: spark-submit,
+    in-process Spark, Spark Connect or threads); the run's report and the units' results."""
     cfg, flow = clients.cfg, clients.flow
     started = time.time()
     keep = directory is not None or bool(os.environ.get("MIRRORFLOW_RUN_DIR"))
@@ -476,19 +479,9 @@ def copy_plan(
         f"backfill: {len(plan.units)} units in {len(plan.tasks)} tasks ({sum(u.records for u in plan.units):,} offsets)"
     )
     t0 = time.time()
-    results: list[dict[str, Any]]
-    if not plan.units:
-        results = []
-    elif mode == "submit":
-        results = copy_with_spark_submit(cfg, plan_path, directory / "results.json", master, log)
-    elif mode == "inprocess":
-        results = copy_in_process_spark(cfg, pd, master)
-    elif mode == "direct":
-        results = copy_direct(cfg, flow, pd)
-    else:
-        raise MirrorflowError(f"unknown copy mode {mode!r} (submit, inprocess or direct)")
+    results = runner.copy_plan(cfg, flow, mode, master, pd, plan_path, log) if plan.units else []
     spark_s = time.time() - t0 if plan.units else 0.0
-    rep = report_run(clients, pd, results, started, spark_s)
+    rep = runner.report_run(clients, pd, results, started, spark_s)
     if rep.ok and not keep:
-        cleanup(directory)
+        runner.cleanup(directory)
     return rep, results
