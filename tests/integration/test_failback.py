@@ -49,6 +49,8 @@ def test_identity_story(tmp_path, primary, target, kafka_pool, unique):
     fwd, rev = cfg.flow("FA->FB"), cfg.flow("FB->FA")
     # the standby reverse flow does nothing before the failback
     assert "is stopped" in (run_once(cfg, rev, mode="direct").skipped or "")
+    assert "FB->FA: enabled, stopped (in the config (standby: true)): standby: the failback path of FA->FB, " \
+        "started by `mirrorflow failback --flow FA->FB`" in cli(cfg, "flow", "list").stdout
     proc = cli(cfg, "failback", "--flow", "FA->FB", "--yes", check=False)
     assert proc.returncode == 1 and "flow FA->FB was never failed over" in proc.stderr
 

@@ -42,7 +42,7 @@ class FlowState:
     reason: str = ""
     by: str = ""
     at: int = 0  # ms
-    declared_in: str = "target"  # target (set by `mirrorflow flow ...`) | config (the `state` property)
+    declared_in: str = "target"  # target (set by `mirrorflow flow ...`) | config (the `state` property) | standby
 
     def allows(self, step: str) -> bool:
         return step in ALLOWED[self.state]
@@ -50,7 +50,9 @@ class FlowState:
     def describe(self) -> str:
         if self.state == "running":
             return "running"
-        where = "in the config (state property)" if self.declared_in == "config" else "on the target"
+        where = {"config": "in the config (state property)", "standby": "in the config (standby: true)"}.get(
+            self.declared_in, "on the target"
+        )
         since = (
             f" since {datetime.fromtimestamp(self.at / 1000, tz=UTC).isoformat(timespec='seconds')}" if self.at else ""
         )
@@ -135,7 +137,7 @@ def flow_state(clients: FlowClients) -> FlowState:
     if clients.flow.props.get("standby") and not stored.at:  # never started by a failback
         reverse = f"{clients.flow.target}->{clients.flow.source}"
         why = f"standby: the failback path of {reverse}, started by `mirrorflow failback --flow {reverse}`"
-        return FlowState("stopped", why, declared_in="config")
+        return FlowState("stopped", why, declared_in="standby")
     declared = str(clients.flow.props.get("state", "running"))
     if STATES.index(declared) > STATES.index(stored.state):
         return FlowState(declared, "declared in the config", declared_in="config")
