@@ -378,6 +378,7 @@ def main() -> int:
         startup = time.monotonic() - t_start
         time.sleep(3)  # the warm-up records of every partition are through
         at_start = rss.now()
+        load_t0 = time.monotonic()
         at_end: list[float] = []
         cont = run_load(a, b, "A.bench.latency", args, during=lambda: at_end.extend(rss.now()))
         proc.send_signal(signal.SIGTERM)
@@ -410,6 +411,10 @@ def main() -> int:
             f"load end {at_end[0]:.0f} / {at_end[1]:.0f} / {at_end[2]:.0f}, "
             f"peak {pk[0]:.0f} / {pk[1]:.0f} / {pk[2]:.0f}"
         )
+        during = [s for s in rss.samples if load_t0 <= s[0] <= load_t0 + cont["took"]]
+        if during:  # does the copy workers' memory level off or keep growing?
+            tenths = [during[min(len(during) - 1, i * len(during) // 10)][3] for i in range(10)] + [during[-1][3]]
+            print("  Python copy workers' RSS MiB at each tenth of the load: " + " ".join(f"{x:.0f}" for x in tenths))
         ok50, ok99 = res["p50"] <= 500, res["p99"] <= 2000
         print(
             f"  goal p50 <= 500 ms: {'met' if ok50 else 'missed'} ({res['p50']} ms); "

@@ -35,6 +35,7 @@ from mirrorflow.replication.faults import NO_FAULTS, Faults
 from mirrorflow.replication.planner import Unit, stopped_message
 from mirrorflow.replication.reader import (
     CONSUMER_DEFAULTS,
+    FOLLOW_CONSUMER_DEFAULTS,
     OPEN_END,
     Batch,
     BatchLimits,
@@ -349,7 +350,8 @@ def copy_units(
 
     def lane() -> None:
         store = StateStore(clients)
-        consumer = clients.consumer("source", CONSUMER_DEFAULTS, consumer_required(clients.flow))
+        defaults = CONSUMER_DEFAULTS if follow is None else FOLLOW_CONSUMER_DEFAULTS
+        consumer = clients.consumer("source", defaults, consumer_required(clients.flow))
         try:
             while True:
                 try:

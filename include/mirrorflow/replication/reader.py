@@ -54,6 +54,14 @@ CONSUMER_DEFAULTS: dict[str, Any] = {
     "fetch.wait.max.ms": 10,
     "fetch.min.bytes": 1,
 }
+# A followed partition (continuous runs) reads what arrived since its last poll: its consumer's
+# prefetch stays small (seconds of data), so a task's memory does not grow with a backlog
+FOLLOW_CONSUMER_DEFAULTS: dict[str, Any] = {
+    **CONSUMER_DEFAULTS,
+    "fetch.max.bytes": 8_388_608,
+    "max.partition.fetch.bytes": 4_194_304,
+    "queued.max.messages.kbytes": 8192,
+}
 FETCH_RECORDS = 10_000  # records per consume() call
 POLL_TIMEOUT_S = 0.05  # markers take offsets without a message: then the position tells
 TRANSACTION_TIMEOUT_MS = 30_000  # the producer's transaction.timeout.ms unless the flow overrides it
