@@ -1,0 +1,70 @@
+"""Continuous runs without brokers: a followed range (end OPEN_END) opens a batch only with a record,
+commits what is there at an idle poll or after batch_s, ends with what it read when told to stop;
+the stop watch's deadline and stop file."""
+
+from __future__ import annotations
+
+import time
+from types import SimpleNamespace
+
+from mirrorflow.replication.follow import FollowSpec, StopWatch
+from mirrorflow.replication.reader import OPEN_END, Follow, RangeReader
+from tests.unit.test_copier import NO_LIMITS, FakeConsumer, msg, read
+
+LOG = [msg(o) for o in (0, 1, 2, 3, 4, 10, 11, 12)]  # 5..9: markers / aborted records
+
+
+def reader(consumer: FakeConsumer, stop, batch_s: float = 60.0) -> RangeReader:
+    return RangeReader(consumer, "t", 0, NO_LIMITS, follow=Follow(stop, batch_s))
+
+
+def test_a_followed_range_commits_what_is_there_at_an_idle_poll_and_ends_when_told():
+    c = FakeConsumer(LOG, per_poll=3)
+    r = reader(c, lambda: c.i >= len(LOG) and c.polls >= 6)
+    # one batch: everything up to the first idle poll; then no batch while idle, until the stop
+    assert read(r, 0, OPEN_END) == [(0, 13, [0, 1, 2, 3, 4, 10, 11, 12], "time")]
+
+
+def test_a_stop_while_records_flow_ends_the_batch_after_what_was_read():
+    c = FakeConsumer(LOG, per_poll=3)
+    r = reader(c, lambda: c.i >= 5)
+    # the batch ends at the last record read (never at OPEN_END): the next run continues at 11
+    assert read(r, 0, OPEN_END) == [(0, 11, [0, 1, 2, 3, 4, 10], "stop")]
+
+
+def test_an_idle_partition_opens_no_batch():
+    c = FakeConsumer([], end=0)
+    r = reader(c, lambda: c.polls >= 3)
+    assert read(r, 7, OPEN_END) == []
+
+
+def test_batches_commit_at_least_every_batch_s():
+    c = FakeConsumer(LOG[:3], per_poll=3)
+    r = reader(c, lambda: c.i >= 3 and c.polls >= 3, batch_s=0.0)
+    assert read(r, 0, OPEN_END) == [(0, 1, [0], "time"), (1, 2, [1], "time"), (2, 3, [2], "time")]
+
+
+def test_a_bounded_range_is_read_as_before_when_following():
+    c = FakeConsumer(LOG, per_poll=3)
+    r = reader(c, lambda: True)  # the stop applies only to followed (open) ranges
+    assert read(r, 0, 5) == [(0, 5, [0, 1, 2, 3, 4], "range")]
+
+
+def test_stop_watch_deadline_and_stop_file(tmp_path):
+    clients = SimpleNamespace(flow=SimpleNamespace(name="C->B"), admin_timeout=5)
+    past = StopWatch(clients, FollowSpec(time.time() - 1, 200, 3600.0))
+    assert past()
+    stop_file = tmp_path / "stop"
+    spec = FollowSpec(time.time() + 3600, 200, 3600.0, str(stop_file))
+    assert FollowSpec.from_dict(spec.to_dict()) == spec
+    watch = StopWatch(clients, spec).start()
+    try:
+        assert not watch()
+        stop_file.touch()
+        for _ in range(100):
+            if watch():
+                break
+            time.sleep(0.05)
+        assert watch() and watch.reason == "flow C->B: stop requested (stop in the run directory)"
+    finally:
+        watch.close()
