@@ -184,7 +184,9 @@ def report_task(
         metric("gauge", "replicate.partition_lag", p.lag, {**tags, "topic": p.topic, "partition": str(p.partition)})
     written = sorted({p.target_topic for p in rep.partitions if p.records})
     if outlet_events is not None:
-        bootstrap = cfg.cluster(flow.target).bootstrap_servers
+        target = cfg.cluster(flow.target)
+        # a cluster with airflow.conn.id has its servers in the connection (its secrets stay unread here)
+        bootstrap = target.bootstrap_servers or target.client_config().get("bootstrap.servers", "")
         for topic in written:
             outlet_events[AssetAlias(alias_name(flow))].add(
                 Asset(asset_uri(bootstrap, topic)), extra={"flow": flow.name}
@@ -244,6 +246,12 @@ def connect_copy_task(flow_name: str, paths: dict[str, Any], config_path: str | 
     log.info("%s: %d unit results from the Spark Connect server %s", flow_name, len(results), cfg.spark.remote)
 
 
+def flow_conn_ids(cfg: Config, flow: FlowConfig) -> list[str]:
+    """The Airflow connections (`airflow.conn.id`) of the flow's two clusters."""
+    ids = (cfg.cluster(alias).airflow_conn_id for alias in (flow.source, flow.target))
+    return sorted({i for i in ids if i})
+
+
 def build_replicate_dag(cfg: Config, flow: FlowConfig) -> DAG:
     from mirrorflow_airflow.dag_builders.backfill import airflow_backfill_interval
 
@@ -290,6 +298,7 @@ def build_replicate_dag(cfg: Config, flow: FlowConfig) -> DAG:
                 ],
                 spark_conn_id=SPARK_CONN_ID,
                 plan_task_id="plan",
+                kafka_conn_ids=flow_conn_ids(cfg, flow),
                 conf=spark_conf(cfg),
                 env_vars=env,
                 name=f"mirrorflow-copy-{flow.id}",

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -17,12 +19,27 @@ SPARK_CONN_ID = "spark_default"
 class MirrorflowSparkSubmitOperator(SparkSubmitOperator):
     """SparkSubmitOperator that refuses to run without its connection (the provider would silently
     submit to yarn), skips when the plan of task `plan_task_id` has no units, and ships
-    include/mirrorflow as --py-files to non-local masters."""
+    include/mirrorflow as --py-files to non-local masters.
 
-    def __init__(self, *, spark_conn_id: str = SPARK_CONN_ID, plan_task_id: str = "plan", **kwargs: Any) -> None:
+    `kafka_conn_ids`: the Airflow connections the flow's clusters name (`airflow.conn.id`). With a
+    local master the executors are children of spark-submit: each connection the worker's own
+    environment lacks is handed to them as an `AIRFLOW_CONN_<ID>` variable of spark-submit's
+    environment, set at execute time (after templates are rendered, so it is never stored as a
+    rendered field), never on the command line or in a file. Executors on a Spark cluster resolve
+    connections through the secrets backend configured on the Spark workers."""
+
+    def __init__(
+        self,
+        *,
+        spark_conn_id: str = SPARK_CONN_ID,
+        plan_task_id: str = "plan",
+        kafka_conn_ids: Sequence[str] = (),
+        **kwargs: Any,
+    ) -> None:
         super().__init__(conn_id=spark_conn_id, **kwargs)
         self.spark_conn_id = spark_conn_id
         self.plan_task_id = plan_task_id
+        self.kafka_conn_ids = list(kafka_conn_ids)
 
     def execute(self, context: Any) -> None:
         try:
@@ -38,4 +55,17 @@ class MirrorflowSparkSubmitOperator(SparkSubmitOperator):
             raise AirflowSkipException("nothing to copy")
         if not is_local_master(conn.host or ""):
             self.py_files = str(build_pyfiles_zip(Path(plan["dir"])))
+        else:
+            self.env_vars = {**(self.env_vars or {}), **kafka_connections_env(self.kafka_conn_ids)}
         super().execute(context)
+
+
+def kafka_connections_env(conn_ids: Sequence[str]) -> dict[str, str]:
+    """`AIRFLOW_CONN_<ID>` (Airflow's JSON form) for each connection this process's environment
+    does not define already: how local Spark executors resolve `airflow.conn.id`."""
+    env: dict[str, str] = {}
+    for conn_id in conn_ids:
+        var = f"AIRFLOW_CONN_{conn_id.upper()}"
+        if var not in os.environ:
+            env[var] = BaseHook.get_connection(conn_id).as_json()
+    return env
