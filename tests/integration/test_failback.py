@@ -177,3 +177,9 @@ def test_failback_bad_input(tmp_path, source, target, unique):
     assert proc.returncode == 2 and (
         "flows.HB->HA: failback of HA->HB starts the reverse flow HB->HA, which is not in the config: add it "
         "with the same topics, groups and replication.policy.class as HA->HB and `standby: true`") in proc.stderr
+    cfg = write_config(tmp_path / "mf.yaml", {"HA": source, "HB": target}, {
+        "HA->HB": {"topics": f"{pfx}\\..*"},
+        "HB->HA": {"topics": f"{pfx}\\..*", "replication.policy.class": "IdentityReplicationPolicy", "standby": True}})
+    proc = cli(cfg, "failback", "--flow", "HA->HB", "--yes", check=False)
+    assert proc.returncode == 2 and "flows.HB->HA.replication.policy.class: the reverse flow must use the same " \
+        "replication policy as HA->HB" in proc.stderr, proc.stderr

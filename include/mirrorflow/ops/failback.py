@@ -171,7 +171,17 @@ def failback(
     """Preflight (divergence, seeds), confirm, start the reverse flow (module docstring). Raises a
     MirrorflowError for bad input (no failover yet, flow not stopped, source unreachable)."""
     rev = reverse_flow(cfg, flow)
-    identity = _is_identity(flow) and _is_identity(rev)
+    if _is_identity(flow) != _is_identity(rev):
+        raise ConfigError(
+            [
+                (
+                    f"flows.{rev.name}.replication.policy.class",
+                    f"the reverse flow must use the same replication policy as {flow.name} (identity on one side "
+                    "only would copy what the target got from the source back to it, under another name)",
+                )
+            ]
+        )
+    identity = _is_identity(flow)
     report = FailbackReport(flow.name, rev.name, identity, dry_run)
     with FlowClients(cfg, flow) as fc, FlowClients(cfg, rev) as rc:
         record = read_control(fc, "failover")
