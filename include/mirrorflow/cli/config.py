@@ -1,4 +1,5 @@
-"""`mirrorflow config validate|import`: check a config file, or convert an MM2 / Strimzi one."""
+"""`mirrorflow config validate|import|compat`: check a config file, convert an MM2 / Strimzi one, or print
+the MM2 compatibility table."""
 
 from __future__ import annotations
 
@@ -14,6 +15,11 @@ def _config_args(p: argparse.ArgumentParser) -> None:
     imp = sub.add_parser("import", help="convert an mm2.properties or a Strimzi KafkaMirrorMaker2 resource")
     imp.add_argument("file")
     imp.add_argument("-o", "--output", help="write the YAML here instead of printing it")
+    compat = sub.add_parser(
+        "compat", help="print the MM2/Strimzi compatibility table (docs/mm2-compatibility.md) as Markdown"
+    )
+    compat.add_argument("--markdown", action="store_true", help="Markdown (the only format; the default)")
+    compat.add_argument("-o", "--output", help="write it here instead of printing it")
 
 
 @command("config", "validate or import configuration", _config_args)
@@ -24,9 +30,14 @@ def _config(args: argparse.Namespace) -> int:
             f"{cfg.path}: OK ({len(cfg.clusters)} clusters, {len(cfg.flows)} flows: {', '.join(cfg.flows) or 'none'})"
         )
         return 0
-    from mirrorflow.config import mm2_import
+    if args.config_cmd == "compat":  # needs no config file
+        from mirrorflow.config import compat
 
-    text = mm2_import.import_file(args.file)
+        text = compat.markdown()
+    else:
+        from mirrorflow.config import mm2_import
+
+        text = mm2_import.import_file(args.file)
     if args.output:
         with open(args.output, "w") as f:
             f.write(text)

@@ -37,6 +37,13 @@ IGNORED: dict[str, str] = {
     "value.converter": "records are copied as bytes",
     "header.converter": "records are copied as bytes",
     "dedicated.mode.enable.internal.rest": "no Connect REST server here",
+    "group.id": "a Kafka Connect worker setting (the workers' group); mirrorflow's readers name their own groups",
+    "plugin.discovery": "a Kafka Connect worker setting: there are no plugins to discover",
+    "listeners": "a Kafka Connect worker setting: no Connect REST server here",
+    "name": "a connector's name: a flow is named SOURCE->TARGET",
+    "connector.class": "a connector's class: a flow runs all three MM2 concerns (copy, checkpoints, heartbeats)",
+    "source.cluster.alias": "a connector's source alias: the flow's name SOURCE->TARGET says it",
+    "target.cluster.alias": "a connector's target alias: the flow's name SOURCE->TARGET says it",
     "offset.flush.interval.ms": "a Kafka Connect worker setting: progress is committed with each transaction "
     "(its value becomes transaction.boundary.interval.ms when transaction.boundary=interval sets none)",
 }
@@ -472,6 +479,74 @@ def from_strimzi(resource: dict[str, Any], source: str = "KafkaMirrorMaker2") ->
             )
         imp.flows[f"{src}->{tgt}"] = body
     return imp
+
+
+# What `config import` does with each KafkaMirrorMaker2 field (docs/mm2-compatibility.md is generated
+# from this): (verdict, what mirrorflow does). Fields marked "different" are left out with a note.
+STRIMZI_FIELDS: dict[str, tuple[str, str]] = {
+    "spec.clusters[].alias": ("same", "the cluster's alias under `clusters`"),
+    "spec.clusters[].bootstrapServers": ("mapped", "clusters.<alias>.bootstrap.servers"),
+    "spec.clusters[].tls.trustedCertificates": (
+        "mapped",
+        "security.protocol SSL/SASL_SSL and ssl.ca.location (mount the Secret's certificate at the noted path)",
+    ),
+    "spec.clusters[].authentication": (
+        "mapped",
+        "tls: ssl.certificate.location + ssl.key.location; scram-sha-256/512, plain: sasl.mechanism, "
+        "sasl.username and sasl.password as ${env:...} (the Secret's value is never copied); "
+        "oauth: sasl.mechanism OAUTHBEARER, the token settings left to you",
+    ),
+    "spec.clusters[].config": (
+        "mapped",
+        "librdkafka client settings of the cluster; Kafka Connect worker settings (group.id, *.storage.*) "
+        "are left out with a note",
+    ),
+    "spec.connectCluster": ("different", "no Kafka Connect cluster: state lives on each flow's target"),
+    "spec.replicas": ("different", "no Connect workers: Airflow schedules the runs, Spark runs the copy"),
+    "spec.version": ("different", "mirrorflow's own release; any Kafka with transactions (0.11+) works"),
+    "spec.mirrors[].sourceCluster": ("mapped", "the flow SOURCE->TARGET"),
+    "spec.mirrors[].targetCluster": ("mapped", "the flow SOURCE->TARGET"),
+    "spec.mirrors[].topicsPattern": ("mapped", "topics"),
+    "spec.mirrors[].groupsPattern": ("mapped", "groups"),
+    "spec.mirrors[].topicsExcludePattern": ("mapped", "topics.exclude"),
+    "spec.mirrors[].groupsExcludePattern": ("mapped", "groups.exclude"),
+    "spec.mirrors[].sourceConnector.config": ("mapped", "the flow's properties (as in an mm2.properties)"),
+    "spec.mirrors[].checkpointConnector.config": ("mapped", "the flow's properties (as in an mm2.properties)"),
+    "spec.mirrors[].heartbeatConnector.config": ("mapped", "the flow's properties (as in an mm2.properties)"),
+    "spec.mirrors[].sourceConnector.tasksMax": ("mapped", "tasks.max (copy units per wave)"),
+    "spec.mirrors[].checkpointConnector.tasksMax": (
+        "different",
+        "one checkpoint pass per flow per DAG run; tasks.max bounds the copy only",
+    ),
+    "spec.mirrors[].*Connector.state": (
+        "mapped",
+        "sourceConnector: the flow's `state` (running/paused/stopped); checkpoint/heartbeat connector: "
+        "noted (they stop only with the whole flow)",
+    ),
+    "spec.mirrors[].*Connector.pause": ("mapped", "deprecated: `pause: true` is the state paused"),
+    "spec.mirrors[].*Connector.autoRestart*": (
+        "different",
+        "autoRestart (enabled, maxRestarts): Airflow retries failed tasks (retries in the DAGs) and the next "
+        "scheduled run continues; there is no restart count",
+    ),
+    "spec.resources": ("different", "Airflow worker and Spark executor resources (spark.conf) instead"),
+    "spec.logging": ("different", "Airflow task logs and Python logging"),
+    "spec.readinessProbe": ("different", "no long-running server: `mirrorflow status` and the DAG states"),
+    "spec.livenessProbe": ("different", "no long-running server: `mirrorflow status` and the DAG states"),
+    "spec.jvmOptions": ("different", "no JVM of mirrorflow's own (Spark's: spark.conf)"),
+    "spec.image": ("different", "mirrorflow is a Python package in the Airflow image"),
+    "spec.rack": ("different", "librdkafka's client.rack in clusters.<alias> (fetch from the closest replica)"),
+    "spec.template": ("different", "Kubernetes pod templates belong to the Airflow deployment"),
+    "spec.tracing": ("different", "Airflow's OpenTelemetry integration"),
+    "metadata.annotations[strimzi.io/restart-connector]": (
+        "different",
+        "nothing to restart: trigger the DAG, or `mirrorflow replicate --once`",
+    ),
+    "metadata.annotations[strimzi.io/restart-connector-task]": (
+        "different",
+        "nothing to restart: a failed copy unit is retried by the next run from its committed progress",
+    ),
+}
 
 
 STRENGTH = ("running", "paused", "stopped")

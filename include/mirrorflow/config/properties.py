@@ -265,6 +265,42 @@ FLOW_PROPERTIES: dict[str, Prop] = {
 }
 
 
+# MM2 properties mirrorflow accepts but treats differently from MM2 (another default, a mapped meaning,
+# a value refused): (verdict, why). Every other MM2 property of FLOW_PROPERTIES does the same as in MM2.
+# docs/mm2-compatibility.md is generated from these tables (config.compat).
+MM2_DIFFERENCES: dict[str, tuple[str, str]] = {
+    "replication.factor": ("different", "default -1 (the target broker's default.replication.factor, KIP-464); MM2: 2"),
+    "checkpoints.topic.replication.factor": ("different", "default -1 (the target broker's default); MM2: 3"),
+    "heartbeats.topic.replication.factor": ("different", "default -1 (the target broker's default); MM2: 3"),
+    "tasks.max": ("different", "default 4 (MM2: 1): at most this many copy units run at once (Spark tasks)"),
+    "refresh.groups.enabled": ("different", "false is refused: there is no task start that would list the groups once"),
+    "refresh.topics.enabled": (
+        "different",
+        "false: scheduled sync runs leave topics alone, a manual trigger still creates them (MM2 lists them once "
+        "at start)",
+    ),
+    "replication.policy.class": (
+        "mapped",
+        "DefaultReplicationPolicy and IdentityReplicationPolicy (full MM2/Strimzi class names or short names); "
+        "custom classes are refused",
+    ),
+    "transaction.boundary": (
+        "mapped",
+        "poll: one transaction per copy batch; interval: also a time bound on a batch's transaction; connector: "
+        "refused (MirrorSourceConnector defines no boundaries)",
+    ),
+    "transaction.boundary.interval.ms": (
+        "mapped",
+        "with transaction.boundary=interval: how long a batch's transaction stays open at most (never more than "
+        "half of transaction.timeout.ms); an error with another boundary",
+    ),
+    "emit.heartbeats.interval.seconds": (
+        "same",
+        "heartbeats are emitted at this interval during each tick of the flow's checkpoint DAG",
+    ),
+}
+
+
 # MM2 properties that mirrorflow refuses, with why and what to use instead: a flow that sets one
 # fails validation with this reason (never accepted and then ignored); `config import` leaves them
 # out with the same reason.

@@ -1,0 +1,194 @@
+"""docs/mm2-compatibility.md (issue 14, item 7): generated from the code's property tables, never
+stale, and with a row for every MM2, Kafka Connect and Strimzi KafkaMirrorMaker2 property of the
+source documents (/work/shared/source-docs, listed below with where each comes from)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from mirrorflow.config import compat
+
+ROOT = Path(__file__).resolve().parents[2]
+DOC = ROOT / "docs" / "mm2-compatibility.md"
+SOURCE_DOCS = ROOT.parent / "shared" / "source-docs"
+
+# 000 (MM2 components and DR) and 001 / 004 (an MM2 guide; how MM2 is invoked) name no property.
+# 002: Red Hat's "Setting up MirrorMaker for disaster recovery"; 003: Strimzi's KafkaMirrorMaker2 reference.
+SOURCE_PROPERTIES: list[tuple[str, str]] = [
+    # 002 §5.1, Kafka Connect worker settings, and the worker example of §5.6
+    ("group.id", "002 §5.1"),
+    ("plugin.discovery", "002 §5.1"),
+    ("key.converter", "002 §5.1"),
+    ("value.converter", "002 §5.1"),
+    ("config.storage.topic", "002 §5.1"),
+    ("offset.storage.topic", "002 §5.1"),
+    ("status.storage.topic", "002 §5.1"),
+    ("listeners", "002 §5.1"),
+    ("bootstrap.servers", "002 §5.1"),
+    ("security.protocol", "002 §5.1"),
+    ("sasl.mechanism", "002 §5.1"),
+    ("config.storage.replication.factor", "002 §5.6 worker example"),
+    ("offset.storage.replication.factor", "002 §5.6 worker example"),
+    ("status.storage.replication.factor", "002 §5.6 worker example"),
+    # 002 §5.2, settings of both connectors
+    ("name", "002 §5.2"),
+    ("tasks.max", "002 §5.2"),
+    ("source.cluster.alias", "002 §5.2"),
+    ("target.cluster.alias", "002 §5.2"),
+    ("offset-syncs.topic.location", "002 §5.2"),
+    ("replication.policy.class", "002 §5.2"),
+    ("source.cluster.bootstrap.servers", "002 §5.2"),
+    ("source.cluster.security.protocol", "002 §5.2"),
+    ("source.cluster.sasl.mechanism", "002 §5.2"),
+    ("target.cluster.bootstrap.servers", "002 §5.2"),
+    ("target.cluster.security.protocol", "002 §5.2"),
+    ("target.cluster.sasl.mechanism", "002 §5.2"),
+    ("connector.class", "002 §5.6 connector examples"),
+    # 002 §5.3, MirrorSourceConnector
+    ("heartbeats.replication.enabled", "002 §5.3"),
+    ("replication.factor", "002 §5.3"),
+    ("offset-syncs.topic.replication.factor", "002 §5.3"),
+    ("topics", "002 §5.3"),
+    ("topics.exclude", "002 §5.3"),
+    ("sync.topic.acls.enabled", "002 §5.3"),
+    ("offset.lag.max", "002 §5.3"),
+    ("producer.override.<configuration name>", "002 §5.3"),
+    ("batch.size", "002 §5.3"),
+    ("compression.type", "002 §5.3"),
+    # 002 §5.4, MirrorCheckpointConnector
+    ("checkpoints.topic.replication.factor", "002 §5.4"),
+    ("sync.group.offsets.enabled", "002 §5.4"),
+    ("groups", "002 §5.4"),
+    ("groups.exclude", "002 §5.4"),
+    # 002 §5.5, exactly-once
+    ("exactly.once.source.support", "002 §5.5"),
+    ("consumer.isolation.level", "002 §5.5"),
+    ("transaction.boundary", "002 §5.5"),
+    ("transaction.boundary.interval.ms", "002 §5.5"),
+    ("offset.flush.interval.ms", "002 §5.5"),
+    # 003 table 9.3, MirrorMaker 2 connector configuration properties
+    ("admin.timeout.ms", "003 table 9.3"),
+    ("replication.policy.separator", "003 table 9.3"),
+    ("consumer.poll.timeout.ms", "003 table 9.3"),
+    ("topic.filter.class", "003 table 9.3"),
+    ("config.property.filter.class", "003 table 9.3"),
+    ("config.properties.exclude", "003 table 9.3"),
+    ("refresh.topics.enabled", "003 table 9.3"),
+    ("refresh.topics.interval.seconds", "003 table 9.3"),
+    ("sync.topic.acls.interval.seconds", "003 table 9.3"),
+    ("sync.topic.configs.enabled", "003 table 9.3"),
+    ("sync.topic.configs.interval.seconds", "003 table 9.3"),
+    ("emit.checkpoints.enabled", "003 table 9.3"),
+    ("emit.checkpoints.interval.seconds", "003 table 9.3"),
+    ("group.filter.class", "003 table 9.3"),
+    ("refresh.groups.enabled", "003 table 9.3"),
+    ("refresh.groups.interval.seconds", "003 table 9.3"),
+    ("sync.group.offsets.interval.seconds", "003 table 9.3"),
+    ("emit.heartbeats.enabled", "003 table 9.3"),
+    ("emit.heartbeats.interval.seconds", "003 table 9.3"),
+    ("heartbeats.topic.replication.factor", "003 table 9.3"),
+    # 003 §9.9.3, producer and consumer overrides of the connectors (and the example after them)
+    ("producer.override.request.timeout.ms", "003 §9.9.3 overrides example"),
+    ("producer.override.linger.ms", "003 §9.9.3 overrides example"),
+    ("producer.request.timeout.ms", "003 §9.9.3 overrides example"),
+    ("consumer.fetch.max.bytes", "003 §9.9.3 overrides example"),
+    ("consumer.max.poll.interval.ms", "003 §9.9.3 overrides example"),
+    # 003, the KafkaMirrorMaker2 resource (example configuration and its callouts 1-43)
+    ("spec.replicas", "003 example, callout 1"),
+    ("spec.connectCluster", "003 example, callout 2"),
+    ("spec.clusters[].alias", "003 example, callouts 4, 8"),
+    ("spec.clusters[].authentication", "003 example, callouts 5, 9"),
+    ("spec.clusters[].bootstrapServers", "003 example, callouts 6, 10"),
+    ("spec.clusters[].tls.trustedCertificates", "003 example, callouts 7, 12"),
+    ("spec.clusters[].config", "003 example, callout 11; §9.9.2 multiple instances"),
+    ("spec.mirrors[].sourceCluster", "003 example, callout 14"),
+    ("spec.mirrors[].targetCluster", "003 example, callout 15"),
+    ("spec.mirrors[].topicsPattern", "003 example, callout 16"),
+    ("spec.mirrors[].groupsPattern", "003 example, callout 17"),
+    ("spec.mirrors[].sourceConnector.config", "003 example, callout 18"),
+    ("spec.mirrors[].sourceConnector.tasksMax", "003 example, callout 19; §9.9.4"),
+    ("spec.mirrors[].sourceConnector.autoRestart", "003 example, callout 20"),
+    ("spec.mirrors[].sourceConnector.autoRestart.maxRestarts", "003 callout 20"),
+    ("spec.mirrors[].heartbeatConnector.config", "003 example, callout 26"),
+    ("spec.mirrors[].checkpointConnector.config", "003 example, callout 28"),
+    ("spec.mirrors[].checkpointConnector.tasksMax", "003 §9.9.4"),
+    ("spec.version", "003 example, callout 34"),
+    ("spec.resources", "003 example, callout 35"),
+    ("spec.logging", "003 example, callout 36 (loggers: connect.root.logger.level)"),
+    ("spec.readinessProbe", "003 example, callout 37"),
+    ("spec.livenessProbe", "003 example, callout 37"),
+    ("spec.jvmOptions", "003 example, callout 38"),
+    ("spec.image", "003 example, callout 39"),
+    ("spec.rack", "003 example, callout 40"),
+    ("spec.template", "003 example, callouts 41, 42"),
+    ("spec.tracing", "003 example, callout 43"),
+    ("spec.mirrors[].sourceConnector.state", "003 §9.9.8 stopping and pausing"),
+    ("spec.mirrors[].sourceConnector.pause", "003 §9.9.8 (the deprecated pause configuration)"),
+    ("metadata.annotations[strimzi.io/restart-connector]", "003 §9.9.9"),
+    ("metadata.annotations[strimzi.io/restart-connector-task]", "003 §9.9.10"),
+]
+
+# Names in the source documents that are not MirrorMaker 2 or KafkaMirrorMaker2 properties, and why.
+NOT_MM2 = {
+    "offsets.topic.replication.factor": "003 §9.9.7: a broker setting of the example `Kafka` resource",
+    "transaction.state.log.replication.factor": "003 §9.9.7: a broker setting of the example `Kafka` resource",
+    "transaction.state.log.min.isr": "003 §9.9.7: a broker setting of the example `Kafka` resource",
+    "default.replication.factor": "003 §9.9.7: a broker setting of the example `Kafka` resource",
+    "min.insync.replicas": "003 §9.9.7: a broker setting of the example `Kafka` resource",
+    "inter.broker.protocol.version": "003 §9.9.7: a broker setting of the example `Kafka` resource",
+    "connect.root.logger.level": "003 callout 36: a logger name inside spec.logging (its row)",
+}
+
+
+def _source_text(origin: str) -> str:
+    [path] = SOURCE_DOCS.glob(f"{origin[:3]}_*.txt")
+    return path.read_text()
+
+
+def test_the_generated_document_is_current():
+    assert DOC.read_text() == compat.markdown(), "stale: run `mirrorflow config compat -o docs/mm2-compatibility.md`"
+
+
+def test_the_cli_prints_the_same_markdown():
+    out = subprocess.run([sys.executable, "-m", "mirrorflow.cli", "config", "compat", "--markdown"],
+                         capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout == compat.markdown()
+
+
+@pytest.mark.parametrize("name,origin", SOURCE_PROPERTIES, ids=[n for n, _ in SOURCE_PROPERTIES])
+def test_every_source_document_property_has_a_row(name, origin):
+    if SOURCE_DOCS.is_dir():  # the list is taken from the documents: each name is in the one it cites
+        last = name.rsplit(".", 1)[-1] if name.startswith(("spec.", "metadata.")) else name
+        last = last.removesuffix("]").split("[")[-1].split("/")[-1]
+        assert last in _source_text(origin), (name, origin)
+    row = compat.lookup(name)
+    assert row is not None, f"{name} ({origin}) has no row in docs/mm2-compatibility.md"
+    assert row.verdict in compat.VERDICTS
+    assert f"| `{row.name}` | {row.verdict} |" in DOC.read_text()
+
+
+def test_verdicts_follow_the_code():
+    """A few rows checked against what the loader and the importer really do."""
+    assert compat.lookup("consumer.poll.timeout.ms").verdict == "refused"
+    assert compat.lookup("emit.checkpoints.enabled").verdict == "same"
+    assert compat.lookup("replication.factor").verdict == "different"
+    assert compat.lookup("transaction.boundary").verdict == "mapped"
+    assert compat.lookup("exactly.once.source.support").verdict == "mapped"
+    assert compat.lookup("offset-syncs.topic.replication.factor").what.startswith(
+        "refused in a mirrorflow config; `config import` makes it `state.topic.replication.factor`")
+    assert compat.lookup("consumer.isolation.level").verdict == "different"  # held by mirrorflow
+    assert compat.lookup("consumer.fetch.max.bytes").name == "consumer.*"
+    assert compat.lookup("producer.override.linger.ms").name == "producer.override.*"
+    assert compat.lookup("source.cluster.bootstrap.servers").name == "source.cluster.*"
+    assert compat.lookup("spec.mirrors[].checkpointConnector.autoRestart.maxRestarts").verdict == "different"
+    assert compat.lookup("spec.mirrors[].sourceConnector.state").name == "spec.mirrors[].*Connector.state"
+
+
+def test_the_names_left_out_are_in_the_documents_too():
+    for name, why in NOT_MM2.items():
+        assert name in _source_text(why), name
