@@ -224,6 +224,8 @@ class BackfillReport:
                 head += f"; {self.run.failed_units} unit(s) FAILED"
         if self.lost:
             head += f"; {self.lost:,} offsets already removed by source retention (gaps below)"
+        if any(p.status in ("partial", "failed", "fenced") for p in self.partitions):
+            head += "; not all copied: run the same backfill again, it copies only what is still missing"
         return [head] + [f"  {p.line(self.dry_run)}" for p in self.partitions]
 
     def render(self) -> str:
