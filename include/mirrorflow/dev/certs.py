@@ -4,8 +4,10 @@ Generated with `cryptography` (pyca; already pinned in requirements.txt, where A
 so no keytool/openssl round trips: the broker reads PEM key stores directly
 (`ssl.keystore.type=PEM`) and librdkafka reads the same PEM files. Every cluster gets its own CA,
 so a client that trusts another cluster's CA fails the handshake exactly as it would in production.
-Private keys are written with mode 0600 into the cluster's dev folder; a client key can be
-encrypted with a password (librdkafka's `ssl.key.password`), as production client keys are.
+`python -m mirrorflow.dev.certs DIR HOST,...` writes a CA and a broker key store for those host
+names (the `secure` profile of docker-compose.yaml runs it). Private keys are written with mode
+0600 into the cluster's dev folder; a client key can be encrypted with a password (librdkafka's
+`ssl.key.password`), as production client keys are.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from __future__ import annotations
 import datetime as dt
 import ipaddress
 import os
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -57,9 +60,15 @@ class DevCA:
         folder.mkdir(parents=True, exist_ok=True)
         _write(self.ca_path, self._cert.public_bytes(serialization.Encoding.PEM), 0o644)
 
-    def issue(self, common_name: str, server: bool = False, password: str | None = None) -> CertFiles:
-        """A certificate `CN=<common_name>` signed by this CA (server: for 127.0.0.1/localhost), its
-        key encrypted with `password` if one is given."""
+    def issue(
+        self,
+        common_name: str,
+        server: bool = False,
+        password: str | None = None,
+        hosts: tuple[str, ...] = ("localhost", "127.0.0.1"),
+    ) -> CertFiles:
+        """A certificate `CN=<common_name>` signed by this CA (server: valid for `hosts`, names or IP
+        addresses), its key encrypted with `password` if one is given."""
         key = ec.generate_private_key(ec.SECP256R1())
         now = dt.datetime.now(dt.UTC)
         builder = (
@@ -78,9 +87,7 @@ class DevCA:
         )
         if server:
             builder = builder.add_extension(
-                x509.SubjectAlternativeName(
-                    [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]
-                ),
+                x509.SubjectAlternativeName([_san(h) for h in hosts]),
                 critical=False,
             )
         cert = builder.sign(self._key, hashes.SHA256())
@@ -101,8 +108,36 @@ class DevCA:
         return path
 
 
+def _san(host: str) -> x509.GeneralName:
+    try:
+        return x509.IPAddress(ipaddress.ip_address(host))
+    except ValueError:
+        return x509.DNSName(host)
+
+
+def main(argv: list[str]) -> int:
+    """`python -m mirrorflow.dev.certs DIR HOST,...`: DIR/ca.pem and DIR/broker.keystore.pem (kept
+    if DIR/ca.pem exists already, so a restarted container keeps its clients' trust)."""
+    if len(argv) != 2:
+        print("usage: python -m mirrorflow.dev.certs DIR HOST[,HOST...]", file=sys.stderr)
+        return 2
+    folder, hosts = Path(argv[0]), tuple(h for h in argv[1].split(",") if h)
+    if (folder / "ca.pem").exists():
+        print(f"{folder / 'ca.pem'} exists: keeping the certificates")
+        return 0
+    ca = DevCA(folder, "compose")
+    store = ca.keystore(ca.issue("broker", server=True, hosts=hosts))
+    os.chmod(store, 0o644)  # read by the broker container's own user; a development CA only
+    print(f"wrote {ca.ca_path} and {store} for {', '.join(hosts)}")
+    return 0
+
+
 def _write(path: Path, data: bytes, mode: int) -> None:
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
     with os.fdopen(fd, "wb") as f:
         f.write(data)
     os.chmod(path, mode)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
