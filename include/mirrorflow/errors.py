@@ -85,3 +85,10 @@ class LeaseError(MirrorflowError):
     """Another run of the flow holds its lease (or this run lost it): try again later."""
 
     exit_code = 75  # EX_TEMPFAIL
+
+
+class DeploymentConflictError(MirrorflowError):
+    """The flow's state on the target belongs to another mirrorflow deployment (state.lease): not a
+    wait-and-retry like LeaseError; a run fails until the configs differ (state.namespace)."""
+
+    exit_code = 2

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from mirrorflow.errors import LeaseError
+from mirrorflow.errors import DeploymentConflictError, LeaseError
+from tests.integration.test_replicate import cli
 from mirrorflow.groups.checkpoint import emit_checkpoints
 from mirrorflow.replication.runner import run_once
 from mirrorflow.state.topics import lease_topic, offset_map_topic, progress_topic, runs_topic, transactional_id
@@ -91,12 +92,15 @@ def test_a_second_deployment_on_the_same_flow_state_is_refused(tmp_path, source,
     # another config (no namespace, no deployment id) on the same flow into the same target
     other = write_config(tmp_path / "other.yaml", {src: source, "B": target}, {name: _flow_props(pfx)})
     produce(source, topic, records(5, 1, "more"))
-    with pytest.raises(LeaseError) as err:
+    with pytest.raises(DeploymentConflictError) as err:
         run_once(other, other.flow(name), mode="direct")
     msg = str(err.value)
     assert f"flow {name}: its state on cluster 'B' (mirrorflow.{src}-B.*) belongs to deployment 'blue'" in msg
     assert "this config is a deployment without deployment.id or state.namespace" in msg
     assert "give this one its own state.namespace" in msg
+    assert not isinstance(err.value, LeaseError)  # not "try later": a DAG run fails instead of skipping
+    proc = cli(other, "replicate", "--flow", name, "--once", "--mode", "direct", check=False)
+    assert proc.returncode == 2 and "belongs to deployment 'blue'" in proc.stderr, proc.stderr[-2000:]
     # nothing was copied by the refused run, and the owner still runs (its lease was not taken)
     assert len(consume_all(target, f"{src}.{topic}")) == 10
     rep = run_once(blue, blue.flow(name), mode="direct")

@@ -41,7 +41,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from mirrorflow.clients import FlowClients
-from mirrorflow.errors import ClusterError, LeaseError
+from mirrorflow.errors import ClusterError, DeploymentConflictError, LeaseError
 from mirrorflow.kafka.log_reader import LogReader
 from mirrorflow.kafka.topics import produce_all
 from mirrorflow.state.topics import lease_topic
@@ -190,12 +190,12 @@ class FlowLease:
             return self.read_holder()
 
     def check_deployment(self) -> None:
-        """LeaseError when another deployment owns the flow's state (see the module doc)."""
+        """DeploymentConflictError when another deployment owns the flow's state (see the module doc)."""
         first = self.first
         if first is None or first.deployment == self.flow.deployment:
             return
         topic = self.topic.removesuffix(".lease.internal")
-        raise LeaseError(
+        raise DeploymentConflictError(
             f"flow {self.flow.name}: its state on cluster {self.flow.target!r} ({topic}.*) belongs to "
             f"{describe_deployment(first.deployment)} (its oldest lease record: {first.who}, "
             f"{_iso(first.timestamp)}); this config is {describe_deployment(self.flow.deployment)}. "
@@ -204,15 +204,16 @@ class FlowLease:
         )
 
     def acquire(self) -> FlowLease:
-        """Claim the lease; LeaseError naming the holder when another run holds it, or naming the
-        deployment that owns the flow when that is not this config's (check_deployment)."""
+        """Claim the lease; LeaseError naming the holder when another run holds it (try later), or
+        DeploymentConflictError naming the deployment that owns the flow when that is not this
+        config's (check_deployment: a run of the Airflow DAG fails instead of being skipped)."""
         with self._lock:
             self.read_holder()
         self.check_deployment()
         holder = self._claim("claim")
         try:
             self.check_deployment()
-        except LeaseError:
+        except DeploymentConflictError:
             self.release()
             raise
         if holder is None or holder.owner != self.owner:
