@@ -181,3 +181,15 @@ def test_strimzi_connect_cluster_exactly_once_becomes_the_default():
         "transaction.boundary.interval.ms": 5000,
     }
     parse({"clusters": imp.clusters, **({"defaults": imp.defaults}), "flows": imp.flows})  # it loads
+
+
+def test_import_drops_an_interval_that_mm2_would_ignore():
+    imp = convert(
+        "clusters = A, B\nA.bootstrap.servers = a:1\nB.bootstrap.servers = b:1\n"
+        "A->B.enabled = true\nA->B.transaction.boundary.interval.ms = 5000\n"
+    )
+    assert imp.flows == {"A->B": {"enabled": True}}
+    assert (
+        "A->B.transaction.boundary.interval.ms: not imported (no effect without transaction.boundary=interval)"
+        in imp.notes
+    )

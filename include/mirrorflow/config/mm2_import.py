@@ -291,6 +291,11 @@ def _flow_settings(imp: Imported, body: dict[str, str], prefix: str) -> dict[str
             imp.notes.append(f"{full}: not imported ({reason})")
         else:
             imp.notes.append(f"{full}: not imported (not an MM2 flow property mirrorflow knows)")
+    if "transaction.boundary.interval.ms" in out and out.get("transaction.boundary", "poll") != "interval":
+        del out["transaction.boundary.interval.ms"]  # MM2 ignores it then; mirrorflow refuses it
+        imp.notes.append(
+            f"{prefix}transaction.boundary.interval.ms: not imported (no effect without transaction.boundary=interval)"
+        )
     flush = body.get("offset.flush.interval.ms")
     if out.get("transaction.boundary") == "interval" and "transaction.boundary.interval.ms" not in out and flush:
         out["transaction.boundary.interval.ms"] = _typed("transaction.boundary.interval.ms", flush)
