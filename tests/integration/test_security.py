@@ -42,14 +42,20 @@ pytestmark = [pytest.mark.integration, pytest.mark.spark]
 
 
 @pytest.fixture(scope="module")
-def secure() -> dict[str, DevCluster]:
+def secure_home() -> dict:
     home = Path(tempfile.mkdtemp(prefix="mirrorflow-secure-"))
     dev = DevClusters(home)
     try:
-        yield dev.up(["S1", "S2", "S3", "S4"], tls=["S1"], scram=["S2"], mtls=["S3"], oauth=["S4"], attached=True)
+        clusters = dev.up(["S1", "S2", "S3", "S4"], tls=["S1"], scram=["S2"], mtls=["S3"], oauth=["S4"], attached=True)
+        yield {"home": home, **clusters}
     finally:
         dev.down()
         shutil.rmtree(home, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def secure(secure_home) -> dict[str, DevCluster]:
+    return {a: c for a, c in secure_home.items() if a != "home"}
 
 
 def secure_config(path: Path, clusters: dict[str, DevCluster], flows: dict, env: dict[str, str]) -> Path:
@@ -229,3 +235,27 @@ def test_wrong_password_untrusted_certificate_expired_token_are_one_clear_error(
         f"cluster 'S4': authentication failed at {secure['S4'].bootstrap_servers}: the broker rejected the OAuth "
         "token (expired")
     assert "invalid_token" in str(exc.value)
+
+
+def test_dev_status_gives_what_a_client_needs_and_no_password(secure_home, secure):
+    env = {"MIRRORFLOW_DEV_HOME": str(secure_home["home"])}
+    full = {**os.environ, **env, "PYTHONPATH": str(ROOT / "include")}
+    out = subprocess.run([sys.executable, "-m", "mirrorflow.cli", "dev", "status", "--json"], env=full,
+                         capture_output=True, text=True, timeout=60)
+    text = subprocess.run([sys.executable, "-m", "mirrorflow.cli", "dev", "status"], env=full,
+                          capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0 and text.returncode == 0, out.stderr + text.stderr
+    status = json.loads(out.stdout)
+    assert {a: (s["security"], s["security.protocol"]) for a, s in status.items()} == {
+        "S1": ("tls", "SSL"), "S2": ("scram", "SASL_SSL"), "S3": ("mtls", "SSL"), "S4": ("oauth", "SASL_SSL")}
+    for s in status.values():
+        assert s["running"] and Path(s["ssl.ca.location"]).is_file()
+    s2, s3 = status["S2"]["users"]["alice"], status["S3"]["users"]["alice"]
+    assert Path(s2["password.file"]).read_text() == secure["S2"].users["alice"]
+    assert oct(Path(s2["password.file"]).stat().st_mode & 0o777) == "0o600"
+    assert Path(s3["ssl.certificate.location"]).is_file() and Path(s3["ssl.key.location"]).is_file()
+    assert Path(s3["ssl.key.password.file"]).read_text() == secure["S3"].users["alice"]
+    assert status["S4"]["users"]["admin"] == {"principal": "User:admin", "sasl.oauthbearer.config": "principal=admin"}
+    for c in secure.values():
+        for password in c.users.values():
+            assert password not in out.stdout and password not in text.stdout
