@@ -30,7 +30,7 @@ from mirrorflow.replication.follow import following
 from mirrorflow.replication.planner import Plan, Unit, make_plan, source_offsets
 from mirrorflow.replication.report import RunReport, build_report
 from mirrorflow.replication.spark import copy_in_process_spark, copy_with_spark_submit
-from mirrorflow.replication.spark_connect import copy_with_connect
+from mirrorflow.replication.spark_connect import copy_with_connect, preload
 from mirrorflow.state import run_log
 from mirrorflow.state.flow_state import flow_state
 from mirrorflow.state.lease import FlowLease, local_owner
@@ -134,6 +134,8 @@ def run_once(
     """Plan, copy, report. mode: submit (spark-submit) | inprocess (SparkSession here) | direct (no Spark).
     `options` narrow the run (topics subset, offsets per partition) or make it a dry run."""
     started = time.time()
+    if mode == "connect":
+        preload()  # the Connect client's imports overlap the lease and the plan
     # run files are kept when asked for (a directory, $MIRRORFLOW_RUN_DIR) or when the run failed
     keep = directory is not None or bool(os.environ.get("MIRRORFLOW_RUN_DIR"))
     directory = directory or run_dir(flow)

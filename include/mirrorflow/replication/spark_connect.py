@@ -17,11 +17,13 @@ later runs find the workers up (a job of a few units: ~0.3 s instead of ~2 s).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
 import socket
 import tempfile
+import threading
 import time
 import uuid
 import zipfile
@@ -213,6 +215,20 @@ class ConnectCopy:
         results = [json.loads(r["result"]) for r in out]
         self.log(f"Spark Connect job: {len(results)} unit results from {n} tasks in {time.time() - t0:.2f} s")
         return results
+
+
+def preload() -> threading.Thread:
+    """Import the Connect client (pyspark.sql.connect, pyarrow, pandas: ~0.5-1 s) in the background
+    while the run takes its lease and plans, which mostly waits on the brokers."""
+
+    def load() -> None:
+        with contextlib.suppress(Exception):  # the run imports them again and reports what fails
+            import pyspark.sql.connect.functions  # noqa: F401
+            import pyspark.sql.connect.session  # noqa: F401
+
+    t = threading.Thread(target=load, name="spark-connect-preload", daemon=True)
+    t.start()
+    return t
 
 
 def resolved_config(plan: dict[str, Any]) -> str:
