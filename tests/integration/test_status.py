@@ -48,6 +48,12 @@ def test_flow_status_and_status_page(source, target, unique, tmp_path, monkeypat
     assert flow_json["flow"] == f"{src}->{tgt}" and flow_json["lag"] == 3 and flow_json["records"] == 10
     page = client.get("/mirrorflow/", headers={"Authorization": f"Bearer {token}"})
     assert page.status_code == 200 and f"<td>{topic}</td><td>1</td><td>5</td><td>8</td><td>3</td>" in page.text
+    assert '<div class="v" data-k="lag">3</div>' in page.text and "setInterval(refresh, 10000)" in page.text
+    # what the page's auto-refresh fetches: the flows alone (served from the same cached read)
+    fragment = client.get("/mirrorflow/?fragment=1", headers={"Authorization": f"Bearer {token}"})
+    assert fragment.status_code == 200 and fragment.text.startswith('<section class="card"')
+    assert '<div class="v" data-k="lag">3</div>' in fragment.text and "<html" not in fragment.text
+    assert client.get("/mirrorflow/?fragment=1").status_code == 401
 
 
 def _dead_port() -> int:
