@@ -28,6 +28,7 @@ COMMAND_MODULES = (
     "sync",
     "replicate",
     "reseed",
+    "takeover",
     "backfill",
     "groups",
     "status",

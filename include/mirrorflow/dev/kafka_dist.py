@@ -16,6 +16,7 @@ from pathlib import Path
 from mirrorflow.errors import DevClusterError
 
 POM = Path(__file__).with_name("pom.xml")
+MM2_POM = Path(__file__).with_name("mm2-pom.xml")
 DEPENDENCY_PLUGIN = "org.apache.maven.plugins:maven-dependency-plugin:3.8.1"
 
 
@@ -43,8 +44,18 @@ def java_binary() -> str:
 
 def libs_dir() -> Path:
     """The folder of Kafka jars, fetching them with Maven on first use."""
+    return _fetched(POM, "libs", f"kafka_2.13-{kafka_version()}.jar")
+
+
+def mm2_libs_dir() -> Path:
+    """The folder of MirrorMaker 2's jars (Connect and connect-mirror, no broker), for tests that
+    run the real MM2 (a takeover from it); a folder of its own: Connect scans its classpath."""
+    return _fetched(MM2_POM, "mm2-libs", f"connect-mirror-{kafka_version()}.jar")
+
+
+def _fetched(pom: Path, folder: str, marker_jar: str) -> Path:
     version = kafka_version()
-    libs = cache_dir() / f"kafka-{version}" / "libs"
+    libs = cache_dir() / f"kafka-{version}" / folder
     stamp = libs / ".complete"
     if stamp.exists():
         return libs
@@ -62,10 +73,11 @@ def libs_dir() -> Path:
         "-B",
         "-q",
         "-f",
-        str(POM),
+        str(pom),
         f"{DEPENDENCY_PLUGIN}:copy-dependencies",
         "-DincludeScope=runtime",
         f"-DoutputDirectory={tmp}",
+        f"-Dkafka.version={version}",  # one Kafka release for the broker and MM2 poms
     ]
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode != 0:
@@ -73,8 +85,8 @@ def libs_dir() -> Path:
         raise DevClusterError(
             f"could not fetch Apache Kafka {version} from Maven Central (mvn exited {proc.returncode}):\n{tail}"
         )
-    if not (tmp / f"kafka_2.13-{version}.jar").exists():
-        raise DevClusterError(f"Maven finished but kafka_2.13-{version}.jar is missing in {tmp}")
+    if not (tmp / marker_jar).exists():
+        raise DevClusterError(f"Maven finished but {marker_jar} is missing in {tmp}")
     shutil.rmtree(libs, ignore_errors=True)
     tmp.rename(libs)
     stamp.write_text(version + "\n")

@@ -127,33 +127,40 @@ def reseed(clients: FlowClients, topic: str, dry_run: bool = False) -> list[Rese
 
 
 def _write(clients: FlowClients, writer: StateWriter, r: ReseedPartition) -> None:
-    flow = clients.flow
+    progress = Progress(
+        r.topic,
+        r.partition,
+        r.start,
+        (),
+        r.target_end,
+        updated=int(time.time() * 1000),
+        topic_id=r.topic_id,
+        target_topic=r.target_topic,
+        target_topic_id=r.target_topic_id,
+        epoch=r.epoch,
+    )
+    marker = MapEntry(r.topic, r.partition, r.start, r.start, (), r.target_end, 0, r.epoch)
+    write_partition_state(clients, writer, progress, marker)
+
+
+def write_partition_state(clients: FlowClients, writer: StateWriter, progress: Progress, marker: MapEntry) -> None:
+    """Replace a partition's progress and open its map at `marker`, in one transaction with the
+    partition's transactional.id (a copy still running for it is fenced): a re-seed, a takeover."""
+    flow, where = clients.flow, f"{progress.topic}[{progress.partition}]"
     producer: Any = clients.producer(
-        "target", required={"transactional.id": transactional_id(flow, r.topic, r.partition), "acks": "all"}
+        "target",
+        required={"transactional.id": transactional_id(flow, progress.topic, progress.partition), "acks": "all"},
     )
     try:
         producer.init_transactions(60)  # fences a copy still running for this partition
         producer.begin_transaction()
-        progress = Progress(
-            r.topic,
-            r.partition,
-            r.start,
-            (),
-            r.target_end,
-            updated=int(time.time() * 1000),
-            topic_id=r.topic_id,
-            target_topic=r.target_topic,
-            target_topic_id=r.target_topic_id,
-            epoch=r.epoch,
-        )
-        marker = MapEntry(r.topic, r.partition, r.start, r.start, (), r.target_end, 0, r.epoch)
         writer.write(producer, progress, marker)
         producer.commit_transaction(60)
     except MirrorflowError:
         raise
-    except Exception as exc:  # noqa: BLE001 - a KafkaException: say which partition was not re-seeded
+    except Exception as exc:  # noqa: BLE001 - a KafkaException: say which partition was not written
         raise StateError(
-            f"re-seeding {r.topic}[{r.partition}] of flow {flow.name} failed (its state is unchanged): {exc}"
+            f"writing the state of {where} of flow {flow.name} failed (its state is unchanged): {exc}"
         ) from None
     finally:
         clients.release(producer)

@@ -1,0 +1,48 @@
+"""`mirrorflow takeover --flow A->B [--mm2-offsets-topic T] [--mm2-source ALIAS] [--mm2-quiet-seconds S]
+[--dry-run] [--yes] [--json]`: continue a flow exactly where a stopped MirrorMaker 2 left it."""
+
+from __future__ import annotations
+
+import argparse
+
+from mirrorflow.cli.registry import command, load_config, print_json
+
+
+def _args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--flow", required=True, help="the flow, e.g. A->B")
+    p.add_argument(
+        "--mm2-offsets-topic", help="MM2's Connect offsets topic on the target (default mm2-offsets.<source>.internal)"
+    )
+    p.add_argument("--mm2-source", help="the source cluster's alias in MM2's config (default: the flow's source)")
+    p.add_argument(
+        "--mm2-quiet-seconds",
+        type=float,
+        default=30.0,
+        help="MM2 counts as stopped when its heartbeat into the target is older than this (default 30)",
+    )
+    p.add_argument("--dry-run", action="store_true", help="say what would be written, write nothing")
+    p.add_argument("--yes", action="store_true", help="write it (without --yes: like --dry-run)")
+    p.add_argument("--json", action="store_true", help="print JSON")
+
+
+@command(
+    "takeover",
+    "continue a flow exactly where a stopped MirrorMaker 2 deployment left it (no record copied twice)",
+    _args,
+)
+def _takeover(args: argparse.Namespace) -> int:
+    from mirrorflow.clients import FlowClients
+    from mirrorflow.ops.takeover import takeover
+
+    cfg = load_config(args)
+    flow = cfg.flow(args.flow)
+    dry = args.dry_run or not args.yes
+    with FlowClients(cfg, flow) as clients:
+        rep = takeover(clients, args.mm2_offsets_topic, args.mm2_source, dry_run=dry, quiet_s=args.mm2_quiet_seconds)
+    if args.json:
+        print_json(rep.to_dict())
+        return 0
+    print("\n".join(rep.lines()))
+    if dry and not args.dry_run:
+        print("nothing written: run again with --yes to take over")
+    return 0
