@@ -206,6 +206,11 @@ def test_wrong_password_untrusted_certificate_expired_token_are_one_clear_error(
         "check the SASL username and password (mechanism SCRAM-SHA-512)"
     )
     assert "not-the-password-42" not in out.stderr + out.stdout
+    # the same through a consumer (status reads the progress): diagnosed as the refused login too
+    out = cli(cfg_path, env_bad, "status")
+    assert out.returncode != 0
+    assert (f"S1->S2: enabled, exactly-once, ERROR: cluster 'S2': authentication failed at "
+            f"{secure['S2'].bootstrap_servers}: check the SASL username and password") in out.stdout
     # an untrusted broker certificate: the TLS source trusts another CA
     other = DevCA(tmp_path / "other-ca", "other")
     raw["clusters"]["S1"]["ssl.ca.location"] = str(other.ca_path)

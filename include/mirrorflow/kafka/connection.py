@@ -27,6 +27,7 @@ AUTHZ_CODES = {
     KafkaError.GROUP_AUTHORIZATION_FAILED,
     KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
 }
+DIAGNOSE_TIMEOUT_S = 3.0  # how long describe_failure looks for a refused login behind a transport failure
 UNREACHABLE_CODES = {KafkaError._TRANSPORT, KafkaError._TIMED_OUT, KafkaError._ALL_BROKERS_DOWN, KafkaError._RESOLVE}
 # librdkafka reports TLS handshake failures as transport errors; their text tells them apart
 # (OpenSSL's reason strings): the broker's certificate is not trusted, or it rejects ours
@@ -109,9 +110,15 @@ class ClusterConnection:
         return {**self._settings, **(conf or {})}
 
     def describe_failure(self, exc: BaseException, watch: ErrorWatch | None = None) -> ClusterError:
-        """A ClusterError for a failed call: authentication, authorization or reachability."""
+        """A ClusterError for a failed call: authentication, authorization or reachability. A
+        transport failure seen without an ErrorWatch (a consumer's watermarks, a producer's flush)
+        is diagnosed first: a refused login or TLS handshake is reported as that, not "cannot reach"."""
         err = watch.error if watch and watch.error else kafka_error(exc)
         code = err.code() if err is not None else None
+        if watch is None and code in UNREACHABLE_CODES:
+            refused = self._diagnose()
+            if refused is not None:
+                return refused
         text = err.str() if err is not None else f"{type(exc).__name__}: {exc}"
         if code in AUTH_CODES:
             return AuthenticationError(
@@ -135,6 +142,19 @@ class ClusterConnection:
         if code in UNREACHABLE_CODES:
             return ClusterError(self.alias, f"cannot reach {self.where} ({text})")
         return ClusterError(self.alias, text)
+
+    def _diagnose(self) -> AuthenticationError | None:
+        """The AuthenticationError a fresh admin client meets within DIAGNOSE_TIMEOUT_S (librdkafka
+        reports a refused login or handshake only through error_cb), else None."""
+        watch = ErrorWatch()
+        try:
+            admin = AdminClient({**self._settings, "error_cb": watch})
+            self.check(admin, watch, DIAGNOSE_TIMEOUT_S)
+        except AuthenticationError as refused:
+            return refused
+        except (ClusterError, KafkaException):
+            return None
+        return None
 
     def _auth_hint(self) -> str:
         mechanism = str(self._settings.get("sasl.mechanism") or self._settings.get("sasl.mechanisms") or "")
