@@ -264,3 +264,15 @@ def test_dev_status_gives_what_a_client_needs_and_no_password(secure_home, secur
     for c in secure.values():
         for password in c.users.values():
             assert password not in out.stdout and password not in text.stdout
+
+
+def test_dev_up_refuses_an_alias_of_two_kinds_or_outside_the_clusters(tmp_path):
+    full = {**os.environ, "MIRRORFLOW_DEV_HOME": str(tmp_path / "dev"), "PYTHONPATH": str(ROOT / "include")}
+    for flags, message in (
+        (["--tls", "A", "--scram", "A"], "cluster A is named by two security kinds (tls and scram)"),
+        (["--mtls", "C"], "--mtls names C, which is not in --clusters A,B"),
+    ):
+        out = subprocess.run([sys.executable, "-m", "mirrorflow.cli", "dev", "up", "--clusters", "A,B", *flags],
+                             env=full, capture_output=True, text=True, timeout=60)
+        assert out.returncode == 1 and out.stderr == f"mirrorflow: error: {message}\n"
+    assert not (tmp_path / "dev" / "state.json").exists()  # nothing was started
