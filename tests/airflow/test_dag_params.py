@@ -44,6 +44,7 @@ BAD = {
     "mirrorflow_failback__A-B": [{"dry_run": "yes"}],
     "mirrorflow_verify__A-B": [{"topics": "*x"}],
     "mirrorflow_reseed__A-B": [{"topic": ""}],
+    "mirrorflow_takeover__A-B": [{"mm2_quiet_seconds": -1}, {"dry_run": "no"}],
 }
 
 

@@ -43,7 +43,7 @@ def wait_for(what: str, check, timeout: float = 180.0, mm2: MirrorMaker2 | None 
     pytest.fail(f"timed out waiting for {what}\n{tail}")
 
 
-def test_takeover_from_mirrormaker2(tmp_path, source, target, unique):
+def test_takeover_from_mirrormaker2(tmp_path, source, target, unique, airflow_db, monkeypatch):
     tag = uuid.uuid4().hex[:6]
     src, tgt = f"M{tag}", f"N{tag}"  # MM2's aliases and the flow's: the same names
     topic = unique("legacy")
@@ -115,6 +115,16 @@ def test_takeover_from_mirrormaker2(tmp_path, source, target, unique):
     assert "took over 2 partition(s)" in proc.stdout and "+5 copied after MM2's last stored offset" in proc.stdout
     again = cli(cfg, "takeover", "--flow", flow.name, "--yes", "--mm2-quiet-seconds", "5")  # a second takeover changes nothing
     assert "took over 0 partition(s)" in again.stdout and "already has progress (next 25)" in again.stdout
+
+    # the same through the takeover DAG (a dry run now: nothing left to take over)
+    monkeypatch.setenv("MIRRORFLOW_CONFIG", str(cfg.path))
+    from mirrorflow_airflow.dag_builders.takeover import build_takeover_dag
+
+    run = build_takeover_dag(cfg, flow).test(run_conf={"dry_run": True, "mm2_quiet_seconds": 5})
+    [ti] = run.get_task_instances()
+    assert ti.state == "success"
+    out = ti.xcom_pull(task_ids="takeover")
+    assert out["taken_over"] == 0 and [p["action"] for p in out["partitions"]] == ["skip", "skip"]
 
     cli(cfg, "replicate", "--flow", flow.name, "--once", "--mode", "direct")
     assert_copied(source, target, topic, remote=remote)  # 70 records, each once, in order

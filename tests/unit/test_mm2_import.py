@@ -404,3 +404,12 @@ def test_source_doc_connector_configs_as_mm2_properties_import_and_validate():
     assert [n.split(":")[0] for n in imp.notes] == [
         "A->B.offset-syncs.topic.location", "A->B.offset-syncs.topic.replication.factor",
         "A->B.consumer.isolation.level"]
+
+
+def test_import_prints_the_takeover_steps_for_each_enabled_flow():
+    text = convert("clusters = A, B\nA.bootstrap.servers = a:1\nB.bootstrap.servers = b:1\n"
+                   "A->B.enabled = true\nB->A.enabled = false\n", "mm2.properties").to_yaml("mm2.properties")
+    head = [line for line in text.splitlines() if line.startswith("#")]
+    assert "#   1. stop MirrorMaker 2 (all its nodes); its heartbeats into the targets must stop" in head
+    assert "#   2. mirrorflow takeover --flow 'A->B' --dry-run, then again with --yes" in head
+    assert not any("'B->A'" in line for line in head)

@@ -105,6 +105,24 @@ class Imported:
         doc["flows"] = self.flows
         return doc
 
+    def takeover_steps(self) -> str:
+        """How to move each flow from the running MM2 to mirrorflow without copying a record twice
+        (ops.takeover), as comment lines of the imported file."""
+        flows = [name for name, f in self.flows.items() if f.get("enabled", True) is not False]
+        if not flows:
+            return ""
+        lines = [
+            "Taking over from the running MirrorMaker 2 (each partition continues right after the last",
+            "record MM2 copied; its checkpoints stay the groups' floor):",
+            "  1. stop MirrorMaker 2 (all its nodes); its heartbeats into the targets must stop",
+        ]
+        lines += [f"  2. mirrorflow takeover --flow '{name}' --dry-run, then again with --yes" for name in flows]
+        lines += [
+            "  3. mirrorflow replicate --flow FLOW --once (or unpause the flow's DAGs); mirrorflow status",
+            "  (a custom offset.storage.topic: --mm2-offsets-topic; see docs/operations.md)",
+        ]
+        return "# " + "\n# ".join(lines) + "\n"
+
     def to_yaml(self, origin: str) -> str:
         out = io.StringIO()
         out.write(f"# mirrorflow configuration imported from {origin} by `mirrorflow config import`.\n")
@@ -116,6 +134,7 @@ class Imported:
             out.write("# Notes:\n")
             for note in self.notes:
                 out.write(f"#   - {note}\n")
+        out.write(self.takeover_steps())
         yaml.safe_dump(self.document(), out, sort_keys=False, default_flow_style=False, allow_unicode=True)
         return out.getvalue()
 
