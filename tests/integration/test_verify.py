@@ -67,7 +67,7 @@ def test_clean_copy_matches_exactly_and_reports_what_is_not_copied(tmp_path, sou
     assert f"{t}[0] -> A.{t}[0]: ok, 100 of 100 source records match" in text
     assert "not copied yet: 100..110" in text
     bad = cli(cfg, "verify", "--flow", "A->B", "--from", "yesterday", check=False)
-    assert bad.returncode == 2 and "--from: expected earliest, latest, offset:N or an ISO-8601 time" in bad.stderr
+    assert bad.returncode == 2 and "--from: expected earliest (source log start), latest (source end), start" in bad.stderr
 
 
 def test_a_record_written_into_the_remote_topic_between_copies_is_extra(tmp_path, source, target, unique):

@@ -134,17 +134,18 @@ def test_only_the_covered_ranges_are_read():
 
 
 @pytest.mark.parametrize("text, option, expected", [
-    (None, "--from", When("earliest")), ("", "--to", When("latest")), ("latest", "--from", When("latest")),
+    ("earliest", "--from", When("earliest")), ("latest", "--to", When("latest")), ("start", "--from", When("start")),
     ("offset:42", "--from", When("offset", 42)),
     ("2026-01-01T00:00:00.123Z", "--to", When("time", 1767225600123)),
     ("2026-01-01T01:00:00+01:00", "--to", When("time", 1767225600000)),
 ])
 def test_when_parses_every_form(text, option, expected):
+    """verify's window bounds are backfill's WHEN (one parser); empty means earliest/latest in verify_flow."""
     assert When.parse(text, option) == expected
 
 
-@pytest.mark.parametrize("text, message", [("yesterday", "expected earliest, latest, offset:N"),
-                                           ("offset:x", "expected earliest"),
+@pytest.mark.parametrize("text, message", [("yesterday", "expected earliest"),
+                                           ("offset:x", "offset:N needs a non-negative integer"),
                                            ("2026-01-01T00:00:00", "needs a time zone")])
 def test_when_refuses_what_it_cannot_place(text, message):
     with pytest.raises(ConfigError, match=message) as err:

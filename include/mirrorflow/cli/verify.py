@@ -7,7 +7,7 @@ import argparse
 
 from mirrorflow.cli.registry import command, load_config, print_json
 
-WHEN = "earliest, latest, offset:N or an ISO-8601 time with a zone (the source maps a time to an offset)"
+WHEN = "earliest, latest, start (where the flow's copy began), offset:N or an ISO-8601 time with a zone"
 
 
 def _args(p: argparse.ArgumentParser) -> None:

@@ -22,18 +22,19 @@ import re
 import time
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any
 
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import ConfigResource, OffsetSpec, ResourceType
 
 from mirrorflow.clients import FlowClients, Side
-from mirrorflow.errors import ClusterError, ConfigError, TopicError
+from mirrorflow.errors import ClusterError, TopicError
 from mirrorflow.kafka.log_reader import LogReader
 from mirrorflow.kafka.topics import topic_ids
 from mirrorflow.mm2.filters import FlowFilters
 from mirrorflow.ops.verify_walk import Mismatch, RangeCheck, Rec, Sides, clip, walk_partition
+from mirrorflow.replication.backfill import When, topic_pattern
 from mirrorflow.replication.planner import source_offsets, source_partitions
 from mirrorflow.state.offset_map import PartitionMap, subtract_ranges
 from mirrorflow.state.records import Progress
@@ -43,38 +44,6 @@ EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 LATEST = 1 << 62  # "no upper bound" for a window
 READ_TIMEOUT_S = 1800.0  # one side of one group may take this long to read (an open transaction blocks it)
 Key = tuple[str, int]
-
-
-@dataclass(frozen=True)
-class When:
-    """A window bound: `earliest`, `latest`, `offset:N` or a time (ms since the epoch)."""
-
-    kind: str  # earliest | latest | offset | time
-    value: int = 0
-
-    @classmethod
-    def parse(cls, text: str | None, option: str) -> When:
-        v = (text or "").strip()
-        if v in ("", "earliest", "latest"):
-            return cls(v or ("earliest" if option == "--from" else "latest"))
-        if v.startswith("offset:") and v[7:].strip().isdigit():
-            return cls("offset", int(v[7:]))
-        try:
-            dt = datetime.fromisoformat(v.replace("Z", "+00:00"))
-        except ValueError:
-            raise ConfigError(
-                [(option, f"expected earliest, latest, offset:N or an ISO-8601 time, got {text!r}")]
-            ) from None
-        if dt.tzinfo is None:
-            raise ConfigError([(option, f"the time {text!r} needs a time zone (e.g. 2026-01-01T00:00:00Z)")])
-        return cls("time", (dt - EPOCH) // timedelta(milliseconds=1))
-
-    def __str__(self) -> str:
-        if self.kind == "offset":
-            return f"offset:{self.value}"
-        if self.kind == "time":
-            return (EPOCH + timedelta(milliseconds=self.value)).isoformat(timespec="milliseconds")
-        return self.kind
 
 
 @dataclass
@@ -227,11 +196,8 @@ def verify_flow(
     """Compare source and target over the copied ranges of the flow's partitions (see the module
     docstring); `topics` is a regex over source topic names, `start`/`end` bound the window."""
     began = time.monotonic()
-    lo_when, hi_when = When.parse(start, "--from"), When.parse(end, "--to")
-    try:
-        pattern = re.compile(topics) if topics else None
-    except re.error as exc:
-        raise ConfigError([("--topics", f"not a valid regex: {exc}")]) from None
+    lo_when, hi_when = When.parse(start or "earliest", "--from"), When.parse(end or "latest", "--to")
+    pattern = topic_pattern(topics)
     report = VerifyReport(clients.flow.name, str(lo_when), str(hi_when), topics)
     Verifier(clients, pattern, lo_when, hi_when, read_timeout).run(report)
     report.duration_s = time.monotonic() - began
@@ -270,7 +236,7 @@ class Verifier:
         live = [k for k in keys if k in on_source]
         starts = source_offsets(self.clients, live, OffsetSpec.earliest())
         ends = source_offsets(self.clients, live, OffsetSpec.latest())
-        lo_of, hi_of = self._bound(self.lo, live, ends), self._bound(self.hi, live, ends)
+        lo_of, hi_of = self._bound(self.lo, live, ends, progress), self._bound(self.hi, live, ends, progress)
         remote = {k: self._remote(k, progress.get(k), on_source) for k in keys}
         src_ids = topic_ids(self.clients.admin("source"), self.clients.connection("source"), {t for t, _ in live})
         tgt_ids = topic_ids(self.clients.admin("target"), self.clients.connection("target"), set(remote.values()))
@@ -300,8 +266,13 @@ class Verifier:
             return prog.target_topic
         return on_source.get(k) or self.filters.remote_topic(k[0])
 
-    def _bound(self, when: When, keys: list[Key], ends: dict[Key, int]) -> dict[Key, int]:
-        """The window bound as a source offset per partition (a time: the first offset at or after it)."""
+    def _bound(
+        self, when: When, keys: list[Key], ends: dict[Key, int], progress: dict[Key, Progress]
+    ) -> dict[Key, int]:
+        """The window bound as a source offset per partition (a time: the first offset at or after
+        it; `start`: where the flow's copy of the partition began)."""
+        if when.kind == "start":
+            return {k: progress[k].covered[0][0] if k in progress and progress[k].covered else 0 for k in keys}
         if when.kind == "earliest":
             return {k: 0 for k in keys}
         if when.kind == "latest":

@@ -24,7 +24,7 @@ from mirrorflow_airflow.hooks import MirrorflowHook
 from mirrorflow_airflow.params import regex
 
 log = logging.getLogger(__name__)
-WHEN = "earliest, latest, offset:N or an ISO-8601 time with a zone (e.g. 2026-01-01T00:00:00Z)"
+WHEN = "earliest, latest, start (where the flow's copy began), offset:N or an ISO-8601 time with a zone"
 
 
 def verify_task(
