@@ -139,6 +139,16 @@ def submit_command(
     return cmd + [str(JOB_PATH), str(plan_path), str(results_path)]
 
 
+def job_output_tail(out: str | None, err: str | None, lines: int = 30) -> str:
+    """The end of a failed job's output: stderr's last lines, and stdout's when it has the Python
+    traceback (Spark's own log lines can fill stderr while the driver's error went to stdout)."""
+    text = "\n".join((err or "").splitlines()[-lines:])
+    tail_out = (out or "").splitlines()[-lines:]
+    if tail_out and (not text or any("Traceback" in x or "Error" in x for x in tail_out)):
+        text += ("\n--- stdout ---\n" if text else "") + "\n".join(tail_out)
+    return text
+
+
 def copy_with_spark_submit(
     cfg: Config,
     plan_path: Path,
@@ -163,8 +173,7 @@ def copy_with_spark_submit(
         proc.wait()
         raise
     if proc.returncode != 0 or not results_path.exists():
-        tail = "\n".join((err or out or "").splitlines()[-30:])
-        raise MirrorflowError(f"the Spark copy job failed (exit {proc.returncode}):\n{tail}")
+        raise MirrorflowError(f"the Spark copy job failed (exit {proc.returncode}):\n{job_output_tail(out, err)}")
     return json.loads(results_path.read_text())["results"]
 
 
