@@ -189,6 +189,7 @@ def test_verdicts_follow_the_code():
     assert compat.lookup("spec.mirrors[].sourceConnector.state").name == "spec.mirrors[].*Connector.state"
 
 
+@pytest.mark.skipif(not SOURCE_DOCS.is_dir(), reason="the source documents live beside the repository, not in it")
 def test_the_names_left_out_are_in_the_documents_too():
     for name, why in NOT_MM2.items():
         assert name in _source_text(why), name
