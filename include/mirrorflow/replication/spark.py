@@ -107,9 +107,16 @@ def build_pyfiles_zip(dest_dir: Path) -> Path:
     return dest
 
 
+# PySpark marks its process as a Spark Connect client in these (SparkSession.builder.remote); a
+# spark-submit started later by the same process (a worker that ran a connect copy, a test session)
+# must not inherit them, or its driver looks for a Connect server and exits 1 without a word
+CONNECT_CLIENT_VARS = ("SPARK_CONNECT_MODE_ENABLED", "SPARK_REMOTE", "SPARK_LOCAL_REMOTE")
+
+
 def spark_env(base: dict[str, str] | None = None) -> dict[str, str]:
-    """spark-submit from the venv: its bin first on PATH, executors on the venv's python."""
-    env = dict(os.environ if base is None else base)
+    """spark-submit from the venv: its bin first on PATH, executors on the venv's python, no
+    Spark Connect client marks."""
+    env = {k: v for k, v in (os.environ if base is None else base).items() if k not in CONNECT_CLIENT_VARS}
     env["PATH"] = f"{VENV_BIN}{os.pathsep}{env.get('PATH', '')}"
     env.setdefault("PYSPARK_PYTHON", sys.executable)
     env.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)

@@ -11,7 +11,7 @@ from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOpe
 from airflow.sdk import BaseHook
 from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 
-from mirrorflow.replication.spark import build_pyfiles_zip, is_local_master
+from mirrorflow.replication.spark import CONNECT_CLIENT_VARS, build_pyfiles_zip, is_local_master
 
 SPARK_CONN_ID = "spark_default"
 
@@ -57,6 +57,8 @@ class MirrorflowSparkSubmitOperator(SparkSubmitOperator):
             self.py_files = str(build_pyfiles_zip(Path(plan["dir"])))
         else:
             self.env_vars = {**(self.env_vars or {}), **kafka_connections_env(self.kafka_conn_ids)}
+        for var in CONNECT_CLIENT_VARS:  # the Spark provider hands spark-submit this whole environment
+            os.environ.pop(var, None)
         super().execute(context)
 
 
