@@ -36,6 +36,19 @@ def runs(env: dict[str, str], dag_id: str) -> list[dict]:
     return json.loads(rows[-1]) if out.returncode == 0 and rows else []
 
 
+def kill_leftovers(airflow_home: str) -> None:
+    """Task processes that left standalone's process group (the executor's supervisors) must not
+    outlive the test: they would write heartbeats into the next tests' clusters."""
+    import psutil
+
+    for p in psutil.process_iter():
+        try:
+            if p.environ().get("AIRFLOW_HOME") == airflow_home:
+                p.kill()
+        except (psutil.Error, OSError):
+            continue
+
+
 def test_dags_under_the_real_scheduler(tmp_path, source, target, unique):
     tag = uuid.uuid4().hex[:6]
     src, tgt = f"SA{tag}", f"SB{tag}"
@@ -117,6 +130,7 @@ def test_dags_under_the_real_scheduler(tmp_path, source, target, unique):
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait(30)
         log.close()
+        kill_leftovers(str(home))
     assert_copied(source, target, first, remote=f"{src}.{first}")
     assert_copied(source, target, later, remote=f"{src}.{later}")
     # the checkpoint DAG's heartbeats made `heartbeats` on the source: synced and copied, never a failed run
