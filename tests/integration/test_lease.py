@@ -88,7 +88,9 @@ def test_two_runs_started_together_copy_every_record_once(tmp_path, source, targ
     t = f"{pfx}.orders"
     mirror_topic(source, target, t, 2)
     produce(source, t, records(20_000, 2))
-    cfg, flow = make_flow(tmp_path, source, target, pfx, **{"exactly.once": False, "transaction.max.records": 500})
+    # a lease that cannot lapse between two renewals on a loaded machine (make_flow's is 1 s)
+    cfg, flow = make_flow(tmp_path, source, target, pfx, **{"exactly.once": False, "transaction.max.records": 500,
+                                                            "lease.timeout.seconds": 30})
     start = threading.Barrier(2)
     outcomes: list[object] = []
 
