@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import signal
 import threading
 import time
@@ -33,7 +32,7 @@ from mirrorflow.replication.follow import STOP_REQUESTED, FollowSpec
 from mirrorflow.replication.planner import Plan, Unit, gather_inputs, plan_units
 from mirrorflow.replication.reader import OPEN_END
 from mirrorflow.replication.report import RunReport
-from mirrorflow.replication.runner import cleanup, copy_plan, report_run, run_dir, take_lease
+from mirrorflow.replication.runner import copy_plan, finish_run, run_directory, take_lease
 from mirrorflow.state.flow_state import flow_state
 from mirrorflow.state.lease import FlowLease, local_owner
 from mirrorflow.state.topics import ensure_state_topics
@@ -132,9 +131,7 @@ def run_continuous(
     pause, a stop, SIGTERM), report, release the lease. A stop requested before the run started
     (SIGTERM) still ends it at once."""
     started = time.time()
-    keep = directory is not None or bool(os.environ.get("MIRRORFLOW_RUN_DIR"))
-    directory = directory or run_dir(flow)
-    directory.mkdir(parents=True, exist_ok=True)
+    directory, keep = run_directory(flow, directory)
     with FlowClients(cfg, flow) as clients:
         skip = flow_state(clients).skip_reason(flow.name, "copy")
         if skip:
@@ -152,12 +149,7 @@ def run_continuous(
                 t0 = time.time()
                 results = copy_plan(cfg, flow, mode, master, pd, plan_path, log) if plan.units else []
                 spark_s = time.time() - t0 if plan.units else 0.0
-            (directory / "results.json").write_text(json.dumps({"flow": flow.name, "results": results}))
-            rep = report_run(clients, pd, results, started, spark_s)
-            (directory / "report.json").write_text(json.dumps(rep.to_dict()))
+            return finish_run(clients, directory, keep, pd, results, started, spark_s)
         finally:
             STOP_REQUESTED.clear()
             lease.release()
-    if rep.ok and not keep:
-        cleanup(directory)
-    return rep

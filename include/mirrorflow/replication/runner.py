@@ -136,10 +136,7 @@ def run_once(
     started = time.time()
     if mode == "connect":
         preload()  # the Connect client's imports overlap the lease and the plan
-    # run files are kept when asked for (a directory, $MIRRORFLOW_RUN_DIR) or when the run failed
-    keep = directory is not None or bool(os.environ.get("MIRRORFLOW_RUN_DIR"))
-    directory = directory or run_dir(flow)
-    directory.mkdir(parents=True, exist_ok=True)
+    directory, keep = run_directory(flow, directory)
     with FlowClients(cfg, flow) as clients:
         skip = flow_state(clients).skip_reason(flow.name, "copy")
         if skip:
@@ -178,8 +175,31 @@ def _run(
     t0 = time.time()
     results = copy_plan(cfg, flow, mode, master, pd, plan_path, log) if plan.units else []
     spark_s = time.time() - t0 if plan.units else 0.0
-    (directory / "results.json").write_text(json.dumps({"flow": flow.name, "results": results}))
-    rep = report_run(clients, pd, results, started, spark_s)
+    return finish_run(clients, directory, keep, pd, results, started, spark_s)
+
+
+def run_directory(flow: FlowConfig, directory: Path | None) -> tuple[Path, bool]:
+    """The run's directory, and whether its files are kept: when asked for (a directory,
+    $MIRRORFLOW_RUN_DIR), else only when the run failed (see finish_run)."""
+    keep = directory is not None or bool(os.environ.get("MIRRORFLOW_RUN_DIR"))
+    directory = directory or run_dir(flow)
+    directory.mkdir(parents=True, exist_ok=True)
+    return directory, keep
+
+
+def finish_run(
+    clients: FlowClients,
+    directory: Path,
+    keep: bool,
+    plan: dict[str, Any],
+    results: list[dict],
+    started: float,
+    spark_s: float,
+) -> RunReport:
+    """Write the run's results and report files, report, and remove the files of a run that went well
+    (unless kept): the end of one-shot and continuous runs alike."""
+    (directory / "results.json").write_text(json.dumps({"flow": clients.flow.name, "results": results}))
+    rep = report_run(clients, plan, results, started, spark_s)
     (directory / "report.json").write_text(json.dumps(rep.to_dict()))
     if rep.ok and not keep:
         cleanup(directory)
