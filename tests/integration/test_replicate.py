@@ -14,7 +14,7 @@ from mirrorflow.clients import FlowClients
 from mirrorflow.replication.copier import copy_unit
 from mirrorflow.replication.planner import Unit
 from mirrorflow.replication.runner import run_once
-from mirrorflow.state.topics import ensure_state_topics
+from mirrorflow.state.topics import ensure_state_topics, transactional_id
 from tests.integration.replicate_helpers import (add_partitions, assert_copied, assert_map_exact, delete_records,
                                                  make_flow, mirror_topic)
 from tests.support import consume_all, create_topic, load_offset_map, produce, read_progress
@@ -253,13 +253,13 @@ def test_fencing_two_copies_of_the_same_unit(tmp_path, source, target, unique):
         time.sleep(0.4)
         f2 = pool.submit(attempt)
         r1, r2 = f1.result(), f2.result()
-    statuses = sorted([r1.status, r2.status])
-    # known: an abortable fencing error is ridden through like an outage (kafka/retry.py), so the
-    # fenced attempt may re-initialise and the two alternate until one finds nothing left
-    assert statuses in (["fenced", "ok"], ["ok", "skipped"]), (r1.status, r1.error, r2.status, r2.error)
-    if statuses == ["fenced", "ok"]:
-        fenced = r1 if r1.status == "fenced" else r2
-        assert "fenced by another attempt" in fenced.error
+    # fencing is final: the fenced attempt stops (it never re-initialises, which would fence its
+    # fencer back), the other copies the rest
+    assert sorted([r1.status, r2.status]) == ["fenced", "ok"], (r1.status, r1.error, r2.status, r2.error)
+    fenced = r1 if r1.status == "fenced" else r2
+    assert fenced.error == (f"{t}[0]: fenced by another attempt (transactional.id {transactional_id(flow, t, 0)}); "
+                            "it owns this partition now"), fenced.error
+    assert fenced.error_type == "FencedError"
     # the fenced attempt's committed transactions count, the other continued right after them
     assert r1.records + r2.records == 4000
     assert_copied(source, target, t)

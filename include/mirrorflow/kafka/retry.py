@@ -23,6 +23,13 @@ from mirrorflow.kafka.connection import kafka_error
 
 T = TypeVar("T")
 
+# another attempt at the same transactional.id owns the partition now: never an outage, even when
+# librdkafka reports it as abortable (INVALID_PRODUCER_EPOCH). Re-initialising would fence the
+# attempt that fenced this one, and the two would alternate. (The broker's own abort of a
+# transaction open longer than transaction.timeout.ms also bumps the epoch; the writer tells that
+# case apart by the transaction's age and reports it as a TransactionTimeoutError, which is ridden
+# through.)
+FENCING_CODES = {KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH}
 TRANSIENT_CODES = {
     KafkaError._TRANSPORT,
     KafkaError._ALL_BROKERS_DOWN,
@@ -47,7 +54,7 @@ BACKOFF_S = 1.0
 
 def transient_error(err: KafkaError | None) -> bool:
     """A Kafka error that a broker coming back cures (never a fatal one: fencing, authorization)."""
-    if err is None or err.fatal():
+    if err is None or err.fatal() or err.code() in FENCING_CODES:
         return False  # a fenced attempt stops: retrying would fence the attempt that fenced it
     return err.code() in TRANSIENT_CODES or err.retriable() or err.txn_requires_abort()
 

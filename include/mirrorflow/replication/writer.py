@@ -54,16 +54,17 @@ from mirrorflow.errors import (
     TransactionTimeoutError,
 )
 from mirrorflow.kafka.connection import kafka_error
-from mirrorflow.kafka.retry import Outage, describe, retrying, transient_error
+from mirrorflow.kafka.retry import FENCING_CODES, Outage, describe, retrying, transient_error
 from mirrorflow.replication.faults import NO_FAULTS, Faults
 from mirrorflow.replication.planner import Unit
 from mirrorflow.replication.reader import TRANSACTION_TIMEOUT_MS, Batch, outage_bound_s, record_size
+from mirrorflow.state.fencing import abort_pending
 from mirrorflow.state.offset_map import MapEntry, Run
 from mirrorflow.state.records import Progress
 from mirrorflow.state.topics import offset_map_topic, progress_topic, state_partition, transactional_id
 from mirrorflow.state.writer import StateWriter
 
-FENCED_CODES = {KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH}
+FENCED_CODES = FENCING_CODES
 TOO_LARGE_CODES = {KafkaError.MSG_SIZE_TOO_LARGE, KafkaError.RECORD_LIST_TOO_LARGE}
 MISSING_CODES = {KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_PARTITION, KafkaError._UNKNOWN_TOPIC}
 MAX_MESSAGE_BYTES = 1_000_000_000  # librdkafka's maximum: let the BROKER decide what is too large
@@ -202,7 +203,8 @@ class TransactionWriter:
         self._where = f"{unit.topic}[{unit.partition}]"
 
     def start(self, state: StateWriter) -> None:
-        """Exactly-once: fence older attempts and abort their open transaction."""
+        """Exactly-once: fence older attempts, abort their open transaction and end what they left
+        pending (`_close_pending`), before this producer's first commit."""
         self.state = state
         if self.eos:
             # connect first (one metadata request): init_transactions on a cold producer waits for
@@ -214,17 +216,16 @@ class TransactionWriter:
             retrying(
                 lambda: self.producer.init_transactions(60), self.outage, target, f"init_transactions ({self._where})"
             )
-            if self.outage.started is not None:  # resumed after an outage
-                self._close_hanging()
+            self._close_pending()
         self.faults.reached("after_init")
 
-    def _close_hanging(self) -> None:
+    def _close_pending(self) -> None:
         """One aborted transaction over the unit's partitions (its target partition, its progress
-        and offset-map partitions). A target broker SIGKILLed while our transaction was open, and
-        down longer than transaction.timeout.ms, can leave that transaction's records pending on a
-        partition; the next commit marker of this transactional.id then makes them visible
-        (duplicates, or progress without its records; seen on Kafka 4.3). An abort marker first
-        ends them as aborted. The records written here are aborted: no read_committed reader sees them."""
+        and offset-map partitions), written by every unit, not only a resumed one: records an
+        earlier attempt of this transactional.id left pending (a target broker SIGKILLed while its
+        transaction was open, down longer than transaction.timeout.ms; Kafka 4.3) would otherwise
+        become visible with this producer's first commit, whether that earlier attempt was this
+        unit before an outage, a fenced attempt that stopped, or a crashed run."""
         assert self.state is not None
         u, st = self.unit, self.state
         parts = [
@@ -232,13 +233,11 @@ class TransactionWriter:
             (progress_topic(self.flow), state_partition(u.topic, u.partition, st.progress_partitions)),
             (offset_map_topic(self.flow), state_partition(u.topic, u.partition, st.map_partitions)),
         ]
-        self.producer.begin_transaction()
-        for topic, partition in parts:
-            self._to_target(topic, b"", b"mirrorflow-aborted", partition, headers=[("mirrorflow", b"aborted")])
-        self.producer.flush(60)
-        retrying(
-            lambda: self.producer.abort_transaction(60), self.outage, self.flow.target, f"aborting ({self._where})"
+        target = self.flow.target
+        abort = lambda: retrying(  # noqa: E731
+            lambda: self.producer.abort_transaction(60), self.outage, target, f"aborting ({self._where})"
         )
+        abort_pending(self.producer, parts, abort, self._where, target)
 
     def write(self, batch: Batch, progress: Progress, lost_range: tuple[int, int] | None = None) -> Progress:
         """One transaction: the batch's records (produced while the batch is read), its offset-map
@@ -311,9 +310,23 @@ class TransactionWriter:
             except KafkaException as exc:  # the transaction already failed (an outage): redo it
                 e = kafka_error(exc)
                 # _STATE: the transaction is in an abortable error state (a fatal one fails the abort)
-                if self.eos and e is not None and (transient_error(e) or e.code() == KafkaError._STATE):
+                if self.eos and e is not None and transient_error(e):
                     raise _Abortable(exc) from None
+                if self.eos and e is not None and e.code() == KafkaError._STATE:
+                    raise self._abortable_unless_fenced(exc) from None
                 raise
+
+    def _abortable_unless_fenced(self, exc: KafkaException) -> Exception:
+        """The transaction is in an abortable error state whose cause produce() does not say: an
+        outage, or another attempt fencing this one (INVALID_PRODUCER_EPOCH is abortable in
+        librdkafka). Aborting tells them apart: a fenced producer's abort fails with the fencing
+        error, which stops the unit (it never re-initialises: that would fence its fencer back)."""
+        try:
+            self.producer.abort_transaction(10)
+        except KafkaException as abort_exc:
+            if is_fenced(abort_exc):
+                return abort_exc
+        return _Abortable(exc)
 
     def _send(self, batch: Batch) -> _Edges:
         """Produce the batch's records as they are read. Only the first and the last get a delivery

@@ -5,19 +5,65 @@ transaction.timeout.ms; meanwhile read_committed readers of that state partition
 run reads progress, the planner finds state partitions with an open transaction (last stable
 offset below the high watermark) and re-initialises the transactional ids whose keys live there,
 which fences the zombie and aborts its transaction.
+
+`init_transactions` alone does not end every open transaction: a target broker SIGKILLed while a
+copy transaction was open, and down longer than transaction.timeout.ms, can leave that
+transaction's records pending on a partition the coordinator no longer lists (Kafka 4.3.1,
+reproduced with a bare producer); the next COMMIT marker of the same transactional.id then makes
+them visible. `abort_pending` writes one aborted transaction over the partitions an id writes to:
+its abort marker ends such records as aborted, and its new epoch on those partitions rejects any
+late write of an older attempt. Every copy unit does this once, after `init_transactions` and
+before its first commit (see docs/replicate.md, "Fencing").
 """
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import OffsetSpec
 
 from mirrorflow.clients import FlowClients
+from mirrorflow.errors import TransactionAbortedError
 from mirrorflow.kafka.topics import list_offsets
-from mirrorflow.state.topics import progress_topic, state_partition, transactional_id
+from mirrorflow.state.topics import offset_map_topic, progress_topic, state_partition, transactional_id
+
+ABORTED_VALUE = b"mirrorflow-aborted"  # never read: no read_committed reader sees an aborted record
+
+
+def abort_pending(
+    producer: Any, parts: Iterable[tuple[str, int]], abort: Callable[[], None], where: str, cluster: str
+) -> None:
+    """One aborted transaction over `parts` (topic, partition) with this (initialised)
+    transactional producer: its abort marker on each partition ends records an earlier epoch of
+    the same transactional.id left pending there. `abort()` aborts the transaction (the caller
+    decides how it is retried). A record not delivered (an outage) is a TransactionAbortedError:
+    the marker is not known to be on that partition, so the caller must not commit with this
+    producer."""
+    errors: list[KafkaError] = []
+
+    def report(err: KafkaError | None, _msg: Any) -> None:
+        if err is not None:
+            errors.append(err)
+
+    producer.begin_transaction()
+    for topic, partition in parts:
+        producer.produce(topic, b"", ABORTED_VALUE, partition, on_delivery=report, headers=[("mirrorflow", b"aborted")])
+    try:
+        left = producer.flush(60)
+    except SystemError as exc:  # a fatal error (fencing) surfaces in flush() as the cause of this
+        if isinstance(exc.__cause__, KafkaException):
+            raise exc.__cause__ from None
+        raise
+    abort()
+    if left or errors:
+        what = errors[0].str() if errors else f"{left} records not delivered in time"
+        raise TransactionAbortedError(
+            f"{where}: the aborting transaction on cluster {cluster!r} did not reach every partition ({what})"
+        )
 
 
 def blocked_state_partitions(clients: FlowClients) -> set[int]:
@@ -49,11 +95,22 @@ def fence_open_transactions(
     n = clients.partitions("target", progress_topic(flow))
     todo = [(t, p) for t, p in keys if state_partition(t, p, n) in blocked]
 
+    nmap = clients.partitions("target", offset_map_topic(flow))
+
     def fence(tp: tuple[str, int]) -> None:
         pr = clients.producer("target", required={"transactional.id": transactional_id(flow, *tp)})
-        pr.init_transactions(60)
-        pr.flush(5)
-        clients.release(pr)
+        try:
+            pr.init_transactions(60)
+            # records a killed broker left pending on the state partitions are ended too, so the
+            # progress partition's last stable offset moves and the plan reads the whole progress
+            parts = [
+                (progress_topic(flow), state_partition(*tp, n)),
+                (offset_map_topic(flow), state_partition(*tp, nmap)),
+            ]
+            with contextlib.suppress(TransactionAbortedError):  # best effort: the unit does it again
+                abort_pending(pr, parts, lambda: pr.abort_transaction(60), f"{tp[0]}[{tp[1]}]", flow.target)
+        finally:
+            clients.release(pr)
 
     with ThreadPoolExecutor(max_workers=8) as pool:
         list(pool.map(fence, todo))
