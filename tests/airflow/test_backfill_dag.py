@@ -100,9 +100,8 @@ def test_replicate_runs_of_an_airflow_backfill_copy_their_intervals_records(tmp_
                                                                              unique, monkeypatch):
     """What a run of `airflow backfill create` over three past data intervals does in the replicate
     DAG's plan -> copy -> report (the copy in threads instead of spark-submit)."""
-    import json
-    from pathlib import Path
-
+    from mirrorflow.clients import FlowClients
+    from mirrorflow.replication.handoff import decode_plan, publish_results
     from mirrorflow.replication.runner import copy_direct
     from mirrorflow_airflow.dag_builders.replicate import plan_task, report_task
     from tests.integration.test_replicate import NOW
@@ -125,10 +124,10 @@ def test_replicate_runs_of_an_airflow_backfill_copy_their_intervals_records(tmp_
 
     def airflow_run(run_id: str, interval: tuple[int, int]) -> dict:
         paths = plan_task(flow.name, run_id, str(cfg.path), {}, interval)
-        plan = json.loads(Path(paths["plan"]).read_text())
-        if paths["units"]:
-            results = copy_direct(cfg, flow, plan)
-            Path(paths["results"]).write_text(json.dumps({"results": results}))
+        plan = decode_plan(paths["plan"])
+        if paths["units"]:  # the copy task's part: copy, hand the results back through the target
+            with FlowClients(cfg, flow) as clients:
+                publish_results(clients, plan, copy_direct(cfg, flow, plan))
         return report_task(flow.name, paths, None, str(cfg.path))
 
     for i in range(3):

@@ -3,7 +3,9 @@ run that copies through spark-submit and emits an Asset event per target topic."
 from __future__ import annotations
 
 import os
+import shutil
 import time
+from pathlib import Path
 
 import pytest
 
@@ -44,13 +46,37 @@ def test_one_replicate_dag_per_flow(dagbag):
     assert dag.get_task("copy").task_type == "MirrorflowSparkSubmitOperator"
 
 
-def test_dag_run_copies_through_spark_submit(dagbag, source, target, monkeypatch):
+def on_its_own_machine(dag, base: Path) -> list[tuple[str, list[str]]]:
+    """Run each task of `dag` as if on a machine of its own (Celery, Kubernetes executors): its own
+    MIRRORFLOW_RUN_DIR, and every directory an earlier task had is gone. Returns, per task run, its
+    task id and the files the earlier tasks' directories held before they were removed."""
+    seen: list[tuple[str, list[str]]] = []
+
+    def fresh_machine(context) -> None:
+        task_id = context["ti"].task_id
+        left = sorted(str(f.relative_to(base)) for f in base.rglob("*") if f.is_file())
+        shutil.rmtree(base, ignore_errors=True)
+        (base / task_id).mkdir(parents=True)
+        os.environ["MIRRORFLOW_RUN_DIR"] = str(base / task_id)
+        seen.append((task_id, left))
+
+    for t in dag.tasks:
+        t._pre_execute_hook = fresh_machine
+    return seen
+
+
+def test_dag_run_copies_through_spark_submit(dagbag, source, target, monkeypatch, tmp_path):
     cfg, prefix, bag = dagbag
     topic = f"{prefix}.orders"
     mirror_topic(source, target, topic, 2)
     produce(source, topic, [{"partition": i % 2, "key": f"k{i}".encode(), "value": f"v{i}".encode(),
                              "headers": [("h", b"1")], "timestamp": NOW + i} for i in range(300)])
     dag = bag.get_dag("mirrorflow_replicate__A-B")
+    # no shared disk: plan, copy and report each get a run directory of their own, and the earlier
+    # tasks' directories are removed before a task starts; the plan reaches copy through XCom and
+    # the spark-submit driver as a file it ships (--files), the results reach report via the target
+    monkeypatch.setenv("MIRRORFLOW_RUN_DIR", str(tmp_path / "unused"))
+    machines = on_its_own_machine(dag, tmp_path / "machines")
     # without the connection the copy fails clearly (never a silent yarn submit)
     monkeypatch.delenv("AIRFLOW_CONN_SPARK_DEFAULT", raising=False)
     run = dag.test()
@@ -63,14 +89,32 @@ def test_dag_run_copies_through_spark_submit(dagbag, source, target, monkeypatch
     sent: list[tuple] = []
     for kind in ("incr", "gauge", "timing"):
         monkeypatch.setattr(stats, kind, lambda name, value=None, *a, _k=kind, **kw: sent.append((_k, name, value)))
+    machines.clear()
     run = dag.test()
     states = {ti.task_id: ti.state for ti in run.get_task_instances()}
     assert states == {"plan": "success", "copy": "success", "report": "success"}, states
+    assert [task for task, _ in machines] == ["plan", "copy", "report"]
+    assert machines[1][1] == [] and machines[2][1] == [], machines  # the plan task left no file to read
+    assert not (tmp_path / "unused").exists()
     assert_copied(source, target, topic)
     flow = cfg.flow("A->B")
     assert_map_exact(cfg, flow, source, target, topic, 2)
-    report = [ti for ti in run.get_task_instances() if ti.task_id == "report"][0].xcom_pull(task_ids="report")
+    tis = {ti.task_id: ti for ti in run.get_task_instances()}
+    report = tis["report"].xcom_pull(task_ids="report")
     assert report["records"] == 300 and report["lag"] == 0
+    # the results the report read: the driver's, on the target under the run's id, one per unit
+    from mirrorflow.clients import FlowClients
+    from mirrorflow.replication.handoff import decode_plan
+    from mirrorflow.state.run_results import read
+
+    planned = tis["plan"].xcom_pull(task_ids="plan")
+    plan = decode_plan(planned["plan"])
+    with FlowClients(cfg, flow) as clients:
+        written = read(clients, planned["run"])
+    assert written["run"] == plan["run"] == planned["run"] and "job_finished" in written
+    assert len(written["results"]) == planned["units"]
+    per_partition = {p: sum(r["records"] for r in written["results"] if r["partition"] == p) for p in (0, 1)}
+    assert per_partition == {0: 150, 1: 150}
     assert report["topics"] == [f"A.{topic}"]
     assert ("incr", "mirrorflow.replicate.records", 300) in sent, sent
     assert ("gauge", "mirrorflow.replicate.lag", 0) in sent
@@ -138,3 +182,25 @@ def test_dag_run_of_a_paused_flow_ends_skipped_with_the_reason(dagbag, source, t
     run = dag.test()
     assert {ti.task_id: ti.state for ti in run.get_task_instances()}["report"] == "success"
     assert_copied(source, target, topic)
+
+
+def test_report_fails_naming_the_units_whose_results_never_came(dagbag, source, target):
+    """A copy that handed back nothing (a driver that died after exit 0, results expired) is a
+    failed report naming the units, never "ok, 0 copied"; the lease is released all the same."""
+    from airflow.sdk.exceptions import AirflowFailException
+
+    from mirrorflow.clients import FlowClients
+    from mirrorflow.state.lease import current_holder
+    from mirrorflow_airflow.dag_builders.replicate import plan_task, report_task
+
+    cfg, prefix, _ = dagbag
+    topic = f"{prefix}.lost"
+    mirror_topic(source, target, topic, 1)
+    produce(source, topic, [{"value": f"v{i}".encode(), "timestamp": NOW + i} for i in range(5)])
+    planned = plan_task("A->B", "manual__no_copy", str(cfg.path))
+    assert planned["units"] == 1 and planned["offsets"] == 5
+    with pytest.raises(AirflowFailException) as exc:
+        report_task("A->B", planned, None, str(cfg.path))
+    assert f"has no result for 1 of its 1 planned unit(s): {topic}[0] 0..5" in str(exc.value)
+    with FlowClients(cfg, cfg.flow("A->B")) as clients:
+        assert current_holder(clients) is None

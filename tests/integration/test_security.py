@@ -159,7 +159,7 @@ def test_sync_replicate_checkpoint_translate_without_leaking_a_secret(tmp_path, 
     outputs += [f.read_text() for f in run_files]
     cfg = config_mod.load(cfg_path)
     plan = next(f for f in run_files if f.name == "plan.json")
-    outputs.append(" ".join(submit_command(cfg, plan, plan.with_name("results.json"))))
+    outputs.append(" ".join(submit_command(cfg, plan)))
     secrets = secrets_of({src: source, tgt: target})
     assert secrets  # (a): the SCRAM passwords; (b): the mTLS key password
     for secret in secrets:

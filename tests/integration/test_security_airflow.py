@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import time
 from pathlib import Path
 
 import pytest
 import yaml
 
+from mirrorflow.replication.handoff import decode_plan
 from tests.support import consume_all, create_topic, produce
 
 pytestmark = [pytest.mark.integration, pytest.mark.airflow, pytest.mark.spark]
@@ -80,7 +82,12 @@ def test_replicate_dag_with_a_cluster_from_an_airflow_connection(
              if d.exists() for f in d.rglob("*") if f.is_file()]
     assert any(f.name == "plan.json" for f in runs.rglob("*"))
     with create_session() as session:
-        seen += [json.dumps(x.value, default=str) for x in session.query(XComModel).filter_by(run_id=run.run_id)]
+        xcoms = [json.dumps(x.value, default=str) for x in session.query(XComModel).filter_by(run_id=run.run_id)]
+        seen += xcoms
+        # the plan travels compressed in XCom: search it decoded too
+        plans = [json.dumps(decode_plan(m)) for x in xcoms for m in re.findall(r"mfplan1:[A-Za-z0-9+/=]+", x)]
+        assert plans and '"tasks"' in plans[0]
+        seen += plans
         seen += [json.dumps(r.rendered_fields, default=str)
                  for r in session.query(RenderedTaskInstanceFields).filter_by(run_id=run.run_id)]
     assert len(seen) > 4

@@ -13,15 +13,16 @@ def cfg(master):
 
 
 def test_local_master_needs_no_zip(tmp_path):
-    cmd = submit_command(cfg("local[*]"), tmp_path / "plan.json", tmp_path / "results.json")
+    cmd = submit_command(cfg("local[*]"), tmp_path / "plan.json")
     assert cmd[cmd.index("--master") + 1] == "local[*]"
     assert "--py-files" not in cmd
     assert "spark.executor.memory=2g" in cmd and "spark.speculation=false" in cmd
-    assert cmd[-3:] == [str(JOB_PATH), str(tmp_path / "plan.json"), str(tmp_path / "results.json")]
+    # spark-submit ships the plan (a driver on another host finds it too); results go to the target
+    assert cmd[-4:] == ["--files", str(tmp_path / "plan.json"), str(JOB_PATH), str(tmp_path / "plan.json")]
 
 
 def test_cluster_master_ships_the_core_package(tmp_path):
-    cmd = submit_command(cfg("spark://master:7077"), tmp_path / "plan.json", tmp_path / "results.json")
+    cmd = submit_command(cfg("spark://master:7077"), tmp_path / "plan.json")
     z = cmd[cmd.index("--py-files") + 1]
     names = zipfile.ZipFile(z).namelist()
     assert "mirrorflow/__init__.py" in names and "mirrorflow/replication/copier.py" in names

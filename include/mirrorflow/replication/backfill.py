@@ -22,8 +22,6 @@ with a zone (the first offset whose timestamp is at or after it, `offsets_for_ti
 
 from __future__ import annotations
 
-import json
-import os
 import re
 import time
 from collections.abc import Callable
@@ -38,6 +36,7 @@ from mirrorflow.clients import FlowClients
 from mirrorflow.config import Config, FlowConfig
 from mirrorflow.errors import ConfigError
 from mirrorflow.replication import runner
+from mirrorflow.replication.handoff import new_run_id
 from mirrorflow.replication.planner import (
     PartitionInput,
     Plan,
@@ -49,7 +48,7 @@ from mirrorflow.replication.planner import (
     stopped_message,
 )
 from mirrorflow.replication.report import RunReport
-from mirrorflow.replication.runner import run_dir, take_lease
+from mirrorflow.replication.runner import take_lease
 from mirrorflow.state.flow_state import flow_state
 from mirrorflow.state.lease import local_owner
 from mirrorflow.state.offset_map import subtract_ranges
@@ -357,16 +356,16 @@ def plan_backfill(
 
 def prepare_interval_plan(
     clients: FlowClients,
-    directory: Path,
     lease: Any,
     interval_ms: tuple[int, int],
     topics: str | None = None,
     dry_run: bool = False,
-) -> tuple[Plan, Path]:
+    run_id: str | None = None,
+) -> tuple[Plan, dict[str, Any]]:
     """The plan of an Airflow backfill run of the replicate DAG: the records whose timestamps fall
     in the run's data interval [start, end) (`offsets_for_times` on both bounds) that the ledger does
-    not hold yet -- nothing when the flow already copied them. Writes the plan file like
-    `runner.prepare_plan`."""
+    not hold yet -- nothing when the flow already copied them. Returns the plan and what is handed
+    to the copy, like `runner.prepare_plan`."""
     from mirrorflow.state.topics import ensure_state_topics
 
     ensure_state_topics(clients)
@@ -376,9 +375,7 @@ def prepare_interval_plan(
         plan.tasks = []
     if lease is not None:
         plan.lease = {"owner": lease.owner, "who": lease.who}
-    path = directory / "plan.json"
-    path.write_text(json.dumps(plan.to_dict()))
-    return plan, path
+    return plan, {**plan.to_dict(), "run": run_id or new_run_id("cli-interval")}
 
 
 def partitions_of(plan: dict[str, Any]) -> list[BackfillPartition]:
@@ -469,19 +466,14 @@ def copy_plan(
 ) -> tuple[RunReport, list[dict[str, Any]]]:
     """Copy a plan's units exactly as a replicate run does (`runner.copy_plan`: spark-submit,
     in-process Spark, Spark Connect or threads); the run's report and the units' results."""
-    cfg, flow = clients.cfg, clients.flow
     started = time.time()
-    keep = directory is not None or bool(os.environ.get("MIRRORFLOW_RUN_DIR"))
-    directory = directory or run_dir(flow)
-    directory.mkdir(parents=True, exist_ok=True)
-    pd = plan.to_dict()
-    plan_path = directory / "plan.json"
-    plan_path.write_text(json.dumps(pd))
+    directory, keep = runner.run_directory(clients.flow, directory)
+    pd = {**plan.to_dict(), "run": new_run_id("cli-backfill")}
     log(
         f"backfill: {len(plan.units)} units in {len(plan.tasks)} tasks ({sum(u.records for u in plan.units):,} offsets)"
     )
     t0 = time.time()
-    results = runner.copy_plan(cfg, flow, mode, master, pd, plan_path, log) if plan.units else []
+    results = runner.copy_plan(clients, mode, master, pd, directory, log) if plan.units else []
     spark_s = time.time() - t0 if plan.units else 0.0
     rep = runner.report_run(clients, pd, results, started, spark_s)
     if rep.ok and not keep:

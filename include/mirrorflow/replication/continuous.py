@@ -18,17 +18,18 @@ them from overlapping, so the gap in copying is the hand-over (report, plan, job
 from __future__ import annotations
 
 import contextlib
-import json
 import signal
 import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import FrameType
+from typing import Any
 
 from mirrorflow.clients import FlowClients
 from mirrorflow.config import Config, FlowConfig
 from mirrorflow.replication.follow import STOP_REQUESTED, FollowSpec
+from mirrorflow.replication.handoff import new_run_id
 from mirrorflow.replication.planner import Plan, Unit, gather_inputs, plan_units
 from mirrorflow.replication.reader import OPEN_END
 from mirrorflow.replication.report import RunReport
@@ -82,19 +83,23 @@ def continuous_plan(clients: FlowClients) -> Plan:
 
 
 def prepare_continuous_plan(
-    clients: FlowClients, directory: Path, lease: FlowLease | None, seconds: float | None = None
-) -> tuple[Plan, Path, FollowSpec]:
-    """Plan a continuous run and write its plan file (units, the lease's owner, the follow spec:
-    deadline, micro-batch interval, stop file; never secrets)."""
+    clients: FlowClients,
+    lease: FlowLease | None,
+    seconds: float | None = None,
+    stop_file: Path | None = None,
+    run_id: str | None = None,
+) -> tuple[Plan, dict[str, Any], FollowSpec]:
+    """Plan a continuous run; returns the plan, what is handed to the copy (units, the lease's
+    owner, the run's id, the follow spec: deadline, micro-batch interval, stop file; never secrets)
+    and the spec. `stop_file`: only where the copy runs on this host (the CLI)."""
     started = time.time()
     ensure_state_topics(clients)
     plan = continuous_plan(clients)
     if lease is not None:
         plan.lease = {"owner": lease.owner, "who": lease.who}
-    spec = follow_spec(clients.flow, started, seconds, directory / STOP_FILE)
-    path = directory / "plan.json"
-    path.write_text(json.dumps({**plan.to_dict(), "continuous": spec.to_dict()}))
-    return plan, path, spec
+    spec = follow_spec(clients.flow, started, seconds, stop_file)
+    handed = {**plan.to_dict(), "continuous": spec.to_dict(), "run": run_id or new_run_id("cli-continuous")}
+    return plan, handed, spec
 
 
 @contextlib.contextmanager
@@ -140,14 +145,13 @@ def run_continuous(
         lease.start_renewing()
         try:
             with stop_on_signals(directory / STOP_FILE):
-                plan, plan_path, spec = prepare_continuous_plan(clients, directory, lease, seconds)
-                pd = json.loads(plan_path.read_text())
+                plan, pd, spec = prepare_continuous_plan(clients, lease, seconds, directory / STOP_FILE)
                 log(
                     f"continuous run of flow {flow.name}: {len(plan.units)} partitions in {len(plan.tasks)} "
                     f"tasks, until {time.strftime('%H:%M:%S', time.localtime(spec.deadline))}"
                 )
                 t0 = time.time()
-                results = copy_plan(cfg, flow, mode, master, pd, plan_path, log) if plan.units else []
+                results = copy_plan(clients, mode, master, pd, directory, log) if plan.units else []
                 spark_s = time.time() - t0 if plan.units else 0.0
             return finish_run(clients, directory, keep, pd, results, started, spark_s)
         finally:

@@ -2,8 +2,10 @@
 
 The copy runs in Spark (see `spark`: spark-submit by default, or an in-process SparkSession with
 `mode="inprocess"`); `mode="direct"` runs the units in threads of this process without Spark
-(tests and debugging; the same copier code). The plan file holds the flow name, the config path
-and the units only -- never secrets.
+(tests and debugging; the same copier code). The plan holds the flow name, the config path, the
+units and the run's id -- never secrets. How plan and results travel (a plan file shipped with
+spark-submit, results through the target cluster) is `replication.handoff`'s; the run directory
+only holds this process's copy of them (and the report), kept when asked for or when the run failed.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from mirrorflow.errors import MirrorflowError
 from mirrorflow.replication.copier import copy_units
 from mirrorflow.replication.faults import from_env as faults_from_env
 from mirrorflow.replication.follow import following
+from mirrorflow.replication.handoff import check_results, new_run_id, write_plan_file
 from mirrorflow.replication.planner import Plan, Unit, make_plan, source_offsets
 from mirrorflow.replication.report import RunReport, build_report
 from mirrorflow.replication.spark import copy_in_process_spark, copy_with_spark_submit
@@ -77,11 +80,14 @@ def take_lease(clients: FlowClients, owner: str, who: str) -> FlowLease:
 
 
 def prepare_plan(
-    clients: FlowClients, directory: Path, lease: FlowLease | None = None, options: RunOptions | None = None
-) -> tuple[Plan, Path]:
-    """Ensure the state topics, plan, write the plan file; returns (plan, plan path). The plan
-    carries the lease's owner (never secrets), so the copy job keeps it renewed. A dry run's plan
-    file holds no tasks (its summary still says what would be copied)."""
+    clients: FlowClients,
+    lease: FlowLease | None = None,
+    options: RunOptions | None = None,
+    run_id: str | None = None,
+) -> tuple[Plan, dict[str, Any]]:
+    """Ensure the state topics and plan; returns the plan and what is handed to the copy (its dict
+    with the run's id). The plan carries the lease's owner (never secrets), so the copy job keeps it
+    renewed. A dry run's plan holds no tasks (its summary still says what would be copied)."""
     ensure_state_topics(clients)
     opts = options or RunOptions()
     plan = make_plan(clients, opts.topics, opts.partition_limit)
@@ -89,9 +95,7 @@ def prepare_plan(
         plan.tasks = []
     if lease is not None:
         plan.lease = {"owner": lease.owner, "who": lease.who}
-    path = directory / "plan.json"
-    path.write_text(json.dumps(plan.to_dict()))
-    return plan, path
+    return plan, {**plan.to_dict(), "run": run_id or new_run_id("cli")}
 
 
 @dataclass(frozen=True)
@@ -160,9 +164,8 @@ def _run(
     lease: FlowLease,
     options: RunOptions | None = None,
 ) -> RunReport:
-    cfg, flow = clients.cfg, clients.flow
-    plan, plan_path = prepare_plan(clients, directory, lease, options)
-    pd = plan.to_dict()
+    flow = clients.flow
+    plan, pd = prepare_plan(clients, lease, options)
     if options is not None and options.dry_run:
         would = sum(p["planned"] for p in plan.partitions)
         log(f"dry run: would copy {would:,} offsets of {flow.name}; copying nothing")
@@ -173,7 +176,7 @@ def _run(
     if options is not None and options.on_plan is not None:
         options.on_plan(plan)
     t0 = time.time()
-    results = copy_plan(cfg, flow, mode, master, pd, plan_path, log) if plan.units else []
+    results = copy_plan(clients, mode, master, pd, directory, log) if plan.units else []
     spark_s = time.time() - t0 if plan.units else 0.0
     return finish_run(clients, directory, keep, pd, results, started, spark_s)
 
@@ -196,8 +199,10 @@ def finish_run(
     started: float,
     spark_s: float,
 ) -> RunReport:
-    """Write the run's results and report files, report, and remove the files of a run that went well
-    (unless kept): the end of one-shot and continuous runs alike."""
+    """Write the run's plan, results and report files (this process's copy, for inspection), report,
+    and remove the files of a run that went well (unless kept): the end of one-shot and continuous
+    runs alike."""
+    write_plan_file(plan, directory)
     (directory / "results.json").write_text(json.dumps({"flow": clients.flow.name, "results": results}))
     rep = report_run(clients, plan, results, started, spark_s)
     (directory / "report.json").write_text(json.dumps(rep.to_dict()))
@@ -207,24 +212,28 @@ def finish_run(
 
 
 def copy_plan(
-    cfg: Config,
-    flow: FlowConfig,
+    clients: FlowClients,
     mode: str,
     master: str | None,
     plan: dict[str, Any],
-    plan_path: Path,
+    directory: Path,
     log: Callable[[str], None],
 ) -> list[dict]:
-    """Copy a planned run's units in `mode`; the units' results (one-shot and continuous runs)."""
+    """Copy a planned run's units in `mode`; the units' results (one-shot and continuous runs), one
+    per planned unit (else a MirrorflowError naming the units without one). spark-submit gets the
+    plan as a file in `directory`, which it ships to the driver; the driver hands the results back
+    through the target (replication.handoff), as to a DAG's report task."""
+    cfg, flow = clients.cfg, clients.flow
     if mode == "submit":
-        return copy_with_spark_submit(cfg, plan_path, plan_path.parent / "results.json", master, log)
+        return copy_with_spark_submit(clients, plan, write_plan_file(plan, directory), master, log)
     if mode == "inprocess":
-        return copy_in_process_spark(cfg, plan, master)
+        return check_results(plan, copy_in_process_spark(cfg, plan, master))
     if mode == "direct":
-        return copy_direct(cfg, flow, plan)
+        return check_results(plan, copy_direct(cfg, flow, plan))
     if mode == "connect":  # a running Spark Connect server (spark.remote, or master sc://...)
         remote = master if master and master.startswith("sc://") else None
-        return copy_with_connect(cfg, plan, remote, log, keep_lease=False)  # the caller renews the lease
+        # the caller renews the lease
+        return check_results(plan, copy_with_connect(cfg, plan, remote, log, keep_lease=False))
     raise MirrorflowError(f"unknown copy mode {mode!r} (submit, inprocess, connect or direct)")
 
 

@@ -1,13 +1,17 @@
 """The Spark side of a run: one Spark task per unit, through spark-submit or an in-process session.
 
-`spark-submit mirrorflow/replication/spark_job.py PLAN RESULTS` is the default (the master comes
-from the config, `local[*]` unless set; other masters get the package as a --py-files zip). Each
-task loads the config itself and copies its unit with the same copier as every other mode, so
-secrets never travel in the plan: executors resolve `${env:...}` from their own environment.
+`spark-submit --files PLAN mirrorflow/replication/spark_job.py PLAN` is the default (the master
+comes from the config, `local[*]` unless set; other masters get the package as a --py-files zip).
+spark-submit ships the plan file itself, so a driver on another host (--deploy-mode cluster) reads
+it too; the driver writes the units' results to the target (`replication.handoff`), where the
+runner or the DAG's report task reads them by the run's id: no disk is shared. Each task loads the
+config itself and copies its unit with the same copier as every other mode, so secrets never
+travel in the plan: executors resolve `${env:...}` from their own environment.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -49,19 +53,28 @@ def _copy_task(
 
 
 @contextmanager
-def lease_kept(plan: dict[str, Any]) -> Iterator[None]:
+def plan_clients(plan: dict[str, Any]) -> Iterator[Any]:
+    """FlowClients of the plan's flow, built from the plan's config file (the driver's own)."""
+    from mirrorflow import config as config_mod
+    from mirrorflow.clients import FlowClients
+
+    cfg = config_mod.load(plan.get("config"))
+    with FlowClients(cfg, cfg.flow(plan["flow"])) as clients:
+        yield clients
+
+
+@contextmanager
+def lease_kept(plan: dict[str, Any], clients: Any = None) -> Iterator[None]:
     """Keep the run's lease (taken by whoever planned the run, see state.lease) renewed while the
     job copies. When another run holds it now, stop before copying anything (LeaseError)."""
     lease = plan.get("lease")
     if not lease:
         yield
         return
-    from mirrorflow import config as config_mod
-    from mirrorflow.clients import FlowClients
     from mirrorflow.state.lease import FlowLease
 
-    cfg = config_mod.load(plan.get("config"))
-    with FlowClients(cfg, cfg.flow(plan["flow"])) as clients:
+    with contextlib.ExitStack() as stack:
+        clients = clients or stack.enter_context(plan_clients(plan))
         held = FlowLease(clients, lease["owner"], lease["who"]).acquire().start_renewing()
         try:
             yield
@@ -69,25 +82,39 @@ def lease_kept(plan: dict[str, Any]) -> Iterator[None]:
             held.stop_renewing()
 
 
-def copy_in_spark(spark: Any, plan: dict[str, Any]) -> list[dict]:
+def copy_in_spark(spark: Any, plan: dict[str, Any], clients: Any = None) -> list[dict]:
     """One Spark job, one Spark task per planned task (its units run one after another)."""
     sc = spark.sparkContext
     tasks = plan["tasks"]
     sc.setJobDescription(f"mirrorflow {plan['flow']}: {sum(len(t) for t in tasks)} units in {len(tasks)} tasks")
     rdd = sc.parallelize(list(enumerate(tasks)), max(1, len(tasks)))
-    with lease_kept(plan):
+    with lease_kept(plan, clients):
         return list(rdd.mapPartitions(_copy_task(plan.get("config"), plan["flow"], plan.get("continuous"))).collect())
 
 
-def copy_from_plan_file(spark: Any, plan_path: str, results_path: str) -> list[dict]:
-    """Entry used by spark_job.py: read the plan file, run it, write the results file."""
+def shipped_file(path: str) -> Path:
+    """The plan file as this driver sees it: the path itself (client mode), else the copy that
+    spark-submit's --files shipped (cluster mode: the driver's working or SparkFiles directory)."""
+    if Path(path).exists():
+        return Path(path)
+    name = Path(path).name
+    if Path(name).exists():
+        return Path(name)
+    from pyspark import SparkFiles
+
+    return Path(SparkFiles.get(name))
+
+
+def copy_from_plan_file(spark: Any, plan_path: str) -> list[dict]:
+    """Entry used by spark_job.py: read the plan file, run it, hand the results to the report
+    through the target (replication.handoff): the driver may share no disk with it."""
+    from mirrorflow.replication.handoff import publish_results
+
     t0 = time.time()
-    plan = json.loads(Path(plan_path).read_text())
-    results = copy_in_spark(spark, plan)
-    out = {"flow": plan["flow"], "results": results, "job_started": t0, "job_finished": time.time()}
-    tmp = Path(results_path).with_suffix(".tmp")
-    tmp.write_text(json.dumps(out))
-    tmp.replace(results_path)
+    plan = json.loads(shipped_file(plan_path).read_text())
+    with plan_clients(plan) as clients:
+        results = copy_in_spark(spark, plan, clients)
+        publish_results(clients, plan, results, job_started=t0, job_finished=time.time())
     return results
 
 
@@ -134,16 +161,15 @@ def spark_conf(cfg: Config) -> dict[str, str]:
     return conf
 
 
-def submit_command(
-    cfg: Config, plan_path: Path, results_path: Path, master: str | None = None, work_dir: Path | None = None
-) -> list[str]:
+def submit_command(cfg: Config, plan_path: Path, master: str | None = None, work_dir: Path | None = None) -> list[str]:
+    """spark-submit of the copy job; --files ships the plan to a driver on any host."""
     master = master or cfg.spark.master or "local[*]"
     cmd = [str(VENV_BIN / "spark-submit"), "--master", master, "--name", "mirrorflow-copy"]
     for k, v in spark_conf(cfg).items():
         cmd += ["--conf", f"{k}={v}"]
     if not is_local_master(master):
         cmd += ["--py-files", str(build_pyfiles_zip(work_dir or plan_path.parent))]
-    return cmd + [str(JOB_PATH), str(plan_path), str(results_path)]
+    return cmd + ["--files", str(plan_path), str(JOB_PATH), str(plan_path)]
 
 
 def job_output_tail(out: str | None, err: str | None, lines: int = 30) -> str:
@@ -157,14 +183,18 @@ def job_output_tail(out: str | None, err: str | None, lines: int = 30) -> str:
 
 
 def copy_with_spark_submit(
-    cfg: Config,
+    clients: Any,
+    plan: dict[str, Any],
     plan_path: Path,
-    results_path: Path,
     master: str | None = None,
     log: Callable[[str], None] = print,
     timeout: float | None = None,
 ) -> list[dict]:
-    cmd = submit_command(cfg, plan_path, results_path, master)
+    """Run the copy job on `plan_path` (the plan `plan`, written there); its results, as the driver
+    wrote them to the target (a planned unit without one: MirrorflowError naming it)."""
+    from mirrorflow.replication.handoff import collect_results
+
+    cmd = submit_command(clients.cfg, plan_path, master)
     log("running: " + " ".join(cmd))
     # its own process group, so an interrupted or timed-out run takes the whole job down with it
     proc = subprocess.Popen(
@@ -179,9 +209,9 @@ def copy_with_spark_submit(
             pass
         proc.wait()
         raise
-    if proc.returncode != 0 or not results_path.exists():
+    if proc.returncode != 0:
         raise MirrorflowError(f"the Spark copy job failed (exit {proc.returncode}):\n{job_output_tail(out, err)}")
-    return json.loads(results_path.read_text())["results"]
+    return collect_results(clients, plan)
 
 
 def copy_in_process_spark(cfg: Config, plan: dict[str, Any], master: str | None = None) -> list[dict]:

@@ -258,15 +258,14 @@ def copy_with_connect(
         return job.run(plan, resolved_config(plan))
 
 
-def copy_plan_file(
-    cfg: Config, plan_path: str | Path, results_path: str | Path, remote: str | None = None
-) -> list[dict]:
-    """The replicate DAG's copy task in connect mode: plan file in, results file out (as spark_job.py)."""
+def copy_and_publish(cfg: Config, plan: dict[str, Any], remote: str | None = None) -> list[dict]:
+    """The replicate DAG's copy task in connect mode: copy the plan (handed over in XCom) and write
+    its results to the target for the report task (replication.handoff), like spark_job.py."""
+    from mirrorflow.clients import FlowClients
+    from mirrorflow.replication.handoff import publish_results
+
     t0 = time.time()
-    plan = json.loads(Path(plan_path).read_text())
     results = copy_with_connect(cfg, plan, remote)
-    out = {"flow": plan["flow"], "results": results, "job_started": t0, "job_finished": time.time()}
-    tmp = Path(results_path).with_suffix(".tmp")
-    tmp.write_text(json.dumps(out))
-    tmp.replace(results_path)
+    with FlowClients(cfg, cfg.flow(plan["flow"])) as clients:
+        publish_results(clients, plan, results, job_started=t0, job_finished=time.time())
     return results

@@ -1,19 +1,21 @@
-"""spark-submit entry point of the copy job (thin): `spark_job.py PLAN_JSON RESULTS_JSON`.
+"""spark-submit entry point of the copy job (thin): `spark_job.py PLAN_JSON`.
 
 It lives in the package (not beside it) so an installed mirrorflow can submit it: the runner passes
 this file's path to spark-submit. Absolute imports only: Spark runs it as a script.
 
 The plan file carries the flow name, the config path and the units (never secrets); each Spark task
-copies one unit with mirrorflow.replication.copier, building its Kafka clients inside the task. The results
-(one dict per unit) are written to RESULTS_JSON. Logic lives in mirrorflow.replication.runner.
+copies one unit with mirrorflow.replication.copier, building its Kafka clients inside the task. PLAN_JSON
+is a local path, or the name of the file spark-submit shipped with --files (a driver on another host).
+The results (one dict per unit) go to the target cluster under the plan's run id, where the runner or
+the DAG's report task reads them (mirrorflow.replication.handoff). Logic lives in mirrorflow.replication.spark.
 """
 
 import sys
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) != 2:
-        print("usage: spark_job.py PLAN_JSON RESULTS_JSON", file=sys.stderr)
+    if len(argv) != 1:
+        print("usage: spark_job.py PLAN_JSON", file=sys.stderr)
         return 2
     from pyspark.sql import SparkSession
 
@@ -21,7 +23,7 @@ def main(argv: list[str]) -> int:
 
     spark = SparkSession.builder.appName("mirrorflow-copy").getOrCreate()
     try:
-        results = copy_from_plan_file(spark, argv[0], argv[1])
+        results = copy_from_plan_file(spark, argv[0])
     finally:
         spark.stop()
     failed = [r for r in results if r["status"] == "failed"]

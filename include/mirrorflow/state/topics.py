@@ -13,6 +13,8 @@ never replicate them), both keyed by the SOURCE (topic, partition):
   (see state.lease).
 * `mirrorflow.<flow.id>.runs.internal` (one partition, 7 days): a summary of each run and
   checkpoint pass (see state.run_log), for status pages and metrics.
+* `mirrorflow.<flow.id>.results.internal` (one partition, 1 day): each run's per-unit results, keyed
+  by the run's id (see state.run_results): how a copy job on another host hands them to the report.
 
 A key always lives in state partition crc32(key) % (partitions of that topic), so a copy unit reads
 one partition only.
@@ -50,6 +52,10 @@ def lease_topic(flow: FlowConfig) -> str:
 
 def runs_topic(flow: FlowConfig) -> str:
     return f"mirrorflow.{flow.state_name}.runs.internal"
+
+
+def results_topic(flow: FlowConfig) -> str:
+    return f"mirrorflow.{flow.state_name}.results.internal"
 
 
 def transactional_id(flow: FlowConfig, topic: str, partition: int) -> str:
@@ -109,11 +115,19 @@ def state_topic_configs(flow: FlowConfig) -> dict[str, dict[str, str]]:
             "segment.ms": str(24 * 3600 * 1000),
             "max.message.bytes": str(8 * 1024 * 1024),
         },
+        # each run's per-unit results (state.run_results), read by the run's report minutes later
+        results_topic(flow): {
+            "cleanup.policy": "delete",
+            "retention.ms": str(24 * 3600 * 1000),
+            "segment.ms": str(3600 * 1000),
+            "max.message.bytes": str(2 * 1024 * 1024),
+        },
     }
 
 
 def state_topic_partitions(flow: FlowConfig, topic: str) -> int:
-    return 1 if topic in (lease_topic(flow), runs_topic(flow)) else int(flow.props["state.topic.partitions"])
+    one = (lease_topic(flow), runs_topic(flow), results_topic(flow))
+    return 1 if topic in one else int(flow.props["state.topic.partitions"])
 
 
 def ensure_state_topics(clients: FlowClients) -> dict[str, int]:

@@ -6,12 +6,14 @@ as the replicate DAG, under the flow's lease (while a replicate run holds it, th
 ends skipped and says who holds it). A paused or stopped flow skips it with the reason.
 
 * `plan`: resolves From/To per source partition, subtracts what the flow's ledger already holds,
-  writes the plan file (flow name, config path, units flagged `backfill` -- never secrets); logs
+  hands the plan to `copy` in XCom (flow name, config path, units flagged `backfill` -- never
+  secrets; replication.handoff); logs
   per partition the offset range and the records it copies (or would copy, in a dry run) and the
   gaps source retention already removed (reported, not errors).
 * `copy`: `spark-submit` of the same job as the replicate DAG (skipped when there is nothing to
   copy, or in a dry run).
-* `report`: records and bytes per partition, gaps; releases the lease.
+* `report`: reads the units' results from the target by run id (no shared disk); records and bytes
+  per partition, gaps; releases the lease.
 
 Backfilled records land AFTER newer ones in the target partition (Kafka appends); translation,
 checkpoints and group sync stay exact through the offset map. A second identical backfill copies
@@ -22,11 +24,8 @@ intervals by record time (see docs/replicate.md, "Backfill").
 
 from __future__ import annotations
 
-import json
 import logging
-import re
 from datetime import datetime
-from pathlib import Path
 from typing import Any
 
 from airflow.sdk import DAG, Param, task
@@ -64,18 +63,18 @@ def lease_owner(flow: FlowConfig, run_id: str) -> tuple[str, str]:
 
 
 def plan_task(flow_name: str, run_id: str, p: dict[str, Any], config_path: str | None = None) -> dict[str, Any]:
-    """Plan the backfill (under the flow's lease unless a dry run) and write the plan file."""
+    """Plan the backfill (under the flow's lease unless a dry run); the plan goes to XCom."""
     from mirrorflow.clients import FlowClients
     from mirrorflow.errors import LeaseError
     from mirrorflow.replication.backfill import BackfillReport, When, plan_backfill
-    from mirrorflow.replication.runner import run_dir, take_lease
+    from mirrorflow.replication.handoff import encode_plan, new_run_id
+    from mirrorflow.replication.runner import take_lease
     from mirrorflow.state.flow_state import flow_state
 
     cfg = MirrorflowHook(config_path).get_conn()
     flow = cfg.flow(flow_name)
     lo, hi = When.parse(p.get("from"), "from"), When.parse(p.get("to"), "to")
     topics, dry = P.regex_or_none(p, "topics"), bool(p.get("dry_run", False))
-    directory = run_dir(flow, "backfill-" + re.sub(r"[^A-Za-z0-9_.-]+", "_", run_id))
     with FlowClients(cfg, flow) as clients:
         skip = flow_state(clients).skip_reason(flow.name, "copy")
         if skip:
@@ -96,15 +95,13 @@ def plan_task(flow_name: str, run_id: str, p: dict[str, Any], config_path: str |
         plan.tasks = []
     if lease is not None:
         plan.lease = {"owner": lease.owner, "who": lease.who}
-    path = directory / "plan.json"
-    path.write_text(json.dumps(plan.to_dict()))
+    run = new_run_id("backfill-" + run_id)
     rep = BackfillReport(flow.name, str(lo), str(hi), topics, dry, parts)
     for line in rep.lines():
         log.info("%s", line)
     return {
-        "plan": str(path),
-        "results": str(directory / "results.json"),
-        "dir": str(directory),
+        "plan": encode_plan({**plan.to_dict(), "run": run}),
+        "run": run,
         "units": len(plan.units),
         "offsets": rep.offsets,
         "dry_run": dry,
@@ -117,20 +114,23 @@ def plan_task(flow_name: str, run_id: str, p: dict[str, Any], config_path: str |
 def report_task(flow_name: str, paths: dict[str, Any], config_path: str | None = None) -> dict[str, Any]:
     """The backfill's report (records, bytes, gaps per partition); releases the lease."""
     from mirrorflow.clients import FlowClients
+    from mirrorflow.errors import MirrorflowError
     from mirrorflow.replication.backfill import BackfillReport, apply_results, partitions_of
-    from mirrorflow.replication.runner import cleanup, report_run
+    from mirrorflow.replication.handoff import collect_results, decode_plan
+    from mirrorflow.replication.runner import report_run
 
     cfg = MirrorflowHook(config_path).get_conn()
     flow = cfg.flow(flow_name)
-    plan = json.loads(Path(paths["plan"]).read_text())
-    rp = Path(paths["results"])
-    results = json.loads(rp.read_text())["results"] if rp.exists() else []
-    if paths.get("units") and not rp.exists():
-        raise AirflowFailException(f"{flow.name}: the backfill's copy job wrote no results ({rp})")
+    plan = decode_plan(paths["plan"])
     rep = BackfillReport(flow.name, paths["from"], paths["to"], paths.get("topics"), paths["dry_run"])
     rep.partitions = partitions_of(plan)
+    results: list[dict[str, Any]] = []
     with FlowClients(cfg, flow) as clients:
         try:
+            try:  # written to the target by the copy job under the run's id (no shared disk)
+                results = collect_results(clients, plan)
+            except MirrorflowError as exc:
+                raise AirflowFailException(str(exc)) from None
             if not paths["dry_run"]:
                 rep.run = report_run(clients, plan, results, plan.get("planned_at", 0))
         finally:
@@ -140,7 +140,6 @@ def report_task(flow_name: str, paths: dict[str, Any], config_path: str | None =
         log.info("%s", line)
     if not rep.ok:
         raise AirflowFailException(rep.render())
-    cleanup(Path(paths["dir"]))
     return rep.to_dict()
 
 
@@ -164,11 +163,7 @@ def build_backfill_dag(cfg: Config, flow: FlowConfig) -> DAG:
         planned = plan()
         copy = MirrorflowSparkSubmitOperator(
             task_id="copy",
-            application=str(JOB_PATH),
-            application_args=[
-                "{{ ti.xcom_pull(task_ids='plan')['plan'] }}",
-                "{{ ti.xcom_pull(task_ids='plan')['results'] }}",
-            ],
+            application=str(JOB_PATH),  # its argument, the plan file, is set at execute time
             spark_conn_id=SPARK_CONN_ID,
             plan_task_id="plan",
             conf=spark_conf(cfg),

@@ -2,19 +2,23 @@
 
 * `plan`: ensure the flow's state topics on the target, take the flow's lease (one run of a flow at a
   time: while a CLI run or another scheduler's run holds it, the DAG run ends skipped with who holds
-  it since when), read progress and source offsets, cut work units; writes the plan file (flow
-  name, config path, units, the lease's owner -- never secrets) to the run directory
-  ($MIRRORFLOW_RUN_DIR, else <tmp>/mirrorflow-runs-<uid>) and returns only its path and a summary.
-* `copy`: `spark-submit .../mirrorflow/replication/spark_job.py PLAN RESULTS` through the `spark_default`
-  connection (e.g. AIRFLOW_CONN_SPARK_DEFAULT='{"conn_type": "spark", "host": "local[*]"}'). The task
+  it since when), read progress and source offsets, cut work units; returns the plan (flow name,
+  config path, units, the lease's owner, a run id -- never secrets) compressed in XCom, and a summary.
+* `copy`: writes the plan to a private scratch file of its own and runs `spark-submit --files PLAN
+  .../mirrorflow/replication/spark_job.py PLAN` through the `spark_default` connection (e.g.
+  AIRFLOW_CONN_SPARK_DEFAULT='{"conn_type": "spark", "host": "local[*]"}'); the driver (any host,
+  also --deploy-mode cluster) writes the units' results to the target under the run id. The task
   fails clearly when the connection is missing (the provider would silently use yarn). Skipped when
   there is nothing to copy.
-* `report`: records, bytes, duration, lag per partition, replication latency to the log and to
+* `report`: reads the results by run id from the target (a planned unit without one fails the task,
+  naming it); records, bytes, duration, lag per partition, replication latency to the log and to
   Airflow metrics; an Asset event `kafka://<target bootstrap>/<topic>` per target topic written.
   Releases the lease (a failed copy releases it too; a crashed run's lease expires after
   `lease.timeout.seconds`).
 
-All replication state lives on the target cluster; XCom only carries paths and small reports.
+No task reads a file another task wrote (replication.handoff), so each may run on its own machine or
+pod (Celery, Kubernetes executors). All replication state lives on the target cluster; XCom carries
+the plan and small reports.
 `max_active_runs=1`; the schedule is the flow's `schedule` property.
 
 `schedule: "@continuous"` makes each run a continuous run (`mirrorflow.replication.continuous`):
@@ -26,13 +30,9 @@ hands the flow from one run to the next. New topics and partitions join at the n
 
 from __future__ import annotations
 
-import json
 import logging
-import os
-import re
 import time
 from datetime import timedelta
-from pathlib import Path
 from typing import Any
 
 from airflow.sdk import DAG, Asset, AssetAlias, task
@@ -88,18 +88,20 @@ def plan_task(
     params: dict[str, Any] | None = None,
     interval_ms: tuple[int, int] | None = None,
 ) -> dict[str, Any]:
-    """Take the flow's lease, cut the run's work units and write the plan file; returns its paths
-    and a summary. Skipped (with the reason) while another run of the flow holds the lease."""
+    """Take the flow's lease and cut the run's work units; returns the plan (compressed, for XCom:
+    replication.handoff) and a summary. Skipped (with the reason) while another run of the flow
+    holds the lease."""
     from mirrorflow.clients import FlowClients
     from mirrorflow.errors import LeaseError
     from mirrorflow.replication.backfill import prepare_interval_plan
     from mirrorflow.replication.continuous import is_continuous, prepare_continuous_plan, run_seconds
-    from mirrorflow.replication.runner import prepare_plan, run_dir, take_lease
+    from mirrorflow.replication.handoff import encode_plan, new_run_id
+    from mirrorflow.replication.runner import prepare_plan, take_lease
     from mirrorflow.state.flow_state import flow_state
 
     cfg = MirrorflowHook(config_path).get_conn()
     flow = cfg.flow(flow_name)
-    directory = run_dir(flow, re.sub(r"[^A-Za-z0-9_.-]+", "_", run_id))
+    run = new_run_id(run_id)
     with FlowClients(cfg, flow) as clients:
         skip = flow_state(clients).skip_reason(flow.name, "copy")
         if skip:
@@ -110,15 +112,15 @@ def plan_task(
             raise AirflowSkipException(str(exc)) from None
         try:
             if is_continuous(flow):  # every partition, copied until continuous.run.seconds (Params do not apply)
-                plan, path, _ = prepare_continuous_plan(clients, directory, lease)
+                plan, handed, _ = prepare_continuous_plan(clients, lease, run_id=run)
                 if not plan.units:  # nothing to follow yet: do not let @continuous spin
                     time.sleep(min(30.0, run_seconds(flow)))
             elif interval_ms is not None:  # `airflow backfill create`: the data interval's records (backfill.py)
-                plan, path = prepare_interval_plan(
-                    clients, directory, lease, interval_ms, regex_or_none(params, "topics"), run_options(params).dry_run
+                plan, handed = prepare_interval_plan(
+                    clients, lease, interval_ms, regex_or_none(params, "topics"), run_options(params).dry_run, run
                 )
             else:
-                plan, path = prepare_plan(clients, directory, lease, run_options(params))
+                plan, handed = prepare_plan(clients, lease, run_options(params), run)
         except BaseException:
             lease.release()
             raise
@@ -136,9 +138,8 @@ def plan_task(
             if p["planned"]:
                 log.info("  %s-%d: would copy %d offsets from %d", p["topic"], p["partition"], p["planned"], p["start"])
     return {
-        "plan": str(path),
-        "results": str(directory / "results.json"),
-        "dir": str(directory),
+        "plan": encode_plan(handed),
+        "run": run,
         "units": len(plan.units),
         "offsets": sum(u.records for u in plan.units),
         "would_copy": would,
@@ -152,18 +153,20 @@ def report_task(
     import time
 
     from mirrorflow.clients import FlowClients
+    from mirrorflow.errors import MirrorflowError
     from mirrorflow.ops.metrics import run_samples, source_samples
-    from mirrorflow.replication.runner import cleanup, report_run
+    from mirrorflow.replication.handoff import collect_results, decode_plan
+    from mirrorflow.replication.runner import report_run
 
     cfg = MirrorflowHook(config_path).get_conn()
     flow = cfg.flow(flow_name)
-    plan = json.loads(Path(paths["plan"]).read_text())
-    rp = Path(paths["results"])
-    results = json.loads(rp.read_text())["results"] if rp.exists() else []
-    if paths.get("units") and not rp.exists():
-        raise AirflowFailException(f"{flow.name}: the copy job wrote no results ({rp})")
+    plan = decode_plan(paths["plan"])
     with FlowClients(cfg, flow) as clients:
         try:
+            try:  # the copy job wrote them to the target under the run's id (any host, no shared disk)
+                results = collect_results(clients, plan)
+            except MirrorflowError as exc:
+                raise AirflowFailException(str(exc)) from None
             rep = report_run(clients, plan, results, plan.get("planned_at", 0))
         finally:
             release_lease(clients, plan)
@@ -196,8 +199,6 @@ def report_task(
             f"{flow.name}: {rep.failed_units} unit(s) failed, {rep.stopped_partitions} partition(s) stopped:\n"
             + rep.render()
         )
-    if not os.environ.get("MIRRORFLOW_KEEP_RUNS"):
-        cleanup(Path(paths["dir"]))  # a failed run keeps its plan and results for inspection
     return {
         "records": rep.records,
         "bytes": rep.bytes,
@@ -211,7 +212,7 @@ def report_task(
 
 
 def release_lease(clients: Any, plan: dict[str, Any]) -> None:
-    """Free the DAG run's lease (the plan file names its owner); best effort: it expires anyway."""
+    """Free the DAG run's lease (the plan names its owner); best effort: it expires anyway."""
     from mirrorflow.state.lease import FlowLease
 
     if plan.get("lease"):
@@ -223,26 +224,28 @@ def release_after_failure(flow_name: str, config_path: str | None) -> Any:
 
     def callback(context: Any) -> None:
         from mirrorflow.clients import FlowClients
+        from mirrorflow.replication.handoff import decode_plan
 
         paths = context["ti"].xcom_pull(task_ids="plan") or {}
-        if not paths.get("plan") or not Path(paths["plan"]).exists():
+        if not paths.get("plan"):
             return
         cfg = MirrorflowHook(config_path).get_conn()
         with FlowClients(cfg, cfg.flow(flow_name)) as clients:
-            release_lease(clients, json.loads(Path(paths["plan"]).read_text()))
+            release_lease(clients, decode_plan(paths["plan"]))
 
     return callback
 
 
 def connect_copy_task(flow_name: str, paths: dict[str, Any], config_path: str | None = None) -> None:
     """The copy task with spark.remote: the plan's units on the running Spark Connect server (the
-    lease kept renewed meanwhile), results written where the report task reads them."""
-    from mirrorflow.replication.spark_connect import copy_plan_file
+    lease kept renewed meanwhile), results written to the target, where the report task reads them."""
+    from mirrorflow.replication.handoff import decode_plan
+    from mirrorflow.replication.spark_connect import copy_and_publish
 
     if not paths.get("units"):
         raise AirflowSkipException("nothing to copy")
     cfg = MirrorflowHook(config_path).get_conn()
-    results = copy_plan_file(cfg, paths["plan"], paths["results"])
+    results = copy_and_publish(cfg, decode_plan(paths["plan"]))
     log.info("%s: %d unit results from the Spark Connect server %s", flow_name, len(results), cfg.spark.remote)
 
 
@@ -291,11 +294,7 @@ def build_replicate_dag(cfg: Config, flow: FlowConfig) -> DAG:
         else:
             copy = MirrorflowSparkSubmitOperator(
                 task_id="copy",
-                application=str(JOB_PATH),
-                application_args=[
-                    "{{ ti.xcom_pull(task_ids='plan')['plan'] }}",
-                    "{{ ti.xcom_pull(task_ids='plan')['results'] }}",
-                ],
+                application=str(JOB_PATH),  # its argument, the plan file, is set at execute time
                 spark_conn_id=SPARK_CONN_ID,
                 plan_task_id="plan",
                 kafka_conn_ids=flow_conn_ids(cfg, flow),

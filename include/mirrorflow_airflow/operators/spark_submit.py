@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -11,6 +13,7 @@ from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOpe
 from airflow.sdk import BaseHook
 from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 
+from mirrorflow.replication.handoff import decode_plan, write_plan_file
 from mirrorflow.replication.spark import CONNECT_CLIENT_VARS, build_pyfiles_zip, is_local_master
 
 SPARK_CONN_ID = "spark_default"
@@ -20,6 +23,12 @@ class MirrorflowSparkSubmitOperator(SparkSubmitOperator):
     """SparkSubmitOperator that refuses to run without its connection (the provider would silently
     submit to yarn), skips when the plan of task `plan_task_id` has no units, and ships
     include/mirrorflow as --py-files to non-local masters.
+
+    The plan comes from the plan task's XCom (replication.handoff), never from a file another task
+    wrote: it is written to a private scratch directory of this task (under $MIRRORFLOW_RUN_DIR if
+    set, else the system's temp directory; removed afterwards unless MIRRORFLOW_KEEP_RUNS) and
+    handed to spark-submit as `--files PLAN` and the job's argument, so a driver on another host
+    (--deploy-mode cluster) gets it too. The driver writes the results to the target cluster.
 
     `kafka_conn_ids`: the Airflow connections the flow's clusters name (`airflow.conn.id`). With a
     local master the executors are children of spark-submit: each connection the worker's own
@@ -50,16 +59,32 @@ class MirrorflowSparkSubmitOperator(SparkSubmitOperator):
                 f'AIRFLOW_CONN_{self.spark_conn_id.upper()}=\'{{"conn_type": "spark", "host": "local[*]"}}\' '
                 "(without it the Spark provider would silently submit to yarn)"
             ) from None
-        plan = context["ti"].xcom_pull(task_ids=self.plan_task_id) or {}
-        if not plan.get("units"):
+        handed = context["ti"].xcom_pull(task_ids=self.plan_task_id) or {}
+        if not handed.get("units"):
             raise AirflowSkipException("nothing to copy")
-        if not is_local_master(conn.host or ""):
-            self.py_files = str(build_pyfiles_zip(Path(plan["dir"])))
-        else:
-            self.env_vars = {**(self.env_vars or {}), **kafka_connections_env(self.kafka_conn_ids)}
-        for var in CONNECT_CLIENT_VARS:  # the Spark provider hands spark-submit this whole environment
-            os.environ.pop(var, None)
-        super().execute(context)
+        scratch = scratch_dir()
+        try:
+            plan_path = write_plan_file(decode_plan(handed["plan"]), scratch)
+            self.files = str(plan_path)
+            self.application_args = [str(plan_path)]
+            if not is_local_master(conn.host or ""):
+                self.py_files = str(build_pyfiles_zip(scratch))
+            else:
+                self.env_vars = {**(self.env_vars or {}), **kafka_connections_env(self.kafka_conn_ids)}
+            for var in CONNECT_CLIENT_VARS:  # the Spark provider hands spark-submit this whole environment
+                os.environ.pop(var, None)
+            super().execute(context)
+        finally:
+            if not os.environ.get("MIRRORFLOW_KEEP_RUNS"):
+                shutil.rmtree(scratch, ignore_errors=True)
+
+
+def scratch_dir() -> Path:
+    """A new directory private to this task (mode 0700) for the plan file and the --py-files zip."""
+    base = os.environ.get("MIRRORFLOW_RUN_DIR")
+    if base:
+        Path(base).mkdir(parents=True, exist_ok=True)
+    return Path(tempfile.mkdtemp(prefix="mirrorflow-copy-", dir=base or None))
 
 
 def kafka_connections_env(conn_ids: Sequence[str]) -> dict[str, str]:
