@@ -3,16 +3,16 @@
 from __future__ import annotations
 
 import argparse
-import sys
 
-from mirrorflow.cli.registry import command, load_config, print_json
+from mirrorflow.cli.registry import add_operation_args, command, confirmed, load_config, print_json
 
 
 def _args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--flow", required=True, help="the failed-over flow, e.g. A->B (its reverse flow B->A starts)")
-    p.add_argument("--dry-run", action="store_true", help="print the divergence and where B->A starts, change nothing")
-    p.add_argument("--yes", action="store_true", help="do not ask for confirmation")
-    p.add_argument("--json", action="store_true", help="print the report as JSON")
+    add_operation_args(
+        p,
+        "the failed-over flow, e.g. A->B (its reverse flow B->A starts)",
+        "print the divergence and where B->A starts, change nothing",
+    )
 
 
 @command("failback", "start the reverse flow of a failed-over flow from its failover record (disaster recovery)", _args)
@@ -23,14 +23,8 @@ def _failback(args: argparse.Namespace) -> int:
     flow = cfg.flow(args.flow)
 
     def confirm(report: FailbackReport) -> bool:
-        if args.yes:
-            return True
-        print(report.render(), file=sys.stderr)
-        if not sys.stdin.isatty():
-            print("mirrorflow: not confirmed (no terminal): run again with --yes", file=sys.stderr)
-            return False
-        answer = input(f"Start {report.reverse} as shown? Type the flow name {flow.name}: ")
-        return answer.strip() == flow.name
+        question = f"Start {report.reverse} as shown? Type the flow name {flow.name}: "
+        return confirmed(args, report.render(), question, flow.name)
 
     rep = failback(cfg, flow, args.dry_run, confirm)
     if args.json:

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import argparse
-import sys
 
-from mirrorflow.cli.registry import command, load_config, print_json
+from mirrorflow.cli.registry import add_operation_args, command, confirmed, load_config, print_json
 
 
 def _args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--flow", required=True, help="the flow to fail over, e.g. A->B (its groups move to B)")
+    add_operation_args(
+        p, "the flow to fail over, e.g. A->B (its groups move to B)", "print the preflight report, change nothing"
+    )
     p.add_argument(
         "--mode",
         choices=["unplanned", "planned"],
@@ -18,9 +19,6 @@ def _args(p: argparse.ArgumentParser) -> None:
         "is up (stop its producers first), drain it, then switch",
     )
     p.add_argument("--groups", help="only the groups matching this regex (default: every group the flow checkpoints)")
-    p.add_argument("--dry-run", action="store_true", help="print the preflight report, change nothing")
-    p.add_argument("--yes", action="store_true", help="do not ask for confirmation")
-    p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.add_argument(
         "--copy-mode", choices=["submit", "inprocess", "direct"], default="submit", help="planned mode: how to drain"
     )
@@ -34,16 +32,10 @@ def _failover(args: argparse.Namespace) -> int:
     flow = cfg.flow(args.flow)
 
     def confirm(report: FailoverReport) -> bool:
-        if args.yes:
-            return True
-        print(report.render(), file=sys.stderr)
-        if not sys.stdin.isatty():
-            print("mirrorflow: not confirmed (no terminal): run again with --yes", file=sys.stderr)
-            return False
-        answer = input(
+        question = (
             f"Fail over {flow.name}: commit these offsets on {flow.target!r} and stop the flow? Type the flow name: "
         )
-        return answer.strip() == flow.name
+        return confirmed(args, report.render(), question, flow.name)
 
     from mirrorflow.cli.progress import plain_log, spinner
 
