@@ -41,21 +41,21 @@ from confluent_kafka.admin import OffsetSpec
 from mirrorflow.clients import FlowClients
 from mirrorflow.config import Config, FlowConfig
 from mirrorflow.errors import ConfigError, MirrorflowError, StateError
-from mirrorflow.kafka.topics import list_offsets, produce_all
+from mirrorflow.kafka.topics import list_offsets
 from mirrorflow.mm2.filters import FlowFilters
 from mirrorflow.replication.planner import source_offsets
+from mirrorflow.replication.reseed import write_partition_state
 from mirrorflow.state.flow_state import flow_state, read_control, set_flow_state, write_control
 from mirrorflow.state.lease import FlowLease, local_owner, whoami
 from mirrorflow.state.offset_map import MapEntry, Run, merge_ranges, subtract_ranges
-from mirrorflow.state.records import Progress, encode_entry
+from mirrorflow.state.records import Progress
 from mirrorflow.state.store import StateStore
 from mirrorflow.state.topics import (
     ensure_state_topics,
     offset_map_topic,
     progress_topic,
-    state_key,
-    state_partition,
 )
+from mirrorflow.state.writer import StateWriter
 
 Key = tuple[str, int]
 RUNS_PER_ENTRY = 5_000  # inverse runs per seeded offset-map entry (records stay small)
@@ -314,24 +314,22 @@ def _owned_from(fc: FlowClients) -> dict[Key, int]:
 
 
 def _write_seeds(rc: FlowClients, seeds: list[Seed], inverse: dict[Key, list[Run]]) -> None:
-    """The reverse flow's offset-map entries (inverse runs), then its progress: plain acks=all
-    writes (read_committed readers see them); a failback re-run writes the same again."""
+    """Per partition, the reverse flow's offset-map entries (inverse runs) and its progress in one
+    transaction (write_partition_state); a failback re-run writes the same again."""
     rev = rc.flow
     old = StateStore(rc).progress([(s.topic, s.partition) for s in seeds])
-    map_topic, prog_topic = offset_map_topic(rev), progress_topic(rev)
-    n_map, n_prog = rc.partitions("target", map_topic), rc.partitions("target", prog_topic)
-    conn, conf, timeout = rc.connection("target"), rc.overrides("target", "producer"), rc.admin_timeout
+    writer = StateWriter(
+        rev, rc.partitions("target", progress_topic(rev)), rc.partitions("target", offset_map_topic(rev))
+    )
     now = int(time.time() * 1000)
     for s in seeds:
-        key, runs = state_key(s.topic, s.partition), inverse.get((s.topic, s.partition), [])
+        runs = inverse.get((s.topic, s.partition), [])
         entries = []
         for i in range(0, len(runs), RUNS_PER_ENTRY):
             chunk = tuple(runs[i : i + RUNS_PER_ENTRY])
             lo = s.owned_from if i == 0 else chunk[0].src
             hi = runs[i + RUNS_PER_ENTRY].src if i + RUNS_PER_ENTRY < len(runs) else s.start
-            entries.append((key, encode_entry(MapEntry(s.topic, s.partition, lo, hi, chunk, s.target_end)), now))
-        if entries:
-            produce_all(conn, map_topic, entries, state_partition(s.topic, s.partition, n_map), conf, timeout)
+            entries.append(MapEntry(s.topic, s.partition, lo, hi, chunk, s.target_end))
         prev = old.get((s.topic, s.partition))
         covered = ((s.owned_from, s.start),) if s.start > s.owned_from else ()
         if prev is None or prev.next < 0:
@@ -344,8 +342,7 @@ def _write_seeds(rc: FlowClients, seeds: list[Seed], inverse: dict[Key, list[Run
                 tgt_end=max(prev.tgt_end, s.target_end),
                 updated=now,
             )
-        part = state_partition(s.topic, s.partition, n_prog)
-        produce_all(conn, prog_topic, [(key, prog.to_json(), now)], part, conf, timeout)
+        write_partition_state(rc, writer, prog, entries)
 
 
 def _divergence_from(d: dict[str, Any]) -> Divergence:

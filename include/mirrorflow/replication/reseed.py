@@ -14,6 +14,7 @@ the flow's lease.
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -143,9 +144,12 @@ def _write(clients: FlowClients, writer: StateWriter, r: ReseedPartition) -> Non
     write_partition_state(clients, writer, progress, marker)
 
 
-def write_partition_state(clients: FlowClients, writer: StateWriter, progress: Progress, marker: MapEntry) -> None:
-    """Replace a partition's progress and open its map at `marker`, in one transaction with the
-    partition's transactional.id (a copy still running for it is fenced): a re-seed, a takeover."""
+def write_partition_state(
+    clients: FlowClients, writer: StateWriter, progress: Progress, markers: MapEntry | Sequence[MapEntry]
+) -> None:
+    """Replace a partition's progress and open its map with `markers` (in order), in one transaction
+    with the partition's transactional.id (a copy still running for it is fenced): a re-seed, a
+    takeover, a failback's seed. Either all of it is written or none."""
     flow, where = clients.flow, f"{progress.topic}[{progress.partition}]"
     producer: Any = clients.producer(
         "target",
@@ -154,7 +158,9 @@ def write_partition_state(clients: FlowClients, writer: StateWriter, progress: P
     try:
         producer.init_transactions(60)  # fences a copy still running for this partition
         producer.begin_transaction()
-        writer.write(producer, progress, marker)
+        for entry in [markers] if isinstance(markers, MapEntry) else markers:
+            writer.write_entry(producer, entry)
+        writer.write(producer, progress, None)
         producer.commit_transaction(60)
     except MirrorflowError:
         raise

@@ -28,15 +28,18 @@ class StateWriter:
     def write(self, producer: Any, progress: Progress, entry: MapEntry | None) -> None:
         key = state_key(progress.topic, progress.partition)
         if entry is not None:
-            producer.produce(
-                self._map_topic,
-                encode_entry(entry),
-                key,
-                state_partition(progress.topic, progress.partition, self.map_partitions),
-            )
+            self.write_entry(producer, entry)
         producer.produce(
             self._progress_topic,
             progress.to_json(),
             key,
             state_partition(progress.topic, progress.partition, self.progress_partitions),
+        )
+
+    def write_entry(self, producer: Any, entry: MapEntry) -> None:
+        producer.produce(
+            self._map_topic,
+            encode_entry(entry),
+            state_key(entry.topic, entry.partition),
+            state_partition(entry.topic, entry.partition, self.map_partitions),
         )
