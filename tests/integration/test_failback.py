@@ -97,6 +97,9 @@ def test_identity_story(tmp_path, primary, target, kafka_pool, unique):
     assert done["done"] is True, done
     again = cli(cfg, "failback", "--flow", "FA->FB", "--yes")
     assert "nothing to do: FB->FA was already started by a failback of FA->FB at " in again.stdout
+    # the status names both operations, each on its own flow
+    [fo], [fb] = (json.loads(cli(cfg, "status", "--flow", f, "--json").stdout)[0]["operations"] for f in ("FA->FB", "FB->FA"))
+    assert fo.startswith("unplanned failover at ") and fb.startswith("started by the failback of FA->FB at ")
     assert run_once(cfg, fwd, mode="direct").skipped  # A->B stays stopped
     proc = cli(cfg, "flow", "resume", "--flow", "FA->FB", check=False)  # both running would loop
     assert proc.returncode == 1 and "cannot resume flow FA->FB: the reverse flow FB->FA is running" in proc.stderr

@@ -117,6 +117,8 @@ def test_takeover_from_mirrormaker2(tmp_path, source, target, unique, airflow_db
     assert "took over 2 partition(s)" in proc.stdout and "+5 copied after MM2's last stored offset" in proc.stdout
     again = cli(cfg, "takeover", "--flow", flow.name, "--yes", "--mm2-quiet-seconds", "5")  # a second takeover changes nothing
     assert "took over 0 partition(s)" in again.stdout and "already has progress (next 25)" in again.stdout
+    status = cli(cfg, "status", "--flow", flow.name).stdout  # the status names the takeover (the first one)
+    assert re.search(r"operations: took over from MirrorMaker 2 \(2 partitions\) at \S+ by ", status), status
 
     # the same through the takeover DAG (a dry run now: nothing left to take over)
     monkeypatch.setenv("MIRRORFLOW_CONFIG", str(cfg.path))

@@ -103,3 +103,21 @@ def test_cache_builds_once_per_ttl_even_under_a_storm():
     assert cache.builds == 2
     other = SimpleNamespace(path=Path("/etc/other.yaml"), flows={"C->D": "C->D"})
     assert cache.get(other) == ["C->D"] and cache.builds == 3  # type: ignore[arg-type]
+
+
+def test_operations_in_words_oldest_first_and_on_the_page():
+    from mirrorflow.ops.status import operations
+
+    words = operations({
+        "takeover": {"at": NOW, "by": "ops@host", "partitions": 4},
+        "failover": {"at": NOW - 3_600_000, "mode": "unplanned", "by": "ops@host"},
+        "failback": {"at": NOW - 60_000, "of": "B->A"},
+    })
+    assert words == [
+        "unplanned failover at 2027-01-15T07:00:00+00:00 by ops@host",
+        "started by the failback of B->A at 2027-01-15T07:59:00+00:00",
+        "took over from MirrorMaker 2 (4 partitions) at 2027-01-15T08:00:00+00:00 by ops@host",
+    ]
+    html = status_html.render_flow(_page(operations=words[:1]), lambda flow: [])
+    assert '<p class="note" data-k="operations">unplanned failover at 2027-01-15T07:00:00+00:00 by ops@host</p>' in html
+    assert 'data-k="operations"' not in status_html.render_flow(_page(), lambda flow: [])

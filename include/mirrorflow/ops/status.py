@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import time
 from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from typing import Any
 
 from confluent_kafka.admin import OffsetSpec
 
@@ -18,7 +20,7 @@ from mirrorflow.errors import MirrorflowError
 from mirrorflow.kafka.topics import list_offsets, topic_ids
 from mirrorflow.mm2.filters import FlowFilters
 from mirrorflow.replication.planner import PartitionInput, identity_problem, source_offsets, stopped_message
-from mirrorflow.state.flow_state import flow_state
+from mirrorflow.state.flow_state import flow_state, read_controls
 from mirrorflow.state.lease import current_holder
 from mirrorflow.state.records import Progress
 from mirrorflow.state.store import StateStore
@@ -66,6 +68,7 @@ class FlowStatus:
     source_error: str | None = None  # the source could not be asked for its ends
     running: str | None = None  # who holds the flow's lease (a run in progress) and since when
     state: str = "running"  # running | paused | stopped (state.flow_state), described
+    operations: list[str] = field(default_factory=list)  # the last failover, failback, takeover, in words
 
     @property
     def lag(self) -> int | None:
@@ -99,6 +102,7 @@ def flow_status(cfg: Config, flow: FlowConfig) -> FlowStatus:
         ends, notes = _source_ends(clients, sorted(progress), status)
         try:
             status.state = flow_state(clients).describe()
+            status.operations = operations(read_controls(clients, OPERATIONS))
             holder = current_holder(clients)
         except MirrorflowError as exc:
             status.running = f"unknown ({exc})"
@@ -198,6 +202,8 @@ def render_text(statuses: list[FlowStatus], now_ms: int | None = None) -> str:
         lines.append(f"{head}, {s.records} records copied, lag {lag}, last copy {age}")
         if s.running:
             lines.append(f"  running: {s.running}")
+        if s.operations:
+            lines.append(f"  operations: {'; '.join(s.operations)}")
         if s.source_error:
             lines.append(f"  source: {s.source_error}")
         for p in s.partitions:
@@ -207,3 +213,21 @@ def render_text(statuses: list[FlowStatus], now_ms: int | None = None) -> str:
             plag = "?" if p.lag is None else p.lag
             lines.append(f"  {p.topic}-{p.partition}: next {p.next}, end {end}, lag {plag}{lost}{note}")
     return "\n".join(lines)
+
+
+OPERATIONS = ("failover", "failback", "takeover")  # control records an operator should see on the status
+
+
+def operations(records: dict[str, dict[str, Any]]) -> list[str]:
+    """The flow's recorded disaster-recovery operations in words, oldest first."""
+    out = []
+    for name, r in sorted(records.items(), key=lambda kv: int(kv[1].get("at", 0))):
+        when = datetime.fromtimestamp(int(r.get("at", 0)) / 1000, tz=UTC).isoformat(timespec="seconds")
+        what = {
+            "failover": f"{r.get('mode', '')} failover".strip(),
+            "failback": f"started by the failback of {r.get('of', '?')}",
+            "takeover": f"took over from MirrorMaker 2 ({r.get('partitions', '?')} partitions)",
+        }.get(name, name)
+        by = f" by {r['by']}" if r.get("by") else ""
+        out.append(f"{what} at {when}{by}")
+    return out

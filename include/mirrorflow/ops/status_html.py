@@ -215,12 +215,13 @@ def render_flow(page: FlowPage, links: Links) -> str:
     )
     dag_links = "".join(f'<a href="{_e(url)}" target="_top">{_e(label)}</a>' for label, url in links(page.flow))
     running = f'<span class="note">{_e(s.running)}</span>' if s.running else ""
+    ops = f'<p class="note" data-k="operations">{_e("; ".join(s.operations))}</p>' if s.operations else ""
     return (
         f'<section class="card" id="flow-{fid}" data-flow="{_e(page.flow)}"><div class="head">'
         f'<h2>{_e(page.flow)}</h2><span class="badge {state}" data-k="state">'
         f"{_e('unreadable' if s.error else state)}</span>"
         f'{running}<span class="links">{dag_links}</span></div>'
-        f'{problems}<div class="tiles">{tiles}</div>'
+        f'{ops}{problems}<div class="tiles">{tiles}</div>'
         f'<div class="charts">{chart_svg(page.chart, "lag", "Lag after each run", "#017cee")}'
         f"{chart_svg(page.chart, 'rate', 'Throughput of each run', '#38a169')}</div>"
         f"{_partitions(page, fid)}{_groups(page, fid)}</section>"

@@ -36,7 +36,8 @@ from mirrorflow.kafka.topics import list_offsets, topic_ids
 from mirrorflow.mm2.formats import FormatError, Heartbeat
 from mirrorflow.replication.planner import source_offsets, source_partitions
 from mirrorflow.replication.reseed import write_partition_state
-from mirrorflow.state.lease import FlowLease, local_owner
+from mirrorflow.state.flow_state import write_control
+from mirrorflow.state.lease import FlowLease, local_owner, whoami
 from mirrorflow.state.offset_map import MapEntry
 from mirrorflow.state.records import Progress
 from mirrorflow.state.store import StateStore
@@ -259,8 +260,11 @@ def takeover(
     lease = FlowLease(clients, *local_owner("mirrorflow takeover")).acquire()
     try:
         plan = plan_takeover(clients, topic, alias, quiet_s)
-        if not dry_run:
-            _write(clients, [x for x in plan if x.action == "take-over"])
+        taken = [x for x in plan if x.action == "take-over"]
+        if not dry_run and taken:
+            _write(clients, taken)
+            record = {"at": int(time.time() * 1000), "by": whoami(), "partitions": len(taken), "mm2_offsets": topic}
+            write_control(clients, "takeover", record)  # the status shows it
         return TakeoverReport(flow.name, topic, dry_run, plan)
     finally:
         lease.release()

@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import time
 import zlib
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -83,20 +84,29 @@ def _partition(key: bytes, n: int) -> int:
 
 def read_control(clients: FlowClients, name: str) -> dict[str, Any] | None:
     """The latest control record `name` of the flow on the target (None: there is none)."""
-    topic, key = progress_topic(clients.flow), control_key(name)
+    return read_controls(clients, [name]).get(name)
+
+
+def read_controls(clients: FlowClients, names: Sequence[str]) -> dict[str, dict[str, Any]]:
+    """The latest control record of each of `names` that the flow has on the target, in one read."""
+    topic = progress_topic(clients.flow)
     n = clients.partitions("target", topic)
-    if not n:
-        return None
+    if not n or not names:
+        return {}
+    by_key = {control_key(name): name for name in names}
     reader: LogReader = clients.reader("target", group=f"mirrorflow-{clients.flow.client_name}-state-reader")
-    found: dict[str, Any] | None = None
+    found: dict[str, dict[str, Any] | None] = {}
     try:
-        for m in reader.read(topic, [_partition(key, n)], timeout=60, keys={key}):
-            found = None if m.value() is None else json.loads(m.value())
+        parts = sorted({_partition(key, n) for key in by_key})
+        for m in reader.read(topic, parts, timeout=60, keys=set(by_key)):
+            name = by_key[m.key()]
+            found[name] = None if m.value() is None else json.loads(m.value())
     except ValueError as exc:
-        raise StateError(f"flow {clients.flow.name}: unreadable {name} record on the target: {exc}") from None
+        what = " or ".join(names)
+        raise StateError(f"flow {clients.flow.name}: unreadable {what} record on the target: {exc}") from None
     finally:
         clients.release(reader.consumer)
-    return found
+    return {name: value for name, value in found.items() if value is not None}
 
 
 def write_control(clients: FlowClients, name: str, value: dict[str, Any]) -> None:
