@@ -45,6 +45,11 @@ class ClusterError(MirrorflowError):
         super().__init__(f"cluster {alias!r}: {message}")
 
 
+class UnreachableError(ClusterError):
+    """No broker of the cluster answered (a restart, maintenance, or a wrong address): a run waits
+    for it up to broker.outage.max.seconds; a one-off command reports it at once."""
+
+
 class AuthenticationError(ClusterError):
     """A cluster refused who we are: wrong SASL password, rejected or expired OAuth token, an
     untrusted broker certificate or a client certificate the broker rejects (TLS handshake)."""

@@ -18,7 +18,7 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient
 
-from mirrorflow.errors import AuthenticationError, ClusterError
+from mirrorflow.errors import AuthenticationError, ClusterError, UnreachableError
 
 AUTH_CODES = {KafkaError._AUTHENTICATION, KafkaError.SASL_AUTHENTICATION_FAILED}
 AUTHZ_CODES = {
@@ -140,7 +140,7 @@ class ClusterConnection:
         if code in AUTHZ_CODES:
             return ClusterError(self.alias, f"not authorized: {text}")
         if code in UNREACHABLE_CODES:
-            return ClusterError(self.alias, f"cannot reach {self.where} ({text})")
+            return UnreachableError(self.alias, f"cannot reach {self.where} ({text})")
         return ClusterError(self.alias, text)
 
     def _diagnose(self) -> AuthenticationError | None:

@@ -21,6 +21,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaExcepti
 
 from mirrorflow.errors import ClusterError, TopicError
 from mirrorflow.kafka.connection import ClusterConnection, kafka_error
+from mirrorflow.kafka.retry import TRANSIENT_CODES, transient_error
 
 # librdkafka needs a group.id even for assign(); readers never subscribe or commit with it.
 READER_GROUP = "mirrorflow-internal-reader"
@@ -34,18 +35,10 @@ READER_SETTINGS: dict[str, Any] = {
     # first fetch of the new one by up to this much
     "fetch.wait.max.ms": 10,
 }
-# Errors a leadership change, a just-created topic or a broker restart causes: retried until a deadline.
-RETRIABLE = {
-    KafkaError.NOT_LEADER_FOR_PARTITION,
-    KafkaError.LEADER_NOT_AVAILABLE,
-    KafkaError.UNKNOWN_TOPIC_OR_PART,
-    KafkaError._TIMED_OUT,
-    KafkaError._TRANSPORT,
-    KafkaError.REQUEST_TIMED_OUT,
-    KafkaError.UNKNOWN_LEADER_EPOCH,
-    KafkaError.FENCED_LEADER_EPOCH,
-    KafkaError.NOT_ENOUGH_REPLICAS,
-}
+# Errors a leadership change, a just-created topic or a broker restart causes: retried until a
+# deadline. One classification for every call (kafka.retry), plus a topic not known yet (a
+# just-created topic's metadata is still spreading; callers give it a short grace of its own).
+RETRIABLE = TRANSIENT_CODES | {KafkaError.UNKNOWN_TOPIC_OR_PART}
 POLL_RECORDS = 1000  # at most this many messages per consume() call
 # consume() returns early only with a full batch; markers and aborted records take offsets without
 # a message, so a short timeout, then the position, tells when a partition is read to its end
@@ -126,14 +119,18 @@ class LogReader:
         todo = dict(ends)
         nxt = {tp.partition: max(tp.offset, 0) for tp in assign}  # next offset expected per partition
         deadline = time.monotonic() + timeout
+        unanswered: KafkaError | None = None  # the last transient error (a broker restarting)
         try:
             while todo:
                 if time.monotonic() > deadline:
+                    why = (
+                        f"last error: {unanswered.str()}"
+                        if unanswered is not None
+                        else "an open transaction? a crashed writer's transaction is aborted after "
+                        "transaction.timeout.ms"
+                    )
                     raise ClusterError(
-                        self.conn.alias,
-                        f"timed out reading topic {topic!r} partitions {sorted(todo)} "
-                        "(an open transaction? a crashed writer's transaction is "
-                        "aborted after transaction.timeout.ms)",
+                        self.conn.alias, f"timed out reading topic {topic!r} partitions {sorted(todo)} ({why})"
                     )
                 # consume() waits until it has `num_messages` or the timeout passed: never ask for more
                 # than can still come (records and end-of-partition events), or every read of a
@@ -146,6 +143,9 @@ class LogReader:
                         if err.code() == KafkaError._PARTITION_EOF:
                             if p in todo and m.offset() >= todo[p]:
                                 del todo[p]
+                            continue
+                        if transient_error(err):  # the consumer reconnects on its own: the deadline bounds it
+                            unanswered = err
                             continue
                         raise ClusterError(self.conn.alias, f"reading topic {topic!r} partition {p}: {err.str()}")
                     if p not in todo or m.offset() >= todo[p]:

@@ -18,7 +18,7 @@ from typing import TypeVar
 
 from confluent_kafka import KafkaError, KafkaException
 
-from mirrorflow.errors import BrokerUnavailableError, TransactionAbortedError
+from mirrorflow.errors import BrokerUnavailableError, TransactionAbortedError, UnreachableError
 from mirrorflow.kafka.connection import kafka_error
 
 T = TypeVar("T")
@@ -48,8 +48,22 @@ TRANSIENT_CODES = {
     KafkaError.NOT_ENOUGH_REPLICAS_AFTER_APPEND,
     KafkaError.CONCURRENT_TRANSACTIONS,
     KafkaError.BROKER_NOT_AVAILABLE,
+    # a leadership change or a broker coming back: its metadata is a step behind for a moment
+    KafkaError.UNKNOWN_LEADER_EPOCH,
+    KafkaError.FENCED_LEADER_EPOCH,
+    KafkaError.OFFSET_NOT_AVAILABLE,
+    KafkaError.KAFKA_STORAGE_ERROR,
+    KafkaError.NOT_CONTROLLER,
 }
-BACKOFF_S = 1.0
+BACKOFF_S = 1.0  # the longest wait between two attempts
+FIRST_BACKOFF_S = 0.1  # the first wait; doubled after each failure up to BACKOFF_S
+OUTAGE_BOUND = "broker.outage.max.seconds"
+
+
+def backoff_s(failures: int, first: float = FIRST_BACKOFF_S, cap: float = BACKOFF_S) -> float:
+    """The wait after the `failures`-th failure in a row (1, 2, ...): doubling from `first`, at most
+    `cap` (a blip costs a tenth of a second, a restart about one attempt a second)."""
+    return min(cap, first * 2 ** max(0, failures - 1))
 
 
 def transient_error(err: KafkaError | None) -> bool:
@@ -60,9 +74,10 @@ def transient_error(err: KafkaError | None) -> bool:
 
 
 def transient(exc: BaseException) -> bool:
-    """An exception that means "retry after the outage", not "give up". (A BrokerUnavailableError
-    is raised past the bound only: it is final.)"""
-    if isinstance(exc, TransactionAbortedError):
+    """An exception that means "retry after the outage", not "give up": a transient Kafka error, a
+    transaction lost to an outage, a cluster none of whose brokers answered. (A
+    BrokerUnavailableError is raised past the bound only: it is final.)"""
+    if isinstance(exc, (TransactionAbortedError, UnreachableError)):
         return True
     return isinstance(exc, KafkaException) and transient_error(kafka_error(exc))
 
@@ -75,31 +90,39 @@ def describe(exc: BaseException) -> str:
 @dataclass
 class Outage:
     """The wait for an unavailable broker: starts at the first failure, ends at the next progress
-    (`over()`); `wait()` sleeps a little, or raises once the wait is past `bound_s`."""
+    (`over()`); `wait()` sleeps a little (`backoff_s`), or raises once the wait is past `bound_s`.
+    `bound_name` is what the final message calls the bound."""
 
     bound_s: float
     started: float | None = None
     backoff_s: float = BACKOFF_S
+    bound_name: str = OUTAGE_BOUND
+    failures: int = 0
 
     @property
     def waited_s(self) -> float:
         return 0.0 if self.started is None else time.monotonic() - self.started
 
     def over(self) -> None:
-        self.started = None
+        self.started, self.failures = None, 0
 
     def wait(self, alias: str, what: str, exc: BaseException) -> None:
         """`what` failed on cluster `alias` with the transient `exc`: back off, or raise past the bound."""
         if self.started is None:
             self.started = time.monotonic()
+        self.failures += 1
         waited = self.waited_s
         if waited >= self.bound_s:
             raise BrokerUnavailableError(
-                alias,
-                f"{what}: no success for {waited:.0f} s, longer than broker.outage.max.seconds "
-                f"({self.bound_s:.0f}); last error: {describe(exc)}",
+                alias, final_message(what, waited, self.bound_s, self.bound_name, exc)
             ) from None
-        time.sleep(min(self.backoff_s, self.bound_s - waited))
+        time.sleep(min(backoff_s(self.failures, cap=self.backoff_s), self.bound_s - waited))
+
+
+def final_message(what: str, waited_s: float, bound_s: float, bound_name: str, exc: BaseException) -> str:
+    """The one message of a call that kept failing transiently past its bound."""
+    bound = f"{bound_name} ({bound_s:.0f})" if bound_name == OUTAGE_BOUND else f"{bound_name} ({bound_s:.0f} s)"
+    return f"{what}: no success for {waited_s:.0f} s, longer than {bound}; last error: {describe(exc)}"
 
 
 def retrying(call: Callable[[], T], outage: Outage, alias: str, what: str) -> T:
@@ -107,9 +130,16 @@ def retrying(call: Callable[[], T], outage: Outage, alias: str, what: str) -> T:
     while True:
         try:
             result = call()
-        except KafkaException as exc:
+        except (KafkaException, UnreachableError) as exc:  # no broker answered: a restart, maybe
             if not transient(exc):
                 raise
             outage.wait(alias, what, exc)
             continue
         return result
+
+
+def retry_call(call: Callable[[], T], alias: str, what: str, bound_s: float, bound_name: str = OUTAGE_BOUND) -> T:
+    """`call()` retried through transient failures (a leadership change, a just-created topic, a
+    broker restart) with a doubling backoff, for up to `bound_s`; then one BrokerUnavailableError
+    naming the cluster, what was tried and the last error. Other failures are raised at once."""
+    return retrying(call, Outage(bound_s, bound_name=bound_name), alias, what)

@@ -27,6 +27,7 @@ from confluent_kafka.admin import OffsetSpec
 from mirrorflow.clients import FlowClients
 from mirrorflow.config import FlowConfig
 from mirrorflow.errors import ConfigError
+from mirrorflow.kafka.retry import retry_call
 from mirrorflow.kafka.topics import list_offsets, topic_ids
 from mirrorflow.mm2.filters import FlowFilters
 from mirrorflow.state.fencing import fence_open_transactions
@@ -273,10 +274,11 @@ def parse_initial_position(value: str) -> tuple[str, int | None]:
     return "timestamp", int(dt.timestamp() * 1000)
 
 
-def source_partitions(flow: FlowConfig, admin: Any) -> list[tuple[str, int, str]]:
-    """(topic, partition, target topic) of every source partition the flow replicates."""
+def source_partitions(flow: FlowConfig, admin: Any, bound_s: float = 30.0) -> list[tuple[str, int, str]]:
+    """(topic, partition, target topic) of every source partition the flow replicates (a source
+    broker restart is waited out for up to `bound_s`: a run passes broker.outage.max.seconds)."""
     filters = FlowFilters.for_flow(flow)
-    md = admin.list_topics(timeout=30)
+    md = retry_call(lambda: admin.list_topics(timeout=min(bound_s, 30.0)), flow.source, "listing topics", bound_s)
     out = []
     for name, t in md.topics.items():
         if t.error or not filters.should_replicate_topic(name):
@@ -300,7 +302,10 @@ def gather_inputs(
 ) -> list[PartitionInput]:
     """Everything `plan_units` needs, read in a few batched calls (see the module docstring)."""
     flow = clients.flow
-    parts = source_partitions(flow, clients.admin("source"))
+    bound = clients.outage_timeout  # a broker restart during planning is waited out, as during the copy
+    # the run's first call to the source: a source broker restarting is waited for, not failed
+    admin = retry_call(lambda: clients.admin("source"), flow.source, "connecting", bound)
+    parts = source_partitions(flow, admin, bound)
     tps = [(t, p) for t, p, _ in parts]
     starts = source_offsets(clients, tps, OffsetSpec.earliest())
     ends = source_offsets(clients, tps, OffsetSpec.latest())
@@ -318,8 +323,8 @@ def gather_inputs(
         found = source_offsets(clients, fresh, OffsetSpec.for_timestamp(ts))
         # no record at or after the timestamp: start at the end
         initial = {tp: (off if off >= 0 else ends[tp]) for tp, off in found.items()}
-    src_ids = topic_ids(clients.admin("source"), clients.connection("source"), {t for t, _, _ in parts})
-    tgt_ids = topic_ids(clients.admin("target"), clients.connection("target"), {r for _, _, r in parts})
+    src_ids = topic_ids(clients.admin("source"), clients.connection("source"), {t for t, _, _ in parts}, bound)
+    tgt_ids = topic_ids(clients.admin("target"), clients.connection("target"), {r for _, _, r in parts}, bound)
     copied = [
         (remote, p)
         for t, p, remote in parts
