@@ -122,6 +122,37 @@ def test_plan_checkpoints_emits_only_moves_and_keeps_the_newest_per_partition():
     assert store.groups() == ["g"] and set(store.for_group("g")) == {("A.orders", 0), ("A.orders", 1)}
 
 
+def test_store_by_group_and_the_run_log_keeps_a_bounded_summary():
+    """for_group() reads an index kept by update() (not a scan of every group's checkpoints), and a
+    pass's run-log record keeps at most RUN_LOG_CHECKPOINTS checkpoints (a record over the broker's
+    message size would be refused)."""
+    from mirrorflow.groups.checkpoint import RUN_LOG_CHECKPOINTS, CheckpointRun
+
+    store = CheckpointStore([cp(1, 101, group="a"), cp(2, 102, group="b", partition=3), cp(3, 103, group="a")])
+    store.update(cp(4, 104, group="c", topic="A.x"))
+    assert store.groups() == ["a", "b", "c"]
+    assert store.for_group("a") == {("A.orders", 0): cp(3, 103, group="a")}
+    assert store.for_group("c") == {("A.x", 0): cp(4, 104, group="c", topic="A.x")}
+    assert store.for_group("missing") == {}
+    store.for_group("a").clear()  # a copy: the store is not changed through it
+    assert store.for_group("a") == {("A.orders", 0): cp(3, 103, group="a")}
+    run = CheckpointRun("A->B", "A.checkpoints.internal", latency_ms=12)
+    run.emitted = [cp(i, i, group=f"g{i // 100}", partition=i % 100) for i in range(RUN_LOG_CHECKPOINTS + 250)]
+    rec = run.run_record(1000)
+    assert len(rec.checkpoints) == RUN_LOG_CHECKPOINTS
+    assert (rec.checkpoints[0].group, rec.checkpoints[0].partition, rec.checkpoints[0].latency_ms) == ("g0", 0, 12)
+    assert len(rec.to_json()) < 1_000_000
+
+
+def test_translation_of_many_groups_at_the_same_offset_is_the_same():
+    """Groups at the same (topic, partition, offset) share one translation (memoised per pass)."""
+    offsets = [CommittedOffset(f"g{i}", "orders", 0, 3) for i in range(50)] + [CommittedOffset("h", "orders", 0, 7)]
+    rows = translate_committed(FILTERS, offsets, {("orders", 0): pmap()})
+    assert [(r.group, r.target_offset, r.status) for r in rows[:2]] == [("g0", 103, "exact"), ("g1", 103, "exact")]
+    assert {r.target_offset for r in rows if r.group != "h"} == {103}
+    assert [(r.target_offset, r.status) for r in rows if r.group == "h"] == [(106, "exact")]
+
+
 # -- group sync decisions -------------------------------------------------------------------------
 CPS = {("A.orders", 0): cp(10, 110), ("A.orders", 1): cp(5, 50), ("A.orders", 2): cp(7, 70),
        ("A.orders", 3): cp(1, 10)}

@@ -73,3 +73,21 @@ def test_encode_rejects_oversized_strings_and_negative_lengths_roundtrip():
     # negative offsets are representable (Java uses -1 for "older than any sync")
     c = Checkpoint("g", "t", 0, -1, -1)
     assert Checkpoint.decode(c.key(), c.value()) == c
+
+
+def test_fast_checkpoint_decode_matches_the_careful_reader():
+    """Checkpoint.decode takes a struct fast path for well-formed records (a pass loads every
+    checkpoint); the fields are those the field-by-field reader gives, malformed ones still fail."""
+    from mirrorflow.mm2.formats import _checkpoint_fields
+
+    for c in (Checkpoint("g", "A.t", 0, 7, 9, "meta"), Checkpoint("grüppe", "A.tøpic", 3, 1, 2, ""),
+              Checkpoint("", "", -1, 0, 0, "")):
+        assert _checkpoint_fields(c.key(), c.value()) == (c.group, c.topic, c.partition, c.upstream_offset,
+                                                          c.downstream_offset, c.metadata)
+        assert Checkpoint.decode(c.key() + b"\x00", c.value() + b"zz") == c
+    good = Checkpoint("g", "t", 0, 1, 1)
+    assert _checkpoint_fields(good.key()[:-1], good.value()) is None  # truncated partition: the reader says why
+    assert _checkpoint_fields(good.key(), good.value()[:-1]) is None  # truncated metadata length
+    assert _checkpoint_fields(b"\xff\xff", good.value()) is None      # negative length
+    with pytest.raises(FormatError, match="not UTF-8"):
+        Checkpoint.decode(b"\x00\x01\xff" + good.key()[3:], good.value())

@@ -172,3 +172,16 @@ def test_report_text_json_and_summary():
     dry.change("topics", "create-topic", "A.x", "1 partitions")
     assert dry.headline() == "1 topic to create"
     assert SyncReport("A->B", False, ["topics"]).headline() == "nothing to change: the target is in sync"
+
+
+def test_controller_chunks_keep_requests_under_the_kraft_limit():
+    """KRaft refuses a request of more than 10,000 controller records: topic creations are cut into
+    requests of at most 5,000 records (a topic: 1 + partitions + configs), in order, none empty."""
+    from mirrorflow.metadata.topics import controller_chunks
+
+    sizes = [100] * 120 + [6000, 1]
+    chunks = controller_chunks(sizes, lambda n: 1 + n)
+    assert [len(c) for c in chunks] == [49, 49, 22, 1, 1]
+    assert [x for c in chunks for x in c] == sizes
+    assert controller_chunks([], lambda n: n) == []
+    assert controller_chunks([1, 2, 3], lambda n: n, limit=3) == [[1, 2], [3]]

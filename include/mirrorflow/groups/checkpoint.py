@@ -17,6 +17,7 @@ Everything needed next time is on the target: the checkpoints topic is the store
 
 from __future__ import annotations
 
+import logging
 import re
 import time
 from collections.abc import Iterable, Mapping
@@ -42,6 +43,10 @@ from mirrorflow.state.store import StateStore
 
 # Translation statuses that come from the offset map, plus ours for topics the flow skips.
 NOT_REPLICATED = "not-replicated"
+# (group, partition) checkpoints a pass records in the run log (~40 bytes each: 200 KB, well under
+# the broker's 1 MiB message.max.bytes; 1,000 groups x 100 partitions would be 4 MB and refused)
+RUN_LOG_CHECKPOINTS = 5000
+log = logging.getLogger(__name__)
 
 
 class Translator(Protocol):
@@ -50,7 +55,7 @@ class Translator(Protocol):
     def translate(self, source_offset: int) -> Any: ...
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)  # slots: a pass builds 100,000s of them
 class CommittedOffset:
     """One committed offset of a consumer group on the source cluster."""
 
@@ -61,7 +66,7 @@ class CommittedOffset:
     metadata: str = ""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)  # slots: a pass builds 100,000s of them
 class TranslatedOffset:
     """A committed source offset and where the same position is on the target."""
 
@@ -93,6 +98,29 @@ def rename_topic(policy: DefaultReplicationPolicy, source: str, target: str, top
     return policy.format_remote_topic(source, topic)
 
 
+class TopicRules:
+    """The flow's per-topic decisions (replicated? downstream name?), each worked out once per
+    topic: a pass over 1,000 groups x 100 partitions asks them 100,000 times of a few topics."""
+
+    def __init__(self, filters: FlowFilters) -> None:
+        self.filters = filters
+        self._replicated: dict[str, bool] = {}
+        self._renamed: dict[str, str] = {}
+
+    def replicated(self, topic: str) -> bool:
+        r = self._replicated.get(topic)
+        if r is None:
+            r = self._replicated[topic] = self.filters.should_replicate_topic(topic)
+        return r
+
+    def renamed(self, topic: str) -> str:
+        r = self._renamed.get(topic)
+        if r is None:
+            f = self.filters
+            r = self._renamed[topic] = rename_topic(f.policy, f.source, f.target, topic)
+        return r
+
+
 def upstream_of(policy: DefaultReplicationPolicy, source: str, downstream: str) -> str | None:
     """The source topic a checkpoint's downstream topic was renamed from, None if not from `source`."""
     if policy.topic_source(downstream) != source:
@@ -109,11 +137,14 @@ def translate_committed(
     get status `not-replicated`; partitions without any copied data get `none`.
     """
     out: list[TranslatedOffset] = []
+    rules = TopicRules(filters)
+    # groups that consume the same partitions often sit at the same offset: translate each once
+    done: dict[tuple[str, int, int], Any] = {}
     for o in sorted(offsets, key=lambda o: (o.group, o.topic, o.partition)):
         if o.offset < 0:
             continue  # no committed position (librdkafka's OFFSET_INVALID)
-        target_topic = rename_topic(filters.policy, filters.source, filters.target, o.topic)
-        if not filters.should_replicate_topic(o.topic):
+        target_topic = rules.renamed(o.topic)
+        if not rules.replicated(o.topic):
             out.append(
                 TranslatedOffset(
                     o.group, o.topic, o.partition, o.offset, target_topic, None, NOT_REPLICATED, 0, o.metadata
@@ -126,7 +157,9 @@ def translate_committed(
                 TranslatedOffset(o.group, o.topic, o.partition, o.offset, target_topic, None, "none", 0, o.metadata)
             )
             continue
-        t = pm.translate(o.offset)
+        t = done.get((o.topic, o.partition, o.offset))
+        if t is None:
+            t = done[(o.topic, o.partition, o.offset)] = pm.translate(o.offset)
         out.append(
             TranslatedOffset(
                 o.group,
@@ -157,6 +190,8 @@ class CheckpointStore:
 
     def __init__(self, checkpoints: Iterable[Checkpoint] = (), skipped: int = 0) -> None:
         self.latest: dict[tuple[str, str, int], Checkpoint] = {}
+        # the same checkpoints by group: for_group() without a scan of every group's (O(groups^2))
+        self._by_group: dict[str, dict[tuple[str, int], Checkpoint]] = {}
         self.skipped = skipped
         for c in checkpoints:
             self.update(c)
@@ -186,6 +221,7 @@ class CheckpointStore:
 
     def update(self, c: Checkpoint) -> None:
         self.latest[(c.group, c.topic, c.partition)] = c
+        self._by_group.setdefault(c.group, {})[(c.topic, c.partition)] = c
 
     def previous(self, c: Checkpoint) -> Checkpoint | None:
         return self.latest.get((c.group, c.topic, c.partition))
@@ -194,7 +230,11 @@ class CheckpointStore:
         """MM2's monotonicity guard (MirrorCheckpointTask.checkpointsForGroup). Emitting actions:
         new, advanced, rewound; skipping: `unchanged` (same downstream position) and `held` (would
         move the target position back although the source group did not rewind)."""
-        prev = self.previous(c)
+        return self.decide_after(c, self.previous(c))
+
+    @staticmethod
+    def decide_after(c: Checkpoint, prev: Checkpoint | None) -> str:
+        """`decide` with the previous checkpoint already looked up."""
         if prev is None:
             return "new"
         if c.upstream_offset < prev.upstream_offset:
@@ -206,10 +246,10 @@ class CheckpointStore:
         return "held"
 
     def groups(self) -> list[str]:
-        return sorted({g for g, _, _ in self.latest})
+        return sorted(self._by_group)
 
     def for_group(self, group: str) -> dict[tuple[str, int], Checkpoint]:
-        return {(t, p): c for (g, t, p), c in self.latest.items() if g == group}
+        return dict(self._by_group.get(group, {}))
 
 
 # -- source side --------------------------------------------------------------------------------
@@ -267,11 +307,8 @@ def source_group_offsets(
     names = list(groups) if groups is not None else list_groups(admin, conn, timeout)
     names = [g for g in names if filters.should_replicate_group(g) and (not only or re.fullmatch(only, g))]
     offsets, errors = fetch_group_offsets(admin, conn, names, timeout)
-    keep = {
-        g: offs
-        for g, offs in offsets.items()
-        if any(o.offset >= 0 and filters.should_replicate_topic(o.topic) for o in offs)
-    }
+    rules = TopicRules(filters)
+    keep = {g: offs for g, offs in offsets.items() if any(o.offset >= 0 and rules.replicated(o.topic) for o in offs)}
     return keep, errors
 
 
@@ -299,8 +336,19 @@ class CheckpointRun:
     latency_ms: int = -1  # checkpoint-latency-ms of the pass (-1: nothing emitted)
 
     def run_record(self, at: int) -> RunRecord:
-        """The pass's summary for the flow's run log: the checkpoints it emitted and their latency."""
-        cps = [GroupCheckpoints(c.group, c.topic, c.partition, self.latency_ms) for c in self.emitted]
+        """The pass's summary for the flow's run log: the checkpoints it emitted and their latency
+        (the first RUN_LOG_CHECKPOINTS: a record must stay under the broker's message size; the
+        latency is one value for the whole pass anyway)."""
+        if len(self.emitted) > RUN_LOG_CHECKPOINTS:
+            log.info(
+                "flow %s: the run log keeps %d of the %d checkpoints of this pass (their latency metrics)",
+                self.flow,
+                RUN_LOG_CHECKPOINTS,
+                len(self.emitted),
+            )
+        cps = [
+            GroupCheckpoints(c.group, c.topic, c.partition, self.latency_ms) for c in self.emitted[:RUN_LOG_CHECKPOINTS]
+        ]
         errors = [f"group {g}: {e}" for g, e in sorted(self.errors.items())][:MAX_ERRORS]
         return RunRecord("checkpoint", at, not self.errors, errors=errors, checkpoints=cps)
 
@@ -331,8 +379,8 @@ def plan_checkpoints(
         if cp is None:
             decided.append((row, NOT_REPLICATED if row.status == NOT_REPLICATED else "no-translation"))
             continue
-        action = store.decide(cp)
         prev = store.previous(cp)
+        action = store.decide_after(cp, prev)
         if action == "held" and row.reordered and prev is not None and cp.upstream_offset > prev.upstream_offset:
             # a backfill put older records after newer ones: a group moving on from the backfilled
             # range into the live one lands lower on the target, exactly; not a regression to hold
@@ -398,9 +446,10 @@ def _emit(
     run.groups = sorted(offsets)
     committed = [o for offs in offsets.values() for o in offs]
     if maps is None:
+        rules = TopicRules(filters)
         maps = load_maps(
             clients,
-            {(o.topic, o.partition) for o in committed if o.offset >= 0 and filters.should_replicate_topic(o.topic)},
+            {(o.topic, o.partition) for o in committed if o.offset >= 0 and rules.replicated(o.topic)},
         )
     rows = translate_committed(filters, committed, maps)
     if store is None:
@@ -459,8 +508,7 @@ def _translate_group(
             f"consumer group {group!r} has no committed offsets on cluster {flow.source!r} "
             f"(unknown group, or it never committed)"
         )
+    rules = TopicRules(filters)
     if maps is None:
-        maps = load_maps(
-            clients, {(o.topic, o.partition) for o in committed if filters.should_replicate_topic(o.topic)}
-        )
+        maps = load_maps(clients, {(o.topic, o.partition) for o in committed if rules.replicated(o.topic)})
     return translate_committed(filters, committed, maps)

@@ -223,14 +223,19 @@ def _sync(
         for g in (store.groups() if groups is None else sorted(set(groups) & set(store.groups())))
         if filters.should_replicate_group(g)
     ]
-    # only checkpoints of topics the flow replicates now (the topic filter may have changed since)
+    # only checkpoints of topics the flow replicates now (the topic filter may have changed since),
+    # decided once per downstream topic, not per (group, partition)
+    verdicts: dict[str, bool] = {}
+
+    def replicated(downstream: str) -> bool:
+        if downstream not in verdicts:
+            u = upstream_of(filters.policy, flow.source, downstream)
+            verdicts[downstream] = u is not None and filters.should_replicate_topic(u)
+        return verdicts[downstream]
+
     wanted: dict[str, dict[tuple[str, int], Checkpoint]] = {}
     for g in names:
-        cps = {
-            k: c
-            for k, c in store.for_group(g).items()
-            if (u := upstream_of(filters.policy, flow.source, k[0])) is not None and filters.should_replicate_topic(u)
-        }
+        cps = {k: c for k, c in store.for_group(g).items() if replicated(k[0])}
         if cps:
             wanted[g] = cps
     names = sorted(wanted)

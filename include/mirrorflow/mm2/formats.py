@@ -64,6 +64,31 @@ class _Reader:
             raise FormatError(f"{self.what}: {field} is not UTF-8 ({exc.reason})") from None
 
 
+_INT16, _INT32, _CHECKPOINT_VALUE = struct.Struct(">h"), struct.Struct(">i"), struct.Struct(">hqq")
+
+
+def _checkpoint_fields(key: bytes | None, value: bytes | None) -> tuple[str, str, int, int, int, str] | None:
+    """A well-formed checkpoint's fields in a few struct calls (a checkpoint pass loads every
+    checkpoint of the topic: 110,000 took 13 s through _Reader); None: let _Reader decode it and
+    say what is wrong."""
+    try:
+        if key is None or value is None:
+            return None
+        n = _INT16.unpack_from(key, 0)[0]
+        group, p = key[2 : 2 + n], 2 + n
+        m = _INT16.unpack_from(key, p)[0]
+        topic, p = key[p + 2 : p + 2 + m], p + 2 + m
+        partition = _INT32.unpack_from(key, p)[0]
+        _, upstream, downstream = _CHECKPOINT_VALUE.unpack_from(value, 0)
+        k = _INT16.unpack_from(value, 18)[0]
+        metadata = value[20 : 20 + k]
+        if n < 0 or m < 0 or k < 0 or len(group) != n or len(topic) != m or len(metadata) != k:
+            return None
+        return group.decode("utf-8"), topic.decode("utf-8"), partition, upstream, downstream, metadata.decode("utf-8")
+    except (struct.error, UnicodeDecodeError, TypeError):
+        return None
+
+
 def _string(s: str, field: str) -> bytes:
     if s is None:
         raise FormatError(f"{field} may not be null")
@@ -125,6 +150,9 @@ class Checkpoint:
 
     @classmethod
     def decode(cls, key: bytes | None, value: bytes | None) -> Checkpoint:
+        fast = _checkpoint_fields(key, value)
+        if fast is not None:
+            return cls(*fast)
         k = _Reader(key, "checkpoint key")
         group, topic, partition = k.string("group"), k.string("topic"), k.int32("partition")
         v = _Reader(value, "checkpoint value")

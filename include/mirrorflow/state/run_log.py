@@ -14,6 +14,8 @@ import json
 import logging
 from dataclasses import dataclass, field
 
+from confluent_kafka import KafkaException
+
 from mirrorflow.clients import FlowClients
 from mirrorflow.errors import MirrorflowError
 from mirrorflow.kafka.topics import produce_all
@@ -152,7 +154,7 @@ def append(clients: FlowClients, record: RunRecord) -> bool:
             clients.admin_timeout,
         )
         return True
-    except MirrorflowError as exc:
+    except (MirrorflowError, KafkaException) as exc:  # e.g. a record over the broker's message size
         log.warning("flow %s: the run summary was not written to %s: %s", clients.flow.name, topic, exc)
         return False
 
