@@ -418,6 +418,11 @@ def main() -> int:
             col, who = (3, "Python copy workers'") if args.mode != "direct" else (1, "the CLI's (direct: it copies)")
             tenths = [during[min(len(during) - 1, i * len(during) // 10)][col] for i in range(10)] + [during[-1][col]]
             print(f"  {who} RSS MiB at each tenth of the load: " + " ".join(f"{x:.0f}" for x in tenths))
+            start, middle, end = during[0][col], during[len(during) // 2][col], during[-1][col]
+            print(
+                f"  {who} RSS MiB at the load's start / middle / end: {start:.0f} / {middle:.0f} / {end:.0f} "
+                f"(second half: {end - middle:+.0f} MiB, {(end - middle) / max(start, 1) * 100:+.1f}% of the start)"
+            )
         ok50, ok99 = res["p50"] <= 500, res["p99"] <= 2000
         print(
             f"  goal p50 <= 500 ms: {'met' if ok50 else 'missed'} ({res['p50']} ms); "

@@ -45,10 +45,16 @@ from mirrorflow.errors import BrokerUnavailableError, MirrorflowError
 from mirrorflow.kafka.retry import transient_error
 
 # Tuning a user may override (`consumer.*`); `consumer_required` is applied on top of the overrides.
+# Memory: a copy lane's consumer holds at most about queued.max.messages.kbytes of prefetched records
+# plus one fetch (fetch.max.bytes) on top; with the batch it copies (transaction.max.bytes, held once
+# by the reader and once by the producer until the commit) that bounds a lane near 100 MiB, whatever
+# the size of the range (bench/bench_memory.py; tuning in docs/replicate.md, "Memory of a copy task").
+# librdkafka's own defaults (64 MiB queue + 50 MiB fetch), or the 256 MiB + 100 MiB used before, let
+# one lane's buffers alone reach 356 MiB without copying faster.
 CONSUMER_DEFAULTS: dict[str, Any] = {
-    "fetch.max.bytes": 104_857_600,
-    "max.partition.fetch.bytes": 52_428_800,
-    "queued.max.messages.kbytes": 262_144,
+    "fetch.max.bytes": 16_777_216,
+    "max.partition.fetch.bytes": 8_388_608,
+    "queued.max.messages.kbytes": 16_384,
     # a task's consumer moves from unit to unit: a long-polling empty fetch for the previous
     # partition delays the first fetch of the next one by up to this much
     "fetch.wait.max.ms": 10,
