@@ -2,8 +2,9 @@
 
 * `plan`: ensure the flow's state topics on the target, take the flow's lease (one run of a flow at a
   time: while a CLI run or another scheduler's run holds it, the DAG run ends skipped with who holds
-  it since when), read progress and source offsets, cut work units; returns the plan (flow name,
-  config path, units, the lease's owner, a run id -- never secrets) compressed in XCom, and a summary.
+  it since when; a run of `airflow backfill create` waits for it instead, see wait_for_lease), read
+  progress and source offsets, cut work units; returns the plan (flow name, config path, units,
+  the lease's owner, a run id -- never secrets) compressed in XCom, and a summary.
 * `copy`: writes the plan to a private scratch file of its own and runs `spark-submit --files PLAN
   .../mirrorflow/replication/spark_job.py PLAN` through the `spark_default` connection (e.g.
   AIRFLOW_CONN_SPARK_DEFAULT='{"conn_type": "spark", "host": "local[*]"}'); the driver (any host,
@@ -81,6 +82,42 @@ def run_options(params: dict[str, Any] | None) -> Any:
     return RunOptions(regex_or_none(p, "topics"), int(limit) if limit else None, bool(p.get("dry_run")))
 
 
+BACKFILL_LEASE_WAIT_S = 3600.0  # how long a run of `airflow backfill create` waits for the flow's lease
+
+
+def wait_for_lease(
+    clients: Any, owner: str, who: str, wait_s: float = BACKFILL_LEASE_WAIT_S, poll_s: float = 5.0
+) -> Any:
+    """The flow's lease for a run of `airflow backfill create`, waiting while another run holds it.
+
+    Airflow starts a backfill's runs side by side (up to the backfill's own --max-active-runs,
+    default 10, not the DAG's max_active_runs=1) and beside the scheduled runs, so without waiting
+    all but one would end skipped -- "success" in Airflow with their intervals never copied. Reads
+    who holds the lease and claims only once it is free (no claim record per poll); LeaseError
+    naming the holder after `wait_s`."""
+    from mirrorflow.errors import LeaseError
+    from mirrorflow.replication.runner import take_lease
+    from mirrorflow.state.lease import current_holder
+    from mirrorflow.state.topics import ensure_state_topics
+
+    ensure_state_topics(clients)
+    deadline, seen = time.monotonic() + wait_s, ""
+    while True:
+        holder = current_holder(clients)
+        if holder is None or holder.owner == owner:
+            try:
+                return take_lease(clients, owner, who)
+            except LeaseError:  # another run claimed it in between
+                if time.monotonic() >= deadline:
+                    raise
+        elif time.monotonic() >= deadline:
+            raise LeaseError(holder.describe(clients.flow.name))
+        elif holder.owner != seen:  # once per holder, not per poll
+            seen = holder.owner
+            log.info("%s; waiting for it", holder.describe(clients.flow.name))
+        time.sleep(poll_s)
+
+
 def plan_task(
     flow_name: str,
     run_id: str,
@@ -90,7 +127,7 @@ def plan_task(
 ) -> dict[str, Any]:
     """Take the flow's lease and cut the run's work units; returns the plan (compressed, for XCom:
     replication.handoff) and a summary. Skipped (with the reason) while another run of the flow
-    holds the lease."""
+    holds the lease (a run of `airflow backfill create` waits for it)."""
     from mirrorflow.clients import FlowClients
     from mirrorflow.errors import LeaseError
     from mirrorflow.replication.backfill import prepare_interval_plan
@@ -107,8 +144,16 @@ def plan_task(
         if skip:
             raise AirflowSkipException(skip)
         try:
-            lease = take_lease(clients, *lease_owner(flow, run_id))
+            if interval_ms is None:
+                lease = take_lease(clients, *lease_owner(flow, run_id))
+            else:  # a skipped backfill run would look done while its interval stays uncopied
+                lease = wait_for_lease(clients, *lease_owner(flow, run_id), wait_s=BACKFILL_LEASE_WAIT_S)
         except LeaseError as exc:
+            if interval_ms is not None:
+                raise AirflowFailException(
+                    f"{exc}; waited {BACKFILL_LEASE_WAIT_S:.0f} s for it: run the same `airflow backfill create` "
+                    "again with --reprocess-behavior failed (it copies only what is still missing)"
+                ) from None
             raise AirflowSkipException(str(exc)) from None
         try:
             if is_continuous(flow):  # every partition, copied until continuous.run.seconds (Params do not apply)
