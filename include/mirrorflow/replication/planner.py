@@ -20,6 +20,7 @@ import time
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
+from functools import partial
 from typing import Any
 
 from confluent_kafka import KafkaException
@@ -308,6 +309,14 @@ def target_partitions(clients: FlowClients) -> dict[str, int]:
     except KafkaException as exc:
         raise conn.describe_failure(exc) from None
     return {t: len(m.partitions) for t, m in md.topics.items() if m.error is None and m.partitions}
+
+
+def wait_for_clusters(clients: FlowClients) -> None:
+    """Both clusters of the flow answer. A broker restarting as a run starts is waited for up to
+    broker.outage.max.seconds (then one BrokerUnavailableError naming the cluster and the last
+    error); a refused login or TLS handshake fails at once."""
+    for side in ("target", "source"):
+        retry_call(partial(clients.admin, side), clients.alias(side), "connecting", clients.outage_timeout)
 
 
 def gather_inputs(

@@ -30,7 +30,7 @@ from mirrorflow.replication.copier import copy_units
 from mirrorflow.replication.faults import from_env as faults_from_env
 from mirrorflow.replication.follow import following
 from mirrorflow.replication.handoff import check_results, new_run_id, write_plan_file
-from mirrorflow.replication.planner import Plan, Unit, make_plan, source_offsets
+from mirrorflow.replication.planner import Plan, Unit, make_plan, source_offsets, wait_for_clusters
 from mirrorflow.replication.report import RunReport, build_report
 from mirrorflow.replication.spark import copy_in_process_spark, copy_with_spark_submit
 from mirrorflow.replication.spark_connect import copy_with_connect, preload
@@ -142,6 +142,7 @@ def run_once(
         preload()  # the Connect client's imports overlap the lease and the plan
     directory, keep = run_directory(flow, directory)
     with FlowClients(cfg, flow) as clients:
+        wait_for_clusters(clients)  # a broker restarting as the run starts is waited for, not failed
         skip = flow_state(clients).skip_reason(flow.name, "copy")
         if skip:
             return RunReport(flow.name, bool(flow.exactly_once), skipped=skip)
