@@ -11,6 +11,7 @@ cluster, what was waited for and the last error.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -20,6 +21,8 @@ from confluent_kafka import KafkaError, KafkaException
 
 from mirrorflow.errors import BrokerUnavailableError, TransactionAbortedError, UnreachableError
 from mirrorflow.kafka.connection import kafka_error
+
+log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
@@ -110,6 +113,15 @@ class Outage:
         """`what` failed on cluster `alias` with the transient `exc`: back off, or raise past the bound."""
         if self.started is None:
             self.started = time.monotonic()
+            # said at once, so an address that is simply wrong does not look like a hang
+            log.warning(
+                "cluster %r: %s failed (%s); retrying for up to %.0f s (%s)",
+                alias,
+                what,
+                describe(exc),
+                self.bound_s,
+                self.bound_name,
+            )
         self.failures += 1
         waited = self.waited_s
         if waited >= self.bound_s:
