@@ -141,3 +141,38 @@ def test_replicate_runs_of_an_airflow_backfill_copy_their_intervals_records(tmp_
     assert airflow_run("backfill__0_again", (NOW, NOW + 100))["records"] == 0
     assert len(consume_all(target, remote)) == 35
     assert read_progress(cfg, flow)[(t, 0)].covered == ((0, 30), (40, 45))
+
+
+def test_a_backfill_run_waits_for_the_flows_lease(tmp_path, source, target, unique, monkeypatch):
+    """Airflow starts a backfill's runs side by side and beside scheduled runs: a run of `airflow
+    backfill create` waits for the lease another run holds (a skipped run would show "success" with
+    its interval never copied), and fails naming the holder once it has waited long enough."""
+    import threading
+
+    from airflow.sdk.exceptions import AirflowFailException
+
+    from mirrorflow.clients import FlowClients
+    from mirrorflow.errors import LeaseError
+    from mirrorflow.replication.runner import take_lease
+    from mirrorflow_airflow.dag_builders import replicate
+    from tests.integration.test_replicate import NOW
+
+    pfx = unique("bflease")
+    create_topic(source, f"{pfx}.t", 1)
+    cfg = write_config(tmp_path / "mf.yaml", {"KL": source, "B": target},
+                       {"KL->B": {"topics": f"{pfx}.*", "state.topic.partitions": 1, "schedule": "0 * * * *",
+                                  "heartbeats.replication.enabled": False, "lease.timeout.seconds": 60}})
+    flow = cfg.flow("KL->B")
+    monkeypatch.setenv("MIRRORFLOW_CONFIG", str(cfg.path))
+    with FlowClients(cfg, flow) as clients:
+        other = take_lease(clients, "scheduled-run", "another run of the DAG")
+        threading.Timer(3.0, other.release).start()
+        lease = replicate.wait_for_lease(clients, "backfill-run", "a backfill run", wait_s=60, poll_s=0.5)
+        assert lease.holder is not None and lease.holder.owner == "backfill-run"
+        with pytest.raises(LeaseError, match="is being replicated by a backfill run"):
+            replicate.wait_for_lease(clients, "third", "a third run", wait_s=0)
+        lease.release()
+        take_lease(clients, "scheduled-run", "another run of the DAG")  # held until it expires: 60 s
+    monkeypatch.setattr(replicate, "BACKFILL_LEASE_WAIT_S", 1.0)
+    with pytest.raises(AirflowFailException, match=r"another run of the DAG.*--reprocess-behavior failed"):
+        replicate.plan_task(flow.name, "backfill__x", str(cfg.path), {}, (NOW, NOW + 100))
