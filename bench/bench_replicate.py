@@ -1,18 +1,27 @@
-"""Benchmark: a replicate run (spark-submit, exactly-once on and off) against a raw pipe.
+"""Benchmark: a replicate run (spark-submit, Spark Connect, direct; exactly-once) against a raw pipe.
 
     .venv/bin/python bench/bench_replicate.py [--records 100000] [--size 1024] [--partitions 8]
+        [--modes submit,connect,direct] [--alo]
 
-Starts its own local clusters (A = source, B = exactly-once target, C = at-least-once target) in a
-temporary home, produces N records of SIZE bytes over P partitions to A, then times:
+Starts its own local clusters (A = source, B = target; C = at-least-once target with --alo) and,
+for `connect`, a local Spark Connect server (`mirrorflow dev spark up`, local[*]) in a temporary
+home, produces N records of SIZE bytes over P partitions to A, then times, on the same data:
 
-* `eos`:  `mirrorflow` replicate A->B, exactly.once=true  (spark-submit, local[*])
-* `alo`:  `mirrorflow` replicate A->C, exactly.once=false (spark-submit, local[*])
-* `raw`:  one process, confluent-kafka consumer -> producer, no transactions, same client settings
+* `raw`:     one process, confluent-kafka consumer -> producer, no transactions, same client settings
+* `submit`:  `mirrorflow` replicate, exactly.once=true, spark-submit per run (local[*]; the default)
+* `connect`: the same through the running Spark Connect server (`spark.remote`); the server's own
+             start-up and a warm-up run of another flow (which opens the Connect session, as a previous
+             scheduled run would have) are set-up, printed apart, not in the figure
+* `direct`:  the same in threads of this process, no Spark
+* `alo`:     (--alo) spark-submit, exactly.once=false, to cluster C
 
-and prints records/s and MB/s, for the whole run and for the copy phase (first unit start to last
-unit end as the copier measures it, i.e. without Spark start-up), with the ratios to the raw pipe.
-The brokers stop when the benchmark ends. It prints figures; it is not a test.
+Each mode is its own flow (source aliases A, S, D name the same cluster A, so each has its own
+state topics and target topic on B). It prints, per mode, the whole run and the copy phase (first
+unit start to last unit end as the copier measures it, i.e. without Spark start-up) with their
+ratios to the raw pipe (raw time / mode time: 1.00 = as fast as the raw pipe) and the load average.
+The brokers and the server stop when the benchmark ends. It prints figures; it is not a test.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -30,6 +39,7 @@ from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition  # no
 from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 
 from mirrorflow.dev.cluster import DevClusters  # noqa: E402
+from mirrorflow.dev.spark import DevSparkServer  # noqa: E402
 
 
 def create(cluster, name: str, partitions: int) -> None:
@@ -43,16 +53,29 @@ def create(cluster, name: str, partitions: int) -> None:
 
 
 def seed(cluster, topic: str, n: int, size: int, partitions: int) -> None:
-    p = Producer({**cluster.client_config(), "linger.ms": 50, "batch.size": 1_000_000,
-                  "queue.buffering.max.messages": 1_000_000, "queue.buffering.max.kbytes": 2_000_000,
-                  "enable.idempotence": True})
+    p = Producer(
+        {
+            **cluster.client_config(),
+            "linger.ms": 50,
+            "batch.size": 1_000_000,
+            "queue.buffering.max.messages": 1_000_000,
+            "queue.buffering.max.kbytes": 2_000_000,
+            "enable.idempotence": True,
+        }
+    )
     blob = os.urandom(size + 1024)
     now = int(time.time() * 1000)
     for i in range(n):
         while True:
             try:
-                p.produce(topic, blob[i % 1024:i % 1024 + size], b"key-%d" % (i % 1000), i % partitions,
-                          timestamp=now, headers=[("n", b"%d" % i)])
+                p.produce(
+                    topic,
+                    blob[i % 1024 : i % 1024 + size],
+                    b"key-%d" % (i % 1000),
+                    i % partitions,
+                    timestamp=now,
+                    headers=[("n", b"%d" % i)],
+                )
                 break
             except BufferError:
                 p.poll(0.05)
@@ -70,8 +93,17 @@ def raw_pipe(src, dst, topic: str, target_topic: str, partitions: int, n: int) -
     pconf = {k: v for k, v in PRODUCER_DEFAULTS.items() if k != "transaction.timeout.ms"}
     pconf["enable.idempotence"] = False
     t0 = time.time()
-    c = Consumer({**src.client_config(), **CONSUMER_DEFAULTS, "group.id": "bench-raw", "enable.auto.commit": False,
-                  "isolation.level": "read_committed", "enable.partition.eof": True, "auto.offset.reset": "earliest"})
+    c = Consumer(
+        {
+            **src.client_config(),
+            **CONSUMER_DEFAULTS,
+            "group.id": "bench-raw",
+            "enable.auto.commit": False,
+            "isolation.level": "read_committed",
+            "enable.partition.eof": True,
+            "auto.offset.reset": "earliest",
+        }
+    )
     p = Producer({**dst.client_config(), **pconf})
     c.assign([TopicPartition(topic, i, 0) for i in range(partitions)])
     produce = p.produce
@@ -97,17 +129,72 @@ def raw_pipe(src, dst, topic: str, target_topic: str, partitions: int, n: int) -
     return time.time() - t0
 
 
-def replicate(cfg_path: Path, flow_name: str):
+def replicate(cfg_path: Path, flow_name: str, mode: str):
     from mirrorflow import config as config_mod
     from mirrorflow.replication.runner import run_once
 
     cfg = config_mod.load(cfg_path)
     flow = cfg.flow(flow_name)
     t0 = time.time()
-    rep = run_once(cfg, flow, mode="submit")
+    rep = run_once(cfg, flow, mode=mode)
     whole = time.time() - t0
     assert rep.ok, rep.render()
     return rep, whole
+
+
+def profile_copy(cfg_path: Path, raw_cfg: dict, a, b, topic: str, parts: int, n: int, top: int) -> None:
+    """A direct-mode copy of the same data (flow P->B, one unit at a time: tasks.max 1, one partition
+    in flight) with cProfile around each unit's loop (UnitCopier.run), merged: where the copy's time goes."""
+    import cProfile
+    import pstats
+
+    import yaml
+
+    from mirrorflow.replication import copier
+
+    for alias in ("Q", "P"):  # Q: the same copy without the profiler, to see what the profiler adds
+        create(b, f"{alias}.{topic}", parts)
+        raw_cfg["clusters"][alias] = a.client_config()
+        raw_cfg["flows"][f"{alias}->B"] = {"tasks.max": 1, "task.partitions.in.flight": 1}
+    cfg_path.write_text(yaml.safe_dump(raw_cfg))
+    plain, plain_whole = replicate(cfg_path, "Q->B", "direct")
+    assert plain.records == n, (plain.records, n)
+    profiles: list[cProfile.Profile] = []
+    run = copier.UnitCopier.run
+
+    def profiled(self):  # type: ignore[no-untyped-def]
+        prof = cProfile.Profile()
+        profiles.append(prof)
+        return prof.runcall(run, self)
+
+    copier.UnitCopier.run = profiled  # type: ignore[method-assign]
+    try:
+        rep, whole = replicate(cfg_path, "P->B", "direct")
+    finally:
+        copier.UnitCopier.run = run  # type: ignore[method-assign]
+    assert rep.records == n, (rep.records, n)
+    stats = pstats.Stats(profiles[0])
+    for prof in profiles[1:]:
+        stats.add(prof)
+    print(
+        f"\nprofile: direct mode, one unit at a time, {rep.units} units, {n:,} records; whole {whole:.2f} s, "
+        f"copy phase {rep.copy_phase_s:.2f} s under cProfile (load average {load()}); without the profiler: whole "
+        f"{plain_whole:.2f} s, copy phase {plain.copy_phase_s:.2f} s"
+    )
+    stats.sort_stats("tottime").print_stats(top)
+
+
+# mode -> (source alias of its flow, target cluster alias, run_once mode)
+MODES = {
+    "submit": ("A", "B", "submit"),
+    "connect": ("S", "B", "connect"),
+    "direct": ("D", "B", "direct"),
+    "alo": ("A", "C", "submit"),
+}
+
+
+def load() -> str:
+    return "/".join(f"{x:.1f}" for x in os.getloadavg())
 
 
 def main() -> int:
@@ -115,55 +202,133 @@ def main() -> int:
     ap.add_argument("--records", type=int, default=100_000)
     ap.add_argument("--size", type=int, default=1024)
     ap.add_argument("--partitions", type=int, default=8)
-    ap.add_argument("--master", default="local[*]")
+    ap.add_argument("--master", default="local[*]", help="spark-submit's master (connect: the server's, same value)")
+    ap.add_argument("--modes", default="submit,connect,direct", help="comma-separated: submit, connect, direct")
+    ap.add_argument("--alo", action="store_true", help="also at-least-once (spark-submit) to a third cluster C")
+    ap.add_argument(
+        "--profile",
+        type=int,
+        default=0,
+        metavar="TOP",
+        help="also profile a direct-mode copy of the same data (cProfile per unit) and print the "
+        "TOP functions by own time",
+    )
     ap.add_argument("--txn-records", type=int, default=None, help="transaction.max.records (default: the config's)")
     args = ap.parse_args()
     n, size, parts = args.records, args.size, args.partitions
+    modes = [m.strip() for m in args.modes.split(",") if m.strip()] + (["alo"] if args.alo else [])
+    unknown = [m for m in modes if m not in MODES]
+    if unknown:
+        ap.error(f"unknown mode(s) {unknown}; known: submit, connect, direct")
 
     home = Path(tempfile.mkdtemp(prefix="mirrorflow-bench-"))
     dev = DevClusters(home)
+    spark = DevSparkServer(home)
     try:
-        clusters = dev.up(["A", "B", "C"], attached=True)
-        a, b, c = clusters["A"], clusters["B"], clusters["C"]
+        clusters = dev.up(["A", "B", "C"] if args.alo else ["A", "B"], attached=True)
+        a, b = clusters["A"], clusters["B"]
         topic = "bench.records"
         create(a, topic, parts)
-        create(b, f"A.{topic}", parts)
-        create(c, f"A.{topic}", parts)
+        for mode in modes:
+            src_alias, dst_alias, _ = MODES[mode]
+            create(clusters[dst_alias], f"{src_alias}.{topic}", parts)
         create(b, "raw.records", parts)
         t0 = time.time()
         seed(a, topic, n, size, parts)
         print(f"seeded {n:,} records of {size} bytes over {parts} partitions in {time.time() - t0:.1f} s")
 
         import yaml
-        extra = {"transaction.max.records": args.txn_records} if args.txn_records else {}
-        raw_cfg = {"clusters": {x.alias: x.client_config() for x in (a, b, c)},
-                   "defaults": {"topics": r"bench\..*", "tasks.max": parts, **extra},
-                   "flows": {"A->B": {"exactly.once": True}, "A->C": {"exactly.once": False}},
-                   "spark": {"master": args.master}}
-        cfg_path = home / "bench.yaml"
-        cfg_path.write_text(yaml.safe_dump(raw_cfg))
-        os.environ["MIRRORFLOW_RUN_DIR"] = str(home / "runs")
 
+        extra = {"transaction.max.records": args.txn_records} if args.txn_records else {}
+        aliases = {MODES[m][0] for m in modes}
+        raw_cfg: dict = {
+            "clusters": {
+                **{x: a.client_config() for x in aliases},
+                **{x.alias: x.client_config() for x in clusters.values() if x.alias != "A"},
+            },
+            "defaults": {
+                "topics": r"bench\..*",
+                "tasks.max": parts,
+                "heartbeats.replication.enabled": False,
+                "emit.heartbeats.enabled": False,
+                "sync.topic.acls.enabled": False,
+                **extra,
+            },
+            "flows": {f"{MODES[m][0]}->{MODES[m][1]}": {"exactly.once": m != "alo"} for m in modes},
+            "spark": {"master": args.master},
+        }
+        cfg_path = home / "bench.yaml"
+        os.environ["MIRRORFLOW_RUN_DIR"] = str(home / "runs")
+        if "connect" in modes:
+            t0 = time.time()
+            server = spark.up(master=args.master, attached=True)
+            raw_cfg["spark"]["remote"] = server.remote  # only the connect mode uses it: the others name their mode
+            # a warm-up run of another flow (W, one record per partition) opens the Connect session the
+            # timed run then reuses, as a scheduled run reuses its predecessor's (artifact sent, workers up)
+            create(a, "warm.up", parts)
+            create(b, "W.warm.up", parts)
+            p = Producer(a.client_config())
+            for i in range(parts):
+                p.produce("warm.up", b"warm", None, i)
+            assert p.flush(60) == 0
+            raw_cfg["clusters"]["W"] = a.client_config()
+            raw_cfg["flows"]["W->B"] = {"topics": r"warm\..*"}
+            cfg_path.write_text(yaml.safe_dump(raw_cfg))
+            replicate(cfg_path, "W->B", "connect")
+            print(
+                f"Spark Connect server {server.remote} ({args.master}) started and its session warmed up in "
+                f"{time.time() - t0:.1f} s: set-up, once per server, not in any figure below"
+            )
+        cfg_path.write_text(yaml.safe_dump(raw_cfg))
+
+        loads = [load()]
         raw_s = raw_pipe(a, b, topic, "raw.records", parts, n)
-        eos, eos_whole = replicate(cfg_path, "A->B")
-        alo, alo_whole = replicate(cfg_path, "A->C")
-        assert eos.records == n and alo.records == n, (eos.records, alo.records)
+        reports = {}
+        for mode in modes:
+            src_alias, dst_alias, run_mode = MODES[mode]
+            loads.append(load())
+            rep, whole = replicate(cfg_path, f"{src_alias}->{dst_alias}", run_mode)
+            assert rep.records == n, (mode, rep.records, n)
+            reports[mode] = (rep, whole)
+            print(f"  {mode}: whole {whole:.2f} s, copy phase {rep.copy_phase_s:.2f} s (load average {load()})")
+        loads.append(load())
+        if args.profile:
+            profile_copy(cfg_path, raw_cfg, a, b, topic, parts, n, args.profile)
+        if not reports:
+            return 0
 
         mb = n * size / 1e6
-        rows = [("raw pipe", raw_s, raw_s), ("exactly-once", eos_whole, eos.copy_phase_s),
-                ("at-least-once", alo_whole, alo.copy_phase_s)]
-        print(f"\n{n:,} records x {size} B = {mb:,.0f} MB over {parts} partitions, Spark master {args.master}, "
-              f"{os.cpu_count()} cores")
-        print(f"{'':14} {'whole s':>8} {'rec/s':>10} {'MB/s':>7} {'ratio':>6} | {'copy s':>7} {'rec/s':>10} "
-              f"{'MB/s':>7} {'ratio':>6}")
+        names = {"submit": "spark-submit", "connect": "Spark Connect", "direct": "direct", "alo": "alo (submit)"}
+        print(
+            f"\n{n:,} records x {size} B = {mb:,.0f} MB over {parts} partitions, exactly-once, Spark master "
+            f"{args.master}, {os.cpu_count()} cores; load average (1/5/15 min) {' -> '.join(loads)}"
+        )
+        print(
+            "ratio = raw pipe's time / the mode's time (1.00 = as fast as the raw pipe; item 3's goals: copy "
+            ">= 0.95, whole >= 1/1.3 = 0.77)"
+        )
+        print(
+            f"{'':14} {'whole s':>8} {'rec/s':>10} {'MB/s':>7} {'ratio':>6} | {'copy s':>7} {'rec/s':>10} "
+            f"{'MB/s':>7} {'ratio':>6} | {'whole/raw':>9}"
+        )
+        rows = [("raw pipe", raw_s, raw_s)] + [(names[m], w, r.copy_phase_s) for m, (r, w) in reports.items()]
         for name, whole, copy in rows:
-            print(f"{name:14} {whole:8.2f} {n / whole:10,.0f} {mb / whole:7.1f} {raw_s / whole:6.2f} | "
-                  f"{copy:7.2f} {n / copy:10,.0f} {mb / copy:7.1f} {raw_s / copy:6.2f}")
-        print(f"\nexactly-once: {eos.units} units, {sum(p.transactions for p in eos.partitions)} transactions; "
-              f"Spark job {eos.spark_s:.1f} s (start-up and scheduling = {eos.spark_s - eos.copy_phase_s:.1f} s)")
-        print(f"at-least-once: Spark job {alo.spark_s:.1f} s (start-up = {alo.spark_s - alo.copy_phase_s:.1f} s)")
+            print(
+                f"{name:14} {whole:8.2f} {n / whole:10,.0f} {mb / whole:7.1f} {raw_s / whole:6.2f} | "
+                f"{copy:7.2f} {n / copy:10,.0f} {mb / copy:7.1f} {raw_s / copy:6.2f} | {whole / raw_s:8.2f}x"
+            )
+        print()
+        for m, (r, w) in reports.items():
+            print(
+                f"{names[m]}: {r.units} units, {sum(p.transactions for p in r.partitions)} transactions; "
+                f"job {r.spark_s:.1f} s (start-up and scheduling = {r.spark_s - r.copy_phase_s:.1f} s), "
+                f"plan + report {w - r.spark_s:.1f} s"
+            )
+        if "connect" in reports:
+            print("(connect: the timed run reuses the Connect session a warm-up run opened, as scheduled runs do)")
         return 0
     finally:
+        spark.down()
         dev.down()
         shutil.rmtree(home, ignore_errors=True)
 
