@@ -11,6 +11,7 @@ from mirrorflow.clients import FlowClients
 from mirrorflow.groups.checkpoint import CheckpointStore
 from mirrorflow.replication.runner import run_once
 from mirrorflow.metadata.sync import sync_flow
+from tests.integration.replicate_helpers import target_offset_of
 from tests.support import create_topic, produce, write_config
 
 pytestmark = pytest.mark.airflow
@@ -63,9 +64,11 @@ def test_dag_run_writes_checkpoints_syncs_the_group_and_emits_heartbeats(dagbag,
     with FlowClients(cfg, flow) as clients:
         store = CheckpointStore.load(clients)
     cp = store.for_group(group)[(f"A.{topic}", 0)]
-    assert cp.upstream_offset == 4 and cp.downstream_offset == 4
+    # the copy of source offset 4 on the target (each copy unit's aborted transaction comes first there)
+    want = target_offset_of(source, target, topic, f"A.{topic}", 0, 4)
+    assert cp.upstream_offset == 4 and cp.downstream_offset == want
     t = Consumer({**target.client_config(), "group.id": group, "enable.auto.commit": False})
-    assert t.committed([TopicPartition(f"A.{topic}", 0)], timeout=10)[0].offset == 4
+    assert t.committed([TopicPartition(f"A.{topic}", 0)], timeout=10)[0].offset == want
     t.close()
 
 

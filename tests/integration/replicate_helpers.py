@@ -81,3 +81,11 @@ def add_partitions(cluster, topic: str, total: int) -> None:
 
 __all__ = ["make_flow", "mirror_topic", "assert_copied", "assert_map_exact", "delete_records", "add_partitions",
            "NewTopic"]
+
+
+def target_offset_of(source, target, topic: str, remote: str, partition: int, source_offset: int) -> int:
+    """Ground truth from the records: the target offset of the copy of the source record at
+    `source_offset` (values are unique)."""
+    [rec] = [r for r in consume_all(source, topic, [partition]) if r.offset == source_offset]
+    [copy] = [r for r in consume_all(target, remote, [partition]) if r.content() == rec.content()]
+    return copy.offset

@@ -21,7 +21,7 @@ from mirrorflow.metadata.sync import sync_flow
 from mirrorflow.mm2.formats import Checkpoint
 from mirrorflow.ops.status import flow_status
 from mirrorflow.state.topics import lease_topic, progress_topic, transactional_id
-from tests.integration.replicate_helpers import assert_copied
+from tests.integration.replicate_helpers import assert_copied, target_offset_of
 from tests.integration.test_replicate import CLI, cli
 from tests.support import consume_all, create_topic, produce, write_config
 
@@ -45,14 +45,6 @@ def committed(cluster, group: str, topic: str, partitions: int) -> dict[int, int
     got = c.committed([TopicPartition(topic, p) for p in range(partitions)], timeout=10)
     c.close()
     return {tp.partition: tp.offset for tp in got}
-
-
-def target_offset_of(source, target, topic: str, remote: str, partition: int, source_offset: int) -> int:
-    """Ground truth from the records: the target offset of the copy of the source record at
-    `source_offset` (values are unique)."""
-    [rec] = [r for r in consume_all(source, topic, [partition]) if r.offset == source_offset]
-    [copy] = [r for r in consume_all(target, remote, [partition]) if r.content() == rec.content()]
-    return copy.offset
 
 
 def test_identity_policy_end_to_end(tmp_path, source, target, unique):
