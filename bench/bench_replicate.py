@@ -162,7 +162,7 @@ def profile_copy(cfg_path: Path, raw_cfg: dict, a, b, topic: str, parts: int, n:
     profiles: list[cProfile.Profile] = []
     run = copier.UnitCopier.run
 
-    def profiled(self):  # type: ignore[no-untyped-def]
+    def profiled(self: copier.UnitCopier) -> copier.UnitResult:
         prof = cProfile.Profile()
         profiles.append(prof)
         return prof.runcall(run, self)
