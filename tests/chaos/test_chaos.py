@@ -392,8 +392,8 @@ def test_chaos_kills_and_restarts_lose_and_duplicate_nothing(
         fig.records[kind] = len(src)
         fig.lost += len(set(s) - set(d))
         fig.duplicated += len(d) - len(set(d))
-        assert_copied(chaos_source, chaos_target, t)
-        assert_map_exact(cfg, flow, chaos_source, chaos_target, t, parts[kind])
+        assert_copied(chaos_source, chaos_target, t, records=(src, dst))
+        assert_map_exact(cfg, flow, chaos_source, chaos_target, t, parts[kind], records=(src, dst))
         holes = [
             bool(pr) and len(pr) < pr[-1].offset + 1
             for pr in ([r for r in src if r.partition == p] for p in range(parts[kind]))

@@ -29,21 +29,20 @@ def mirror_topic(source, target, topic: str, partitions: int = 1, config: dict |
     return remote
 
 
-def assert_copied(source, target, topic: str, remote: str | None = None):
-    """Every committed source record is on the target exactly once, in order, byte-identical."""
+def assert_copied(source, target, topic: str, remote: str | None = None, records=None):
+    """Every committed source record is on the target exactly once, in order, byte-identical.
+    `records`: the (source, target) records when the caller has already read them (large topics)."""
     remote = remote or f"A.{topic}"
-    src = consume_all(source, topic)
-    dst = consume_all(target, remote)
+    src, dst = records if records is not None else (consume_all(source, topic), consume_all(target, remote))
     assert src, f"no records in source topic {topic}"
     assert [r.content() for r in dst] == [r.content() for r in src]
     return src, dst
 
 
-def assert_map_exact(cfg, flow, source, target, topic: str, partitions: int = 1):
+def assert_map_exact(cfg, flow, source, target, topic: str, partitions: int = 1, records=None):
     """The offset map sends every source offset g to the target offset of the first record >= g."""
     remote = f"A.{topic}"
-    src = consume_all(source, topic)
-    dst = consume_all(target, remote)
+    src, dst = records if records is not None else (consume_all(source, topic), consume_all(target, remote))
     maps = load_offset_map(cfg, flow, [(topic, p) for p in range(partitions)])
     for p in range(partitions):
         s = [r for r in src if r.partition == p]

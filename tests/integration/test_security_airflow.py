@@ -25,24 +25,26 @@ pytestmark = [pytest.mark.integration, pytest.mark.airflow, pytest.mark.spark]
 DAG_FILE = Path(__file__).resolve().parents[2] / "dags" / "mirrorflow_replicate.py"
 
 
-@pytest.mark.parametrize("where", ["env", "metadata-db"])
-def test_replicate_dag_with_a_cluster_from_an_airflow_connection(
-    tmp_path, source, sasl_target, airflow_db, unique, monkeypatch, capfd, where
+def test_replicate_dag_with_clusters_from_airflow_connections(
+    tmp_path, sasl_cluster, sasl_target, airflow_db, unique, monkeypatch, capfd
 ):
+    """Both kinds of connection in one run (one spark-submit): the source's is an AIRFLOW_CONN_
+    variable, the target's a row of the metadata DB; executors read from one and write to the other."""
     from airflow.dag_processing.dagbag import DagBag
     from airflow.models import Connection
     from airflow.models.renderedtifields import RenderedTaskInstanceFields
     from airflow.models.xcom import XComModel
     from airflow.utils.session import create_session
 
-    conn_id = f"kafka_t_{unique('c').replace('-', '_')}"
-    secret = sasl_target.client_config()["sasl.password"]
-    extra = sasl_target.client_config()  # librdkafka settings, as the Kafka provider keeps them
-    if where == "env":
-        monkeypatch.setenv(f"AIRFLOW_CONN_{conn_id.upper()}", json.dumps({"conn_type": "kafka", "extra": extra}))
-    else:
-        with create_session() as session:
-            session.add(Connection(conn_id=conn_id, conn_type="kafka", extra=json.dumps(extra)))
+    source = sasl_cluster
+    src_conn, conn_id = (f"kafka_{k}_{unique('c').replace('-', '_')}" for k in ("s", "t"))
+    secrets = {source.client_config()["sasl.password"], sasl_target.client_config()["sasl.password"]}
+    # librdkafka settings, as the Kafka provider keeps them
+    monkeypatch.setenv(
+        f"AIRFLOW_CONN_{src_conn.upper()}", json.dumps({"conn_type": "kafka", "extra": source.client_config()})
+    )
+    with create_session() as session:
+        session.add(Connection(conn_id=conn_id, conn_type="kafka", extra=json.dumps(sasl_target.client_config())))
     prefix = unique("conn")
     topic = f"{prefix}.orders"
     create_topic(source, topic, 2)
@@ -52,12 +54,12 @@ def test_replicate_dag_with_a_cluster_from_an_airflow_connection(
                              "timestamp": now - 1000 + i} for i in range(120)])
     cfg = tmp_path / "mf.yaml"
     cfg.write_text(yaml.safe_dump({
-        "clusters": {"AS": source.client_config(), "T": {"airflow.conn.id": conn_id}},
+        "clusters": {"AS": {"airflow.conn.id": src_conn}, "T": {"airflow.conn.id": conn_id}},
         "flows": {"AS->T": {"topics": f"{prefix}\\..*", "tasks.max": 2, "state.topic.partitions": 1,
                             "heartbeats.replication.enabled": False}},
         "spark": {"master": "local[2]"},
     }))
-    assert secret not in cfg.read_text()
+    assert not [x for x in secrets if x in cfg.read_text()]
     runs = tmp_path / "runs"
     monkeypatch.setenv("MIRRORFLOW_CONFIG", str(cfg))
     monkeypatch.setenv("MIRRORFLOW_RUN_DIR", str(runs))
@@ -66,7 +68,7 @@ def test_replicate_dag_with_a_cluster_from_an_airflow_connection(
     bag = DagBag(dag_folder=str(DAG_FILE))
     assert bag.import_errors == {}
     dag = bag.get_dag("mirrorflow_replicate__AS-T")
-    assert dag.get_task("copy").kafka_conn_ids == [conn_id]
+    assert sorted(dag.get_task("copy").kafka_conn_ids) == sorted([src_conn, conn_id])
 
     run = dag.test()
     states = {ti.task_id: ti.state for ti in run.get_task_instances()}
@@ -91,6 +93,5 @@ def test_replicate_dag_with_a_cluster_from_an_airflow_connection(
         seen += [json.dumps(r.rendered_fields, default=str)
                  for r in session.query(RenderedTaskInstanceFields).filter_by(run_id=run.run_id)]
     assert len(seen) > 4
-    assert not [s for s in seen if secret in s]
-    if where == "metadata-db":
-        assert f"AIRFLOW_CONN_{conn_id.upper()}" not in os.environ  # handed to spark-submit only
+    assert not [s for s in seen for x in secrets if x in s]
+    assert f"AIRFLOW_CONN_{conn_id.upper()}" not in os.environ  # the DB's connection: handed to spark-submit only
