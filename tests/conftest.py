@@ -31,6 +31,7 @@ sys.path[:0] = [str(ROOT / "include"), str(ROOT)]
 import pytest  # noqa: E402
 
 from mirrorflow.dev.cluster import DevCluster, DevClusters  # noqa: E402
+from tests.connect_support import connect_server  # noqa: E402,F401 - one Spark Connect server per session
 
 
 class ClusterPool:

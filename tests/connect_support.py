@@ -8,9 +8,10 @@ from mirrorflow import config as config_mod
 from mirrorflow.dev.spark import DevSparkServer
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def connect_server(tmp_path_factory):
-    """One Spark Connect server (local[2]) per test module, tied to the pytest process, stopped at the end."""
+    """One Spark Connect server (local[2]) for the session (registered in tests/conftest.py: its start
+    is one of the suite's dearest set-ups), tied to the pytest process, stopped at the end."""
     server = DevSparkServer(tmp_path_factory.mktemp("spark-home"))
     s = server.up(master="local[2]", attached=True)
     try:

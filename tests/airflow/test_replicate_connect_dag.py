@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from tests.connect_support import connect_server, with_remote  # noqa: F401 - a fixture
+from tests.connect_support import with_remote
 from tests.integration.replicate_helpers import assert_copied, assert_map_exact, mirror_topic
 from tests.support import produce, write_config
 

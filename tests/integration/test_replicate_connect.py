@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from mirrorflow.replication.runner import run_once
-from tests.connect_support import connect_server, with_remote  # noqa: F401 - a fixture
+from tests.connect_support import with_remote
 from tests.integration.replicate_helpers import assert_copied, assert_map_exact, make_flow, mirror_topic
 from tests.support import produce, read_progress
 

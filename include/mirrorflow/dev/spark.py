@@ -24,7 +24,7 @@ from mirrorflow.dev.cluster import _alive, _die_with_parent, _port_free, _reap, 
 from mirrorflow.errors import DevClusterError
 
 CONNECT_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
-READY_TIMEOUT_S = 120.0
+READY_TIMEOUT_S = 300.0  # a loaded 2-core machine took over 120 s
 STOP_TIMEOUT_S = 30.0
 DEFAULT_PORT = 15002  # Spark Connect's own default
 
