@@ -14,7 +14,7 @@ from airflow.sdk import BaseHook
 from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 
 from mirrorflow.replication.handoff import decode_plan, write_plan_file
-from mirrorflow.replication.spark import CONNECT_CLIENT_VARS, build_pyfiles_zip, is_local_master
+from mirrorflow.replication.spark import CONNECT_CLIENT_VARS, build_pyfiles_zip, is_local_master, lease_kept
 
 SPARK_CONN_ID = "spark_default"
 
@@ -64,7 +64,8 @@ class MirrorflowSparkSubmitOperator(SparkSubmitOperator):
             raise AirflowSkipException("nothing to copy")
         scratch = scratch_dir()
         try:
-            plan_path = write_plan_file(decode_plan(handed["plan"]), scratch)
+            plan = decode_plan(handed["plan"])
+            plan_path = write_plan_file(plan, scratch)
             self.files = str(plan_path)
             self.application_args = [str(plan_path)]
             if not is_local_master(conn.host or ""):
@@ -73,7 +74,10 @@ class MirrorflowSparkSubmitOperator(SparkSubmitOperator):
                 self.env_vars = {**(self.env_vars or {}), **kafka_connections_env(self.kafka_conn_ids)}
             for var in CONNECT_CLIENT_VARS:  # the Spark provider hands spark-submit this whole environment
                 os.environ.pop(var, None)
-            super().execute(context)
+            # the run's lease stays renewed while the task waits for spark-submit's driver (minutes on
+            # a busy cluster, longer than lease.timeout.seconds): no other run can take it meanwhile
+            with lease_kept(plan):
+                super().execute(context)
         finally:
             if not os.environ.get("MIRRORFLOW_KEEP_RUNS"):
                 shutil.rmtree(scratch, ignore_errors=True)
