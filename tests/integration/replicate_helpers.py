@@ -50,7 +50,11 @@ def assert_map_exact(cfg, flow, source, target, topic: str, partitions: int = 1,
         assert len(s) == len(d)
         pm = maps[(topic, p)]
         for rs, rd in zip(s, d):
-            assert pm.target_of(rs.offset) == rd.offset
+            # (not a test module: no assertion rewriting) say which offset, what the map says, where it is
+            assert pm.target_of(rs.offset) == rd.offset, (
+                f"{topic}[{p}] source offset {rs.offset}: the map says target {pm.target_of(rs.offset)}, "
+                f"the record is at {rd.offset}; runs near it: {[r for r in pm.runs if abs(r.src - rs.offset) < 50_000][:6]}"
+            )
         # every source offset, including holes/markers/aborted records, translates to the next record
         last_src = s[-1].offset if s else -1
         j = 0

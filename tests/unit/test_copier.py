@@ -10,9 +10,9 @@ from types import SimpleNamespace
 import pytest
 from confluent_kafka import KafkaError, Message
 
-from mirrorflow.errors import MirrorflowError, RecordTooLargeError
+from mirrorflow.errors import MirrorflowError, RecordTooLargeError, StateError, TransactionAbortedError
 from mirrorflow.replication import faults
-from mirrorflow.replication.copier import ranges_to_copy, retention_gap
+from mirrorflow.replication.copier import ranges_to_copy, retention_gap, wait_until_decided
 from mirrorflow.replication.planner import Unit
 from mirrorflow.replication.reader import BatchLimits, RangeReader, segments
 from mirrorflow.replication.writer import TransactionWriter, runs_at, runs_of
@@ -235,6 +235,63 @@ def test_a_target_gap_takes_the_careful_path_and_stays_exact():
     # the first attempt (100, 101, gap, 103, 104) was aborted; the careful one follows it
     assert ("abort_transaction",) in p.calls
     assert entry.runs == (Run(0, 105, 4),) and entry.tgt_end == 109
+
+
+def test_progress_is_read_only_once_the_transactions_open_below_the_high_watermark_ended():
+    """A read_committed read ends at the last stable offset (librdkafka's watermark on such a
+    consumer is the LSO): another unit's transaction open on the shared progress partition hides
+    progress committed after its first record. Reproduced: after a target SIGTERM the units re-read
+    a stale progress and copied a committed batch again (20,000 duplicates on two partitions)."""
+    calls: list[str] = []
+    stable = iter([5, 5, 9, 12])  # another unit's transaction from offset 5 ends; 12: one begun later
+
+    def ends(committed: bool) -> int:
+        calls.append("lso" if committed else "hw")
+        return next(stable) if committed else 9
+
+    wait_until_decided(ends, 10, "t[0]", poll_s=0)
+    assert calls == ["hw", "lso", "lso", "lso"]  # the high watermark once, first; later ones not waited for
+
+    with pytest.raises(StateError, match=r"t\[0\]: a transaction open below offset 9 \(last stable offset 5\) "
+                       r"did not end in 0 s, so the committed progress cannot be read whole"):
+        wait_until_decided(lambda committed: 5 if committed else 9, 0, "t[0]", poll_s=0)
+
+
+class CutShort(FakeProducer):
+    """An outage: once `delivered` is set, a flush delivers that many copied records and the rest
+    time out (their reports fail with _MSG_TIMED_OUT; the first ones are on the target)."""
+
+    delivered: int | None = None
+
+    def flush(self, timeout=None):
+        if self.delivered is None:
+            return super().flush(timeout)
+        data = [x for x in self.pending if x[0] == "A.t"]
+        self.pending = [x for x in self.pending if x[0] != "A.t"] + data[: self.delivered]
+        super().flush(timeout)
+        for *_, cb, _ts, _headers in data[self.delivered :]:
+            cb and cb(KafkaError(KafkaError._MSG_TIMED_OUT), None)
+        return 0
+
+
+def test_a_batch_an_outage_cut_short_is_mapped_where_the_new_producer_wrote_it():
+    """The loaded broker-restart failure asked whether a batch redone by a NEW producer can be
+    mapped onto the first attempt's offsets: no. The cut-short attempt commits nothing (no state,
+    no commit); the next writer's entry holds its own delivery reports' offsets only."""
+    first = CutShort()
+    w, state = writer_for(first)
+    first.delivered = 2  # 100, 101 land (later aborted); 102, 103 time out
+    log = [msg(o) for o in range(4)]
+    with pytest.raises(TransactionAbortedError, match=r"t\[0\]: the transaction of offsets 0\.\. on cluster 'B'"):
+        write_all(w, log)
+    assert state.written == [] and ("commit_transaction",) not in first.calls
+    second = FakeProducer()
+    w, state = writer_for(second)
+    second.next = 103  # after the aborted 100-101 and their abort marker (102)
+    write_all(w, log)
+    ((_, entry),) = state.written
+    assert entry.runs == (Run(0, 103, 4),) and entry.tgt_end == 107
+    assert [off for off, *_ in second.log] == [103, 104, 105, 106]
 
 
 def test_a_record_too_large_is_named_and_nothing_is_committed():
