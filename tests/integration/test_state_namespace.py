@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from mirrorflow.errors import DeploymentConflictError, LeaseError
+from tests.integration.replicate_helpers import target_offset_of
 from tests.integration.test_replicate import cli
 from mirrorflow.groups.checkpoint import emit_checkpoints
 from mirrorflow.replication.runner import run_once
@@ -67,9 +68,11 @@ def test_two_namespaces_replicate_and_checkpoint_the_same_flow_apart(tmp_path, s
     for team in ("team1", "team2"):
         cp = emit_checkpoints(cfgs[team], flows[team], groups=[groups[team]])
         assert not cp.errors and cp.topic == f"{src}.checkpoints.internal"
+        remote = f"{src}.{topics[team]}"
+        want = {p: target_offset_of(source, target, topics[team], remote, p, o) for p, o in ((0, 5), (1, 9))}
         assert sorted((c.group, c.topic, c.partition, c.upstream_offset, c.downstream_offset)
                       for c in cp.emitted) == [
-            (groups[team], f"{src}.{topics[team]}", 0, 5, 5), (groups[team], f"{src}.{topics[team]}", 1, 9, 9)]
+            (groups[team], remote, 0, 5, want[0]), (groups[team], remote, 1, 9, want[1])]
     # the second run of each copies nothing new: neither touched the other's progress
     for team in ("team1", "team2"):
         rep = run_once(cfgs[team], flows[team], mode="direct")

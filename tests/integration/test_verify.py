@@ -18,7 +18,7 @@ from mirrorflow.replication.runner import run_once
 from tests.integration.replicate_helpers import delete_records, make_flow, mirror_topic
 from tests.integration.test_replicate import NOW, cli, records
 from tests.integration.test_topic_identity import recreate_topic
-from tests.support import consume_all, produce
+from tests.support import consume_all, load_offset_map, produce
 
 pytestmark = pytest.mark.integration
 
@@ -48,7 +48,8 @@ def test_clean_copy_matches_exactly_and_reports_what_is_not_copied(tmp_path, sou
         assert (p.source_records, p.target_records, p.matched, p.mismatches) == (100, 100, 100, 0), p
         assert len(p.ranges) == 1 and (p.ranges[0].src_from, p.ranges[0].src_to) == (0, 100)
         assert p.ranges[0].source_checksum == p.ranges[0].target_checksum != ""
-        assert p.ranges[0].tgt_from == 0 and p.ranges[0].tgt_to > 100  # commit markers between transactions
+        first = consume_all(target, f"A.{t}", [p.partition])[0].offset  # after the unit's aborted transaction
+        assert p.ranges[0].tgt_from == first and p.ranges[0].tgt_to > first + 100  # markers between transactions
         assert p.not_copied == [(100, 110)] and p.first_mismatch is None and p.error is None
 
     # a window in offsets, and one in time (records() stamps NOW + 10 ms per record, round robin)
@@ -103,14 +104,15 @@ def test_records_deleted_from_the_target_are_missing(tmp_path, source, target, u
     produce(source, t, records(60, 1))
     cfg, flow = make_flow(tmp_path, source, target, pfx)
     assert run_once(cfg, flow, mode="direct").records == 60
-    delete_records(target, remote, 0, 10)  # one transaction wrote target offsets 0..59
+    first = consume_all(target, remote)[0].offset  # one transaction wrote the 60 records from here
+    delete_records(target, remote, 0, first + 10)
 
     rep = verify(cfg, flow)
     p = rep.partitions[0]
     assert not rep.ok and p.counts == {"missing": 10} and p.matched == 50, rep.render()
     m = p.first_mismatch
-    assert (m.kind, m.source_offset, m.target_offset) == ("missing", 0, 0)
-    assert "below the target's log start 10" in m.detail
+    assert (m.kind, m.source_offset, m.target_offset) == ("missing", 0, first)
+    assert f"below the target's log start {first + 10}" in m.detail
     assert verify(cfg, flow, start="offset:10").ok  # what is left matches
 
 
@@ -128,8 +130,13 @@ def test_a_recreated_target_topic_is_a_mismatch(tmp_path, source, target, unique
     rep = verify(cfg, flow)
     assert not rep.ok and len(rep.mismatched) == 2, rep.render()
     p0, p1 = rep.partitions
-    assert p0.first_mismatch.kind == "key" and (p0.first_mismatch.source_offset, p0.first_mismatch.target_offset) == (0, 0)
-    assert p0.counts == {"key": 5, "missing": 15} and p0.matched == 0
+    # the map places source offset 0 where the first copy was (after its aborted transaction); the
+    # recreated topic holds other records there
+    assert p0.first_mismatch.kind == "key" and p0.first_mismatch.source_offset == 0
+    at = load_offset_map(cfg, flow, [(t, 0)])[(t, 0)].target_of(0)
+    assert p0.first_mismatch.target_offset == at
+    # the 5 other records sit at target offsets 0..4: those from `at` on differ, the rest is missing
+    assert p0.counts == {"key": 5 - at, "missing": 15 + at} and p0.matched == 0
     assert p1.counts == {"missing": 20} and p1.target_records == 0
     assert all(any("the target topic was recreated since it was copied" in n for n in p.notes) for p in (p0, p1))
 
@@ -200,6 +207,7 @@ def test_records_deleted_by_source_retention_are_named_not_counted(tmp_path, sou
     rep = verify(cfg, flow)
     p = rep.partitions[0]
     assert rep.ok and p.matched == 30 and p.source_start == 20, rep.render()
-    assert [(r.src_from, r.src_to, r.tgt_from) for r in p.ranges] == [(20, 50, 20)]
+    copy20 = [r.offset for r in consume_all(target, f"A.{t}")][20]  # the copy of source offset 20
+    assert [(r.src_from, r.src_to, r.tgt_from) for r in p.ranges] == [(20, 50, copy20)]
     assert p.unchecked == ["source offsets 0..20: deleted by source retention, not checkable"]
     assert "source offsets 0..20: deleted by source retention, not checkable" in rep.render()
