@@ -14,7 +14,7 @@ from confluent_kafka import Consumer, TopicPartition
 
 from mirrorflow.groups.checkpoint import emit_checkpoints
 from mirrorflow.replication.runner import run_once
-from tests.support import create_topic, produce, write_config
+from tests.support import create_topic, load_offset_map, produce, write_config
 
 pytestmark = [pytest.mark.integration, pytest.mark.airflow]
 
@@ -127,6 +127,10 @@ def test_status_page_in_a_real_browser(source, target, unique, tmp_path, monkeyp
     assert rows[0].startswith(f"{topic} 0 30 30 0 ") and rows[1].startswith(f"{topic} 1 30 33 3 "), rows
     card.find_element(By.CSS_SELECTOR, "details[id^=groups] summary").click()
     grows = [r.text for r in card.find_elements(By.CSS_SELECTOR, "details[id^=groups] tr")][1:]
-    assert grows == [f"{group} {src}.{topic} 0 9 9 - missing write", f"{group} {src}.{topic} 1 12 12 - missing write"]
+    # where each group resumes on the target: the copy of its committed source offset, per the offset map
+    maps = load_offset_map(cfg, flow, [(topic, 0), (topic, 1)])
+    at = {p: maps[(topic, p)].target_of(o) for p, o in ((0, 9), (1, 12))}
+    assert grows == [f"{group} {src}.{topic} 0 9 {at[0]} - missing write",
+                     f"{group} {src}.{topic} 1 12 {at[1]} - missing write"]
     browser.save_screenshot(str(ROOT / "docs" / "status-page.png"))
     assert (ROOT / "docs" / "status-page.png").stat().st_size > 10_000
