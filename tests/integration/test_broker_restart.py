@@ -160,7 +160,8 @@ def test_replicate_rides_through_a_source_restart(tmp_path, restartable, target,
     remote = mirror_topic(restartable, target, topic, parts)
     produce(restartable, topic, many(n, parts))
     cfg, flow = make_flow(tmp_path, restartable, target, pfx,
-                          **{"transaction.max.records": 20_000, "tasks.max": 2})
+                          **{"transaction.max.records": 20_000, "tasks.max": 2,
+                             "broker.outage.max.seconds": 120})
     t, out = run_in_thread(cfg, flow)
     wait_until_copying(t, target, remote, parts, 40_000)
     kafka_pool.dev.restart("R", hard=False, down_s=20.0, attached=True)

@@ -12,6 +12,7 @@ deadline and a timeout says so.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
@@ -83,6 +84,9 @@ class LogReader:
                     ) from None
                 if code not in RETRIABLE and not missing or time.monotonic() > deadline:
                     raise self.conn.describe_failure(exc) from None
+                if missing:  # a restarted broker said so while loading: ask again, not from the cache
+                    with contextlib.suppress(KafkaException):
+                        self.consumer.list_topics(topic, timeout=5)
                 time.sleep(0.2)
 
     def read(
