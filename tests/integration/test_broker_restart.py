@@ -95,6 +95,20 @@ def wait_until_copying(t: threading.Thread, cluster: DevCluster, topic: str, par
     assert t.is_alive(), "the run ended before the restart: copy more records"
 
 
+def run_through_restart(cfg, flow, pool, hard: bool, down_s: float, copying=None) -> RunReport:
+    """A replicate run in a thread while broker R restarts (SIGKILL with `hard`, else SIGTERM) and
+    stays down `down_s`; with `copying` ((cluster, topic, partitions, least) for wait_until_copying)
+    the restart waits until the copy is under way. The run must end by itself, without raising."""
+    t, out = run_in_thread(cfg, flow)
+    if copying is not None:
+        wait_until_copying(t, *copying)
+    pool.dev.restart("R", hard=hard, down_s=down_s, attached=True)
+    t.join(600)
+    assert not t.is_alive()
+    assert "error" not in out, out.get("traceback")
+    return out["report"]
+
+
 def diverge(src, dst) -> None:
     """Where the target's records first differ from the source's, per partition (for the message)."""
     problems = []
@@ -117,13 +131,7 @@ def test_replicate_rides_through_a_target_restart(tmp_path, source, restartable,
     produce(source, topic, many(n, parts))
     cfg, flow = make_flow(tmp_path, source, restartable, pfx,
                           **{"transaction.max.records": 20_000, "tasks.max": 2})
-    t, out = run_in_thread(cfg, flow)
-    wait_until_copying(t, restartable, remote, parts, 60_000)
-    kafka_pool.dev.restart("R", hard=hard, down_s=20.0, attached=True)
-    t.join(600)
-    assert not t.is_alive()
-    assert "error" not in out, out.get("traceback")
-    rep: RunReport = out["report"]
+    rep = run_through_restart(cfg, flow, kafka_pool, hard, 20.0, (restartable, remote, parts, 60_000))
     assert rep.ok, rep.render()
     settled(restartable, flow, remote, parts)
     # the target first: a wrong count in the report must not hide what is (or is not) on the target
@@ -140,12 +148,7 @@ def test_replicate_rides_through_a_target_restart(tmp_path, source, restartable,
     # wait for the broker too (the chaos test's run under way exited 1 with "cannot reach")
     more = [{**r, "timestamp": NOW + n + i} for i, r in enumerate(many(2_000, parts))]
     produce(source, topic, more)
-    t, out = run_in_thread(cfg, flow)
-    kafka_pool.dev.restart("R", hard=True, down_s=6.0, attached=True)
-    t.join(600)
-    assert not t.is_alive()
-    assert "error" not in out, out.get("traceback")
-    rep = out["report"]
+    rep = run_through_restart(cfg, flow, kafka_pool, True, 6.0)
     assert rep.ok and rep.records == 2_000 and rep.lag == 0, rep.render()
     leaders_back(restartable, remote, parts)
     diverge(consume_all(source, topic), consume_all(restartable, remote))
@@ -162,13 +165,7 @@ def test_replicate_rides_through_a_source_restart(tmp_path, restartable, target,
     cfg, flow = make_flow(tmp_path, restartable, target, pfx,
                           **{"transaction.max.records": 20_000, "tasks.max": 2,
                              "broker.outage.max.seconds": 120})
-    t, out = run_in_thread(cfg, flow)
-    wait_until_copying(t, target, remote, parts, 40_000)
-    kafka_pool.dev.restart("R", hard=False, down_s=20.0, attached=True)
-    t.join(600)
-    assert not t.is_alive()
-    assert "error" not in out, out.get("traceback")
-    rep: RunReport = out["report"]
+    rep = run_through_restart(cfg, flow, kafka_pool, False, 20.0, (target, remote, parts, 40_000))
     assert rep.ok, rep.render()
     leaders_back(restartable, topic, parts)
     src, dst = consume_all(restartable, topic), consume_all(target, remote)
@@ -179,12 +176,7 @@ def test_replicate_rides_through_a_source_restart(tmp_path, restartable, target,
     # IDs) waits for the broker too (the chaos test's run under way exited 1 here)
     more = [{**r, "timestamp": NOW + n + i} for i, r in enumerate(many(2_000, parts))]
     produce(restartable, topic, more)
-    t, out = run_in_thread(cfg, flow)
-    kafka_pool.dev.restart("R", hard=False, down_s=6.0, attached=True)
-    t.join(600)
-    assert not t.is_alive()
-    assert "error" not in out, out.get("traceback")
-    rep = out["report"]
+    rep = run_through_restart(cfg, flow, kafka_pool, False, 6.0)
     assert rep.ok and rep.records == 2_000 and rep.lag == 0, rep.render()
     leaders_back(restartable, topic, parts)
     src, dst = consume_all(restartable, topic), consume_all(target, remote)
