@@ -5,6 +5,7 @@ import pytest
 import yaml
 
 from mirrorflow import config as config_mod
+from mirrorflow.dev.cluster import free_port
 from mirrorflow.dev.spark import DevSparkServer
 
 
@@ -13,7 +14,8 @@ def connect_server(tmp_path_factory):
     """One Spark Connect server (local[2]) for the session (registered in tests/conftest.py: its start
     is one of the suite's dearest set-ups), tied to the pytest process, stopped at the end."""
     server = DevSparkServer(tmp_path_factory.mktemp("spark-home"))
-    s = server.up(master="local[2]", attached=True)
+    # a free port, not Connect's default: each pytest-xdist worker has a server of its own
+    s = server.up(master="local[2]", port=free_port(), attached=True)
     try:
         yield s
     finally:

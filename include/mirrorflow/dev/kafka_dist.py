@@ -65,7 +65,7 @@ def _fetched(pom: Path, folder: str, marker_jar: str) -> Path:
             "Maven was not found: install Maven (`mvn`) to fetch the Apache Kafka jars "
             f"(needed once; they are cached in {libs.parent})"
         )
-    tmp = libs.with_name("libs.partial")
+    tmp = libs.with_name(f"{folder}.partial-{os.getpid()}")  # two processes may fetch at once
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
     cmd = [
