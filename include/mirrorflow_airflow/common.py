@@ -22,7 +22,7 @@ log = logging.getLogger(__name__)
 START = pendulum.datetime(2026, 1, 1, tz="UTC")
 
 
-def metric(kind: str, name: str, value: float, tags: dict[str, str]) -> None:
+def metric(kind: str, name: str, value: float | timedelta, tags: dict[str, str]) -> None:
     """Send `mirrorflow.<name>` through Airflow's stats (a no-op backend unless [metrics] enables one)."""
     try:
         from airflow.sdk.observability import stats

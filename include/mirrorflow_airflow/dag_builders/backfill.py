@@ -160,7 +160,7 @@ def build_backfill_dag(cfg: Config, flow: FlowConfig) -> DAG:
             """Resolve From/To, subtract the ledger, write the plan file (dry run: only log it)."""
             return plan_task(name, run_id or "manual", params or {}, path)
 
-        planned = plan()
+        planned: Any = plan()  # an XComArg: its task's return value at run time
         copy = MirrorflowSparkSubmitOperator(
             task_id="copy",
             application=str(JOB_PATH),  # its argument, the plan file, is set at execute time

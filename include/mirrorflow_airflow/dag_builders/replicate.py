@@ -327,7 +327,7 @@ def build_replicate_dag(cfg: Config, flow: FlowConfig) -> DAG:
             interval = airflow_backfill_interval(dag_run, data_interval_start, data_interval_end, schedule)
             return plan_task(name, run_id or "manual", path, params, interval)
 
-        planned = plan()
+        planned: Any = plan()  # an XComArg: its task's return value at run time
         if cfg.spark.remote:  # a running Spark Connect server: no Spark application started per run
 
             @task(task_id="copy", retries=0, on_failure_callback=release_after_failure(name, path))
