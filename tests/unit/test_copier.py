@@ -10,9 +10,9 @@ from types import SimpleNamespace
 import pytest
 from confluent_kafka import KafkaError, Message
 
-from mirrorflow.errors import MirrorflowError, RecordTooLargeError, StateError, TransactionAbortedError
+from mirrorflow.errors import MirrorflowError, RecordTooLargeError, TransactionAbortedError
 from mirrorflow.replication import faults
-from mirrorflow.replication.copier import ranges_to_copy, retention_gap, wait_until_decided
+from mirrorflow.replication.copier import ranges_to_copy, retention_gap
 from mirrorflow.replication.planner import Unit
 from mirrorflow.replication.reader import BatchLimits, RangeReader, segments
 from mirrorflow.replication.writer import TransactionWriter, runs_at, runs_of
@@ -235,26 +235,6 @@ def test_a_target_gap_takes_the_careful_path_and_stays_exact():
     # the first attempt (100, 101, gap, 103, 104) was aborted; the careful one follows it
     assert ("abort_transaction",) in p.calls
     assert entry.runs == (Run(0, 105, 4),) and entry.tgt_end == 109
-
-
-def test_progress_is_read_only_once_the_transactions_open_below_the_high_watermark_ended():
-    """A read_committed read ends at the last stable offset (librdkafka's watermark on such a
-    consumer is the LSO): another unit's transaction open on the shared progress partition hides
-    progress committed after its first record. Reproduced: after a target SIGTERM the units re-read
-    a stale progress and copied a committed batch again (20,000 duplicates on two partitions)."""
-    calls: list[str] = []
-    stable = iter([5, 5, 9, 12])  # another unit's transaction from offset 5 ends; 12: one begun later
-
-    def ends(committed: bool) -> int:
-        calls.append("lso" if committed else "hw")
-        return next(stable) if committed else 9
-
-    wait_until_decided(ends, 10, "t[0]", poll_s=0)
-    assert calls == ["hw", "lso", "lso", "lso"]  # the high watermark once, first; later ones not waited for
-
-    with pytest.raises(StateError, match=r"t\[0\]: a transaction open below offset 9 \(last stable offset 5\) "
-                       r"did not end in 0 s, so the committed progress cannot be read whole"):
-        wait_until_decided(lambda committed: 5 if committed else 9, 0, "t[0]", poll_s=0)
 
 
 class CutShort(FakeProducer):

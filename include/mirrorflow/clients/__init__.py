@@ -22,7 +22,7 @@ from confluent_kafka.admin import AdminClient
 
 from mirrorflow.config import ClusterConfig, Config, FlowConfig
 from mirrorflow.kafka.connection import ClusterConnection
-from mirrorflow.kafka.log_reader import READER_SETTINGS, LogReader
+from mirrorflow.kafka.log_reader import ENDS_SETTINGS, READER_SETTINGS, LogReader
 from mirrorflow.mm2.policy import DefaultReplicationPolicy, flow_policy
 from mirrorflow.mm2.remote_cluster import MirrorClient
 
@@ -54,6 +54,7 @@ class FlowClients:
         self._admins: dict[Side, AdminClient] = {}
         self._owned: list[Consumer | Producer] = []
         self._partitions: dict[Side, dict[str, int]] = {}
+        self._ends: dict[tuple[Side, str], Consumer] = {}  # readers' high-watermark consumers
         self._lock = threading.RLock()  # a task may copy several units at once (copier.copy_units)
 
     # -- lifecycle --------------------------------------------------------------------------------
@@ -74,6 +75,7 @@ class FlowClients:
                 except RuntimeError:  # already closed by its user
                     pass
         self._admins.clear()
+        self._ends.clear()
 
     def release(self, client: Consumer | Producer) -> None:
         """Close a consumer now (or forget a producer), before the run ends."""
@@ -144,7 +146,20 @@ class FlowClients:
         required = dict(READER_SETTINGS)
         if group:
             required["group.id"] = group
-        return LogReader(self.connection(side), self.consumer(side, required=required))
+        return LogReader(
+            self.connection(side), self.consumer(side, required=required), lambda: self._ends_consumer(side, required)
+        )
+
+    def _ends_consumer(self, side: Side, reader: Mapping[str, Any]) -> Consumer:
+        """The read_uncommitted consumer that answers the high watermarks ending the reads of
+        readers with these settings: one per cluster and group, shared (it never fetches), closed
+        by `close()`."""
+        key = (side, str(reader["group.id"]))
+        with self._lock:
+            if key not in self._ends:
+                required = {**reader, "isolation.level": ENDS_SETTINGS["isolation.level"]}
+                self._ends[key] = self.consumer(side, required=required)
+            return self._ends[key]
 
     def partitions(self, side: Side, topic: str, refresh: bool = False) -> int:
         """How many partitions `topic` has on the cluster (0: it does not exist), from one metadata

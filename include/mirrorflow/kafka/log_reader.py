@@ -1,22 +1,26 @@
 """Reading partitions to their end: the one loop that knows when a partition has been read whole.
 
-The end of each partition is its high watermark, taken before reading; reading stops there, so a
+The end of each partition is its HIGH WATERMARK, taken before reading (one batched ListOffsets of
+a read_uncommitted consumer: librdkafka asks with the consumer's isolation level, and a
+read_committed consumer's "high watermark" is the LAST STABLE OFFSET, which stops below everything
+committed after the first record of a transaction still open). Reading stops there, so a
 concurrent writer cannot make the loop run forever. Records are read with
 isolation.level=read_committed, so the end is reached through transaction markers and aborted
 records too: a partition is done when a record at or past its end arrives, when the consumer
 reports end-of-partition there, or when its position passes the end without a message. A
-transaction still open at the end blocks its partition until it commits or aborts (a crashed
+transaction open below the end blocks its partition until it commits or aborts (a crashed
 producer's transaction is aborted by the broker after transaction.timeout.ms), so reads have a
-deadline and a timeout says so.
+deadline and a timeout says so; transactions that begin after the end was taken are not waited for.
+A read therefore returns every record committed below its end, or raises: never a silent prefix.
 """
 
 from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
 
@@ -36,9 +40,14 @@ READER_SETTINGS: dict[str, Any] = {
     # first fetch of the new one by up to this much
     "fetch.wait.max.ms": 10,
 }
+# The consumer that answers a read's end: ListOffsets at isolation level read_uncommitted is the
+# high watermark. It never fetches (never assigned), so it costs a connection, not a fetch loop.
+ENDS_SETTINGS: dict[str, Any] = {**READER_SETTINGS, "isolation.level": "read_uncommitted"}
+LATEST, EARLIEST = -1, -2  # ListOffsets "timestamps": the high watermark and the log start
 # Errors a leadership change, a just-created topic or a broker restart causes: retried until a
 # deadline. One classification for every call (kafka.retry), plus a topic not known yet (a
 # just-created topic's metadata is still spreading; callers give it a short grace of its own).
+T = TypeVar("T")
 RETRIABLE = TRANSIENT_CODES | {KafkaError.UNKNOWN_TOPIC_OR_PART}
 POLL_RECORDS = 1000  # at most this many messages per consume() call
 # consume() returns early only with a full batch; markers and aborted records take offsets without
@@ -57,36 +66,94 @@ class RawRecord:
 
 
 class LogReader:
-    """Reads partitions of one cluster with one (assign-mode, read_committed) consumer."""
+    """Reads partitions of one cluster with one (assign-mode, read_committed) consumer; a read's
+    end comes from a read_uncommitted consumer (`ends`: built when first needed; FlowClients shares
+    one per cluster and group, else the reader builds its own and `close()` closes it)."""
 
-    def __init__(self, conn: ClusterConnection, consumer: Consumer) -> None:
+    def __init__(self, conn: ClusterConnection, consumer: Consumer, ends: Callable[[], Consumer] | None = None) -> None:
         self.conn, self.consumer = conn, consumer
+        self._make_ends = ends
+        self._ends: Consumer | None = None
+
+    def _ends_consumer(self) -> Consumer:
+        if self._ends is None:
+            make = self._make_ends or (lambda: self.conn.consumer(ENDS_SETTINGS))
+            self._ends = make()
+        return self._ends
+
+    def close(self) -> None:
+        """Close the ends consumer this reader built itself (the read consumer is its owner's)."""
+        if self._ends is not None and self._make_ends is None:
+            with contextlib.suppress(RuntimeError):
+                self._ends.close()
+        self._ends = None
+
+    def log_start(self, topic: str, partition: int, timeout: float = 60.0) -> int:
+        """The partition's log start (no isolation level applies), asked through the read consumer."""
+        tp = TopicPartition(topic, partition)
+
+        def ask(t: float) -> int:
+            return int(self.consumer.get_watermark_offsets(tp, timeout=t, cached=False)[0])
+
+        return self._retried(topic, [partition], timeout, True, ask, self.consumer)
 
     def watermarks(
         self, topic: str, partition: int, timeout: float = 60.0, wait_for_topic: bool = True
     ) -> tuple[int, int]:
-        """(low, high) watermark, retrying while a partition gets its leader. A topic that does not
-        exist is a TopicError (at once, unless `wait_for_topic`: a just-created topic may not be
-        known to every broker yet)."""
+        """(log start, high watermark) of one partition (see `offsets`)."""
+        return self.offsets(topic, [partition], timeout, wait_for_topic)[partition]
+
+    def offsets(
+        self, topic: str, partitions: Iterable[int], timeout: float = 60.0, wait_for_topic: bool = True
+    ) -> dict[int, tuple[int, int]]:
+        """(log start, high watermark) of each partition: two ListOffsets requests per leader for
+        all of them (not one per partition) through the read_uncommitted ends consumer, retried
+        while a partition gets its leader. A topic that does not exist is a TopicError (at once,
+        unless `wait_for_topic`: a just-created topic may not be known to every broker yet)."""
+        parts = sorted(set(partitions))
+        if not parts:
+            return {}
+        ends = self._ends_consumer()
+
+        def ask(spec: int, t: float) -> dict[int, int]:
+            got = ends.offsets_for_times([TopicPartition(topic, p, spec) for p in parts], timeout=t)
+            failed = next((tp.error for tp in got if tp.error is not None), None)
+            if failed is not None:
+                raise KafkaException(failed)
+            return {tp.partition: int(tp.offset) for tp in got}
+
+        def both(t: float) -> dict[int, tuple[int, int]]:
+            high, low = ask(LATEST, t), ask(EARLIEST, t)
+            return {p: (low[p], high[p]) for p in parts}
+
+        return self._retried(topic, parts, timeout, wait_for_topic, both, ends)
+
+    def _retried(
+        self,
+        topic: str,
+        parts: list[int],
+        timeout: float,
+        wait_for_topic: bool,
+        call: Callable[[float], T],
+        via: Consumer,
+    ) -> T:
+        """`call(request timeout)`, retried through retriable errors until `timeout`."""
         deadline = time.monotonic() + timeout
-        tp = TopicPartition(topic, partition)
         while True:
             try:
-                lo, hi = self.consumer.get_watermark_offsets(tp, timeout=min(10.0, timeout), cached=False)
-                return int(lo), int(hi)
+                return call(max(1.0, min(10.0, deadline - time.monotonic())))
             except KafkaException as exc:
                 err = kafka_error(exc)
                 code = err.code() if err is not None else None
                 missing = code in MISSING
                 if missing and (not wait_for_topic or time.monotonic() > deadline):
-                    raise TopicError(
-                        f"topic {topic!r} partition {partition} does not exist on cluster {self.conn.alias!r}"
-                    ) from None
+                    which = f"partition {parts[0]}" if len(parts) == 1 else f"partitions {parts}"
+                    raise TopicError(f"topic {topic!r} {which} does not exist on cluster {self.conn.alias!r}") from None
                 if code not in RETRIABLE and not missing or time.monotonic() > deadline:
                     raise self.conn.describe_failure(exc) from None
                 if missing:  # a restarted broker said so while loading: ask again, not from the cache
                     with contextlib.suppress(KafkaException):
-                        self.consumer.list_topics(topic, timeout=5)
+                        via.list_topics(topic, timeout=5)
                 time.sleep(0.2)
 
     def read(
@@ -104,10 +171,12 @@ class LogReader:
         a bounded range [start, stop)); with `last`, only among the last `last` offsets of each;
         with `keys`, only messages with one of those keys."""
         starts = dict(starts) if isinstance(starts, Mapping) else {p: None for p in starts}
+        deadline = time.monotonic() + timeout  # one bound for the ends and the read
+        marks = self.offsets(topic, starts, timeout, wait_for_topic)
         ends: dict[int, int] = {}
         assign = []
         for p, start in starts.items():
-            lo, hi = self.watermarks(topic, p, wait_for_topic=wait_for_topic)
+            lo, hi = marks[p]
             if stops is not None and p in stops:
                 hi = min(hi, stops[p])
             begin = lo if start is None else max(lo, start)
@@ -122,7 +191,6 @@ class LogReader:
         c.assign(assign)
         todo = dict(ends)
         nxt = {tp.partition: max(tp.offset, 0) for tp in assign}  # next offset expected per partition
-        deadline = time.monotonic() + timeout
         unanswered: KafkaError | None = None  # the last transient error (a broker restarting)
         try:
             while todo:
@@ -181,11 +249,13 @@ def read_partition(
     is a TopicError; not reaching the end within `timeout` is a ClusterError (a partial read would
     break the checkpoint monotonicity guard)."""
     consumer = conn.consumer({**(consumer_conf or {}), **READER_SETTINGS})
+    ends = conn.consumer({**(consumer_conf or {}), **ENDS_SETTINGS})
     try:
-        reader = LogReader(conn, consumer)
+        reader = LogReader(conn, consumer, lambda: ends)
         return [
             RawRecord(m.partition(), m.offset(), m.key(), m.value(), m.timestamp()[1])
             for m in reader.read(topic, {partition: start}, timeout, last=last, wait_for_topic=False)
         ]
     finally:
         consumer.close()
+        ends.close()

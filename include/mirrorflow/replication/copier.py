@@ -19,7 +19,7 @@ from __future__ import annotations
 import contextlib
 import queue
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -29,7 +29,7 @@ from confluent_kafka import KafkaException
 from mirrorflow.clients import FlowClients
 from mirrorflow.errors import FencedError, MirrorflowError, StateError, TopicError, TransactionAbortedError
 from mirrorflow.kafka.connection import kafka_error
-from mirrorflow.kafka.log_reader import READER_SETTINGS, LogReader
+from mirrorflow.kafka.log_reader import LogReader
 from mirrorflow.kafka.retry import Outage, transient
 from mirrorflow.replication.faults import NO_FAULTS, Faults
 from mirrorflow.replication.planner import Unit, stopped_message
@@ -48,7 +48,7 @@ from mirrorflow.replication.writer import TransactionWriter, is_fenced
 from mirrorflow.state.offset_map import subtract_ranges, uncovered
 from mirrorflow.state.records import Progress
 from mirrorflow.state.store import StateStore
-from mirrorflow.state.topics import offset_map_topic, progress_topic, state_partition, transactional_id
+from mirrorflow.state.topics import offset_map_topic, progress_topic, transactional_id
 from mirrorflow.state.writer import StateWriter
 
 
@@ -158,24 +158,6 @@ def retention_gap(a: int, b: int, log_start: int) -> tuple[int, tuple[int, int] 
     return start, (a, start)
 
 
-def wait_until_decided(ends: Callable[[bool], int], bound_s: float, what: str, poll_s: float = 0.1) -> None:
-    """Wait until every transaction open on a partition now has ended: its last stable offset
-    (`ends(True)`) reaches the high watermark taken first (`ends(False)`). A read_committed read
-    ends at the last stable offset, so until then it silently misses what was committed after the
-    first record of a transaction still open (another unit's, sharing the state partition, caught
-    by an outage): a progress read then is stale and the unit copies committed batches again.
-    Transactions that begin later start at or above that watermark and are not waited for."""
-    high, deadline = ends(False), time.monotonic() + bound_s
-    while (stable := ends(True)) < high:
-        if time.monotonic() > deadline:
-            raise StateError(
-                f"{what}: a transaction open below offset {high} (last stable offset {stable}) did not end "
-                f"in {bound_s:.0f} s, so the committed progress cannot be read whole (another run of the "
-                "flow still copying?); rerun when it has ended"
-            )
-        time.sleep(poll_s)
-
-
 class UnitCopier:
     """Copies one unit; `run()` returns a UnitResult and never raises for expected failures."""
 
@@ -198,7 +180,6 @@ class UnitCopier:
         )
         self.writer: TransactionWriter | None = None
         self.reader: RangeReader | None = None
-        self._hw_reader: LogReader | None = None  # high watermarks of the progress partition
         self.outage = Outage(outage_bound_s(self.flow))  # broker.outage.max.seconds, for the whole unit
 
     def run(self) -> UnitResult:
@@ -248,10 +229,11 @@ class UnitCopier:
         writer = self.writer = TransactionWriter(self.clients, u, self.faults, self.outage)
         nprog, nmap = self._state_partitions()
         writer.start(StateWriter(self.flow, nprog, nmap))
-        # re-read the progress AFTER fencing: the committed progress is the truth, the plan is advisory;
-        # and only once the transactions open on its partition have ended (see wait_until_decided)
-        self._progress_decided(nprog, writer.txn_timeout_s)
-        progress = self.store.progress([(u.topic, u.partition)]).get((u.topic, u.partition))
+        # re-read the progress AFTER fencing: the committed progress is the truth, the plan is advisory.
+        # The read ends at the progress partition's high watermark: it waits for the transactions open
+        # below it (another unit's, caught by an outage; a dead writer's is aborted at its timeout)
+        bound = max(outage_bound_s(self.flow), writer.txn_timeout_s + 30)
+        progress = self.store.progress([(u.topic, u.partition)], timeout=bound).get((u.topic, u.partition))
         progress = progress or Progress.empty(u.topic, u.partition)
         why = progress.identity_problem(u.topic_id, u.target_topic, u.target_topic_id) if progress.next >= 0 else None
         if why is not None:  # the topics changed since the progress was written (or since planning)
@@ -270,9 +252,9 @@ class UnitCopier:
             consumer, u.topic, u.partition, BatchLimits.of(self.flow), cluster=self.flow.source, follow=self.follow
         )
         # a source restart makes the partition briefly unknown: wait up to the outage bound, not 60 s
-        log_start = LogReader(self.clients.connection("source"), consumer).watermarks(
+        log_start = LogReader(self.clients.connection("source"), consumer).log_start(
             u.topic, u.partition, timeout=self.clients.outage_timeout
-        )[0]
+        )
         r.copy_started = time.time()
         for a, b in todo:
             start, lost_range = retention_gap(a, b, log_start)
@@ -301,27 +283,6 @@ class UnitCopier:
             r.committed(batch, progress, opened_ms)
             lost_range = None
         return progress
-
-    def _progress_decided(self, nprog: int, txn_timeout_s: float) -> None:
-        """`wait_until_decided` on the unit's progress partition (exactly-once: at-least-once
-        state is written without transactions). The last stable offset is the state reader's
-        watermark (read_committed), the high watermark a read_uncommitted consumer's (the admin
-        ListOffsets answered FENCED_LEADER_EPOCH for 100 s and more after a target restart)."""
-        if not self.flow.exactly_once:
-            return
-        u, clients = self.unit, self.clients
-        topic, p = progress_topic(self.flow), state_partition(u.topic, u.partition, nprog)
-        if self._hw_reader is None:
-            group = f"mirrorflow-{self.flow.client_name}-state-reader"  # the state reader's (ACLs)
-            required = {**READER_SETTINGS, "group.id": group, "isolation.level": "read_uncommitted"}
-            self._hw_reader = LogReader(clients.connection("target"), clients.consumer("target", required=required))
-        readers = {True: self.store.reader, False: self._hw_reader}
-
-        def ends(committed: bool) -> int:
-            return readers[committed].watermarks(topic, p, timeout=clients.outage_timeout)[1]
-
-        bound = max(outage_bound_s(self.flow), txn_timeout_s + 30)  # a dead writer's: aborted at its timeout
-        wait_until_decided(ends, bound, f"{u_where(u)}: progress partition {topic}[{p}] on {self.flow.target!r}")
 
     def _state_partitions(self) -> tuple[int, int]:
         """Check the target topic (synced, with this partition) and the state topics; the state
@@ -362,9 +323,7 @@ class UnitCopier:
                     self.reader.consumer.unassign()
         if self.writer is not None:
             self.writer.close()
-        if self._hw_reader is not None:
-            self.clients.release(self._hw_reader.consumer)
-        self.reader = self.writer = self._hw_reader = None
+        self.reader = self.writer = None
 
 
 def copy_unit(clients: FlowClients, unit: Unit, faults: Faults = NO_FAULTS) -> UnitResult:

@@ -148,7 +148,7 @@ def _read(clients: FlowClients, timeout: float) -> tuple[MapRead, dict[int, int]
     try:
         read = store.read_map(None, timeout)
         topic = offset_map_topic(clients.flow)
-        return read, {p: store.reader.watermarks(topic, p)[0] for p in read.ends}
+        return read, {p: lo for p, (lo, _) in store.reader.offsets(topic, read.ends).items()}
     finally:
         if store.has_reader:
             clients.release(store.reader.consumer)

@@ -1,8 +1,11 @@
 """Reading a flow's committed state back from the TARGET cluster (read_committed).
 
 A record is state only once its transaction committed together with the data it describes, so
-everything here reads with isolation.level=read_committed, through the one log reader. Reads of
-some source partitions touch only the state partitions their keys live in.
+everything here reads with isolation.level=read_committed, through the one log reader. Every read
+ends at the high watermark each partition had when it began (kafka.log_reader): it waits for
+transactions open below that, so it never stops silently below progress or entries committed
+after one (a read_committed consumer's own end would be the last stable offset). Reads of some
+source partitions touch only the state partitions their keys live in.
 """
 
 from __future__ import annotations
@@ -124,10 +127,10 @@ class StateStore:
             map_parts = {state_partition(t, p, n_map) for t, p in keys}
             parts = sorted({state_partition(t, p, n_snap) for t, p in keys} | {mp % n_snap for mp in map_parts})
             wanted = {state_key(t, p) for t, p in keys} | {marker_key(mp) for mp in map_parts}
-        view.watermarks = {p: self.reader.watermarks(topic, p)[1] for p in parts}
+        view.watermarks = {p: hi for p, (_, hi) in self.reader.offsets(topic, parts).items()}
         # the newest record per key wins (older ones wait for compaction): decode only those
         latest: dict[bytes, bytes | None] = {}
-        for m in self.reader.read(topic, {p: None for p in parts}, timeout, keys=wanted):
+        for m in self.reader.read(topic, {p: None for p in parts}, timeout, keys=wanted, stops=view.watermarks):
             latest[m.key()] = m.value()
         for key, value in latest.items():
             if value is None:
@@ -156,11 +159,11 @@ class StateStore:
                 continue
             folded = [view.folded_to(k, p) for k in by_part.get(p, [])]
             starts[p] = None if not folded or None in folded else min(f for f in folded if f is not None)
-        ends = {p: self.reader.watermarks(topic, p)[1] for p in parts}
+        ends = {p: hi for p, (_, hi) in self.reader.offsets(topic, parts).items()}
         tail: dict[Key, list[MapEntry]] = {k: [] for k in keys or []}
         wanted = {state_key(t, p) for t, p in keys} if keys is not None else None
         if parts:
-            for m in self.reader.read(topic, starts, timeout, keys=wanted):
+            for m in self.reader.read(topic, starts, timeout, keys=wanted, stops=ends):
                 p, tp = m.partition(), parse_key(m.key())
                 if tp is None or m.value() is None or m.offset() >= ends[p]:
                     continue
@@ -170,7 +173,8 @@ class StateStore:
                 tail.setdefault(tp, []).append(decode_entry(m.value()))
         # was the tail cut below where this read started? Only a fold does that, after it committed
         # new snapshots (which moved a snapshot partition): then read again
-        lows = {p: self.reader.watermarks(topic, p)[0] for p, start in starts.items() if start is not None}
+        cut = [p for p, start in starts.items() if start is not None]
+        lows = {p: lo for p, (lo, _) in self.reader.offsets(topic, cut).items()}
         if self._moved(view):
             return None
         for p, low in lows.items():
@@ -193,4 +197,5 @@ class StateStore:
         topic = snapshot_topic(self.flow)
         if not view.snapshot_partitions:
             return bool(self.clients.partitions("target", topic, refresh=True))
-        return any(self.reader.watermarks(topic, p)[1] != hw for p, hw in view.watermarks.items())
+        now = self.reader.offsets(topic, view.watermarks)
+        return any(now[p][1] != hw for p, hw in view.watermarks.items())

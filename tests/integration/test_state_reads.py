@@ -1,0 +1,93 @@
+"""State reads end at the high watermark taken before reading, not at the last stable offset.
+
+A read_committed consumer's own watermark query answers the LAST STABLE OFFSET: while any
+transaction is open on a state partition (another copy unit's, a crashed run's, until the broker
+aborts it after transaction.timeout.ms), a read ending there silently misses everything committed
+after that transaction's first record. These tests open such a transaction on a real progress
+partition, land a committed progress record after it, and read through the real StateStore API:
+the read returns the record once the open transaction ends, or fails naming the open transaction,
+never returns without it.
+"""
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+
+import pytest
+from confluent_kafka import Producer
+
+from mirrorflow.clients import FlowClients
+from mirrorflow.errors import ClusterError
+from mirrorflow.state.records import Progress
+from mirrorflow.state.store import StateStore
+from mirrorflow.state.topics import ensure_state_topics, progress_topic, state_key
+from tests.support import write_config
+
+pytestmark = pytest.mark.integration
+
+
+def state_flow(tmp_path, source, target, topic: str):
+    """A flow of its own (own source alias: own state topics on B, one partition each)."""
+    alias = f"R{uuid.uuid4().hex[:6]}"
+    props = {"topics": topic, "state.topic.partitions": 1}
+    cfg = write_config(tmp_path / f"{alias}.yaml", {alias: source, "B": target}, {f"{alias}->B": props})
+    flow = cfg.flow(f"{alias}->B")
+    with FlowClients(cfg, flow) as clients:
+        ensure_state_topics(clients)
+    return cfg, flow
+
+
+def open_transaction(target, topic: str, tag: str) -> Producer:
+    """A transactional producer with one record on `topic`[0], neither committed nor aborted."""
+    p = Producer({**target.client_config(), "transactional.id": f"open-{tag}", "transaction.timeout.ms": 60000})
+    p.init_transactions(30)
+    p.begin_transaction()
+    p.produce(topic, b"not-state", b"unrelated-key", 0)
+    assert p.flush(30) == 0
+    return p
+
+
+def committed_progress(target, topic: str, progress: Progress) -> None:
+    """A progress record written WITHOUT a transaction: committed at once, above the open one."""
+    p = Producer({**target.client_config(), "enable.idempotence": True, "acks": "all"})
+    p.produce(topic, progress.to_json(), state_key(progress.topic, progress.partition), 0)
+    assert p.flush(30) == 0
+
+
+def later(seconds: float, action) -> threading.Thread:
+    t = threading.Thread(target=lambda: (time.sleep(seconds), action()), daemon=True)
+    t.start()
+    return t
+
+
+@pytest.mark.parametrize("ending", ["commit", "abort"])
+def test_a_state_read_waits_for_the_transaction_open_below_committed_progress(tmp_path, source, target, topic_name,
+                                                                              ending):
+    cfg, flow = state_flow(tmp_path, source, target, topic_name)
+    topic = progress_topic(flow)
+    opened = open_transaction(target, topic, f"{topic_name}-{ending}")
+    mine = Progress(topic_name, 0, 42, ((0, 42),), 44, records=42)
+    committed_progress(target, topic, mine)
+    end = getattr(opened, f"{ending}_transaction")
+    ended = later(1.0, lambda: end(30))
+    with FlowClients(cfg, flow) as clients:
+        got = StateStore(clients).progress(timeout=60)
+    ended.join()
+    assert got == {(topic_name, 0): mine}
+
+
+def test_a_state_read_past_its_timeout_names_the_open_transaction(tmp_path, source, target, topic_name):
+    cfg, flow = state_flow(tmp_path, source, target, topic_name)
+    topic = progress_topic(flow)
+    opened = open_transaction(target, topic, topic_name)
+    committed_progress(target, topic, Progress(topic_name, 0, 7, ((0, 7),), 7))
+    try:
+        with FlowClients(cfg, flow) as clients, pytest.raises(ClusterError) as caught:
+            StateStore(clients).progress(timeout=3)
+    finally:
+        opened.abort_transaction(30)
+    assert str(caught.value) == (
+        f"cluster 'B': timed out reading topic {topic!r} partitions [0] (an open transaction? a crashed "
+        "writer's transaction is aborted after transaction.timeout.ms)"
+    )
