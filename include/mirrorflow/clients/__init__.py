@@ -23,6 +23,7 @@ from confluent_kafka.admin import AdminClient
 from mirrorflow.config import ClusterConfig, Config, FlowConfig
 from mirrorflow.kafka.connection import ClusterConnection
 from mirrorflow.kafka.log_reader import ENDS_SETTINGS, READER_SETTINGS, LogReader
+from mirrorflow.kafka.retry import retry_call
 from mirrorflow.mm2.policy import DefaultReplicationPolicy, flow_policy
 from mirrorflow.mm2.remote_cluster import MirrorClient
 
@@ -54,6 +55,7 @@ class FlowClients:
         self._admins: dict[Side, AdminClient] = {}
         self._owned: list[Consumer | Producer] = []
         self._partitions: dict[Side, dict[str, int]] = {}
+        self._reached: set[Side] = set()  # clusters that answered: their outages are waited out
         self._ends: dict[tuple[Side, str], Consumer] = {}  # readers' high-watermark consumers
         self._lock = threading.RLock()  # a task may copy several units at once (copier.copy_units)
 
@@ -123,6 +125,8 @@ class FlowClients:
                 self._admins[side] = self.connection(side).admin(
                     self.overrides(side, "admin"), check_timeout=10.0 if check else None
                 )
+                if check:
+                    self._reached.add(side)
             return self._admins[side]
 
     def consumer(
@@ -164,19 +168,30 @@ class FlowClients:
     def partitions(self, side: Side, topic: str, refresh: bool = False) -> int:
         """How many partitions `topic` has on the cluster (0: it does not exist), from one metadata
         request per cluster and run, asked again for a topic it did not hold or with `refresh`
-        (a task checks its units' topics without a request per unit)."""
+        (a task checks its units' topics without a request per unit). Once the cluster has answered
+        these clients, transient failures (a broker restarting, a leadership move) are retried up to
+        broker.outage.max.seconds; a cluster that never answered is reported at once (a one-off
+        command; a run waits for it first: planner.wait_for_clusters)."""
         with self._lock:
             known = self._partitions.get(side)
-            if refresh or known is None or topic not in known:
-                admin, conn = self.admin(side, check=False), self.connection(side)
-                try:
-                    md = admin.list_topics(timeout=10).topics
-                except KafkaException as exc:
-                    raise conn.describe_failure(exc) from None
-                known = self._partitions[side] = {
-                    t: len(m.partitions) for t, m in md.items() if m.error is None and m.partitions
-                }
-            return known.get(topic, 0)
+            if not refresh and known is not None and topic in known:
+                return known[topic]
+        # outside the lock: other threads' calls must not queue behind a wait for a broker
+        admin, conn = self.admin(side, check=False), self.connection(side)
+        try:
+            if side in self._reached:  # it answered before: a restart or leadership move, waited out
+                md = retry_call(
+                    lambda: admin.list_topics(timeout=10).topics, conn.alias, "listing topics", self.outage_timeout
+                )
+            else:  # never answered: a wrong address or a cluster down is reported at once
+                md = admin.list_topics(timeout=10).topics
+        except KafkaException as exc:
+            raise conn.describe_failure(exc) from None
+        fresh = {t: len(m.partitions) for t, m in md.items() if m.error is None and m.partitions}
+        with self._lock:
+            self._partitions[side] = fresh
+            self._reached.add(side)
+        return fresh.get(topic, 0)
 
     @property
     def outage_timeout(self) -> float:

@@ -13,13 +13,13 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from confluent_kafka import KafkaError, KafkaException
 
-from mirrorflow.errors import BrokerUnavailableError, TransactionAbortedError, UnreachableError
+from mirrorflow.errors import BrokerUnavailableError, ClusterError, TransactionAbortedError, UnreachableError
 from mirrorflow.kafka.connection import kafka_error
 
 log = logging.getLogger(__name__)
@@ -58,6 +58,19 @@ TRANSIENT_CODES = {
     KafkaError.KAFKA_STORAGE_ERROR,
     KafkaError.NOT_CONTROLLER,
 }
+# "the client's idea of who leads the partition is out of date". librdkafka keeps the leader epochs
+# it cached before a broker restart: through the same AdminClient, ListOffsets kept failing with
+# FENCED_LEADER_EPOCH for 150 s and more after a SIGTERM restart (reproduced in
+# tests/integration/test_retry_gaps.py), until its metadata is asked for again (refresh_metadata).
+# _NOENT is ListOffsets' "Failed to query partition leaders: No leaders found" (no partition has a
+# known leader: a broker just back, or a topic that does not exist).
+STALE_METADATA_CODES = {
+    KafkaError.FENCED_LEADER_EPOCH,
+    KafkaError.UNKNOWN_LEADER_EPOCH,
+    KafkaError.NOT_LEADER_FOR_PARTITION,
+    KafkaError.LEADER_NOT_AVAILABLE,
+    KafkaError._NOENT,
+}
 BACKOFF_S = 1.0  # the longest wait between two attempts
 FIRST_BACKOFF_S = 0.1  # the first wait; doubled after each failure up to BACKOFF_S
 OUTAGE_BOUND = "broker.outage.max.seconds"
@@ -76,13 +89,40 @@ def transient_error(err: KafkaError | None) -> bool:
     return err.code() in TRANSIENT_CODES or err.retriable() or err.txn_requires_abort()
 
 
+class UnacknowledgedError(ClusterError):
+    """A write the cluster did not acknowledge for a reason a broker coming back cures (no answer
+    within the flush timeout, or a transient delivery error): the writer may write it again."""
+
+
 def transient(exc: BaseException) -> bool:
     """An exception that means "retry after the outage", not "give up": a transient Kafka error, a
-    transaction lost to an outage, a cluster none of whose brokers answered. (A
-    BrokerUnavailableError is raised past the bound only: it is final.)"""
-    if isinstance(exc, (TransactionAbortedError, UnreachableError)):
+    transaction lost to an outage, a cluster none of whose brokers answered, a write not
+    acknowledged. (A BrokerUnavailableError is raised past the bound only: it is final.)"""
+    if isinstance(exc, (TransactionAbortedError, UnreachableError, UnacknowledgedError)):
         return True
     return isinstance(exc, KafkaException) and transient_error(kafka_error(exc))
+
+
+def stale_metadata(err: KafkaError | None) -> bool:
+    """An answer that asking for the topics' metadata again may cure (STALE_METADATA_CODES)."""
+    return err is not None and err.code() in STALE_METADATA_CODES
+
+
+def refresh_metadata(admin: Any, topics: Iterable[str], timeout: float = 5.0) -> set[str] | None:
+    """Ask the cluster for `topics`' metadata again, which updates the client's cached leaders and
+    leader epochs (retrying through the same client does not: see STALE_METADATA_CODES). Returns
+    the topics the cluster says do not exist; None when it did not answer (the caller's next
+    attempt reports that)."""
+    names = sorted(set(topics))
+    try:
+        if len(names) <= 10:  # one small request per topic; beyond that one request for all topics
+            found = {n: admin.list_topics(n, timeout=timeout).topics.get(n) for n in names}
+        else:
+            listed = admin.list_topics(timeout=timeout).topics
+            found = {n: listed.get(n) for n in names}
+    except KafkaException:
+        return None
+    return {n for n, md in found.items() if md is None or not md.partitions}
 
 
 def describe(exc: BaseException) -> str:
@@ -142,7 +182,7 @@ def retrying(call: Callable[[], T], outage: Outage, alias: str, what: str) -> T:
     while True:
         try:
             result = call()
-        except (KafkaException, UnreachableError) as exc:  # no broker answered: a restart, maybe
+        except (KafkaException, ClusterError) as exc:  # no broker answered: a restart, maybe
             if not transient(exc):
                 raise
             outage.wait(alias, what, exc)

@@ -19,7 +19,14 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from mirrorflow.errors import ClusterError
 from mirrorflow.kafka.connection import ClusterConnection, kafka_error
 from mirrorflow.kafka.log_reader import MISSING, RETRIABLE
-from mirrorflow.kafka.retry import Outage, retry_call, transient_error
+from mirrorflow.kafka.retry import (
+    Outage,
+    UnacknowledgedError,
+    refresh_metadata,
+    retry_call,
+    stale_metadata,
+    transient_error,
+)
 
 # A partition that is missing may only be new (its metadata still spreading): retried this long.
 MISSING_GRACE_S = 5.0
@@ -106,7 +113,8 @@ def list_offsets(
 ) -> dict[tuple[str, int], int]:
     """Batched ListOffsets requests for many partitions (`committed`: the last stable offset, else
     the high watermark), LIST_OFFSETS_CHUNK partitions each, all in flight at once, retried through
-    retriable errors until `timeout`."""
+    retriable errors until `timeout`. After an answer from a stale leader (a broker restarted) the
+    topics' metadata is asked for again: the client's cache would keep the old leader epochs."""
     tps = list(tps)
     if not tps:
         return {}
@@ -124,11 +132,16 @@ def list_offsets(
         except KafkaException as exc:
             err = kafka_error(exc)
             code = err.code() if err is not None else None
+            missing, gone = code in MISSING, None
+            if stale_metadata(err):  # the client's cached leader epochs are old: ask for the topics again
+                gone = refresh_metadata(admin, {t for t, _ in tps})
+                missing = missing or bool(gone)  # _NOENT ("no leaders found") for a topic that does not exist
             waited = time.monotonic() - started
-            retriable = code in RETRIABLE or transient_error(err)
-            if not retriable or waited > (min(timeout, MISSING_GRACE_S) if code in MISSING else timeout):
+            retriable = code in RETRIABLE or transient_error(err) or stale_metadata(err)
+            if not retriable or waited > (min(timeout, MISSING_GRACE_S) if missing else timeout):
                 what = f"{len(tps)} partition(s)" if len(tps) > 1 else f"{tps[0][0]}[{tps[0][1]}]"
-                raise ClusterError(conn.alias, f"cannot list offsets of {what}: {err.str() if err else exc}") from None
+                why = f"topic {sorted(gone)[0]!r} does not exist" if gone else err.str() if err else str(exc)
+                raise ClusterError(conn.alias, f"cannot list offsets of {what}: {why}") from None
             time.sleep(0.2)
 
 
@@ -140,13 +153,21 @@ def produce_all(
     producer_conf: Mapping[str, Any] | None = None,
     timeout: float = 30.0,
 ) -> int:
-    """Produce (key, value, timestamp_ms) records to one partition; raise unless all were acknowledged."""
+    """Produce (key, value, timestamp_ms) records to one partition; raise unless all were acknowledged
+    (UnacknowledgedError, transient, when a broker coming back may cure it)."""
     conf = {**(producer_conf or {}), "enable.idempotence": True, "acks": "all", "linger.ms": 5}
     producer = _reused_producer(conn, conf)
     try:
         return _produce_flush(conn, producer, topic, records, partition, timeout)
     except BaseException:
         _drop_producer(conn, conf)  # a failed producer may be fatally errored: the next call gets a new one
+        # and what it still holds is never sent: a record written again after this failure must not
+        # be overtaken by this one arriving late (a pause retried, then a resume, then the old pause)
+        try:
+            producer.purge()
+            producer.flush(0)
+        except (KafkaException, RuntimeError):
+            pass  # the first failure is the one to report
         raise
 
 
@@ -183,12 +204,12 @@ def _produce_flush(
     partition: int,
     timeout: float,
 ) -> int:
-    errors: list[str] = []
+    errors: list[KafkaError] = []
     sent = 0
 
     def on_delivery(err: KafkaError | None, msg: Any) -> None:
         if err is not None:
-            errors.append(err.str())
+            errors.append(err)
 
     for key, value, ts in records:
         while True:
@@ -202,14 +223,16 @@ def _produce_flush(
         sent += 1
         producer.poll(0)
     left = producer.flush(timeout)
-    if left:
-        raise ClusterError(
+    if left:  # a broker away: UnacknowledgedError is transient (a caller may write the records again)
+        raise UnacknowledgedError(
             conn.alias, f"{left} of {sent} records to {topic!r} were not acknowledged within {timeout:.0f}s"
         )
     if errors:
-        raise ClusterError(
+        kind = UnacknowledgedError if all(transient_error(e) for e in errors) else ClusterError
+        raise kind(
             conn.alias,
-            f"writing to {topic!r} failed: {errors[0]}" + (f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""),
+            f"writing to {topic!r} failed: {errors[0].str()}"
+            + (f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""),
         )
     return sent
 

@@ -24,6 +24,7 @@ from typing import Any
 from mirrorflow.clients import FlowClients
 from mirrorflow.errors import ClusterError, ConfigError, StateError
 from mirrorflow.kafka.log_reader import LogReader
+from mirrorflow.kafka.retry import retry_call
 from mirrorflow.kafka.topics import produce_all
 from mirrorflow.state.topics import progress_topic
 
@@ -34,6 +35,8 @@ ALLOWED = {
     "paused": {"checkpoint"},
     "stopped": set(),
 }
+# one attempt at a control write: short, so an outage is retried (and its bound kept) by retry_call
+WRITE_TIMEOUT_S = 15.0
 STEP_NAMES = {"copy": "copying", "sync": "topic sync", "checkpoint": "checkpoints and group sync"}
 
 
@@ -110,22 +113,24 @@ def read_controls(clients: FlowClients, names: Sequence[str]) -> dict[str, dict[
 
 
 def write_control(clients: FlowClients, name: str, value: dict[str, Any]) -> None:
-    """Record control record `name` on the target (idempotent producer, acks=all)."""
+    """Record control record `name` on the target (idempotent producer, acks=all). A write the
+    target does not acknowledge (a broker restarting, a leadership move) is written again, up to
+    broker.outage.max.seconds; StateError past it or on any other failure: never reported as done
+    unless acknowledged. (Writing the same record twice is harmless: the latest one counts.)"""
     from mirrorflow.state.topics import ensure_state_topics
 
     ensure_state_topics(clients)
     topic, key = progress_topic(clients.flow), control_key(name)
     n = clients.partitions("target", topic)
     record = (key, json.dumps({"v": 1, **value}).encode(), int(time.time() * 1000))
+    conn = clients.connection("target")
+    attempt_s = min(WRITE_TIMEOUT_S, clients.outage_timeout)
+
+    def write() -> None:
+        produce_all(conn, topic, [record], _partition(key, n), clients.overrides("target", "producer"), attempt_s)
+
     try:
-        produce_all(
-            clients.connection("target"),
-            topic,
-            [record],
-            _partition(key, n),
-            clients.overrides("target", "producer"),
-            clients.admin_timeout,
-        )
+        retry_call(write, conn.alias, f"writing the {name} of flow {clients.flow.name}", clients.outage_timeout)
     except ClusterError as exc:
         raise StateError(f"cannot record the {name} of flow {clients.flow.name}: {exc}") from None
 

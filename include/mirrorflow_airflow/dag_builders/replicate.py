@@ -127,12 +127,14 @@ def plan_task(
 ) -> dict[str, Any]:
     """Take the flow's lease and cut the run's work units; returns the plan (compressed, for XCom:
     replication.handoff) and a summary. Skipped (with the reason) while another run of the flow
-    holds the lease (a run of `airflow backfill create` waits for it)."""
+    holds the lease (a run of `airflow backfill create` waits for it). Both clusters are waited for
+    first, up to broker.outage.max.seconds, as the CLI's run does."""
     from mirrorflow.clients import FlowClients
     from mirrorflow.errors import LeaseError
     from mirrorflow.replication.backfill import prepare_interval_plan
     from mirrorflow.replication.continuous import is_continuous, prepare_continuous_plan, run_seconds
     from mirrorflow.replication.handoff import encode_plan, new_run_id
+    from mirrorflow.replication.planner import wait_for_clusters
     from mirrorflow.replication.runner import prepare_plan, take_lease
     from mirrorflow.state.flow_state import flow_state
 
@@ -140,6 +142,7 @@ def plan_task(
     flow = cfg.flow(flow_name)
     run = new_run_id(run_id)
     with FlowClients(cfg, flow) as clients:
+        wait_for_clusters(clients)  # as `mirrorflow replicate`: a broker restarting now is waited for, not failed
         skip = flow_state(clients).skip_reason(flow.name, "copy")
         if skip:
             raise AirflowSkipException(skip)
