@@ -151,9 +151,11 @@ class LogReader:
                     raise TopicError(f"topic {topic!r} {which} does not exist on cluster {self.conn.alias!r}") from None
                 if code not in RETRIABLE and not missing or time.monotonic() > deadline:
                     raise self.conn.describe_failure(exc) from None
-                if missing:  # a restarted broker said so while loading: ask again, not from the cache
-                    with contextlib.suppress(KafkaException):
-                        via.list_topics(topic, timeout=5)
+                # ask for the topic's metadata again, not from the cache: a restarted broker said "missing"
+                # while loading, or the leaders and leader epochs cached before a restart are stale
+                # (FENCED_LEADER_EPOCH until the client's metadata is refreshed)
+                with contextlib.suppress(KafkaException):
+                    via.list_topics(topic, timeout=5)
                 time.sleep(0.2)
 
     def read(
