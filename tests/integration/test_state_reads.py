@@ -19,9 +19,10 @@ from confluent_kafka import Producer
 
 from mirrorflow.clients import FlowClients
 from mirrorflow.errors import ClusterError
-from mirrorflow.state.records import Progress
+from mirrorflow.state.offset_map import MapEntry, Run
+from mirrorflow.state.records import Progress, encode_entry
 from mirrorflow.state.store import StateStore
-from mirrorflow.state.topics import ensure_state_topics, progress_topic, state_key
+from mirrorflow.state.topics import ensure_state_topics, offset_map_topic, progress_topic, state_key
 from tests.support import write_config
 
 pytestmark = pytest.mark.integration
@@ -48,11 +49,15 @@ def open_transaction(target, topic: str, tag: str) -> Producer:
     return p
 
 
-def committed_progress(target, topic: str, progress: Progress) -> None:
-    """A progress record written WITHOUT a transaction: committed at once, above the open one."""
+def committed(target, topic: str, key: bytes, value: bytes) -> None:
+    """A state record written WITHOUT a transaction: committed at once, above the open one."""
     p = Producer({**target.client_config(), "enable.idempotence": True, "acks": "all"})
-    p.produce(topic, progress.to_json(), state_key(progress.topic, progress.partition), 0)
+    p.produce(topic, value, key, 0)
     assert p.flush(30) == 0
+
+
+def committed_progress(target, topic: str, progress: Progress) -> None:
+    committed(target, topic, state_key(progress.topic, progress.partition), progress.to_json())
 
 
 def later(seconds: float, action) -> threading.Thread:
@@ -75,6 +80,23 @@ def test_a_state_read_waits_for_the_transaction_open_below_committed_progress(tm
         got = StateStore(clients).progress(timeout=60)
     ended.join()
     assert got == {(topic_name, 0): mine}
+
+
+def test_an_offset_map_read_waits_for_the_transaction_open_below_a_committed_entry(tmp_path, source, target,
+                                                                                  topic_name):
+    """The offset map (snapshots, then the tail up to the watermarks taken first) the same way:
+    translation must see the entry committed after another unit's open transaction."""
+    cfg, flow = state_flow(tmp_path, source, target, topic_name)
+    topic = offset_map_topic(flow)
+    opened = open_transaction(target, topic, topic_name)
+    entry = MapEntry(topic_name, 0, 0, 10, (Run(0, 2, 10),), 12)
+    committed(target, topic, state_key(topic_name, 0), encode_entry(entry))
+    ended = later(1.0, lambda: opened.commit_transaction(30))
+    with FlowClients(cfg, flow) as clients:
+        got = StateStore(clients).offset_map([(topic_name, 0)], timeout=60)
+    ended.join()
+    assert [(t.target_offset, t.status) for t in map(got[(topic_name, 0)].translate, (3, 10))] == [
+        (5, "exact"), (12, "end")]
 
 
 def test_a_state_read_past_its_timeout_names_the_open_transaction(tmp_path, source, target, topic_name):
