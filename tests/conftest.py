@@ -119,3 +119,19 @@ def pytest_addoption(parser) -> None:
     # parses the command line, so `scripts/test --long` works too
     parser.addoption("--long", action="store_true", default=False,
                      help="chaos (tests/chaos): a bigger run, more records and SIGKILLs; takes much longer")
+
+
+# Files that run for minutes, first in collection order: pytest-xdist (--dist loadfile, scripts/test)
+# hands files to its workers in that order, so these start at once on different workers and the two
+# workers end close together instead of one waiting alone on the last long file.
+HEAVY_FIRST = (
+    "tests/airflow/test_scheduler.py",
+    "tests/chaos/test_chaos.py",
+    "tests/integration/test_broker_restart.py",
+    "tests/integration/test_failover.py",
+)
+
+
+def pytest_collection_modifyitems(config, items) -> None:
+    rank = {path: i for i, path in enumerate(HEAVY_FIRST)}
+    items.sort(key=lambda item: rank.get(item.nodeid.split("::")[0], len(rank)))  # stable: the rest keep their order

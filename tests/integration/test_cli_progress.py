@@ -75,10 +75,12 @@ def test_replicate_draws_a_bar_on_a_terminal_and_nothing_through_a_pipe(flow_cfg
     assert "dry run: would copy 400 offsets" in piped.stderr
     assert consume_all(target, remote) == []
 
-    # --json: exactly one JSON document on stdout, nothing on stderr
+    # --json: exactly one JSON document on stdout, nothing of ours on stderr (librdkafka's own log lines,
+    # "%4|...", e.g. a transaction coordinator still loading on fresh clusters, are the client library's)
     capped = subprocess.run([*base, "--json", "--max-records-per-partition", "50"], capture_output=True, text=True,
                             timeout=300)
-    assert capped.returncode == 0 and capped.stderr == "", capped.stderr
+    ours = [line for line in capped.stderr.splitlines() if not re.match(r"%\d\|", line)]
+    assert capped.returncode == 0 and ours == [], capped.stderr
     assert json.loads(capped.stdout)["records"] == 100
     assert len(consume_all(target, remote)) == 100
 
