@@ -26,7 +26,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaExcepti
 
 from mirrorflow.errors import ClusterError, TopicError
 from mirrorflow.kafka.connection import ClusterConnection, kafka_error
-from mirrorflow.kafka.retry import TRANSIENT_CODES, transient_error
+from mirrorflow.kafka.retry import TRANSIENT_CODES, refresh_metadata, transient_error
 
 # librdkafka needs a group.id even for assign(); readers never subscribe or commit with it.
 READER_GROUP = "mirrorflow-internal-reader"
@@ -154,8 +154,7 @@ class LogReader:
                 # ask for the topic's metadata again, not from the cache: a restarted broker said "missing"
                 # while loading, or the leaders and leader epochs cached before a restart are stale
                 # (FENCED_LEADER_EPOCH until the client's metadata is refreshed)
-                with contextlib.suppress(KafkaException):
-                    via.list_topics(topic, timeout=5)
+                refresh_metadata(via, [topic])
                 time.sleep(0.2)
 
     def read(

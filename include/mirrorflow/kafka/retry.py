@@ -108,17 +108,17 @@ def stale_metadata(err: KafkaError | None) -> bool:
     return err is not None and err.code() in STALE_METADATA_CODES
 
 
-def refresh_metadata(admin: Any, topics: Iterable[str], timeout: float = 5.0) -> set[str] | None:
-    """Ask the cluster for `topics`' metadata again, which updates the client's cached leaders and
-    leader epochs (retrying through the same client does not: see STALE_METADATA_CODES). Returns
-    the topics the cluster says do not exist; None when it did not answer (the caller's next
-    attempt reports that)."""
+def refresh_metadata(client: Any, topics: Iterable[str], timeout: float = 5.0) -> set[str] | None:
+    """Ask the cluster for `topics`' metadata again through `client` (an AdminClient, a consumer or a
+    producer): that updates the client's cached leaders and leader epochs (retrying through the same
+    client does not: see STALE_METADATA_CODES). Returns the topics the cluster says do not exist;
+    None when it did not answer (the caller's next attempt reports that)."""
     names = sorted(set(topics))
     try:
         if len(names) <= 10:  # one small request per topic; beyond that one request for all topics
-            found = {n: admin.list_topics(n, timeout=timeout).topics.get(n) for n in names}
+            found = {n: client.list_topics(n, timeout=timeout).topics.get(n) for n in names}
         else:
-            listed = admin.list_topics(timeout=timeout).topics
+            listed = client.list_topics(timeout=timeout).topics
             found = {n: listed.get(n) for n in names}
     except KafkaException:
         return None
