@@ -4,8 +4,8 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka import Consumer, IsolationLevel, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
 
 from mirrorflow.dev.cluster import DevCluster
 
@@ -146,3 +146,26 @@ def load_offset_map(cfg, flow, keys=None) -> dict:
 
     with FlowClients(cfg, flow) as clients:
         return StateStore(clients).offset_map(keys)
+
+
+def markers_written(cluster: DevCluster, topic: str, partitions: int = 1) -> None:
+    """Wait until `topic` has no open transaction (last stable offset == high watermark). A commit
+    returns once the coordinator logged its decision and writes the commit markers afterwards (a
+    just-restarted broker, whose metadata cache learns the partition leaders late, may take seconds):
+    until then a read_committed reader ends at the open transaction's first offset and sees nothing
+    of it. A transaction really left open fails here, naming the offsets."""
+    a, deadline = admin(cluster), time.monotonic() + 60
+    tps = {TopicPartition(topic, p): OffsetSpec.latest() for p in range(partitions)}
+
+    def ends(level) -> list[int] | str:
+        try:
+            fs = a.list_offsets(tps, isolation_level=level, request_timeout=30)
+            return [fs[tp].result().offset for tp in sorted(fs, key=lambda tp: tp.partition)]
+        except KafkaException as exc:  # no leader yet after the restart
+            return str(exc)
+
+    while (stable := ends(IsolationLevel.READ_COMMITTED)) != (high := ends(IsolationLevel.READ_UNCOMMITTED)) or (
+        isinstance(stable, str)
+    ):
+        assert time.monotonic() < deadline, f"{topic} on {cluster.alias} not settled in 60 s: LSO {stable} HW {high}"
+        time.sleep(0.2)

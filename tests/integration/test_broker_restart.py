@@ -19,8 +19,7 @@ from mirrorflow.replication.report import RunReport
 from mirrorflow.replication.runner import run_once
 from mirrorflow.state.topics import offset_map_topic, progress_topic
 from tests.integration.replicate_helpers import assert_copied, assert_map_exact, make_flow, mirror_topic
-from tests.integration.test_failback import markers_written
-from tests.support import admin, consume_all, produce
+from tests.support import admin, consume_all, markers_written, produce
 
 pytestmark = pytest.mark.integration
 

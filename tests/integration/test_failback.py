@@ -7,18 +7,15 @@ The same with the default policy (shorter). Own aliases (FA/FB, GA/GB) over clus
 from __future__ import annotations
 
 import json
-import time
 
 import pytest
-from confluent_kafka import IsolationLevel, KafkaException, TopicPartition
-from confluent_kafka.admin import OffsetSpec
 
 from mirrorflow.groups.checkpoint import emit_checkpoints
 from mirrorflow.metadata.sync import sync_flow
 from mirrorflow.replication.runner import run_once
 from tests.integration.test_failover import commit, first_record_after_resume
 from tests.integration.test_replicate import cli, records
-from tests.support import admin, consume_all, create_topic, produce, write_config
+from tests.support import consume_all, create_topic, markers_written, produce, write_config
 
 pytestmark = pytest.mark.integration
 
@@ -38,29 +35,6 @@ def pair(tmp_path, primary, target, pfx: str, a: str, b: str, policy: str):
 
 def kill(kafka_pool):
     kafka_pool.dev._kill(kafka_pool.dev.clusters()["P"])  # SIGKILL the whole source cluster
-
-
-def markers_written(cluster, topic: str, partitions: int = 1) -> None:
-    """Wait until `topic` has no open transaction (last stable offset == high watermark). A commit
-    returns once the coordinator logged its decision and writes the commit markers afterwards (a
-    just-restarted broker, whose metadata cache learns the partition leaders late, may take seconds):
-    until then a read_committed reader ends at the open transaction's first offset and sees nothing
-    of it. A transaction really left open fails here, naming the offsets."""
-    a, deadline = admin(cluster), time.monotonic() + 60
-    tps = {TopicPartition(topic, p): OffsetSpec.latest() for p in range(partitions)}
-
-    def ends(level) -> list[int] | str:
-        try:
-            fs = a.list_offsets(tps, isolation_level=level, request_timeout=30)
-            return [fs[tp].result().offset for tp in sorted(fs, key=lambda tp: tp.partition)]
-        except KafkaException as exc:  # no leader yet after the restart
-            return str(exc)
-
-    while (stable := ends(IsolationLevel.READ_COMMITTED)) != (high := ends(IsolationLevel.READ_UNCOMMITTED)) or (
-        isinstance(stable, str)
-    ):
-        assert time.monotonic() < deadline, f"{topic} on {cluster.alias} not settled in 60 s: LSO {stable} HW {high}"
-        time.sleep(0.2)
 
 
 def content(r) -> str:
