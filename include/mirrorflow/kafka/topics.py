@@ -32,16 +32,28 @@ from mirrorflow.kafka.retry import (
 MISSING_GRACE_S = 5.0
 
 
-def topic_exists(admin: AdminClient, conn: ClusterConnection, topic: str, timeout: float = 10.0) -> bool:
-    try:
+def topic_exists(
+    admin: AdminClient, conn: ClusterConnection, topic: str, timeout: float = 10.0, bound_s: float = 0.0
+) -> bool:
+    """Whether `topic` exists on the cluster. Transient failures (a broker restarting, a leader not
+    yet elected for a topic just created) are retried for up to `bound_s` (0: reported at once)."""
+
+    def describe() -> bool:
         md = admin.list_topics(topic, timeout=timeout).topics.get(topic)
+        if md is None or md.error is not None and md.error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
+            return False
+        if md.error is not None:
+            if transient_error(md.error):
+                raise KafkaException(md.error)
+            raise ClusterError(conn.alias, f"cannot describe topic {topic!r}: {md.error.str()}")
+        return True
+
+    try:
+        if bound_s > 0:
+            return retry_call(describe, conn.alias, f"describing topic {topic!r}", bound_s, bound_name="the timeout")
+        return describe()
     except KafkaException as exc:
         raise conn.describe_failure(exc) from None
-    if md is None or md.error is not None and md.error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
-        return False
-    if md.error is not None:
-        raise ClusterError(conn.alias, f"cannot describe topic {topic!r}: {md.error.str()}")
-    return True
 
 
 def create_topics(
@@ -82,7 +94,7 @@ def ensure_compacted_topic(
     admin: AdminClient, conn: ClusterConnection, topic: str, replication_factor: int = -1, timeout: float = 30.0
 ) -> bool:
     """Create `topic` (1 partition, cleanup.policy=compact) unless it exists; True if created."""
-    if topic_exists(admin, conn, topic):
+    if topic_exists(admin, conn, topic, bound_s=timeout):
         return False
     new = NewTopic(topic, 1, replication_factor, config={"cleanup.policy": "compact"})
     return bool(create_topics(admin, conn, [new], timeout))
@@ -91,7 +103,12 @@ def ensure_compacted_topic(
 def wait_for_topic(admin: AdminClient, conn: ClusterConnection, topic: str, timeout: float) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        md = admin.list_topics(topic, timeout=5).topics.get(topic)
+        try:
+            md = admin.list_topics(topic, timeout=5).topics.get(topic)
+        except KafkaException as exc:  # a broker restarting while the topic spreads: ask again
+            if not transient_error(kafka_error(exc)):
+                raise conn.describe_failure(exc) from None
+            md = None
         if md is not None and md.error is None and md.partitions:
             return
         time.sleep(0.1)

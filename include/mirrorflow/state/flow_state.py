@@ -24,9 +24,8 @@ from typing import Any
 from mirrorflow.clients import FlowClients
 from mirrorflow.errors import ClusterError, ConfigError, StateError
 from mirrorflow.kafka.log_reader import LogReader
-from mirrorflow.kafka.retry import retry_call
-from mirrorflow.kafka.topics import produce_all
 from mirrorflow.state.topics import progress_topic
+from mirrorflow.state.writer import write_acknowledged
 
 STATES = ("running", "paused", "stopped")
 # which steps each state lets run
@@ -35,8 +34,6 @@ ALLOWED = {
     "paused": {"checkpoint"},
     "stopped": set(),
 }
-# one attempt at a control write: short, so an outage is retried (and its bound kept) by retry_call
-WRITE_TIMEOUT_S = 15.0
 STEP_NAMES = {"copy": "copying", "sync": "topic sync", "checkpoint": "checkpoints and group sync"}
 
 
@@ -123,14 +120,10 @@ def write_control(clients: FlowClients, name: str, value: dict[str, Any]) -> Non
     topic, key = progress_topic(clients.flow), control_key(name)
     n = clients.partitions("target", topic)
     record = (key, json.dumps({"v": 1, **value}).encode(), int(time.time() * 1000))
-    conn = clients.connection("target")
-    attempt_s = min(WRITE_TIMEOUT_S, clients.outage_timeout)
-
-    def write() -> None:
-        produce_all(conn, topic, [record], _partition(key, n), clients.overrides("target", "producer"), attempt_s)
-
     try:
-        retry_call(write, conn.alias, f"writing the {name} of flow {clients.flow.name}", clients.outage_timeout)
+        write_acknowledged(
+            clients, topic, [record], _partition(key, n), f"writing the {name} of flow {clients.flow.name}"
+        )
     except ClusterError as exc:
         raise StateError(f"cannot record the {name} of flow {clients.flow.name}: {exc}") from None
 

@@ -28,9 +28,9 @@ is refused naming both (before it claims, and again after, should two have claim
 
 from __future__ import annotations
 
-import contextlib
 import getpass
 import json
+import logging
 import os
 import socket
 import threading
@@ -43,9 +43,11 @@ from datetime import UTC, datetime
 from mirrorflow.clients import FlowClients
 from mirrorflow.errors import ClusterError, DeploymentConflictError, LeaseError
 from mirrorflow.kafka.log_reader import LogReader
-from mirrorflow.kafka.topics import produce_all
+from mirrorflow.kafka.retry import OUTAGE_BOUND
 from mirrorflow.state.topics import lease_topic
+from mirrorflow.state.writer import WRITE_ATTEMPT_S, write_acknowledged
 
+log = logging.getLogger(__name__)
 LEASE_KEY = b"lease"
 FORMAT_VERSION = 1
 
@@ -146,6 +148,8 @@ class FlowLease:
         self.holder: Holder | None = None
         self.first: LeaseRecord | None = None  # the oldest record read: its deployment owns the flow
         self.lost: str | None = None  # why this owner lost the lease while renewing
+        self.kept_until = 0.0  # time.monotonic() before which the lease is surely still this owner's
+        self.acknowledged = 0.0  # time.monotonic() when the last claim or renewal was acknowledged
         self._next: int | None = None  # replayed up to here
         self._reader: LogReader | None = None
         self._lock = threading.Lock()
@@ -153,16 +157,27 @@ class FlowLease:
         self._renewer: threading.Thread | None = None
 
     # -- the protocol ---------------------------------------------------------------------------
-    def _append(self, kind: str) -> None:
+    def _append(
+        self,
+        kind: str,
+        bound_s: float | None = None,
+        bound_name: str = OUTAGE_BOUND,
+        attempt_s: float = WRITE_ATTEMPT_S,
+    ) -> None:
+        """Write one record and wait for its acknowledgement, written again while unacknowledged for
+        up to `bound_s` (default broker.outage.max.seconds): LeaseError past it. A record written
+        twice is harmless (a second claim or renewal by the holder only extends its lease)."""
         rec = LeaseRecord(kind, self.owner, self.who, self.ttl_ms, 0, self.flow.deployment)
         try:  # the broker stamps the record (LogAppendTime)
-            produce_all(
-                self.clients.connection("target"),
+            write_acknowledged(
+                self.clients,
                 self.topic,
                 [(LEASE_KEY, rec.to_json(), int(time.time() * 1000))],
                 0,
-                self.clients.overrides("target", "producer"),
-                self.clients.admin_timeout,
+                f"writing the lease {kind} of flow {self.flow.name}",
+                bound_s,
+                bound_name,
+                attempt_s,
             )
         except ClusterError as exc:
             raise LeaseError(f"cannot write the lease of flow {self.flow.name}: {exc}") from None
@@ -184,10 +199,21 @@ class FlowLease:
         self.holder = replay(records, self.holder)
         return self.holder
 
-    def _claim(self, kind: str) -> Holder | None:
+    def _claim(
+        self,
+        kind: str,
+        bound_s: float | None = None,
+        bound_name: str = OUTAGE_BOUND,
+        attempt_s: float = WRITE_ATTEMPT_S,
+    ) -> Holder | None:
         with self._lock:
-            self._append(kind)
-            return self.read_holder()
+            started = time.monotonic()  # the broker stamps the record later: its lease lasts at least this long
+            self._append(kind, bound_s, bound_name, attempt_s)
+            self.acknowledged = time.monotonic()
+            holder = self.read_holder()
+            if holder is not None and holder.owner == self.owner:
+                self.kept_until = started + self.ttl_ms / 1000
+            return holder
 
     def check_deployment(self) -> None:
         """DeploymentConflictError when another deployment owns the flow's state (see the module doc)."""
@@ -221,8 +247,33 @@ class FlowLease:
         return self
 
     def renew(self) -> bool:
-        """Extend the lease; False (and `lost` says why) when another run holds it now."""
-        holder = self._claim("renew")
+        """Extend the lease; False (and `lost` says why) when another run holds it now, or when the
+        renewal was not acknowledged while the lease still held (it is retried until then, never
+        past: a renewal landing after the lease lapsed may find another run holding the flow)."""
+        until = self.kept_until
+        left = until - time.monotonic()
+        if left <= 0:
+            self.lost = f"flow {self.flow.name}: this run's lease lapsed before it was renewed (lease.timeout.seconds)"
+            return False
+        try:
+            # attempts of at most half the time left: one stuck flush must not use it all up
+            holder = self._claim(
+                "renew",
+                left,
+                "the time left on this run's lease (lease.timeout.seconds)",
+                min(WRITE_ATTEMPT_S, left / 2),
+            )
+        except LeaseError as exc:
+            if time.monotonic() < self.kept_until:
+                raise  # not a write past the bound (e.g. the read after it): the loop tries again
+            self.lost = f"flow {self.flow.name}: this run's lease was not renewed before it lapsed: {exc}"
+            return False
+        if self.acknowledged > until:  # the retries' bound counts from the first failure: may end late
+            self.lost = (
+                f"flow {self.flow.name}: this run's lease renewal was acknowledged only after the lease "
+                "had lapsed (lease.timeout.seconds): another run may have held the flow meanwhile"
+            )
+            return False
         if holder is None or holder.owner != self.owner:
             self.lost = (
                 f"flow {self.flow.name}: this run lost its lease"
@@ -233,22 +284,33 @@ class FlowLease:
         return True
 
     def release(self) -> None:
-        """Free the lease (best effort: an unreleased lease expires after its ttl)."""
+        """Free the lease, written again while unacknowledged for up to the lease's ttl (after that
+        it expires anyway); a release that fails is logged, never raised: the run's work is done,
+        and the lease lapses lease.timeout.seconds after its last renewal."""
         self.stop_renewing()
-        with contextlib.suppress(Exception), self._lock:
-            self._append("release")
+        bound = min(self.clients.outage_timeout, self.ttl_ms / 1000)
+        try:
+            with self._lock:
+                self._append("release", bound, "the lease's ttl (lease.timeout.seconds)")
+        except Exception as exc:  # noqa: BLE001 - best effort by design (see the docstring)
+            log.warning(
+                "flow %s: the lease of %s was not released (%s); it lapses %.0f s after its last renewal "
+                "(lease.timeout.seconds), until then another run of the flow is refused",
+                self.flow.name,
+                self.who,
+                exc,
+                self.ttl_ms / 1000,
+            )
 
     # -- renewing in the background -------------------------------------------------------------
     def start_renewing(self) -> FlowLease:
         def loop() -> None:
-            renewed = time.monotonic()
             while not self._stop.wait(self.ttl_ms / 3000):
                 try:
                     if not self.renew():
                         return
-                    renewed = time.monotonic()
                 except Exception as exc:  # noqa: BLE001 - the target is away: retry until the lease lapses
-                    if time.monotonic() - renewed > self.ttl_ms / 1000:
+                    if time.monotonic() >= self.kept_until:
                         self.lost = f"flow {self.flow.name}: could not renew this run's lease: {exc}"
                         return
 

@@ -5,7 +5,8 @@ page and in the Prometheus exposition, which run in Airflow's API server and rea
 (the Airflow database knows the DAG runs only). One record per run in
 `mirrorflow.<flow.id>.runs.internal` (one partition, kept a week): small enough to read the newest
 few hundred for a chart. Writing it is best effort: a run whose copy committed is not failed because
-its summary could not be written (the copy's state is already exact; the summary is for people).
+its summary could not be written (the copy's state is already exact; the summary is for people),
+though a write the target does not acknowledge is written again up to broker.outage.max.seconds.
 """
 
 from __future__ import annotations
@@ -18,8 +19,8 @@ from confluent_kafka import KafkaException
 
 from mirrorflow.clients import FlowClients
 from mirrorflow.errors import MirrorflowError
-from mirrorflow.kafka.topics import produce_all
 from mirrorflow.state.topics import runs_topic
+from mirrorflow.state.writer import write_acknowledged
 
 log = logging.getLogger(__name__)
 FORMAT_VERSION = 1
@@ -145,13 +146,13 @@ def append(clients: FlowClients, record: RunRecord) -> bool:
     try:
         if not clients.partitions("target", topic):
             return False  # state topics from before the run log: created by the next run's ensure
-        produce_all(
-            clients.connection("target"),
+        write_acknowledged(
+            clients,
             topic,
             [(record.kind.encode(), record.to_json(), record.at)],
             0,
-            clients.overrides("target", "producer"),
-            clients.admin_timeout,
+            "writing the run summary",
+            attempt_s=clients.admin_timeout,
         )
         return True
     except (MirrorflowError, KafkaException) as exc:  # e.g. a record over the broker's message size

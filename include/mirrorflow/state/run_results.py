@@ -7,7 +7,9 @@ key RUN to `mirrorflow.<flow.id>.results.internal` (one partition, kept a day); 
 the newest complete write of that key. The value is the JSON {"run", "results", ...} compressed
 with zlib and cut into chunks of at most CHUNK bytes, each prefixed with `PART/PARTS\\n`, so a
 run of any number of units fits the topic's message size. Unlike the run log, writing is not best
-effort: a run whose results cannot be handed back fails (the report would otherwise miss units).
+effort: a write the target does not acknowledge is written again up to broker.outage.max.seconds
+(a broker restart is ridden through), and a run whose results cannot be handed back fails (the
+report would otherwise miss units).
 """
 
 from __future__ import annotations
@@ -19,8 +21,8 @@ from typing import Any
 
 from mirrorflow.clients import FlowClients
 from mirrorflow.errors import MirrorflowError, StateError
-from mirrorflow.kafka.topics import produce_all
 from mirrorflow.state.topics import results_topic
+from mirrorflow.state.writer import write_acknowledged
 
 CHUNK = 512 * 1024  # compressed bytes per record (the producer's default message.max.bytes is 1 MB)
 RECENT = 64  # records the reader looks at first: the run it wants wrote a moment ago
@@ -64,14 +66,14 @@ def write(clients: FlowClients, run: str, results: list[dict[str, Any]], **extra
     topic = results_topic(clients.flow)
     now = int(time.time() * 1000)
     values = encode(run, {"flow": clients.flow.name, "results": results, **extra})
-    try:
-        produce_all(
-            clients.connection("target"),
+    try:  # written again while unacknowledged: a repeated write is read as one (decode keeps the newest whole one)
+        write_acknowledged(
+            clients,
             topic,
             [(run.encode(), v, now) for v in values],
             0,
-            clients.overrides("target", "producer"),
-            clients.admin_timeout,
+            f"writing the results of run {run}",
+            attempt_s=clients.admin_timeout,
         )
     except MirrorflowError as exc:
         raise StateError(

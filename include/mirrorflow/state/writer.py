@@ -1,11 +1,18 @@
-"""Writing state inside a copy transaction: the offset-map entry and the new progress of a batch."""
+"""Writing state: inside a copy transaction (the offset-map entry and the new progress of a batch,
+StateWriter), and the plain acknowledged writes of control, lease, run-log and results records
+(write_acknowledged: one retry shape for all of them, so none of them reports a write done that the
+target never acknowledged, and none of them gives up at the first broker restart)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from mirrorflow.clients import FlowClients
 from mirrorflow.config import FlowConfig
+from mirrorflow.kafka.retry import OUTAGE_BOUND, retry_call
+from mirrorflow.kafka.topics import produce_all
 from mirrorflow.state.offset_map import MapEntry
 from mirrorflow.state.records import Progress, encode_entry
 from mirrorflow.state.topics import offset_map_topic, progress_topic, state_key, state_partition
@@ -43,3 +50,30 @@ class StateWriter:
             state_key(entry.topic, entry.partition),
             state_partition(entry.topic, entry.partition, self.map_partitions),
         )
+
+
+# One attempt at an acknowledged write: short, so that an outage is retried (and its bound kept) by
+# retry_call rather than spent inside one flush.
+WRITE_ATTEMPT_S = 15.0
+
+
+def write_acknowledged(
+    clients: FlowClients,
+    topic: str,
+    records: Sequence[tuple[bytes, bytes, int]],
+    partition: int,
+    what: str,
+    bound_s: float | None = None,
+    bound_name: str = OUTAGE_BOUND,
+    attempt_s: float = WRITE_ATTEMPT_S,
+) -> None:
+    """Produce `records` to `topic`[`partition`] on the target (idempotent, acks=all) and wait for
+    their acknowledgement; a write not acknowledged (a broker restarting, a leadership move: a
+    kafka.retry.UnacknowledgedError) is written again, in attempts of at most `attempt_s`, for up
+    to `bound_s` (default broker.outage.max.seconds). Raises BrokerUnavailableError past the bound
+    (naming `what`, the bound and the last error), ClusterError at once for any other failure.
+    Callers must tolerate a record landing twice (a write acknowledged too late is written again)."""
+    bound = clients.outage_timeout if bound_s is None else bound_s
+    conn, flush_s = clients.connection("target"), max(1.0, min(attempt_s, bound))
+    conf = clients.overrides("target", "producer")
+    retry_call(lambda: produce_all(conn, topic, records, partition, conf, flush_s), conn.alias, what, bound, bound_name)
