@@ -13,6 +13,7 @@ so no other test's clusters or flow state are touched.
 from __future__ import annotations
 
 import base64
+import gc
 import json
 import os
 import shutil
@@ -49,6 +50,10 @@ def secure_home() -> dict:
         clusters = dev.up(["S1", "S2", "S3", "S4"], tls=["S1"], scram=["S2"], mtls=["S3"], oauth=["S4"], attached=True)
         yield {"home": home, **clusters}
     finally:
+        # clients the tests left in reference cycles (a pytest.raises ExceptionInfo holds its test's
+        # frame, and so the clients in it) are freed now, not at some later collection: else they
+        # go on reconnecting to these stopped clusters, a FAIL line a second, for the rest of the run
+        gc.collect()
         dev.down()
         shutil.rmtree(home, ignore_errors=True)
 
