@@ -101,8 +101,9 @@ def flow_status(cfg: Config, flow: FlowConfig) -> FlowStatus:
             return status
         ends, notes = _source_ends(clients, sorted(progress), status)
         try:
-            status.state = flow_state(clients).describe()
-            status.operations = operations(read_controls(clients, OPERATIONS))
+            controls = read_controls(clients, ("flow-state", *OPERATIONS))  # one read for all four
+            status.state = flow_state(clients, controls).describe()
+            status.operations = operations({k: v for k, v in controls.items() if k in OPERATIONS})
             holder = current_holder(clients)
         except MirrorflowError as exc:
             status.running = f"unknown ({exc})"

@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import time
 import zlib
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -128,9 +128,10 @@ def write_control(clients: FlowClients, name: str, value: dict[str, Any]) -> Non
         raise StateError(f"cannot record the {name} of flow {clients.flow.name}: {exc}") from None
 
 
-def stored_state(clients: FlowClients) -> FlowState:
-    """The state recorded on the target (running when none is)."""
-    d = read_control(clients, "flow-state")
+def stored_state(clients: FlowClients, controls: Mapping[str, dict[str, Any]] | None = None) -> FlowState:
+    """The state recorded on the target (running when none is); from `controls` when the caller has
+    read the control records already (read_controls with "flow-state" among the names)."""
+    d = read_control(clients, "flow-state") if controls is None else controls.get("flow-state")
     if d is None:
         return FlowState()
     try:
@@ -139,9 +140,9 @@ def stored_state(clients: FlowClients) -> FlowState:
         raise StateError(f"flow {clients.flow.name}: unreadable flow state record on the target: {exc}") from None
 
 
-def flow_state(clients: FlowClients) -> FlowState:
+def flow_state(clients: FlowClients, controls: Mapping[str, dict[str, Any]] | None = None) -> FlowState:
     """The state that applies: the stronger of the config's `state` and the target's record."""
-    stored = stored_state(clients)
+    stored = stored_state(clients, controls)
     if clients.flow.props.get("standby") and not stored.at:  # never started by a failback
         reverse = f"{clients.flow.target}->{clients.flow.source}"
         why = f"standby: the failback path of {reverse}, started by `mirrorflow failback --flow {reverse}`"
