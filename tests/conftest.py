@@ -121,9 +121,9 @@ def pytest_addoption(parser) -> None:
                      help="chaos (tests/chaos): a bigger run, more records and SIGKILLs; takes much longer")
 
 
-# Files that run for minutes, first in collection order: pytest-xdist (--dist loadfile, scripts/test)
-# hands files to its workers in that order, so these start at once on different workers and the two
-# workers end close together instead of one waiting alone on the last long file.
+# Files that run for minutes, first in collection order: pytest-xdist (scripts/test: --dist loadfile
+# --no-loadscope-reorder) hands files to its workers in that order, so these start at once on
+# different workers and the two workers end close together instead of one waiting alone on the last.
 HEAVY_FIRST = (
     "tests/airflow/test_scheduler.py",
     "tests/chaos/test_chaos.py",
