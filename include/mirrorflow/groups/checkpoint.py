@@ -297,17 +297,17 @@ def coordinators_ready(admin: Any, groups: list[str], deadline: float) -> None:
 
 
 def fetch_group_offsets(
-    admin: Any, conn: ClusterConnection, groups: Iterable[str], timeout: float
+    admin: Any, conn: ClusterConnection, groups: Iterable[str], timeout: float, described: bool = False
 ) -> tuple[dict[str, list[CommittedOffset]], dict[str, str]]:
     """Committed offsets of many groups: every request is sent before any answer is awaited
     (librdkafka takes one group per request), once each group's coordinator answers
-    (`coordinators_ready`). A group whose coordinator is still not ready is asked again with a
-    backoff, up to `timeout`; any other failure is that group's error. Returns (offsets per group,
-    error per group)."""
+    (`coordinators_ready`; `described`: the caller's DescribeGroups of these groups answered
+    already). A group whose coordinator is still not ready is asked again with a backoff, up to
+    `timeout`; any other failure is that group's error. Returns (offsets per group, error per group)."""
     offsets: dict[str, list[CommittedOffset]] = {}
     errors: dict[str, str] = {}
     pending, deadline, failures = list(groups), time.monotonic() + timeout, 0
-    if pending:
+    if pending and not described:
         coordinators_ready(admin, pending, deadline)
     while pending:
         futures: dict[str, Future] = {}

@@ -170,7 +170,8 @@ def describe_target_groups(
         members = len(d.members or [])
         described[g] = TargetGroup(g, classify_state(d.state, members), members)
     need = [g for g, t in described.items() if t.state in SAFE_STATES]
-    offsets, off_errors = fetch_group_offsets(admin, conn, need, timeout)
+    # their coordinators answered the DescribeGroups above: not asked a second time
+    offsets, off_errors = fetch_group_offsets(admin, conn, need, timeout, described=True)
     for g, err in off_errors.items():
         errors[g] = f"cannot read its target offsets: {err}"
         described.pop(g, None)
