@@ -15,15 +15,23 @@ import time
 import uuid
 
 import pytest
-from confluent_kafka import Producer
+from confluent_kafka import KafkaException, Producer
 
 from mirrorflow.clients import FlowClients
 from mirrorflow.errors import ClusterError
+from mirrorflow.replication.runner import run_once
+from mirrorflow.state.flow_state import flow_state, set_flow_state
 from mirrorflow.state.offset_map import MapEntry, Run
 from mirrorflow.state.records import Progress, encode_entry
 from mirrorflow.state.store import StateStore
-from mirrorflow.state.topics import ensure_state_topics, offset_map_topic, progress_topic, state_key
-from tests.support import write_config
+from mirrorflow.state.topics import (
+    ensure_state_topics,
+    offset_map_topic,
+    progress_topic,
+    state_key,
+    transactional_id,
+)
+from tests.support import consume_all, create_topic, produce, write_config
 
 pytestmark = pytest.mark.integration
 
@@ -113,3 +121,36 @@ def test_a_state_read_past_its_timeout_names_the_open_transaction(tmp_path, sour
         f"cluster 'B': timed out reading topic {topic!r} partitions [0] (an open transaction? a crashed "
         "writer's transaction is aborted after transaction.timeout.ms)"
     )
+
+
+
+def test_a_run_after_a_crashed_copy_reads_its_flow_state_and_fences_the_open_transaction(tmp_path, source, target,
+                                                                                          topic_name):
+    """A copy that died mid-transaction leaves it open on the progress partition, here for ten
+    minutes (its transaction.timeout.ms). The flow-state record that every run reads BEFORE it takes
+    the lease shares that partition: that read must not wait for the broker's abort (CI's chaos run
+    timed out there; the planner's clean-up, which ends the transaction, comes after it). The run
+    then fences the crashed copy's transactional.id and copies everything exactly once."""
+    cfg, flow = state_flow(tmp_path, source, target, topic_name)
+    remote = f"{flow.source}.{topic_name}"
+    create_topic(source, topic_name)
+    create_topic(target, remote)
+    produce(source, topic_name, [{"key": f"k{i}".encode(), "value": f"v{i}".encode()} for i in range(30)])
+    crashed = Producer({**target.client_config(), "transactional.id": transactional_id(flow, topic_name, 0),
+                        "transaction.timeout.ms": 600000})
+    crashed.init_transactions(30)
+    crashed.begin_transaction()
+    crashed.produce(progress_topic(flow), b"half-written", state_key(topic_name, 0), 0)
+    crashed.produce(remote, b"half-written", b"k", 0)
+    assert crashed.flush(30) == 0
+    with FlowClients(cfg, flow) as clients:
+        set_flow_state(clients, "paused", "checking the read", "test")  # committed above the open transaction
+        assert flow_state(clients).state == "paused"
+        set_flow_state(clients, "running", "", "test")
+    rep = run_once(cfg, flow, mode="direct")
+    assert rep.ok and rep.records == 30, rep.render()
+    assert [(r.key, r.value) for r in consume_all(target, remote)] == [
+        (f"k{i}".encode(), f"v{i}".encode()) for i in range(30)
+    ]
+    with pytest.raises(KafkaException):  # the crashed copy was fenced: it can commit nothing now
+        crashed.commit_transaction(30)

@@ -145,11 +145,15 @@ class FlowClients:
             self._owned.append(p)
         return p
 
-    def reader(self, side: Side, group: str | None = None) -> LogReader:
-        """A LogReader (assign-mode, read_committed) on one of the flow's clusters."""
+    def reader(self, side: Side, group: str | None = None, committed: bool = True) -> LogReader:
+        """A LogReader (assign-mode, read_committed) on one of the flow's clusters. `committed=False`
+        reads read_uncommitted: only for records never written in a transaction (control records),
+        which a transaction left open on their partition must not hold back."""
         required = dict(READER_SETTINGS)
         if group:
             required["group.id"] = group
+        if not committed:
+            required["isolation.level"] = "read_uncommitted"
         return LogReader(
             self.connection(side), self.consumer(side, required=required), lambda: self._ends_consumer(side, required)
         )

@@ -94,7 +94,13 @@ def read_controls(clients: FlowClients, names: Sequence[str]) -> dict[str, dict[
     if not n or not names:
         return {}
     by_key = {control_key(name): name for name in names}
-    reader: LogReader = clients.reader("target", group=f"mirrorflow-{clients.flow.client_name}-state-reader")
+    # read_uncommitted: control records are never written in a transaction, and the copy units'
+    # transactions share their partitions; a crashed copy's open transaction (or records a killed
+    # broker left pending, see state.fencing) would otherwise block this read, which every run makes
+    # before it takes the lease and can clean that up (the chaos test's run timed out here)
+    reader: LogReader = clients.reader(
+        "target", group=f"mirrorflow-{clients.flow.client_name}-state-reader", committed=False
+    )
     found: dict[str, dict[str, Any] | None] = {}
     try:
         parts = sorted({_partition(key, n) for key in by_key})
