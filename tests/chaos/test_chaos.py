@@ -2,8 +2,8 @@
 
 A source with three kinds of topic (transactional with aborted transactions, compacted with holes,
 plain) is written to by producers for the whole test while `mirrorflow replicate --once` runs again
-and again and is SIGKILLed: mostly from outside after a random delay (the whole process group: the
-driver and, for spark-submit, its executors), sometimes from inside at a crash point
+and again and is SIGKILLed: mostly from outside after a random delay (the run's process group; its
+spark-submit, in a session of its own, gets SIGTERM as its parent dies), sometimes from inside at a crash point
 (MIRRORFLOW_TEST_CRASH), once inside a Spark task (an executor). Mid-run the target broker is
 SIGKILLed and restarted, later the source broker is stopped (SIGTERM) and restarted. Afterwards
 every committed source record is on the target exactly once and in order (read_committed), the
@@ -246,7 +246,8 @@ def restart_mid_run(kafka_pool, alias: str, hard: bool, proc: subprocess.Popen, 
 
 
 def start_run(cfg, mode: str, env: dict[str, str], log: Path) -> subprocess.Popen:
-    """`mirrorflow replicate --once` in a session of its own (killpg reaches spark-submit's JVMs)."""
+    """`mirrorflow replicate --once` in a session of its own. spark-submit runs in another session;
+    killing the run sends it SIGTERM (PR_SET_PDEATHSIG, mirrorflow.process)."""
     out = open(log, "w")  # noqa: SIM115 - the child writes it; closed when the run ends
     try:
         return subprocess.Popen(

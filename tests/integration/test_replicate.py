@@ -3,10 +3,12 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
 
+import psutil
 import pytest
 from confluent_kafka import Producer
 
@@ -87,6 +89,46 @@ def test_spark_submit_copies_everything_exactly_and_second_run_copies_nothing(tm
     rep = run_once(cfg, flow, mode="inprocess")
     assert rep.records == 30, rep.render()
     assert_copied(source, target, t1)
+
+
+def spark_job_of(run: psutil.Process) -> psutil.Process | None:
+    """The run's spark-submit (the bash script, then the JVM it execs into), once started."""
+    for child in run.children(recursive=True):
+        try:
+            if "mirrorflow-copy" in child.cmdline():  # --name mirrorflow-copy
+                return child
+        except psutil.Error:
+            continue
+    return None
+
+
+def test_a_killed_run_takes_its_spark_job_with_it(tmp_path, source, target, unique):
+    """`kill -9` of the CLI (an Airflow worker's OOM kill) while its spark-submit starts: the job,
+    in a session of its own, gets SIGTERM from the kernel (PR_SET_PDEATHSIG) instead of copying on
+    as an orphan that renews the flow's lease. Killed while its JVM boots, it copies nothing; the
+    next run gets the lease and copies every record once."""
+    pfx = unique("orphan")
+    t = f"{pfx}.events"
+    mirror_topic(source, target, t, 2)
+    produce(source, t, records(200, 2))
+    cfg, flow = make_flow(tmp_path, source, target, pfx)
+    proc = subprocess.Popen([*CLI, "--config", str(cfg.path), "replicate", "--flow", "A->B", "--once",
+                             "--mode", "submit"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            start_new_session=True)
+    run, deadline = psutil.Process(proc.pid), time.monotonic() + 180
+    while (job := spark_job_of(run)) is None:
+        assert proc.poll() is None, proc.stderr.read()[-3000:]
+        assert time.monotonic() < deadline, "the run never started spark-submit"
+        time.sleep(0.05)
+    os.killpg(proc.pid, signal.SIGKILL)  # the CLI's group; the job is not in it
+    assert proc.wait(30) == -signal.SIGKILL
+    _, alive = psutil.wait_procs([job], timeout=60)
+    assert not alive, f"spark-submit {job.pid} outlived the run that started it"
+    assert consume_all(target, f"A.{t}") == []
+    again = cli_after_crash(cfg, "replicate", "--flow", "A->B", "--once", "--mode", "direct")
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert_copied(source, target, t)
+    assert_map_exact(cfg, flow, source, target, t, 2)
 
 
 CRASH_POINTS = ["after_init", "before_flush:150", "after_flush:100", "before_commit:100", "after_commit:1",

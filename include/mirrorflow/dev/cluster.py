@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import base64
 import contextlib
-import ctypes
 import json
 import os
 import secrets
@@ -33,6 +32,7 @@ from mirrorflow.dev import kafka_dist
 from mirrorflow.dev.certs import DevCA
 from mirrorflow.errors import DevClusterError
 from mirrorflow.kafka.connection import ClusterConnection
+from mirrorflow.process import die_with_parent
 
 TEST_USERS = ("alice", "bob")
 # security kind -> (listener protocol, what `dev up` prints); "plain" is the older `--sasl`
@@ -205,13 +205,6 @@ def kafka_uuid() -> str:
             return s
 
 
-def _die_with_parent() -> None:
-    """preexec_fn: the broker gets SIGTERM when the process that started it dies (tests)."""
-    libc = ctypes.CDLL("libc.so.6", use_errno=True)
-    libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-    os.setsid()
-
-
 class DevClusters:
     """The set of local clusters that live under one home folder."""
 
@@ -381,7 +374,7 @@ class DevClusters:
                 stdin=subprocess.DEVNULL,
                 stdout=out,
                 stderr=subprocess.STDOUT,
-                preexec_fn=_die_with_parent if attached else os.setsid,
+                preexec_fn=die_with_parent if attached else os.setsid,
                 close_fds=True,
             )
         c.pid = proc.pid

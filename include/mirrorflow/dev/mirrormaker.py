@@ -11,8 +11,9 @@ import subprocess
 from pathlib import Path
 
 from mirrorflow.dev import kafka_dist
-from mirrorflow.dev.cluster import JVM_PERF, LOG4J, _die_with_parent, free_port
+from mirrorflow.dev.cluster import JVM_PERF, LOG4J, free_port
 from mirrorflow.errors import DevClusterError
+from mirrorflow.process import die_with_parent
 
 
 def mm2_properties(clusters: dict[str, str], flows: dict[str, dict[str, str]], extra: dict[str, str]) -> str:
@@ -69,7 +70,7 @@ class MirrorMaker2:
         ]
         with open(self.folder / "stdout.log", "wb") as out:
             self.proc = subprocess.Popen(
-                cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, preexec_fn=_die_with_parent
+                cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, preexec_fn=die_with_parent
             )
         return self
 

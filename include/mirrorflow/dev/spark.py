@@ -20,8 +20,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from mirrorflow.config import project_dir
-from mirrorflow.dev.cluster import _alive, _die_with_parent, _port_free, _reap, free_port
+from mirrorflow.dev.cluster import _alive, _port_free, _reap, free_port
 from mirrorflow.errors import DevClusterError
+from mirrorflow.process import die_with_parent
 
 CONNECT_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
 READY_TIMEOUT_S = 300.0  # a loaded 2-core machine took over 120 s
@@ -116,7 +117,7 @@ class DevSparkServer:
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
-                preexec_fn=_die_with_parent if attached else os.setsid,
+                preexec_fn=die_with_parent if attached else os.setsid,
                 close_fds=True,
             )
         s.pid = proc.pid
@@ -259,7 +260,7 @@ class DevStandalone:
                         stdin=subprocess.DEVNULL,
                         cwd=self.home,
                         close_fds=True,
-                        preexec_fn=_die_with_parent if attached else os.setsid,
+                        preexec_fn=die_with_parent if attached else os.setsid,
                     )
                 cluster.pids.append(proc.pid)
                 if name == "master":

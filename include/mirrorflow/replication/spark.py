@@ -27,6 +27,7 @@ from typing import Any
 import mirrorflow
 from mirrorflow.config import Config
 from mirrorflow.errors import MirrorflowError
+from mirrorflow.process import die_with_parent
 
 JOB_PATH = Path(__file__).with_name("spark_job.py")
 VENV_BIN = Path(sys.executable).parent
@@ -196,9 +197,10 @@ def copy_with_spark_submit(
 
     cmd = submit_command(clients.cfg, plan_path, master)
     log("running: " + " ".join(cmd))
-    # its own process group, so an interrupted or timed-out run takes the whole job down with it
+    # its own process group, so an interrupted or timed-out run takes the whole job down with it,
+    # and a SIGTERM when this process dies (SIGKILLed: no orphaned job copying on, holding the lease)
     proc = subprocess.Popen(
-        cmd, env=spark_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
+        cmd, env=spark_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=die_with_parent
     )
     try:
         out, err = proc.communicate(timeout=timeout)
