@@ -10,18 +10,19 @@ PKG = Path(mirrorflow.__file__).parent
 # package -> the mirrorflow packages it may import (besides itself)
 ALLOWED: dict[str, set[str]] = {
     "errors": set(),
+    "process": set(),
     "kafka": {"errors"},
     "mm2": {"errors", "kafka"},
     "config": {"errors", "kafka", "mm2"},
     "clients": {"errors", "kafka", "mm2", "config"},
     "state": {"errors", "kafka", "mm2", "config", "clients"},
-    "replication": {"errors", "kafka", "mm2", "config", "clients", "state"},
+    "replication": {"errors", "process", "kafka", "mm2", "config", "clients", "state"},
     "metadata": {"errors", "kafka", "mm2", "config", "clients", "state"},
     "groups": {"errors", "kafka", "mm2", "config", "clients", "state"},
-    "ops": {"errors", "kafka", "mm2", "config", "clients", "state", "replication", "metadata", "groups"},
-    "dev": {"errors", "kafka", "config"},
-    "cli": {"errors", "kafka", "mm2", "config", "clients", "state", "replication", "metadata", "groups", "ops",
-            "dev"},
+    "ops": {"errors", "process", "kafka", "mm2", "config", "clients", "state", "replication", "metadata", "groups"},
+    "dev": {"errors", "process", "kafka", "config"},
+    "cli": {"errors", "process", "kafka", "mm2", "config", "clients", "state", "replication", "metadata", "groups",
+            "ops", "dev"},
 }
 
 
