@@ -56,8 +56,8 @@ def query(db: Path, sql: str, *args: object) -> list[tuple]:
 
 
 def runs(db: Path, dag_id: str) -> list[dict]:
-    return [{"run_id": r, "state": st} for r, st in query(db, "SELECT run_id, state FROM dag_run WHERE dag_id = ?",
-                                                            dag_id)]
+    rows = query(db, "SELECT run_id, state, start_date FROM dag_run WHERE dag_id = ?", dag_id)
+    return [{"run_id": r, "state": st, "start": utc(start)} for r, st, start in rows]
 
 
 def kill_leftovers(airflow_home: str) -> None:
@@ -331,10 +331,10 @@ def test_dags_under_the_real_scheduler(tmp_path, source, target, unique):
             time.sleep(10)
         stop.set()
         producer.join(60)
-        # one more scheduled replicate run after the last record: then everything is on the target
-        have = len(done["replicate"])
-        while len([r for r in runs(db, ids["replicate"]) if r["state"] in ("success", "failed")]) < have + 2 or (
-                not filled):
+        # one more scheduled replicate run, started after the last record: then everything is on the target
+        stopped = datetime.now(UTC)
+        while not [r for r in runs(db, ids["replicate"])
+                   if r["state"] in ("success", "failed") and r["start"] and r["start"] > stopped] or not filled:
             # the backfill's three spark-submits go one after another (minutes each on a loaded machine)
             assert time.monotonic() < deadline + (1200 if not filled else 240), (
                 "no further replicate run, or the backfills did not end", backfills.runs())
