@@ -64,7 +64,12 @@ def produce(cluster: DevCluster, topic: str, records: list[dict], **extra: str) 
         kwargs = {k: r[k] for k in ("partition", "key", "value", "headers", "timestamp") if r.get(k) is not None}
         if "value" in r and r["value"] is None:
             kwargs["value"] = None
-        p.produce(topic, on_delivery=on_delivery, **kwargs)
+        while True:
+            try:
+                p.produce(topic, on_delivery=on_delivery, **kwargs)
+                break
+            except BufferError:  # librdkafka's queue is full (a loaded broker is slow): let deliveries drain
+                p.poll(0.5)
         p.poll(0)
     assert p.flush(60) == 0
     assert not errors, errors
