@@ -14,13 +14,15 @@ import os
 import signal
 
 PR_SET_PDEATHSIG = 1
-# loaded here, not in the child: dlopen between fork and exec of a threaded process can deadlock
-_LIBC = ctypes.CDLL(None, use_errno=True)
+# looked up here, not in the child: dlopen between fork and exec of a threaded process can deadlock.
+# Linux only: elsewhere (a developer's macOS) the child only gets a session of its own.
+_PRCTL = getattr(ctypes.CDLL(None, use_errno=True), "prctl", None)
 
 
 def die_with_parent() -> None:
     """preexec_fn: a session of its own (a signal to the parent's group does not reach it), and
     SIGTERM when the starting thread exits. Only for children waited for by the thread that
     starts them: a helper thread that ends early would take its child with it."""
-    _LIBC.prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+    if _PRCTL is not None:
+        _PRCTL(PR_SET_PDEATHSIG, signal.SIGTERM)
     os.setsid()
