@@ -75,6 +75,18 @@ def produce(cluster: DevCluster, topic: str, records: list[dict], **extra: str) 
     assert not errors, errors
 
 
+def end_transaction(p: Producer, commit: bool, timeout: float = 30) -> None:
+    """Commit or abort a test producer's transaction. Before an abort, wait for the records to be
+    acknowledged: librdkafka may send EndTxn before the coordinator has registered the partition
+    (confluentinc/librdkafka#4849), and the broker then answers a fatal INVALID_TXN_STATE ("Failed
+    to end transaction"; failed test_verify once in a fresh-clone run)."""
+    if commit:
+        p.commit_transaction(timeout)
+    else:
+        p.flush(timeout)  # what is still unacknowledged after it (a broker down), the abort purges
+        p.abort_transaction(timeout)
+
+
 def consume_all(cluster: DevCluster, topic: str, partitions: list[int] | None = None,
                 isolation: str = "read_committed", timeout: float = 30, user: str = "admin") -> list[Rec]:
     """Every record of `topic` (up to the current end), ordered by partition then offset."""

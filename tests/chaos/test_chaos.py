@@ -34,7 +34,7 @@ from mirrorflow.dev.cluster import DevCluster
 from mirrorflow.ops.status import flow_status
 from mirrorflow.ops.verify import verify_flow
 from tests.integration.replicate_helpers import assert_copied, assert_map_exact, make_flow, mirror_topic
-from tests.support import consume_all, produce
+from tests.support import consume_all, end_transaction, produce
 
 pytestmark = pytest.mark.chaos
 
@@ -152,12 +152,10 @@ class SourceWriters:
                 txp.begin_transaction()
                 for _ in range(self.rng.randint(1, 2 * self.batch)):
                     self._produce(txp, self.topics["txn"], self.rng.randrange(3), self._record(f"t{self.n % 50}"))
-                if self.rng.random() < 0.3:
-                    txp.abort_transaction(30)
-                    self.aborted += 1
-                else:
-                    txp.commit_transaction(30)
-                    self.committed += 1
+                commit = self.rng.random() >= 0.3
+                end_transaction(txp, commit)
+                self.committed += commit
+                self.aborted += not commit
             except KafkaException as exc:
                 self.errors.append(f"transaction: {exc}")
                 try:

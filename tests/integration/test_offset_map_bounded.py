@@ -20,7 +20,7 @@ from mirrorflow.state.compaction import fold_offset_map
 from mirrorflow.state.store import StateStore
 from mirrorflow.state.topics import offset_map_topic, snapshot_topic, state_partition
 from tests.integration.replicate_helpers import delete_records
-from tests.support import admin, consume_all, create_topic, load_offset_map, produce, write_config
+from tests.support import admin, consume_all, create_topic, end_transaction, load_offset_map, produce, write_config
 
 pytestmark = pytest.mark.integration
 
@@ -49,7 +49,7 @@ def source_transactions(source, topic: str, tag: str) -> None:
         p.begin_transaction()
         for i in range(4):
             p.produce(topic, f"{tag}-txn-{n}-{i}".encode(), b"k", 0, timestamp=NOW)
-        (p.commit_transaction if commit else p.abort_transaction)(30)
+        end_transaction(p, commit)
 
 
 def replicate(cfg, flow) -> None:

@@ -19,7 +19,7 @@ from mirrorflow.replication.runner import run_once
 from mirrorflow.state.topics import ensure_state_topics, transactional_id
 from tests.integration.replicate_helpers import (add_partitions, assert_copied, assert_map_exact, delete_records,
                                                  make_flow, mirror_topic)
-from tests.support import consume_all, create_topic, load_offset_map, produce, read_progress
+from tests.support import consume_all, create_topic, end_transaction, load_offset_map, produce, read_progress
 
 pytestmark = pytest.mark.integration
 
@@ -172,10 +172,7 @@ def test_transactional_source_with_aborts_copies_only_committed(tmp_path, source
         for _ in range(5 + i):
             p.produce(t, f"v{n}".encode(), f"k{n}".encode(), 0, timestamp=NOW + n)
             n += 1
-        if i % 3 == 1:
-            p.abort_transaction(30)
-        else:
-            p.commit_transaction(30)
+        end_transaction(p, commit=i % 3 != 1)
     cfg, flow = make_flow(tmp_path, source, target, pfx, **{"transaction.max.records": 7})
     rep = run_once(cfg, flow, mode="direct")
     assert rep.ok, rep.render()
@@ -186,7 +183,7 @@ def test_transactional_source_with_aborts_copies_only_committed(tmp_path, source
     # a trailing aborted transaction, then nothing: the run covers it without copying
     p.begin_transaction()
     p.produce(t, b"aborted", b"k", 0)
-    p.abort_transaction(30)
+    end_transaction(p, commit=False)
     rep = run_once(cfg, flow, mode="direct")
     assert rep.ok and rep.records == 0 and rep.lag == 0, rep.render()
 

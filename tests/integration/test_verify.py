@@ -18,7 +18,7 @@ from mirrorflow.replication.runner import run_once
 from tests.integration.replicate_helpers import delete_records, make_flow, mirror_topic
 from tests.integration.test_replicate import NOW, cli, records
 from tests.integration.test_topic_identity import recreate_topic
-from tests.support import consume_all, load_offset_map, produce
+from tests.support import consume_all, end_transaction, load_offset_map, produce
 
 pytestmark = pytest.mark.integration
 
@@ -153,7 +153,7 @@ def test_transactional_source_with_aborts_matches_exactly(tmp_path, source, targ
         for _ in range(5 + i):
             p.produce(t, f"v{n}".encode(), f"k{n}".encode(), 0, timestamp=NOW + n, headers=[("h", str(n).encode())])
             n += 1
-        p.abort_transaction(30) if i % 3 == 1 else p.commit_transaction(30)
+        end_transaction(p, commit=i % 3 != 1)
     cfg, flow = make_flow(tmp_path, source, target, pfx, **{"transaction.max.records": 7})
     assert run_once(cfg, flow, mode="direct").ok
     committed = consume_all(source, t)
