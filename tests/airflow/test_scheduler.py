@@ -251,7 +251,7 @@ def test_dags_under_the_real_scheduler(tmp_path, source, target, unique):
 
     db = home / "airflow.db"
     # four hourly runs: [top-5h, top-4h) .. [top-2h, top-1h), the last one already copied. The DAGs are
-    # put in the database and the backfill created before the scheduler starts (see AirflowBackfills)
+    # put in the database and the backfill created before the scheduler starts (see AirflowBackfill)
     airflow(env, "db", "migrate")
     airflow(env, "dags", "reserialize")
     backfill = AirflowBackfill(env, db, f"mirrorflow_replicate__{bflow.id}", top - 4 * HOUR, top - HOUR)
