@@ -22,7 +22,7 @@ from mirrorflow.replication.continuous import run_continuous
 from mirrorflow.replication.runner import run_once
 from mirrorflow.state.flow_state import set_flow_state
 from mirrorflow.state.topics import offset_map_topic, progress_topic
-from tests.support import admin, consume_all, create_topic, load_offset_map, produce, write_config
+from tests.support import admin, consume_all, create_topic, end_transaction, load_offset_map, produce, write_config
 
 NOW = int(time.time() * 1000) - 600_000
 CLI = [os.path.join(os.path.dirname(sys.executable), "mirrorflow")]
@@ -53,8 +53,7 @@ def produce_with_aborted(source, topic: str, start: int) -> None:
         p.begin_transaction()
         for r in records(3, 1, start + (3 if commit else 0)):
             p.produce(topic, r["value"], r["key"], partition=0, timestamp=r["timestamp"])
-        p.flush(30)
-        (p.commit_transaction if commit else p.abort_transaction)(30)
+        end_transaction(p, commit)
 
 
 def wait_for(target, topic: str, n: int, timeout: float = 180) -> None:

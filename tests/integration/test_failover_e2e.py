@@ -21,7 +21,7 @@ from mirrorflow.groups.heartbeat import emit_heartbeats, replication_latency
 from mirrorflow.replication.runner import run_once
 from mirrorflow.metadata.sync import sync_flow
 from tests.integration.rcu_java import compile_probe, java_translate, run_probe
-from tests.support import admin, consume_all, create_topic, produce, write_config
+from tests.support import admin, consume_all, create_topic, end_transaction, produce, write_config
 
 pytestmark = pytest.mark.integration
 
@@ -120,8 +120,7 @@ def test_failover_resumes_at_exactly_the_next_record(tmp_path, source, target, u
         p.begin_transaction()
         for v in values:
             p.produce(txn, v, partition=0)
-        p.flush(30)
-        (p.commit_transaction if commit else p.abort_transaction)(30)
+        end_transaction(p, commit)
     # 3. a plain topic with 2 partitions
     create_topic(source, plain, 2)
     produce(source, plain, [{"partition": i % 2, "value": f"p{i}".encode()} for i in range(20)])
