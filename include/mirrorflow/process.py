@@ -1,4 +1,4 @@
-"""Child processes that end with the process that started them.
+"""Processes: children that end with the process that started them, and whether one is provably gone.
 
 A child in a session of its own is out of reach of a signal to its parent's process group, and
 nothing stops it when its parent is SIGKILLed (an Airflow worker's OOM kill, `kill -9` of the CLI):
@@ -26,3 +26,60 @@ def die_with_parent() -> None:
     if _PRCTL is not None:
         _PRCTL(PR_SET_PDEATHSIG, signal.SIGTERM)
     os.setsid()
+
+
+# -- is a process provably gone? ---------------------------------------------------------------
+# A lease held by a CLI run that was SIGKILLed (an OOM kill) would block the flow for the whole
+# lease.timeout.seconds. Its process is provably gone only when we look at the same kernel and the
+# same pid namespace on the same host, and the pid is free or now names a process started at
+# another time (pids are reused). Anything less (another host, a container with its own pid
+# namespace, no /proc) is no proof, and the lease is left to expire.
+
+
+def _read(path: str) -> str:
+    try:
+        with open(path) as f:
+            return f.read().strip()
+    except OSError:
+        return ""
+
+
+def _start_ticks(pid: int) -> str:
+    """The process's start time (clock ticks since boot, /proc/PID/stat field 22); '' when none."""
+    stat = _read(f"/proc/{pid}/stat")
+    # the command name (field 2) may hold spaces and parentheses: split after its last ')'
+    fields = stat.rpartition(")")[2].split()
+    return fields[19] if len(fields) > 19 else ""
+
+
+def _pid_namespace() -> str:
+    try:
+        return os.readlink("/proc/self/ns/pid")
+    except OSError:
+        return ""
+
+
+def process_token(pid: int | None = None) -> str:
+    """host|boot id|pid namespace|pid|start ticks of a process (default: this one); '' where the
+    platform cannot tell (no /proc), so nothing can be proven about it later."""
+    pid = os.getpid() if pid is None else pid
+    boot, ns, start = _read("/proc/sys/kernel/random/boot_id"), _pid_namespace(), _start_ticks(pid)
+    if not (boot and ns and start):
+        return ""
+    return "|".join((os.uname().nodename, boot, ns, str(pid), start))
+
+
+def provably_gone(token: str) -> bool:
+    """True only when `token` (process_token) names a process of this host, kernel and pid
+    namespace that no longer exists; False when it may still run or nothing can be told."""
+    parts = token.split("|")
+    if len(parts) != 5:
+        return False
+    host, boot, ns, pid, start = parts
+    here = process_token()
+    if not here:
+        return False
+    my_host, my_boot, my_ns = here.split("|")[:3]
+    if (host, boot, ns) != (my_host, my_boot, my_ns) or not pid.isdigit():
+        return False
+    return _start_ticks(int(pid)) != start  # '' (no such pid) or a newer process under a reused pid

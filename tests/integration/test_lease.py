@@ -83,6 +83,43 @@ def test_a_crashed_holders_lease_expires(tmp_path, source, target, unique):
     assert_copied(source, target, t)
 
 
+HOLD_LOCAL = HOLD.replace(
+    '"crashing-holder", "a run that will crash"', '*local_owner("a CLI run that will crash")'
+).replace("import take_lease", "import take_lease\nfrom mirrorflow.state.lease import local_owner")
+
+
+def test_a_killed_cli_runs_lease_is_taken_at_once_a_living_ones_is_not(tmp_path, source, target, unique):
+    """A CLI run SIGKILLed (an OOM kill) holding a 120 s lease: its process is provably gone (same
+    host, kernel and pid namespace), so the next run breaks the lease at once instead of waiting
+    out lease.timeout.seconds. While the holder lives, the lease is never broken."""
+    pfx = unique("lease")
+    t = f"{pfx}.orders"
+    mirror_topic(source, target, t, 2)
+    produce(source, t, records(300, 2))
+    cfg, flow = make_flow(tmp_path, source, target, pfx, **{"lease.timeout.seconds": 120,
+                                                            "transaction.max.records": 50})
+    holder = subprocess.Popen([sys.executable, "-c", HOLD_LOCAL, str(cfg.path)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        proc = cli(cfg, "replicate", "--flow", "A->B", "--once", "--mode", "direct", check=False)
+        assert proc.returncode == 75, proc.stderr[-2000:]  # alive: refused, never broken
+        assert "being replicated by a CLI run that will crash" in proc.stderr
+    finally:
+        holder.kill()
+        holder.wait()
+    # a run killed mid-copy (SIGKILL after its first committed batch) holds the lease for 120 s
+    crashed = cli(cfg, "replicate", "--flow", "A->B", "--once", "--mode", "direct",
+                  env={"MIRRORFLOW_TEST_CRASH": "after_commit:50"}, check=False)
+    assert crashed.returncode == -9, crashed.stderr[-2000:]
+    with FlowClients(cfg, flow) as clients:
+        held = current_holder(clients)
+        assert held is not None and held.who.startswith("mirrorflow replicate --mode direct by ")
+    again = cli(cfg, "replicate", "--flow", "A->B", "--once", "--mode", "direct", check=False)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert "its process no longer exists on this host: breaking its lease" in again.stderr
+    assert_copied(source, target, t)
+
+
 def test_two_runs_started_together_copy_every_record_once(tmp_path, source, target, unique):
     pfx = unique("lease")
     t = f"{pfx}.orders"

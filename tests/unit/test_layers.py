@@ -15,7 +15,7 @@ ALLOWED: dict[str, set[str]] = {
     "mm2": {"errors", "kafka"},
     "config": {"errors", "kafka", "mm2"},
     "clients": {"errors", "kafka", "mm2", "config"},
-    "state": {"errors", "kafka", "mm2", "config", "clients"},
+    "state": {"errors", "process", "kafka", "mm2", "config", "clients"},
     "replication": {"errors", "process", "kafka", "mm2", "config", "clients", "state"},
     "metadata": {"errors", "kafka", "mm2", "config", "clients", "state"},
     "groups": {"errors", "kafka", "mm2", "config", "clients", "state"},

@@ -46,3 +46,24 @@ def test_unreadable_records_take_nothing():
     assert LeaseRecord.from_json(None, 5) is None
     r = LeaseRecord.from_json(rec("claim", "a", 0).to_json(), 7)
     assert r == rec("claim", "a", 7)
+
+
+def test_a_break_frees_only_the_holder_it_names():
+    h = replay([rec("claim", "a", 10)])
+    brk = LeaseRecord("break", "b", "run b", 100, 20, target="a")
+    assert replay([brk, rec("claim", "b", 21)], h) == Holder("b", "run b", 21, 121)
+    # two runs found the holder gone: the second break names a holder that is no longer there
+    late = LeaseRecord("break", "c", "run c", 100, 22, target="a")
+    assert replay([brk, rec("claim", "b", 21), late, rec("claim", "c", 23)], h) == Holder("b", "run b", 21, 121)
+    # a break naming someone else changes nothing
+    assert replay([LeaseRecord("break", "c", "run c", 100, 20, target="x")], h) == h
+
+
+def test_the_claimers_process_stays_with_the_lease_through_unstamped_renewals():
+    claim = LeaseRecord("claim", "a", "run a", 100, 10, proc="h|b|ns|42|7")
+    h = replay([claim, rec("renew", "a", 50)])  # the run's Spark job renews from another process
+    assert h == Holder("a", "run a", 10, 150, "h|b|ns|42|7")
+    # a lease taken afresh after it lapsed keeps no stamp it was not given
+    assert replay([rec("claim", "a", 500)], h) == Holder("a", "run a", 500, 600, "")
+    r = LeaseRecord.from_json(LeaseRecord("break", "b", "run b", 5, 0, target="a").to_json(), 9)
+    assert r is not None and (r.kind, r.target) == ("break", "a")

@@ -11,13 +11,24 @@ renewal or a release by an owner, and `replay` decides, record by record, who ho
 * a claim or renewal by X at time t takes the lease when nobody holds it, the holder's lease
   expired before t, or X already holds it (then it is extended to t + ttl);
 * any other claim is refused (it changes nothing);
-* a release by the holder frees it.
+* a release by the holder frees it;
+* a break of the holder frees it: written by a run that found the holder's process provably gone
+  (see below); a break naming anyone but the current holder changes nothing.
 
 A run appends its claim, reads the partition to its end and replays it: every run reaching the
 same records reaches the same verdict, so of two runs claiming at once exactly one wins. The holder
 renews every ttl/3 while it runs and releases at the end; a crashed holder's lease expires after
 ttl (`lease.timeout.seconds`). One owner may span processes (an Airflow DAG run's plan task, its
 Spark copy job and its report task share the owner id of the DAG run).
+
+A crashed run's lease would block the flow for ttl. A run that holds the lease in one process (a
+CLI run: `local_owner`) stamps its claims with that process (host, boot id, pid namespace, pid and
+start time: mirrorflow.process.process_token); a claim by another owner that finds such a holder
+whose process is provably gone (same host, kernel and pid namespace; the pid free or reused) breaks
+it and claims at once instead of waiting. Renewals by the run's Spark job (another process, same
+owner) carry no stamp and keep the claimer's. A DAG run's lease spans processes (its plan, copy and
+report tasks) and is never stamped: an Airflow retry of one of its tasks is the same owner and takes
+it back at once anyway.
 
 Every record also names the deployment (`deployment.id`, else `state.namespace`; see
 FlowConfig.deployment) of the config that wrote it. Two deployments whose names coincide (the same
@@ -44,6 +55,7 @@ from mirrorflow.clients import FlowClients
 from mirrorflow.errors import ClusterError, DeploymentConflictError, LeaseError
 from mirrorflow.kafka.log_reader import LogReader
 from mirrorflow.kafka.retry import OUTAGE_BOUND
+from mirrorflow.process import process_token, provably_gone
 from mirrorflow.state.topics import lease_topic
 from mirrorflow.state.writer import WRITE_ATTEMPT_S, write_acknowledged
 
@@ -60,11 +72,17 @@ class LeaseRecord:
     ttl_ms: int
     timestamp: int  # broker time (LogAppendTime) of the record, ms
     deployment: str = ""  # the writer's FlowConfig.deployment ('' also for records written before it)
+    proc: str = ""  # claim/renew: the owner's process when the lease lives in one (process_token)
+    target: str = ""  # break: the owner whose lease is broken
 
     def to_json(self) -> bytes:
         d = {"v": FORMAT_VERSION, "kind": self.kind, "owner": self.owner, "who": self.who, "ttl_ms": self.ttl_ms}
         if self.deployment:
             d["deployment"] = self.deployment
+        if self.proc:
+            d["proc"] = self.proc
+        if self.target:
+            d["target"] = self.target
         return json.dumps(d, separators=(",", ":")).encode()
 
     @classmethod
@@ -78,6 +96,8 @@ class LeaseRecord:
                 int(d["ttl_ms"]),
                 int(timestamp),
                 str(d.get("deployment", "")),
+                str(d.get("proc", "")),
+                str(d.get("target", "")),
             )
         except (ValueError, KeyError, TypeError):
             return None  # not ours (or unreadable): it takes no lease
@@ -89,6 +109,7 @@ class Holder:
     who: str
     since: int  # ms, when the holder's claim was accepted
     expires: int  # ms
+    proc: str = ""  # the holder's process when its lease lives in one (process_token), else ''
 
     def run_line(self) -> str:
         return f"{self.who} since {_iso(self.since)}"
@@ -107,9 +128,13 @@ def replay(records: Iterable[LeaseRecord], holder: Holder | None = None) -> Hold
         mine = holder is not None and holder.owner == r.owner
         if r.kind in ("claim", "renew"):
             if free or mine:
-                since = holder.since if mine and not free and holder is not None else r.timestamp
-                holder = Holder(r.owner, r.who, since, r.timestamp + r.ttl_ms)
+                kept = mine and not free and holder is not None
+                since = holder.since if kept and holder is not None else r.timestamp
+                proc = r.proc or (holder.proc if kept and holder is not None else "")
+                holder = Holder(r.owner, r.who, since, r.timestamp + r.ttl_ms, proc)
         elif r.kind == "release" and mine:
+            holder = None
+        elif r.kind == "break" and not free and holder is not None and holder.owner == r.target:
             holder = None
     return holder
 
@@ -131,9 +156,15 @@ def whoami() -> str:
     return f"{user}@{socket.gethostname()} pid {os.getpid()}"
 
 
+_PROCESS_OWNERS: set[str] = set()  # owners created by local_owner in this process
+
+
 def local_owner(purpose: str) -> tuple[str, str]:
-    """(owner id, who) for a run of this process."""
-    return f"{purpose}:{uuid.uuid4().hex[:16]}", f"{purpose} by {whoami()}"
+    """(owner id, who) for a run of this process: its lease records are stamped with this process,
+    so the next run can take the flow at once should this one be killed (see the module doc)."""
+    owner = f"{purpose}:{uuid.uuid4().hex[:16]}"
+    _PROCESS_OWNERS.add(owner)
+    return owner, f"{purpose} by {whoami()}"
 
 
 class FlowLease:
@@ -145,6 +176,7 @@ class FlowLease:
         ttl = ttl_s if ttl_s is not None else float(self.flow.props["lease.timeout.seconds"])
         self.ttl_ms = max(1000, int(ttl * 1000))
         self.topic = lease_topic(self.flow)
+        self.proc = process_token() if owner in _PROCESS_OWNERS else ""
         self.holder: Holder | None = None
         self.first: LeaseRecord | None = None  # the oldest record read: its deployment owns the flow
         self.lost: str | None = None  # why this owner lost the lease while renewing
@@ -167,7 +199,9 @@ class FlowLease:
         """Write one record and wait for its acknowledgement, written again while unacknowledged for
         up to `bound_s` (default broker.outage.max.seconds): LeaseError past it. A record written
         twice is harmless (a second claim or renewal by the holder only extends its lease)."""
-        rec = LeaseRecord(kind, self.owner, self.who, self.ttl_ms, 0, self.flow.deployment)
+        proc = self.proc if kind in ("claim", "renew") else ""
+        target = self.holder.owner if kind == "break" and self.holder is not None else ""
+        rec = LeaseRecord(kind, self.owner, self.who, self.ttl_ms, 0, self.flow.deployment, proc, target)
         try:  # the broker stamps the record (LogAppendTime)
             write_acknowledged(
                 self.clients,
@@ -234,8 +268,19 @@ class FlowLease:
         DeploymentConflictError naming the deployment that owns the flow when that is not this
         config's (check_deployment: a run of the Airflow DAG fails instead of being skipped)."""
         with self._lock:
-            self.read_holder()
+            gone = self.read_holder()
         self.check_deployment()
+        now = int(time.time() * 1000)
+        if gone is not None and gone.owner != self.owner and gone.expires > now and provably_gone(gone.proc):
+            log.warning(
+                "flow %s: %s holds the lease until %s, but its process no longer exists on this host: "
+                "breaking its lease",
+                self.flow.name,
+                gone.who,
+                _iso(gone.expires),
+            )
+            with self._lock:
+                self._append("break")  # names self.holder: if someone else claimed meanwhile, it changes nothing
         holder = self._claim("claim")
         try:
             self.check_deployment()
