@@ -51,7 +51,7 @@ def test_a_namespace_goes_into_every_state_name():
     assert (f.state_name, f.client_name, f.deployment) == ("team_1.A-B", "team_1-A-B", "team_1")
     assert set(state_topic_configs(f)) == {
         f"mirrorflow.team_1.A-B.{k}.internal"
-        for k in ("progress", "offset-map", "offset-map-snapshot", "lease", "runs", "results")
+        for k in ("progress", "offset-map", "offset-map-snapshot", "lease", "runs", "results", "operations")
     }
     assert transactional_id(f, "orders", 2) == "mirrorflow-team_1-A-B-orders-2"
     assert flow({"state.namespace": "t", "deployment.id": "blue"}).deployment == "blue"

@@ -32,6 +32,7 @@ COMMAND_MODULES = (
     "backfill",
     "groups",
     "status",
+    "history",
     "verify",
     "demo",
 )

@@ -10,7 +10,7 @@ from mirrorflow.cli.registry import command, load_config, print_json
 def _args(p: argparse.ArgumentParser) -> None:
     p.add_argument("action", choices=["list", "pause", "resume", "stop"], help="what to do")
     p.add_argument("--flow", help="the flow, e.g. A->B (pause, resume, stop)")
-    p.add_argument("--reason", default="", help="why (recorded with the state, shown by status and skipped runs)")
+    p.add_argument("--reason", default="", help="why (recorded with the state and in the history, shown by status)")
     p.add_argument("--json", action="store_true", help="print JSON")
 
 
@@ -22,7 +22,7 @@ def _args(p: argparse.ArgumentParser) -> None:
 def _flow(args: argparse.Namespace) -> int:
     from mirrorflow.clients import FlowClients
     from mirrorflow.errors import ConfigError
-    from mirrorflow.state.flow_state import flow_state, set_flow_state
+    from mirrorflow.state.flow_state import flow_state
     from mirrorflow.state.lease import whoami
 
     cfg = load_config(args)
@@ -40,21 +40,14 @@ def _flow(args: argparse.Namespace) -> int:
         return 0
     if not args.flow:
         raise ConfigError([("--flow", f"`mirrorflow flow {args.action}` needs --flow, e.g. --flow A->B")])
-    flow = cfg.flow(args.flow)
-    state = {"pause": "paused", "resume": "running", "stop": "stopped"}[args.action]
-    if state == "running":
-        from mirrorflow.errors import StateError
-        from mirrorflow.ops.failback import resume_problem
+    from mirrorflow.ops.flow_control import ACTIONS, control_flow
 
-        why = resume_problem(cfg, flow)
-        if why is not None:
-            raise StateError(f"cannot resume flow {flow.name}: {why}")
-    with FlowClients(cfg, flow) as clients:
-        st = set_flow_state(clients, state, args.reason, whoami())
+    flow = cfg.flow(args.flow)
+    st = control_flow(cfg, flow, args.action, whoami(), "cli", args.reason)
     if args.json:
         print_json({"flow": flow.name, **st.to_dict()})
     else:
         print(f"flow {flow.name}: {st.describe()}")
-        if st.state != state:
-            print(f"note: the config declares state {st.state!r}, which applies over {state!r}")
+        if st.state != ACTIONS[args.action]:
+            print(f"note: the config declares state {st.state!r}, which applies over {ACTIONS[args.action]!r}")
     return 0

@@ -25,7 +25,8 @@ from mirrorflow.errors import MirrorflowError, StateError, TopicError
 from mirrorflow.kafka.topics import list_offsets, topic_ids
 from mirrorflow.mm2.filters import FlowFilters
 from mirrorflow.replication.planner import source_offsets
-from mirrorflow.state.lease import FlowLease, local_owner
+from mirrorflow.state.history import record_operation
+from mirrorflow.state.lease import FlowLease, local_owner, whoami
 from mirrorflow.state.offset_map import MapEntry
 from mirrorflow.state.records import Progress
 from mirrorflow.state.store import StateStore
@@ -122,6 +123,7 @@ def reseed(clients: FlowClients, topic: str, dry_run: bool = False) -> list[Rese
         )
         for r in plan:
             _write(clients, writer, r)
+        record_operation(clients, "reseed", whoami(), summary=f"re-seeded {topic}", figures=_figures(plan))
         return plan
     finally:
         lease.release()
@@ -170,6 +172,11 @@ def write_partition_state(
         ) from None
     finally:
         clients.release(producer)
+
+
+def _figures(plan: list[ReseedPartition]) -> dict[str, Any]:
+    """A re-seed's key figures for the operations history."""
+    return {"partitions": len(plan), "offsets to copy": sum(max(0, r.end - r.start) for r in plan)}
 
 
 def to_dicts(plan: list[ReseedPartition]) -> list[dict[str, Any]]:

@@ -24,6 +24,7 @@ from typing import Any
 from mirrorflow.clients import FlowClients
 from mirrorflow.errors import ClusterError, ConfigError, StateError
 from mirrorflow.kafka.log_reader import LogReader
+from mirrorflow.state.history import record_operation
 from mirrorflow.state.topics import progress_topic
 from mirrorflow.state.writer import write_acknowledged
 
@@ -159,9 +160,25 @@ def flow_state(clients: FlowClients, controls: Mapping[str, dict[str, Any]] | No
     return stored
 
 
-def set_flow_state(clients: FlowClients, state: str, reason: str = "", by: str = "") -> FlowState:
-    """Record `state` on the target (idempotent producer, acks=all); returns the state that applies."""
+# the operation that moves a flow into each state, as the history names it (state.history)
+OPERATION = {"paused": "pause", "running": "resume", "stopped": "stop"}
+
+
+def set_flow_state(
+    clients: FlowClients, state: str, reason: str = "", by: str = "", *, via: str = "", record: bool = True
+) -> FlowState:
+    """Record `state` on the target (idempotent producer, acks=all) and, with `record`, append the
+    pause/resume/stop to the flow's operations history (state.history) with who, through which door
+    (`via`) and why, so every door (CLI, DAG, status page, a failover) leaves the same trail.
+    Returns the state that applies. The state is written first: a history write the target does
+    not acknowledge is a StateError that says the state itself was recorded."""
     if state not in STATES:
         raise ConfigError([("state", f"expected one of {', '.join(STATES)}, got {state!r}")])
-    write_control(clients, "flow-state", {"state": state, "reason": reason, "by": by, "at": int(time.time() * 1000)})
+    at = int(time.time() * 1000)
+    write_control(clients, "flow-state", {"state": state, "reason": reason, "by": by, "at": at})
+    if record:
+        try:
+            record_operation(clients, OPERATION[state], by, via=via, reason=reason, at=at)
+        except StateError as exc:
+            raise StateError(f"flow {clients.flow.name} is now {state}, but {exc}") from None
     return flow_state(clients)

@@ -15,6 +15,8 @@ never replicate them), both keyed by the SOURCE (topic, partition):
   checkpoint pass (see state.run_log), for status pages and metrics.
 * `mirrorflow.<flow.id>.results.internal` (one partition, 1 day): each run's per-unit results, keyed
   by the run's id (see state.run_results): how a copy job on another host hands them to the report.
+* `mirrorflow.<flow.id>.operations.internal` (one partition, a year or 64 MiB): every pause, resume,
+  stop, failover, failback, takeover and reseed, appended (see state.history).
 
 A key always lives in state partition crc32(key) % (partitions of that topic), so a copy unit reads
 one partition only.
@@ -31,6 +33,9 @@ from mirrorflow.clients import FlowClients
 from mirrorflow.config import FlowConfig
 from mirrorflow.errors import MirrorflowError, StateError
 from mirrorflow.kafka.topics import create_topics
+
+HISTORY_RETENTION_MS = 366 * 24 * 3600 * 1000  # the operations history: a year...
+HISTORY_RETENTION_BYTES = 64 * 1024 * 1024  # ...or 64 MiB, whichever is reached first
 
 
 def progress_topic(flow: FlowConfig) -> str:
@@ -56,6 +61,11 @@ def runs_topic(flow: FlowConfig) -> str:
 
 def results_topic(flow: FlowConfig) -> str:
     return f"mirrorflow.{flow.state_name}.results.internal"
+
+
+def history_topic(flow: FlowConfig) -> str:
+    """The operations history (state.history): appended, never compacted."""
+    return f"mirrorflow.{flow.state_name}.operations.internal"
 
 
 def transactional_id(flow: FlowConfig, topic: str, partition: int) -> str:
@@ -122,11 +132,20 @@ def state_topic_configs(flow: FlowConfig) -> dict[str, dict[str, str]]:
             "segment.ms": str(3600 * 1000),
             "max.message.bytes": str(2 * 1024 * 1024),
         },
+        # the operations history (state.history): operations are done by people, a few a day, each
+        # record well under 4 KiB, so a year is a few MB; the size bound only stops a runaway
+        # script. Nothing replication does reads it: retention shortens the story, never the copy.
+        history_topic(flow): {
+            "cleanup.policy": "delete",
+            "retention.ms": str(HISTORY_RETENTION_MS),
+            "retention.bytes": str(HISTORY_RETENTION_BYTES),
+            "segment.ms": str(30 * 24 * 3600 * 1000),
+        },
     }
 
 
 def state_topic_partitions(flow: FlowConfig, topic: str) -> int:
-    one = (lease_topic(flow), runs_topic(flow), results_topic(flow))
+    one = (lease_topic(flow), runs_topic(flow), results_topic(flow), history_topic(flow))
     return 1 if topic in one else int(flow.props["state.topic.partitions"])
 
 

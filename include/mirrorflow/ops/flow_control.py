@@ -1,0 +1,40 @@
+"""Pause, resume or stop a flow: the one core function behind `mirrorflow flow`, the control DAG and
+the status page's buttons, so every door checks the same things and leaves the same history line.
+
+A resume is refused where it would be unsafe (ops.failback.resume_problem: the identity policy both
+ways, or a reverse flow failed over since this one last ran); nothing is written then.
+"""
+
+from __future__ import annotations
+
+from mirrorflow.clients import FlowClients
+from mirrorflow.config import Config, FlowConfig
+from mirrorflow.errors import ConfigError, StateError
+from mirrorflow.ops.failback import resume_problem
+from mirrorflow.state.flow_state import FlowState, set_flow_state
+
+# action -> the state it leaves the flow in
+ACTIONS = {"pause": "paused", "resume": "running", "stop": "stopped"}
+VIA = ("cli", "airflow", "status-page")
+
+
+def control_flow(cfg: Config, flow: FlowConfig, action: str, by: str, via: str, reason: str = "") -> FlowState:
+    """Apply `action` (pause, resume, stop) to `flow` on its target, recorded in its operations
+    history with `by` and `via`; returns the state that applies afterwards (the config may declare
+    a stronger one)."""
+    problems = []
+    if action not in ACTIONS:
+        problems.append(("action", f"expected one of {', '.join(ACTIONS)}, got {action!r}"))
+    if via not in VIA:
+        problems.append(("via", f"expected one of {', '.join(VIA)}, got {via!r}"))
+    if not by.strip():
+        problems.append(("by", "who asks must be known (an Airflow user name, or user@host)"))
+    if problems:
+        raise ConfigError(problems)
+    state = ACTIONS[action]
+    if state == "running":
+        why = resume_problem(cfg, flow)
+        if why is not None:
+            raise StateError(f"cannot resume flow {flow.name}: {why}")
+    with FlowClients(cfg, flow) as clients:
+        return set_flow_state(clients, state, reason.strip(), by, via=via)
