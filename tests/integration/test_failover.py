@@ -139,3 +139,79 @@ def test_planned_failover_drains_verifies_and_resumes_exactly(tmp_path, source, 
         _, msg = first_record_after_resume(target, group, f"Q.{topic}", p)
         want = next(r for r in src if r.partition == p and r.offset == resume)
         assert (msg.key(), msg.value(), msg.timestamp()[1]) == (want.key, want.value, want.timestamp)
+
+
+def committed_offsets(cluster, group: str, topic: str, partitions: int) -> dict[int, int]:
+    c = Consumer({**cluster.client_config(), "group.id": group, "enable.auto.commit": False})
+    got = c.committed([TopicPartition(topic, p) for p in range(partitions)], timeout=10)
+    c.close()
+    return {tp.partition: tp.offset for tp in got}
+
+
+def test_commit_refuses_a_plan_whose_state_moved_and_commits_exactly_an_unmoved_one(tmp_path, source, target, unique):
+    """Issue 21.4: the commit re-reads what the plan was built from. A group that commits on B after
+    the preflight, or a new checkpoint, makes it refuse (naming what moved, nothing committed, flow
+    running); a plan whose state did not move is committed exactly, with its approver on the record."""
+    from mirrorflow.clients import FlowClients
+    from mirrorflow.ops.failover import PlanMovedError, commit_failover, plan_failover
+    from mirrorflow.ops.status import flow_status
+    from mirrorflow.state.flow_state import flow_state, read_control
+    from tests.support import create_topic
+
+    pfx = unique("drm")
+    topic, group, other = f"{pfx}.orders", f"{pfx}-app", f"{pfx}-other"
+    # source alias M: a flow of its own (M->B)
+    cfg = write_config(tmp_path / "mf.yaml", {"M": source, "B": target}, {"M->B": {
+        "topics": f"{pfx}\\..*", "groups": f"{pfx}-.*", "state.topic.partitions": 2,
+        "heartbeats.replication.enabled": False}})
+    flow = cfg.flow("M->B")
+    remote = f"M.{topic}"
+    create_topic(source, topic, 2)
+    assert sync_flow(cfg, flow, ["topics"]).ok
+    produce(source, topic, records(60, 2))
+    assert run_once(cfg, flow, mode="direct").records == 60
+    commit(source, group, topic, {0: 11, 1: 22})
+    commit(source, other, topic, {0: 5})
+    assert {group, other} <= set(emit_checkpoints(cfg, flow).groups)
+
+    plan = plan_failover(cfg, flow).plan
+    assert plan is not None and plan.blocked is None
+    planned = plan.commits()
+    assert set(planned) == {group, other} and {k: len(v) for k, v in planned.items()} == {group: 2, other: 1}
+
+    # 1. an application starts on B and commits for `other` while the approval waits
+    commit(target, other, remote, {0: 2})
+    with pytest.raises(PlanMovedError) as err:
+        commit_failover(cfg, flow, plan, "alice")
+    msg = str(err.value)
+    assert f"nothing committed: the state moved since plan {plan.id} was made" in msg, msg
+    assert f"group {other} {remote}[0]: committed offset on the target moved from none to 2" in msg, msg
+    assert "Run the preflight again" in msg
+    assert committed_offsets(target, group, remote, 2) == {0: -1001, 1: -1001}  # nothing committed
+    assert committed_offsets(target, other, remote, 1) == {0: 2}
+    with FlowClients(cfg, flow) as clients:
+        assert flow_state(clients).state == "running" and read_control(clients, "failover") is None
+
+    # 2. a new plan sees it; then the group reads on on the source and a new checkpoint is written
+    plan = plan_failover(cfg, flow).plan
+    commit(source, group, topic, {0: 30})
+    emit_checkpoints(cfg, flow)
+    with pytest.raises(PlanMovedError, match=rf"group {group} {remote}\[0\]: checkpoint moved from \d+ to \d+"):
+        commit_failover(cfg, flow, plan, "alice")
+    assert committed_offsets(target, group, remote, 2) == {0: -1001, 1: -1001}
+
+    # 3. nothing moves: the commit writes exactly the plan's offsets and names the approver
+    plan = plan_failover(cfg, flow).plan
+    assert plan_failover(cfg, flow, dry_run=True).plan.id == plan.id  # the id is the content's
+    rep = commit_failover(cfg, flow, plan, "alice")
+    assert rep.done and rep.approved_by == "alice"
+    want = plan.commits()
+    assert set(want[group]) == {f"{remote}:0", f"{remote}:1"} and set(want[other]) == {f"{remote}:0"}
+    assert {f"{remote}:{p}": o for p, o in committed_offsets(target, group, remote, 2).items()} == want[group]
+    assert {f"{remote}:{p}": o for p, o in committed_offsets(target, other, remote, 1).items()} == want[other]
+    with FlowClients(cfg, flow) as clients:
+        record = read_control(clients, "failover")
+        assert record["approved_by"] == "alice" and record["plan"] == plan.id and record["groups"] == want
+        assert flow_state(clients).state == "stopped"
+    status = flow_status(cfg, flow)
+    assert any(f"plan {plan.id} approved by alice" in line for line in status.operations), status.operations

@@ -1,4 +1,5 @@
-"""`mirrorflow failover --flow A->B [--mode planned|unplanned] [--groups REGEX] [--dry-run] [--yes] [--json]`."""
+"""`mirrorflow failover --flow A->B [--mode planned|unplanned] [--groups REGEX] [--plan-id ID] [--dry-run] [--yes]
+[--json]`: prints the plan (with its id), asks, commits exactly that plan (mirrorflow.ops.failover)."""
 
 from __future__ import annotations
 
@@ -22,28 +23,57 @@ def _args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--copy-mode", choices=["submit", "inprocess", "direct"], default="submit", help="planned mode: how to drain"
     )
+    p.add_argument(
+        "--plan-id",
+        help="commit only if the plan is still this one (the id a --dry-run printed); otherwise nothing is committed",
+    )
 
 
 @command("failover", "move a flow's consumer groups to its target and stop the flow (disaster recovery)", _args)
 def _failover(args: argparse.Namespace) -> int:
     from mirrorflow.ops.failover import FailoverReport, failover
+    from mirrorflow.state.lease import whoami
 
     cfg = load_config(args)
     flow = cfg.flow(args.flow)
 
     def confirm(report: FailoverReport) -> bool:
         question = (
-            f"Fail over {flow.name}: commit these offsets on {flow.target!r} and stop the flow? Type the flow name: "
+            f"Fail over {flow.name}: commit plan {report.plan.id if report.plan else '?'} on {flow.target!r} and "
+            "stop the flow? Type the flow name: "
         )
         return confirmed(args, report.render(), question, flow.name)
 
     from mirrorflow.cli.progress import plain_log, spinner
 
+    approver = whoami() + (" (--yes)" if args.yes else "")
     if args.yes or args.dry_run:  # no question to ask: a spinner names each step
         with spinner(args, f"failover of {flow.name}") as log:
-            rep = failover(cfg, flow, args.mode, args.groups, args.dry_run, confirm, args.copy_mode, log=log)
+            rep = failover(
+                cfg,
+                flow,
+                args.mode,
+                args.groups,
+                args.dry_run,
+                confirm,
+                args.copy_mode,
+                log=log,
+                plan_id=args.plan_id,
+                approved_by=approver,
+            )
     else:  # the confirmation reads the terminal: plain step lines
-        rep = failover(cfg, flow, args.mode, args.groups, args.dry_run, confirm, args.copy_mode, log=plain_log(args))
+        rep = failover(
+            cfg,
+            flow,
+            args.mode,
+            args.groups,
+            args.dry_run,
+            confirm,
+            args.copy_mode,
+            log=plain_log(args),
+            plan_id=args.plan_id,
+            approved_by=approver,
+        )
     if args.json:
         print_json(rep.to_dict())
     else:

@@ -181,6 +181,39 @@ def describe_target_groups(
     return described, errors
 
 
+def commit_group_plans(
+    admin: Any, plans: Iterable[GroupSyncPlan], timeout: float
+) -> tuple[dict[str, int], dict[str, str]]:
+    """Commit the `write` partitions of `plans` on the target, exactly as planned (a failover commits
+    the plan that was approved). Returns (group -> partitions written, group -> error)."""
+    committed: dict[str, int] = {}
+    errors: dict[str, str] = {}
+    futures: dict[str, tuple[GroupSyncPlan, Future]] = {}
+    for plan in plans:
+        if plan.writes:
+            tps = [TopicPartition(p.topic, p.partition, p.checkpoint_offset, p.metadata or "") for p in plan.writes]
+            fut = admin.alter_consumer_group_offsets(
+                [ConsumerGroupTopicPartitions(plan.group, tps)], request_timeout=timeout
+            )[plan.group]
+            futures[plan.group] = (plan, fut)
+    for g, (plan, fut) in futures.items():
+        try:
+            res = fut.result(timeout + 5)
+        except KafkaException as exc:
+            err = kafka_error(exc)
+            code = err.code() if err is not None else None
+            if code in (KafkaError.UNKNOWN_MEMBER_ID, KafkaError.REBALANCE_IN_PROGRESS):
+                errors[g] = "members joined the group on the target during the sync; left alone"
+            else:
+                errors[g] = f"commit failed: {err.str() if err is not None else exc}"
+            continue
+        bad = [f"{tp.topic}[{tp.partition}]: {tp.error.str()}" for tp in res.topic_partitions if tp.error]
+        if bad:
+            errors[g] = "commit failed for " + ", ".join(bad)
+        committed[g] = len(plan.writes) - len(bad)
+    return committed, errors
+
+
 def sync_group_offsets(
     cfg: Config,
     flow: FlowConfig,
@@ -249,29 +282,10 @@ def _sync(
     except KafkaException as exc:
         raise conn.describe_failure(exc) from None
     existing = {(t, p) for t, m in md.topics.items() if m.error is None for p in m.partitions}
-    futures: dict[str, tuple[GroupSyncPlan, Future]] = {}
     for g in names:
-        if g not in described:
-            continue
-        plan = plan_group_sync(described[g], wanted[g], existing)
-        run.plans.append(plan)
-        if plan.writes and not dry_run:
-            tps = [TopicPartition(p.topic, p.partition, p.checkpoint_offset, p.metadata or "") for p in plan.writes]
-            fut = admin.alter_consumer_group_offsets([ConsumerGroupTopicPartitions(g, tps)], request_timeout=timeout)[g]
-            futures[g] = (plan, fut)
-    for g, (plan, fut) in futures.items():
-        try:
-            res = fut.result(timeout + 5)
-        except KafkaException as exc:
-            err = kafka_error(exc)
-            code = err.code() if err is not None else None
-            if code in (KafkaError.UNKNOWN_MEMBER_ID, KafkaError.REBALANCE_IN_PROGRESS):
-                run.errors[g] = "members joined the group on the target during the sync; left alone"
-            else:
-                run.errors[g] = f"commit failed: {err.str() if err is not None else exc}"
-            continue
-        bad = [f"{tp.topic}[{tp.partition}]: {tp.error.str()}" for tp in res.topic_partitions if tp.error]
-        if bad:
-            run.errors[g] = "commit failed for " + ", ".join(bad)
-        run.committed[g] = len(plan.writes) - len(bad)
+        if g in described:
+            run.plans.append(plan_group_sync(described[g], wanted[g], existing))
+    if not dry_run:
+        run.committed, errors = commit_group_plans(admin, run.plans, timeout)
+        run.errors.update(errors)
     return run

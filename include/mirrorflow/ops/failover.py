@@ -4,24 +4,33 @@
   the checkpoints (where each group resumes) and the offset map behind them. The source is asked
   for its ends only to tell the RPO, and only if it answers.
 * **planned** (A is up; stopping A's producers is the operator's step): drain first -- sync the
-  topics, replicate until the lag is 0 (or `max_drain_runs` runs), checkpoint once more -- so the
-  groups resume exactly where they stopped on A.
+  topics, replicate until the lag is 0 (or `max_drain_runs` runs), checkpoint once more, verify --
+  so the groups resume exactly where they stopped on A.
 
-Both: a preflight report (per partition: replicated up to, source end when reachable, offsets not
-replicated and how old the last replicated record is = the RPO; per group: where it resumes on B,
-groups left alone because they have active members on B), a confirmation (the CLI asks unless
---yes; the DAG has an approval step), then: commit the checkpointed offsets on B for the chosen
-groups (never backwards, never a group with active members -- groups.offset_sync), set the flow to
-`stopped`, and write a failover record (time, per-partition target ends, per-group offsets) to the
-target's state. A second failover of a stopped, failed-over flow is a no-op that says so.
+Two steps, so that what is approved is what is committed (issue 21.4):
+
+* `plan_failover`: the preflight. Its **plan** (`FailoverPlan`, serialisable, with an id derived
+  from its content) says per partition what was replicated (and the RPO), per group the exact
+  target offsets it will commit, and which groups it leaves alone and why.
+* `commit_failover(plan)`: under the flow's lease, re-reads what the plan was built from (progress,
+  checkpoints, the groups on the target); if any of it moved it commits nothing and says what moved
+  (`PlanMovedError`: make a new plan). Otherwise it commits exactly the plan's offsets (never
+  backwards, never a group with active members), sets the flow to `stopped` and writes the failover
+  record (who approved, the plan id, per-partition target ends, per-group offsets) to the target.
+
+`failover` composes them for the CLI (plan, confirm, commit); the DAG runs them as its preflight and
+commit tasks with Airflow's approval step between. A second failover of a stopped, failed-over flow
+is a no-op that says so.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import re
 import time
-from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -31,8 +40,13 @@ from mirrorflow.clients import FlowClients
 from mirrorflow.config import Config, FlowConfig
 from mirrorflow.errors import ConfigError, MirrorflowError, StateError
 from mirrorflow.groups.checkpoint import CheckpointStore, emit_checkpoints
-from mirrorflow.groups.offset_sync import GroupSyncRun, sync_group_offsets
-from mirrorflow.groups.render import render_group_sync
+from mirrorflow.groups.offset_sync import (
+    GroupSyncPlan,
+    GroupSyncRun,
+    PartitionSync,
+    commit_group_plans,
+    sync_group_offsets,
+)
 from mirrorflow.kafka.topics import list_offsets
 from mirrorflow.metadata.sync import sync_flow
 from mirrorflow.mm2.filters import FlowFilters
@@ -44,6 +58,10 @@ from mirrorflow.state.lease import FlowLease, local_owner, whoami
 from mirrorflow.state.store import StateStore
 
 MODES = ("planned", "unplanned")
+
+
+class PlanMovedError(StateError):
+    """What a failover plan was built from moved before its commit: nothing was committed."""
 
 
 @dataclass(frozen=True)
@@ -69,6 +87,106 @@ class PartitionRPO:
         return max(0.0, (now_ms - self.last_replicated_ms) / 1000)
 
 
+@dataclass(frozen=True)
+class FailoverPlan:
+    """What a failover will commit and what that depends on. Kept in XCom between the DAG's preflight
+    and commit: about 40 bytes per (group, partition) and per replicated partition."""
+
+    flow: str
+    target: str
+    mode: str
+    groups_regex: str | None
+    partitions: tuple[PartitionRPO, ...]
+    groups: tuple[GroupSyncPlan, ...]  # per group: commit (the `write` partitions), up to date, left alone
+    at_ms: int = 0
+    verify_ok: bool | None = None  # planned mode: the preflight's verify (None: not verified)
+    errors: Mapping[str, str] = field(default_factory=dict)  # groups that could not be read on the target
+
+    @property
+    def id(self) -> str:
+        """Derived from what the plan commits and depends on (not from when it was made or from the
+        source's moving ends): the same state gives the same id."""
+        content = {
+            "flow": self.flow,
+            "target": self.target,
+            "mode": self.mode,
+            "groups_regex": self.groups_regex,
+            "replicated_to": [[p.topic, p.partition, p.replicated_to] for p in self.partitions],
+            "groups": [_group_row(g) for g in self.groups],
+            "verify_ok": self.verify_ok,
+            "errors": sorted(self.errors.items()),
+        }
+        return hashlib.sha256(json.dumps(content, sort_keys=True).encode()).hexdigest()[:12]
+
+    @property
+    def blocked(self) -> str | None:
+        """Why this plan must not be committed (None: it may)."""
+        if self.errors:
+            return "the groups " + "; ".join(f"{g}: {e}" for g, e in sorted(self.errors.items()))
+        if self.mode == "planned" and self.verify_ok is False:
+            return "verify found partitions on the target that do not match the source (see verify above)"
+        return None
+
+    def commits(self) -> dict[str, dict[str, int]]:
+        """group -> {"topic:partition": target offset} that the commit writes."""
+        return {
+            g.group: {f"{x.topic}:{x.partition}": x.checkpoint_offset for x in g.writes}
+            for g in self.groups
+            if g.writes
+        }
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "flow": self.flow,
+            "target": self.target,
+            "mode": self.mode,
+            "groups_regex": self.groups_regex,
+            "at_ms": self.at_ms,
+            "verify_ok": self.verify_ok,
+            "errors": dict(self.errors),
+            "partitions": [asdict(p) for p in self.partitions],
+            "groups": [_group_row(g) for g in self.groups],
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> FailoverPlan:
+        """The plan `to_dict` wrote; StateError when it is not one or its id does not match its content."""
+        try:
+            plan = cls(
+                str(d["flow"]),
+                str(d["target"]),
+                str(d["mode"]),
+                d.get("groups_regex"),
+                tuple(PartitionRPO(**p) for p in d["partitions"]),
+                tuple(
+                    GroupSyncPlan(g[0], g[1], int(g[2]), g[3], tuple(PartitionSync(*x) for x in g[5]), g[4])
+                    for g in d["groups"]
+                ),
+                int(d.get("at_ms", 0)),
+                d.get("verify_ok"),
+                dict(d.get("errors") or {}),
+            )
+        except (KeyError, TypeError, ValueError, IndexError) as exc:
+            raise StateError(f"not a failover plan ({exc.__class__.__name__}: {exc})") from None
+        if d.get("id") not in (None, plan.id):
+            raise StateError(f"failover plan {d.get('id')}: its content does not match its id (now {plan.id})")
+        return plan
+
+
+def _group_row(g: GroupSyncPlan) -> list[Any]:
+    """A group of a plan, compact: [group, state, members, action, reason, [[topic, partition,
+    checkpoint offset, target offset, action, metadata], ...]]."""
+    return [
+        g.group,
+        g.state,
+        g.members,
+        g.action,
+        g.reason,
+        [[x.topic, x.partition, x.checkpoint_offset, x.target_offset, x.action, x.metadata] for x in g.partitions],
+    ]
+
+
 @dataclass
 class FailoverReport:
     flow: str
@@ -78,16 +196,36 @@ class FailoverReport:
     at_ms: int = field(default_factory=lambda: int(time.time() * 1000))
     source_error: str | None = None  # why the source could not tell its ends (unplanned)
     drain: list[str] = field(default_factory=list)  # what the planned drain did
-    partitions: list[PartitionRPO] = field(default_factory=list)
-    groups: GroupSyncRun | None = None
+    plan: FailoverPlan | None = None
     verify: VerifyReport | None = None  # planned mode: the target checked against the source
+    committed: dict[str, int] = field(default_factory=dict)  # group -> partitions committed
+    approved_by: str | None = None
     done: bool = False  # the groups were committed and the flow stopped
     note: str | None = None  # why nothing was done (already failed over, not confirmed, dry run)
+
+    @property
+    def partitions(self) -> list[PartitionRPO]:
+        return list(self.plan.partitions) if self.plan else []
+
+    @property
+    def groups(self) -> GroupSyncRun | None:
+        if self.plan is None:
+            return None
+        return GroupSyncRun(self.flow, list(self.plan.groups), dict(self.committed), dict(self.plan.errors))
 
     @property
     def not_replicated(self) -> int | None:
         values = [p.not_replicated for p in self.partitions]
         return None if any(v is None for v in values) else sum(v for v in values if v is not None)
+
+    def status(self) -> str:
+        if self.done:
+            return "DONE, the flow is stopped"
+        if self.note:
+            return self.note
+        if self.plan is not None and self.plan.blocked:
+            return f"plan {self.plan.id} CANNOT be committed: {self.plan.blocked}"
+        return f"plan {self.plan.id}, nothing committed yet" if self.plan else "preflight"
 
     def lines(self) -> list[str]:
         nr = self.not_replicated
@@ -95,8 +233,10 @@ class FailoverReport:
             f"failover of flow {self.flow} to cluster {self.target!r} ({self.mode}"
             + (", dry run" if self.dry_run else "")
             + "): "
-            + ("DONE, the flow is stopped" if self.done else (self.note or "preflight"))
+            + self.status()
         ]
+        if self.plan is not None:
+            out.append(f"  plan: {self.plan.id}" + (f", approved by {self.approved_by}" if self.approved_by else ""))
         out += [f"  drain: {d}" for d in self.drain]
         if self.source_error:
             out.append(f"  source: {self.source_error} (offsets not replicated: unknown)")
@@ -115,17 +255,49 @@ class FailoverReport:
             )
         if self.verify is not None:
             out += ["  verify: " + line for line in self.verify.lines()]
-        if self.groups is not None:
-            out += ["  " + line for line in render_group_sync(self.groups).lines]
-            for g in self.groups.plans:
-                for x in g.partitions:
-                    if x.action in ("write", "skip-equal", "skip-ahead"):
-                        resume = max(x.checkpoint_offset, x.target_offset or -1)
-                        out.append(f"    {g.group} resumes {x.topic}[{x.partition}] at {resume}")
+        if self.plan is not None:
+            out += self._group_lines(self.plan)
+        return out
+
+    def _group_lines(self, plan: FailoverPlan) -> list[str]:
+        verb = "committed" if self.done else "to commit"
+        out = [
+            f"  groups: {sum(len(g.writes) for g in plan.groups)} offset(s) {verb} for {len(plan.commits())} group(s)"
+        ]
+        for g in plan.groups:
+            if g.action == "left-alone":
+                out.append(f"    {g.group}: left alone ({g.reason})")
+                continue
+            ahead = [x for x in g.partitions if x.action == "skip-ahead"]
+            no_topic = [x for x in g.partitions if x.action == "skip-no-topic"]
+            out.append(
+                f"    {g.group}: "
+                + (f"{len(g.writes)} partition(s) {verb}" if g.writes else "up to date")
+                + "".join(f"; keeps {x.topic}[{x.partition}] at {x.target_offset} (ahead)" for x in ahead)
+                + "".join(f"; {x.topic}[{x.partition}] not on the target (run `mirrorflow sync`)" for x in no_topic)
+            )
+            for x in g.partitions:
+                if x.action in ("write", "skip-equal", "skip-ahead"):
+                    resume = max(x.checkpoint_offset, x.target_offset or -1)
+                    out.append(f"    {g.group} resumes {x.topic}[{x.partition}] at {resume}")
+        out += [f"    {g}: CANNOT be read on the target: {e}" for g, e in sorted(plan.errors.items())]
         return out
 
     def render(self) -> str:
         return "\n".join(self.lines())
+
+    def markdown(self) -> str:
+        """The report for Airflow's Required Actions page: as printed, in a code block, headed by the plan id."""
+        text = self.render()
+        fence = "`" * max(3, 1 + max((len(m) for m in re.findall(r"`+", text)), default=0))
+        head = (
+            f"**Failover plan `{self.plan.id}`** of flow `{self.flow}` to cluster `{self.target}` ({self.mode}). "
+            "Approve commits exactly these offsets on the target and stops the flow; if what the plan was "
+            "built from moves before the commit, nothing is committed and the run fails (trigger a new preflight)."
+            if self.plan is not None
+            else f"Failover of flow `{self.flow}` to cluster `{self.target}`"
+        )
+        return f"{head}\n\n{fence}text\n{text}\n{fence}\n"
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -136,6 +308,9 @@ class FailoverReport:
             "at_ms": self.at_ms,
             "done": self.done,
             "note": self.note,
+            "plan_id": self.plan.id if self.plan else None,
+            "blocked": self.plan.blocked if self.plan else None,
+            "approved_by": self.approved_by,
             "source_error": self.source_error,
             "drain": self.drain,
             "not_replicated": self.not_replicated,
@@ -159,41 +334,175 @@ def failover(
     max_drain_runs: int = 5,
     log: Callable[[str], None] = lambda s: None,
     drain: bool | None = None,
+    plan_id: str | None = None,
+    approved_by: str | None = None,
 ) -> FailoverReport:
-    """Preflight, confirm, commit (see the module docstring). Never raises for a refusal the
-    report can explain (already failed over, not confirmed); raises MirrorflowError for bad input.
-    `drain` (planned mode; default: unless a dry run): the DAG drains in its preflight task, so the
-    approval sees the drained state, and not again in its commit task."""
+    """Plan, confirm, commit that plan (the CLI; see the module docstring). Never raises for a refusal
+    the report can explain (already failed over, not confirmed, a plan that cannot be committed);
+    raises MirrorflowError for bad input, PlanMovedError when the state moved after the plan or the
+    plan is not `plan_id`. `drain` (planned mode; default: unless a dry run)."""
+    report = plan_failover(cfg, flow, mode, groups, dry_run, copy_mode, max_drain_runs, log, drain)
+    if report.plan is None:  # nothing to do
+        return report
+    if plan_id and plan_id != report.plan.id:
+        raise PlanMovedError(
+            f"failover of {flow.name}: the plan is {report.plan.id} now, not {plan_id}: the state moved since "
+            "that preflight (see this report); nothing committed"
+        )
+    if dry_run:
+        report.note = "dry run: nothing changed"
+        return report
+    if report.plan.blocked or not confirm(report):
+        report.note = (
+            f"plan {report.plan.id} cannot be committed: {report.plan.blocked}; nothing changed"
+            if report.plan.blocked
+            else "not confirmed: nothing changed"
+        )
+        return report
+    return commit_failover(cfg, flow, report.plan, approved_by or whoami(), report)
+
+
+def plan_failover(
+    cfg: Config,
+    flow: FlowConfig,
+    mode: str = "unplanned",
+    groups: str | None = None,
+    dry_run: bool = False,
+    copy_mode: str = "submit",
+    max_drain_runs: int = 5,
+    log: Callable[[str], None] = lambda s: None,
+    drain: bool | None = None,
+) -> FailoverReport:
+    """The preflight: drain (planned mode, unless a dry run or `drain=False`), then the report and its
+    plan (planned mode: verified). Changes no group and no flow state. `report.plan` is None when the
+    flow was already failed over (`report.note` says so)."""
     if mode not in MODES:
         raise ConfigError([("--mode", f"expected planned or unplanned, got {mode!r}")])
     pattern = _group_pattern(groups)
     report = FailoverReport(flow.name, flow.target, mode, dry_run)
     with FlowClients(cfg, flow) as clients:
-        done = read_control(clients, "failover")
-        if done is not None and flow_state(clients).state == "stopped":
-            report.note = (
-                f"nothing to do: flow {flow.name} was already failed over to {flow.target!r} at "
-                f"{_iso(int(done.get('at', 0)))} ({done.get('mode')}) and is stopped"
-            )
+        if _already_done(clients, report):
             return report
     if mode == "planned" and (not dry_run if drain is None else drain):
         _drain(cfg, flow, report, copy_mode, max_drain_runs, log)
     with FlowClients(cfg, flow) as clients:
-        _preflight(clients, report, pattern)
+        report.plan = _build_plan(clients, mode, groups, pattern, report)
         if mode == "planned":
             report.verify = verify_flow(clients)  # shown before the confirmation / approval
-        if dry_run:
-            report.note = "dry run: nothing changed"
-            return report
-        if not confirm(report):
-            report.note = "not confirmed: nothing changed"
+            report.plan = replace(report.plan, verify_ok=report.verify.ok)
+    return report
+
+
+def commit_failover(
+    cfg: Config,
+    flow: FlowConfig,
+    plan: FailoverPlan,
+    approved_by: str,
+    report: FailoverReport | None = None,
+) -> FailoverReport:
+    """Commit exactly `plan` (module docstring), recording `approved_by`. PlanMovedError, nothing
+    committed, when what the plan was built from moved; StateError for a plan that cannot be committed."""
+    if (plan.flow, plan.target) != (flow.name, flow.target):
+        raise ConfigError([("plan", f"plan {plan.id} is for flow {plan.flow}, not {flow.name}")])
+    if plan.blocked:
+        raise StateError(f"failover plan {plan.id} of {flow.name} cannot be committed: {plan.blocked}")
+    if report is None:
+        report = FailoverReport(flow.name, flow.target, plan.mode, False, plan=plan)
+    report.approved_by = approved_by
+    with FlowClients(cfg, flow) as clients:
+        if _already_done(clients, report):
             return report
         lease = FlowLease(clients, *local_owner("mirrorflow failover")).acquire()
         try:
-            _commit(cfg, clients, report, pattern)
+            now = _build_plan(clients, plan.mode, plan.groups_regex, _group_pattern(plan.groups_regex), None)
+            moved = plan_moves(plan, now)
+            if moved:
+                raise PlanMovedError(
+                    f"failover of {flow.name}: nothing committed: the state moved since plan {plan.id} was made"
+                    f" (now {now.id}): "
+                    + "; ".join(moved[:20])
+                    + (f"; and {len(moved) - 20} more" if len(moved) > 20 else "")
+                    + ". Run the preflight again and approve the new plan."
+                )
+            _commit(clients, report, plan, now)
         finally:
             lease.release()
     return report
+
+
+def plan_moves(plan: FailoverPlan, now: FailoverPlan) -> list[str]:
+    """What moved between `plan` and `now` (the same state read again) that the plan depends on:
+    progress (except heartbeat topics, which move while the flow runs and no group resumes on), the
+    groups chosen, their checkpoints, whether they are left alone, and their committed offsets on the
+    target (one the group sync has since moved to exactly the planned offset has not moved)."""
+    out: list[str] = []
+    was = {(p.topic, p.partition): p.replicated_to for p in plan.partitions if not _heartbeats(p.topic)}
+    is_ = {(p.topic, p.partition): p.replicated_to for p in now.partitions if not _heartbeats(p.topic)}
+    for k in sorted(was.keys() | is_.keys()):
+        if was.get(k) != is_.get(k):
+            out.append(f"{k[0]}[{k[1]}] replicated up to {_n(was.get(k))} in the plan, now {_n(is_.get(k))}")
+    before = {g.group: g for g in plan.groups}
+    after = {g.group: g for g in now.groups}
+    for name in sorted(before.keys() | after.keys()):
+        b, a = before.get(name), after.get(name)
+        if b is None:
+            out.append(f"group {name}: has checkpoints now, not in the plan")
+        elif a is None:
+            out.append(f"group {name}: " + (now.errors.get(name) or "no longer has checkpoints"))
+        elif (b.action == "left-alone") != (a.action == "left-alone"):
+            out.append(
+                f"group {name}: "
+                + (
+                    f"now has {a.members} active member(s) on the target"
+                    if a.action == "left-alone"
+                    else f"left alone in the plan ({b.reason}), not any more"
+                )
+            )
+        elif b.action != "left-alone":
+            out += _partition_moves(b, a)
+    return out
+
+
+def _partition_moves(b: GroupSyncPlan, a: GroupSyncPlan) -> list[str]:
+    out = []
+    was = {(x.topic, x.partition): x for x in b.partitions}
+    is_ = {(x.topic, x.partition): x for x in a.partitions}
+    for k in sorted(was.keys() | is_.keys()):
+        x, y = was.get(k), is_.get(k)
+        where = f"group {b.group} {k[0]}[{k[1]}]"
+        if x is None or y is None:
+            out.append(f"{where}: {'a new checkpoint' if x is None else 'its checkpoint is gone'}")
+        elif x.checkpoint_offset != y.checkpoint_offset:
+            out.append(f"{where}: checkpoint moved from {x.checkpoint_offset} to {y.checkpoint_offset}")
+        elif x.target_offset != y.target_offset and not (
+            x.action == "write" and y.target_offset == x.checkpoint_offset
+        ):
+            out.append(
+                f"{where}: committed offset on the target moved from {_n(x.target_offset)} to {_n(y.target_offset)}"
+            )
+    return out
+
+
+def _n(v: int | None) -> str:
+    return "none" if v is None else str(v)
+
+
+def _heartbeats(topic: str) -> bool:
+    return topic == "heartbeats" or topic.endswith(".heartbeats")
+
+
+def _already_done(clients: FlowClients, report: FailoverReport) -> bool:
+    done = read_control(clients, "failover")
+    if done is not None and flow_state(clients).state == "stopped":
+        report.note = (
+            f"nothing to do: flow {clients.flow.name} was already failed over to {clients.flow.target!r} at "
+            f"{_iso(int(done.get('at', 0)))} ({done.get('mode')})"
+            + (f", plan {done['plan']}" if done.get("plan") else "")
+            + (f" approved by {done['approved_by']}" if done.get("approved_by") else "")
+            + " and is stopped"
+        )
+        return True
+    return False
 
 
 def _group_pattern(groups: str | None) -> re.Pattern[str] | None:
@@ -226,7 +535,15 @@ def _drain(
     report.drain.append(f"checkpoints: {len(run.emitted)} emitted for {len(run.groups)} group(s)")
 
 
-def _preflight(clients: FlowClients, report: FailoverReport, pattern: re.Pattern[str] | None) -> None:
+def _build_plan(
+    clients: FlowClients,
+    mode: str,
+    groups: str | None,
+    pattern: re.Pattern[str] | None,
+    report: FailoverReport | None,
+) -> FailoverPlan:
+    """Read what a plan is made of from the target; with a `report` (the preflight) also the source's
+    ends for the RPO, which a commit does not ask for."""
     flow = clients.flow
     progress = StateStore(clients).progress()
     if not progress:
@@ -242,63 +559,66 @@ def _preflight(clients: FlowClients, report: FailoverReport, pattern: re.Pattern
         committed=False,
     )
     ends: dict[tuple[str, int], int] = {}
-    try:
-        ends = source_offsets(clients, keys, OffsetSpec.latest())
-    except MirrorflowError as exc:
-        if report.mode == "planned":
-            raise
-        report.source_error = str(exc)
-    report.partitions = [
-        PartitionRPO(
-            t,
-            p,
-            remote[t],
-            progress[(t, p)].next,
-            target_ends.get((remote[t], p), -1),
-            ends.get((t, p)),
-            progress[(t, p)].last_timestamp,
-        )
-        for t, p in keys
-    ]
-    report.groups = sync_group_offsets(
-        clients.cfg, flow, groups=_chosen_groups(clients, pattern), dry_run=True, clients=clients, failover=True
+    if report is not None:
+        try:
+            ends = source_offsets(clients, keys, OffsetSpec.latest())
+        except MirrorflowError as exc:
+            if mode == "planned":
+                raise
+            report.source_error = str(exc)
+    store = CheckpointStore.load(clients)
+    chosen = None if pattern is None else [g for g in store.groups() if pattern.fullmatch(g)]
+    run = sync_group_offsets(clients.cfg, flow, store, groups=chosen, dry_run=True, clients=clients, failover=True)
+    return FailoverPlan(
+        flow.name,
+        flow.target,
+        mode,
+        groups or None,
+        tuple(
+            PartitionRPO(
+                t,
+                p,
+                remote[t],
+                progress[(t, p)].next,
+                target_ends.get((remote[t], p), -1),
+                ends.get((t, p)),
+                progress[(t, p)].last_timestamp,
+            )
+            for t, p in keys
+        ),
+        tuple(run.plans),
+        int(time.time() * 1000),
+        errors=dict(run.errors),
     )
 
 
-def _chosen_groups(clients: FlowClients, pattern: re.Pattern[str] | None) -> list[str] | None:
-    if pattern is None:
-        return None
-    return [g for g in CheckpointStore.load(clients).groups() if pattern.fullmatch(g)]
-
-
-def _commit(cfg: Config, clients: FlowClients, report: FailoverReport, pattern: re.Pattern[str] | None) -> None:
+def _commit(clients: FlowClients, report: FailoverReport, plan: FailoverPlan, now: FailoverPlan) -> None:
     flow = clients.flow
-    report.groups = sync_group_offsets(
-        cfg, flow, groups=_chosen_groups(clients, pattern), clients=clients, failover=True
-    )
-    if report.groups.errors:
+    report.committed, errors = commit_group_plans(clients.admin("target"), plan.groups, clients.admin_timeout)
+    if errors:
         raise MirrorflowError(
-            f"failover of {flow.name}: committing the offsets failed for "
-            + "; ".join(f"{g}: {e}" for g, e in sorted(report.groups.errors.items()))
+            f"failover of {flow.name}: committing the offsets of plan {plan.id} failed for "
+            + "; ".join(f"{g}: {e}" for g, e in sorted(errors.items()))
             + " (the flow is not stopped; fix and run the failover again: it never moves an offset backwards)"
         )
-    committed = {
-        g.group: {f"{x.topic}:{x.partition}": x.checkpoint_offset for x in g.writes} for g in report.groups.plans
-    }
     write_control(
         clients,
         "failover",
         {
             "at": report.at_ms,
-            "mode": report.mode,
+            "mode": plan.mode,
             "by": whoami(),
-            "target_ends": {f"{p.target_topic}:{p.partition}": p.target_end for p in report.partitions},
-            "replicated_to": {f"{p.topic}:{p.partition}": p.replicated_to for p in report.partitions},
-            "groups": committed,
-            "left_alone": [g.group for g in report.groups.plans if g.action == "left-alone"],
+            "approved_by": report.approved_by,
+            "plan": plan.id,
+            # read again at the commit (producers may write to B while the approval waits)
+            "target_ends": {f"{p.target_topic}:{p.partition}": p.target_end for p in now.partitions},
+            "replicated_to": {f"{p.topic}:{p.partition}": p.replicated_to for p in plan.partitions},
+            "groups": plan.commits(),
+            "left_alone": [g.group for g in plan.groups if g.action == "left-alone"],
         },
     )
-    set_flow_state(clients, "stopped", f"failed over to {flow.target!r} ({report.mode})", whoami())
+    why = f"failed over to {flow.target!r} ({plan.mode}), plan {plan.id} approved by {report.approved_by}"
+    set_flow_state(clients, "stopped", why, whoami())
     report.done = True
 
 

@@ -230,5 +230,7 @@ def operations(records: dict[str, dict[str, Any]]) -> list[str]:
             "takeover": f"took over from MirrorMaker 2 ({r.get('partitions', '?')} partitions)",
         }.get(name, name)
         by = f" by {r['by']}" if r.get("by") else ""
+        if r.get("approved_by"):  # a failover: who approved its plan (the Airflow user, or the CLI's)
+            by += f", plan {r.get('plan', '?')} approved by {r['approved_by']}"
         out.append(f"{what} at {when}{by}")
     return out
