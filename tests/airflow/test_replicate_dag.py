@@ -44,6 +44,9 @@ def test_one_replicate_dag_per_flow(dagbag):
     assert dag.get_task("copy").upstream_task_ids == {"plan"}
     assert dag.get_task("report").upstream_task_ids == {"plan", "copy"}
     assert dag.get_task("copy").task_type == "MirrorflowSparkSubmitOperator"
+    # the application it submits is the repository's spark_jobs/ file (a checkout, the Docker image)
+    app = Path(dag.get_task("copy").application)
+    assert app == Path(__file__).resolve().parents[2] / "spark_jobs" / "mirrorflow_copy.py" and app.is_file()
 
 
 def on_its_own_machine(dag, base: Path) -> list[tuple[str, list[str]]]:

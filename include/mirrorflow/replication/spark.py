@@ -1,6 +1,6 @@
 """The Spark side of a run: one Spark task per unit, through spark-submit or an in-process session.
 
-`spark-submit --files PLAN mirrorflow/replication/spark_job.py PLAN` is the default (the master
+`spark-submit --files PLAN spark_jobs/mirrorflow_copy.py PLAN` is the default (the master
 comes from the config, `local[*]` unless set; other masters get the package as a --py-files zip).
 spark-submit ships the plan file itself, so a driver on another host (--deploy-mode cluster) reads
 it too; the driver writes the units' results to the target (`replication.handoff`), where the
@@ -29,7 +29,23 @@ from mirrorflow.config import Config
 from mirrorflow.errors import MirrorflowError
 from mirrorflow.process import die_with_parent
 
-JOB_PATH = Path(__file__).with_name("spark_job.py")
+PACKAGED_JOB = Path(__file__).with_name("spark_job.py")
+
+
+def job_path(package_dir: Path = Path(mirrorflow.__file__).parent) -> Path:
+    """The Spark application to submit: spark_jobs/mirrorflow_copy.py of the checkout mirrorflow
+    runs from (include/mirrorflow -> spark_jobs/; an editable install, the Docker image), else the
+    package's own replication/spark_job.py, the same main() as a script: a wheel installed without
+    the repository carries no spark_jobs/ (shipping it as a top-level package would put a generic
+    `spark_jobs` name into site-packages), and needs none."""
+    if package_dir.parent.name == "include":
+        app = package_dir.parent.parent / "spark_jobs" / "mirrorflow_copy.py"
+        if app.is_file():
+            return app
+    return PACKAGED_JOB
+
+
+JOB_PATH = job_path()
 VENV_BIN = Path(sys.executable).parent
 
 

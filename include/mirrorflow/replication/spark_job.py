@@ -1,7 +1,8 @@
-"""spark-submit entry point of the copy job (thin): `spark_job.py PLAN_JSON`.
+"""The copy job's driver main (thin): `spark-submit ... spark_jobs/mirrorflow_copy.py PLAN_JSON`.
 
-It lives in the package (not beside it) so an installed mirrorflow can submit it: the runner passes
-this file's path to spark-submit. Absolute imports only: Spark runs it as a script.
+spark_jobs/mirrorflow_copy.py (the repository's Spark application) calls main(); a wheel installed
+without the repository submits this module itself, which runs as a script too (see
+mirrorflow.replication.spark.job_path). Absolute imports only: Spark runs it as a script.
 
 The plan file carries the flow name, the config path and the units (never secrets); each Spark task
 copies one unit with mirrorflow.replication.copier, building its Kafka clients inside the task. PLAN_JSON
@@ -11,11 +12,12 @@ the DAG's report task reads them (mirrorflow.replication.handoff). Logic lives i
 """
 
 import sys
+from pathlib import Path
 
 
 def main(argv: list[str]) -> int:
     if len(argv) != 1:
-        print("usage: spark_job.py PLAN_JSON", file=sys.stderr)
+        print(f"usage: {Path(sys.argv[0]).name} PLAN_JSON", file=sys.stderr)
         return 2
     from pyspark.sql import SparkSession
 
