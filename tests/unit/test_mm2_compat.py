@@ -4,6 +4,7 @@ source documents (/work/shared/source-docs, listed below with where each comes f
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -132,8 +133,31 @@ SOURCE_PROPERTIES: list[tuple[str, str]] = [
     ("metadata.annotations[strimzi.io/restart-connector-task]", "003 §9.9.10"),
 ]
 
-# Names in the source documents that are not MirrorMaker 2 or KafkaMirrorMaker2 properties, and why.
+# Names in the source documents that are not MirrorMaker 2, Kafka Connect or client properties, and why
+# (test_every_dotted_name_in_the_source_documents_has_a_row_or_is_listed_here).
 NOT_MM2 = {
+    "my-source-cluster.checkpoints.internal": "003 §9.9.7: a topic name in an ACL example",
+    "mm2-offset-syncs.my-target-cluster.internal": "003 §9.9.7: a topic name in an ACL example",
+    "connect-distributed.properties": "002 §5.1: the worker's file name",
+    "log4j.properties": "003: a logging file name (spec.logging)",
+    "log4j2.properties": "003: a logging file name (spec.logging)",
+    "kafka-acl.sh": "002: a Kafka tool",
+    "kafka.strimzi.io": "003: the Strimzi API group",
+    "strimzi.io": "003: Strimzi's annotation and API domain",
+    "kubernetes.io": "003: Kubernetes label domain",
+    "topology.kubernetes.io": "003: a Kubernetes label (the rack example's topologyKey)",
+    "leeroo.com": "004: the page's site",
+    "org.apache.kafka.connect.converters": "002: a Java package (the converter class's)",
+    "org.apache.kafka.connect.mirror": "002: a Java package (MM2's classes')",
+    "props.put": "002: Java code of the ACL example",
+    "e.g": "002: prose",
+    "config": "002 §5.6: the JSON object of a connector's properties",
+    "source.crt": "003: a certificate file in a Secret",
+    "source.key": "003: a key file in a Secret",
+    "target.crt": "003: a certificate file in a Secret",
+    "target.key": "003: a key file in a Secret",
+    "user.crt": "003: a certificate file in a Secret",
+    "user.key": "003: a key file in a Secret",
     "offsets.topic.replication.factor": "003 §9.9.7: a broker setting of the example `Kafka` resource",
     "transaction.state.log.replication.factor": "003 §9.9.7: a broker setting of the example `Kafka` resource",
     "transaction.state.log.min.isr": "003 §9.9.7: a broker setting of the example `Kafka` resource",
@@ -142,6 +166,37 @@ NOT_MM2 = {
     "inter.broker.protocol.version": "003 §9.9.7: a broker setting of the example `Kafka` resource",
     "connect.root.logger.level": "003 callout 36: a logger name inside spec.logging (its row)",
 }
+
+
+# Kafka Connect worker settings an MM2 deployment on Connect (002 §5.1, mm2-behaviour.md's worker) sets
+# besides those the documents name: each has a row, and `config import` leaves it out with its reason.
+CONNECT_WORKER_SETTINGS = [
+    "offset.flush.interval.ms", "offset.flush.timeout.ms", "offset.storage.topic", "offset.storage.partitions",
+    "offset.storage.replication.factor", "config.storage.topic", "config.storage.replication.factor",
+    "status.storage.topic", "status.storage.partitions", "status.storage.replication.factor",
+    "offset.storage.file.filename", "group.id", "plugin.path", "plugin.discovery", "listeners",
+    "rest.advertised.host.name", "rest.advertised.port", "rest.advertised.listener", "connect.protocol",
+    "scheduled.rebalance.max.delay.ms", "task.shutdown.graceful.timeout.ms", "key.converter", "value.converter",
+    "header.converter",
+]
+# a dotted lowercase name anywhere in a document (not the start of a camelCase one: log4j.rootLogger); a
+# trailing dot before a quote, `*` or `<` is a prefix ("source.cluster." -> source.cluster.*)
+DOTTED = re.compile(r"(?<![\w.$/-])([a-z][a-z0-9-]*(?:\.[a-z0-9-]+)+)(?![\w-])(\.(?=[\"*<]))?")
+# a key of an example: `key=value` (worker properties) or `"key": value` (connector JSON)
+EXAMPLE_KEY = re.compile(r'^\s*(?:"([a-z][a-z0-9.-]*)"\s*:|([a-z][a-z0-9.-]*)=)', re.M)
+
+
+def source_document_names() -> dict[str, str]:
+    """Every property-like name of the source documents (dotted names anywhere, the keys of the
+    properties and JSON examples): {name: the document it is in}."""
+    out: dict[str, str] = {}
+    for path in sorted(SOURCE_DOCS.glob("*.txt")):
+        text = path.read_text()
+        for m in DOTTED.finditer(text):
+            out.setdefault(m.group(1) + (".*" if m.group(2) else ""), path.name[:3])
+        for m in EXAMPLE_KEY.finditer(text):
+            out.setdefault(m.group(1) or m.group(2), path.name[:3])
+    return out
 
 
 def _source_text(origin: str) -> str:
@@ -187,6 +242,35 @@ def test_verdicts_follow_the_code():
     assert compat.lookup("source.cluster.bootstrap.servers").name == "source.cluster.*"
     assert compat.lookup("spec.mirrors[].checkpointConnector.autoRestart.maxRestarts").verdict == "different"
     assert compat.lookup("spec.mirrors[].sourceConnector.state").name == "spec.mirrors[].*Connector.state"
+
+
+@pytest.mark.skipif(not SOURCE_DOCS.is_dir(), reason="the source documents live beside the repository, not in it")
+def test_every_name_in_the_source_documents_has_a_row_or_is_listed_as_no_property():
+    names = source_document_names()
+    assert {"offset.flush.interval.ms", "offset.storage.topic", "name", "topics", "source.cluster.*"} <= set(names)
+    missing = {n: doc for n, doc in names.items() if n not in NOT_MM2 and compat.lookup(n) is None}
+    assert not missing, f"names of the source documents without a row in docs/mm2-compatibility.md: {missing}"
+    # the hand-kept lists stay true: what they leave out is in the documents, what they cite has a row
+    assert set(NOT_MM2) <= set(names), set(NOT_MM2) - set(names)
+    assert not [n for n in NOT_MM2 if compat.lookup(n) is not None]
+
+
+def test_connect_worker_settings_have_rows_and_import_leaves_them_out_with_their_reason():
+    from mirrorflow.config.mm2_import import convert
+
+    text = DOC.read_text()
+    for name in CONNECT_WORKER_SETTINGS:
+        row = compat.lookup(name)
+        assert row is not None and row.name == name and row.section == "Kafka Connect settings", name
+        assert row.verdict == "different" and f"| `{name}` | different |" in text
+    props = "clusters = A, B\nA.bootstrap.servers = a:1\nB.bootstrap.servers = b:1\nA->B.enabled = true\n"
+    imp = convert(props + "".join(f"{n} = 1\n" for n in CONNECT_WORKER_SETTINGS), "mm2.properties")
+    notes = {n.split(":")[0]: n for n in imp.notes}
+    for name in CONNECT_WORKER_SETTINGS:
+        why = compat.lookup(name).what.removeprefix("no effect here (").split("); `config import`")[0]
+        assert notes[name] == f"{name}: not imported ({why})"
+    assert imp.flows["A->B"] == {"enabled": True} and imp.defaults == {}
+    assert all(set(c) == {"bootstrap.servers"} for c in imp.clusters.values()), imp.clusters
 
 
 @pytest.mark.skipif(not SOURCE_DOCS.is_dir(), reason="the source documents live beside the repository, not in it")

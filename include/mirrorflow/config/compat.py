@@ -1,7 +1,8 @@
 """The MirrorMaker 2 / Strimzi compatibility table, generated from the code's own property tables.
 
 docs/mm2-compatibility.md is `markdown()` (`mirrorflow config compat`); a test fails when the file
-is stale or when a property of the source documents has no row. Every row says what mirrorflow
+is stale, when a name the source documents use has no row (extracted from their text), or when a
+Kafka Connect worker setting has none. Every row says what mirrorflow
 does with an MM2, Kafka Connect or Strimzi KafkaMirrorMaker2 property: same, mapped, different
 (and why) or refused. The rows come from:
 
@@ -179,7 +180,7 @@ def markdown() -> str:
         "(include/mirrorflow/config/compat.py); do not edit: tests/unit/test_mm2_compat.py fails when it is stale. -->",
         "",
         "Every MirrorMaker 2, Kafka Connect and Strimzi `KafkaMirrorMaker2` property of the source documents, "
-        "and what mirrorflow does with it:",
+        "and the Kafka Connect worker settings of an MM2 deployment on Connect, and what mirrorflow does with it:",
         "",
         "* **same**: the same name and meaning;",
         "* **mapped**: accepted, or translated by `mirrorflow config import`, onto mirrorflow's own setting;",

@@ -46,6 +46,22 @@ IGNORED: dict[str, str] = {
     "target.cluster.alias": "a connector's target alias: the flow's name SOURCE->TARGET says it",
     "offset.flush.interval.ms": "a Kafka Connect worker setting: progress is committed with each transaction "
     "(its value becomes transaction.boundary.interval.ms when transaction.boundary=interval sets none)",
+    "offset.flush.timeout.ms": "a Kafka Connect worker setting: progress is committed inside each copy "
+    "transaction, there is no separate offset flush to wait for",
+    "offset.storage.partitions": "a Kafka Connect worker setting: progress lives in the flow's state topics "
+    "(state.topic.partitions)",
+    "status.storage.partitions": "a Kafka Connect worker setting: runs are logged in the flow's state topics",
+    "offset.storage.file.filename": "a standalone Kafka Connect worker setting: progress lives in the flow's "
+    "state topics on the target",
+    "plugin.path": "a Kafka Connect worker setting: there are no plugins to load",
+    "rest.advertised.host.name": "a Kafka Connect worker setting: no Connect REST server here",
+    "rest.advertised.port": "a Kafka Connect worker setting: no Connect REST server here",
+    "rest.advertised.listener": "a Kafka Connect worker setting: no Connect REST server here",
+    "connect.protocol": "a Kafka Connect worker setting: no Connect workers to rebalance; Airflow schedules the runs",
+    "scheduled.rebalance.max.delay.ms": "a Kafka Connect worker setting: no Connect workers to rebalance; "
+    "Airflow schedules the runs",
+    "task.shutdown.graceful.timeout.ms": "a Kafka Connect worker setting: a stopped run's copy job ends with it, "
+    "its open transaction fenced by the next run",
 }
 # Kafka Connect's exactly-once settings (KIP-618): their value decides mirrorflow's exactly.once.
 EXACTLY_ONCE_VALUES: dict[str, dict[str, bool]] = {
