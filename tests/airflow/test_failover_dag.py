@@ -1,9 +1,13 @@
-"""The failover DAG: Params form, preflight, a dry run that stops after it, and a run whose
-approval step is given (dag.test's mark_success_pattern) that commits and stops the flow."""
+"""The failover DAG: Params form, preflight, a dry run that stops after it, and a run whose approval
+is answered while dag.test() waits for it (recorded in Airflow's database the way the HITL REST
+endpoint records it; the real endpoint under the real scheduler is test_scheduler's
+test_failover_approval_and_rejection): the commit executes exactly the approved plan and records the approver."""
 
 from __future__ import annotations
 
 import os
+import threading
+import time
 
 import pytest
 
@@ -11,14 +15,53 @@ from mirrorflow.clients import FlowClients
 from mirrorflow.groups.checkpoint import emit_checkpoints
 from mirrorflow.metadata.sync import sync_flow
 from mirrorflow.replication.runner import run_once
-from mirrorflow.state.flow_state import flow_state
-from tests.integration.test_failover import commit, first_record_after_resume
+from mirrorflow.state.flow_state import flow_state, read_control
+from tests.integration.test_failover import commit, committed_offsets, first_record_after_resume
 from tests.integration.test_replicate import records
 from tests.support import consume_all, create_topic, produce, write_config
 
 pytestmark = pytest.mark.airflow
 
 DAG_FILE = os.path.join(os.path.dirname(__file__), "..", "..", "dags", "mirrorflow_failover.py")
+
+
+def answer_when_asked(dag_id: str, option: str, user: str, seen: dict) -> threading.Thread:
+    """In a thread: wait for the approval task to park in AWAITING_INPUT, keep the page's subject and
+    body in `seen`, then record `option` by `user` as the HITL PATCH endpoint does (response columns,
+    then handle_event_submit, which resumes the task)."""
+    from sqlalchemy import select
+
+    from airflow.models.hitl import HITLDetail
+    from airflow.models.taskinstance import TaskInstance as TI
+    from airflow.models.trigger import handle_event_submit
+    from airflow.triggers.base import TriggerEvent
+    from airflow.utils import timezone
+    from airflow.utils.session import create_session
+    from airflow.utils.state import TaskInstanceState
+
+    def run() -> None:
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline:
+            with create_session() as session:
+                ti = session.scalar(select(TI).where(
+                    TI.dag_id == dag_id, TI.task_id == "approve_failover",
+                    TI.state == TaskInstanceState.AWAITING_INPUT))
+                detail = None if ti is None else session.scalar(select(HITLDetail).where(HITLDetail.ti_id == ti.id))
+                if detail is not None:
+                    seen.update(subject=detail.subject, body=detail.body, timeout=ti.trigger_timeout,
+                                asked=timezone.utcnow())
+                    detail.responded_by = {"id": user, "name": user}
+                    detail.responded_at = timezone.utcnow()
+                    detail.chosen_options = [option]
+                    detail.params_input = {}
+                    handle_event_submit(TriggerEvent(detail.as_resume_event_payload()), task_instance=ti,
+                                        session=session)
+                    return
+            time.sleep(0.5)
+
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    return t
 
 
 def test_failover_dag_dry_run_then_approved_commit(tmp_path, source, target, airflow_db, unique, monkeypatch):
@@ -43,24 +86,49 @@ def test_failover_dag_dry_run_then_approved_commit(tmp_path, source, target, air
     assert bag.import_errors == {}
     dag = bag.get_dag("mirrorflow_failover__F-B")
     assert type(dag.timetable).__name__ == "NullTimetable"
-    assert set(dag.params.keys()) == {"mode", "groups", "dry_run"}
-    assert dag.get_task("approve_failover").task_type == "ApprovalOperator"
+    assert set(dag.params.keys()) == {"mode", "groups", "dry_run", "approval_timeout_minutes", "approvers"}
+    assert dag.params["approval_timeout_minutes"] == 60
+    assert dag.get_task("approve_failover").task_type == "FailoverApproval"
 
     run = dag.test(run_conf={"dry_run": True})
     states = {ti.task_id: ti.state for ti in run.get_task_instances()}
     assert states == {"preflight": "success", "go_on": "success", "approve_failover": "skipped", "commit": "skipped"}
     pre = [ti for ti in run.get_task_instances() if ti.task_id == "preflight"][0].xcom_pull(task_ids="preflight")
     assert pre["not_replicated"] == 0 and f"{group} resumes F.{topic}[0] at" in pre["text"], pre["text"]
+    assert "(unplanned, dry run): dry run: nothing changed" in pre["text"]
     with FlowClients(cfg, flow) as clients:
         assert flow_state(clients).state == "running"
 
     # every Param given: dag.test() keeps the previous run_conf in the DAG object's params
-    run = dag.test(run_conf={"mode": "unplanned", "groups": "", "dry_run": False}, mark_success_pattern="approve_.*")
+    seen: dict = {}
+    answer = answer_when_asked(dag.dag_id, "Approve", "carol", seen)
+    run = dag.test(run_conf={"mode": "unplanned", "groups": None, "dry_run": False,
+                             "approval_timeout_minutes": 7, "approvers": None})
+    answer.join(5)
     states = {ti.task_id: ti.state for ti in run.get_task_instances()}
-    go = [ti for ti in run.get_task_instances() if ti.task_id == "go_on"][0]
-    assert states["commit"] == "success", (states, run.run_id, run.conf, go.xcom_pull(task_ids="go_on"))
+    tis = {ti.task_id: ti for ti in run.get_task_instances()}
+    assert states == {"preflight": "success", "go_on": "success", "approve_failover": "success",
+                      "commit": "success"}, states
+    pre = tis["preflight"].xcom_pull(task_ids="preflight")
+    plan_id = pre["plan_id"]
+    # the approval page: the report as printed, in a code block, named by its plan, never a "dry run"
+    assert seen["subject"] == f"Fail over F->B to B: plan {plan_id}"
+    assert seen["body"].startswith(f"**Failover plan `{plan_id}`** of flow `F->B`")
+    assert f"```text\n{pre['text']}\n```" in seen["body"] and "dry run" not in seen["body"]
+    assert f"plan {plan_id}, nothing committed yet" in pre["text"]
+    # the run's approval_timeout_minutes is the response timeout Airflow enforces
+    from datetime import timedelta
+
+    assert timedelta(minutes=6) < seen["timeout"] - seen["asked"] <= timedelta(minutes=7), seen
+    done = tis["commit"].xcom_pull(task_ids="commit")
+    assert done["plan_id"] == plan_id and done["approved_by"] == "carol"
     with FlowClients(cfg, flow) as clients:
         assert flow_state(clients).state == "stopped"
-    want = consume_all(source, topic)[17]
+        record = read_control(clients, "failover")
+    # exactly the approved plan's offsets, and who approved it
+    want = {g[0]: {f"{x[0]}:{x[1]}": x[2] for x in g[5] if x[4] == "write"} for g in pre["plan"]["groups"]}
+    assert record["groups"] == want and record["approved_by"] == "carol" and record["plan"] == plan_id
+    assert committed_offsets(target, group, f"F.{topic}", 1) == {0: want[group][f"F.{topic}:0"]}
+    wanted = consume_all(source, topic)[17]
     _, msg = first_record_after_resume(target, group, f"F.{topic}", 0)
-    assert (msg.key(), msg.value()) == (want.key, want.value)
+    assert (msg.key(), msg.value()) == (wanted.key, wanted.value)

@@ -1,25 +1,33 @@
 """Failover DAGs: one per enabled flow, `mirrorflow_failover__<flow.id>`, manual trigger only.
 
 Moves the flow's consumer groups to its target cluster and stops the flow -- the same core
-function as `mirrorflow failover` (mirrorflow.ops.failover):
+functions as `mirrorflow failover` (mirrorflow.ops.failover: plan_failover, commit_failover):
 
 * `preflight`: in *planned* mode first drains (topic sync, replicate until lag 0, a last
-  checkpoint); then the report: per partition replicated up to, source end (when the source
-  answers), offsets not replicated and seconds behind (the RPO); per group where it resumes on the
-  target and which groups are left alone because they have active members there.
+  checkpoint) and verifies; then the **plan** (id derived from its content): per partition
+  replicated up to, source end (when the source answers), offsets not replicated and seconds behind
+  (the RPO); per group the exact target offsets it will commit, and the groups left alone and why.
+  The plan travels in XCom (about 40 bytes per group partition). A plan that cannot be committed
+  (planned: verify found mismatches) fails here.
 * `go_on`: ends the run here for a dry run.
-* `approve_failover`: Airflow's human-in-the-loop ApprovalOperator shows the report; the decision
-  is recorded in Airflow. Reject skips the commit.
-* `commit`: commits the checkpointed offsets on the target (never backwards, never a group with
-  active members), sets the flow to `stopped` and writes the failover record to the target's state.
+* `approve_failover`: Airflow's human-in-the-loop approval (Required Actions) shows the report as
+  the preflight prints it, with the plan id. Reject fails the run with "rejected by <user>"; no
+  answer within `approval_timeout_minutes` fails it too; nothing is committed either way.
+* `commit`: commits exactly the approved plan: it re-reads what the plan was built from and, if
+  anything moved, fails naming what moved (nothing committed: trigger a new preflight); else commits
+  the plan's offsets on the target, sets the flow to `stopped` and writes the failover record with
+  the approver's Airflow user name.
 
 Params: `mode` (unplanned: the source is lost; planned: the source is up and its producers are
-stopped), `groups` (a regex; empty: every group the flow checkpoints), `dry_run`.
+stopped), `groups` (a regex; empty: every group the flow checkpoints), `dry_run`,
+`approval_timeout_minutes` (default 60), `approvers` (Airflow user ids allowed to answer; empty: any
+user who may act on the DAG).
 """
 
 from __future__ import annotations
 
 import logging
+from datetime import timedelta
 from typing import Any
 
 from airflow.providers.standard.operators.hitl import ApprovalOperator
@@ -29,35 +37,99 @@ from airflow.sdk.exceptions import AirflowFailException
 from mirrorflow.config import Config, FlowConfig
 from mirrorflow_airflow.common import flow_dag, flow_dags, task_config_path
 from mirrorflow_airflow.hooks import MirrorflowHook
-from mirrorflow_airflow.params import dry_run, regex
+from mirrorflow_airflow.params import dry_run, optional_text, regex, regex_or_none
 
 log = logging.getLogger(__name__)
 
+APPROVAL_TIMEOUT_MINUTES = 60
 
-def failover_task(
-    flow_name: str, params: dict[str, Any], commit: bool, config_path: str | None = None
-) -> dict[str, Any]:
-    """The preflight (commit=False: a dry run of the core failover) or the commit."""
-    from mirrorflow.ops.failover import failover
+
+def preflight_task(flow_name: str, params: dict[str, Any], config_path: str | None = None) -> dict[str, Any]:
+    """Drain (planned), then the plan and its report (text, and Markdown for the approval page)."""
+    from mirrorflow.ops.failover import plan_failover
 
     cfg = MirrorflowHook(config_path).get_conn()
     flow = cfg.flow(flow_name)
-    mode = str(params.get("mode") or "unplanned")
-    rep = failover(
+    dry = bool(params.get("dry_run"))
+    rep = plan_failover(
         cfg,
         flow,
-        mode,
-        str(params.get("groups") or "") or None,
-        dry_run=not commit,
+        str(params.get("mode") or "unplanned"),
+        regex_or_none(params, "groups"),
+        dry_run=dry,
         copy_mode="submit",
         log=log.info,
-        drain=not commit and not params.get("dry_run"),  # planned: the preflight drains, the commit does not
+        drain=not dry,
     )
+    if dry and rep.plan is not None:
+        rep.note = "dry run: nothing changed"
     text = rep.render()
     log.info("%s", text)
-    if commit and not rep.done and not (rep.note or "").startswith("nothing to do"):
+    if rep.plan is None:  # already failed over: nothing to approve
         raise AirflowFailException(text)
-    return {"text": text, "done": rep.done, "note": rep.note, "not_replicated": rep.not_replicated}
+    if rep.plan.blocked and not dry:
+        raise AirflowFailException(text)
+    return {
+        "plan_id": rep.plan.id,
+        "plan": rep.plan.to_dict(),
+        "text": text,
+        "markdown": rep.markdown(),
+        "not_replicated": rep.not_replicated,
+    }
+
+
+def commit_task(
+    flow_name: str, preflight: dict[str, Any], approval: dict[str, Any], config_path: str | None = None
+) -> dict[str, Any]:
+    """Commit exactly the approved plan (fails, committing nothing, when the state moved)."""
+    from mirrorflow.errors import MirrorflowError
+    from mirrorflow.ops.failover import FailoverPlan, commit_failover
+
+    cfg = MirrorflowHook(config_path).get_conn()
+    flow = cfg.flow(flow_name)
+    plan = FailoverPlan.from_dict(preflight["plan"])
+    if approval.get("plan_id") != plan.id:
+        raise AirflowFailException(f"the approval was for plan {approval.get('plan_id')}, not {plan.id}")
+    try:
+        rep = commit_failover(cfg, flow, plan, str(approval["approved_by"]))
+    except MirrorflowError as exc:
+        raise AirflowFailException(str(exc)) from None
+    text = rep.render()
+    log.info("%s", text)
+    if not rep.done:
+        raise AirflowFailException(text)
+    return {"plan_id": plan.id, "approved_by": rep.approved_by, "done": rep.done, "text": text}
+
+
+class FailoverApproval(ApprovalOperator):
+    """ApprovalOperator whose response timeout and assignees come from the run's Params, and whose
+    Reject or timeout fails the run naming who rejected (or that nobody answered): a failover that did
+    not happen must not look like a green run in the DAG list."""
+
+    def execute(self, context: Any) -> Any:
+        params = context["params"]
+        minutes = params.get("approval_timeout_minutes") or APPROVAL_TIMEOUT_MINUTES
+        self.response_timeout = timedelta(minutes=float(minutes))
+        users = [u.strip() for u in str(params.get("approvers") or "").split(",") if u.strip()]
+        self.assigned_users = [{"id": u, "name": u} for u in users] or None
+        return super().execute(context)
+
+    def execute_complete(self, context: Any, event: dict[str, Any]) -> Any:
+        plan_id = context["ti"].xcom_pull(task_ids="preflight")["plan_id"]
+        if event.get("error_type") == "timeout":
+            minutes = context["params"].get("approval_timeout_minutes") or APPROVAL_TIMEOUT_MINUTES
+            raise AirflowFailException(
+                f"failover plan {plan_id}: no answer within {minutes} min: nothing committed, the flow is unchanged "
+                "(trigger the DAG again for a new preflight)"
+            )
+        ret = super().execute_complete(context, event)  # validates the answer; a Reject skips `commit`
+        user = (ret.get("responded_by_user") or {}).get("name") or "?"
+        if ret["chosen_options"] != [self.APPROVE]:
+            raise AirflowFailException(
+                f"failover plan {plan_id} rejected by {user}: nothing committed, the flow is unchanged"
+            )
+        log.info("failover plan %s approved by %s", plan_id, user)
+        return {"plan_id": plan_id, "approved_by": user}
 
 
 def build_failover_dag(cfg: Config, flow: FlowConfig) -> DAG:
@@ -77,30 +149,44 @@ def build_failover_dag(cfg: Config, flow: FlowConfig) -> DAG:
             ),
             "groups": regex("Groups (regex)", "Only these groups; empty: all of the flow's"),
             "dry_run": dry_run("Preflight report only"),
+            "approval_timeout_minutes": Param(
+                APPROVAL_TIMEOUT_MINUTES,
+                type="integer",
+                minimum=1,
+                title="Approval timeout (minutes)",
+                description="No answer in Required Actions within this time fails the run, nothing committed",
+            ),
+            "approvers": optional_text(
+                "Approvers", "Airflow user ids allowed to approve, comma-separated; empty: any user with access"
+            ),
         },
         doc_md=__doc__,
     ) as dag:
 
         @task(task_id="preflight", retries=0)
         def preflight(params: dict | None = None) -> dict[str, Any]:
-            """Drain (planned) and report the RPO and where each group resumes."""
-            return failover_task(name, params or {}, commit=False, config_path=path)
+            """Drain (planned), then the plan: RPO per partition, the offsets each group gets."""
+            return preflight_task(name, params or {}, config_path=path)
 
         @task.short_circuit(task_id="go_on")
         def go_on(params: dict | None = None) -> bool:
             """A dry run ends after the preflight."""
             return not bool((params or {}).get("dry_run"))
 
-        approve = ApprovalOperator(
+        approve = FailoverApproval(
             task_id="approve_failover",
-            subject=f"Fail over {flow.name} to {flow.target}?",
-            body="{{ ti.xcom_pull(task_ids='preflight')['text'] }}",
+            subject=f"Fail over {flow.name} to {flow.target}: plan "
+            "{{ ti.xcom_pull(task_ids='preflight')['plan_id'] }}",
+            body="{{ ti.xcom_pull(task_ids='preflight')['markdown'] }}",
+            retries=0,
         )
 
         @task(task_id="commit", retries=0)
-        def commit(params: dict | None = None) -> dict[str, Any]:
-            """Commit the groups' offsets on the target, stop the flow, record the failover."""
-            return failover_task(name, params or {}, commit=True, config_path=path)
+        def commit(ti: Any = None) -> dict[str, Any]:
+            """Commit exactly the approved plan, stop the flow, record the failover and its approver."""
+            return commit_task(
+                name, ti.xcom_pull(task_ids="preflight"), ti.xcom_pull(task_ids="approve_failover"), config_path=path
+            )
 
         preflight() >> go_on() >> approve >> commit()
     return dag
