@@ -1,4 +1,4 @@
-"""Taking a flow over from the real MirrorMaker 2 (issue 14, item 8): MM2 from Maven Central copies,
+"""Taking a flow over from the real MirrorMaker 2 in dedicated mode: MM2 from Maven Central copies,
 is stopped, is started again and SIGKILLed after copying records whose offsets it never stored;
 `mirrorflow takeover` continues every partition right after the last record MM2 copied, so the
 target ends with every source record exactly once, and MM2's checkpoints stay the groups' floor."""

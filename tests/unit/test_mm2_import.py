@@ -3,6 +3,7 @@ that loads as the same configuration, with secrets turned into ${env:...} refere
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -413,3 +414,127 @@ def test_import_prints_the_takeover_steps_for_each_enabled_flow():
     assert "#   1. stop MirrorMaker 2 (all its nodes); its heartbeats into the targets must stop" in head
     assert "#   2. mirrorflow takeover --flow 'A->B' --dry-run, then again with --yes" in head
     assert not any("'B->A'" in line for line in head)
+
+
+# -- the takeover command each deployment's import prints (where MM2 kept its offsets) ------------------
+def takeover_lines(text: str) -> list[str]:
+    return [line for line in text.splitlines() if line.startswith("#   2. mirrorflow takeover")]
+
+
+def test_strimzi_import_prints_the_takeover_from_strimzis_connector_and_offsets_topic():
+    assert takeover_lines(convert(SOURCE_DOC_STRIMZI).to_yaml("kmm2.yaml")) == [
+        "#   2. mirrorflow takeover --flow 'my-cluster-source->my-cluster-target' --mm2-offsets-topic "
+        "mirrormaker2-cluster-offsets --mm2-connector 'my-cluster-source->my-cluster-target.MirrorSourceConnector' "
+        "--dry-run, then again with --yes"]
+    # Strimzi's multi-instance set-up names the Connect cluster's own topics (source document 003, 9.9.2)
+    own = STRIMZI.replace("      config.storage.replication.factor: -1",
+                          "      config.storage.replication.factor: -1\n"
+                          "      offset.storage.topic: my-connect-cluster-offsets")
+    want = "--mm2-offsets-topic my-connect-cluster-offsets --mm2-connector 'cluster-a->cluster-b.MirrorSourceConnector'"
+    assert want in takeover_lines(convert(own).to_yaml("kmm2.yaml"))[0]
+
+
+# The DR guide's connector configs (source document 002, 5.6), as posted to the Connect REST API.
+DR_CONNECTORS = """[
+{"name": "A-to-B-MirrorSourceConnector",
+ "config": {"connector.class": "org.apache.kafka.connect.mirror.MirrorSourceConnector", "tasks.max": "30",
+   "source.cluster.alias": "A", "target.cluster.alias": "B",
+   "source.cluster.bootstrap.servers": "a1:9092,a2:9092", "target.cluster.bootstrap.servers": "b1:9092",
+   "offset-syncs.topic.location": "target",
+   "replication.policy.class": "org.apache.kafka.connect.mirror.IdentityReplicationPolicy",
+   "heartbeats.replication.enabled": "false", "replication.factor": "-1",
+   "offset-syncs.topic.replication.factor": "-1", "sync.topic.acls.enabled": "false",
+   "consumer.isolation.level": "read_committed", "topics": "orders,payments"}},
+{"name": "A-to-B-MirrorCheckpointConnector",
+ "config": {"connector.class": "org.apache.kafka.connect.mirror.MirrorCheckpointConnector", "tasks.max": "30",
+   "source.cluster.alias": "A", "target.cluster.alias": "B",
+   "source.cluster.bootstrap.servers": "a1:9092,a2:9092", "target.cluster.bootstrap.servers": "b1:9092",
+   "replication.policy.class": "org.apache.kafka.connect.mirror.IdentityReplicationPolicy",
+   "offset-syncs.topic.location": "target", "checkpoints.topic.replication.factor": "-1",
+   "sync.group.offsets.enabled": "true", "groups": ".*"}}
+]"""
+DR_WORKER = """bootstrap.servers=b1:9092
+group.id=connect-mirrormaker-A-to-B
+plugin.discovery=service_load
+key.converter=org.apache.kafka.connect.converters.ByteArrayConverter
+value.converter=org.apache.kafka.connect.converters.ByteArrayConverter
+offset.storage.topic=__connect-mirrormaker-A-to-B-offsets
+offset.storage.replication.factor=-1
+config.storage.topic=__connect-mirrormaker-A-to-B-configs
+exactly.once.source.support=enabled
+"""
+
+
+def test_connect_connector_configs_import_as_one_flow_with_the_takeover_from_that_connector():
+    imp = convert(DR_CONNECTORS, "dr.json", parse_properties(DR_WORKER))
+    assert imp.clusters == {"A": {"bootstrap.servers": "a1:9092,a2:9092"}, "B": {"bootstrap.servers": "b1:9092"}}
+    assert imp.defaults == {"exactly.once": True}
+    assert imp.flows == {"A->B": {
+        "enabled": True, "tasks.max": 30, "replication.policy.class": "IdentityReplicationPolicy",
+        "heartbeats.replication.enabled": False, "replication.factor": -1, "state.topic.replication.factor": -1,
+        "sync.topic.acls.enabled": False, "topics": "orders, payments", "checkpoints.topic.replication.factor": -1,
+        "sync.group.offsets.enabled": True, "groups": ".*"}}
+    assert [n.split(":")[0] for n in imp.notes] == [
+        "A-to-B-MirrorSourceConnector.offset-syncs.topic.location",
+        "A-to-B-MirrorSourceConnector.offset-syncs.topic.replication.factor",
+        "A-to-B-MirrorSourceConnector.consumer.isolation.level",
+        "A-to-B-MirrorCheckpointConnector.tasks.max",
+        "A-to-B-MirrorCheckpointConnector.offset-syncs.topic.location",
+        "connect worker"]
+    text = imp.to_yaml("dr.json")
+    assert takeover_lines(text) == [
+        "#   2. mirrorflow takeover --flow 'A->B' --mm2-offsets-topic __connect-mirrormaker-A-to-B-offsets "
+        "--mm2-connector A-to-B-MirrorSourceConnector --dry-run, then again with --yes"]
+    parse(yaml.safe_load(text)).flow("A->B")  # a valid configuration
+    # without the worker's properties, the offsets topic is a placeholder the notes explain
+    imp = convert(DR_CONNECTORS, "dr.json")
+    assert "--mm2-offsets-topic OFFSET_STORAGE_TOPIC --mm2-connector A-to-B-MirrorSourceConnector" in \
+        takeover_lines(imp.to_yaml("dr.json"))[0]
+    note = "A-to-B-MirrorSourceConnector: its offsets are in the offset.storage.topic"
+    assert any(n.startswith(note) for n in imp.notes)
+
+
+def test_a_connector_properties_file_and_a_connectors_own_offsets_topic():
+    text = "\n".join([
+        "name = dc1-to-dc2-mirror", "connector.class = MirrorSourceConnector", "source.cluster.alias = dc1",
+        "target.cluster.alias = dc2", "source.cluster.bootstrap.servers = d1:9092",
+        "target.cluster.bootstrap.servers = d2:9092", "offsets.storage.topic = dc1-mirror-offsets", "topics = .*"])
+    imp = convert(text, "mirror-source.properties")
+    assert imp.flows == {"dc1->dc2": {"enabled": True, "topics": ".*"}}
+    assert imp.takeover == {
+        "dc1->dc2": {"mm2-offsets-topic": "dc1-mirror-offsets", "mm2-connector": "dc1-to-dc2-mirror"}}
+
+
+@pytest.mark.parametrize("doc,error", [
+    ('{"name": "x", "config": {"connector.class": "io.confluent.connect.jdbc.JdbcSourceConnector"}}',
+     "x.connector.class: 'io.confluent.connect.jdbc.JdbcSourceConnector' is not one of MM2's connectors"),
+    ('{"config": {"connector.class": "MirrorSourceConnector"}}', "connector 1: no `name`"),
+    ('[{"name": "a", "config": {"connector.class": "MirrorSourceConnector"}},'
+     ' {"name": "b", "config": {"connector.class": "MirrorSourceConnector"}}]',
+     "b: a second MirrorSourceConnector for source->target ('a' is the first)"),
+    ('{"name": ', "malformed JSON"),
+])
+def test_connector_configs_mirrorflow_cannot_import_are_refused(doc, error):
+    with pytest.raises(ConfigError, match=re.escape(error)):
+        convert(doc, "c.json")
+
+
+def test_dedicated_mode_takeover_names_a_custom_offsets_topic():
+    base = "clusters = A, B\nA.bootstrap.servers = a:1\nB.bootstrap.servers = b:1\nA->B.enabled = true\n"
+    assert convert(base).takeover == {}
+    assert convert(base + "B.offset.storage.topic = b-offsets\n").takeover == {
+        "A->B": {"mm2-offsets-topic": "b-offsets"}}
+    # a top-level offset.storage.* wins (MirrorMakerConfig.workerConfig applies it after B.*)
+    assert convert(base + "B.offset.storage.topic = b-offsets\noffset.storage.topic = all-offsets\n").takeover == {
+        "A->B": {"mm2-offsets-topic": "all-offsets"}}
+
+
+def test_config_import_cli_takes_the_connect_workers_properties(tmp_path):
+    (tmp_path / "dr.json").write_text(DR_CONNECTORS)
+    (tmp_path / "worker.properties").write_text(DR_WORKER)
+    code = "import sys; from mirrorflow.cli import main; sys.exit(main(sys.argv[1:]))"
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "include")}
+    r = subprocess.run([sys.executable, "-c", code, "config", "import", str(tmp_path / "dr.json"), "--connect-worker",
+                        str(tmp_path / "worker.properties")], capture_output=True, text=True, env=env, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == convert(DR_CONNECTORS, "dr.json", parse_properties(DR_WORKER)).to_yaml("dr.json")

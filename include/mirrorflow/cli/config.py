@@ -12,8 +12,18 @@ from mirrorflow.cli.registry import command, load_config
 def _config_args(p: argparse.ArgumentParser) -> None:
     sub = p.add_subparsers(dest="config_cmd", required=True)
     sub.add_parser("validate", help="check the config file and report every problem with its key")
-    imp = sub.add_parser("import", help="convert an mm2.properties or a Strimzi KafkaMirrorMaker2 resource")
+    imp = sub.add_parser(
+        "import",
+        help="convert an mm2.properties, a Strimzi KafkaMirrorMaker2 resource or MM2 connector configs (the JSON "
+        "posted to Kafka Connect's REST API, or connector .properties)",
+    )
     imp.add_argument("file")
+    imp.add_argument(
+        "--connect-worker",
+        metavar="FILE",
+        help="with connector configs: the Connect worker's properties (its offset.storage.topic is where the "
+        "takeover reads MM2's offsets)",
+    )
     imp.add_argument("-o", "--output", help="write the YAML here instead of printing it")
     compat = sub.add_parser(
         "compat", help="print the MM2/Strimzi compatibility table (docs/mm2-compatibility.md) as Markdown"
@@ -37,7 +47,7 @@ def _config(args: argparse.Namespace) -> int:
     else:
         from mirrorflow.config import mm2_import
 
-        text = mm2_import.import_file(args.file)
+        text = mm2_import.import_file(args.file, args.connect_worker)
     if args.output:
         with open(args.output, "w") as f:
             f.write(text)

@@ -1,5 +1,6 @@
-"""`mirrorflow takeover --flow A->B [--mm2-offsets-topic T] [--mm2-source ALIAS] [--mm2-quiet-seconds S]
-[--dry-run] [--yes] [--json]`: continue a flow exactly where a stopped MirrorMaker 2 left it."""
+"""`mirrorflow takeover --flow A->B [--mm2-offsets-topic T] [--mm2-connector NAME] [--mm2-source ALIAS]
+[--mm2-quiet-seconds S] [--dry-run] [--yes] [--json]`: continue a flow exactly where a stopped MirrorMaker 2
+left it, whether MM2 ran in dedicated mode, on a Kafka Connect cluster or under Strimzi."""
 
 from __future__ import annotations
 
@@ -11,7 +12,16 @@ from mirrorflow.cli.registry import command, load_config, print_json
 def _args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--flow", required=True, help="the flow, e.g. A->B")
     p.add_argument(
-        "--mm2-offsets-topic", help="MM2's Connect offsets topic on the target (default mm2-offsets.<source>.internal)"
+        "--mm2-offsets-topic",
+        "--offsets-topic",
+        help="MM2's Connect offsets topic on the target: the worker's offset.storage.topic (default: dedicated "
+        "mode's mm2-offsets.<source>.internal; Strimzi: mirrormaker2-cluster-offsets)",
+    )
+    p.add_argument(
+        "--mm2-connector",
+        "--connector",
+        help="the MirrorSourceConnector's name in Connect (e.g. A-to-B-MirrorSourceConnector; Strimzi: "
+        "A->B.MirrorSourceConnector; default: the only one with offsets for the source in the offsets topic)",
     )
     p.add_argument("--mm2-source", help="the source cluster's alias in MM2's config (default: the flow's source)")
     p.add_argument(
@@ -38,7 +48,14 @@ def _takeover(args: argparse.Namespace) -> int:
     flow = cfg.flow(args.flow)
     dry = args.dry_run or not args.yes
     with FlowClients(cfg, flow) as clients:
-        rep = takeover(clients, args.mm2_offsets_topic, args.mm2_source, dry_run=dry, quiet_s=args.mm2_quiet_seconds)
+        rep = takeover(
+            clients,
+            args.mm2_offsets_topic,
+            args.mm2_source,
+            dry_run=dry,
+            quiet_s=args.mm2_quiet_seconds,
+            connector=args.mm2_connector,
+        )
     if args.json:
         print_json(rep.to_dict())
         return 0

@@ -1,17 +1,23 @@
-"""Convert an MM2 configuration (`mm2.properties` or a Strimzi `KafkaMirrorMaker2`) to mirrorflow YAML.
+"""Convert an MM2 configuration to mirrorflow YAML: an `mm2.properties` (dedicated mode), a Strimzi
+`KafkaMirrorMaker2`, or MM2 connector configs as posted to a Kafka Connect cluster's REST API (JSON:
+one connector, or a list) or written as a connector `.properties` file.
 
 The point is that an MM2 user's configuration runs unchanged: property names are already the
 same, so the work is (1) finding clusters, flows and where each property applies, (2) turning Java
 client settings into librdkafka ones, and (3) never copying a secret in clear: a password found
 in a JAAS line becomes a `${env:VAR}` reference, and the output says which variables to export.
 Properties that mean nothing to mirrorflow (Connect worker settings, converters, ...) are listed
-in the output's header comment rather than dropped silently.
+in the output's header comment rather than dropped silently. The header also says how to take each
+flow over from the running MM2 (`mirrorflow takeover`, with the offsets topic and the connector name
+of that deployment).
 """
 
 from __future__ import annotations
 
 import io
+import json
 import re
+import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,6 +29,7 @@ from mirrorflow.config.overrides import PREFIXES as OVERRIDE_PREFIXES
 from mirrorflow.config.overrides import problem as override_problem
 from mirrorflow.config.properties import FLOW_PROPERTIES, REFUSED
 from mirrorflow.errors import ConfigError
+from mirrorflow.mm2.connect_offsets import STRIMZI_OFFSETS_TOPIC, strimzi_connector
 
 # Settings that exist in MM2 deployments but have no effect here, with why (shown as comments).
 # MM2 flow properties mirrorflow refuses are in properties.REFUSED (left out with that reason).
@@ -113,6 +120,8 @@ class Imported:
     flows: dict[str, dict[str, Any]] = field(default_factory=dict)
     env_vars: dict[str, str] = field(default_factory=dict)  # VAR -> what to put in it
     notes: list[str] = field(default_factory=list)
+    # flow -> the takeover's options for where this MM2 deployment keeps its offsets (none: dedicated defaults)
+    takeover: dict[str, dict[str, str]] = field(default_factory=dict)
 
     def document(self) -> dict[str, Any]:
         doc: dict[str, Any] = {"clusters": self.clusters}
@@ -132,10 +141,12 @@ class Imported:
             "record MM2 copied; its checkpoints stay the groups' floor):",
             "  1. stop MirrorMaker 2 (all its nodes); its heartbeats into the targets must stop",
         ]
-        lines += [f"  2. mirrorflow takeover --flow '{name}' --dry-run, then again with --yes" for name in flows]
+        for name in flows:
+            opts = "".join(f" --{k} {shlex.quote(v)}" for k, v in self.takeover.get(name, {}).items())
+            lines.append(f"  2. mirrorflow takeover --flow '{name}'{opts} --dry-run, then again with --yes")
         lines += [
             "  3. mirrorflow replicate --flow FLOW --once (or unpause the flow's DAGs); mirrorflow status",
-            "  (a custom offset.storage.topic: --mm2-offsets-topic; see docs/operations.md)",
+            "  (--mm2-offsets-topic: the offset.storage.topic MM2's Connect workers used; see docs/operations.md)",
         ]
         return "# " + "\n# ".join(lines) + "\n"
 
@@ -155,18 +166,31 @@ class Imported:
         return out.getvalue()
 
 
-def import_file(path: str | Path) -> str:
-    """The mirrorflow YAML for an mm2.properties or Strimzi KafkaMirrorMaker2 file."""
+def import_file(path: str | Path, connect_worker: str | Path | None = None) -> str:
+    """The mirrorflow YAML for an mm2.properties, a Strimzi KafkaMirrorMaker2 or MM2 connector configs;
+    `connect_worker`: the Connect worker's properties the connectors ran on (its offset.storage.topic)."""
     p = Path(path)
+    text = _read(p)
+    worker = parse_properties(_read(Path(connect_worker))) if connect_worker else None
+    return convert(text, str(p), worker).to_yaml(p.name)
+
+
+def _read(p: Path) -> str:
     try:
-        text = p.read_text()
+        return p.read_text()
     except OSError as exc:
         raise ConfigError(f"cannot read {exc.filename}: {exc.strerror}", source=str(p)) from None
-    return convert(text, str(p)).to_yaml(p.name)
 
 
-def convert(text: str, source: str = "<input>") -> Imported:
-    """Detect the format (Strimzi YAML with `kind: KafkaMirrorMaker2`, else properties) and convert."""
+def convert(text: str, source: str = "<input>", worker: dict[str, str] | None = None) -> Imported:
+    """Detect the format (Strimzi YAML with `kind: KafkaMirrorMaker2`, JSON connector configs, connector
+    properties with `connector.class`, else an mm2.properties) and convert."""
+    if text.lstrip().startswith(("{", "[")):
+        try:
+            doc = json.loads(text)
+        except ValueError as exc:
+            raise ConfigError(f"malformed JSON: {exc}", source=source) from None
+        return from_connectors(doc if isinstance(doc, list) else [doc], source, worker)
     if re.search(r"^\s*kind:\s*KafkaMirrorMaker2\s*$", text, re.M):
         try:
             docs = [d for d in yaml.safe_load_all(text) if isinstance(d, dict) and d.get("kind") == "KafkaMirrorMaker2"]
@@ -175,7 +199,10 @@ def convert(text: str, source: str = "<input>") -> Imported:
         if len(docs) != 1:
             raise ConfigError(f"expected one KafkaMirrorMaker2 resource, found {len(docs)}", source=source)
         return from_strimzi(docs[0], source)
-    return from_properties(parse_properties(text), source)
+    props = parse_properties(text)
+    if "connector.class" in props and "clusters" not in props:
+        return from_connectors([props], source, worker)
+    return from_properties(props, source)
 
 
 # -- mm2.properties -----------------------------------------------------------------------------
@@ -262,6 +289,11 @@ def from_properties(props: dict[str, str], source: str = "mm2.properties") -> Im
             for k, v in cluster_clients[target_side][kind].items():
                 settings.setdefault(f"{kind}.{k}", _secret_ref(imp, f"{target_side}.{kind}.{k}", k, v))
         imp.flows[f"{src}->{tgt}"] = settings
+        # the herder A->B is a Connect worker on B; a top-level offset.storage.* wins over B's
+        # (MirrorMakerConfig.workerConfig puts it after the cluster's properties)
+        offsets = props.get("offset.storage.topic") or props.get(f"{tgt}.offset.storage.topic")
+        if offsets:
+            imp.takeover[f"{src}->{tgt}"] = {"mm2-offsets-topic": offsets.strip()}
     if not any(f.get("enabled") for f in imp.flows.values()):
         imp.notes.append("no `A->B.enabled = true` line: no flow is enabled (MM2 dedicated mode runs none either)")
     return imp
@@ -518,6 +550,107 @@ def from_strimzi(resource: dict[str, Any], source: str = "KafkaMirrorMaker2") ->
                 [(where, f"cannot tell the source and target clusters ({src!r} -> {tgt!r})")], source=source
             )
         imp.flows[f"{src}->{tgt}"] = body
+        # Strimzi runs the connectors on one Connect cluster (on connectCluster, v1: the target) whose
+        # offsets topic is its config's offset.storage.topic, by default mirrormaker2-cluster-offsets
+        connect = clusters.get(str(spec.get("connectCluster") or (spec.get("target") or {}).get("alias"))) or {}
+        offsets = str((connect.get("config") or {}).get("offset.storage.topic") or STRIMZI_OFFSETS_TOPIC)
+        imp.takeover[f"{src}->{tgt}"] = {"mm2-offsets-topic": offsets, "mm2-connector": strimzi_connector(src, tgt)}
+    return imp
+
+
+# -- MM2 connectors on a Kafka Connect cluster ---------------------------------------------------------
+MIRROR_CONNECTORS = ("MirrorSourceConnector", "MirrorCheckpointConnector", "MirrorHeartbeatConnector")
+CONNECTOR_KEYS = ("name", "connector.class", "source.cluster.alias", "target.cluster.alias")
+WORKER_OFFSETS = "OFFSET_STORAGE_TOPIC"  # the takeover's placeholder when the worker's config is not given
+
+
+def from_connectors(docs: list[Any], source: str = "connectors", worker: dict[str, str] | None = None) -> Imported:
+    """MM2 connector configs as a Kafka Connect cluster runs them (the DR guide's
+    `{"name": ..., "config": {...}}`, a bare config with `name`, or a connector .properties): each
+    `source.cluster.alias -> target.cluster.alias` pair is a flow, the `source.cluster.*` and
+    `target.cluster.*` client settings its clusters. `worker`: the Connect worker's properties,
+    whose offset.storage.topic holds the source connector's offsets (for the takeover)."""
+    imp = Imported()
+    for i, doc in enumerate(docs):
+        where = f"connector {i + 1}"
+        if not isinstance(doc, dict):
+            raise ConfigError([(where, "expected a connector config (a JSON object)")], source=source)
+        conf = {str(k): "" if v is None else str(v) for k, v in (doc.get("config") or doc).items()}
+        name = str(doc.get("name") or conf.get("name") or "")
+        kind = conf.get("connector.class", "").strip().rsplit(".", 1)[-1]
+        if not name:
+            raise ConfigError(
+                [(where, "no `name`: the connector's name in Connect is needed (GET /connectors)")], source=source
+            )
+        if kind not in MIRROR_CONNECTORS:
+            raise ConfigError(
+                [
+                    (
+                        f"{name}.connector.class",
+                        f"{conf.get('connector.class')!r} is not one of MM2's connectors "
+                        f"({', '.join(MIRROR_CONNECTORS)})",
+                    )
+                ],
+                source=source,
+            )
+        src = conf.get("source.cluster.alias", "source").strip()  # MirrorConnectorConfig's defaults
+        tgt = conf.get("target.cluster.alias", "target").strip()
+        flow = f"{src}->{tgt}"
+        if FLOW_NAME_RE.match(flow) is None:
+            raise ConfigError(
+                [(name, f"cannot tell the source and target clusters ({src!r} -> {tgt!r})")], source=source
+            )
+        for alias, prefix in ((src, "source.cluster."), (tgt, "target.cluster.")):
+            java = {k[len(prefix) :]: v for k, v in conf.items() if k.startswith(prefix) and k not in CONNECTOR_KEYS}
+            if java:
+                settings = _client_settings(imp, alias, java, f"{name}.{prefix}")
+                imp.clusters[alias] = {**settings, **imp.clusters.get(alias, {})}  # the first connector's win
+        body = {
+            k: v
+            for k, v in conf.items()
+            if k not in CONNECTOR_KEYS and not k.startswith(("source.cluster.", "target.cluster."))
+        }
+        offsets = body.pop("offsets.storage.topic", None)  # KIP-618: the connector's own offsets topic
+        tasks = body.pop("tasks.max", None) if kind != "MirrorSourceConnector" else None
+        if tasks is not None:
+            imp.notes.append(
+                f"{name}.tasks.max: not imported (one checkpoint or heartbeat pass per flow per run; "
+                "tasks.max bounds the copy only)"
+            )
+        settings = imp.flows.setdefault(flow, {"enabled": True})
+        settings.update(_flow_settings(imp, body, f"{name}."))
+        if kind == "MirrorSourceConnector":
+            if flow in imp.takeover:
+                raise ConfigError(
+                    [
+                        (
+                            name,
+                            f"a second MirrorSourceConnector for {flow} "
+                            f"({imp.takeover[flow]['mm2-connector']!r} is the first)",
+                        )
+                    ],
+                    source=source,
+                )
+            topic = offsets or (worker or {}).get("offset.storage.topic") or WORKER_OFFSETS
+            imp.takeover[flow] = {"mm2-offsets-topic": topic.strip(), "mm2-connector": name}
+            if topic == WORKER_OFFSETS:
+                imp.notes.append(
+                    f"{name}: its offsets are in the offset.storage.topic of the Connect workers that ran it: put "
+                    f"that name for {WORKER_OFFSETS} in the takeover command below (or import again with "
+                    "--connect-worker connect-distributed.properties)"
+                )
+    for alias in [a for f in imp.flows for a in f.split("->")]:
+        imp.clusters.setdefault(alias, {})
+    missing = [a for a, c in imp.clusters.items() if not c.get("bootstrap.servers")]
+    if missing:
+        imp.notes.append(
+            f"clusters {', '.join(missing)}: no source.cluster./target.cluster.bootstrap.servers in the connector "
+            "configs: set bootstrap.servers yourself"
+        )
+    if worker:
+        for k in EXACTLY_ONCE_VALUES:  # the workers' exactly-once setting is every flow's
+            if k in worker:
+                imp.defaults.update(_flow_settings(imp, {k: worker[k]}, "connect worker: "))
     return imp
 
 

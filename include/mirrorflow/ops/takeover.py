@@ -1,16 +1,18 @@
 """Taking a flow over from MirrorMaker 2: every partition continues exactly where MM2 stopped.
 
-MM2 (dedicated mode) keeps, per source partition, the upstream offset of the last record it
-replicated in its Connect offsets topic on the target (`mm2-offsets.<source>.internal`, key
-`["MirrorSourceConnector", {"cluster", "topic", "partition"}]`, value `{"offset": N}`); a restarted
-MM2 task seeks to N + 1. A takeover writes mirrorflow's progress at that point, so the next run
-copies from N + 1 into the same remote topics (the same replication policy names them).
+MM2 keeps, per source partition, the upstream offset of the last record it replicated in its
+Connect offsets topic on the target (key `[connector, {"cluster", "topic", "partition"}]`, value
+`{"offset": N}`); a restarted MM2 task seeks to N + 1. Which topic and connector name depends on the
+deployment (mm2.connect_offsets: dedicated mode, a Kafka Connect cluster, Strimzi); the takeover
+uses the named connector or the only one with offsets for the source, never a guess between several.
+A takeover writes mirrorflow's progress at that point, so the next run copies from N + 1 into the
+same remote topics (the same replication policy names them).
 
 MM2 at-least-once flushes its offsets every few seconds, so the target may already hold copies of
 records after N. Nothing is guessed: the takeover finds MM2's copy of source record N among the
-last records of the remote partition (same key, value, headers and timestamp) and checks that the
-records after it are copies of the source records after N, in order; progress starts after the
-last of them. A partition whose target content cannot be explained that way is refused with the
+last records of the remote partition (same key, value, headers and timestamp; see _is_copy) and
+checks that the records after it are copies of the source records after N, in order; progress
+starts after the last of them. A partition whose target content cannot be explained that way is refused with the
 reason (the operator decides), and MM2 must be stopped first: no heartbeat of its herder for this
 flow in the target's `heartbeats` for 30 s (an MM2 with emit.heartbeats.enabled=false cannot be
 checked: stopping it is then the operator's word). Group offsets need nothing: MM2's checkpoints
@@ -22,7 +24,7 @@ checkpoints as before.
 
 from __future__ import annotations
 
-import json
+import base64
 import time
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -33,6 +35,7 @@ from mirrorflow.clients import FlowClients
 from mirrorflow.errors import MirrorflowError, StateError
 from mirrorflow.kafka.log_reader import read_partition
 from mirrorflow.kafka.topics import list_offsets, topic_ids
+from mirrorflow.mm2.connect_offsets import STRIMZI_OFFSETS_TOPIC, decode_source_offset, dedicated_offsets_topic
 from mirrorflow.mm2.formats import FormatError, Heartbeat
 from mirrorflow.replication.planner import source_offsets, source_partitions
 from mirrorflow.replication.reseed import write_partition_state
@@ -83,6 +86,7 @@ class TakeoverReport:
     offsets_topic: str
     dry_run: bool
     partitions: list[TakeoverPartition]
+    connector: str | None = None  # whose offsets were continued (None: no MM2 offsets for this source)
 
     def to_dict(self) -> dict[str, Any]:
         return {**asdict(self), "taken_over": sum(p.action == "take-over" for p in self.partitions)}
@@ -90,44 +94,100 @@ class TakeoverReport:
     def lines(self) -> list[str]:
         n = sum(p.action == "take-over" for p in self.partitions)
         head = "would take over" if self.dry_run else "took over"
-        out = [f"flow {self.flow}: {head} {n} partition(s) from MirrorMaker 2 ({self.offsets_topic})"]
+        whose = f"connector {self.connector!r} in {self.offsets_topic}" if self.connector else self.offsets_topic
+        out = [f"flow {self.flow}: {head} {n} partition(s) from MirrorMaker 2 ({whose})"]
         out += [f"  {p.line()}" for p in self.partitions]
         return out
 
 
-def mm2_offsets(clients: FlowClients, topic: str, mm2_source: str) -> dict[tuple[str, int], int]:
-    """MM2's stored upstream offset per source partition (the last record it replicated)."""
+def read_mm2_offsets(clients: FlowClients, topic: str) -> dict[tuple[str, str], dict[tuple[str, int], int]]:
+    """Every MirrorSourceConnector offset in Connect's offsets topic `topic` on the target, by
+    (connector name, source alias): the last stored upstream offset per source partition."""
     if not clients.partitions("target", topic, refresh=True):
         raise TakeoverError(
             f"MirrorMaker 2's offsets topic {topic!r} does not exist on cluster {clients.flow.target!r}: "
-            "name it with --mm2-offsets-topic (MM2's offset.storage.topic of the target cluster)"
+            "name it with --mm2-offsets-topic (the Connect worker's offset.storage.topic: "
+            f"mm2-offsets.<source>.internal in dedicated mode, {STRIMZI_OFFSETS_TOPIC} with Strimzi)"
+            + _offsets_topics_hint(clients)
         )
     reader = clients.reader("target")
-    out: dict[tuple[str, int], int] = {}
+    out: dict[tuple[str, str], dict[tuple[str, int], int]] = {}
     try:
         n = clients.partitions("target", topic)
         for m in reader.read(topic, range(n), timeout=clients.admin_timeout):
-            try:
-                connector, part = json.loads(m.key() or b"null")
-            except (TypeError, ValueError):
+            e = decode_source_offset(m.key(), m.value())
+            if e is None:
                 continue
-            if connector != "MirrorSourceConnector" or not isinstance(part, dict) or part.get("cluster") != mm2_source:
-                continue
-            key = (str(part["topic"]), int(part["partition"]))
-            value = json.loads(m.value()) if m.value() else None
-            if value is None:
-                out.pop(key, None)  # a tombstone: Connect forgot the partition
+            stored = out.setdefault((e.connector, e.cluster), {})
+            if e.offset is None:
+                stored.pop((e.topic, e.partition), None)  # a tombstone: Connect forgot the partition
             else:
-                out[key] = int(value["offset"])
+                stored[(e.topic, e.partition)] = e.offset
     finally:
         clients.release(reader.consumer)
     return out
 
 
+def _offsets_topics_hint(clients: FlowClients) -> str:
+    try:
+        names = clients.admin("target").list_topics(timeout=clients.admin_timeout).topics
+    except Exception:  # only a hint: the error above stands on its own
+        return ""
+    found = sorted(
+        t for t in names if t != "__consumer_offsets" and ("offsets" in t and not t.startswith("mm2-offset-syncs"))
+    )
+    return f"; offsets topics there: {', '.join(found)}" if found else ""
+
+
+def _connectors(found: dict[tuple[str, str], dict[tuple[str, int], int]]) -> str:
+    if not found:
+        return "none"
+    return ", ".join(
+        f"{name!r} (source alias {alias!r}, {len(parts)} partition(s))"
+        for (name, alias), parts in sorted(found.items())
+    )
+
+
+def choose_connector(
+    found: dict[tuple[str, str], dict[tuple[str, int], int]], topic: str, mm2_source: str, connector: str | None
+) -> str | None:
+    """The connector whose offsets the takeover continues from: the named one, else the only
+    MirrorSourceConnector with offsets for `mm2_source` (None: none has any). Never a guess
+    between several: TakeoverError lists what the offsets topic holds."""
+    if connector is not None:
+        if (connector, mm2_source) in found:
+            return connector
+        raise TakeoverError(
+            f"connector {connector!r} stored no offsets for source alias {mm2_source!r} in {topic!r}; "
+            f"MirrorSourceConnector offsets found there: {_connectors(found)} (name one with --mm2-connector, "
+            "the source alias with --mm2-source)"
+        )
+    names = sorted(name for name, alias in found if alias == mm2_source)
+    if len(names) > 1:
+        raise TakeoverError(
+            f"{len(names)} connectors stored offsets for source alias {mm2_source!r} in {topic!r}: "
+            f"{_connectors({k: v for k, v in found.items() if k[1] == mm2_source})}; name the one that "
+            "replicated this flow with --mm2-connector"
+        )
+    return names[0] if names else None
+
+
+def mm2_offsets(
+    clients: FlowClients, topic: str, mm2_source: str, connector: str | None = None
+) -> dict[tuple[str, int], int]:
+    """MM2's stored upstream offset per source partition (the last record it replicated), from
+    `connector` (default: the only MirrorSourceConnector with offsets for `mm2_source`)."""
+    found = read_mm2_offsets(clients, topic)
+    name = choose_connector(found, topic, mm2_source, connector)
+    return found.get((name, mm2_source), {}) if name is not None else {}
+
+
 def mm2_last_heartbeat(clients: FlowClients, mm2_source: str) -> int | None:
     """When MM2's herder for this flow last wrote its heartbeat into the target's `heartbeats`
-    (ms; None: no heartbeat from it). A running MM2 writes one every second by default; its Connect
-    worker group cannot tell (librdkafka neither lists nor describes Connect groups)."""
+    (ms; None: no heartbeat from it). Only the source alias is compared: a Connect or Strimzi
+    deployment may call the target by another name than the flow does. A running MM2 writes one
+    every second by default; its Connect worker group cannot tell (librdkafka neither lists nor
+    describes Connect groups)."""
     if not clients.partitions("target", "heartbeats", refresh=True):
         return None
     last = None
@@ -136,13 +196,29 @@ def mm2_last_heartbeat(clients: FlowClients, mm2_source: str) -> int | None:
             hb = Heartbeat.decode(r.key, r.value)
         except FormatError:
             continue
-        if hb.source == mm2_source and hb.target == clients.flow.target:
+        if hb.source == mm2_source:  # any target alias: this is the target's own `heartbeats`
             last = max(last or 0, hb.timestamp)
     return last
 
 
 def _content(m: Any) -> tuple:
     return (m.key(), m.value(), tuple(m.headers() or ()), m.timestamp()[1])
+
+
+def _is_copy(target: tuple, source: tuple) -> bool:
+    """Whether a target record is MM2's copy of a source record: the same key, value, timestamp and
+    headers, a header's value either as is or Base64 text. A Connect worker whose header.converter
+    is not ByteArrayConverter (the DR guide's sets only the key and value converters) writes the
+    header bytes MM2 hands it through SimpleHeaderConverter, which turns bytes into Base64."""
+    if target == source:
+        return True
+    (key, value, headers, ts), (skey, svalue, sheaders, sts) = target, source
+    if (key, value, ts, len(headers)) != (skey, svalue, sts, len(sheaders)):
+        return False
+    return all(
+        k == sk and (v == sv or (v is not None and sv is not None and v == base64.b64encode(sv)))
+        for (k, v), (sk, sv) in zip(headers, sheaders, strict=True)
+    )
 
 
 def _after_mm2(clients: FlowClients, topic: str, p: int, remote: str, n: int, tgt_lo: int, tgt_hi: int) -> int:
@@ -160,7 +236,7 @@ def _after_mm2(clients: FlowClients, topic: str, p: int, remote: str, n: int, tg
                 "`mirrorflow reseed` instead, or resume MM2 until it has copied newer records"
             )
         tail = [(m.offset(), _content(m)) for m in tgt.read(remote, {p: max(tgt_lo, tgt_hi - TAIL_WINDOW)})]
-        at = [i for i, (_, c) in enumerate(tail) if c == rec[0]]
+        at = [i for i, (_, c) in enumerate(tail) if _is_copy(c, rec[0])]
         if not at:
             raise TakeoverError(
                 f"{where}: MM2's copy of source record {n} is not among the last {TAIL_WINDOW:,} records of "
@@ -171,7 +247,7 @@ def _after_mm2(clients: FlowClients, topic: str, p: int, remote: str, n: int, tg
         if not after:
             return 0
         nxt = [_content(m) for m in src.read(topic, {p: n + 1}, timeout=clients.admin_timeout)][: len(after)]
-        if [c for _, c in after] != nxt:
+        if len(nxt) < len(after) or not all(_is_copy(c, s) for (_, c), s in zip(after, nxt, strict=False)):
             raise TakeoverError(
                 f"{where}: the {len(after)} record(s) after MM2's copy of source record {n} on {remote!r}[{p}] "
                 "are not the source's next records in order: the target holds records the takeover cannot "
@@ -184,17 +260,20 @@ def _after_mm2(clients: FlowClients, topic: str, p: int, remote: str, n: int, tg
 
 
 def plan_takeover(
-    clients: FlowClients, offsets_topic: str, mm2_source: str, quiet_s: float = QUIET_S
-) -> list[TakeoverPartition]:
+    clients: FlowClients, offsets_topic: str, mm2_source: str, quiet_s: float = QUIET_S, connector: str | None = None
+) -> tuple[str | None, list[TakeoverPartition]]:
+    """The connector whose offsets apply (see choose_connector) and what happens to each partition."""
     flow = clients.flow
     beat = mm2_last_heartbeat(clients, mm2_source)
     if beat is not None and time.time() * 1000 - beat < quiet_s * 1000:
         raise TakeoverError(
-            f"MirrorMaker 2 still runs: its last heartbeat ({mm2_source}->{flow.target}) reached 'heartbeats' on "
+            f"MirrorMaker 2 still runs: its last heartbeat from {mm2_source!r} reached 'heartbeats' on "
             f"cluster {flow.target!r} {(time.time() * 1000 - beat) / 1000:.0f} s ago (less than {quiet_s:g} s); "
             "stop MM2 first (two replicators on one flow copy records twice)"
         )
-    stored = mm2_offsets(clients, offsets_topic, mm2_source)
+    found = read_mm2_offsets(clients, offsets_topic)
+    name = choose_connector(found, offsets_topic, mm2_source, connector)
+    stored = found.get((name, mm2_source), {}) if name is not None else {}
     parts = source_partitions(flow, clients.admin("source"))
     keys = [(t, p) for t, p, _ in parts]
     ends = source_offsets(clients, keys, OffsetSpec.latest()) if keys else {}
@@ -218,16 +297,18 @@ def plan_takeover(
         n = stored.get((t, p), -1)
         if n < 0:
             if hi > lo:
+                whose = f"connector {name!r}" if name else f"any connector for source alias {mm2_source!r}"
                 raise TakeoverError(
-                    f"{t}[{p}]: MM2 stored no offset for it but {r!r}[{p}] on cluster {flow.target!r} holds "
-                    f"{hi - lo} record(s): not explained by MM2's state; nothing was taken over"
+                    f"{t}[{p}]: MM2 stored no offset for it ({whose} in {offsets_topic!r}) but {r!r}[{p}] on "
+                    f"cluster {flow.target!r} holds {hi - lo} record(s): not explained by MM2's state; nothing "
+                    f"was taken over (MirrorSourceConnector offsets there: {_connectors(found)})"
                 )
             out.append(TakeoverPartition(t, p, r, -1, 0, -1, ends[(t, p)], hi, "fresh"))
             continue
         k = _after_mm2(clients, t, p, r, n, lo, hi)
         nxt = n + 1 if k == 0 else _offset_after(clients, t, p, n, k)
         out.append(TakeoverPartition(t, p, r, n, k, nxt, ends[(t, p)], hi, "take-over"))
-    return out
+    return name, out
 
 
 def _offset_after(clients: FlowClients, topic: str, p: int, n: int, k: int) -> int:
@@ -250,22 +331,31 @@ def takeover(
     mm2_source: str | None = None,
     dry_run: bool = False,
     quiet_s: float = QUIET_S,
+    connector: str | None = None,
 ) -> TakeoverReport:
     """Take the flow over from MM2 (see the module docstring), under the flow's lease; with `dry_run`
-    only report. Raises TakeoverError (nothing written) when any partition cannot be explained."""
+    only report. `offsets_topic` defaults to dedicated mode's, `connector` to the only
+    MirrorSourceConnector with offsets for the source there. Raises TakeoverError (nothing
+    written) when any partition cannot be explained."""
     flow = clients.flow
     alias = mm2_source or flow.source
-    topic = offsets_topic or f"mm2-offsets.{alias}.internal"
+    topic = offsets_topic or dedicated_offsets_topic(alias)
     ensure_state_topics(clients)
     lease = FlowLease(clients, *local_owner("mirrorflow takeover")).acquire()
     try:
-        plan = plan_takeover(clients, topic, alias, quiet_s)
+        name, plan = plan_takeover(clients, topic, alias, quiet_s, connector)
         taken = [x for x in plan if x.action == "take-over"]
         if not dry_run and taken:
             _write(clients, taken)
-            record = {"at": int(time.time() * 1000), "by": whoami(), "partitions": len(taken), "mm2_offsets": topic}
+            record = {
+                "at": int(time.time() * 1000),
+                "by": whoami(),
+                "partitions": len(taken),
+                "mm2_offsets": topic,
+                "mm2_connector": name,
+            }
             write_control(clients, "takeover", record)  # the status shows it
-        return TakeoverReport(flow.name, topic, dry_run, plan)
+        return TakeoverReport(flow.name, topic, dry_run, plan, name)
     finally:
         lease.release()
 

@@ -1,11 +1,11 @@
 """Takeover DAGs: one per enabled flow, `mirrorflow_takeover__<flow.id>`, manual trigger only.
 
-Moves a flow from a stopped MirrorMaker 2 deployment to mirrorflow: every partition continues
-right after the last record MM2 copied (its Connect offsets on the target, checked against the
-remote topic's content, so no record is copied twice and none is skipped), and MM2's checkpoints
-stay the groups' floor. Stop MM2 first: a takeover is refused while MM2's heartbeats still arrive.
-The same core function as `mirrorflow takeover` (see docs/operations.md, "Migrating from
-MirrorMaker 2").
+Moves a flow from a stopped MirrorMaker 2 deployment (dedicated, Kafka Connect or Strimzi) to
+mirrorflow: every partition continues right after the last record MM2 copied (its Connect offsets
+on the target, checked against the remote topic's content, so no record is copied twice and none
+is skipped), and MM2's checkpoints stay the groups' floor. Stop MM2 first: a takeover is refused
+while MM2's heartbeats still arrive. The same core function as `mirrorflow takeover` (see
+docs/operations.md, "Migrating from MirrorMaker 2").
 """
 
 from __future__ import annotations
@@ -23,6 +23,11 @@ from mirrorflow_airflow.params import dry_run
 log = logging.getLogger(__name__)
 
 
+def _optional(title: str, description: str) -> Param:
+    """An optional text field: None (empty in the form, so it submits with the defaults)."""
+    return Param(None, type=["null", "string"], title=title, description=description)
+
+
 def takeover_task(flow_name: str, params: dict[str, Any], config_path: str | None = None) -> dict[str, Any]:
     from mirrorflow.clients import FlowClients
     from mirrorflow.ops.takeover import takeover
@@ -36,6 +41,7 @@ def takeover_task(flow_name: str, params: dict[str, Any], config_path: str | Non
             params.get("mm2_source") or None,
             dry_run=bool(params.get("dry_run", True)),
             quiet_s=float(params.get("mm2_quiet_seconds", 30)),
+            connector=params.get("mm2_connector") or None,
         )
     for line in rep.lines():
         log.info("%s", line)
@@ -51,17 +57,18 @@ def build_takeover_dag(cfg: Config, flow: FlowConfig) -> DAG:
         None,
         params={
             "dry_run": dry_run("Only log what would be written (on by default)", default=True),
-            "mm2_offsets_topic": Param(
-                "",
-                type="string",
-                title="MM2 offsets topic",
-                description="MM2's Connect offsets topic on the target; empty: mm2-offsets.<source>.internal",
+            "mm2_offsets_topic": _optional(
+                "MM2 offsets topic",
+                "MM2's Connect offsets topic on the target (the worker's offset.storage.topic; Strimzi: "
+                "mirrormaker2-cluster-offsets); empty: dedicated mode's mm2-offsets.<source>.internal",
             ),
-            "mm2_source": Param(
-                "",
-                type="string",
-                title="MM2 source alias",
-                description="The source cluster's alias in MM2's config; empty: the flow's source",
+            "mm2_connector": _optional(
+                "MM2 source connector",
+                "The MirrorSourceConnector's name in Connect (e.g. A-to-B-MirrorSourceConnector; Strimzi: "
+                "A->B.MirrorSourceConnector); empty: the only one with offsets for the source",
+            ),
+            "mm2_source": _optional(
+                "MM2 source alias", "The source cluster's alias in MM2's config; empty: the flow's source"
             ),
             "mm2_quiet_seconds": Param(
                 30,
