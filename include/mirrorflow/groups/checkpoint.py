@@ -520,7 +520,9 @@ def _emit(
         run.latency_ms = int(time.time() * 1000) - ts
         for c in run.emitted:
             store.update(c)
-        run_log.append(clients, run.run_record(ts + run.latency_ms))
+    # every pass goes to the run log, also one that moved no group: the status page's "last
+    # checkpoint pass" must say the checkpoints are alive, not when a group last moved
+    run_log.append(clients, run.run_record(ts + run.latency_ms if run.emitted else int(time.time() * 1000)))
     run.store = store
     # keep the offset map bounded: fold it into its snapshots, prune what no translation needs
     from mirrorflow.groups.map_upkeep import fold_after_checkpoint  # it imports this module
