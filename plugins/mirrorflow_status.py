@@ -4,20 +4,41 @@ Thin: the config comes through MirrorflowHook, the page's contents from mirrorfl
 (the target clusters' state topics, cached a few seconds so a refresh storm reads Kafka once) and
 its HTML from mirrorflow.ops.status_html. Every route requires an Airflow login (Depends(get_user):
 the UI's JWT cookie or a bearer token); plugin routes are public otherwise.
+
+Pause, resume and stop (POST /api/flows/<flow.id>/control, a JSON body: a cross-site form cannot send
+one) need the permission to trigger the flow's control DAG (`mirrorflow_control__<flow.id>`, DAG run
+POST in the auth manager: Simple's viewer is refused, user and above may); the change is recorded on
+the target with the Airflow user's name (ops.flow_control), like a run of that DAG.
 """
 
 from __future__ import annotations
 
-from airflow.api_fastapi.core_api.security import get_user
+from typing import Literal
+
+from airflow.api_fastapi.auth.managers.models.base_user import BaseUser
+from airflow.api_fastapi.auth.managers.models.resource_details import DagAccessEntity
+from airflow.api_fastapi.core_api.security import GetUserDep, get_user, requires_access_dag
 from airflow.configuration import conf
 from airflow.plugins_manager import AirflowPlugin
-from fastapi import Depends, FastAPI
+from fastapi import Depends, FastAPI, HTTPException, Request
 from fastapi.responses import HTMLResponse
+from pydantic import BaseModel
 
 from mirrorflow.ops.status_page import PageCache
 
 CACHE_S = 5.0
-KINDS = ("replicate", "sync", "checkpoint", "verify", "backfill", "failover", "failback", "reseed")
+KINDS = (
+    "replicate",
+    "sync",
+    "checkpoint",
+    "verify",
+    "backfill",
+    "control",
+    "failover",
+    "failback",
+    "takeover",
+    "reseed",
+)
 
 app = FastAPI(title="mirrorflow status")
 cache = PageCache(CACHE_S)
@@ -40,17 +61,60 @@ def dag_links(flow_name: str) -> list[tuple[str, str]]:
     return [(kind, f"{base}/dags/mirrorflow_{kind}__{flow_id}") for kind in KINDS]
 
 
+def control_dag_id(flow_id: str) -> str:
+    return f"mirrorflow_control__{flow_id}"
+
+
+def may_control(request: Request, user: BaseUser, flow_id: str) -> bool:
+    """Whether `user` may trigger the flow's control DAG (the auth manager's own check, teams included)."""
+    try:
+        requires_access_dag("POST", DagAccessEntity.RUN, param_dag_id=control_dag_id(flow_id))(request, user)
+    except HTTPException:
+        return False
+    return True
+
+
+class ControlRequest(BaseModel):
+    action: Literal["pause", "resume", "stop"]
+    reason: str | None = None
+
+
 @app.get("/api/flows", dependencies=[Depends(get_user)])
 def flows() -> list[dict]:
     return [p.status.to_dict() for p in _pages()]
 
 
-@app.get("/", response_class=HTMLResponse, dependencies=[Depends(get_user)])
-def index(fragment: bool = False) -> str:
+@app.post("/api/flows/{flow_id}/control")
+def control(flow_id: str, body: ControlRequest, request: Request, user: GetUserDep) -> dict:
+    """Pause, resume or stop the flow for the logged-in user (403 without the permission)."""
+    from mirrorflow.errors import MirrorflowError
+    from mirrorflow.ops.flow_control import control_flow
+
+    if not may_control(request, user, flow_id):
+        raise HTTPException(403, f"user {user.get_name()!r} may not trigger {control_dag_id(flow_id)}")
+    cfg = _config()
+    flow = next((f for f in cfg.flows.values() if f.id == flow_id), None)
+    if flow is None:
+        raise HTTPException(404, f"no flow {flow_id!r} in the config")
+    try:
+        st = control_flow(cfg, flow, body.action, user.get_name(), "status-page", body.reason or "")
+    except MirrorflowError as exc:
+        raise HTTPException(409, str(exc)) from None
+    finally:
+        cache.invalidate()
+    return {"flow": flow.name, "by": user.get_name(), **st.to_dict(), "message": f"{flow.name}: {st.describe()}"}
+
+
+@app.get("/", response_class=HTMLResponse)
+def index(request: Request, user: GetUserDep, fragment: bool = False) -> str:
     from mirrorflow.ops import status_html
 
     pages = _pages()
-    return status_html.render_flows(pages, dag_links) if fragment else status_html.render_page(pages, dag_links)
+    # buttons only for a user who may use them (the POST checks again); one check for the page
+    can = bool(pages) and all(may_control(request, user, p.flow.replace("->", "-")) for p in pages)
+    if fragment:
+        return status_html.render_flows(pages, dag_links, can)
+    return status_html.render_page(pages, dag_links, can_control=can)
 
 
 class MirrorflowStatusPlugin(AirflowPlugin):

@@ -1,6 +1,8 @@
 """The status page: per-partition lag from the target's state topics, behind an Airflow login."""
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from mirrorflow.ops import status
@@ -112,3 +114,84 @@ def test_status_survives_a_deleted_source_topic_and_unreachable_clusters(source,
     assert r.returncode == 1, r.stderr
     assert "Traceback" not in r.stderr + r.stdout
     assert f"{src}->{tgt}: enabled, exactly-once, ERROR: cluster {tgt!r}: cannot reach 127.0.0.1:" in r.stdout
+
+
+def test_pause_and_resume_buttons_for_an_admin_refused_for_a_viewer(source, target, unique, tmp_path, monkeypatch,
+                                                                    airflow_db):
+    from fastapi.testclient import TestClient
+
+    from airflow.api_fastapi.app import create_app, get_auth_manager
+    from airflow.api_fastapi.auth.managers.simple.user import SimpleAuthManagerUser
+    from mirrorflow.clients import FlowClients
+    from mirrorflow.state.flow_state import flow_state
+    from mirrorflow.state.history import read_history
+
+    topic = unique("ctl")
+    create_topic(source, topic)
+    src, tgt = unique("SA"), unique("SB")
+    cfg = write_config(tmp_path / "mf.yaml", {src: source, tgt: target},
+                       {f"{src}->{tgt}": {"topics": topic, "heartbeats.replication.enabled": False}})
+    flow = cfg.flow(f"{src}->{tgt}")
+    monkeypatch.setenv("MIRRORFLOW_CONFIG", str(cfg.path))
+    client = TestClient(create_app())
+
+    def auth(user: str, role: str) -> dict:
+        return {"Authorization": f"Bearer {get_auth_manager().generate_jwt(SimpleAuthManagerUser(username=user, role=role))}"}
+
+    def state_and_history() -> tuple[str, list[tuple[str, str, str, str]]]:
+        with FlowClients(cfg, flow) as clients:
+            return flow_state(clients).state, [(o.kind, o.by, o.via, o.reason) for o in read_history(clients)]
+
+    url = f"/mirrorflow/api/flows/{flow.id}/control"
+    # a viewer sees the page without the buttons, and is refused: nothing changes on the target
+    page = client.get("/mirrorflow/", headers=auth("vera", "viewer"))
+    assert page.status_code == 200 and 'class="control"' not in page.text
+    refused = client.post(url, json={"action": "stop", "reason": "not mine to stop"}, headers=auth("vera", "viewer"))
+    assert refused.status_code == 403, refused.text
+    assert refused.json()["detail"] == f"user 'vera' may not trigger mirrorflow_control__{flow.id}"
+    assert client.post(url, json={"action": "stop"}).status_code == 401  # no login at all
+    assert state_and_history() == ("running", [])
+
+    # an admin sees the buttons; a pause is recorded with the Airflow user's name
+    page = client.get("/mirrorflow/", headers=auth("ada", "admin"))
+    assert f'<div class="control" data-flow-id="{flow.id}">' in page.text
+    ok = client.post(url, json={"action": "pause", "reason": "B upgrade"}, headers=auth("ada", "admin"))
+    assert ok.status_code == 200, ok.text
+    assert (ok.json()["state"], ok.json()["by"]) == ("paused", "ada")
+    assert state_and_history() == ("paused", [("pause", "ada", "status-page", "B upgrade")])
+    # the page shows it at once (the cache is dropped): needs attention first, the history line
+    page = client.get("/mirrorflow/?fragment=1", headers=auth("ada", "admin")).text
+    assert page.startswith('<div class="attn" data-k="attention"><h2>Needs attention</h2>')
+    assert '<span class="badge paused" data-k="state">paused</span>' in page
+    assert re.search(r"<li><b>pause</b> \d+ s ago by ada \(status-page\): B upgrade</li>", page), page
+    assert "The flow is not copying: it is paused by ada since " in page
+    # a bad action is refused before anything is written; an unknown flow is a 404
+    assert client.post(url, json={"action": "delete"}, headers=auth("ada", "admin")).status_code == 422
+    assert client.post("/mirrorflow/api/flows/X-Y/control", json={"action": "stop"},
+                       headers=auth("ada", "admin")).status_code == 404
+    ok = client.post(url, json={"action": "resume", "reason": None}, headers=auth("ada", "admin"))
+    assert ok.status_code == 200 and ok.json()["state"] == "running"
+    assert state_and_history() == ("running", [("pause", "ada", "status-page", "B upgrade"),
+                                               ("resume", "ada", "status-page", "")])
+
+
+def test_every_checkpoint_pass_is_on_the_page_also_one_that_moved_no_group(source, target, unique, tmp_path):
+    from mirrorflow.groups.checkpoint import emit_checkpoints
+    from mirrorflow.ops import status_html
+    from mirrorflow.ops.status_page import flow_page
+
+    topic = unique("cpass")
+    create_topic(source, topic)
+    src, tgt = unique("SA"), unique("SB")
+    create_topic(target, f"{src}.{topic}")
+    produce(source, topic, [{"partition": 0, "value": b"v"}] * 3)
+    cfg = write_config(tmp_path / "mf.yaml", {src: source, tgt: target},
+                       {f"{src}->{tgt}": {"topics": topic, "heartbeats.replication.enabled": False}})
+    flow = cfg.flow(f"{src}->{tgt}")
+    assert run_once(cfg, flow, mode="direct").records == 3
+    # no consumer group: the passes emit nothing, and still they are what "last checkpoint pass" means
+    assert emit_checkpoints(cfg, flow).emitted == []
+    page = flow_page(cfg, flow)
+    assert page.last_checkpoint is not None and page.last_checkpoint_written is None
+    assert page.last_checkpoint.ok and page.now_ms - page.last_checkpoint.at < 60_000
+    assert re.search(r"Consumer groups \(0; last checkpoint pass \d+ s ago\)", status_html.render_flow(page, lambda f: []))

@@ -121,3 +121,71 @@ def test_operations_in_words_oldest_first_and_on_the_page():
     html = status_html.render_flow(_page(operations=words[:1]), lambda flow: [])
     assert '<p class="note" data-k="operations">unplanned failover at 2027-01-15T07:00:00+00:00 by ops@host</p>' in html
     assert 'data-k="operations"' not in status_html.render_flow(_page(), lambda flow: [])
+
+
+def test_durations_in_human_units_and_the_latency_named_for_what_it_is():
+    assert [status_html._ms(v) for v in (None, 250, 12_000, 3_033_608, 9_000_000)] == [
+        "-", "250 ms", "12 s", "51 min", "2.5 h"]
+    page = _page()
+    big = PartitionRun("orders", 0, "A.orders", "ok", 5, 50, 0, 0, (10, 900_000, 3_033_608), (1, 2, 3))
+    page.chart_runs = [RunRecord("replicate", NOW - 10_000, True, 3.0, 2.0, 5, 50, partitions=[big])]
+    html = status_html.render_flow(page, lambda f: [])
+    # the age of the oldest record the last copying run committed, in minutes, under a name saying so
+    assert ('<div class="l">Record age when copied (last run, max)</div><div class="v" data-k="latency">51 min</div>'
+            in html)
+    assert "Replication latency" not in html and "3,033,608" not in html
+
+
+def test_needs_attention_comes_first_then_the_history_and_the_buttons_only_for_who_may():
+    from mirrorflow.state.history import OperationRecord
+
+    page = _page(state="paused by alice since 2027-01-15T08:00:00+00:00 (on the target): upgrade")
+    page.problems = _problems(page)
+    page.operations = [
+        OperationRecord("A->B", "pause", NOW - 600_000, "alice", "status-page", "upgrade"),
+        OperationRecord("A->B", "reseed", NOW - 120_000, "bob@h pid 1", "", "", "re-seeded orders",
+                        {"partitions": 2}),
+    ]
+    ok = _page()
+    html = status_html.render_page([page, ok], lambda f: [], NOW, can_control=True)
+    body = html[html.index('<div id="flows">'):]
+    # the page opens with what needs attention, naming the flow, before any card
+    assert body.index('data-k="attention"') < body.index('<section class="card"')
+    assert ('<li><a href="#flow-A_B">A->B</a>: The flow is not copying: it is paused by alice since '
+            "2027-01-15T08:00:00+00:00 (on the target): upgrade.</li>") in body.replace("A-&gt;B", "A->B")
+    card = body[body.index('<section class="card"'):]
+    assert card.index("<h3>Needs attention</h3>") < card.index('<div class="tiles">')
+    assert ('<h3>Operations (last 2)</h3><ul class="ops" data-k="history">'
+            "<li><b>reseed</b> 2 min ago by bob@h pid 1: re-seeded orders; partitions 2</li>"
+            "<li><b>pause</b> 10 min ago by alice (status-page): upgrade</li></ul>") in card
+    assert card.count('<div class="control" data-flow-id="A-B">') == 2  # one per card
+    assert [f'data-action="{a}"' in card for a in ("pause", "resume", "stop")] == [True] * 3
+    viewer = status_html.render_page([page], lambda f: [], NOW)
+    assert 'class="control"' not in viewer and "data-action" not in viewer.split("<script>")[0]
+    assert 'data-k="attention"' not in status_html.render_flows([ok], lambda f: [])
+    assert '<p class="note" data-k="history">No operation recorded yet.</p>' in status_html.render_flow(ok, lambda f: [])
+
+
+def test_every_checkpoint_pass_counts_not_only_those_that_moved_a_group():
+    import mirrorflow.ops.status_page as sp
+    from mirrorflow.state.run_log import GroupCheckpoints
+
+    moved = RunRecord("checkpoint", NOW - 14 * 60_000, True, checkpoints=[GroupCheckpoints("g", "A.orders", 0, 5)])
+    idle = RunRecord("checkpoint", NOW - 50_000, True)
+    failed = RunRecord("checkpoint", NOW - 20_000, False, errors=["group g2: coordinator not available"])
+    for runs, expect in (
+        ([moved, idle], "last checkpoint pass 50 s ago, last checkpoint written 14 min ago (no group moved since)"),
+        ([moved], "last checkpoint pass 14 min ago"),
+    ):
+        page = _page()
+        orig = sp.run_log.recent
+        sp.run_log.recent = lambda c, last, runs=runs: runs  # type: ignore[assignment]
+        try:
+            _history(SimpleNamespace(), page)
+        finally:
+            sp.run_log.recent = orig  # type: ignore[assignment]
+        assert f"Consumer groups (0; {expect})" in status_html.render_flow(page, lambda f: [])
+    page = _page()
+    page.last_checkpoint = failed
+    assert _problems(page)[-1] == ("The last checkpoint pass (20 s ago) failed for some groups: "
+                                   "group g2: coordinator not available")

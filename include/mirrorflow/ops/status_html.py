@@ -1,5 +1,7 @@
-"""The status page as HTML: one card per flow (state, lag, latency, last run, problems in plain
-words, a chart of lag and throughput, links to its DAGs), partitions and consumer groups on demand.
+"""The status page as HTML: what needs attention first (all flows), then one card per flow (state,
+what needs attention, lag, record age, last run, a chart of lag and throughput, the last operations,
+pause/resume/stop buttons for users who may, links to its DAGs), partitions and consumer groups on
+demand. Durations are in human units (ms, s, min, h).
 
 Self-contained (inline CSS and SVG, a few lines of script, nothing fetched from elsewhere) so it
 renders inside Airflow's iframe and offline. Colours follow Airflow 3's UI (light and dark). The
@@ -46,9 +48,17 @@ th,td{text-align:left;padding:4px 8px;border-bottom:1px solid var(--border);font
 th{color:var(--muted);font-weight:500;font-size:12px}
 details{margin-top:10px}summary{cursor:pointer;color:var(--accent)}
 .note{color:var(--muted)}
+.attn{border:1px solid var(--bad);border-radius:8px;padding:8px 16px;margin-bottom:16px}
+.attn h2,.card h3{font-size:14px;margin:8px 0 0}
+.ops{margin:4px 0;padding-left:18px}.ops li{margin:2px 0}
+.control{display:flex;gap:8px;align-items:center;flex-wrap:wrap;margin-top:10px}
+.control input{flex:1;min-width:200px;padding:4px 8px;border:1px solid var(--border);border-radius:6px;
+background:var(--bg);color:var(--fg)}
+.control button{padding:4px 12px;border-radius:6px;border:1px solid var(--border);background:var(--chip);
+color:var(--fg);cursor:pointer}
 """
 
-SCRIPT = """
+SCRIPT = r"""
 (function(){
   function refresh(){
     var open=[].map.call(document.querySelectorAll('details[open]'),function(d){return d.id});
@@ -61,6 +71,20 @@ SCRIPT = """
     }).catch(function(){});
   }
   setInterval(refresh, %d000);
+  // pause / resume / stop: a JSON POST (a cross-site form cannot send one), answered in words
+  document.addEventListener('click',function(ev){
+    var b=ev.target.closest&&ev.target.closest('button[data-action]'); if(!b) return;
+    var box=b.closest('.control'), out=box.querySelector('[data-k="control-result"]');
+    var reason=box.querySelector('input').value;
+    out.textContent=b.dataset.action+'...';
+    fetch(location.pathname.replace(/\/$/,'')+'/api/flows/'+encodeURIComponent(box.dataset.flowId)+'/control',
+      {method:'POST',credentials:'same-origin',headers:{'Content-Type':'application/json'},
+       body:JSON.stringify({action:b.dataset.action,reason:reason||null})}
+    ).then(function(r){return r.json().then(function(j){return [r.ok,j];});}).then(function(res){
+      out.textContent=res[0]?res[1].message:('refused: '+(res[1].detail||'error'));
+      if(res[0]) refresh();
+    }).catch(function(e){out.textContent='failed: '+e;});
+  });
 })();
 """
 
@@ -89,6 +113,13 @@ def _bytes(v: int) -> str:
             return f"{v:.0f} {unit}" if unit == "B" else f"{v:.1f} {unit}"
         v /= 1024  # type: ignore[assignment]
     return str(v)
+
+
+def _ms(v: int | None) -> str:
+    """A duration in milliseconds in human units: `250 ms`, `12 s`, `50 min`, `2.5 h`."""
+    if v is None:
+        return "-"
+    return f"{v:,} ms" if v < 1000 else _secs(v / 1000)
 
 
 def _ago(now_ms: int, at_ms: int) -> str:
@@ -154,8 +185,10 @@ def _partitions(page: FlowPage, fid: str) -> str:
 
 
 def _groups(page: FlowPage, fid: str) -> str:
-    cp = page.last_checkpoint
+    cp, written = page.last_checkpoint, page.last_checkpoint_written
     when = f"last checkpoint pass {_ago(page.now_ms, cp.at)}" if cp else "no checkpoint pass recorded yet"
+    if written is not None and written is not cp:
+        when += f", last checkpoint written {_ago(page.now_ms, written.at)} (no group moved since)"
     rows = "".join(
         f"<tr><td>{_e(g.group)}</td><td>{_e(g.topic)}</td><td>{g.partition}</td><td>{g.upstream:,}</td>"
         f"<td>{g.resume_at:,}</td><td>{'-' if g.committed is None else f'{g.committed:,}'}</td>"
@@ -178,7 +211,33 @@ def _groups(page: FlowPage, fid: str) -> str:
     )
 
 
-def render_flow(page: FlowPage, links: Links) -> str:
+def _operations(page: FlowPage) -> str:
+    """The flow's newest operations (state.history), newest first."""
+    if not page.operations:
+        return '<p class="note" data-k="history">No operation recorded yet.</p>'
+    items = "".join(
+        f"<li><b>{_e(o.kind)}</b> {_e(_ago(page.now_ms, o.at))} by {_e(o.by or '?')}"
+        f"{f' ({_e(o.via)})' if o.via else ''}{_e(': ' + o.details() if o.details() else '')}</li>"
+        for o in reversed(page.operations)
+    )
+    return f'<ul class="ops" data-k="history">{items}</ul>'
+
+
+def _control(page: FlowPage) -> str:
+    """Pause / resume / stop buttons (only rendered for a user who may trigger the control DAG;
+    the endpoint checks again)."""
+    flow_id = page.flow.replace("->", "-")
+    buttons = "".join(
+        f'<button type="button" data-action="{a}">{a.capitalize()}</button>' for a in ("pause", "resume", "stop")
+    )
+    return (
+        f'<div class="control" data-flow-id="{_e(flow_id)}"><input type="text" aria-label="Reason" '
+        f'placeholder="Reason (optional, recorded in the history)">{buttons}'
+        '<span class="note" data-k="control-result"></span></div>'
+    )
+
+
+def render_flow(page: FlowPage, links: Links, can_control: bool = False) -> str:
     s, fid = page.status, _e(page.flow.replace(">", "").replace("-", "_"))
     state = "error" if s.error else s.state.split()[0].strip(":,")
     run = page.last_run
@@ -187,12 +246,12 @@ def render_flow(page: FlowPage, links: Links) -> str:
     else:
         result = "skipped" if run.skipped else ("ok" if run.ok else "FAILED")
         last = f"{_ago(page.now_ms, run.at)}, {result}"
-    latency = page.latency_ms
     tiles = "".join(
         [
             _tile("lag", "Lag (records)", _n(s.lag) if not s.error else "unknown"),
             _tile("lag-seconds", "Lag (time)", _secs(page.lag_seconds) if not s.error else "unknown"),
-            _tile("latency", "Replication latency", "-" if latency is None else f"{latency:,} ms"),
+            # MM2's replication-latency-ms max of the last copying run: with a backlog, its age
+            _tile("latency", "Record age when copied (last run, max)", _ms(page.latency_ms)),
             _tile("last-run", "Last run", last),
             _tile("records", "Records copied (total)", f"{s.records:,}"),
             _tile(
@@ -209,7 +268,9 @@ def render_flow(page: FlowPage, links: Links) -> str:
         ]
     )
     problems = (
-        '<ul class="problems" data-k="problems">' + "".join(f"<li>{_e(p)}</li>" for p in page.problems) + "</ul>"
+        '<h3>Needs attention</h3><ul class="problems" data-k="problems">'
+        + "".join(f"<li>{_e(p)}</li>" for p in page.problems)
+        + "</ul>"
         if page.problems
         else '<p class="fine" data-k="problems">No problems.</p>'
     )
@@ -221,25 +282,40 @@ def render_flow(page: FlowPage, links: Links) -> str:
         f'<h2>{_e(page.flow)}</h2><span class="badge {state}" data-k="state">'
         f"{_e('unreadable' if s.error else state)}</span>"
         f'{running}<span class="links">{dag_links}</span></div>'
-        f'{ops}{problems}<div class="tiles">{tiles}</div>'
+        f'{problems}{ops}<div class="tiles">{tiles}</div>'
         f'<div class="charts">{chart_svg(page.chart, "lag", "Lag after each run", "#017cee")}'
         f"{chart_svg(page.chart, 'rate', 'Throughput of each run', '#38a169')}</div>"
+        f"<h3>Operations (last {len(page.operations)})</h3>{_operations(page)}"
+        f"{_control(page) if can_control else ''}"
         f"{_partitions(page, fid)}{_groups(page, fid)}</section>"
     )
 
 
-def render_flows(pages: Sequence[FlowPage], links: Links) -> str:
+def needs_attention(pages: Sequence[FlowPage]) -> str:
+    """Every flow's problems in one list at the top of the page (empty when there are none)."""
+    items = "".join(
+        f'<li><a href="#flow-{_e(p.flow.replace(">", "").replace("-", "_"))}">{_e(p.flow)}</a>: {_e(problem)}</li>'
+        for p in pages
+        for problem in p.problems
+    )
+    if not items:
+        return ""
+    return f'<div class="attn" data-k="attention"><h2>Needs attention</h2><ul class="problems">{items}</ul></div>'
+
+
+def render_flows(pages: Sequence[FlowPage], links: Links, can_control: bool = False) -> str:
     if not pages:
         return '<p class="note">No flows are configured.</p>'
-    return "".join(render_flow(p, links) for p in pages)
+    return needs_attention(pages) + "".join(render_flow(p, links, can_control) for p in pages)
 
 
-def render_page(pages: Sequence[FlowPage], links: Links, now_ms: int | None = None) -> str:
+def render_page(pages: Sequence[FlowPage], links: Links, now_ms: int | None = None, can_control: bool = False) -> str:
     now = time.strftime("%H:%M:%S", time.localtime((now_ms or time.time() * 1000) / 1000))
     return (
         '<!doctype html><html><head><meta charset="utf-8"><title>mirrorflow status</title>'
         f'<meta name="viewport" content="width=device-width,initial-scale=1"><style>{CSS}</style></head><body>'
         '<h1>Mirrorflow</h1><div class="sub">Replication flows, read from the target clusters. '
         f'Updated <span id="updated">{now}</span>, refreshes every {REFRESH_S} s.</div>'
-        f'<div id="flows">{render_flows(pages, links)}</div><script>{SCRIPT % REFRESH_S}</script></body></html>'
+        f'<div id="flows">{render_flows(pages, links, can_control)}</div>'
+        f"<script>{SCRIPT % REFRESH_S}</script></body></html>"
     )

@@ -4,7 +4,8 @@
 asks next: the last run and its result, lag in seconds and the replication latency, the history of
 lag and throughput (from the flow's run log, `state.run_log`: no database of its own), the consumer
 groups (their last checkpoint, where each would resume on the target, and which ones the group
-offset sync leaves alone and why) and the problems in plain words. `PageCache` keeps one build for
+offset sync leaves alone and why), the last operations (`state.history`: who paused, stopped,
+failed over...) and what needs attention, in plain words. `PageCache` keeps one build for
 a few seconds, so a refresh storm reads Kafka once. Rendering is `ops.status_html`.
 """
 
@@ -22,9 +23,11 @@ from mirrorflow.groups.checkpoint import CheckpointStore
 from mirrorflow.groups.offset_sync import ACTIVE, UNKNOWN, sync_group_offsets
 from mirrorflow.ops.status import FlowStatus, flow_status
 from mirrorflow.state import run_log
+from mirrorflow.state.history import OperationRecord, read_history
 from mirrorflow.state.run_log import RunRecord
 
 HISTORY = 120  # replicate runs drawn on the chart (the run log keeps a week)
+OPERATIONS_SHOWN = 10  # the newest operations of the flow's history on its card
 
 
 @dataclass(frozen=True)
@@ -58,12 +61,14 @@ class FlowPage:
     status: FlowStatus
     now_ms: int
     last_run: RunRecord | None = None
-    last_checkpoint: RunRecord | None = None
+    last_checkpoint: RunRecord | None = None  # the last checkpoint pass (every pass is logged)
+    last_checkpoint_written: RunRecord | None = None  # the last pass that wrote checkpoints (a group moved)
     chart: list[ChartPoint] = field(default_factory=list)
     groups: list[GroupRow] = field(default_factory=list)
     left_alone: dict[str, str] = field(default_factory=dict)  # group -> why the group sync leaves it alone
     group_note: str | None = None  # why no group is synced at all (disabled, paused, unreadable)
     problems: list[str] = field(default_factory=list)  # plain words, the most urgent first
+    operations: list[OperationRecord] = field(default_factory=list)  # the newest of the history, oldest first
 
     @property
     def lag_seconds(self) -> float | None:
@@ -73,8 +78,10 @@ class FlowPage:
 
     @property
     def latency_ms(self) -> int | None:
-        """Replication latency of the last run that copied something: its slowest record's commit
-        time minus source timestamp."""
+        """How old the oldest record was when the last run that copied something committed it
+        (MM2's replication-latency-ms max: commit time minus source timestamp). After a pause or
+        with a backlog this is the age of the backlog, not how far behind the flow is now (that
+        is `lag_seconds`), so the page names it "record age when copied"."""
         for run in reversed(self.chart_runs):
             worst = max((p.latency_ms[2] for p in run.partitions), default=-1)
             if run.records and worst >= 0:
@@ -100,6 +107,7 @@ def flow_page(cfg: Config, flow: FlowConfig, now_ms: int | None = None) -> FlowP
         try:
             with FlowClients(cfg, flow) as clients:
                 _history(clients, page)
+                page.operations = read_history(clients, OPERATIONS_SHOWN)
                 _groups(cfg, flow, clients, page)
         except MirrorflowError as exc:
             page.problems.append(f"The flow's history could not be read from its target cluster: {exc}")
@@ -108,12 +116,14 @@ def flow_page(cfg: Config, flow: FlowConfig, now_ms: int | None = None) -> FlowP
 
 
 def _history(clients: FlowClients, page: FlowPage) -> None:
-    runs = run_log.recent(clients, HISTORY * 2)
+    runs = run_log.recent(clients, HISTORY * 3)  # checkpoint passes share the log with the runs
     replicate = [r for r in runs if r.kind == "replicate"][-HISTORY:]
     checkpoints = [r for r in runs if r.kind == "checkpoint"]
     page.chart_runs = replicate
     page.last_run = replicate[-1] if replicate else None
     page.last_checkpoint = checkpoints[-1] if checkpoints else None
+    written = [r for r in checkpoints if r.checkpoints]
+    page.last_checkpoint_written = written[-1] if written else None
     page.chart = [
         ChartPoint(r.at, r.lag, r.records, r.records / r.copy_phase_s if r.copy_phase_s > 0 else 0.0, r.ok)
         for r in replicate
@@ -185,6 +195,11 @@ def _problems(page: FlowPage) -> list[str]:
         out.append(
             f"The last run ({_ago(page.now_ms, run.at)}) failed: {what}." + "".join(f" {e}" for e in run.errors[:3])
         )
+    cp = page.last_checkpoint
+    if cp is not None and not cp.ok:
+        out.append(
+            f"The last checkpoint pass ({_ago(page.now_ms, cp.at)}) failed for some groups: " + " ".join(cp.errors[:3])
+        )
     if not s.partitions and s.error is None:
         out.append("Nothing has been copied yet: no run has committed progress for this flow.")
     return out
@@ -213,6 +228,11 @@ class PageCache:
         self._lock = threading.Lock()
         self._built: dict[str, tuple[float, list[FlowPage]]] = {}
         self.builds = 0  # how many times Kafka was read (tests)
+
+    def invalidate(self) -> None:
+        """Forget the build: the next request reads Kafka (after a change made from the page)."""
+        with self._lock:
+            self._built = {}
 
     def get(self, cfg: Config) -> list[FlowPage]:
         key = str(cfg.path)
