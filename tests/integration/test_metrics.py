@@ -54,10 +54,14 @@ def test_prometheus_statsd_and_dashboard_after_a_run(source, target, unique, tmp
     assert rep.ok and rep.records == 30, rep.render()
     group = unique("g")
     c = Consumer({**source.client_config(), "group.id": group, "enable.auto.commit": False})
-    c.commit(offsets=[TopicPartition(topic, 0, 7)], asynchronous=False)
-    c.close()
+    c.commit(offsets=[TopicPartition(topic, 0, 7), TopicPartition(topic, 1, 3)], asynchronous=False)
     cp = emit_checkpoints(cfg, flow)
-    assert [x.group for x in cp.emitted] == [group] and cp.latency_ms >= 0
+    assert [(x.group, x.partition) for x in cp.emitted] == [(group, 0), (group, 1)] and cp.latency_ms >= 0
+    # a second pass moves partition 0 only; its checkpoint is stamped 3 s back, so its latency differs
+    c.commit(offsets=[TopicPartition(topic, 0, 12)], asynchronous=False)
+    c.close()
+    cp2 = emit_checkpoints(cfg, flow, now_ms=int(time.time() * 1000) - 3000)
+    assert [(x.group, x.partition) for x in cp2.emitted] == [(group, 0)] and cp2.latency_ms >= 3000 > cp.latency_ms
 
     got = scrape(metrics.prometheus_text(metrics.collect(cfg, [flow])))
     remote = f"{src}.{topic}"
@@ -85,8 +89,18 @@ def test_prometheus_statsd_and_dashboard_after_a_run(source, target, unique, tmp
     assert one(got, "mirrorflow_run_duration_seconds", flow=flow.name) == round(rep.duration_s, 3)
     assert one(got, "mirrorflow_flow_state", flow=flow.name, state="running") == 1
     assert one(got, "mirrorflow_flow_state", flow=flow.name, state="paused") == 0
-    ck = {"source": src, "target": tgt, "group": group, "topic": remote, "partition": "0"}
-    assert one(got, CKP + "checkpoint_latency_ms", **ck) == cp.latency_ms
+    # checkpoint latency per group and partition: the latest, and min/avg/max over its checkpoints
+    ck = {"source": src, "target": tgt, "group": group, "topic": remote}
+    assert [one(got, CKP + "checkpoint_latency_ms" + k, **ck, partition="0") for k in ("", "_min", "_avg", "_max")] == [
+        cp2.latency_ms, cp.latency_ms, round((cp.latency_ms + cp2.latency_ms) / 2, 3), cp2.latency_ms]
+    assert [one(got, CKP + "checkpoint_latency_ms" + k, **ck, partition="1") for k in ("", "_min", "_avg", "_max")] == [
+        cp.latency_ms] * 4
+    # what the checkpoint DAG sends to StatsD after the second pass: its one group partition, the same values
+    sent = metrics.checkpoint_pass_samples(cfg, flow, cp2.run_record(int(time.time() * 1000)))
+    assert [(s.name.removeprefix(CKP), s.label("partition"), s.value) for s in sent] == [
+        ("checkpoint_latency_ms", "0", cp2.latency_ms), ("checkpoint_latency_ms_min", "0", cp.latency_ms),
+        ("checkpoint_latency_ms_avg", "0", round((cp.latency_ms + cp2.latency_ms) / 2, 3)),
+        ("checkpoint_latency_ms_max", "0", cp2.latency_ms)]
 
     # lag: three new records not copied yet; the RPO is the newest copied record's age
     produce(source, topic, [{"partition": 1, "value": b"late"}] * 3)

@@ -65,11 +65,38 @@ def test_an_unreadable_target_is_flow_up_zero_only():
 
 def test_prometheus_text_round_trips_labels_with_quotes():
     run = RunRecord("checkpoint", 1, True, checkpoints=[GroupCheckpoints('g"1\\x', "east.t", 3, 12)])
-    text = prometheus_text(checkpoint_samples(FLOW, run)).decode()
+    text = prometheus_text(checkpoint_samples(FLOW, [run])).decode()
     fams = {f.name: f for f in text_string_to_metric_families(text)}
     [s] = fams["kafka_connect_mirror_mirrorcheckpointconnector_checkpoint_latency_ms_avg"].samples
     assert s.labels == {"source": "east", "target": "central", "group": 'g"1\\x', "topic": "east.t", "partition": "3"}
     assert s.value == 12
+
+
+def test_checkpoint_latency_min_avg_max_per_group_and_partition_over_the_passes():
+    def cp(at, *cps):
+        return RunRecord("checkpoint", at, True, checkpoints=[GroupCheckpoints(g, "east.t", p, ms) for g, p, ms in cps])
+
+    passes = [cp(3000, ("g1", 0, 40)),  # given out of order: the latest is the one at the latest pass
+              cp(1000, ("g1", 0, 10), ("g1", 1, 500), ("g2", 0, 7)),
+              cp(2000, ("g1", 0, 25), ("g2", 0, 9))]
+    runs = [RunRecord("replicate", 2500, True), *passes]
+    st = FlowStatus("east->central", True, True)
+    got = {(s.name.split("checkpointconnector_")[1], s.label("group"), s.label("partition")): s.value
+           for s in flow_samples(FLOW, st, runs) if "checkpointconnector" in s.name}
+    assert got == {
+        ("checkpoint_latency_ms", "g1", "0"): 40, ("checkpoint_latency_ms_min", "g1", "0"): 10,
+        ("checkpoint_latency_ms_avg", "g1", "0"): 25.0, ("checkpoint_latency_ms_max", "g1", "0"): 40,
+        # a partition the later passes did not move keeps its one checkpoint's latency
+        ("checkpoint_latency_ms", "g1", "1"): 500, ("checkpoint_latency_ms_min", "g1", "1"): 500,
+        ("checkpoint_latency_ms_avg", "g1", "1"): 500, ("checkpoint_latency_ms_max", "g1", "1"): 500,
+        ("checkpoint_latency_ms", "g2", "0"): 9, ("checkpoint_latency_ms_min", "g2", "0"): 7,
+        ("checkpoint_latency_ms_avg", "g2", "0"): 8.0, ("checkpoint_latency_ms_max", "g2", "0"): 9,
+    }
+    # one pass's samples (Airflow's StatsD): only its group partitions, over all the passes
+    only = checkpoint_samples(FLOW, passes, only=[("g2", "east.t", 0)])
+    assert [(s.name.split("checkpointconnector_")[1], s.value) for s in only] == [
+        ("checkpoint_latency_ms", 9), ("checkpoint_latency_ms_min", 7), ("checkpoint_latency_ms_avg", 8.0),
+        ("checkpoint_latency_ms_max", 9)]
 
 
 def test_run_record_json_round_trip():

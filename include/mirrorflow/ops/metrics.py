@@ -10,8 +10,11 @@ records lost to source retention, the flow's state and its runs.
 Where MM2 counts since a task started, mirrorflow's source-connector metrics describe the flow's
 last run (a scheduled run is what a task's lifetime is to MM2): record-count and byte-count are
 that run's, the rates are per second of its copy phase, the latency and age families are over its
-records. byte-count counts keys and values (MM2 counts values only). Everything comes from the
-target (the flow's progress and run log, see state.run_log), so a scrape sees CLI and DAG runs.
+records. byte-count counts keys and values (MM2 counts values only). checkpoint-latency-ms is per
+group and partition, as MM2's: the latest checkpoint's, and its min, avg and max over the checkpoints
+emitted for that group and partition in the recent passes the run log holds (MM2's sensor keeps a
+time window of one task's life). Everything comes from the target (the flow's progress and run
+log, see state.run_log), so a scrape sees CLI and DAG runs.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ log = logging.getLogger(__name__)
 SOURCE = "kafka_connect_mirror_mirrorsourceconnector_"
 CHECKPOINT = "kafka_connect_mirror_mirrorcheckpointconnector_"
 STATES = ("running", "paused", "stopped")
+RECENT_RUNS = 50  # run-log records a scrape reads: the last replicate run, the checkpoint passes' window
 
 HELP = {
     SOURCE + "record_count": "Records copied per partition by the flow's last run (MM2 record-count)",
@@ -47,10 +51,10 @@ HELP = {
     SOURCE + "record_age_ms_min": "Record age at read, min over the last run (MM2)",
     SOURCE + "record_age_ms_avg": "Record age at read, average over the last run (MM2)",
     SOURCE + "record_age_ms_max": "Record age at read, max over the last run (MM2)",
-    CHECKPOINT + "checkpoint_latency_ms": "Checkpoint acknowledged minus its timestamp, last pass (MM2)",
-    CHECKPOINT + "checkpoint_latency_ms_min": "Checkpoint latency, min over the last pass (MM2)",
-    CHECKPOINT + "checkpoint_latency_ms_avg": "Checkpoint latency, average over the last pass (MM2)",
-    CHECKPOINT + "checkpoint_latency_ms_max": "Checkpoint latency, max over the last pass (MM2)",
+    CHECKPOINT + "checkpoint_latency_ms": "Checkpoint acknowledged minus its timestamp, latest one (MM2)",
+    CHECKPOINT + "checkpoint_latency_ms_min": "Checkpoint latency, min over the recent passes (MM2)",
+    CHECKPOINT + "checkpoint_latency_ms_avg": "Checkpoint latency, average over the recent passes (MM2)",
+    CHECKPOINT + "checkpoint_latency_ms_max": "Checkpoint latency, max over the recent passes (MM2)",
     "mirrorflow_partition_lag_records": "Source offsets not replicated yet",
     "mirrorflow_partition_lag_seconds": "Seconds of lag (RPO): age of the newest copied record while behind, else 0",
     "mirrorflow_partition_lost_records": "Source offsets lost to retention before they were copied (total)",
@@ -110,14 +114,45 @@ def source_samples(flow: FlowConfig, run: RunRecord) -> list[Sample]:
     return out
 
 
-def checkpoint_samples(flow: FlowConfig, run: RunRecord) -> list[Sample]:
-    """MirrorCheckpointConnector metrics of the flow's last checkpoint pass, per group and partition."""
+def checkpoint_samples(
+    flow: FlowConfig, passes: Iterable[RunRecord], only: Iterable[tuple[str, str, int]] | None = None
+) -> list[Sample]:
+    """MirrorCheckpointConnector metrics per group and partition (`only`: just these (group, topic,
+    partition)): checkpoint-latency-ms is the latest checkpoint's, min, avg and max are over every
+    checkpoint emitted for that group and partition in `passes` (checkpoint run records; a pass
+    that did not move a group's partition emitted none for it, as MM2 records none)."""
+    latencies: dict[tuple[str, str, int], list[int]] = {}
+    for run in sorted(passes, key=lambda r: r.at):
+        for c in run.checkpoints:
+            if c.latency_ms >= 0:
+                latencies.setdefault((c.group, c.topic, c.partition), []).append(c.latency_ms)
+    wanted = None if only is None else set(only)
     out: list[Sample] = []
-    for c in run.checkpoints:
-        lab = _labels(source=flow.source, target=flow.target, group=c.group, topic=c.topic, partition=c.partition)
-        for suffix in ("", "_min", "_avg", "_max"):
-            out.append(Sample(CHECKPOINT + "checkpoint_latency_ms" + suffix, lab, c.latency_ms))
+    for (group, topic, partition), ms in latencies.items():
+        if wanted is not None and (group, topic, partition) not in wanted:
+            continue
+        lab = _labels(source=flow.source, target=flow.target, group=group, topic=topic, partition=partition)
+        name = CHECKPOINT + "checkpoint_latency_ms"
+        out += [
+            Sample(name, lab, ms[-1]),
+            Sample(name + "_min", lab, min(ms)),
+            Sample(name + "_avg", lab, round(sum(ms) / len(ms), 3)),
+            Sample(name + "_max", lab, max(ms)),
+        ]
     return out
+
+
+def checkpoint_pass_samples(cfg: Config, flow: FlowConfig, run: RunRecord) -> list[Sample]:
+    """The metrics of the group partitions one checkpoint pass (`run`) emitted, for Airflow's
+    StatsD, their min/avg/max over the recent passes in the run log (the pass itself included:
+    it is logged as it ends). An unreadable run log leaves the pass's own values."""
+    passes = [run]
+    try:
+        with FlowClients(cfg, flow) as clients:
+            passes = run_log.recent(clients, RECENT_RUNS, "checkpoint") or passes
+    except MirrorflowError as exc:
+        log.warning("flow %s: run log not read, checkpoint latency of this pass only: %s", flow.name, exc)
+    return checkpoint_samples(flow, passes, only=[(c.group, c.topic, c.partition) for c in run.checkpoints])
 
 
 def status_samples(flow: FlowConfig, status: FlowStatus, now_ms: int | None = None) -> list[Sample]:
@@ -163,17 +198,14 @@ def run_samples(flow: FlowConfig, run: RunRecord) -> list[Sample]:
 def flow_samples(
     flow: FlowConfig, status: FlowStatus, runs: Iterable[RunRecord], now_ms: int | None = None
 ) -> list[Sample]:
-    """Every metric of one flow: its status, its last replicate run and its last checkpoint pass."""
-    last: dict[str, RunRecord] = {}
-    for r in runs:
-        if r.kind not in last or r.at >= last[r.kind].at:
-            last[r.kind] = r
+    """Every metric of one flow: its status, its last replicate run and its checkpoint passes."""
+    runs = list(runs)
+    replicate = [r for r in runs if r.kind == "replicate"]
     out = status_samples(flow, status, now_ms)
-    if "replicate" in last:
-        out += run_samples(flow, last["replicate"]) + source_samples(flow, last["replicate"])
-    if "checkpoint" in last:
-        out += checkpoint_samples(flow, last["checkpoint"])
-    return out
+    if replicate:
+        last = sorted(replicate, key=lambda r: r.at)[-1]  # of two at the same ms, the later logged
+        out += run_samples(flow, last) + source_samples(flow, last)
+    return out + checkpoint_samples(flow, [r for r in runs if r.kind == "checkpoint"])
 
 
 def statsd_name(sample: Sample) -> str:
@@ -217,7 +249,7 @@ def collect(cfg: Config, flows: Iterable[FlowConfig] | None = None, now_ms: int 
         if st.error is None:
             try:
                 with FlowClients(cfg, flow) as clients:
-                    runs = run_log.recent(clients, 50)
+                    runs = run_log.recent(clients, RECENT_RUNS)
             except MirrorflowError as exc:
                 log.warning("flow %s: run log not read: %s", flow.name, exc)
         out += flow_samples(flow, st, runs, now_ms)

@@ -68,7 +68,7 @@ def checkpoint_task(
 
     from mirrorflow.groups.checkpoint import emit_checkpoints
     from mirrorflow.groups.render import render_checkpoints
-    from mirrorflow.ops.metrics import checkpoint_samples
+    from mirrorflow.ops.metrics import checkpoint_pass_samples
 
     times = times or RunTimes.of()
     cfg = MirrorflowHook(config_path).get_conn()
@@ -87,7 +87,7 @@ def checkpoint_task(
     metric("incr", "checkpoints.emitted", len(run.emitted), tags)
     metric("gauge", "checkpoints.groups", len(run.groups), tags)
     if run.emitted:
-        emit_samples(checkpoint_samples(flow, run.run_record(int(time.time() * 1000))))
+        emit_samples(checkpoint_pass_samples(cfg, flow, run.run_record(int(time.time() * 1000))))
     metric("gauge", "checkpoints.missing_records", sum(r.missing for r, _ in run.rows), tags)
     if run.errors:
         raise AirflowFailException(
