@@ -65,8 +65,18 @@ SCRIPT = r"""
     fetch(location.pathname+'?fragment=1',{credentials:'same-origin'}).then(function(r){
       if(!r.ok) throw new Error(r.status); return r.text();
     }).then(function(t){
+      // a reason being typed and the last answer survive the refresh
+      var kept={}, a=document.activeElement, focus=a&&a.closest&&a.closest('.control');
+      [].forEach.call(document.querySelectorAll('.control'),function(c){
+        kept[c.dataset.flowId]=[c.querySelector('input').value,c.querySelector('[data-k="control-result"]').textContent];
+      });
       document.getElementById('flows').innerHTML=t;
       open.forEach(function(id){var d=document.getElementById(id); if(d) d.open=true;});
+      [].forEach.call(document.querySelectorAll('.control'),function(c){
+        var k=kept[c.dataset.flowId]; if(!k) return;
+        c.querySelector('input').value=k[0]; c.querySelector('[data-k="control-result"]').textContent=k[1];
+        if(focus&&focus.dataset.flowId===c.dataset.flowId) c.querySelector('input').focus();
+      });
       document.getElementById('updated').textContent=new Date().toLocaleTimeString();
     }).catch(function(){});
   }
