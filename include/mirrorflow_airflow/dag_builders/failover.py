@@ -30,7 +30,7 @@ import logging
 from datetime import timedelta
 from typing import Any
 
-from airflow.providers.standard.operators.hitl import ApprovalOperator
+from airflow.providers.standard.operators.hitl import ApprovalOperator, HITLOperator
 from airflow.sdk import DAG, Param, task
 from airflow.sdk.exceptions import AirflowFailException
 
@@ -122,7 +122,9 @@ class FailoverApproval(ApprovalOperator):
                 f"failover plan {plan_id}: no answer within {minutes} min: nothing committed, the flow is unchanged "
                 "(trigger the DAG again for a new preflight)"
             )
-        ret = super().execute_complete(context, event)  # validates the answer; a Reject skips `commit`
+        # HITLOperator's, not ApprovalOperator's: that one would mark `commit` skipped on a Reject, and a
+        # run whose leaf is skipped ends "success" although this task failed
+        ret = HITLOperator.execute_complete(self, context, event)  # validates the answer
         user = (ret.get("responded_by_user") or {}).get("name") or "?"
         if ret["chosen_options"] != [self.APPROVE]:
             raise AirflowFailException(
