@@ -136,7 +136,8 @@ def test_pause_and_resume_buttons_for_an_admin_refused_for_a_viewer(source, targ
     client = TestClient(create_app())
 
     def auth(user: str, role: str) -> dict:
-        return {"Authorization": f"Bearer {get_auth_manager().generate_jwt(SimpleAuthManagerUser(username=user, role=role))}"}
+        token = get_auth_manager().generate_jwt(SimpleAuthManagerUser(username=user, role=role))
+        return {"Authorization": f"Bearer {token}"}
 
     def state_and_history() -> tuple[str, list[tuple[str, str, str, str]]]:
         with FlowClients(cfg, flow) as clients:
@@ -194,4 +195,5 @@ def test_every_checkpoint_pass_is_on_the_page_also_one_that_moved_no_group(sourc
     page = flow_page(cfg, flow)
     assert page.last_checkpoint is not None and page.last_checkpoint_written is None
     assert page.last_checkpoint.ok and page.now_ms - page.last_checkpoint.at < 60_000
-    assert re.search(r"Consumer groups \(0; last checkpoint pass \d+ s ago\)", status_html.render_flow(page, lambda f: []))
+    html = status_html.render_flow(page, lambda f: [])
+    assert re.search(r"Consumer groups \(0; last checkpoint pass \d+ s ago\)", html)

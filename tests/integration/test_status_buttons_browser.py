@@ -86,7 +86,8 @@ def test_pause_and_resume_buttons_in_a_real_browser(source, target, unique, tmp_
     _wait("the paused badge", lambda: shown('[data-k="state"]') == "paused")
     history = _wait("the history", lambda: shown('[data-k="history"]'))
     assert history.startswith("pause ") and history.endswith(" by ada (status-page): B upgrade"), history
-    attention = _wait("what needs attention", lambda: browser.find_element(By.CSS_SELECTOR, '[data-k="attention"]').text)
+    attention = _wait("what needs attention",
+                      lambda: browser.find_element(By.CSS_SELECTOR, '[data-k="attention"]').text)
     assert f"{flow.name}: The flow is not copying: it is paused by ada since " in attention
 
     # a reason being typed is still there after the next refresh (every 10 s)

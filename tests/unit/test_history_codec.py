@@ -20,7 +20,8 @@ def test_a_record_round_trips_and_reads_as_one_line():
     assert OperationRecord.from_json(raw) == rec
     assert rec.line() == ("2027-01-15T08:00:00+00:00 failover by alice (airflow): region A lost; unplanned failover; "
                           "groups 3, rpo_s 12")
-    assert OperationRecord("A->B", "resume", AT, "bob@h pid 7").line() == "2027-01-15T08:00:00+00:00 resume by bob@h pid 7"
+    bare = OperationRecord("A->B", "resume", AT, "bob@h pid 7")
+    assert bare.line() == "2027-01-15T08:00:00+00:00 resume by bob@h pid 7"
 
 
 def test_a_newer_or_broken_record_is_skipped_not_fatal():

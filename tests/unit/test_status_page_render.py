@@ -163,7 +163,8 @@ def test_needs_attention_comes_first_then_the_history_and_the_buttons_only_for_w
     viewer = status_html.render_page([page], lambda f: [], NOW)
     assert 'class="control"' not in viewer and "data-action" not in viewer.split("<script>")[0]
     assert 'data-k="attention"' not in status_html.render_flows([ok], lambda f: [])
-    assert '<p class="note" data-k="history">No operation recorded yet.</p>' in status_html.render_flow(ok, lambda f: [])
+    empty = status_html.render_flow(ok, lambda f: [])
+    assert '<p class="note" data-k="history">No operation recorded yet.</p>' in empty
 
 
 def test_every_checkpoint_pass_counts_not_only_those_that_moved_a_group():
