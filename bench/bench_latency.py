@@ -144,15 +144,17 @@ class Measure:
 
 
 def raw_pipe(src, dst, topic: str, target_topic: str, partitions: int, stop: threading.Event) -> None:
-    """consume -> produce, no transactions: the copier's client settings, read_committed."""
-    from mirrorflow.replication.reader import CONSUMER_DEFAULTS
+    """consume -> produce, no transactions: the copier's client settings (a followed partition's
+    budget, replication.budget), read_committed."""
+    from mirrorflow.replication.budget import CopyBudget
     from mirrorflow.replication.writer import PRODUCER_DEFAULTS
 
-    pconf = {k: v for k, v in PRODUCER_DEFAULTS.items() if k != "transaction.timeout.ms"}
+    budget = CopyBudget(256 * 2**20, 1, 32 * 2**20, follow=True)
+    pconf = {**budget.producer(), **{k: v for k, v in PRODUCER_DEFAULTS.items() if k != "transaction.timeout.ms"}}
     c = Consumer(
         {
             **src.client_config(),
-            **CONSUMER_DEFAULTS,
+            **budget.consumer(),
             "group.id": "bench-raw",
             "enable.auto.commit": False,
             "isolation.level": "read_committed",

@@ -156,7 +156,7 @@ def main() -> int:
         "--old-defaults", action="store_true", help="also copy the large size with the old consumer defaults"
     )
     args = ap.parse_args()
-    from mirrorflow.replication.reader import CONSUMER_DEFAULTS
+    from mirrorflow.replication.budget import CopyBudget
 
     home = Path(tempfile.mkdtemp(prefix="mirrorflow-bench-mem-"))
     dev = DevClusters(home)
@@ -179,10 +179,12 @@ def main() -> int:
             f"\n{os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}; mode {args.mode}, tasks.max 1, "
             f"{args.partitions} partition(s), exactly-once, 1 KiB records"
         )
+        conf = CopyBudget(256 * 2**20, min(args.partitions, 16), 32 * 2**20).consumer()
         print(
-            f"consumer defaults: fetch.max.bytes {CONSUMER_DEFAULTS['fetch.max.bytes'] >> 20} MiB, "
-            f"max.partition.fetch.bytes {CONSUMER_DEFAULTS['max.partition.fetch.bytes'] >> 20} MiB, "
-            f"queued.max.messages.kbytes {CONSUMER_DEFAULTS['queued.max.messages.kbytes'] >> 10} MiB; "
+            f"consumer (task.memory.bytes 256 MiB over {min(args.partitions, 16)} partition(s)): fetch.max.bytes "
+            f"{conf['fetch.max.bytes'] >> 20} MiB, "
+            f"max.partition.fetch.bytes {conf['max.partition.fetch.bytes'] >> 20} MiB, "
+            f"queued.max.messages.kbytes {conf['queued.max.messages.kbytes'] >> 10} MiB; "
             "transaction.max.bytes 32 MiB, transaction.max.records 20,000"
         )
         print(f"peak RSS of {who}:")

@@ -1,25 +1,38 @@
-"""Benchmark: a replicate run (spark-submit, Spark Connect, direct; exactly-once) against a raw pipe.
+"""Benchmark: a replicate run (spark-submit, Spark Connect, direct; exactly-once) against a raw pipe,
+and the peak memory of a copy task with 1 and with 4 busy partitions, from the same run.
 
     .venv/bin/python bench/bench_replicate.py [--records 100000] [--size 1024] [--partitions 8]
-        [--modes submit,connect,direct] [--alo]
+        [--modes submit,connect,direct] [--alo] [--memory-mb 160] [--set PROP=VALUE ...]
 
 Starts its own local clusters (A = source, B = target; C = at-least-once target with --alo) and,
 for `connect`, a local Spark Connect server (`mirrorflow dev spark up`, local[*]) in a temporary
 home, produces N records of SIZE bytes over P partitions to A, then times, on the same data:
 
-* `raw`:     one process, confluent-kafka consumer -> producer, no transactions, same client settings
+* `raw`:     one process, confluent-kafka consumer -> producer, no transactions, with fixed generous
+             settings hard-coded here (RAW_CONSUMER, RAW_PRODUCER: 256 MiB queue, 50 MiB fetches):
+             they never follow the copier's, so a slower copier default shows in the ratio
 * `submit`:  `mirrorflow` replicate, exactly.once=true, spark-submit per run (local[*]; the default)
 * `connect`: the same through the running Spark Connect server (`spark.remote`); the server's own
              start-up and a warm-up run of another flow (which opens the Connect session, as a previous
              scheduled run would have) are set-up, printed apart, not in the figure
 * `direct`:  the same in threads of this process, no Spark
 * `alo`:     (--alo) spark-submit, exactly.once=false, to cluster C
+* `generous`: direct, with the raw pipe's consumer prefetch as `consumer.*` overrides (the copier's
+             speed when memory is no object, to compare the budget's defaults with)
 
 Each mode is its own flow (source aliases A, S, D name the same cluster A, so each has its own
 state topics and target topic on B). It prints, per mode, the whole run and the copy phase (first
 unit start to last unit end as the copier measures it, i.e. without Spark start-up) with their
 ratios to the raw pipe (raw time / mode time: 1.00 = as fast as the raw pipe) and the load average.
-The brokers and the server stop when the benchmark ends. It prints figures; it is not a test.
+
+Task memory (`--memory-mb`, 0 skips it): a topic of 4 partitions with MEMORY_MB of backlog each is
+copied twice by `mirrorflow replicate --once --mode direct` as a new process with `tasks.max: 1`, so
+that process runs exactly one copy task: with `task.partitions.in.flight` 1 (one busy partition at a
+time) and 4 (four at once). Its peak RSS (VmHWM) is the figure: the same `copy_units` a Spark Python
+worker runs, plus the CLI's planning (a little more than a task alone, so the goal is checked on the
+safe side). The last lines (`summary`) give issue 23's figures and goals; `scripts/test` runs a small
+version as a regression guard. The brokers and the server stop when the benchmark ends. It prints
+figures; it is not a test (it fails only when a copy fails or copies the wrong count).
 """
 
 from __future__ import annotations
@@ -84,19 +97,33 @@ def seed(cluster, topic: str, n: int, size: int, partitions: int) -> None:
     assert p.flush(120) == 0
 
 
-def raw_pipe(src, dst, topic: str, target_topic: str, partitions: int, n: int) -> float:
-    """One process: consumer -> producer, no transactions. Returns seconds."""
-    from mirrorflow.replication.reader import CONSUMER_DEFAULTS
-    from mirrorflow.replication.writer import PRODUCER_DEFAULTS
+# The raw pipe's settings: fixed and generous, hard-coded here so that they never follow the copier's
+# own (a baseline that used the copier's defaults slowed down with them and hid a regression, issue 23).
+RAW_CONSUMER = {
+    "fetch.max.bytes": 52_428_800,
+    "max.partition.fetch.bytes": 10_485_760,
+    "queued.max.messages.kbytes": 262_144,
+    "fetch.wait.max.ms": 100,
+    "fetch.min.bytes": 1,
+}
+RAW_PRODUCER = {
+    "linger.ms": 20,
+    "batch.size": 1_000_000,
+    "batch.num.messages": 100_000,
+    "queue.buffering.max.messages": 1_000_000,
+    "queue.buffering.max.kbytes": 1_048_576,
+    "compression.type": "none",
+    "enable.idempotence": False,
+}
 
-    # the copier's own tuning, without idempotence or transactions: the fastest honest pipe
-    pconf = {k: v for k, v in PRODUCER_DEFAULTS.items() if k != "transaction.timeout.ms"}
-    pconf["enable.idempotence"] = False
+
+def raw_pipe(src, dst, topic: str, target_topic: str, partitions: int, n: int) -> float:
+    """One process: consumer -> producer, no transactions, RAW_* settings. Returns seconds."""
     t0 = time.time()
     c = Consumer(
         {
             **src.client_config(),
-            **CONSUMER_DEFAULTS,
+            **RAW_CONSUMER,
             "group.id": "bench-raw",
             "enable.auto.commit": False,
             "isolation.level": "read_committed",
@@ -104,7 +131,7 @@ def raw_pipe(src, dst, topic: str, target_topic: str, partitions: int, n: int) -
             "auto.offset.reset": "earliest",
         }
     )
-    p = Producer({**dst.client_config(), **pconf})
+    p = Producer({**dst.client_config(), **RAW_PRODUCER})
     c.assign([TopicPartition(topic, i, 0) for i in range(partitions)])
     produce = p.produce
     done = 0
@@ -127,6 +154,58 @@ def raw_pipe(src, dst, topic: str, target_topic: str, partitions: int, n: int) -
     c.close()
     assert done == n, (done, n)
     return time.time() - t0
+
+
+def task_memory(home: Path, raw_cfg: dict, a, b, topic: str, lanes: int) -> tuple[float, float, int]:
+    """Peak RSS (MiB) of one copy task reading `lanes` partitions at once: `topic` (MEM_PARTITIONS
+    partitions with a backlog each) copied by `mirrorflow replicate --once --mode direct` as a new
+    process with tasks.max 1 and task.partitions.in.flight `lanes`, so that process runs exactly one
+    copy task. Its peak is the kernel's (wait4's ru_maxrss, no sampling). It also holds the CLI's
+    planning and reporting, so it is a task's memory plus a little; a Spark Python worker runs the same
+    copy_units in a process of its own (plus PySpark's worker code). Returns (MiB, copy-phase s, records)."""
+    import json
+    import subprocess
+
+    import yaml
+
+    alias = f"M{lanes}"
+    create(b, f"{alias}.{topic}", MEM_PARTITIONS)
+    cfg = {**raw_cfg, "clusters": {**raw_cfg["clusters"], alias: a.client_config()}}
+    cfg["flows"] = {
+        f"{alias}->B": {"topics": topic.replace(".", r"\."), "tasks.max": 1, "task.partitions.in.flight": lanes}
+    }
+    path = home / f"{alias}.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    cli = [str(Path(sys.executable).parent / "mirrorflow"), "--config", str(path)]
+    out, err = home / f"{alias}.out", home / f"{alias}.err"
+    with open(out, "w") as fo, open(err, "w") as fe:
+        proc = subprocess.Popen(
+            [*cli, "replicate", "--flow", f"{alias}->B", "--once", "--mode", "direct", "--json"], stdout=fo, stderr=fe
+        )
+        peak = peak_rss(proc)
+    if proc.returncode != 0:
+        raise SystemExit(f"the copy of {topic} ({lanes} lanes) failed: {err.read_text()[-3000:]}")
+    rep = json.loads(out.read_text())
+    return peak, float(rep["copy_phase_s"]), int(rep["records"])
+
+
+def peak_rss(proc) -> float:
+    """The process's peak RSS (MiB) once it exits: its VmHWM, read until then. (wait4's ru_maxrss
+    would count this big parent's memory, which the child shares between fork and exec.)"""
+    status = Path(f"/proc/{proc.pid}/status")
+    peak = 0.0
+    while proc.poll() is None:
+        try:
+            for line in status.read_text().splitlines():
+                if line.startswith("VmHWM:"):
+                    peak = max(peak, int(line.split()[1]) / 1024)
+        except (OSError, ValueError):
+            pass
+        time.sleep(0.05)
+    return peak
+
+
+MEM_PARTITIONS = 4
 
 
 def replicate(cfg_path: Path, flow_name: str, mode: str):
@@ -184,13 +263,49 @@ def profile_copy(cfg_path: Path, raw_cfg: dict, a, b, topic: str, parts: int, n:
     stats.sort_stats("tottime").print_stats(top)
 
 
+def summary(
+    n: int, size: int, parts: int, raw_s: float, reports: dict, memory: dict, mem_mb: int, loads: list, settings: dict
+) -> None:
+    """The issue-23 figures of this run: copy phase vs the fixed raw pipe, and a copy task's peak RSS."""
+    from mirrorflow.config.properties import FLOW_PROPERTIES
+    from mirrorflow.replication.budget import CopyBudget
+
+    task_bytes = int(settings.get("task.memory.bytes", FLOW_PROPERTIES["task.memory.bytes"].default))
+    txn_bytes = int(settings.get("transaction.max.bytes", FLOW_PROPERTIES["transaction.max.bytes"].default))
+    print(
+        f"\nsummary ({n:,} x {size} B over {parts} partitions, exactly-once, defaults; {os.cpu_count()} cores, "
+        f"load average {' -> '.join(loads)}); goals: copy phase >= 0.95x raw, task <= {GOAL_MIB} MiB"
+    )
+    for mode, (rep, _) in reports.items():
+        ratio = raw_s / rep.copy_phase_s
+        print(
+            f"  copy phase {mode}: {rep.copy_phase_s:.2f} s vs raw pipe {raw_s:.2f} s = {ratio:.2f}x raw "
+            f"({'met' if ratio >= 0.95 else 'MISSED'})"
+        )
+    for lanes, (mib, copy_s, records, at) in memory.items():
+        b = CopyBudget(task_bytes, lanes, txn_bytes)
+        print(
+            f"  task memory, {lanes} busy partition(s) ({mem_mb} MB backlog each): peak RSS {mib:.0f} MiB "
+            f"({'met' if mib <= GOAL_MIB else 'MISSED'}); prefetch {b.queue_bytes >> 20}+{b.fetch_bytes >> 20} "
+            f"MiB and batches of {b.batch_bytes >> 20} MiB per partition; copy phase {copy_s:.2f} s "
+            f"({records * size / 1e6 / copy_s:.0f} MB/s; load average {at})"
+        )
+
+
+GOAL_MIB = 256
+
+
 # mode -> (source alias of its flow, target cluster alias, run_once mode)
 MODES = {
     "submit": ("A", "B", "submit"),
     "connect": ("S", "B", "connect"),
     "direct": ("D", "B", "direct"),
     "alo": ("A", "C", "submit"),
+    "generous": ("G", "B", "direct"),
 }
+# the `generous` mode: direct, with the raw pipe's consumer prefetch as the flow's overrides (what the
+# budget's defaults are compared with: the issue-23 measurement that reached 0.99x raw)
+GENEROUS = {f"consumer.{k}": v for k, v in RAW_CONSUMER.items()}
 
 
 def load() -> str:
@@ -214,12 +329,22 @@ def main() -> int:
         "TOP functions by own time",
     )
     ap.add_argument("--txn-records", type=int, default=None, help="transaction.max.records (default: the config's)")
+    ap.add_argument(
+        "--set", action="append", default=[], metavar="PROP=VALUE", help="a flow property for every mode (tuning)"
+    )
+    ap.add_argument(
+        "--memory-mb",
+        type=int,
+        default=160,
+        help=f"MB of backlog in each of the {MEM_PARTITIONS} partitions of the task-memory topic (0: skip "
+        "the task-memory runs); the 1-partition case needs about 120 MB to fill its budget",
+    )
     args = ap.parse_args()
     n, size, parts = args.records, args.size, args.partitions
     modes = [m.strip() for m in args.modes.split(",") if m.strip()] + (["alo"] if args.alo else [])
     unknown = [m for m in modes if m not in MODES]
     if unknown:
-        ap.error(f"unknown mode(s) {unknown}; known: submit, connect, direct")
+        ap.error(f"unknown mode(s) {unknown}; known: {', '.join(MODES)}")
 
     home = Path(tempfile.mkdtemp(prefix="mirrorflow-bench-"))
     dev = DevClusters(home)
@@ -236,10 +361,20 @@ def main() -> int:
         t0 = time.time()
         seed(a, topic, n, size, parts)
         print(f"seeded {n:,} records of {size} bytes over {parts} partitions in {time.time() - t0:.1f} s")
+        mem_topic, mem_n = "mem.records", args.memory_mb * 1_000_000 // size * MEM_PARTITIONS
+        if mem_n:
+            create(a, mem_topic, MEM_PARTITIONS)
+            t0 = time.time()
+            seed(a, mem_topic, mem_n, size, MEM_PARTITIONS)
+            print(
+                f"seeded {mem_n:,} records over {MEM_PARTITIONS} partitions for the task-memory runs "
+                f"in {time.time() - t0:.1f} s"
+            )
 
         import yaml
 
-        extra = {"transaction.max.records": args.txn_records} if args.txn_records else {}
+        extra: dict = {"transaction.max.records": args.txn_records} if args.txn_records else {}
+        extra.update(kv.split("=", 1) for kv in args.set)
         aliases = {MODES[m][0] for m in modes}
         raw_cfg: dict = {
             "clusters": {
@@ -254,7 +389,10 @@ def main() -> int:
                 "sync.topic.acls.enabled": False,
                 **extra,
             },
-            "flows": {f"{MODES[m][0]}->{MODES[m][1]}": {"exactly.once": m != "alo"} for m in modes},
+            "flows": {
+                f"{MODES[m][0]}->{MODES[m][1]}": {"exactly.once": m != "alo", **(GENEROUS if m == "generous" else {})}
+                for m in modes
+            },
             "spark": {"master": args.master},
         }
         cfg_path = home / "bench.yaml"
@@ -292,13 +430,25 @@ def main() -> int:
             reports[mode] = (rep, whole)
             print(f"  {mode}: whole {whole:.2f} s, copy phase {rep.copy_phase_s:.2f} s (load average {load()})")
         loads.append(load())
+        memory = {}
+        if mem_n:
+            for lanes in (1, MEM_PARTITIONS):
+                memory[lanes] = (*task_memory(home, raw_cfg, a, b, mem_topic, lanes), load())
+                assert memory[lanes][2] == mem_n, (lanes, memory[lanes][2], mem_n)
+                print(f"  task memory, {lanes} busy partition(s): {memory[lanes][0]:.0f} MiB (load average {load()})")
         if args.profile:
             profile_copy(cfg_path, raw_cfg, a, b, topic, parts, n, args.profile)
         if not reports:
             return 0
 
         mb = n * size / 1e6
-        names = {"submit": "spark-submit", "connect": "Spark Connect", "direct": "direct", "alo": "alo (submit)"}
+        names = {
+            "submit": "spark-submit",
+            "connect": "Spark Connect",
+            "direct": "direct",
+            "alo": "alo (submit)",
+            "generous": "direct, raw's prefetch",
+        }
         print(
             f"\n{n:,} records x {size} B = {mb:,.0f} MB over {parts} partitions, exactly-once, Spark master "
             f"{args.master}, {os.cpu_count()} cores; load average (1/5/15 min) {' -> '.join(loads)}"
@@ -308,13 +458,13 @@ def main() -> int:
             ">= 0.95, whole >= 1/1.3 = 0.77)"
         )
         print(
-            f"{'':14} {'whole s':>8} {'rec/s':>10} {'MB/s':>7} {'ratio':>6} | {'copy s':>7} {'rec/s':>10} "
+            f"{'':22} {'whole s':>8} {'rec/s':>10} {'MB/s':>7} {'ratio':>6} | {'copy s':>7} {'rec/s':>10} "
             f"{'MB/s':>7} {'ratio':>6} | {'whole/raw':>9}"
         )
         rows = [("raw pipe", raw_s, raw_s)] + [(names[m], w, r.copy_phase_s) for m, (r, w) in reports.items()]
         for name, whole, copy in rows:
             print(
-                f"{name:14} {whole:8.2f} {n / whole:10,.0f} {mb / whole:7.1f} {raw_s / whole:6.2f} | "
+                f"{name:22} {whole:8.2f} {n / whole:10,.0f} {mb / whole:7.1f} {raw_s / whole:6.2f} | "
                 f"{copy:7.2f} {n / copy:10,.0f} {mb / copy:7.1f} {raw_s / copy:6.2f} | {whole / raw_s:8.2f}x"
             )
         print()
@@ -326,6 +476,7 @@ def main() -> int:
             )
         if "connect" in reports:
             print("(connect: the timed run reuses the Connect session a warm-up run opened, as scheduled runs do)")
+        summary(n, size, parts, raw_s, reports, memory, args.memory_mb, loads, extra)
         return 0
     finally:
         spark.down()

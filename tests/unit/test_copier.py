@@ -185,7 +185,8 @@ class FakeState:
 
 def writer_for(producer: FakeProducer) -> tuple[TransactionWriter, FakeState]:
     flow = SimpleNamespace(exactly_once=True, id="a-b", client_name="a-b", state_name="a-b", target="B",
-                           name="A->B", props={}, client_overrides=lambda side, kind: {})
+                           name="A->B", props={"task.memory.bytes": 256 << 20, "transaction.max.bytes": 32 << 20},
+                           client_overrides=lambda side, kind: {})
     clients = SimpleNamespace(flow=flow, producer=lambda side, defaults, required: producer)
     w = TransactionWriter(clients, Unit("t", 0, "A.t", 0, 100))
     state = FakeState()

@@ -225,6 +225,13 @@ FLOW_PROPERTIES: dict[str, Prop] = {
     "task.partitions.in.flight": Prop(
         16, _positive_int, mm2=False, doc="source partitions one copy task copies at the same time"
     ),
+    "task.memory.bytes": Prop(
+        256 * 1024**2,
+        _positive_int,
+        mm2=False,
+        doc="resident memory one copy task aims to stay under: sizes its prefetch and batches per partition "
+        "it reads at once",
+    ),
     "state.topic.partitions": Prop(16, _positive_int, mm2=False),
     "state": Prop(
         "running",

@@ -31,11 +31,10 @@ from mirrorflow.errors import FencedError, MirrorflowError, StateError, TopicErr
 from mirrorflow.kafka.connection import kafka_error
 from mirrorflow.kafka.log_reader import LogReader
 from mirrorflow.kafka.retry import Outage, transient
+from mirrorflow.replication.budget import CopyBudget
 from mirrorflow.replication.faults import NO_FAULTS, Faults
 from mirrorflow.replication.planner import Unit, stopped_message
 from mirrorflow.replication.reader import (
-    CONSUMER_DEFAULTS,
-    FOLLOW_CONSUMER_DEFAULTS,
     OPEN_END,
     Batch,
     BatchLimits,
@@ -169,9 +168,12 @@ class UnitCopier:
         store: StateStore | None = None,
         source_consumer: Any = None,
         follow: Follow | None = None,
+        budget: CopyBudget | None = None,
     ) -> None:
         self.clients, self.flow, self.unit, self.faults = clients, clients.flow, unit, faults
         self.follow = follow  # continuous runs: a unit ending at OPEN_END copies until follow.stop()
+        # the task's memory budget sizes the clients (copy_units: over the partitions read at once)
+        self.budget = budget or CopyBudget.of(self.flow, follow=follow is not None)
         # a task's units share its state reader and source consumer (see copy_units)
         self.store = store or StateStore(clients)
         self._shared_consumer = source_consumer
@@ -226,7 +228,7 @@ class UnitCopier:
 
     def _run(self) -> None:
         u, r = self.unit, self.result
-        writer = self.writer = TransactionWriter(self.clients, u, self.faults, self.outage)
+        writer = self.writer = TransactionWriter(self.clients, u, self.faults, self.outage, self.budget)
         nprog, nmap = self._state_partitions()
         writer.start(StateWriter(self.flow, nprog, nmap))
         # re-read the progress AFTER fencing: the committed progress is the truth, the plan is advisory.
@@ -247,9 +249,10 @@ class UnitCopier:
             return
         consumer = self._shared_consumer
         if consumer is None:
-            consumer = self.clients.consumer("source", CONSUMER_DEFAULTS, consumer_required(self.flow))
+            consumer = self.clients.consumer("source", self.budget.consumer(), consumer_required(self.flow))
+        limits = BatchLimits.of(self.flow, self.budget.batch_bytes)
         reader = self.reader = RangeReader(
-            consumer, u.topic, u.partition, BatchLimits.of(self.flow), cluster=self.flow.source, follow=self.follow
+            consumer, u.topic, u.partition, limits, cluster=self.flow.source, follow=self.follow
         )
         # a source restart makes the partition briefly unknown: wait up to the outage bound, not 60 s
         log_start = LogReader(self.clients.connection("source"), consumer).log_start(
@@ -342,7 +345,9 @@ def copy_units(
     one after another, in order. Each lane reuses one state reader and one source consumer, so a
     unit costs its own transactional producer (whose transactional.id fences zombies of its
     partition) and its transactions, not a set of new clients. Results come in the units' order.
-    `follow` (continuous runs): every partition gets its own lane, its unit copies until told to stop."""
+    `follow` (continuous runs): every partition gets its own lane, its unit copies until told to stop.
+    The task's memory budget (`task.memory.bytes`) is split over the partitions it reads at once:
+    its lanes, or fewer when fewer of its partitions have records to copy (`reading_at_once`)."""
     units = list(units)
     by_partition: dict[tuple[str, int], list[int]] = {}
     for i, u in enumerate(units):
@@ -351,11 +356,15 @@ def copy_units(
     for indexes in by_partition.values():
         lanes.put(indexes)
     results: list[UnitResult | None] = [None] * len(units)
+    in_flight = in_flight or int(clients.flow.props["task.partitions.in.flight"])
+    if follow is not None:  # followed partitions never finish: each needs a lane of its own
+        in_flight = len(by_partition)
+    workers = max(1, min(in_flight, len(by_partition)))
+    budget = CopyBudget.of(clients.flow, reading_at_once(units, workers), follow is not None)
 
     def lane() -> None:
         store = StateStore(clients)
-        defaults = CONSUMER_DEFAULTS if follow is None else FOLLOW_CONSUMER_DEFAULTS
-        consumer = clients.consumer("source", defaults, consumer_required(clients.flow))
+        consumer = clients.consumer("source", budget.consumer(), consumer_required(clients.flow))
         try:
             while True:
                 try:
@@ -363,16 +372,12 @@ def copy_units(
                 except queue.Empty:
                     return
                 for i in indexes:
-                    results[i] = UnitCopier(clients, units[i], faults, store, consumer, follow).run()
+                    results[i] = UnitCopier(clients, units[i], faults, store, consumer, follow, budget).run()
         finally:
             clients.release(consumer)
             if store.has_reader:
                 clients.release(store.reader.consumer)
 
-    in_flight = in_flight or int(clients.flow.props["task.partitions.in.flight"])
-    if follow is not None:  # followed partitions never finish: each needs a lane of its own
-        in_flight = len(by_partition)
-    workers = max(1, min(in_flight, len(by_partition)))
     if workers == 1:
         lane()
     else:
@@ -380,3 +385,11 @@ def copy_units(
             for f in [pool.submit(lane) for _ in range(workers)]:
                 f.result()
     return [r for r in results if r is not None]
+
+
+def reading_at_once(units: Iterable[Unit], lanes: int) -> int:
+    """How many partitions a task reads at the same time: its lanes, or fewer when fewer of its
+    partitions have records to copy (a quiet partition's lane fills no buffer). A followed
+    partition (OPEN_END) counts as busy."""
+    busy = {(u.topic, u.partition) for u in units if u.end > u.start}
+    return max(1, min(lanes, len(busy)))

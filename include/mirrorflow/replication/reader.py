@@ -44,31 +44,10 @@ from mirrorflow.config import FlowConfig
 from mirrorflow.errors import BrokerUnavailableError, MirrorflowError
 from mirrorflow.kafka.retry import transient_error
 
-# Tuning a user may override (`consumer.*`); `consumer_required` is applied on top of the overrides.
-# Memory: a copy lane's consumer holds at most about queued.max.messages.kbytes of prefetched records
-# plus one fetch (fetch.max.bytes) on top; with the batch it copies (transaction.max.bytes, held once
-# by the reader and once by the producer until the commit) that bounds a lane near 100 MiB, whatever
-# the size of the range (bench/bench_memory.py; tuning in docs/replicate.md, "Memory of a copy task").
-# librdkafka's own defaults (64 MiB queue + 50 MiB fetch), or the 256 MiB + 100 MiB used before, let
-# one lane's buffers alone reach 356 MiB without copying faster.
-CONSUMER_DEFAULTS: dict[str, Any] = {
-    "fetch.max.bytes": 16_777_216,
-    "max.partition.fetch.bytes": 8_388_608,
-    "queued.max.messages.kbytes": 16_384,
-    # a task's consumer moves from unit to unit: a long-polling empty fetch for the previous
-    # partition delays the first fetch of the next one by up to this much
-    "fetch.wait.max.ms": 10,
-    "fetch.min.bytes": 1,
-}
-# A followed partition (continuous runs) reads what arrived since its last poll: its consumer's
-# prefetch stays small (seconds of data), so a task's memory does not grow with a backlog
-FOLLOW_CONSUMER_DEFAULTS: dict[str, Any] = {
-    **CONSUMER_DEFAULTS,
-    "fetch.max.bytes": 8_388_608,
-    "max.partition.fetch.bytes": 4_194_304,
-    "queued.max.messages.kbytes": 8192,
-}
-FETCH_RECORDS = 10_000  # records per consume() call
+# The source consumer's prefetch and the batch size come from the task's memory budget
+# (replication.budget.CopyBudget: `task.memory.bytes` over the partitions the task reads at once);
+# a user's `consumer.*` overrides win over it, `consumer_required` is applied on top of them.
+FETCH_RECORDS = 2_000  # records per consume() call: a lane holds one call's records at a time
 POLL_TIMEOUT_S = 0.05  # markers take offsets without a message: then the position tells
 TRANSACTION_TIMEOUT_MS = 30_000  # the producer's transaction.timeout.ms unless the flow overrides it
 OUTAGE_S = 300.0  # broker.outage.max.seconds
@@ -116,14 +95,15 @@ class BatchLimits:
     idle_s: float = OUTAGE_S  # broker.outage.max.seconds: how long the source may give nothing
 
     @classmethod
-    def of(cls, flow: FlowConfig) -> BatchLimits:
+    def of(cls, flow: FlowConfig, batch_bytes: int | None = None) -> BatchLimits:
+        """The flow's limits; `batch_bytes` (the task's memory budget) may lower transaction.max.bytes."""
         p = flow.props
         open_s = transaction_timeout_s(flow) / 2
         if p.get("transaction.boundary") == "interval":  # MM2's interval boundary: a time bound
             open_s = min(open_s, int(p["transaction.boundary.interval.ms"]) / 1000)
         return cls(
             int(p["transaction.max.records"]),
-            int(p["transaction.max.bytes"]),
+            min(int(p["transaction.max.bytes"]), batch_bytes or int(p["transaction.max.bytes"])),
             int(p["unit.max.bytes"]),
             open_s,
             outage_bound_s(flow),

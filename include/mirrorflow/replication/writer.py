@@ -55,6 +55,7 @@ from mirrorflow.errors import (
 )
 from mirrorflow.kafka.connection import kafka_error
 from mirrorflow.kafka.retry import FENCING_CODES, Outage, describe, retrying, transient_error
+from mirrorflow.replication.budget import CopyBudget
 from mirrorflow.replication.faults import NO_FAULTS, Faults
 from mirrorflow.replication.planner import Unit
 from mirrorflow.replication.reader import TRANSACTION_TIMEOUT_MS, Batch, outage_bound_s, record_size
@@ -69,13 +70,9 @@ TOO_LARGE_CODES = {KafkaError.MSG_SIZE_TOO_LARGE, KafkaError.RECORD_LIST_TOO_LAR
 MISSING_CODES = {KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_PARTITION, KafkaError._UNKNOWN_TOPIC}
 MAX_MESSAGE_BYTES = 1_000_000_000  # librdkafka's maximum: let the BROKER decide what is too large
 
-# Tuning a user may override (`producer.*`); `producer_required` is applied on top of the overrides.
+# The producer's settings a user may override (`producer.*`); its batching comes from the task's
+# memory budget (replication.budget.CopyBudget.producer), `producer_required` is applied on top.
 PRODUCER_DEFAULTS: dict[str, Any] = {
-    "linger.ms": 20,
-    "batch.size": 1_000_000,
-    "batch.num.messages": 100_000,
-    "queue.buffering.max.messages": 1_000_000,
-    "queue.buffering.max.kbytes": 1_048_576,
     "message.max.bytes": MAX_MESSAGE_BYTES,
     "compression.type": "none",
     "transaction.timeout.ms": TRANSACTION_TIMEOUT_MS,
@@ -182,13 +179,18 @@ class TransactionWriter:
     """The target side of one unit: its producer, one transaction per batch."""
 
     def __init__(
-        self, clients: FlowClients, unit: Unit, faults: Faults = NO_FAULTS, outage: Outage | None = None
+        self,
+        clients: FlowClients,
+        unit: Unit,
+        faults: Faults = NO_FAULTS,
+        outage: Outage | None = None,
+        budget: CopyBudget | None = None,
     ) -> None:
         self.clients, self.flow, self.unit, self.faults = clients, clients.flow, unit, faults
         self.outage = outage or Outage(outage_bound_s(self.flow))
         self.eos = bool(self.flow.exactly_once)
         self._fatal = _FatalError()
-        defaults = dict(PRODUCER_DEFAULTS)
+        defaults = {**(budget or CopyBudget.of(self.flow)).producer(), **PRODUCER_DEFAULTS}
         if not self.eos:
             defaults.pop("transaction.timeout.ms")
         required = {**producer_required(self.flow, unit), "error_cb": self._fatal}
