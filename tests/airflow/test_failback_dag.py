@@ -35,6 +35,7 @@ def test_failback_dag_dry_run_then_approved_start(tmp_path, source, target, airf
     assert run_once(cfg, fwd, mode="direct").records == 30
     produce(source, topic, records(4, 1, seed="late"))  # never replicated
     assert failover(cfg, fwd).done
+    produce(target, topic, records(3, 1, seed="wait"))  # written on B before the failback
 
     monkeypatch.setenv("MIRRORFLOW_CONFIG", str(cfg.path))
     from airflow.dag_processing.dagbag import DagBag
@@ -51,6 +52,7 @@ def test_failback_dag_dry_run_then_approved_start(tmp_path, source, target, airf
     assert states == {"preflight": "success", "go_on": "success", "approve_failback": "skipped", "start": "skipped"}
     pre = [ti for ti in run.get_task_instances() if ti.task_id == "preflight"][0].xcom_pull(task_ids="preflight")
     assert pre["diverged"] == 4 and f"{topic}[0]: 4 records at offsets 30..34" in pre["text"], pre["text"]
+    assert pre["to_copy"] == 3 and pre["split"] == 0 and "written on KB outside KA->KB: 3 records" in pre["text"]
     with FlowClients(cfg, rev) as clients:
         assert flow_state(clients).state == "stopped"
 
@@ -60,5 +62,5 @@ def test_failback_dag_dry_run_then_approved_start(tmp_path, source, target, airf
     with FlowClients(cfg, rev) as clients:
         assert flow_state(clients).state == "running"
     produce(target, topic, records(6, 1, seed="onB"))
-    assert run_once(cfg, rev, mode="direct").records == 6  # only what B got after the failover
-    assert len(consume_all(source, topic)) == 40
+    assert run_once(cfg, rev, mode="direct").records == 9  # only what B got after the failover
+    assert len(consume_all(source, topic)) == 43

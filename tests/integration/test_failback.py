@@ -12,10 +12,12 @@ import pytest
 
 from mirrorflow.groups.checkpoint import emit_checkpoints
 from mirrorflow.metadata.sync import sync_flow
+from mirrorflow.ops.failback import failback
+from mirrorflow.ops.failover import failover
 from mirrorflow.replication.runner import run_once
 from tests.integration.test_failover import commit, first_record_after_resume
-from tests.integration.test_replicate import cli, records
-from tests.support import consume_all, create_topic, markers_written, produce, write_config
+from tests.integration.test_replicate import NOW, cli, records
+from tests.support import consume_all, create_topic, end_transaction, markers_written, produce, producer, write_config
 
 pytestmark = pytest.mark.integration
 
@@ -116,15 +118,19 @@ def test_identity_story(tmp_path, primary, target, kafka_pool, unique):
     assert len(back) == 30
     assert run_once(cfg, rev, mode="direct").records == 0
 
-    # planned failover back to A: the group resumes on A exactly where it was on B
-    back_out = json.loads(cli(cfg, "failover", "--flow", "FB->FA", "--mode", "planned", "--copy-mode", "direct",
-                              "--yes", "--json").stdout)
-    assert back_out["done"] is True, back_out
-    # verify of FB->FA checks B's records against A through the seeded inverse map and the copies:
-    # everything matches except exactly the divergent records A kept (extra on A, never on B)
-    ver = back_out["verify"]
+    # failover back to A: the group resumes on A exactly where it was on B. verify of FB->FA (the
+    # planned preflight) checks B's records against A through the seeded inverse map and the
+    # copies: everything matches except exactly the divergent records A kept (extra on A, never on
+    # B). A planned failover refuses to commit on a verify mismatch, so the commit here is
+    # unplanned after the same drain (B->A has copied everything; a last checkpoint)
+    pre = json.loads(cli(cfg, "failover", "--flow", "FB->FA", "--mode", "planned", "--dry-run", "--json").stdout)
+    ver = pre["verify"]
     assert ver["matched"] == 130 and [(p["partition"], p["counts"], p["first_mismatch"]["target_offset"])
                                       for p in ver["partitions"]] == [(0, {"extra": 10}, 50), (1, {"extra": 10}, 50)]
+    assert "verify found partitions on the target that do not match" in (pre["blocked"] or ""), pre
+    assert run_once(cfg, rev, mode="direct").records == 0 and group in emit_checkpoints(cfg, rev).groups
+    back_out = json.loads(cli(cfg, "failover", "--flow", "FB->FA", "--yes", "--json").stdout)
+    assert back_out["done"] is True, back_out
     for p, b_rec in ((0, b0[7]), (1, b1)):
         _, msg = first_record_after_resume(primary, group, topic, p)
         assert (msg.key(), msg.value(), msg.timestamp()[1]) == (b_rec.key, b_rec.value, b_rec.timestamp)
@@ -164,7 +170,9 @@ def test_default_policy_story(tmp_path, primary, target, kafka_pool, unique):
     finally:
         kafka_pool.dev.restart("P", attached=True)
     out = json.loads(cli(cfg, "failback", "--flow", "GA->GB", "--yes", "--json").stdout)
-    assert out["done"] is True and out["identity"] is False and out["seeds"] == []
+    assert out["done"] is True and out["identity"] is False, out
+    # every record of B's own topic reaches A (from B's log start: GB->GA never ran), none of GA.<topic>
+    assert [(s["topic"], s["start"], s["to_copy"], s["mapped"]) for s in out["seeds"]] == [(topic, 0, 12, 0)]
     assert [(d["ranges"], d["records"]) for d in out["divergence"]] == [([[40, 45]], 5)]
     assert sync_flow(cfg, rev, ["topics"]).ok
     assert run_once(cfg, rev, mode="direct").records == 12  # B's GA.<topic> is not copied back (cycle)
@@ -188,3 +196,95 @@ def test_failback_bad_input(tmp_path, source, target, unique):
     proc = cli(cfg, "failback", "--flow", "HA->HB", "--yes", check=False)
     assert proc.returncode == 2 and "flows.HB->HA.replication.policy.class: the reverse flow must use the same " \
         "replication policy as HA->HB" in proc.stderr, proc.stderr
+
+
+def batch(n: int, partitions: int, seed: str, at: int | None) -> list[dict]:
+    """records() with timestamps of their own (`at` + i; None: the producer's clock), so records of
+    different batches never look alike (records() repeats keys, headers and None values)."""
+    return [{**r, "timestamp": None if at is None else at + i} for i, r in enumerate(records(n, partitions, seed))]
+
+
+@pytest.mark.parametrize("policy,a,b", [("IdentityReplicationPolicy", "QA", "QB"),
+                                        ("DefaultReplicationPolicy", "RA", "RB")])
+def test_every_record_written_on_b_reaches_a_once(tmp_path, source, target, unique, policy, a, b):
+    """The incident of issue 21: records written on B at every moment an incident allows -- between
+    two A->B runs, between the failover's preflight and its commit, while its approval waits, after
+    it (a transactional producer with an abort among them) -- all reach A exactly once, in B's order,
+    with one B->A run, and the failback report counts them per partition. Records A accepted after
+    the failover are reported as split brain, apart from the divergence, and stay on A only. A is
+    not killed: not running A->B is the same for the failover's unplanned mode and the failback."""
+    pfx = unique("fbi")
+    topic = f"{pfx}.orders"
+    identity = policy.startswith("Identity")
+    common = {"topics": f"{pfx}\\..*", "replication.policy.class": policy, "state.topic.partitions": 2,
+              "lease.timeout.seconds": 2, "heartbeats.replication.enabled": False}
+    # the reverse flow starts at `latest` when it has no progress: the failback must seed it
+    cfg = write_config(tmp_path / "mf.yaml", {a: source, b: target}, {
+        f"{a}->{b}": common, f"{b}->{a}": {**common, "standby": True, "initial.position": "latest"}})
+    fwd, rev = cfg.flow(f"{a}->{b}"), cfg.flow(f"{b}->{a}")
+    create_topic(source, topic, 2)
+    assert sync_flow(cfg, fwd, ["topics"]).ok
+    if not identity:
+        create_topic(target, topic, 2)  # B's own topic (A->B writes into B's A.<topic>)
+    produce(source, topic, batch(30, 2, "a1", NOW))
+    assert run_once(cfg, fwd, mode="direct").records == 30
+    produce(target, topic, batch(4, 2, "early", NOW + 1000))  # an early mover, between two A->B runs
+    produce(source, topic, batch(20, 2, "a2", NOW + 2000))
+    assert run_once(cfg, fwd, mode="direct").records == 20
+    produce(source, topic, batch(6, 2, "div", NOW + 3000))  # never reaches B: the divergence
+
+    pre = failover(cfg, fwd, dry_run=True)  # the preflight the approver is shown
+    assert pre.note == "dry run: nothing changed", pre.render()
+    produce(target, topic, batch(6, 2, "preflight", NOW + 4000))  # applications move to B meanwhile
+
+    def approve(report) -> bool:
+        produce(target, topic, batch(8, 2, "approval", NOW + 5000))  # while the approval waits
+        return True
+
+    rep = failover(cfg, fwd, confirm=approve)
+    assert rep.done, rep.render()
+    tx = producer(target, **{"transactional.id": f"{pfx}-app"})
+    tx.init_transactions(30)
+    for seed, keep, n, at in (("tx1", True, 8, 6000), ("aborted", False, 5, 6100), ("tx2", True, 6, 6200)):
+        tx.begin_transaction()
+        for r in batch(n, 2, seed, NOW + at):
+            tx.produce(topic, partition=r["partition"], key=r["key"], value=r["value"], headers=r["headers"],
+                       timestamp=r["timestamp"])
+        end_transaction(tx, keep)
+    produce(target, topic, batch(5, 2, "after", NOW + 7000))
+    produce(source, topic, batch(7, 2, "split", None))  # A still accepts writes after the failover
+    markers_written(target, topic, 2)
+
+    a_before, b_all = consume_all(source, topic), consume_all(target, topic)
+    from_a = {content(r) for r in a_before}
+    # on B, per partition in B's order: every record A->B did not write
+    wanted = [r for r in b_all if content(r) not in from_a]
+    assert len(wanted) == 4 + 6 + 8 + 8 + 6 + 5  # the aborted records are not records
+    per_part = {p: sum(1 for r in wanted if r.partition == p) for p in (0, 1)}
+
+    dry = failback(cfg, fwd, dry_run=True)
+    assert {(s.topic, s.partition): s.to_copy for s in dry.seeds} == {(topic, p): n for p, n in per_part.items()}
+    text = dry.render()
+    assert f"written on {b} outside {a}->{b}: {len(wanted)} records, will be copied to {a}" in text, text
+    # the divergence (before the failover) and the split brain (after it): apart, offsets on A
+    assert [(d.partition, d.ranges, d.records) for d in dry.divergence] == [(0, ((25, 28),), 3), (1, ((25, 28),), 3)]
+    assert [(d.partition, d.ranges, d.records) for d in dry.split_brain] == [(0, ((28, 32),), 4), (1, ((28, 31),), 3)]
+    assert "split brain: 7 records accepted by " in text and "divergence: 6 records written on " in text, text
+
+    done = failback(cfg, fwd)
+    assert done.done and [s.to_copy for s in done.seeds] == [per_part[0], per_part[1]], done.render()
+    if not identity:
+        assert sync_flow(cfg, rev, ["topics"]).ok
+    run = run_once(cfg, rev, mode="direct")
+    assert run.ok and run.records == len(wanted), run.render()
+    remote = topic if identity else f"{b}.{topic}"
+    markers_written(source, remote, 2)
+    on_a = consume_all(source, remote)
+    if identity:  # A's own records stay as they were, at their offsets; B's follow them
+        a_end = {p: 1 + max(r.offset for r in a_before if r.partition == p) for p in (0, 1)}
+        assert [r for r in on_a if r.offset < a_end[r.partition]] == a_before
+        on_a = [r for r in on_a if r.offset >= a_end[r.partition]]
+    for p in (0, 1):  # exactly once, in B's order, keys/values/headers/timestamps
+        assert [content(r) for r in on_a if r.partition == p] == [content(r) for r in wanted if r.partition == p]
+    assert run_once(cfg, rev, mode="direct").records == 0
+    assert not any(r.value and b"split" in r.value for r in consume_all(target, topic))  # never merged into B

@@ -1,26 +1,43 @@
-"""Failback of a failed-over flow X->Y: start its reverse flow Y->X from the failover record (issue 9.3).
+"""Failback of a failed-over flow X->Y: start its reverse flow Y->X from what X->Y wrote (issue 9.3, 21).
 
-What producers wrote on Y after the failover must reach X exactly once, and nothing X already had
-may be copied back to it:
+Every record on Y that X->Y did not write reaches X exactly once, whenever it was written (before
+the failover committed, while its approval waited, after), and nothing X already had is copied back:
 
-* **IdentityReplicationPolicy** (topics keep their names both ways): Y's topic T holds X's records
-  (copied by X->Y up to the target ends recorded at failover) and then the new ones. The reverse
-  flow's progress is written to start at those target ends, in the normal progress format, so
-  `replicate` of Y->X continues from there. Its offset map gets the inverse of X->Y's map over what
-  X->Y wrote (Y offset -> the original X offset), so Y->X's checkpoints translate a group on Y
-  exactly, also one still reading records that came from X, and `verify` of Y->X checks them.
-* **DefaultReplicationPolicy**: Y's topic `X.T` is never copied back (MM2's cycle rule); what
-  producers write to Y's own topics reaches X as `Y.T`, as MM2 names it. Nothing to seed.
+* **What X->Y wrote** comes from X->Y's own offset map (its runs: the target offsets of every
+  record it copied), never from Y's end at some moment. Per partition of Y's topic the reverse
+  flow's progress gets a ledger (`Progress.covered`) that holds exactly those offsets; every other
+  offset from where the reverse flow stands (its own progress, else Y's log start) is left to copy.
+  The offsets between X->Y's records (its transaction markers, aborted attempts, or records other
+  producers wrote in between) are read once (read_committed): a stretch without a committed record
+  joins the ledger, a stretch with records stays to be copied. The reverse flow copies holes in its
+  ledger like backfill/reseed do (planner: [next, end) minus the ledger), so its first run copies
+  every record written on Y outside X->Y, in Y's order. The report counts them per partition
+  (`written on Y outside X->Y: N records, will be copied`).
+* **IdentityReplicationPolicy** (topics keep their names both ways): the reverse flow's offset map
+  also gets the inverse of X->Y's map over what X->Y wrote (Y offset -> the original X offset), so
+  Y->X's checkpoints translate a group on Y exactly, also one still reading records that came from
+  X, and `verify` of Y->X checks them.
+* **DefaultReplicationPolicy**: X->Y wrote only into Y's `X.T`, which is never copied back (MM2's
+  cycle rule); every record of Y's own topic `T` reaches X as `Y.T` (from where Y->X stands, else
+  from Y's log start).
 
-Divergence: the records X had that had not reached Y when X was lost -- per partition, X->Y's
-progress (next, covered) up to X's end now -- ranges and counts. Nothing on X is deleted; the
-reverse flow copies after them.
+Records on X that are not on Y, two categories, both kept on X (never deleted) and never copied to
+Y by any later step (a failback back records them as done for X->Y):
+
+* **divergence**: written on X before the failover (record timestamp before the failover record's
+  `at`, when its plan was made) and never copied by X->Y: lost from Y's point of view.
+* **split brain**: accepted by X after the failover (timestamp at or after `at`), i.e. producers
+  that still wrote to X while the applications moved to Y. MirrorMaker 2 users expect a
+  failback not to merge these silently; the report names them (ranges, counts) so the operator
+  decides (re-produce them on Y, or drop them).
+Both: per partition, X offsets at or above X->Y's progress that its ledger does not cover, up to
+X's end now.
 
 Going back (the symmetric step): `mirrorflow failover --flow Y->X --mode planned` moves the groups
-to X and stops Y->X; `mirrorflow failback --flow Y->X` then restarts X->Y at X's ends recorded by
-that failover (the same rule, the other way), so X->Y never copies Y->X's records back to Y; the
-records below X->Y's old progress and at or above it up to those ends that came from Y are mapped
-back by the inverse of Y->X's map.
+to X and stops Y->X; `mirrorflow failback --flow Y->X` then restarts X->Y by the same rule the other
+way: X->Y's ledger gets what Y->X wrote on X (the records copied and the seeded inverse runs) and
+the divergence and split-brain ranges of the earlier failback, so it copies only what was written
+on X outside Y->X since (the records producers wrote on X after the failover back).
 
 The reverse flow must be in the config. With the identity policy the pair X->Y / Y->X is a cycle,
 which `config validate` accepts only when one of the two is `standby: true` (stopped until a
@@ -58,29 +75,36 @@ from mirrorflow.state.topics import (
 from mirrorflow.state.writer import StateWriter
 
 Key = tuple[str, int]
+Ranges = tuple[tuple[int, int], ...]
+Inverse = tuple[list[Run], list[tuple[int, int]]]  # inverse runs, and the ranges their map entries cover
 RUNS_PER_ENTRY = 5_000  # inverse runs per seeded offset-map entry (records stay small)
 
 
 @dataclass(frozen=True)
 class Divergence:
-    """Records on the failed-over flow's source that had not reached its target."""
+    """Records on the failed-over flow's source that had not reached its target (one category:
+    the divergence, or the split brain)."""
 
     topic: str
     partition: int
-    ranges: tuple[tuple[int, int], ...]  # [from, to) source offsets
+    ranges: Ranges  # [from, to) source offsets
     records: int  # records in them (read_committed; markers and aborted records do not count)
 
 
 @dataclass(frozen=True)
 class Seed:
-    """Where the reverse flow starts in one partition (identity policy)."""
+    """Where the reverse flow stands in one partition of its source after the failback."""
 
-    topic: str  # the reverse flow's SOURCE topic (the failed-over flow's target topic)
+    topic: str  # the reverse flow's SOURCE topic (identity: the failed-over flow's target topic)
     partition: int
-    start: int  # the target end recorded at failover: the reverse flow copies from here
-    owned_from: int  # reverse-source offsets [owned_from, start) were written by the failed-over flow
-    mapped: int  # records mapped back by the inverse offset map
+    start: int  # the reverse flow's next offset: the first one not written by the failed-over flow
+    owned_from: int  # the reverse flow considers its source from here (its own progress, else the log start)
+    mapped: int  # records of the failed-over flow mapped back by the inverse offset map
     target_end: int  # the reverse target's end when the failback started (its new records go after)
+    to_copy: int = 0  # records at or above owned_from the failed-over flow did not write: copied
+    to_copy_ranges: Ranges = ()  # [from, to) holding them (the last one up to the stable end then)
+    covered: Ranges = ()  # the reverse flow's ledger at or above owned_from: never copied
+    pruned_below: int = -1  # the forward map was pruned: offsets below this are taken as its writes
 
 
 @dataclass
@@ -92,6 +116,7 @@ class FailbackReport:
     failover_at: int = 0
     at_ms: int = field(default_factory=lambda: int(time.time() * 1000))
     divergence: list[Divergence] = field(default_factory=list)
+    split_brain: list[Divergence] = field(default_factory=list)
     seeds: list[Seed] = field(default_factory=list)
     done: bool = False
     note: str | None = None
@@ -100,30 +125,54 @@ class FailbackReport:
     def diverged(self) -> int:
         return sum(d.records for d in self.divergence)
 
+    @property
+    def split(self) -> int:
+        return sum(d.records for d in self.split_brain)
+
+    @property
+    def to_copy(self) -> int:
+        return sum(s.to_copy for s in self.seeds)
+
     def lines(self) -> list[str]:
         head = f"failback of flow {self.flow}: reverse flow {self.reverse}" + (" (dry run)" if self.dry_run else "")
         status = "STARTED" if self.done else (self.note or "preflight")
+        src, tgt = self.flow.split("->", 1) if "->" in self.flow else (self.flow, self.flow)
         out = [f"{head}: {status}"]
         if self.failover_at:
             out.append(f"  failed over at {_iso(self.failover_at)}")
         how = (
-            "IdentityReplicationPolicy: the reverse flow starts at the target ends recorded at failover"
+            "IdentityReplicationPolicy: the reverse flow copies every record on the target that the flow "
+            "did not write (its offset map), and maps the others back"
             if self.identity
-            else "the reverse flow copies the target's own topics under MM2's remote names (no seeding)"
+            else "the reverse flow copies the target's own topics under MM2's remote names"
         )
         out.append(f"  {how}")
+        out.append(f"  written on {tgt} outside {self.flow}: {self.to_copy:,} records, will be copied to {src}")
         for s in self.seeds:
-            out.append(
-                f"  {self.reverse} {s.topic}[{s.partition}]: copies from offset {s.start}; offsets "
-                f"{s.owned_from}..{s.start} came from {self.flow} ({s.mapped:,} records mapped back)"
+            where = ", ".join(f"{a}..{b}" for a, b in s.to_copy_ranges) or "-"
+            line = (
+                f"    {s.topic}[{s.partition}]: {s.to_copy:,} records (offsets {where}); {self.reverse} copies "
+                f"from offset {s.start}"
             )
-        out.append(
-            f"  divergence: {self.diverged:,} records on the source of {self.flow} never reached its target"
-            + (" (kept, not deleted; not copied)" if self.diverged else "")
-        )
-        for d in self.divergence:
-            ranges = ", ".join(f"{a}..{b}" for a, b in d.ranges)
-            out.append(f"    {d.topic}[{d.partition}]: {d.records:,} records at offsets {ranges}")
+            if self.identity:
+                line += f", {s.mapped:,} records of {self.flow} mapped back"
+            if s.pruned_below >= 0:
+                line += f" (offset map pruned: offsets below {s.pruned_below} taken as {self.flow}'s)"
+            out.append(line)
+        for name, total, parts, what in (
+            (
+                "divergence",
+                self.diverged,
+                self.divergence,
+                f"written on {src} before the failover, not on {tgt}",
+            ),
+            ("split brain", self.split, self.split_brain, f"accepted by {src} after the failover"),
+        ):
+            keep = f" (kept on {src}, not deleted; not copied to {tgt})" if total else ""
+            out.append(f"  {name}: {total:,} records {what}{keep}")
+            for d in parts:
+                ranges = ", ".join(f"{a}..{b}" for a, b in d.ranges)
+                out.append(f"    {d.topic}[{d.partition}]: {d.records:,} records at offsets {ranges}")
         return out
 
     def render(self) -> str:
@@ -140,8 +189,11 @@ class FailbackReport:
             "done": self.done,
             "note": self.note,
             "diverged": self.diverged,
-            "divergence": [{**asdict(d), "ranges": [list(r) for r in d.ranges]} for d in self.divergence],
-            "seeds": [asdict(s) for s in self.seeds],
+            "split": self.split,
+            "to_copy": self.to_copy,
+            "divergence": [_divergence_dict(d) for d in self.divergence],
+            "split_brain": [_divergence_dict(d) for d in self.split_brain],
+            "seeds": [_seed_dict(s) for s in self.seeds],
         }
 
 
@@ -168,8 +220,9 @@ def failback(
     dry_run: bool = False,
     confirm: Callable[[FailbackReport], bool] = lambda r: True,
 ) -> FailbackReport:
-    """Preflight (divergence, seeds), confirm, start the reverse flow (module docstring). Raises a
-    MirrorflowError for bad input (no failover yet, flow not stopped, source unreachable)."""
+    """Preflight (divergence, split brain, what the reverse flow copies), confirm, start the reverse
+    flow (module docstring). Raises a MirrorflowError for bad input (no failover yet, flow not
+    stopped, source unreachable)."""
     rev = reverse_flow(cfg, flow)
     if _is_identity(flow) != _is_identity(rev):
         raise ConfigError(
@@ -198,7 +251,8 @@ def failback(
                 f"{_iso(int(previous.get('at', 0)))}"
             )
             report.divergence = [_divergence_from(d) for d in previous.get("divergence", [])]
-            report.seeds = [Seed(**s) for s in previous.get("seeds", [])]
+            report.split_brain = [_divergence_from(d) for d in previous.get("split_brain", [])]
+            report.seeds = [_seed_from(s) for s in previous.get("seeds", [])]
             return report
         state = flow_state(fc)
         if state.state != "stopped":
@@ -206,10 +260,8 @@ def failback(
                 f"flow {flow.name} is {state.describe()}: a failback starts {rev.name}, and both running "
                 f"would copy records back and forth; stop it first (`mirrorflow flow stop --flow {flow.name}`)"
             )
-        report.divergence = _divergence(fc, record)
-        inverse: dict[Key, list[Run]] = {}
-        if identity:
-            report.seeds, inverse = _plan_seeds(fc, rc, record)
+        report.divergence, report.split_brain = _divergence(fc, record, report.failover_at)
+        report.seeds, inverse = _plan_seeds(fc, rc, record, identity)
         if dry_run:
             report.note = "dry run: nothing changed"
             return report
@@ -219,8 +271,7 @@ def failback(
         ensure_state_topics(rc)  # the reverse flow may never have run
         lease = FlowLease(rc, *local_owner("mirrorflow failback")).acquire()
         try:
-            if identity:
-                _write_seeds(rc, report.seeds, inverse)
+            _write_seeds(rc, report.seeds, inverse)
             set_flow_state(
                 rc, "running", f"failback of {flow.name} (failed over at {_iso(report.failover_at)})", whoami()
             )
@@ -232,8 +283,9 @@ def failback(
                     "of": flow.name,
                     "failover_at": report.failover_at,
                     "by": whoami(),
-                    "divergence": [asdict(d) for d in report.divergence],
-                    "seeds": [asdict(s) for s in report.seeds],
+                    "divergence": [_divergence_dict(d) for d in report.divergence],
+                    "split_brain": [_divergence_dict(d) for d in report.split_brain],
+                    "seeds": [_seed_dict(s) for s in report.seeds],
                 },
             )
         finally:
@@ -255,12 +307,13 @@ def _offsets(record: dict[str, Any], name: str) -> dict[Key, int]:
     return out
 
 
-def _divergence(fc: FlowClients, record: dict[str, Any]) -> list[Divergence]:
-    """Per source partition of the failover record: [replicated, end now) minus the covered ledger."""
+def _divergence(fc: FlowClients, record: dict[str, Any], failover_at: int) -> tuple[list[Divergence], list[Divergence]]:
+    """Per source partition of the failover record: [replicated, end now) minus the covered ledger,
+    split by record timestamp at the failover's time into the divergence and the split brain."""
     replicated = _offsets(record, "replicated_to")
     keys = sorted(replicated)
     if not keys:
-        return []
+        return [], []
     try:
         ends = source_offsets(fc, keys, OffsetSpec.latest())
     except MirrorflowError as exc:
@@ -269,53 +322,124 @@ def _divergence(fc: FlowClients, record: dict[str, Any]) -> list[Divergence]:
         ) from None
     progress = StateStore(fc).progress(keys)
     reader = fc.reader("source")
-    out = []
+    diverged, split = [], []
     try:
         for t, p in keys:
             prog = progress.get((t, p))
             start, end = max(replicated[(t, p)], 0), ends[(t, p)]
-            ranges = tuple(subtract_ranges(start, end, list(prog.covered) if prog else [])) if end > start else ()
-            count = sum(sum(1 for _ in reader.read(t, {p: a}, timeout=120, stops={p: b})) for a, b in ranges)
+            ranges = subtract_ranges(start, end, list(prog.covered) if prog else []) if end > start else []
+            # each range is cut where the category changes: [first record of a category, next change)
+            parts: dict[bool, list[tuple[int, int]]] = {False: [], True: []}
+            counts = {False: 0, True: 0}
+            for a, b in ranges:
+                cur, lo = None, a
+                for m in reader.read(t, {p: a}, timeout=120, stops={p: b}):
+                    after = m.timestamp()[1] >= failover_at
+                    if cur is not None and after != cur:
+                        parts[cur].append((lo, m.offset()))
+                        lo = m.offset()
+                    cur = after
+                    counts[after] += 1
+                parts[bool(cur)].append((lo, b))  # no record at all: markers only, a divergence of 0
             if ranges:
-                out.append(Divergence(t, p, ranges, count))
+                diverged.append(Divergence(t, p, tuple(merge_ranges(parts[False])), counts[False]))
+            if counts[True]:
+                split.append(Divergence(t, p, tuple(merge_ranges(parts[True])), counts[True]))
     finally:
         fc.release(reader.consumer)
-    return out
+    return [d for d in diverged if d.ranges], split
 
 
-def _plan_seeds(fc: FlowClients, rc: FlowClients, record: dict[str, Any]) -> tuple[list[Seed], dict[Key, list[Run]]]:
-    """Identity policy: per partition, where the reverse flow starts (the failover's target end) and
-    the inverse of the forward map over what the forward flow wrote there ([owned_from, start))."""
-    ends = {k: v for k, v in _offsets(record, "target_ends").items() if v >= 0}
-    owned = _owned_from(fc)
-    fwd = StateStore(fc).offset_map(sorted(ends))  # identity: the target topic is the source topic
-    keys = sorted(ends)
-    rev_ends = list_offsets(rc.admin("target"), rc.connection("target"), keys, OffsetSpec.latest(), committed=False)
-    seeds, inverse = [], {}
-    for k in keys:
-        start, pm = ends[k], fwd.get(k)
-        runs = list(pm.runs) if pm is not None else []
-        owned_from = min(owned.get(k, min((r.tgt for r in runs), default=start)), start)
-        inv = [
-            Run(lo, r.src + (lo - r.tgt), hi - lo)
-            for r in runs
-            if (hi := min(r.tgt + r.count, start)) > (lo := max(r.tgt, owned_from))
-        ]
-        inverse[k] = sorted(inv, key=lambda r: r.src)
-        seeds.append(Seed(k[0], k[1], start, owned_from, sum(r.count for r in inv), rev_ends.get(k, 0)))
+def _plan_seeds(
+    fc: FlowClients, rc: FlowClients, record: dict[str, Any], identity: bool
+) -> tuple[list[Seed], dict[Key, Inverse]]:
+    """Per partition of the reverse flow's source topics (the failed-over flow's topics, on its
+    target): the ledger of offsets it must never copy (what the failed-over flow wrote there, the
+    records the last failback kept out, stretches without a committed record between them), the
+    records it copies, and (identity) the inverse of the forward map over what the forward flow wrote."""
+    topics = sorted({t for t, _ in _offsets(record, "replicated_to")})  # default policy: Y's own topics
+    keys = [(t, p) for t in topics for p in range(rc.partitions("source", t, refresh=True))]
+    if not keys:
+        return [], {}
+    fwd = StateStore(fc).offset_map(keys) if identity else {}  # identity: target topic == source topic
+    old = StateStore(rc).progress(keys)
+    kept = _kept_out(fc)  # what the failback that started the forward flow kept out of it
+    starts = source_offsets(rc, keys, OffsetSpec.earliest())
+    stable = source_offsets(rc, keys, OffsetSpec.latest())  # read_committed: an open transaction stays out
+    rev_ends = (
+        list_offsets(rc.admin("target"), rc.connection("target"), keys, OffsetSpec.latest(), committed=False)
+        if identity
+        else {}
+    )
+    reader = rc.reader("source")
+    seeds: list[Seed] = []
+    inverse: dict[Key, Inverse] = {}
+    try:
+        for k in keys:
+            prev = old.get(k)
+            base = prev.next if prev is not None and prev.next >= 0 else starts[k]
+            pm = fwd.get(k)
+            runs = [r for r in (pm.runs if pm is not None else []) if r.tgt + r.count > base]
+            owned = [(max(r.tgt, base), r.tgt + r.count) for r in runs]
+            pruned = -1
+            if pm is not None and pm.first is not None and pm.floor > pm.first:
+                # the map forgot where the records below its floor landed: they lie below its first run
+                pruned = min((r.tgt for r in pm.runs), default=int(pm.tgt_end or base))
+                owned.append((base, pruned))
+            done = merge_ranges([*owned, *kept.get(k, ())])
+            todo, empty, count = [], [], 0
+            for a, b in subtract_ranges(base, max(stable[k], base), done):
+                first, n = -1, 0
+                for m in reader.read(k[0], {k[1]: a}, timeout=120, stops={k[1]: b}):
+                    first = m.offset() if first < 0 else first
+                    n += 1
+                if n:  # copied by the reverse flow (from its first record: the stretch before is empty)
+                    empty.append((a, first))
+                    todo.append((first, b))
+                    count += n
+                else:
+                    empty.append((a, b))
+            ledger = merge_ranges([*done, *empty])
+            nxt = next((b for a, b in ledger if a <= base < b), base)
+            inv = []
+            for r in runs:
+                lo = max(r.tgt, base)
+                inv.append(Run(lo, r.src + (lo - r.tgt), r.tgt + r.count - lo))
+            inverse[k] = (sorted(inv, key=lambda r: r.src), merge_ranges([*owned, *empty]))
+            seeds.append(
+                Seed(
+                    k[0],
+                    k[1],
+                    nxt,
+                    base,
+                    sum(r.count for r in inv),
+                    rev_ends.get(k, -1),
+                    count,
+                    tuple(todo),
+                    tuple(ledger),
+                    pruned,
+                )
+            )
+    finally:
+        rc.release(reader.consumer)
     return seeds, inverse
 
 
-def _owned_from(fc: FlowClients) -> dict[Key, int]:
-    """Per target partition, where the flow's own writes start when a failback seeded it (below that
-    its target had records of its own: the seeds' `target_end`). Empty for a flow never seeded."""
+def _kept_out(fc: FlowClients) -> dict[Key, list[tuple[int, int]]]:
+    """The divergence and split-brain ranges of the failback that started `fc`'s flow (on its
+    source, kept there): the reverse flow of a failback back must not copy them either."""
     rec = read_control(fc, "failback") or {}
-    return {(str(s["topic"]), int(s["partition"])): int(s["target_end"]) for s in rec.get("seeds", [])}
+    out: dict[Key, list[tuple[int, int]]] = {}
+    for d in [*rec.get("divergence", []), *rec.get("split_brain", [])]:
+        out.setdefault((str(d["topic"]), int(d["partition"])), []).extend((int(a), int(b)) for a, b in d["ranges"])
+    return out
 
 
-def _write_seeds(rc: FlowClients, seeds: list[Seed], inverse: dict[Key, list[Run]]) -> None:
-    """Per partition, the reverse flow's offset-map entries (inverse runs) and its progress in one
-    transaction (write_partition_state); a failback re-run writes the same again."""
+def _write_seeds(rc: FlowClients, seeds: list[Seed], inverse: dict[Key, Inverse]) -> None:
+    """Per partition, the reverse flow's progress (its ledger) and (identity) offset-map entries
+    with the inverse runs, in one transaction (write_partition_state); a failback re-run writes the
+    same again. The map entries cover what the forward flow wrote and the empty stretches between,
+    never a range still to copy nor one kept out (verify reports those as not copied)."""
     rev = rc.flow
     old = StateStore(rc).progress([(s.topic, s.partition) for s in seeds])
     writer = StateWriter(
@@ -323,31 +447,58 @@ def _write_seeds(rc: FlowClients, seeds: list[Seed], inverse: dict[Key, list[Run
     )
     now = int(time.time() * 1000)
     for s in seeds:
-        runs = inverse.get((s.topic, s.partition), [])
-        entries = []
-        for i in range(0, len(runs), RUNS_PER_ENTRY):
-            chunk = tuple(runs[i : i + RUNS_PER_ENTRY])
-            lo = s.owned_from if i == 0 else chunk[0].src
-            hi = runs[i + RUNS_PER_ENTRY].src if i + RUNS_PER_ENTRY < len(runs) else s.start
-            entries.append(MapEntry(s.topic, s.partition, lo, hi, chunk, s.target_end))
         prev = old.get((s.topic, s.partition))
-        covered = ((s.owned_from, s.start),) if s.start > s.owned_from else ()
+        epoch = prev.epoch if prev is not None else 0
+        runs, ranges = inverse.get((s.topic, s.partition), ([], []))
+        entries = []
+        for a, b in ranges if runs else ():
+            inside = [r for r in runs if a <= r.src < b]
+            for i in range(0, max(len(inside), 1), RUNS_PER_ENTRY):
+                chunk = tuple(inside[i : i + RUNS_PER_ENTRY])
+                lo = a if i == 0 else chunk[0].src
+                hi = inside[i + RUNS_PER_ENTRY].src if i + RUNS_PER_ENTRY < len(inside) else b
+                entries.append(MapEntry(s.topic, s.partition, lo, hi, chunk, s.target_end, epoch=epoch))
         if prev is None or prev.next < 0:
-            prog = Progress(s.topic, s.partition, s.start, covered, s.target_end, updated=now)
+            prog = Progress(s.topic, s.partition, s.start, s.covered, s.target_end, updated=now)
         else:
             prog = replace(
                 prev,
                 next=max(prev.next, s.start),
-                covered=tuple(merge_ranges([*prev.covered, *covered])),
+                covered=tuple(merge_ranges([*prev.covered, *s.covered])),
                 tgt_end=max(prev.tgt_end, s.target_end),
                 updated=now,
             )
         write_partition_state(rc, writer, prog, entries)
 
 
+def _divergence_dict(d: Divergence) -> dict[str, Any]:
+    return {**asdict(d), "ranges": [list(r) for r in d.ranges]}
+
+
 def _divergence_from(d: dict[str, Any]) -> Divergence:
     return Divergence(
         str(d["topic"]), int(d["partition"]), tuple((int(a), int(b)) for a, b in d["ranges"]), int(d["records"])
+    )
+
+
+def _seed_dict(s: Seed) -> dict[str, Any]:
+    return {**asdict(s), **{k: [list(r) for r in getattr(s, k)] for k in ("to_copy_ranges", "covered")}}
+
+
+def _seed_from(d: dict[str, Any]) -> Seed:
+    """A stored seed (older records lack the later fields)."""
+    ranges = {k: tuple((int(a), int(b)) for a, b in d.get(k, ())) for k in ("to_copy_ranges", "covered")}
+    return Seed(
+        str(d["topic"]),
+        int(d["partition"]),
+        int(d["start"]),
+        int(d["owned_from"]),
+        int(d["mapped"]),
+        int(d["target_end"]),
+        int(d.get("to_copy", 0)),
+        ranges["to_copy_ranges"],
+        ranges["covered"],
+        int(d.get("pruned_below", -1)),
     )
 
 

@@ -3,13 +3,14 @@
 Starts the reverse flow of a failed-over flow from its failover record -- the same core function as
 `mirrorflow failback` (mirrorflow.ops.failback):
 
-* `preflight`: the divergence report (per partition, the records the source had that never reached
-  the target: offset ranges and counts; nothing is deleted) and, with IdentityReplicationPolicy,
-  where the reverse flow starts in each partition (the target ends recorded at failover).
+* `preflight`: the report: per partition, the records on the target the failed-over flow did not
+  write (from its offset map; the reverse flow copies them), the divergence (records the source had
+  that never reached the target) and the split brain (records the source accepted after the
+  failover), as offset ranges and counts; nothing is deleted.
 * `go_on`: ends the run here for a dry run.
 * `approve_failback`: Airflow's human-in-the-loop ApprovalOperator shows the report; the decision
   is recorded in Airflow. Reject skips the start.
-* `start`: seeds the reverse flow's progress and offset map (identity policy), sets it running and
+* `start`: seeds the reverse flow's progress (its ledger) and offset map, sets it running and
   records the failback on its target. Its own DAGs (sync, replicate, checkpoint) copy from there.
 
 Params: `dry_run`.
@@ -42,7 +43,14 @@ def failback_task(flow_name: str, commit: bool, config_path: str | None = None) 
     log.info("%s", text)
     if commit and not rep.done and not (rep.note or "").startswith("nothing to do"):
         raise AirflowFailException(text)
-    return {"text": text, "done": rep.done, "note": rep.note, "diverged": rep.diverged}
+    return {
+        "text": text,
+        "done": rep.done,
+        "note": rep.note,
+        "to_copy": rep.to_copy,
+        "diverged": rep.diverged,
+        "split": rep.split,
+    }
 
 
 def build_failback_dag(cfg: Config, flow: FlowConfig) -> DAG:
