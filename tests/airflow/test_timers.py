@@ -119,7 +119,7 @@ def test_checkpoint_dag_ticks_at_the_shortest_job_and_group_sync_survives_a_skip
         "successful run (2026-03-01T10:00:00+00:00) was in the same interval"
     )
     with pytest.raises(AirflowSkipException) as exc:  # 90 s >= the 30 s tick: one emission when due
-        dag.get_task("heartbeat").python_callable(**ctx)
+        dag.get_task("heartbeat").execute(ctx)
     assert str(exc.value).startswith("A->B: heartbeats: not due: emit.heartbeats.interval.seconds=90 ")
 
 
@@ -188,6 +188,46 @@ def test_heartbeats_are_emitted_every_interval_for_one_tick(tmp_path, source, ta
     off = write_config(tmp_path / "off.yaml", {"A": source, "B": target}, {"A->B": {"emit.heartbeats.enabled": False}})
     assert emit_heartbeats_for(off, off.flow("A->B"), 60, sleep=sleep, clock=lambda: clock[0]) == []
     assert slept == [20.0, 20.0]
+
+
+@pytest.mark.integration
+def test_the_heartbeat_task_defers_the_ticks_later_heartbeats_to_the_triggerer(
+    airflow_db, tmp_path, monkeypatch, source, target, unique
+):
+    """A 60 s tick with a 20 s interval: the task emits the first heartbeat and defers (no worker
+    slot while it waits); the trigger, run here as the triggerer runs it, sends the other two; the
+    task resumes only to report. Every heartbeat is on the clusters, each once."""
+    import asyncio
+
+    from airflow.sdk.exceptions import TaskDeferred
+
+    cfg = write_config(
+        tmp_path / "mf.yaml",
+        {"A": source, "B": target},
+        {"A->B": {"topics": f"{unique('hb')}\\..*", "emit.heartbeats.interval.seconds": 20,
+                  "emit.checkpoints.interval.seconds": 60}},
+    )
+    task = bag(cfg.path, monkeypatch, "mirrorflow_checkpoint.py").get_dag("mirrorflow_checkpoint__A-B").get_task(
+        "heartbeat")
+    before = (_ends(target, "heartbeats"), _ends(source, "heartbeats"))
+    with pytest.raises(TaskDeferred) as deferred:
+        task.execute({})
+    assert deferred.value.method_name == "execute_complete"
+    trigger = deferred.value.trigger
+    classpath, kwargs = trigger.serialize()
+    assert classpath == "mirrorflow_airflow.triggers.heartbeat.HeartbeatTrigger" and kwargs["count"] == 3
+    assert (_beats(target, before[0], "A", "B"), _beats(source, before[1], "B", "A")) == (1, 1)
+    trigger = type(trigger)(**{**kwargs, "start": kwargs["start"] - 40})  # as if 40 s had passed: no waiting
+
+    async def first_event():
+        async for event in trigger.run():
+            return event
+
+    event = asyncio.run(first_event())
+    assert event.payload["error"] is None and len(event.payload["emitted"]) == 6
+    summary = task.execute_complete({}, event.payload)
+    assert summary["emitted"] == 6 and summary["worker_s"] > 0
+    assert (_beats(target, before[0], "A", "B"), _beats(source, before[1], "B", "A")) == (3, 3)
 
 
 @pytest.mark.integration

@@ -14,8 +14,10 @@ topics pass FlowFilters.should_replicate_topic, cycles such as `B.A.heartbeats` 
 Replication latency of A->B = now - the newest heartbeat timestamp found in `A.heartbeats` on B.
 
 MM2's heartbeat task emits every `emit.heartbeats.interval.seconds` (1 s) for as long as it runs;
-`emit_heartbeats_for` does the same for the length of one scheduled run (the checkpoint DAG's
-heartbeat task), so the cadence holds across runs without a task that never ends.
+`emit_heartbeats_for` does the same for the length of one scheduled run (the CLI), so the cadence
+holds across runs without a task that never ends. The checkpoint DAG emits the first heartbeat in
+its task and the rest from a trigger on Airflow's triggerer (mirrorflow_airflow.triggers), both
+through `HeartbeatSender`, so a flow at rest holds no worker slot between heartbeats.
 """
 
 from __future__ import annotations
@@ -111,7 +113,7 @@ def emit_heartbeats_for(
     0, I, 2I, ... < duration_s (at least once). The first emission creates the topics; later ones
     reuse one producer per cluster. Returns every emission (empty: heartbeats are disabled)."""
     interval = float(flow.props["emit.heartbeats.interval.seconds"])
-    count = max(1, math.ceil(duration_s / interval))
+    count = heartbeat_count(flow, duration_s)
     emitted: list[Emission] = []
     with flow_clients(cfg, flow, clients) as c:
         start = clock()
@@ -119,19 +121,38 @@ def emit_heartbeats_for(
         if not first:
             return []
         emitted += first
-        producers: dict[str, Any] = {}
+        sender = HeartbeatSender(cfg, flow, c, {x.cluster for x in first})
         for i in range(1, count):
             sleep(max(0.0, start + i * interval - clock()))
-            written = {x.cluster for x in first}
-            for e in heartbeats_planned(cfg, flow, int(time.time() * 1000)):
-                if e.cluster not in written:  # skipped by the first emission (read-only source)
-                    continue
-                side = c.side(e.cluster)
-                if side not in producers:
-                    producers[side] = c.producer(side, required={"enable.idempotence": True, "acks": "all"})
-                _send(producers[side], c, side, e)
-                emitted.append(e)
+            emitted += sender.send()
     return emitted
+
+
+def heartbeat_count(flow: FlowConfig, duration_s: float) -> int:
+    """Emissions at 0, I, 2I, ... < duration_s (at least one), I = emit.heartbeats.interval.seconds."""
+    return max(1, math.ceil(duration_s / float(flow.props["emit.heartbeats.interval.seconds"])))
+
+
+class HeartbeatSender:
+    """The emissions after the first (which created the topics) into the clusters the first one
+    wrote to (a read-only source is skipped there), one idempotent producer per cluster; each
+    heartbeat acknowledged before the next is due. Blocking: the trigger calls it in a thread."""
+
+    def __init__(self, cfg: Config, flow: FlowConfig, clients: FlowClients, clusters: set[str]) -> None:
+        self.cfg, self.flow, self.clients, self.clusters = cfg, flow, clients, clusters
+        self.producers: dict[str, Any] = {}
+
+    def send(self) -> list[Emission]:
+        sent = []
+        for e in heartbeats_planned(self.cfg, self.flow, int(time.time() * 1000)):
+            if e.cluster not in self.clusters:
+                continue
+            side = self.clients.side(e.cluster)
+            if side not in self.producers:
+                self.producers[side] = self.clients.producer(side, required={"enable.idempotence": True, "acks": "all"})
+            _send(self.producers[side], self.clients, side, e)
+            sent.append(e)
+        return sent
 
 
 def _send(producer: Any, clients: FlowClients, side: Any, e: Emission) -> None:

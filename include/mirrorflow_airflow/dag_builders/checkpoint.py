@@ -12,12 +12,13 @@ small summary; each logs the same rendering `mirrorflow checkpoint` / `heartbeat
   (60 s); skipped when `sync.group.offsets.enabled` or `emit.checkpoints.enabled` is false;
 * `heartbeat` (independent): emit MM2 heartbeats every `emit.heartbeats.interval.seconds` (1 s)
   for the length of one tick, then report the flow's replication latency. With an interval longer
-  than the tick it emits once, in the runs where that interval is due.
+  than the tick it emits once, in the runs where that interval is due. Between the first and the
+  last heartbeat the task is deferred to Airflow's triggerer (HeartbeatOperator/HeartbeatTrigger),
+  so it holds a worker slot for about a second per tick, not the whole tick.
 
 The DAG ticks at the shortest of the checkpoint and group-sync intervals of the enabled jobs
 (else `emit.checkpoints.interval.seconds`); a task whose interval is not due in a scheduled run
-ends *skipped* with that reason (timers.py). A manual trigger runs every job. The heartbeat task
-holds a worker slot for most of each tick, as MM2's heartbeat task runs continuously.
+ends *skipped* with that reason (timers.py). A manual trigger runs every job.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from mirrorflow.config import Config, FlowConfig
 from mirrorflow_airflow.common import emit_samples, flow_dag, flow_dags, metric, task_config_path
 from mirrorflow_airflow.dag_builders.timers import RunTimes, period
 from mirrorflow_airflow.hooks import MirrorflowHook
+from mirrorflow_airflow.operators.heartbeat import HeartbeatOperator
 from mirrorflow_airflow.params import regex, regex_or_none
 
 log = logging.getLogger(__name__)
@@ -124,34 +126,6 @@ def group_sync_task(
     return rendered.summary
 
 
-def heartbeat_task(flow_name: str, config_path: str | None = None, times: RunTimes | None = None) -> dict[str, Any]:
-    """Emit the flow's MM2 heartbeats every emit.heartbeats.interval.seconds for one tick of the
-    DAG (once, when due, if the interval is longer), then measure its replication latency."""
-    from mirrorflow.clients import FlowClients
-    from mirrorflow.groups.heartbeat import HeartbeatRun, emit_heartbeats_for, replication_latency
-    from mirrorflow.groups.render import render_heartbeats
-    from mirrorflow.state.flow_state import flow_state
-
-    cfg = MirrorflowHook(config_path).get_conn()
-    flow = cfg.flow(flow_name)
-    tick, interval = checkpoint_period(flow), int(flow.props["emit.heartbeats.interval.seconds"])
-    if interval >= tick and flow.props["emit.heartbeats.enabled"]:
-        _skip_unless_due(flow, "heartbeats", "emit.heartbeats.interval.seconds", times or RunTimes.of())
-    with FlowClients(cfg, flow) as clients:
-        skip = flow_state(clients).skip_reason(flow.name, "checkpoint")
-    if skip:
-        raise AirflowSkipException(f"heartbeats: {skip}")
-    emitted = emit_heartbeats_for(cfg, flow, tick)  # one emission when interval >= tick
-    if not emitted:
-        raise AirflowSkipException(f"{flow.name}: emit.heartbeats.enabled=false")
-    latency = replication_latency(cfg, flow)
-    rendered = render_heartbeats(HeartbeatRun(flow.name, flow.target, emitted, latency))
-    log.info("%s", rendered.text())
-    if latency.latency_ms is not None:
-        metric("gauge", "replication.latency_ms", latency.latency_ms, {"flow": flow.id})
-    return rendered.summary
-
-
 def checkpoint_params() -> dict[str, Any]:
     return {
         "groups": regex(
@@ -204,17 +178,15 @@ def build_checkpoint_dag(cfg: Config, flow: FlowConfig) -> DAG:
             times = RunTimes.of(dag_run, logical_date, prev_data_interval_end_success)
             return group_sync_task(name, path, times, (params or {}).get("sync_group_offsets", True))
 
-        @task(task_id="heartbeat")
-        def heartbeat(
-            dag_run: Any = None,
-            logical_date: Any = None,
-            prev_data_interval_end_success: Any = None,
-        ) -> dict[str, Any]:
-            """Emit MM2 heartbeats for the flow and log its replication latency."""
-            return heartbeat_task(name, path, RunTimes.of(dag_run, logical_date, prev_data_interval_end_success))
-
         checkpoint() >> sync_group_offsets()
-        heartbeat()
+        HeartbeatOperator(
+            task_id="heartbeat",
+            flow_name=name,
+            config_path=path,
+            tick_s=checkpoint_period(flow),
+            doc_md="Emit MM2 heartbeats for the flow (on the triggerer between the first and the last) "
+            "and log its replication latency.",
+        )
     return dag
 
 

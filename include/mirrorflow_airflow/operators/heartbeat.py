@@ -1,0 +1,94 @@
+"""HeartbeatOperator: one checkpoint-DAG tick of MM2 heartbeats without holding a worker slot.
+
+The task emits the tick's first heartbeat (creating the heartbeats topics), defers the rest to
+HeartbeatTrigger on the triggerer, and resumes only to report the flow's replication latency. A
+flow at rest therefore costs a worker slot for about a second per tick, not the whole tick; the
+summary's `worker_s` says how long this task held one.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import asdict
+from datetime import timedelta
+from typing import Any
+
+from airflow.sdk import BaseOperator
+from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
+
+from mirrorflow_airflow.common import metric
+from mirrorflow_airflow.dag_builders.timers import RunTimes
+from mirrorflow_airflow.hooks import MirrorflowHook
+from mirrorflow_airflow.triggers.heartbeat import HeartbeatTrigger
+
+log = logging.getLogger(__name__)
+
+
+class HeartbeatOperator(BaseOperator):
+    """Emit `flow_name`'s heartbeats every emit.heartbeats.interval.seconds for `tick_s` seconds
+    (once, in the runs where that interval is due, when it is not shorter than the tick)."""
+
+    def __init__(self, *, flow_name: str, config_path: str | None, tick_s: int, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.flow_name, self.config_path, self.tick_s = flow_name, config_path, tick_s
+
+    def execute(self, context: Any) -> dict[str, Any]:
+        from mirrorflow.clients import FlowClients
+        from mirrorflow.groups.heartbeat import emit_heartbeats, heartbeat_count
+        from mirrorflow.state.flow_state import flow_state
+
+        began = time.monotonic()
+        cfg = MirrorflowHook(self.config_path).get_conn()
+        flow = cfg.flow(self.flow_name)
+        prop = "emit.heartbeats.interval.seconds"
+        if int(flow.props[prop]) >= self.tick_s and flow.props["emit.heartbeats.enabled"]:
+            times = RunTimes.of(
+                context.get("dag_run"), context.get("logical_date"), context.get("prev_data_interval_end_success")
+            )
+            why = times.not_due_reason(prop, int(flow.props[prop]))
+            if why:
+                raise AirflowSkipException(f"{flow.name}: heartbeats: {why}")
+        with FlowClients(cfg, flow) as clients:
+            skip = flow_state(clients).skip_reason(flow.name, "checkpoint")
+            if skip:
+                raise AirflowSkipException(f"heartbeats: {skip}")
+            start = time.time()
+            first = emit_heartbeats(cfg, flow, clients=clients)
+        if not first:
+            raise AirflowSkipException(f"{flow.name}: emit.heartbeats.enabled=false")
+        count = heartbeat_count(flow, self.tick_s)
+        worker_s = time.monotonic() - began
+        if count > 1:
+            self.defer(
+                trigger=HeartbeatTrigger(
+                    flow.name, self.config_path, start, count, [asdict(e) for e in first], worker_s
+                ),
+                method_name="execute_complete",
+                timeout=timedelta(seconds=self.tick_s + 300),  # a triggerer that never runs it
+            )
+        return self._finish(flow.name, [asdict(e) for e in first], worker_s)
+
+    def execute_complete(self, context: Any, event: dict[str, Any]) -> dict[str, Any]:
+        began = time.monotonic()
+        if event.get("error"):
+            raise AirflowFailException(f"{self.flow_name}: heartbeats: {event['error']}")
+        return self._finish(self.flow_name, list(event["emitted"]), float(event["worker_s"]), began)
+
+    def _finish(
+        self, flow_name: str, emitted: list[dict[str, Any]], worker_s: float, began: float | None = None
+    ) -> dict[str, Any]:
+        from mirrorflow.groups.heartbeat import Emission, HeartbeatRun, replication_latency
+        from mirrorflow.groups.render import render_heartbeats
+
+        began = time.monotonic() if began is None else began
+        cfg = MirrorflowHook(self.config_path).get_conn()
+        flow = cfg.flow(flow_name)
+        latency = replication_latency(cfg, flow)
+        rendered = render_heartbeats(HeartbeatRun(flow.name, flow.target, [Emission(**e) for e in emitted], latency))
+        log.info("%s", rendered.text())
+        if latency.latency_ms is not None:
+            metric("gauge", "replication.latency_ms", latency.latency_ms, {"flow": flow.id})
+        worker_s += time.monotonic() - began
+        metric("timing", "heartbeat.worker_slot", timedelta(seconds=worker_s), {"flow": flow.id})
+        return {**rendered.summary, "worker_s": round(worker_s, 3)}

@@ -1,0 +1,1 @@
+"""Triggers that run on Airflow's triggerer, so waiting holds no worker slot."""
