@@ -116,6 +116,17 @@ def test_status_survives_a_deleted_source_topic_and_unreachable_clusters(source,
     assert f"{src}->{tgt}: enabled, exactly-once, ERROR: cluster {tgt!r}: cannot reach 127.0.0.1:" in r.stdout
 
 
+def own_flow(tmp_path, source, target, unique, prefix: str):
+    """A flow of one new topic between aliases of its own (its state holds only this test's), and
+    the topic's name."""
+    topic = unique(prefix)
+    create_topic(source, topic)
+    src, tgt = unique("SA"), unique("SB")
+    cfg = write_config(tmp_path / "mf.yaml", {src: source, tgt: target},
+                       {f"{src}->{tgt}": {"topics": topic, "heartbeats.replication.enabled": False}})
+    return cfg, cfg.flow(f"{src}->{tgt}"), topic
+
+
 def test_pause_and_resume_buttons_for_an_admin_refused_for_a_viewer(source, target, unique, tmp_path, monkeypatch,
                                                                     airflow_db):
     from fastapi.testclient import TestClient
@@ -126,12 +137,7 @@ def test_pause_and_resume_buttons_for_an_admin_refused_for_a_viewer(source, targ
     from mirrorflow.state.flow_state import flow_state
     from mirrorflow.state.history import read_history
 
-    topic = unique("ctl")
-    create_topic(source, topic)
-    src, tgt = unique("SA"), unique("SB")
-    cfg = write_config(tmp_path / "mf.yaml", {src: source, tgt: target},
-                       {f"{src}->{tgt}": {"topics": topic, "heartbeats.replication.enabled": False}})
-    flow = cfg.flow(f"{src}->{tgt}")
+    cfg, flow, _ = own_flow(tmp_path, source, target, unique, "ctl")
     monkeypatch.setenv("MIRRORFLOW_CONFIG", str(cfg.path))
     client = TestClient(create_app())
 
@@ -181,14 +187,9 @@ def test_every_checkpoint_pass_is_on_the_page_also_one_that_moved_no_group(sourc
     from mirrorflow.ops import status_html
     from mirrorflow.ops.status_page import flow_page
 
-    topic = unique("cpass")
-    create_topic(source, topic)
-    src, tgt = unique("SA"), unique("SB")
-    create_topic(target, f"{src}.{topic}")
+    cfg, flow, topic = own_flow(tmp_path, source, target, unique, "cpass")
+    create_topic(target, f"{flow.source}.{topic}")
     produce(source, topic, [{"partition": 0, "value": b"v"}] * 3)
-    cfg = write_config(tmp_path / "mf.yaml", {src: source, tgt: target},
-                       {f"{src}->{tgt}": {"topics": topic, "heartbeats.replication.enabled": False}})
-    flow = cfg.flow(f"{src}->{tgt}")
     assert run_once(cfg, flow, mode="direct").records == 3
     # no consumer group: the passes emit nothing, and still they are what "last checkpoint pass" means
     assert emit_checkpoints(cfg, flow).emitted == []

@@ -11,7 +11,7 @@ from mirrorflow.clients import FlowClients
 from mirrorflow.state.flow_state import flow_state
 from mirrorflow.state.history import read_history
 from tests.integration.test_status_browser import api_server, browser  # noqa: F401 - fixtures
-from tests.support import create_topic, write_config
+from tests.integration.test_status import own_flow
 
 pytestmark = [pytest.mark.integration, pytest.mark.airflow]
 
@@ -40,12 +40,7 @@ def test_pause_and_resume_buttons_in_a_real_browser(source, target, unique, tmp_
     from airflow.api_fastapi.app import get_auth_manager
     from airflow.api_fastapi.auth.managers.simple.user import SimpleAuthManagerUser
 
-    topic = unique("btn")
-    create_topic(source, topic)
-    src, tgt = unique("SA"), unique("SB")
-    cfg = write_config(tmp_path / "mf.yaml", {src: source, tgt: target},
-                       {f"{src}->{tgt}": {"topics": topic, "heartbeats.replication.enabled": False}})
-    flow = cfg.flow(f"{src}->{tgt}")
+    cfg, flow, _ = own_flow(tmp_path, source, target, unique, "btn")
     monkeypatch.setenv("MIRRORFLOW_CONFIG", str(cfg.path))
 
     def log_in(user: str, role: str) -> None:
