@@ -190,3 +190,23 @@ def test_every_checkpoint_pass_counts_not_only_those_that_moved_a_group():
     page.last_checkpoint = failed
     assert _problems(page)[-1] == ("The last checkpoint pass (20 s ago) failed for some groups: "
                                    "group g2: coordinator not available")
+
+
+def test_checkpoint_passes_that_stopped_need_attention_unless_the_flow_is_stopped():
+    page = _page()
+    page.checkpoint_every_s = 60
+    page.last_checkpoint = RunRecord("checkpoint", NOW - 11 * 60_000, True)
+    assert _problems(page) == [
+        "7 record(s) were deleted by the source's retention before they could be copied (they are gone; the copy "
+        "continued after them).",
+        "No checkpoint pass since 11 min ago although they should run every 60 s: groups would fail over to old "
+        "offsets (is the checkpoint DAG paused or failing?).",
+    ]
+    page.last_checkpoint = RunRecord("checkpoint", NOW - 9 * 60_000, True)  # within 10 min: fine
+    assert len(_problems(page)) == 1
+    page.checkpoint_every_s = 300  # every 5 min: 3 intervals = 15 min
+    page.last_checkpoint = RunRecord("checkpoint", NOW - 14 * 60_000, True)
+    assert len(_problems(page)) == 1
+    stopped = _page(state="stopped by ops since 2027-01-15T08:00:00+00:00 (on the target)")
+    stopped.checkpoint_every_s, stopped.last_checkpoint = 60, RunRecord("checkpoint", NOW - 3_600_000, True)
+    assert not any("checkpoint" in p for p in _problems(stopped))

@@ -28,6 +28,7 @@ from mirrorflow.state.run_log import RunRecord
 
 HISTORY = 120  # replicate runs drawn on the chart (the run log keeps a week)
 OPERATIONS_SHOWN = 10  # the newest operations of the flow's history on its card
+STALE_CHECKPOINT_S = 600  # no checkpoint pass for this long (and 3 intervals) needs attention
 
 
 @dataclass(frozen=True)
@@ -69,6 +70,7 @@ class FlowPage:
     group_note: str | None = None  # why no group is synced at all (disabled, paused, unreadable)
     problems: list[str] = field(default_factory=list)  # plain words, the most urgent first
     operations: list[OperationRecord] = field(default_factory=list)  # the newest of the history, oldest first
+    checkpoint_every_s: int | None = None  # how often checkpoint passes should run (None: they do not)
 
     @property
     def lag_seconds(self) -> float | None:
@@ -103,6 +105,8 @@ def flow_page(cfg: Config, flow: FlowConfig, now_ms: int | None = None) -> FlowP
     """Everything the page shows of `flow`; errors become problems, never exceptions."""
     now = now_ms if now_ms is not None else int(time.time() * 1000)
     page = FlowPage(flow.name, flow_status(cfg, flow), now)
+    if flow.enabled and flow.props.get("emit.checkpoints.enabled", True):
+        page.checkpoint_every_s = int(flow.props.get("emit.checkpoints.interval.seconds", 60))
     if page.status.error is None:
         try:
             with FlowClients(cfg, flow) as clients:
@@ -196,6 +200,13 @@ def _problems(page: FlowPage) -> list[str]:
             f"The last run ({_ago(page.now_ms, run.at)}) failed: {what}." + "".join(f" {e}" for e in run.errors[:3])
         )
     cp = page.last_checkpoint
+    stale_s = max(3 * page.checkpoint_every_s, STALE_CHECKPOINT_S) if page.checkpoint_every_s else None
+    if cp is not None and stale_s and not s.state.startswith("stopped") and page.now_ms - cp.at > stale_s * 1000:
+        out.append(
+            f"No checkpoint pass since {_ago(page.now_ms, cp.at)} although they should run every "
+            f"{page.checkpoint_every_s} s: groups would fail over to old offsets (is the checkpoint DAG "
+            "paused or failing?)."
+        )
     if cp is not None and not cp.ok:
         out.append(
             f"The last checkpoint pass ({_ago(page.now_ms, cp.at)}) failed for some groups: " + " ".join(cp.errors[:3])
