@@ -2,7 +2,9 @@
 
 Each Param carries a JSON schema (`format: regex`, `enum`, `minimum`), so a bad value is refused
 when the run is created (the trigger form, `dag.test(run_conf=...)`, the REST API, a backfill's
-conf) -- never halfway through a task.
+conf) -- never halfway through a task. An optional field defaults to None and allows "null": Airflow's
+trigger form shows an empty-string default of a plain "string" as a missing required value and
+keeps its Trigger button disabled (tests/airflow/test_ui_forms_browser.py).
 """
 
 from __future__ import annotations
@@ -18,9 +20,14 @@ def dry_run(description: str, default: bool = False) -> Param:
     return Param(default, type="boolean", title="Dry run", description=description)
 
 
+def optional_text(title: str, description: str, **schema: Any) -> Param:
+    """An optional text field: None (empty in the form) unless the user types something."""
+    return Param(None, type=["null", "string"], title=title, description=description, **schema)
+
+
 def regex(title: str, description: str) -> Param:
     """An optional regex (empty: no filter); an invalid one is refused by the schema's format check."""
-    return Param("", type="string", format="regex", title=title, description=description)
+    return optional_text(title, description, format="regex")
 
 
 def topics_subset() -> Param:

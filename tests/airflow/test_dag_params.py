@@ -1,7 +1,7 @@
-"""The trigger-form Params of every generated DAG: a bad value is refused when the run is created
-(ParamValidationError from the Param schema, no task runs), and a good value changes what the run
-does (replicate's topics subset and per-partition cap, dry runs, sync's `only`, checkpoint's
-`groups` and `sync_group_offsets`)."""
+"""The trigger-form Params of every generated DAG: the defaults make a valid run (reseed's topic
+excepted: required), a bad value is refused when the run is created (ParamValidationError from the
+Param schema, no task runs), and a good value changes what the run does (replicate's topics subset
+and per-partition cap, dry runs, sync's `only`, checkpoint's `groups` and `sync_group_offsets`)."""
 from __future__ import annotations
 
 import os
@@ -45,6 +45,7 @@ BAD = {
     "mirrorflow_verify__A-B": [{"topics": "*x"}],
     "mirrorflow_reseed__A-B": [{"topic": ""}],
     "mirrorflow_takeover__A-B": [{"mm2_quiet_seconds": -1}, {"dry_run": "no"}],
+    "mirrorflow_backfill__A-B": [{"topics": "a)"}, {"from": "yesterday"}],
 }
 
 
@@ -61,6 +62,30 @@ def test_every_dag_has_titled_params_and_a_doc_that_lists_them(bag):
     assert set(replicate.params) == {"topics", "max_records_per_partition", "dry_run"}
     assert set(dags.get_dag("mirrorflow_sync__A-B").params) == {"only", "dry_run"}
     assert set(dags.get_dag("mirrorflow_checkpoint__A-B").params) == {"groups", "sync_group_offsets"}
+
+
+def test_every_form_submits_with_its_defaults(bag):
+    """What Airflow's trigger form needs to enable its Trigger button: every default valid, and no
+    empty-string default on a field that does not allow null (the form shows it as a missing required
+    value). The form itself: test_ui_forms_browser."""
+    from airflow.sdk.exceptions import ParamValidationError
+
+    _, _, dags = bag
+    ours = [dag_id for dag_id in dags.dag_ids if dag_id.endswith("__A-B")]
+    assert set(BAD) <= set(ours)
+    for dag_id in ours:
+        params = dags.get_dag(dag_id).params
+        if dag_id == "mirrorflow_reseed__A-B":  # its topic is required on purpose
+            with pytest.raises(ParamValidationError, match="should be non-empty"):
+                params.validate()
+            continue
+        params.validate()
+        for name in params:
+            param = params.get_param(name)
+            assert not (param.value == "" and "null" not in param.schema.get("type", [])), (dag_id, name)
+    # the readers take None for "no filter"
+    assert dags.get_dag("mirrorflow_replicate__A-B").params.get_param("topics").value is None
+    assert dags.get_dag("mirrorflow_checkpoint__A-B").params.get_param("groups").value is None
 
 
 def test_a_bad_value_is_refused_by_the_param_schema_before_any_task_runs(bag):

@@ -1,11 +1,11 @@
 """The status page in a real headless Chromium (Debian's `chromium` + `chromium-driver`, driven by
 Selenium) against real clusters: Airflow's API server (uvicorn, this process) serves the plugin, the
 browser is refused without a login, logs in with Airflow's JWT cookie, and the numbers it shows are
-the flow's. The screenshot goes to docs/status-page.png (README and docs/status.md show it)."""
+the flow's. The screenshot goes to the test's tmp_path, or to MIRRORFLOW_SCREENSHOT when set:
+scripts/screenshot-status regenerates docs/status-page.png (README and docs/monitoring.md show it)."""
 from __future__ import annotations
 
-import shutil
-import threading
+import os
 import time
 from pathlib import Path
 
@@ -14,62 +14,13 @@ from confluent_kafka import Consumer, TopicPartition
 
 from mirrorflow.groups.checkpoint import emit_checkpoints
 from mirrorflow.replication.runner import run_once
+from tests.browser_support import api_server, browser, log_in  # noqa: F401 - fixtures
 from tests.support import create_topic, load_offset_map, produce, write_config
 
 pytestmark = [pytest.mark.integration, pytest.mark.airflow]
 
-ROOT = Path(__file__).resolve().parents[2]
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-DRIVER = shutil.which("chromedriver")
-selenium = pytest.importorskip("selenium", reason="selenium is not installed (requirements.txt; scripts/bootstrap)")
 
-
-@pytest.fixture
-def api_server(airflow_db, monkeypatch):
-    """Airflow's API app (with the plugins) on a free port, in a thread of this process."""
-    import uvicorn
-    from airflow.configuration import conf
-
-    if not conf.get("api_auth", "jwt_secret", fallback=""):
-        monkeypatch.setenv("AIRFLOW__API_AUTH__JWT_SECRET", "mirrorflow-browser-test")  # the server refuses to start
-
-    from airflow.api_fastapi.app import create_app
-
-    from mirrorflow.dev.cluster import free_port
-
-    port = free_port()
-    server = uvicorn.Server(uvicorn.Config(create_app(), host="127.0.0.1", port=port, log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    for _ in range(300):  # startup, not a timing assertion
-        if server.started:
-            break
-        time.sleep(0.1)
-    assert server.started, "the Airflow API server did not start"
-    yield f"http://127.0.0.1:{port}"
-    server.should_exit = True
-    thread.join(30)
-
-
-@pytest.fixture
-def browser():
-    if not CHROMIUM or not DRIVER:
-        pytest.skip("Debian's chromium and chromium-driver are not installed (scripts/bootstrap installs them "
-                    "with apt-get when run as root)")
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
-    opts = webdriver.ChromeOptions()
-    opts.binary_location = CHROMIUM
-    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1280,900",
-                "--force-prefers-reduced-motion", "--blink-settings=preferredColorScheme=1"):
-        opts.add_argument(arg)
-    driver = webdriver.Chrome(service=Service(DRIVER), options=opts)
-    yield driver
-    driver.quit()
-
-
-def test_status_page_in_a_real_browser(source, target, unique, tmp_path, monkeypatch, api_server, browser):
+def test_status_page_in_a_real_browser(source, target, unique, tmp_path, monkeypatch, api_server, browser):  # noqa: F811
     from selenium.webdriver.common.by import By
 
     topic = unique("orders")
@@ -98,11 +49,7 @@ def test_status_page_in_a_real_browser(source, target, unique, tmp_path, monkeyp
     browser.get(f"{api_server}/mirrorflow/")
     assert "Not authenticated" in browser.page_source  # no login, no page
 
-    from airflow.api_fastapi.app import get_auth_manager
-    from airflow.api_fastapi.auth.managers.simple.user import SimpleAuthManagerUser
-
-    token = get_auth_manager().generate_jwt(SimpleAuthManagerUser(username="admin", role="admin"))
-    browser.add_cookie({"name": "_token", "value": token, "path": "/"})  # what Airflow's UI login sets
+    log_in(browser, api_server)
     browser.get(f"{api_server}/mirrorflow/")
     card = browser.find_element(By.CSS_SELECTOR, f'section[data-flow="{flow.name}"]')
 
@@ -132,5 +79,6 @@ def test_status_page_in_a_real_browser(source, target, unique, tmp_path, monkeyp
     at = {p: maps[(topic, p)].target_of(o) for p, o in ((0, 9), (1, 12))}
     assert grows == [f"{group} {src}.{topic} 0 9 {at[0]} - missing write",
                      f"{group} {src}.{topic} 1 12 {at[1]} - missing write"]
-    browser.save_screenshot(str(ROOT / "docs" / "status-page.png"))
-    assert (ROOT / "docs" / "status-page.png").stat().st_size > 10_000
+    shot = Path(os.environ.get("MIRRORFLOW_SCREENSHOT") or tmp_path / "status-page.png")
+    browser.save_screenshot(str(shot))
+    assert shot.stat().st_size > 10_000

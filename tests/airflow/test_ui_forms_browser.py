@@ -1,0 +1,130 @@
+"""The trigger form of every generated DAG in Airflow's real React UI (Debian's headless Chromium, Airflow's
+API server in this process, the DAGs of the real dags/ folder serialized into the test's Airflow DB): a
+logged-in user opens each DAG's Trigger form, the Trigger button is enabled with the defaults, and
+submitting it creates a run whose conf is the defaults. Reseed's topic is required: its form marks the
+field required and keeps Trigger disabled until a topic is typed. An invalid regex typed into a regex
+field is refused in the form (the API's 400, with the message naming the param) and no run exists.
+
+No scheduler runs: the runs stay queued; what they do is tested by the DAGs' own tests."""
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.browser_support import api_server, browser, log_in  # noqa: F401 - fixtures
+from tests.support import write_config
+
+pytestmark = [pytest.mark.airflow, pytest.mark.integration]
+
+DAGS = Path(__file__).resolve().parents[2] / "dags"
+KINDS = ("replicate", "sync", "checkpoint", "verify", "backfill", "failover", "failback", "reseed", "takeover")
+# one field of each kind typed into (every DAG's schema refusing bad values: test_dag_params)
+REGEX_FIELDS = {"replicate": "topics", "checkpoint": "groups"}
+WAIT_S = 120  # a loaded machine's UI (not a timing assertion)
+
+
+def serialize_dags() -> dict:
+    """The real dags/ folder, parsed and written to the Airflow DB as the dag-processor does."""
+    from airflow.dag_processing.bundles.manager import DagBundlesManager
+    from airflow.dag_processing.dagbag import DagBag, sync_bag_to_db
+
+    DagBundlesManager().sync_bundles_to_db()
+    bag = DagBag(dag_folder=str(DAGS))
+    assert bag.import_errors == {}
+    sync_bag_to_db(bag, "dags-folder", None)
+    return bag.dags
+
+
+def runs_of(dag_id: str) -> list:
+    from airflow.models import DagRun
+    from airflow.utils.session import create_session
+
+    with create_session() as session:
+        return [(r.run_id, r.conf) for r in session.query(DagRun).filter(DagRun.dag_id == dag_id)]
+
+
+class TriggerForm:
+    """A DAG's Trigger form in the UI, found by what the UI renders (the DAG page's "Trigger Dag" button,
+    the fields named `element_<param>`, the submit button's test id)."""
+
+    def __init__(self, driver, base_url: str, dag_id: str) -> None:
+        from selenium.webdriver.common.by import By
+        from selenium.webdriver.support import expected_conditions as ec
+        from selenium.webdriver.support.ui import WebDriverWait
+
+        self.by, self.ec, self.driver = By, ec, driver
+        self.wait = WebDriverWait(driver, WAIT_S)
+        driver.get(f"{base_url}/dags/{dag_id}")
+        self.wait.until(ec.element_to_be_clickable((By.CSS_SELECTOR, 'button[aria-label="Trigger Dag"]'))).click()
+        self.wait.until(ec.presence_of_element_located((By.CSS_SELECTOR, '[name^="element_"]')))
+        self.submit = driver.find_element(By.CSS_SELECTOR, '[data-testid="trigger-dag-submit"]')
+
+    def field(self, param: str):
+        return self.wait.until(self.ec.element_to_be_clickable((self.by.NAME, f"element_{param}")))
+
+    def marked_required(self, param: str) -> bool:
+        """The field is marked required (its label's "*") and shown invalid while empty."""
+        field = self.field(param)
+        root = field.find_element(self.by.XPATH, './ancestor::*[@data-scope="field"][@data-part="root"][1]')
+        label = root.find_element(self.by.CSS_SELECTOR, 'label[data-part="label"]')
+        return label.text.rstrip().endswith("*") and field.get_attribute("aria-invalid") == "true"
+
+    def trigger_enabled(self) -> bool:
+        """Whether the Trigger button is (or within seconds becomes) enabled: the form validates as it renders."""
+        from selenium.common.exceptions import TimeoutException
+        from selenium.webdriver.support.ui import WebDriverWait
+
+        try:
+            WebDriverWait(self.driver, 10).until(lambda _: self.submit.is_enabled())
+        except TimeoutException:
+            return False
+        return True
+
+    def press_trigger(self) -> None:
+        self.driver.execute_script("arguments[0].scrollIntoView(); arguments[0].click()", self.submit)
+
+    def error(self) -> str:
+        """The form's text once the API's refusal shows in it."""
+        dialog = (self.by.CSS_SELECTOR, '[role="dialog"][aria-modal="true"]')
+        self.wait.until(self.ec.text_to_be_present_in_element(dialog, "400 Bad Request"))
+        return self.driver.find_element(*dialog).text
+
+
+def wait_for_run(dag_id: str, count: int) -> list:
+    deadline = time.monotonic() + WAIT_S
+    while len(runs := runs_of(dag_id)) < count:
+        assert time.monotonic() < deadline, f"no run of {dag_id} after pressing Trigger"
+        time.sleep(0.5)
+    return runs
+
+
+def test_every_trigger_form_submits_its_defaults_and_refuses_a_bad_regex(
+        tmp_path, source, target, airflow_db, monkeypatch, api_server, browser):  # noqa: F811
+    cfg = write_config(tmp_path / "mf.yaml", {"A": source, "B": target}, {"A->B": {"topics": "ui\\..*"}})
+    monkeypatch.setenv("MIRRORFLOW_CONFIG", str(cfg.path))
+    dags = serialize_dags()
+    # every mirrorflow DAG of the flow, the kinds above at least
+    ids = {d.removeprefix("mirrorflow_").removesuffix("__A-B"): d for d in sorted(dags) if d.endswith("__A-B")}
+    assert set(KINDS) <= set(ids), ids
+    log_in(browser, api_server)
+    for kind, dag_id in ids.items():
+        params = dags[dag_id].params
+        defaults = {name: params.get_param(name).value for name in params}
+        form = TriggerForm(browser, api_server, dag_id)
+        if kind == "reseed":
+            assert form.marked_required("topic") and not form.submit.is_enabled(), "reseed's topic must be required"
+            form.field("topic").send_keys("ui.orders")
+            defaults["topic"] = "ui.orders"
+        assert form.trigger_enabled(), f"{dag_id}: the Trigger button is disabled with the defaults"
+        form.press_trigger()
+        [(_, conf)] = wait_for_run(dag_id, 1)
+        assert conf == defaults, dag_id
+        if kind in REGEX_FIELDS:
+            name = REGEX_FIELDS[kind]
+            form = TriggerForm(browser, api_server, dag_id)
+            form.field(name).send_keys("orders(")
+            form.press_trigger()
+            assert f"Invalid input for param {name}: 'orders(' is not a 'regex'" in form.error(), dag_id
+            assert len(runs_of(dag_id)) == 1, f"{dag_id}: a run was created with an invalid regex"
