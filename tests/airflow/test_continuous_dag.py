@@ -10,7 +10,7 @@ import time
 import pytest
 
 from tests.integration.test_continuous import assert_exact, assert_no_open_transaction, records, wait_for
-from tests.support import create_topic, produce, write_config
+from tests.support import consume_all, create_topic, produce, write_config
 
 pytestmark = pytest.mark.airflow
 
@@ -67,4 +67,34 @@ def test_continuous_dag_run_copies_records_produced_while_it_runs(dagbag, source
     from mirrorflow.state.lease import current_holder
 
     with FlowClients(cfg, flow) as clients:
+        assert current_holder(clients) is None
+
+
+def test_continuous_dag_honours_the_dry_run_param_and_refuses_a_cap(dagbag, source, target):
+    cfg, prefix, bag = dagbag
+    dag = bag.get_dag("mirrorflow_replicate__G-B")
+    topic, remote = f"{prefix}.dry", f"G.{prefix}.dry"
+    create_topic(source, topic, 2)
+    create_topic(target, remote, 2)
+    produce(source, topic, records(40, 2))
+
+    # a dry run plans and ends: the copy is skipped (not after continuous.run.seconds), nothing is copied
+    run = dag.test(run_conf={"dry_run": True})
+    states = {ti.task_id: ti.state for ti in run.get_task_instances()}
+    assert states == {"plan": "success", "copy": "skipped", "report": "success"}, states
+    plan = [ti for ti in run.get_task_instances() if ti.task_id == "plan"][0].xcom_pull(task_ids="plan")
+    assert (plan["units"], plan["would_copy"]) == (0, 40), plan
+    assert [ti for ti in run.get_task_instances() if ti.task_id == "report"][0].xcom_pull(
+        task_ids="report")["records"] == 0
+    assert consume_all(target, remote) == []
+
+    # a per-partition cap cannot apply to a followed partition: the run fails before it takes the lease
+    run = dag.test(run_conf={"max_records_per_partition": 5})
+    states = {ti.task_id: ti.state for ti in run.get_task_instances()}
+    assert states["plan"] == "failed" and run.state == "failed", states
+    assert consume_all(target, remote) == []
+    from mirrorflow.clients import FlowClients
+    from mirrorflow.state.lease import current_holder
+
+    with FlowClients(cfg, cfg.flow("G->B")) as clients:
         assert current_holder(clients) is None

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -200,3 +201,32 @@ def test_sigterm_ends_a_continuous_spark_submit_run_cleanly(tmp_path, source, ta
     produce(source, topic, records(15, 3, start=120))
     assert run_once(cfg, flow, mode="direct").records == 15
     assert assert_exact(cfg, flow, source, target, topic, remote, 3) == 135
+
+
+def test_continuous_cli_honours_dry_run_and_topics(tmp_path, source, target, unique):
+    pfx = unique("contf")
+    topics = [f"{pfx}.a", f"{pfx}.b"]
+    for t in topics:
+        create_topic(source, t, 2)
+        create_topic(target, f"CF.{t}", 2)
+        produce(source, t, records(30, 2))
+    cfg, flow = continuous_flow(tmp_path, source, target, "CF", pfx)
+    base = [*CLI, "--config", str(cfg.path), "replicate", "--flow", "CF->B", "--continuous", "--mode", "direct"]
+
+    # a continuous dry run plans, says what it would follow and ends (not after its 600 s): nothing copied
+    dry = subprocess.run([*base, "--dry-run", "--seconds", "600"], capture_output=True, text=True, timeout=120)
+    assert dry.returncode == 0, dry.stderr[-3000:]
+    assert "dry run: would follow 4 partitions of CF->B, 60 offsets behind now; copying nothing" in dry.stderr
+    assert [consume_all(target, f"CF.{t}") for t in topics] == [[], []]
+
+    # --topics: only the matching topic is followed
+    only_a = subprocess.run([*base, "--topics", re.escape(topics[0]), "--seconds", "3", "--json"],
+                            capture_output=True, text=True, timeout=180)
+    assert only_a.returncode == 0, only_a.stderr[-3000:]
+    rep = json.loads(only_a.stdout)
+    assert rep["records"] == 30 and {p["topic"] for p in rep["partitions"]} == {topics[0]}, rep
+    assert consume_all(target, f"CF.{topics[1]}") == []
+    # the dry run and the narrowed run left the rest to copy exactly once
+    assert run_once(cfg, flow, mode="direct").records == 30
+    for t in topics:
+        assert assert_exact(cfg, flow, source, target, t, f"CF.{t}", 2) == 30

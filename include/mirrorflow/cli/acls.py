@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from mirrorflow.cli.registry import command, load_config, print_json
+from mirrorflow.errors import ConfigError
 
 
 def _args(p: argparse.ArgumentParser) -> None:
@@ -26,6 +27,11 @@ def _args(p: argparse.ArgumentParser) -> None:
 def _acls(args: argparse.Namespace) -> int:
     from mirrorflow.ops.acls import acls_error, flow_acls
 
+    if args.offline:  # asks no cluster: flags that need one would be ignored
+        flags = (("--apply", args.apply), ("--source-admin", args.source_admin), ("--target-admin", args.target_admin))
+        used = [f for f, v in flags if v]
+        if used:
+            raise ConfigError([("--offline", f"prints what is needed without asking the clusters: not with {used[0]}")])
     cfg = load_config(args)
     flow = cfg.flow(args.flow)
     principals = {k: v for k, v in (("source", args.source_principal), ("target", args.target_principal)) if v}

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from mirrorflow.cli.registry import command, load_config, print_json
+from mirrorflow.errors import ConfigError
 
 
 def _args(p: argparse.ArgumentParser) -> None:
@@ -21,10 +22,12 @@ def _args(p: argparse.ArgumentParser) -> None:
 )
 def _flow(args: argparse.Namespace) -> int:
     from mirrorflow.clients import FlowClients
-    from mirrorflow.errors import ConfigError
     from mirrorflow.state.flow_state import flow_state
     from mirrorflow.state.lease import whoami
 
+    if args.action == "list" and (args.flow or args.reason):
+        flag = "--flow" if args.flow else "--reason"
+        raise ConfigError([(flag, "`mirrorflow flow list` lists every flow: it takes no --flow or --reason")])
     cfg = load_config(args)
     if args.action == "list":
         rows = []

@@ -1,4 +1,8 @@
-"""`mirrorflow replicate --flow A->B --once [--json]`: plan -> copy -> report without Airflow."""
+"""`mirrorflow replicate --flow A->B --once [--json]`: plan -> copy -> report without Airflow.
+
+`--continuous` takes --topics and --dry-run as a one-shot run does; a flag that cannot apply is
+refused with one error before anything runs (--seconds without --continuous, --once with it,
+--max-records-per-partition with it: replication.continuous.check_options)."""
 
 from __future__ import annotations
 
@@ -11,7 +15,9 @@ from mirrorflow.errors import ConfigError
 
 def _args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--flow", required=True, help="the flow, e.g. A->B")
-    p.add_argument("--once", action="store_true", help="one run (the only mode: schedules belong to Airflow)")
+    p.add_argument(
+        "--once", action="store_true", help="one run (the default; schedules belong to Airflow): not with --continuous"
+    )
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.add_argument(
         "--continuous",
@@ -19,12 +25,19 @@ def _args(p: argparse.ArgumentParser) -> None:
         help="keep copying (micro-batches every continuous.poll.ms) until --seconds pass, the flow is paused "
         "or stopped, or SIGTERM; each transaction is committed, none is left open",
     )
-    p.add_argument("--seconds", type=float, help="with --continuous: how long (default: continuous.run.seconds)")
+    p.add_argument("--seconds", type=float, help="only with --continuous: how long (default: continuous.run.seconds)")
     p.add_argument("--topics", help="only the flow's source topics this regex fully matches (the DAG's Param)")
     p.add_argument(
-        "--max-records-per-partition", type=int, metavar="N", help="copy at most N offsets of each partition this run"
+        "--max-records-per-partition",
+        type=int,
+        metavar="N",
+        help="copy at most N offsets of each partition this run (not with --continuous)",
     )
-    p.add_argument("--dry-run", action="store_true", help="plan and report what would be copied; copy nothing")
+    p.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="plan and report what would be copied; copy nothing (with --continuous too: the run then ends)",
+    )
     p.add_argument(
         "--mode",
         choices=["submit", "inprocess", "connect", "direct"],
@@ -43,11 +56,15 @@ def _args(p: argparse.ArgumentParser) -> None:
 @command("replicate", "copy new records of a flow once: plan -> copy (Spark) -> report", _args)
 def _replicate(args: argparse.Namespace) -> int:
     from mirrorflow.cli.progress import records_bar
+    from mirrorflow.replication.continuous import check_options, run_continuous
     from mirrorflow.replication.runner import RunOptions, run_once
 
-    cfg = load_config(args)
-    flow = cfg.flow(args.flow)
-    mode = args.mode or ("connect" if cfg.spark.remote or (args.master or "").startswith("sc://") else "submit")
+    if args.continuous and args.once:
+        raise ConfigError([("--once", "one run or a continuous run: give --once or --continuous, not both")])
+    if args.seconds is not None and not args.continuous:
+        raise ConfigError([("--seconds", "how long a continuous run copies: only with --continuous")])
+    if args.continuous:
+        check_options(RunOptions(partition_limit=args.max_records_per_partition), "--max-records-per-partition")
     if args.max_records_per_partition is not None and args.max_records_per_partition < 1:
         raise ConfigError(
             [("--max-records-per-partition", f"must be at least 1, got {args.max_records_per_partition}")]
@@ -57,13 +74,14 @@ def _replicate(args: argparse.Namespace) -> int:
             re.compile(args.topics)
         except re.error as exc:
             raise ConfigError([("--topics", f"not a regex ({exc}): {args.topics!r}")]) from None
+    cfg = load_config(args)
+    flow = cfg.flow(args.flow)
+    mode = args.mode or ("connect" if cfg.spark.remote or (args.master or "").startswith("sc://") else "submit")
     with records_bar(args, cfg, flow) as (log, on_plan):
+        opts = RunOptions(args.topics, args.max_records_per_partition, args.dry_run, on_plan)
         if args.continuous:
-            from mirrorflow.replication.continuous import run_continuous
-
-            rep = run_continuous(cfg, flow, mode=mode, master=args.master, log=log, seconds=args.seconds)
+            rep = run_continuous(cfg, flow, mode=mode, master=args.master, log=log, seconds=args.seconds, options=opts)
         else:
-            opts = RunOptions(args.topics, args.max_records_per_partition, args.dry_run, on_plan)
             rep = run_once(cfg, flow, mode=mode, master=args.master, log=log, options=opts)
     if args.json:
         print_json(rep.to_dict())

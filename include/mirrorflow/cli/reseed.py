@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from mirrorflow.cli.registry import command, load_config, print_json
+from mirrorflow.errors import ConfigError
 
 
 def _args(p: argparse.ArgumentParser) -> None:
@@ -25,6 +26,8 @@ def _reseed(args: argparse.Namespace) -> int:
     from mirrorflow.clients import FlowClients
     from mirrorflow.replication.reseed import reseed, to_dicts
 
+    if args.dry_run and args.yes:
+        raise ConfigError([("--yes", "writes the re-seed; --dry-run writes nothing: give one of them")])
     cfg = load_config(args)
     flow = cfg.flow(args.flow)
     dry = args.dry_run or not args.yes

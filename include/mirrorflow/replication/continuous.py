@@ -10,14 +10,20 @@ exactly as a one-shot run: same copier, same writer), repeat. Between polls it c
 read; no transaction is left open.
 
 Partitions and topics created while a run copies are picked up by the next run (each run plans
-again). Airflow's `@continuous` schedule (flow property `schedule: "@continuous"`) starts the next
-run as soon as one ends; the lease, released at the end of one run and taken by the next, keeps
+again). A run's options (the CLI's flags, the DAG's Params: runner.RunOptions) apply as to a
+one-shot run: `topics` narrows the partitions followed, a dry run plans, reports what a one-shot
+run would copy now and copies nothing; a per-partition cap is refused (a followed partition has no
+end to cap: a one-shot run takes it).
+
+Airflow's `@continuous` schedule (flow property `schedule: "@continuous"`) starts the next run as
+soon as one ends; the lease, released at the end of one run and taken by the next, keeps
 them from overlapping, so the gap in copying is the hand-over (report, plan, job start).
 """
 
 from __future__ import annotations
 
 import contextlib
+import re
 import signal
 import threading
 import time
@@ -28,12 +34,13 @@ from typing import Any
 
 from mirrorflow.clients import FlowClients
 from mirrorflow.config import Config, FlowConfig
+from mirrorflow.errors import ConfigError
 from mirrorflow.replication.follow import STOP_REQUESTED, FollowSpec
 from mirrorflow.replication.handoff import new_run_id
 from mirrorflow.replication.planner import Plan, Unit, gather_inputs, plan_units
 from mirrorflow.replication.reader import OPEN_END
 from mirrorflow.replication.report import RunReport
-from mirrorflow.replication.runner import copy_plan, finish_run, run_directory, take_lease
+from mirrorflow.replication.runner import RunOptions, copy_plan, finish_run, run_directory, take_lease
 from mirrorflow.state.flow_state import flow_state
 from mirrorflow.state.lease import FlowLease, local_owner
 from mirrorflow.state.topics import ensure_state_topics
@@ -60,11 +67,31 @@ def follow_spec(flow: FlowConfig, started: float, seconds: float | None, stop_fi
     )
 
 
-def continuous_plan(clients: FlowClients) -> Plan:
-    """Every partition the flow can copy now, as one unit without an end, spread round-robin over
-    at most tasks.max tasks; the summary (lag, waiting, stopped) is a one-shot plan's."""
+def check_options(options: RunOptions | None, limit_name: str = "max_records_per_partition") -> None:
+    """Refuse what a continuous run cannot honour, before anything runs (ConfigError naming
+    `limit_name`, the option as the caller spells it): a per-partition cap."""
+    if options is not None and options.partition_limit is not None:
+        raise ConfigError(
+            [
+                (
+                    limit_name,
+                    "caps a one-shot run; a continuous run follows every partition until its deadline, "
+                    "with no end to cap (run once instead: `mirrorflow replicate --once`, or a flow schedule "
+                    "other than @continuous)",
+                )
+            ]
+        )
+
+
+def continuous_plan(clients: FlowClients, topics: str | None = None) -> Plan:
+    """Every partition the flow can copy now (of the source topics `topics` fully matches, when
+    given), as one unit without an end, spread round-robin over at most tasks.max tasks; the
+    summary (lag, waiting, stopped) is a one-shot plan's."""
     flow = clients.flow
-    inputs = {(pi.topic, pi.partition): pi for pi in gather_inputs(clients)}
+    subset = re.compile(topics) if topics else None
+    inputs = {
+        (pi.topic, pi.partition): pi for pi in gather_inputs(clients) if subset is None or subset.fullmatch(pi.topic)
+    }
     _, summary = plan_units(inputs.values(), flow.props["unit.max.records"], flow.parallelism, flow.name)
     units = []
     for s in summary:
@@ -88,13 +115,19 @@ def prepare_continuous_plan(
     seconds: float | None = None,
     stop_file: Path | None = None,
     run_id: str | None = None,
+    options: RunOptions | None = None,
 ) -> tuple[Plan, dict[str, Any], FollowSpec]:
     """Plan a continuous run; returns the plan, what is handed to the copy (units, the lease's
     owner, the run's id, the follow spec: deadline, micro-batch interval, stop file; never secrets)
-    and the spec. `stop_file`: only where the copy runs on this host (the CLI)."""
+    and the spec. `stop_file`: only where the copy runs on this host (the CLI). `options`: its
+    topics subset; a dry run's plan holds no tasks (its summary says what would be copied now)."""
+    check_options(options)
     started = time.time()
     ensure_state_topics(clients)
-    plan = continuous_plan(clients)
+    opts = options or RunOptions()
+    plan = continuous_plan(clients, opts.topics)
+    if opts.dry_run:
+        plan.tasks = []
     if lease is not None:
         plan.lease = {"owner": lease.owner, "who": lease.who}
     spec = follow_spec(clients.flow, started, seconds, stop_file)
@@ -131,10 +164,13 @@ def run_continuous(
     log: Callable[[str], None] = lambda s: None,
     seconds: float | None = None,
     directory: Path | None = None,
+    options: RunOptions | None = None,
 ) -> RunReport:
-    """One continuous run: take the lease, plan every partition, copy until the deadline (or a
-    pause, a stop, SIGTERM), report, release the lease. A stop requested before the run started
+    """One continuous run: take the lease, plan every partition (of `options.topics`), copy until
+    the deadline (or a pause, a stop, SIGTERM), report, release the lease. A dry run plans and
+    reports what would be copied, copies nothing and ends. A stop requested before the run started
     (SIGTERM) still ends it at once."""
+    check_options(options)
     started = time.time()
     directory, keep = run_directory(flow, directory)
     with FlowClients(cfg, flow) as clients:
@@ -145,11 +181,20 @@ def run_continuous(
         lease.start_renewing()
         try:
             with stop_on_signals(directory / STOP_FILE):
-                plan, pd, spec = prepare_continuous_plan(clients, lease, seconds, directory / STOP_FILE)
-                log(
-                    f"continuous run of flow {flow.name}: {len(plan.units)} partitions in {len(plan.tasks)} "
-                    f"tasks, until {time.strftime('%H:%M:%S', time.localtime(spec.deadline))}"
+                plan, pd, spec = prepare_continuous_plan(
+                    clients, lease, seconds, directory / STOP_FILE, options=options
                 )
+                if options is not None and options.dry_run:
+                    would = sum(p["planned"] for p in plan.partitions)
+                    log(
+                        f"dry run: would follow {len(plan.partitions)} partitions of {flow.name}, {would:,} "
+                        "offsets behind now; copying nothing"
+                    )
+                else:
+                    log(
+                        f"continuous run of flow {flow.name}: {len(plan.units)} partitions in {len(plan.tasks)} "
+                        f"tasks, until {time.strftime('%H:%M:%S', time.localtime(spec.deadline))}"
+                    )
                 t0 = time.time()
                 results = copy_plan(clients, mode, master, pd, directory, log) if plan.units else []
                 spark_s = time.time() - t0 if plan.units else 0.0

@@ -26,7 +26,9 @@ the plan and small reports.
 the plan holds every partition without an end, the copy job keeps copying micro-batches until
 `continuous.run.seconds` (or the flow is paused/stopped, read every
 `continuous.state.check.seconds`), and Airflow starts the next run as soon as one ends; the lease
-hands the flow from one run to the next. New topics and partitions join at the next run.
+hands the flow from one run to the next. New topics and partitions join at the next run. A triggered
+run's `topics` narrows what it follows, `dry_run` plans and logs what would be copied and copies
+nothing; `max_records_per_partition` fails the run (a followed partition has no end to cap).
 """
 
 from __future__ import annotations
@@ -130,9 +132,9 @@ def plan_task(
     holds the lease (a run of `airflow backfill create` waits for it). Both clusters are waited for
     first, up to broker.outage.max.seconds, as the CLI's run does."""
     from mirrorflow.clients import FlowClients
-    from mirrorflow.errors import LeaseError
+    from mirrorflow.errors import ConfigError, LeaseError
     from mirrorflow.replication.backfill import prepare_interval_plan
-    from mirrorflow.replication.continuous import is_continuous, prepare_continuous_plan, run_seconds
+    from mirrorflow.replication.continuous import check_options, is_continuous, prepare_continuous_plan, run_seconds
     from mirrorflow.replication.handoff import encode_plan, new_run_id
     from mirrorflow.replication.planner import wait_for_clusters
     from mirrorflow.replication.runner import prepare_plan, take_lease
@@ -141,6 +143,12 @@ def plan_task(
     cfg = MirrorflowHook(config_path).get_conn()
     flow = cfg.flow(flow_name)
     run = new_run_id(run_id)
+    options = run_options(params)
+    if is_continuous(flow):
+        try:
+            check_options(options)  # before the lease: a Param a continuous run cannot honour fails the run
+        except ConfigError as exc:
+            raise AirflowFailException(f"{flow.name} runs continuously: {exc}") from None
     with FlowClients(cfg, flow) as clients:
         wait_for_clusters(clients)  # as `mirrorflow replicate`: a broker restarting now is waited for, not failed
         skip = flow_state(clients).skip_reason(flow.name, "copy")
@@ -159,16 +167,16 @@ def plan_task(
                 ) from None
             raise AirflowSkipException(str(exc)) from None
         try:
-            if is_continuous(flow):  # every partition, copied until continuous.run.seconds (Params do not apply)
-                plan, handed, _ = prepare_continuous_plan(clients, lease, run_id=run)
-                if not plan.units:  # nothing to follow yet: do not let @continuous spin
+            if is_continuous(flow):  # every partition (of the topics Param), copied until continuous.run.seconds
+                plan, handed, _ = prepare_continuous_plan(clients, lease, run_id=run, options=options)
+                if not plan.units and not options.dry_run:  # nothing to follow yet: do not let @continuous spin
                     time.sleep(min(30.0, run_seconds(flow)))
             elif interval_ms is not None:  # `airflow backfill create`: the data interval's records (backfill.py)
                 plan, handed = prepare_interval_plan(
-                    clients, lease, interval_ms, regex_or_none(params, "topics"), run_options(params).dry_run, run
+                    clients, lease, interval_ms, regex_or_none(params, "topics"), options.dry_run, run
                 )
             else:
-                plan, handed = prepare_plan(clients, lease, run_options(params), run)
+                plan, handed = prepare_plan(clients, lease, options, run)
         except BaseException:
             lease.release()
             raise
@@ -180,7 +188,7 @@ def plan_task(
         sum(u.records for u in plan.units),
     )
     would = sum(p["planned"] for p in plan.partitions)
-    if run_options(params).dry_run:
+    if options.dry_run:
         log.info("%s: dry run: would copy %d offsets; copying nothing", flow.name, would)
         for p in plan.partitions:
             if p["planned"]:
