@@ -44,7 +44,7 @@ def test_failback_dag_dry_run_then_approved_start(tmp_path, source, target, airf
     assert bag.import_errors == {}
     dag = bag.get_dag("mirrorflow_failback__KA-KB")
     assert type(dag.timetable).__name__ == "NullTimetable"
-    assert set(dag.params.keys()) == {"dry_run"}
+    assert set(dag.params.keys()) == {"dry_run", "reseed"}
     assert dag.get_task("approve_failback").task_type == "ApprovalOperator"
 
     run = dag.test(run_conf={"dry_run": True})

@@ -7,9 +7,11 @@ The same with the default policy (shorter). Own aliases (FA/FB, GA/GB) over clus
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 
+from mirrorflow.errors import StateError
 from mirrorflow.groups.checkpoint import emit_checkpoints
 from mirrorflow.metadata.sync import sync_flow
 from mirrorflow.ops.failback import failback
@@ -17,7 +19,16 @@ from mirrorflow.ops.failover import failover
 from mirrorflow.replication.runner import run_once
 from tests.integration.test_failover import commit, first_record_after_resume
 from tests.integration.test_replicate import NOW, cli, records
-from tests.support import consume_all, create_topic, end_transaction, markers_written, produce, producer, write_config
+from tests.support import (
+    admin,
+    consume_all,
+    create_topic,
+    end_transaction,
+    markers_written,
+    produce,
+    producer,
+    write_config,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -288,3 +299,66 @@ def test_every_record_written_on_b_reaches_a_once(tmp_path, source, target, uniq
         assert [content(r) for r in on_a if r.partition == p] == [content(r) for r in wanted if r.partition == p]
     assert run_once(cfg, rev, mode="direct").records == 0
     assert not any(r.value and b"split" in r.value for r in consume_all(target, topic))  # never merged into B
+
+
+def test_failback_reseed_to_a_rebuilt_empty_a(tmp_path, source, target, unique):
+    """A was rebuilt empty (here: its topic deleted and created again, new topic ID): `failback
+    --reseed` makes B->A copy all of B's topic (A's records B had, and B's own) into A in B's order,
+    the group moves back to A exactly through B->A's map, and the failback back restarts A->B so
+    that it copies only what is written on A afterwards. A's topic holding records is refused."""
+    pfx = unique("fbr")
+    topic, group = f"{pfx}.orders", f"{pfx}-app"
+    common = {"topics": f"{pfx}\\..*", "groups": f"{pfx}-.*", "replication.policy.class": "IdentityReplicationPolicy",
+              "state.topic.partitions": 2, "lease.timeout.seconds": 2, "heartbeats.replication.enabled": False}
+    cfg = write_config(tmp_path / "mf.yaml", {"SA": source, "SB": target},
+                       {"SA->SB": common, "SB->SA": {**common, "standby": True}})
+    fwd, rev = cfg.flow("SA->SB"), cfg.flow("SB->SA")
+    create_topic(source, topic, 2)
+    assert sync_flow(cfg, fwd, ["topics"]).ok
+    produce(source, topic, batch(30, 2, "a1", NOW))
+    assert run_once(cfg, fwd, mode="direct").records == 30
+    assert failover(cfg, fwd).done
+    produce(target, topic, batch(10, 2, "onB", NOW + 1000))
+    markers_written(target, topic, 2)
+    on_b = consume_all(target, topic)
+    b0, b1 = [r for r in on_b if r.partition == 0][16], [r for r in on_b if r.partition == 1][9]
+    commit(target, group, topic, {0: b0.offset, 1: b1.offset})  # in B's own records, and in A's
+
+    with pytest.raises(StateError, match=r"still holds records in .*\[0\] \(15 offsets\).*would be duplicated"):
+        failback(cfg, fwd, reseed=True, dry_run=True)
+    a = admin(source)
+    a.delete_topics([topic])[topic].result(30)
+    for _ in range(100):  # the rebuilt A
+        try:
+            create_topic(source, topic, 2)
+            break
+        except Exception:  # noqa: BLE001 - TOPIC_ALREADY_EXISTS while the deletion completes
+            time.sleep(0.3)
+    done = failback(cfg, fwd, reseed=True)
+    assert done.done and done.reseed and done.divergence == [] and done.split_brain == [], done.render()
+    b_ends = {p: 1 + max(r.offset for r in on_b if r.partition == p) for p in (0, 1)}
+    assert [(s.partition, s.start, s.to_copy_ranges) for s in done.seeds] == [
+        (p, 0, ((0, b_ends[p]),)) for p in (0, 1)], done.render()
+    run = run_once(cfg, rev, mode="direct")
+    assert run.ok and run.records == 40, run.render()
+    markers_written(source, topic, 2)
+    on_a = consume_all(source, topic)
+    for p in (0, 1):  # all of B, in B's order
+        assert [content(r) for r in on_a if r.partition == p] == [content(r) for r in on_b if r.partition == p]
+
+    assert group in emit_checkpoints(cfg, rev).groups
+    back = failover(cfg, rev, mode="planned", copy_mode="direct")
+    assert back.done, back.render()
+    for p, b_rec in ((0, b0), (1, b1)):  # the group resumes on A exactly
+        _, msg = first_record_after_resume(source, group, topic, p)
+        assert (msg.key(), msg.value(), msg.timestamp()[1]) == (b_rec.key, b_rec.value, b_rec.timestamp)
+
+    fb = failback(cfg, rev)  # A->B again: copies only what A gets from now on
+    assert fb.done and fb.to_copy == 0, fb.render()
+    produce(source, topic, batch(6, 2, "againA", NOW + 2000))
+    rep = run_once(cfg, fwd, mode="direct")
+    assert rep.ok and rep.records == 6, rep.render()
+    markers_written(target, topic, 2)
+    new_on_a = [r for r in consume_all(source, topic) if content(r) not in set(map(content, on_a))]
+    assert len(new_on_a) == 6 and sorted(map(content, consume_all(target, topic))) == sorted(
+        map(content, on_b + new_on_a))

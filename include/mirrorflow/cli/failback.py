@@ -1,4 +1,4 @@
-"""`mirrorflow failback --flow A->B [--dry-run] [--yes] [--json]`: start B->A from A->B's failover."""
+"""`mirrorflow failback --flow A->B [--reseed] [--dry-run] [--yes] [--json]`: start B->A after A->B's failover."""
 
 from __future__ import annotations
 
@@ -13,6 +13,11 @@ def _args(p: argparse.ArgumentParser) -> None:
         "the failed-over flow, e.g. A->B (its reverse flow B->A starts)",
         "print the divergence and where B->A starts, change nothing",
     )
+    p.add_argument(
+        "--reseed",
+        action="store_true",
+        help="A was rebuilt empty: B->A copies all of B's topics from their start (refused if A's topics hold records)",
+    )
 
 
 @command("failback", "start the reverse flow of a failed-over flow from its failover record (disaster recovery)", _args)
@@ -26,7 +31,7 @@ def _failback(args: argparse.Namespace) -> int:
         question = f"Start {report.reverse} as shown? Type the flow name {flow.name}: "
         return confirmed(args, report.render(), question, flow.name)
 
-    rep = failback(cfg, flow, args.dry_run, confirm)
+    rep = failback(cfg, flow, args.dry_run, confirm, reseed=args.reseed)
     if args.json:
         print_json(rep.to_dict())
     else:

@@ -33,6 +33,12 @@ Y by any later step (a failback back records them as done for X->Y):
 Both: per partition, X offsets at or above X->Y's progress that its ledger does not cover, up to
 X's end now.
 
+X rebuilt empty (`failback --reseed`): nothing of X's is kept, so Y->X starts each partition of Y's
+topics at Y's log start in a new map epoch (as `mirrorflow reseed` does) and copies all of it; its
+own map then moves the groups back exactly. X->Y's state (of the old X) gets a new epoch without
+progress, so the failback back starts it at the rebuilt X's log start. Refused when X's topics hold
+records (they would be duplicated).
+
 Going back (the symmetric step): `mirrorflow failover --flow Y->X --mode planned` moves the groups
 to X and stops Y->X; `mirrorflow failback --flow Y->X` then restarts X->Y by the same rule the other
 way: X->Y's ledger gets what Y->X wrote on X (the records copied and the seeded inverse runs) and
@@ -120,6 +126,7 @@ class FailbackReport:
     seeds: list[Seed] = field(default_factory=list)
     done: bool = False
     note: str | None = None
+    reseed: bool = False  # the source was rebuilt: the reverse flow copies all of the target's topics
 
     @property
     def diverged(self) -> int:
@@ -146,7 +153,19 @@ class FailbackReport:
             if self.identity
             else "the reverse flow copies the target's own topics under MM2's remote names"
         )
+        if self.reseed:
+            how = (
+                f"--reseed: {src} was rebuilt; {self.reverse} copies every record of {tgt}'s topics from their "
+                f"log start in a new map epoch, and {self.flow}'s state (of the old {src}) starts a new epoch"
+            )
         out.append(f"  {how}")
+        if self.reseed:
+            for s in self.seeds:
+                a, b = s.to_copy_ranges[0] if s.to_copy_ranges else (s.start, s.start)
+                out.append(
+                    f"    {s.topic}[{s.partition}]: copies offsets {a}..{b} ({b - a:,} offsets) into an empty {src}"
+                )
+            return out
         out.append(f"  written on {tgt} outside {self.flow}: {self.to_copy:,} records, will be copied to {src}")
         for s in self.seeds:
             where = ", ".join(f"{a}..{b}" for a, b in s.to_copy_ranges) or "-"
@@ -188,6 +207,7 @@ class FailbackReport:
             "at_ms": self.at_ms,
             "done": self.done,
             "note": self.note,
+            "reseed": self.reseed,
             "diverged": self.diverged,
             "split": self.split,
             "to_copy": self.to_copy,
@@ -219,10 +239,12 @@ def failback(
     flow: FlowConfig,
     dry_run: bool = False,
     confirm: Callable[[FailbackReport], bool] = lambda r: True,
+    reseed: bool = False,
 ) -> FailbackReport:
     """Preflight (divergence, split brain, what the reverse flow copies), confirm, start the reverse
-    flow (module docstring). Raises a MirrorflowError for bad input (no failover yet, flow not
-    stopped, source unreachable)."""
+    flow (module docstring); `reseed`: the source was rebuilt empty (`_plan_reseed`). Raises a
+    MirrorflowError for bad input (no failover yet, flow not stopped, source unreachable, --reseed
+    into a source that holds records)."""
     rev = reverse_flow(cfg, flow)
     if _is_identity(flow) != _is_identity(rev):
         raise ConfigError(
@@ -235,7 +257,7 @@ def failback(
             ]
         )
     identity = _is_identity(flow)
-    report = FailbackReport(flow.name, rev.name, identity, dry_run)
+    report = FailbackReport(flow.name, rev.name, identity, dry_run, reseed=reseed)
     with FlowClients(cfg, flow) as fc, FlowClients(cfg, rev) as rc:
         record = read_control(fc, "failover")
         if record is None:
@@ -260,8 +282,12 @@ def failback(
                 f"flow {flow.name} is {state.describe()}: a failback starts {rev.name}, and both running "
                 f"would copy records back and forth; stop it first (`mirrorflow flow stop --flow {flow.name}`)"
             )
-        report.divergence, report.split_brain = _divergence(fc, record, report.failover_at)
-        report.seeds, inverse = _plan_seeds(fc, rc, record, identity)
+        inverse: dict[Key, Inverse] = {}
+        if reseed:
+            report.seeds = _plan_reseed(rc, record)
+        else:
+            report.divergence, report.split_brain = _divergence(fc, record, report.failover_at)
+            report.seeds, inverse = _plan_seeds(fc, rc, record, identity)
         if dry_run:
             report.note = "dry run: nothing changed"
             return report
@@ -271,7 +297,10 @@ def failback(
         ensure_state_topics(rc)  # the reverse flow may never have run
         lease = FlowLease(rc, *local_owner("mirrorflow failback")).acquire()
         try:
-            _write_seeds(rc, report.seeds, inverse)
+            if reseed:
+                _write_reseed(fc, rc, report.seeds, sorted(_offsets(record, "replicated_to")))
+            else:
+                _write_seeds(rc, report.seeds, inverse)
             set_flow_state(
                 rc, "running", f"failback of {flow.name} (failed over at {_iso(report.failover_at)})", whoami()
             )
@@ -283,6 +312,7 @@ def failback(
                     "of": flow.name,
                     "failover_at": report.failover_at,
                     "by": whoami(),
+                    "reseed": reseed,
                     "divergence": [_divergence_dict(d) for d in report.divergence],
                     "split_brain": [_divergence_dict(d) for d in report.split_brain],
                     "seeds": [_seed_dict(s) for s in report.seeds],
@@ -425,6 +455,77 @@ def _plan_seeds(
     return seeds, inverse
 
 
+def _plan_reseed(rc: FlowClients, record: dict[str, Any]) -> list[Seed]:
+    """--reseed: per partition of the reverse flow's source topics, copy everything from the log
+    start (offsets, not read). Refused when a reverse target topic holds anything: copying all of Y
+    into a source that still has records would duplicate them (the plain failback is for that)."""
+    rev = rc.flow
+    filters = FlowFilters.for_flow(rev)
+    topics = sorted({t for t, _ in _offsets(record, "replicated_to")})
+    keys = [(t, p) for t in topics for p in range(rc.partitions("source", t, refresh=True))]
+    if not keys:
+        return []
+    starts = source_offsets(rc, keys, OffsetSpec.earliest())
+    stable = source_offsets(rc, keys, OffsetSpec.latest())
+    remote = {t: filters.remote_topic(t) for t in topics}
+    there = [(remote[t], p) for t, p in keys if rc.partitions("target", remote[t], refresh=True) > p]
+    admin, conn = rc.admin("target"), rc.connection("target")
+    lows = list_offsets(admin, conn, there, OffsetSpec.earliest(), committed=False)
+    highs = list_offsets(admin, conn, there, OffsetSpec.latest(), committed=False)
+    full = [f"{t}[{p}] ({highs[(t, p)] - lows[(t, p)]:,} offsets)" for t, p in there if highs[(t, p)] > lows[(t, p)]]
+    if full:
+        raise StateError(
+            f"failback --reseed of {rev.name} copies all of {rev.source}'s topics into {rev.target}, but "
+            f"{rev.target} still holds records in " + ", ".join(full[:10]) + ": they would be duplicated; "
+            f"use the failback without --reseed (it copies only what {rev.source} got outside the flow), or "
+            f"empty those topics first"
+        )
+    return [
+        Seed(
+            t,
+            p,
+            starts[(t, p)],
+            starts[(t, p)],
+            0,
+            highs.get((remote[t], p), 0),
+            stable[(t, p)] - starts[(t, p)],
+            ((starts[(t, p)], stable[(t, p)]),),
+        )
+        for t, p in keys
+    ]
+
+
+def _write_reseed(fc: FlowClients, rc: FlowClients, seeds: list[Seed], fwd_keys: list[Key]) -> None:
+    """--reseed: the reverse flow starts each partition at its log start in a new map epoch (as
+    `mirrorflow reseed` does); the failed-over flow's state described the old source, so each of
+    its partitions gets a new epoch without progress: a failback back then starts it from the
+    rebuilt source's log start with what the reverse flow wrote there as its ledger."""
+    now = int(time.time() * 1000)
+    for clients, keys, starts in (
+        (rc, [(s.topic, s.partition) for s in seeds], {(s.topic, s.partition): (s.start, s.target_end) for s in seeds}),
+        (fc, fwd_keys, {}),
+    ):
+        flow = clients.flow
+        old = StateStore(clients).progress(keys)
+        writer = StateWriter(
+            flow,
+            clients.partitions("target", progress_topic(flow)),
+            clients.partitions("target", offset_map_topic(flow)),
+        )
+        lease = FlowLease(clients, *local_owner("mirrorflow failback")).acquire() if clients is fc else None
+        try:
+            for t, p in keys:
+                prev = old.get((t, p))
+                epoch = prev.epoch + 1 if prev is not None else 1
+                start, tgt_end = starts.get((t, p), (-1, -1))
+                prog = Progress(t, p, start, (), tgt_end, updated=now, epoch=epoch)
+                marker = MapEntry(t, p, max(start, 0), max(start, 0), (), max(tgt_end, 0), 0, epoch)
+                write_partition_state(clients, writer, prog, marker)
+        finally:
+            if lease is not None:
+                lease.release()
+
+
 def _kept_out(fc: FlowClients) -> dict[Key, list[tuple[int, int]]]:
     """The divergence and split-brain ranges of the failback that started `fc`'s flow (on its
     source, kept there): the reverse flow of a failback back must not copy them either."""
@@ -459,7 +560,7 @@ def _write_seeds(rc: FlowClients, seeds: list[Seed], inverse: dict[Key, Inverse]
                 hi = inside[i + RUNS_PER_ENTRY].src if i + RUNS_PER_ENTRY < len(inside) else b
                 entries.append(MapEntry(s.topic, s.partition, lo, hi, chunk, s.target_end, epoch=epoch))
         if prev is None or prev.next < 0:
-            prog = Progress(s.topic, s.partition, s.start, s.covered, s.target_end, updated=now)
+            prog = Progress(s.topic, s.partition, s.start, s.covered, s.target_end, updated=now, epoch=epoch)
         else:
             prog = replace(
                 prev,

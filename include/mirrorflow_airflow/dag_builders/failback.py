@@ -13,7 +13,8 @@ Starts the reverse flow of a failed-over flow from its failover record -- the sa
 * `start`: seeds the reverse flow's progress (its ledger) and offset map, sets it running and
   records the failback on its target. Its own DAGs (sync, replicate, checkpoint) copy from there.
 
-Params: `dry_run`.
+Params: `dry_run`, `reseed` (the source was rebuilt empty: the reverse flow copies all of the
+target's topics from their start; see `mirrorflow failback --reseed`).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ import logging
 from typing import Any
 
 from airflow.providers.standard.operators.hitl import ApprovalOperator
-from airflow.sdk import DAG, task
+from airflow.sdk import DAG, Param, task
 from airflow.sdk.exceptions import AirflowFailException
 
 from mirrorflow.config import Config, FlowConfig
@@ -33,12 +34,12 @@ from mirrorflow_airflow.params import dry_run
 log = logging.getLogger(__name__)
 
 
-def failback_task(flow_name: str, commit: bool, config_path: str | None = None) -> dict[str, Any]:
+def failback_task(flow_name: str, commit: bool, config_path: str | None = None, reseed: bool = False) -> dict[str, Any]:
     """The preflight (commit=False: a dry run of the core failback) or the start."""
     from mirrorflow.ops.failback import failback
 
     cfg = MirrorflowHook(config_path).get_conn()
-    rep = failback(cfg, cfg.flow(flow_name), dry_run=not commit)
+    rep = failback(cfg, cfg.flow(flow_name), dry_run=not commit, reseed=reseed)
     text = rep.render()
     log.info("%s", text)
     if commit and not rep.done and not (rep.note or "").startswith("nothing to do"):
@@ -61,14 +62,23 @@ def build_failback_dag(cfg: Config, flow: FlowConfig) -> DAG:
         flow,
         f"start {reverse} from the failover of {flow.name} (disaster recovery)",
         None,
-        params={"dry_run": dry_run("Divergence report only")},
+        params={
+            "dry_run": dry_run("Divergence report only"),
+            "reseed": Param(
+                False,
+                type="boolean",
+                title="Source rebuilt (reseed)",
+                description=f"{flow.source} was rebuilt empty: {reverse} copies all of {flow.target}'s topics "
+                f"from their start (refused if {flow.source}'s topics hold records)",
+            ),
+        },
         doc_md=__doc__,
     ) as dag:
 
         @task(task_id="preflight", retries=0)
-        def preflight() -> dict[str, Any]:
+        def preflight(params: dict | None = None) -> dict[str, Any]:
             """The divergence report and where the reverse flow starts."""
-            return failback_task(name, commit=False, config_path=path)
+            return failback_task(name, False, path, bool((params or {}).get("reseed")))
 
         @task.short_circuit(task_id="go_on")
         def go_on(params: dict | None = None) -> bool:
@@ -82,9 +92,9 @@ def build_failback_dag(cfg: Config, flow: FlowConfig) -> DAG:
         )
 
         @task(task_id="start", retries=0)
-        def start() -> dict[str, Any]:
+        def start(params: dict | None = None) -> dict[str, Any]:
             """Seed and start the reverse flow, record the failback."""
-            return failback_task(name, commit=True, config_path=path)
+            return failback_task(name, True, path, bool((params or {}).get("reseed")))
 
         preflight() >> go_on() >> approve >> start()
     return dag
