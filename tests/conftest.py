@@ -32,6 +32,7 @@ import pytest  # noqa: E402
 
 from mirrorflow.dev.cluster import DevCluster, DevClusters  # noqa: E402
 from tests.connect_support import connect_server  # noqa: E402,F401 - one Spark Connect server per session
+from tests.postgres_support import airflow_postgres, postgres_server  # noqa: E402,F401 - Airflow's database
 
 
 class ClusterPool:

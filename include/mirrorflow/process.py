@@ -19,12 +19,12 @@ PR_SET_PDEATHSIG = 1
 _PRCTL = getattr(ctypes.CDLL(None, use_errno=True), "prctl", None)
 
 
-def die_with_parent() -> None:
+def die_with_parent(sig: int = signal.SIGTERM) -> None:
     """preexec_fn: a session of its own (a signal to the parent's group does not reach it), and
-    SIGTERM when the starting thread exits. Only for children waited for by the thread that
-    starts them: a helper thread that ends early would take its child with it."""
+    SIGTERM (or `sig`) when the starting thread exits. Only for children waited for by the thread
+    that starts them: a helper thread that ends early would take its child with it."""
     if _PRCTL is not None:
-        _PRCTL(PR_SET_PDEATHSIG, signal.SIGTERM)
+        _PRCTL(PR_SET_PDEATHSIG, sig)
     os.setsid()
 
 

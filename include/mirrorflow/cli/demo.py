@@ -3,6 +3,9 @@
 Creates `orders` (3 partitions) and `payments` (compacted) on the source, writes records with
 keys, headers, timestamps and a tombstone, and lets the consumer group `billing` read and commit
 part of `orders`, so a replicate + checkpoint run has something to show.
+
+`mirrorflow demo postgres up|down`: the demo's Airflow database on a local PostgreSQL instead of
+SQLite (`scripts/demo --postgres`); `up` prints the sql_alchemy_conn of its database `airflow`.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from confluent_kafka.admin import NewTopic
 
 from mirrorflow.cli.registry import command, load_config
 from mirrorflow.clients import cluster_connection
+from mirrorflow.dev.postgres import DevPostgresServer
 from mirrorflow.errors import MirrorflowError
 
 ORDERS, PAYMENTS, GROUP = "orders", "payments", "billing"
@@ -25,10 +29,27 @@ def _args(p: argparse.ArgumentParser) -> None:
     seed = sub.add_parser("seed", help="create sample topics, records and a consumer group on the source")
     seed.add_argument("--flow", default="A->B")
     seed.add_argument("--records", type=int, default=3000)
+    pg = sub.add_parser("postgres", help="a local PostgreSQL for the demo's Airflow (scripts/demo --postgres)")
+    pg_sub = pg.add_subparsers(dest="postgres_cmd", required=True)
+    pg_sub.add_parser("up", help="start it (or find it running); print the database's sql_alchemy_conn")
+    down = pg_sub.add_parser("down", help="stop it")
+    down.add_argument("--remove", action="store_true", help="delete its data directory too")
+
+
+def _postgres(args: argparse.Namespace) -> int:
+    server = DevPostgresServer()
+    if args.postgres_cmd == "down":
+        print("PostgreSQL stopped" if server.down(remove=args.remove) else "PostgreSQL was not running")
+        return 0
+    server.up()
+    print(server.create_database("airflow", fresh=False))
+    return 0
 
 
 @command("demo", "sample data for the demo", _args)
 def demo(args: argparse.Namespace) -> int:
+    if args.demo_cmd == "postgres":
+        return _postgres(args)
     cfg = load_config(args)
     flow = cfg.flow(args.flow)
     src = cfg.cluster(flow.source)
