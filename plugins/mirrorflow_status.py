@@ -110,11 +110,11 @@ def index(request: Request, user: GetUserDep, fragment: bool = False) -> str:
     from mirrorflow.ops import status_html
 
     pages = _pages()
-    # buttons only for a user who may use them (the POST checks again); one check for the page
-    can = bool(pages) and all(may_control(request, user, p.flow.replace("->", "-")) for p in pages)
+    # buttons only on the flows this user may control (the POST checks again)
+    controls = {p.flow for p in pages if may_control(request, user, p.flow.replace("->", "-"))}
     if fragment:
-        return status_html.render_flows(pages, dag_links, can)
-    return status_html.render_page(pages, dag_links, can_control=can)
+        return status_html.render_flows(pages, dag_links, controls)
+    return status_html.render_page(pages, dag_links, controls=controls)
 
 
 class MirrorflowStatusPlugin(AirflowPlugin):

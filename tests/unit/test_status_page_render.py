@@ -147,7 +147,7 @@ def test_needs_attention_comes_first_then_the_history_and_the_buttons_only_for_w
                         {"partitions": 2}),
     ]
     ok = _page()
-    html = status_html.render_page([page, ok], lambda f: [], NOW, can_control=True)
+    html = status_html.render_page([page, ok], lambda f: [], NOW, controls={"A->B"})
     body = html[html.index('<div id="flows">'):]
     # the page opens with what needs attention, naming the flow, before any card
     assert body.index('data-k="attention"') < body.index('<section class="card"')

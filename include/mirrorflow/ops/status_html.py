@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import html
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 
 from mirrorflow.ops.status_page import ChartPoint, FlowPage
 
@@ -248,6 +248,7 @@ def _control(page: FlowPage) -> str:
 
 
 def render_flow(page: FlowPage, links: Links, can_control: bool = False) -> str:
+    """One flow's card; `can_control`: with its pause/resume/stop buttons."""
     s, fid = page.status, _e(page.flow.replace(">", "").replace("-", "_"))
     state = "error" if s.error else s.state.split()[0].strip(":,")
     run = page.last_run
@@ -313,19 +314,22 @@ def needs_attention(pages: Sequence[FlowPage]) -> str:
     return f'<div class="attn" data-k="attention"><h2>Needs attention</h2><ul class="problems">{items}</ul></div>'
 
 
-def render_flows(pages: Sequence[FlowPage], links: Links, can_control: bool = False) -> str:
+def render_flows(pages: Sequence[FlowPage], links: Links, controls: Collection[str] = ()) -> str:
+    """Every flow's card; `controls`: the flows whose cards get pause/resume/stop buttons."""
     if not pages:
         return '<p class="note">No flows are configured.</p>'
-    return needs_attention(pages) + "".join(render_flow(p, links, can_control) for p in pages)
+    return needs_attention(pages) + "".join(render_flow(p, links, p.flow in controls) for p in pages)
 
 
-def render_page(pages: Sequence[FlowPage], links: Links, now_ms: int | None = None, can_control: bool = False) -> str:
+def render_page(
+    pages: Sequence[FlowPage], links: Links, now_ms: int | None = None, controls: Collection[str] = ()
+) -> str:
     now = time.strftime("%H:%M:%S", time.localtime((now_ms or time.time() * 1000) / 1000))
     return (
         '<!doctype html><html><head><meta charset="utf-8"><title>mirrorflow status</title>'
         f'<meta name="viewport" content="width=device-width,initial-scale=1"><style>{CSS}</style></head><body>'
         '<h1>Mirrorflow</h1><div class="sub">Replication flows, read from the target clusters. '
         f'Updated <span id="updated">{now}</span>, refreshes every {REFRESH_S} s.</div>'
-        f'<div id="flows">{render_flows(pages, links, can_control)}</div>'
+        f'<div id="flows">{render_flows(pages, links, controls)}</div>'
         f"<script>{SCRIPT % REFRESH_S}</script></body></html>"
     )
