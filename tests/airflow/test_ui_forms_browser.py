@@ -4,6 +4,7 @@ logged-in user opens each DAG's Trigger form, the Trigger button is enabled with
 submitting it creates a run whose conf is the defaults. Reseed's topic is required: its form marks the
 field required and keeps Trigger disabled until a topic is typed. An invalid regex typed into a regex
 field is refused in the form (the API's 400, with the message naming the param) and no run exists.
+The status page is where the README says: Browse > Mirrorflow.
 
 No scheduler runs: the runs stay queued; what they do is tested by the DAGs' own tests."""
 from __future__ import annotations
@@ -92,6 +93,19 @@ class TriggerForm:
         return self.driver.find_element(*dialog).text
 
 
+def browse_menu(driver, base_url: str) -> dict[str, str]:
+    """The UI's Browse menu: each item's name and where it leads (the README sends users there)."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions as ec
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    driver.get(base_url)
+    wait = WebDriverWait(driver, WAIT_S)
+    wait.until(ec.element_to_be_clickable((By.CSS_SELECTOR, 'button[aria-label="Browse"]'))).click()
+    items = wait.until(ec.visibility_of_all_elements_located((By.CSS_SELECTOR, 'a[role="menuitem"]')))
+    return {i.get_attribute("data-value"): i.get_attribute("href") for i in items}
+
+
 def wait_for_run(dag_id: str, count: int) -> list:
     deadline = time.monotonic() + WAIT_S
     while len(runs := runs_of(dag_id)) < count:
@@ -109,6 +123,7 @@ def test_every_trigger_form_submits_its_defaults_and_refuses_a_bad_regex(
     ids = {d.removeprefix("mirrorflow_").removesuffix("__A-B"): d for d in sorted(dags) if d.endswith("__A-B")}
     assert set(KINDS) <= set(ids), ids
     log_in(browser, api_server)
+    assert browse_menu(browser, api_server)["Mirrorflow"] == f"{api_server}/plugin/mirrorflow"  # the status page
     for kind, dag_id in ids.items():
         params = dags[dag_id].params
         defaults = {name: params.get_param(name).value for name in params}
