@@ -17,6 +17,7 @@ from mirrorflow.clients import FlowClients
 from mirrorflow.dev.mirrormaker import ConnectWorker, connect_worker_properties
 from mirrorflow.mm2.connect_offsets import STRIMZI_OFFSETS_TOPIC, strimzi_connector
 from mirrorflow.ops.takeover import TakeoverError, mm2_offsets, read_mm2_offsets, takeover
+from mirrorflow.state.history import read_history
 from tests.integration.replicate_helpers import assert_copied
 from tests.integration.test_mm2_takeover import records, target_topics, wait_for
 from tests.integration.test_replicate import cli
@@ -124,6 +125,10 @@ def test_takeover_from_mirror_source_connectors_on_kafka_connect(tmp_path, sourc
               "--connector", sz_name, "--yes").stdout
     assert f"took over 2 partition(s) from MirrorMaker 2 (connector '{sz_name}' in {STRIMZI_OFFSETS_TOPIC})" in out
     assert out.count("(+5 copied after MM2's last stored offset); mirrorflow continues at 25") == 2, out
+    with FlowClients(cfg, sz_flow) as clients:  # the operations history has the takeover, who and from what
+        [op] = [r for r in read_history(clients) if r.kind == "takeover"]
+        assert op.summary == f"took over from MirrorMaker 2 (connector {sz_name}, offsets in {STRIMZI_OFFSETS_TOPIC})"
+        assert op.figures == {"partitions": 2} and "@" in op.by
 
     # the takeover DAG's Params name the same (a dry run now: nothing left to take over)
     monkeypatch.setenv("MIRRORFLOW_CONFIG", str(cfg.path))

@@ -40,6 +40,7 @@ from mirrorflow.mm2.formats import FormatError, Heartbeat
 from mirrorflow.replication.planner import source_offsets, source_partitions
 from mirrorflow.replication.reseed import write_partition_state
 from mirrorflow.state.flow_state import write_control
+from mirrorflow.state.history import record_operation
 from mirrorflow.state.lease import FlowLease, local_owner, whoami
 from mirrorflow.state.offset_map import MapEntry
 from mirrorflow.state.records import Progress
@@ -355,6 +356,13 @@ def takeover(
                 "mm2_connector": name,
             }
             write_control(clients, "takeover", record)  # the status shows it
+            record_operation(
+                clients,
+                "takeover",
+                record["by"],
+                summary=f"took over from MirrorMaker 2 (connector {name}, offsets in {topic})",
+                figures={"partitions": len(taken)},
+            )
         return TakeoverReport(flow.name, topic, dry_run, plan, name)
     finally:
         lease.release()
