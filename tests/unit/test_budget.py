@@ -29,12 +29,12 @@ def flow(**props):
 def test_one_busy_partition_gets_a_deep_prefetch_and_full_transactions():
     b = CopyBudget.of(flow(), lanes=1)
     assert (b.task_bytes, b.lanes, b.transaction_bytes) == (256 * MIB, 1, 32 * MIB)
-    assert b.lane_bytes == 256 * MIB - 80 * MIB - 12 * MIB == 164 * MIB
-    assert b.batch_bytes == 32 * MIB  # transaction.max.bytes: the lane's fifth (32.8 MiB) is more
+    assert b.lane_bytes == 256 * MIB - 88 * MIB - 16 * MIB == 152 * MIB
+    assert b.batch_bytes == int(152 * MIB * 0.2)  # 30.4 MiB: a little under transaction.max.bytes
     assert b.consumer() == {
-        "queued.max.messages.kbytes": int(164 * MIB * 0.3) // 1024,  # 49.2 MiB
-        "fetch.max.bytes": int(164 * MIB * 0.15),  # 24.6 MiB
-        "max.partition.fetch.bytes": int(164 * MIB * 0.15),
+        "queued.max.messages.kbytes": 38 * 1024,  # a quarter of the lane
+        "fetch.max.bytes": 19 * MIB,
+        "max.partition.fetch.bytes": 19 * MIB,
         "fetch.wait.max.ms": 10,
         "fetch.min.bytes": 1,
         "fetch.queue.backoff.ms": 10,
@@ -44,13 +44,13 @@ def test_one_busy_partition_gets_a_deep_prefetch_and_full_transactions():
 
 def test_four_busy_partitions_share_the_budget():
     b = CopyBudget.of(flow(), lanes=4)
-    assert b.lane_bytes == (176 * MIB) // 4 - 12 * MIB == 32 * MIB
-    assert b.batch_bytes == int(32 * MIB * 0.2)  # 6.4 MiB: smaller transactions than transaction.max.bytes
-    assert b.consumer()["queued.max.messages.kbytes"] == int(32 * MIB * 0.3) // 1024
-    assert b.consumer()["fetch.max.bytes"] == int(32 * MIB * 0.15)
+    assert b.lane_bytes == (168 * MIB) // 4 - 16 * MIB == 26 * MIB
+    assert b.batch_bytes == int(26 * MIB * 0.2)  # 5.2 MiB: smaller transactions than transaction.max.bytes
+    assert b.consumer()["queued.max.messages.kbytes"] == int(26 * MIB * 0.25) // 1024
+    assert b.consumer()["fetch.max.bytes"] == int(26 * MIB * 0.125)
 
 
-@pytest.mark.parametrize("lanes", [1, 2, 3, 4, 6, 8])
+@pytest.mark.parametrize("lanes", [1, 2, 3, 4, 5, 6, 7])
 def test_the_lanes_buffers_fit_the_task_budget(lanes):
     """process + lanes x (lane cost + queue + fetch + the batch held twice, with Python's objects)."""
     b = CopyBudget(256 * MIB, lanes, 32 * MIB)
@@ -60,6 +60,8 @@ def test_the_lanes_buffers_fit_the_task_budget(lanes):
 
 
 def test_floors_and_the_follow_cap():
+    assert CopyBudget(256 * MIB, 6, 32 * MIB).lane_bytes == 12 * MIB
+    assert CopyBudget(256 * MIB, 8, 32 * MIB).lane_bytes == MIN_LANE_BYTES
     many = CopyBudget(256 * MIB, 64, 32 * MIB)
     assert many.lane_bytes == MIN_LANE_BYTES  # a task over many lanes may exceed its budget (documented)
     assert many.fetch_bytes >= 1_000_000  # librdkafka's message.max.bytes
@@ -73,7 +75,7 @@ def test_floors_and_the_follow_cap():
 def test_the_budget_is_a_flow_property_and_lowers_the_batch_limit():
     f = flow(**{"task.memory.bytes": 512 * MIB, "transaction.max.bytes": 64 * MIB})
     b = CopyBudget.of(f, lanes=2)
-    assert b.lane_bytes == (432 * MIB) // 2 - 12 * MIB
+    assert b.lane_bytes == (424 * MIB) // 2 - 16 * MIB
     assert b.batch_bytes == int(b.lane_bytes * 0.2)
     assert BatchLimits.of(f, b.batch_bytes).bytes == b.batch_bytes
     assert BatchLimits.of(f).bytes == 64 * MIB

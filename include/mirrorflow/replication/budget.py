@@ -20,16 +20,18 @@ from typing import Any
 from mirrorflow.config import FlowConfig
 
 MIB = 1 << 20
-PROCESS_BYTES = 80 * MIB  # an idle copy task's resident memory (direct mode and a Spark Python worker)
+PROCESS_BYTES = 88 * MIB  # an idle copy task's resident memory (direct mode and a Spark Python worker)
 # what a lane costs besides its buffers: its clients (the source consumer, the state reader, the
 # unit's producer and their threads), one consume() call's records, and the allocator's slack
-LANE_BYTES = 12 * MIB
+LANE_BYTES = 16 * MIB
 MIN_LANE_BYTES = 8 * MIB  # below this a lane copies record by record; a task over many lanes may exceed its budget
 MIN_FETCH_BYTES = 1_048_576  # librdkafka raises fetch.max.bytes to message.max.bytes (1,000,000) anyway
 # A lane's share, in parts of the lane's bytes: the queued records, one fetch in flight, and the
 # batch (transaction bytes), which is held twice and carries Python's per-record objects on the
-# reader's side (about 1.3x the payload for 1 KiB records): 0.3 + 0.15 + 2.5 x 0.2 = 0.95.
-QUEUE_SHARE, FETCH_SHARE, BATCH_SHARE = 0.30, 0.15, 0.20
+# reader's side (about 1.3x the payload for 1 KiB records): 0.25 + 0.125 + 2.5 x 0.2 = 0.875, so
+# that a task measured at its worst (a backlog on every lane, a loaded machine: the fetcher always
+# ahead of the reader) stays under its budget with ~15 MiB to spare (bench/bench_replicate.py).
+QUEUE_SHARE, FETCH_SHARE, BATCH_SHARE = 0.25, 0.125, 0.20
 # A followed partition (continuous runs) reads what arrived since its last poll: its prefetch stays
 # small whatever the budget (seconds of data), so a task's memory does not grow with a backlog, and
 # its batches are bounded by continuous.poll.ms rather than by the budget.
