@@ -143,3 +143,57 @@ def test_every_trigger_form_submits_its_defaults_and_refuses_a_bad_regex(
             form.press_trigger()
             assert f"Invalid input for param {name}: 'orders(' is not a 'regex'" in form.error(), dag_id
             assert len(runs_of(dag_id)) == 1, f"{dag_id}: a run was created with an invalid regex"
+
+
+def test_replicate_triggered_from_its_form_under_the_real_scheduler(tmp_path, source, target, unique,
+                                                                    browser):  # noqa: F811
+    """The user's journey: `airflow standalone` (scheduler, api-server, LocalExecutor), the replicate DAG
+    triggered from its form with the defaults, its run succeeds, every record is on the target once, and
+    the status page (Browse > Mirrorflow) counts them."""
+    import uuid
+
+    from selenium.webdriver.common.by import By
+
+    from mirrorflow.dev.cluster import free_port
+    from tests.airflow.standalone import airflow, airflow_env, runs, scheduler_alive, standalone, unpause_when_ready
+    from tests.integration.replicate_helpers import assert_copied
+    from tests.support import create_topic, produce
+
+    tag = uuid.uuid4().hex[:6]
+    src, tgt = f"UA{tag}", f"UB{tag}"  # aliases of its own: the flow's state holds only this test's
+    topic = unique("journey")
+    create_topic(source, topic, partitions=2)
+    create_topic(target, f"{src}.{topic}", partitions=2)
+    produce(source, topic, [{"partition": i % 2, "key": f"k{i}".encode(), "value": f"v{i}".encode()}
+                            for i in range(20)])
+    cfg = write_config(tmp_path / "mf.yaml", {src: source, tgt: target}, {f"{src}->{tgt}": {
+        "topics": topic, "schedule": "",  # no schedule: the form's run only
+        "heartbeats.replication.enabled": False, "emit.heartbeats.enabled": False,
+        "emit.checkpoints.enabled": False}})
+    flow = cfg.flow(f"{src}->{tgt}")
+    dag_id = f"mirrorflow_replicate__{flow.id}"
+    home = tmp_path / "airflow"
+    home.mkdir()
+    port = free_port()
+    env = airflow_env(home, port, cfg.path, tmp_path / "runs")
+    log = tmp_path / "standalone.log"
+    db = home / "airflow.db"
+    airflow(env, "db", "migrate")
+    with standalone(env, log) as proc:
+        unpause_when_ready(env, proc, log, db, port, [dag_id])
+        base = f"http://127.0.0.1:{port}"
+        form = TriggerForm(browser, base, dag_id)  # all users are admins here: no login
+        assert form.trigger_enabled()
+        form.press_trigger()
+        deadline = time.monotonic() + 600  # a loaded machine's spark-submit (not a timing assertion)
+        while not [r for r in runs(db, dag_id) if r["state"] in ("success", "failed")]:
+            assert time.monotonic() < deadline, runs(db, dag_id)
+            scheduler_alive(log)
+            time.sleep(3)
+        [run] = runs(db, dag_id)
+        assert run["run_id"].startswith("manual__") and run["state"] == "success", run
+        browser.get(f"{base}/mirrorflow/")
+        card = browser.find_element(By.CSS_SELECTOR, f'section[data-flow="{flow.name}"]')
+        assert card.find_element(By.CSS_SELECTOR, '[data-k="records"]').text == "20"
+        assert card.find_element(By.CSS_SELECTOR, '[data-k="lag"]').text == "0"
+    assert_copied(source, target, topic, remote=f"{src}.{topic}")
