@@ -132,3 +132,11 @@ def test_failover_dag_dry_run_then_approved_commit(tmp_path, source, target, air
     wanted = consume_all(source, topic)[17]
     _, msg = first_record_after_resume(target, group, f"F.{topic}", 0)
     assert (msg.key(), msg.value()) == (wanted.key, wanted.value)
+
+    # once more: nothing to do, said by the preflight; nothing to approve
+    run = dag.test(run_conf={"mode": "unplanned", "groups": None, "dry_run": False,
+                             "approval_timeout_minutes": 7, "approvers": None})
+    states = {ti.task_id: ti.state for ti in run.get_task_instances()}
+    assert states == {"preflight": "success", "go_on": "success", "approve_failover": "skipped", "commit": "skipped"}
+    pre = [ti for ti in run.get_task_instances() if ti.task_id == "preflight"][0].xcom_pull(task_ids="preflight")
+    assert pre["plan_id"] is None and f"plan {plan_id} approved by carol and is stopped" in pre["text"], pre["text"]

@@ -203,6 +203,9 @@ def test_commit_refuses_a_plan_whose_state_moved_and_commits_exactly_an_unmoved_
     # 3. nothing moves: the commit writes exactly the plan's offsets and names the approver
     plan = plan_failover(cfg, flow).plan
     assert plan_failover(cfg, flow, dry_run=True).plan.id == plan.id  # the id is the content's
+    proc = cli(cfg, "failover", "--flow", "M->B", "--plan-id", "0" * 12, "--yes", check=False)
+    assert proc.returncode == 1, proc.stdout
+    assert f"the plan is {plan.id} now, not 000000000000: the state moved since that preflight" in proc.stderr
     rep = commit_failover(cfg, flow, plan, "alice")
     assert rep.done and rep.approved_by == "alice"
     want = plan.commits()

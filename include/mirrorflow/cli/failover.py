@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 
 from mirrorflow.cli.registry import add_operation_args, command, confirmed, load_config, print_json
 
@@ -47,21 +48,10 @@ def _failover(args: argparse.Namespace) -> int:
     from mirrorflow.cli.progress import plain_log, spinner
 
     approver = whoami() + (" (--yes)" if args.yes else "")
-    if args.yes or args.dry_run:  # no question to ask: a spinner names each step
-        with spinner(args, f"failover of {flow.name}") as log:
-            rep = failover(
-                cfg,
-                flow,
-                args.mode,
-                args.groups,
-                args.dry_run,
-                confirm,
-                args.copy_mode,
-                log=log,
-                plan_id=args.plan_id,
-                approved_by=approver,
-            )
-    else:  # the confirmation reads the terminal: plain step lines
+    with contextlib.ExitStack() as stack:
+        # no question to ask: a spinner names each step; else the confirmation reads the terminal: plain lines
+        quiet = args.yes or args.dry_run
+        log = stack.enter_context(spinner(args, f"failover of {flow.name}")) if quiet else plain_log(args)
         rep = failover(
             cfg,
             flow,
@@ -70,7 +60,7 @@ def _failover(args: argparse.Namespace) -> int:
             args.dry_run,
             confirm,
             args.copy_mode,
-            log=plain_log(args),
+            log=log,
             plan_id=args.plan_id,
             approved_by=approver,
         )

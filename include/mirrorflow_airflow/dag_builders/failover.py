@@ -9,7 +9,8 @@ functions as `mirrorflow failover` (mirrorflow.ops.failover: plan_failover, comm
   (the RPO); per group the exact target offsets it will commit, and the groups left alone and why.
   The plan travels in XCom (about 40 bytes per group partition). A plan that cannot be committed
   (planned: verify found mismatches) fails here.
-* `go_on`: ends the run here for a dry run.
+* `go_on`: ends the run here for a dry run, or when the flow was already failed over (the
+  preflight's log says when and by whom).
 * `approve_failover`: Airflow's human-in-the-loop approval (Required Actions) shows the report as
   the preflight prints it, with the plan id. Reject fails the run with "rejected by <user>"; no
   answer within `approval_timeout_minutes` fails it too; nothing is committed either way.
@@ -65,8 +66,8 @@ def preflight_task(flow_name: str, params: dict[str, Any], config_path: str | No
         rep.note = "dry run: nothing changed"
     text = rep.render()
     log.info("%s", text)
-    if rep.plan is None:  # already failed over: nothing to approve
-        raise AirflowFailException(text)
+    if rep.plan is None:  # already failed over (as the CLI, not an error): go_on ends the run
+        return {"plan_id": None, "text": text, "note": rep.note}
     if rep.plan.blocked and not dry:
         raise AirflowFailException(text)
     return {
@@ -171,9 +172,9 @@ def build_failover_dag(cfg: Config, flow: FlowConfig) -> DAG:
             return preflight_task(name, params or {}, config_path=path)
 
         @task.short_circuit(task_id="go_on")
-        def go_on(params: dict | None = None) -> bool:
-            """A dry run ends after the preflight."""
-            return not bool((params or {}).get("dry_run"))
+        def go_on(params: dict | None = None, ti: Any = None) -> bool:
+            """A dry run, or a flow already failed over, ends after the preflight."""
+            return not (params or {}).get("dry_run") and bool(ti.xcom_pull(task_ids="preflight")["plan_id"])
 
         approve = FailoverApproval(
             task_id="approve_failover",

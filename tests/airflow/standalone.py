@@ -1,0 +1,183 @@
+"""Airflow's real scheduler for tests: `airflow standalone` (scheduler, dag-processor, api-server,
+triggerer; LocalExecutor on SQLite, or on PostgreSQL given `database=`, e.g. from the
+`airflow_postgres` fixture) in its own AIRFLOW_HOME on a free port, reading this repository's
+dags/ and plugins/ and a mirrorflow config; helpers that read its database and wait for it. Used by
+test_scheduler.py and test_failover_approval.py."""
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+BIN = Path(sys.executable).parent
+
+
+def query(db: Path | str, sql: str, *args: object) -> list[tuple]:
+    """Rows of Airflow's database (read directly: an `airflow` CLI call costs seconds of a loaded
+    machine's CPU); none before standalone created its tables. `db`: the SQLite file, or a
+    PostgreSQL sql_alchemy_conn (`?` placeholders either way)."""
+    if isinstance(db, str):
+        return _query_postgres(db, sql, *args)
+    if not db.exists():
+        return []
+    con = sqlite3.connect(db, timeout=30)
+    try:
+        return con.execute(sql, args).fetchall()
+    except sqlite3.OperationalError as exc:
+        if "no such table" in str(exc):
+            return []
+        raise
+    finally:
+        con.close()
+
+
+def _query_postgres(url: str, sql: str, *args: object) -> list[tuple]:
+    import psycopg2
+
+    con = psycopg2.connect(url.replace("+psycopg2", "", 1))
+    try:
+        with con.cursor() as cur:
+            cur.execute(sql.replace("?", "%s"), args)
+            return cur.fetchall()
+    except psycopg2.errors.UndefinedTable:
+        return []
+    finally:
+        con.close()
+
+
+def database(env: dict[str, str]) -> Path | str:
+    """What `query` reads for an `airflow_env`: its SQLite file or its PostgreSQL URL."""
+    url = env["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"]
+    return Path(url.removeprefix("sqlite:///")) if url.startswith("sqlite:///") else url
+
+
+def runs(db: Path | str, dag_id: str) -> list[dict]:
+    rows = query(db, "SELECT run_id, state, start_date FROM dag_run WHERE dag_id = ?", dag_id)
+    return [{"run_id": r, "state": st, "start": utc(start)} for r, st, start in rows]
+
+
+def kill_leftovers(airflow_home: str) -> None:
+    """Task processes that left standalone's process group (the executor's supervisors) must not
+    outlive the test: they would write heartbeats into the next tests' clusters."""
+    import psutil
+
+    for p in psutil.process_iter():
+        try:
+            # a task worker's title overwrites its environment: it still holds the home's database open
+            if p.environ().get("AIRFLOW_HOME") == airflow_home or any(
+                    f.path.startswith(airflow_home + os.sep) for f in p.open_files()):
+                p.kill()
+        except (psutil.Error, OSError):
+            continue
+
+
+def utc(value: str | datetime | None) -> datetime | None:
+    """A datetime column of Airflow's database (SQLite: text, naive UTC or with an offset)."""
+    if value is None:
+        return None
+    d = value if isinstance(value, datetime) else datetime.fromisoformat(value)
+    return d if d.tzinfo else d.replace(tzinfo=UTC)
+
+
+def airflow(env: dict[str, str], *args: str) -> str:
+    out = subprocess.run([str(BIN / "airflow"), *args], capture_output=True, text=True, env=env, timeout=600)
+    assert out.returncode == 0, (args, out.stderr[-3000:])
+    return out.stdout
+
+
+def scheduler_alive(log: Path) -> None:
+    """`airflow standalone` does not restart a scheduler that died: fail at once, with its error,
+    instead of waiting out the test's deadline for runs that will never come."""
+    text = log.read_text(errors="replace")
+    if "Exited execute loop" in text:
+        tail = text[text.index("Exited execute loop"):]
+        error = next((line for line in tail.splitlines() if "Error: " in line), "")
+        raise AssertionError(f"the Airflow scheduler died: {error.strip() or tail[:3000]}")
+
+
+def unpause_when_ready(env: dict[str, str], proc: subprocess.Popen, log: Path, db: Path | str, port: int,
+                       dag_ids: list[str]) -> None:
+    """Unpause the flows' DAGs once they are parsed and the api-server (which also serves the tasks'
+    execution API) answers: on a loaded machine it starts a minute after the scheduler, and tasks
+    started before that fail on "connection refused" until their retries run out."""
+    import urllib.request
+
+    deadline = time.monotonic() + 600
+    while True:
+        assert proc.poll() is None, log.read_text()[-3000:]
+        assert time.monotonic() < deadline, "Airflow did not come up: " + log.read_text()[-3000:]
+        parsed = {r[0] for r in query(db, "SELECT dag_id FROM serialized_dag")}
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/v2/monitor/health", timeout=10) as r:
+                up = r.status == 200
+        except OSError:
+            up = False
+        if up and parsed >= set(dag_ids):
+            break
+        time.sleep(5)
+    pattern = "^(" + "|".join(dag_ids) + ")$"
+    for _ in range(10):  # SQLite may refuse a write beside the scheduler's ("database is locked")
+        out = subprocess.run([str(BIN / "airflow"), "dags", "unpause", "--treat-dag-id-as-regex", "-y", pattern],
+                             capture_output=True, text=True, env=env, timeout=180)
+        if out.returncode == 0:
+            return
+        assert "database is locked" in out.stderr + out.stdout, out.stderr[-3000:]
+    raise AssertionError(f"could not unpause {dag_ids}: {out.stderr[-2000:]}")
+
+
+def airflow_env(home: Path, port: int, config: Path, run_dir: Path, database: str | None = None,
+                **extra: str) -> dict[str, str]:
+    """The environment of a test's Airflow: its home, database (SQLite in the home unless `database`
+    gives a sql_alchemy_conn), port, DAGs, plugins and config."""
+    return {
+        **os.environ,
+        "AIRFLOW_HOME": str(home),
+        "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": database or f"sqlite:///{home}/airflow.db",
+        "AIRFLOW__CORE__DAGS_FOLDER": str(ROOT / "dags"),
+        "AIRFLOW__CORE__PLUGINS_FOLDER": str(ROOT / "plugins"),
+        "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+        "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "True",  # unpaused once the api-server answers
+        "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "5",
+        "AIRFLOW__API__PORT": str(port),
+        "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"http://127.0.0.1:{port}/execution/",
+        # a loaded machine's api-server answers a task's start in more than the default 5 s
+        "AIRFLOW__WORKERS__EXECUTION_API_TIMEOUT": "60",
+        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS": "True",  # no login for the health check
+        "AIRFLOW_CONN_SPARK_DEFAULT": '{"conn_type": "spark", "host": "local[2]"}',
+        "MIRRORFLOW_CONFIG": str(config),
+        "MIRRORFLOW_RUN_DIR": str(run_dir),
+        "PYSPARK_PYTHON": sys.executable,
+        "PATH": f"{BIN}:{os.environ['PATH']}",
+        **extra,
+    }
+
+
+@contextlib.contextmanager
+def standalone(env: dict[str, str], log_path: Path) -> Iterator[subprocess.Popen]:
+    """`airflow standalone` for the duration of the block; it and every process it left are gone after."""
+    log = open(log_path, "w")  # noqa: SIM115 - the child writes it
+    proc = subprocess.Popen([str(BIN / "airflow"), "standalone"], stdout=log, stderr=subprocess.STDOUT, env=env,
+                            start_new_session=True)
+    try:
+        yield proc
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(60)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(30)
+        # children still in its group once standalone exited (the api-server outlived a SIGTERM once;
+        # its title replaces its environment, so kill_leftovers cannot tell it is ours)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        log.close()
+        kill_leftovers(env["AIRFLOW_HOME"])

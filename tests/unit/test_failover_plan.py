@@ -1,0 +1,72 @@
+"""The failover plan (issue 21.4): serialisable, its id derived from its content, and what counts as
+'moved' between the preflight and the commit (pure logic; the real brokers are in
+tests/integration/test_failover.py)."""
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from mirrorflow.errors import StateError
+from mirrorflow.groups.offset_sync import GroupSyncPlan, PartitionSync
+from mirrorflow.ops.failover import FailoverPlan, PartitionRPO, plan_moves
+
+
+def plan(**changes) -> FailoverPlan:
+    base = FailoverPlan(
+        "A->B", "B", "unplanned", None,
+        (PartitionRPO("orders", 0, "A.orders", 40, 42, None, 1_000), PartitionRPO("heartbeats", 0, "A.heartbeats", 9, 9)),
+        (
+            GroupSyncPlan("app", "missing", 0, "sync", (PartitionSync("A.orders", 0, 17, None, "write"),)),
+            GroupSyncPlan("busy", "active", 2, "left-alone", (PartitionSync("A.orders", 0, 5, 3, "skip-active"),),
+                          "2 active member(s) on the target"),
+        ),
+        at_ms=123,
+    )
+    return replace(base, **changes)
+
+
+def test_round_trip_and_id_from_content_only():
+    p = plan()
+    again = FailoverPlan.from_dict(p.to_dict())
+    assert again == p and again.id == p.id and len(p.id) == 12
+    assert plan(at_ms=999).id == p.id  # when it was made is not its content
+    assert plan(mode="planned").id != p.id
+    assert p.commits() == {"app": {"A.orders:0": 17}}
+    tampered = p.to_dict()
+    tampered["groups"][0][5][0][2] = 18
+    with pytest.raises(StateError, match=f"failover plan {p.id}: its content does not match its id"):
+        FailoverPlan.from_dict(tampered)
+    with pytest.raises(StateError, match="not a failover plan"):
+        FailoverPlan.from_dict({"flow": "A->B"})
+
+
+def test_what_moved():
+    p = plan()
+    assert plan_moves(p, plan(at_ms=5)) == []
+    # heartbeats move while the flow runs: not a dependency; the group sync putting `app` where the plan would is fine
+    synced = (replace(p.groups[0], action="up-to-date",
+                      partitions=(PartitionSync("A.orders", 0, 17, 17, "skip-equal"),)), p.groups[1])
+    assert plan_moves(p, plan(partitions=(p.partitions[0], replace(p.partitions[1], replicated_to=12)),
+                              groups=synced)) == []
+    # a left-alone group's own commits on the target do not matter either
+    busy = replace(p.groups[1], partitions=(PartitionSync("A.orders", 0, 5, 4, "skip-active"),))
+    assert plan_moves(p, plan(groups=(p.groups[0], busy))) == []
+    assert plan_moves(p, plan(partitions=(replace(p.partitions[0], replicated_to=41), p.partitions[1]))) == [
+        "orders[0] replicated up to 40 in the plan, now 41"]
+    moved = (GroupSyncPlan("app", "empty", 0, "sync", (PartitionSync("A.orders", 0, 20, 2, "write"),)), p.groups[1])
+    assert plan_moves(p, plan(groups=moved)) == ["group app A.orders[0]: checkpoint moved from 17 to 20"]
+    moved = (GroupSyncPlan("app", "empty", 0, "sync", (PartitionSync("A.orders", 0, 17, 2, "write"),)), p.groups[1])
+    assert plan_moves(p, plan(groups=moved)) == [
+        "group app A.orders[0]: committed offset on the target moved from none to 2"]
+    joined = (GroupSyncPlan("app", "active", 1, "left-alone", p.groups[0].partitions, "1 active member(s)"),
+              p.groups[1])
+    assert plan_moves(p, plan(groups=joined)) == ["group app: now has 1 active member(s) on the target"]
+    new = (*p.groups, GroupSyncPlan("late", "missing", 0, "sync", ()))
+    assert plan_moves(p, plan(groups=new)) == ["group late: has checkpoints now, not in the plan"]
+
+
+def test_a_planned_plan_whose_verify_failed_cannot_be_committed():
+    assert plan(mode="planned", verify_ok=True).blocked is None
+    assert "verify found partitions" in plan(mode="planned", verify_ok=False).blocked
+    assert "describe failed" in plan(errors={"g": "describe failed: x"}).blocked
