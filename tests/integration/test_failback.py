@@ -110,6 +110,11 @@ def test_identity_story(tmp_path, primary, target, kafka_pool, unique):
     assert done["done"] is True, done
     again = cli(cfg, "failback", "--flow", "FA->FB", "--yes")
     assert "nothing to do: FB->FA was already started by a failback of FA->FB at " in again.stdout
+    # the reverse flow's operations history: the failback's resume, then the failback itself
+    ops = json.loads(cli(cfg, "history", "--flow", "FB->FA", "--json").stdout)
+    assert [o["kind"] for o in ops][-2:] == ["resume", "failback"], ops
+    assert ops[-1]["summary"] == "started by the failback of FA->FB" and ops[-1]["figures"] == {
+        "partitions": 2, "to copy": 30, "divergence": 20, "split brain": 0}, ops[-1]
     # the status names both operations, each on its own flow
     [fo], [fb] = (json.loads(cli(cfg, "status", "--flow", f, "--json").stdout)[0]["operations"] for f in ("FA->FB", "FB->FA"))
     assert fo.startswith("unplanned failover at ") and fb.startswith("started by the failback of FA->FB at ")
@@ -129,18 +134,17 @@ def test_identity_story(tmp_path, primary, target, kafka_pool, unique):
     assert len(back) == 30
     assert run_once(cfg, rev, mode="direct").records == 0
 
-    # failover back to A: the group resumes on A exactly where it was on B. verify of FB->FA (the
-    # planned preflight) checks B's records against A through the seeded inverse map and the
-    # copies: everything matches except exactly the divergent records A kept (extra on A, never on
-    # B). A planned failover refuses to commit on a verify mismatch, so the commit here is
-    # unplanned after the same drain (B->A has copied everything; a last checkpoint)
+    # failover back to A, planned: the group resumes on A exactly where it was on B. verify of
+    # FB->FA (the planned preflight) checks B's records against A through the seeded inverse map
+    # and the copies: everything matches, and the divergent records A kept (never on B) are
+    # counted apart as kept by the failback, so they do not block the planned commit
     pre = json.loads(cli(cfg, "failover", "--flow", "FB->FA", "--mode", "planned", "--dry-run", "--json").stdout)
     ver = pre["verify"]
-    assert ver["matched"] == 130 and [(p["partition"], p["counts"], p["first_mismatch"]["target_offset"])
-                                      for p in ver["partitions"]] == [(0, {"extra": 10}, 50), (1, {"extra": 10}, 50)]
-    assert "verify found partitions on the target that do not match" in (pre["blocked"] or ""), pre
-    assert run_once(cfg, rev, mode="direct").records == 0 and group in emit_checkpoints(cfg, rev).groups
-    back_out = json.loads(cli(cfg, "failover", "--flow", "FB->FA", "--yes", "--json").stdout)
+    assert ver["matched"] == 130 and [(p["partition"], p["counts"], p["kept"])
+                                      for p in ver["partitions"]] == [(0, {}, 10), (1, {}, 10)], ver
+    assert not pre["blocked"], pre
+    back_out = json.loads(cli(cfg, "failover", "--flow", "FB->FA", "--mode", "planned", "--copy-mode", "direct",
+                              "--yes", "--json").stdout)
     assert back_out["done"] is True, back_out
     for p, b_rec in ((0, b0[7]), (1, b1)):
         _, msg = first_record_after_resume(primary, group, topic, p)

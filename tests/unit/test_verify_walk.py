@@ -84,6 +84,17 @@ def test_a_record_between_two_runs_is_extra_and_a_marker_gap_is_not():
     assert tally.ranges[0].target_records == 18 and tally.ranges[0].matched == 17
 
 
+def test_a_record_a_failback_kept_on_the_target_is_counted_apart_not_extra():
+    """After a failback, the reverse flow's target (the old source) keeps its divergence and split
+    brain between the runs: verify names them, a planned failover back is not blocked by them."""
+    tgt = sorted(copy(SRC, RUNS) + [rec(5, n=99)], key=lambda r: r.offset)
+    tally = walk([(0, 20)], RUNS, SRC, tgt, Sides(kept=((5, 6),)))
+    assert tally.counts == {} and tally.kept == 1 and tally.first is None
+    assert tally.ranges[0].target_records == 17 and tally.ranges[0].matched == 17 and tally.ranges[0].ok
+    # a record outside the kept ranges is still extra
+    assert walk([(0, 20)], RUNS, SRC, tgt, Sides(kept=((4, 5),))).counts == {"extra": 1}
+
+
 def test_target_records_gone_are_missing_unless_the_target_is_compacted():
     tgt = [r for r in copy(SRC, RUNS) if r.offset >= 3]
     tally = walk([(0, 20)], RUNS, SRC, tgt, Sides(target_log_start=3))

@@ -69,6 +69,7 @@ from mirrorflow.mm2.filters import FlowFilters
 from mirrorflow.replication.planner import source_offsets
 from mirrorflow.replication.reseed import write_partition_state
 from mirrorflow.state.flow_state import flow_state, read_control, set_flow_state, write_control
+from mirrorflow.state.history import record_operation
 from mirrorflow.state.lease import FlowLease, local_owner, whoami
 from mirrorflow.state.offset_map import MapEntry, Run, merge_ranges, subtract_ranges
 from mirrorflow.state.records import Progress
@@ -316,6 +317,18 @@ def failback(
                     "divergence": [_divergence_dict(d) for d in report.divergence],
                     "split_brain": [_divergence_dict(d) for d in report.split_brain],
                     "seeds": [_seed_dict(s) for s in report.seeds],
+                },
+            )
+            record_operation(
+                rc,
+                "failback",
+                whoami(),
+                summary=f"started by the failback of {flow.name}" + (" (reseed)" if reseed else ""),
+                figures={
+                    "partitions": len(report.seeds),
+                    "to copy": report.to_copy,
+                    "divergence": report.diverged,
+                    "split brain": sum(d.records for d in report.split_brain),
                 },
             )
         finally:

@@ -21,7 +21,7 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -36,6 +36,7 @@ from mirrorflow.mm2.filters import FlowFilters
 from mirrorflow.ops.verify_walk import Mismatch, RangeCheck, Rec, Sides, clip, walk_partition
 from mirrorflow.replication.backfill import When, topic_pattern
 from mirrorflow.replication.planner import source_offsets, source_partitions
+from mirrorflow.state.flow_state import read_control
 from mirrorflow.state.offset_map import PartitionMap, subtract_ranges
 from mirrorflow.state.records import Progress
 from mirrorflow.state.store import StateStore
@@ -61,6 +62,7 @@ class PartitionVerify:
     unchecked: list[str] = field(default_factory=list)  # what could not be checked, and why
     notes: list[str] = field(default_factory=list)
     error: str | None = None  # the partition could not be verified (counts as a mismatch)
+    kept: int = 0  # target records a failback kept there (divergence, split brain): not copies, not mismatches
 
     @property
     def source_records(self) -> int:
@@ -97,6 +99,8 @@ class PartitionVerify:
         )
         if self.compacted:
             text += f", {self.compacted:,} removed by compaction on one side"
+        if self.kept:
+            text += f", {self.kept:,} kept on the target by a failback (divergence/split brain, not copies)"
         if self.counts:
             text += "; " + ", ".join(f"{n:,} {k}" for k, n in sorted(self.counts.items()))
         return text
@@ -242,6 +246,7 @@ class Verifier:
         tgt_ids = topic_ids(self.clients.admin("target"), self.clients.connection("target"), set(remote.values()))
         compacted_src = self._compacted("source", {t for t, _ in live})
         compacted_tgt = self._compacted("target", set(remote.values()) & set(tgt_ids))
+        kept = self._kept_by_failback()
         for k in keys:
             t, p = k
             pv = PartitionVerify(t, p, remote[k])
@@ -255,11 +260,21 @@ class Verifier:
             lo, hi = lo_of.get(k, 0), hi_of.get(k, LATEST)
             pv.window = (lo, None if hi >= LATEST else hi)
             self._identity(pv, prog, src_ids.get(t, ""), tgt_ids.get(remote[k], ""))
-            sides = Sides(t in compacted_src, remote[k] in compacted_tgt)
+            sides = Sides(t in compacted_src, remote[k] in compacted_tgt, kept=kept.get((remote[k], p), ()))
             try:
                 self._check(pv, maps.get(k, PartitionMap()), lo, hi, sides)
             except (TopicError, ClusterError) as exc:
                 pv.error = str(exc)
+
+    def _kept_by_failback(self) -> dict[Key, tuple[tuple[int, int], ...]]:
+        """Target ranges holding records the failback that started this flow kept on its target:
+        the reverse flow's divergence and split brain (ops.failback), reported, never copied."""
+        record = read_control(self.clients, "failback") or {}
+        kept: dict[Key, tuple[tuple[int, int], ...]] = {}
+        for d in [*(record.get("divergence") or []), *(record.get("split_brain") or [])]:
+            k = (str(d["topic"]), int(d["partition"]))
+            kept[k] = kept.get(k, ()) + tuple((int(a), int(b)) for a, b in d["ranges"])
+        return kept
 
     def _remote(self, k: Key, prog: Progress | None, on_source: dict[Key, str]) -> str:
         if prog is not None and prog.target_topic:
@@ -344,9 +359,9 @@ class Verifier:
             pm.runs,
             lambda a, b: self._records("source", pv.topic, p, a, b),
             lambda a, b: self._records("target", remote, p, a, b),
-            Sides(sides.source_compacted, sides.target_compacted, lo_t),
+            replace(sides, target_log_start=lo_t),
         )
-        pv.ranges, pv.counts, pv.first_mismatch = tally.ranges, dict(tally.counts), tally.first
+        pv.ranges, pv.counts, pv.first_mismatch, pv.kept = tally.ranges, dict(tally.counts), tally.first, tally.kept
 
     def _records(self, side: Side, topic: str, partition: int, a: int, b: int) -> Iterator[Rec]:
         """The committed records of [a, b), read lazily (the read starts with the first record asked)."""

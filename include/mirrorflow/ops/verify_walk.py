@@ -99,6 +99,7 @@ class Tally:
         self.ranges = ranges
         self.counts: dict[str, int] = {}
         self.first: Mismatch | None = None
+        self.kept = 0  # target records a failback kept (Sides.kept): counted apart, never a mismatch
         self._hashes = [(_hasher(), _hasher()) for _ in ranges]
         self._starts = [r.src_from for r in ranges]
 
@@ -230,6 +231,12 @@ class Sides:
     source_compacted: bool = False
     target_compacted: bool = False
     target_log_start: int = 0
+    # target offsets [a, b) of records a failback kept on this target (the divergence and split
+    # brain of the failed-over reverse flow, ops.failback): not copies, so neither copies nor extra
+    kept: tuple[tuple[int, int], ...] = ()
+
+    def is_kept(self, target_offset: int) -> bool:
+        return any(a <= target_offset < b for a, b in self.kept)
 
 
 Reader = Callable[[int, int], Iterator[Rec]]  # the committed records of offsets [a, b), in order
@@ -304,7 +311,9 @@ def walk_group(
             continue
         st = group.source_of(t.offset) if t is not None else None
         if t is not None and st is None:
-            if everything.source_of(t.offset) is None and owns_extra(t.offset):
+            if everything.source_of(t.offset) is None and owns_extra(t.offset) and sides.is_kept(t.offset):
+                tally.kept += 1
+            elif everything.source_of(t.offset) is None and owns_extra(t.offset):
                 i = tally.index(last_src)
                 tally.ranges[i].target_records += 1
                 tally.hash_target(i, t, True)
