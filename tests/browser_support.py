@@ -20,7 +20,8 @@ def api_server(airflow_db, monkeypatch):
     from airflow.configuration import conf
 
     if not conf.get("api_auth", "jwt_secret", fallback=""):
-        monkeypatch.setenv("AIRFLOW__API_AUTH__JWT_SECRET", "mirrorflow-browser-test")  # the server refuses to start
+        # the server refuses to start without one; 64 bytes: PyJWT warns about shorter SHA-512 keys
+        monkeypatch.setenv("AIRFLOW__API_AUTH__JWT_SECRET", "mirrorflow-browser-test-" + "0" * 40)
 
     from airflow.api_fastapi.app import create_app
 

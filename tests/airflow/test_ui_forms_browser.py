@@ -4,9 +4,11 @@ logged-in user opens each DAG's Trigger form, the Trigger button is enabled with
 submitting it creates a run whose conf is the defaults. Reseed's topic is required: its form marks the
 field required and keeps Trigger disabled until a topic is typed. An invalid regex typed into a regex
 field is refused in the form (the API's 400, with the message naming the param) and no run exists.
-The status page is where the README says: Browse > Mirrorflow.
+The status page is where the README says: Browse > Mirrorflow. No scheduler runs there: the runs stay
+queued; what they do is tested by the DAGs' own tests.
 
-No scheduler runs: the runs stay queued; what they do is tested by the DAGs' own tests."""
+One journey runs under Airflow's real scheduler (`airflow standalone`): replicate triggered from its form,
+then the records on the target and on the status page."""
 from __future__ import annotations
 
 import time
