@@ -38,6 +38,7 @@ KINDS = (
     "failback",
     "takeover",
     "reseed",
+    "drill",
 )
 
 app = FastAPI(title="mirrorflow status")

@@ -24,6 +24,7 @@ COMMAND_MODULES = (
     "flow",
     "failover",
     "failback",
+    "drill",
     "acls",
     "sync",
     "replicate",

@@ -101,7 +101,7 @@ def flow_status(cfg: Config, flow: FlowConfig) -> FlowStatus:
             return status
         ends, notes = _source_ends(clients, sorted(progress), status)
         try:
-            controls = read_controls(clients, ("flow-state", *OPERATIONS))  # one read for all four
+            controls = read_controls(clients, ("flow-state", *OPERATIONS))  # one read for all of them
             status.state = flow_state(clients, controls).describe()
             status.operations = operations({k: v for k, v in controls.items() if k in OPERATIONS})
             holder = current_holder(clients)
@@ -216,7 +216,7 @@ def render_text(statuses: list[FlowStatus], now_ms: int | None = None) -> str:
     return "\n".join(lines)
 
 
-OPERATIONS = ("failover", "failback", "takeover")  # control records an operator should see on the status
+OPERATIONS = ("failover", "failback", "takeover", "drill")  # control records an operator should see on the status
 
 
 def operations(records: dict[str, dict[str, Any]]) -> list[str]:
@@ -228,9 +228,12 @@ def operations(records: dict[str, dict[str, Any]]) -> list[str]:
             "failover": f"{r.get('mode', '')} failover".strip(),
             "failback": f"started by the failback of {r.get('of', '?')}",
             "takeover": f"took over from MirrorMaker 2 ({r.get('partitions', '?')} partitions)",
+            "drill": "last drill",
         }.get(name, name)
         by = f" by {r['by']}" if r.get("by") else ""
         if r.get("approved_by"):  # a failover: who approved its plan (the Airflow user, or the CLI's)
             by += f", plan {r.get('plan', '?')} approved by {r['approved_by']}"
+        if name == "drill":  # ops.drill: RPO, RTO, groups, verify
+            by += f": {r.get('summary', '')}"
         out.append(f"{what} at {when}{by}")
     return out

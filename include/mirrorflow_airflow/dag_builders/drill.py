@@ -1,0 +1,96 @@
+"""Drill DAGs: one per enabled flow, `mirrorflow_drill__<flow.id>`, manual trigger only.
+
+Rehearses the flow's failover with nothing moved, as `mirrorflow drill` does (ops.drill): the
+unplanned failover's preflight (where every group would resume on the target, the RPO per
+partition), a verify bounded to a recent window, optionally the resume offsets committed to shadow
+groups `<group><suffix>` on the target, and the time of each step (the RTO). The flow keeps running
+and no consumer group of the flow is touched. The drill is recorded on the target (the status page
+shows the last one) and in the flow's history with the Airflow user who triggered it.
+
+Params (all optional): `groups` (regex), `verify_from` (a duration back from now such as `15m`,
+`earliest`, `offset:N` or an ISO-8601 time; empty: the last hour), `shadow_suffix`. The task
+**fails** when the drill found a problem (a plan that could not be committed, a verify mismatch);
+the report is in its log either way (and in the task's XCom when it succeeds).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from airflow.sdk import DAG, task
+
+from mirrorflow.config import Config, FlowConfig
+from mirrorflow_airflow.common import flow_dag, flow_dags, metric, task_config_path
+from mirrorflow_airflow.dag_builders.control import triggering_user
+from mirrorflow_airflow.hooks import MirrorflowHook
+from mirrorflow_airflow.params import optional_text, regex, regex_or_none
+
+log = logging.getLogger(__name__)
+
+
+def drill_task(flow_name: str, params: dict[str, Any], by: str, config_path: str | None = None) -> dict[str, Any]:
+    """Run the drill, log its report, fail when it found a problem (after recording it)."""
+    from airflow.sdk.exceptions import AirflowFailException
+
+    from mirrorflow.ops.drill import drill
+
+    cfg = MirrorflowHook(config_path).get_conn()
+    flow = cfg.flow(flow_name)
+    rep = drill(
+        cfg,
+        flow,
+        regex_or_none(params, "groups"),
+        params.get("verify_from") or None,
+        params.get("shadow_suffix") or None,
+        by=by,
+        via="airflow",
+        log=log.info,
+    )
+    for line in rep.lines():
+        log.info("%s", line)
+    tags = {"flow": flow.id}
+    metric("gauge", "drill.rto_seconds", rep.rto_s, tags)
+    if rep.not_replicated is not None:
+        metric("gauge", "drill.rpo_offsets", rep.not_replicated, tags)
+    if not rep.ok:
+        raise AirflowFailException(f"drill of {flow.name} found problems:\n{rep.render()}")
+    return rep.to_dict()
+
+
+def build_drill_dag(cfg: Config, flow: FlowConfig) -> DAG:
+    name, path = flow.name, task_config_path(cfg)
+    with flow_dag(
+        "drill",
+        flow,
+        "rehearse the failover (plan, RPO, bounded verify, RTO) with the flow running and nothing moved",
+        None,
+        params={
+            "groups": regex("Groups (regex)", "Only the groups matching this regex; empty: every checkpointed group"),
+            "verify_from": optional_text(
+                "Verify from",
+                "Verify the records from here on: a duration back from now (90s, 15m, 1h, 2d), earliest, "
+                "offset:N or an ISO-8601 time with a zone; latest: no verify; empty: the last hour",
+            ),
+            "shadow_suffix": optional_text(
+                "Shadow group suffix",
+                "Commit where each group would resume to <group><suffix> on the target (never the real "
+                "groups), to start an application against the target; empty: no shadow groups",
+                minLength=1,
+            ),
+        },
+        doc_md=__doc__,
+    ) as dag:
+
+        @task(task_id="drill", retries=0)
+        def run(params: dict | None = None, dag_run: Any = None) -> dict[str, Any]:
+            """Rehearse the failover; fails when the drill found a problem (the report is in the log)."""
+            return drill_task(name, params or {}, triggering_user(dag_run), path)
+
+        run()
+    return dag
+
+
+def build_drill_dags(cfg: Config | None = None) -> dict[str, DAG]:
+    """One drill DAG per enabled flow, keyed by dag_id."""
+    return flow_dags(cfg, build_drill_dag)
