@@ -348,9 +348,10 @@ def takeover(
         taken = [x for x in plan if x.action == "take-over"]
         if not dry_run and taken:
             _write(clients, taken)
+            by = whoami()
             record = {
                 "at": int(time.time() * 1000),
-                "by": whoami(),
+                "by": by,
                 "partitions": len(taken),
                 "mm2_offsets": topic,
                 "mm2_connector": name,
@@ -359,7 +360,7 @@ def takeover(
             record_operation(
                 clients,
                 "takeover",
-                record["by"],
+                by,
                 summary=f"took over from MirrorMaker 2 (connector {name}, offsets in {topic})",
                 figures={"partitions": len(taken)},
             )
