@@ -216,5 +216,10 @@ def test_commit_refuses_a_plan_whose_state_moved_and_commits_exactly_an_unmoved_
         record = read_control(clients, "failover")
         assert record["approved_by"] == "alice" and record["plan"] == plan.id and record["groups"] == want
         assert flow_state(clients).state == "stopped"
+        from mirrorflow.state.history import read_history
+
+        last = read_history(clients, 5)[-1]
+        assert (last.kind, last.by, last.summary) == (
+            "failover", "alice", f"unplanned failover to 'B', plan {plan.id}: the flow is stopped")
     status = flow_status(cfg, flow)
     assert any(f"plan {plan.id} approved by alice" in line for line in status.operations), status.operations

@@ -54,6 +54,7 @@ from mirrorflow.ops.verify import VerifyReport, verify_flow
 from mirrorflow.replication.planner import source_offsets
 from mirrorflow.replication.runner import run_once
 from mirrorflow.state.flow_state import flow_state, read_control, set_flow_state, write_control
+from mirrorflow.state.history import record_operation
 from mirrorflow.state.lease import FlowLease, local_owner, whoami
 from mirrorflow.state.store import StateStore
 
@@ -336,6 +337,7 @@ def failover(
     drain: bool | None = None,
     plan_id: str | None = None,
     approved_by: str | None = None,
+    via: str = "cli",
 ) -> FailoverReport:
     """Plan, confirm, commit that plan (the CLI; see the module docstring). Never raises for a refusal
     the report can explain (already failed over, not confirmed, a plan that cannot be committed);
@@ -359,7 +361,7 @@ def failover(
             else "not confirmed: nothing changed"
         )
         return report
-    return commit_failover(cfg, flow, report.plan, approved_by or whoami(), report)
+    return commit_failover(cfg, flow, report.plan, approved_by or whoami(), report, via=via)
 
 
 def plan_failover(
@@ -399,9 +401,11 @@ def commit_failover(
     plan: FailoverPlan,
     approved_by: str,
     report: FailoverReport | None = None,
+    via: str = "",
 ) -> FailoverReport:
-    """Commit exactly `plan` (module docstring), recording `approved_by`. PlanMovedError, nothing
-    committed, when what the plan was built from moved; StateError for a plan that cannot be committed."""
+    """Commit exactly `plan` (module docstring), recording `approved_by` (and the door, `via`, in the
+    operations history). PlanMovedError, nothing committed, when what the plan was built from moved;
+    StateError for a plan that cannot be committed."""
     if (plan.flow, plan.target) != (flow.name, flow.target):
         raise ConfigError([("plan", f"plan {plan.id} is for flow {plan.flow}, not {flow.name}")])
     if plan.blocked:
@@ -424,7 +428,7 @@ def commit_failover(
                     + (f"; and {len(moved) - 20} more" if len(moved) > 20 else "")
                     + ". Run the preflight again and approve the new plan."
                 )
-            _commit(clients, report, plan, now)
+            _commit(clients, report, plan, now, via)
         finally:
             lease.release()
     return report
@@ -592,7 +596,7 @@ def _build_plan(
     )
 
 
-def _commit(clients: FlowClients, report: FailoverReport, plan: FailoverPlan, now: FailoverPlan) -> None:
+def _commit(clients: FlowClients, report: FailoverReport, plan: FailoverPlan, now: FailoverPlan, via: str) -> None:
     flow = clients.flow
     report.committed, errors = commit_group_plans(clients.admin("target"), plan.groups, clients.admin_timeout)
     if errors:
@@ -618,8 +622,29 @@ def _commit(clients: FlowClients, report: FailoverReport, plan: FailoverPlan, no
         },
     )
     why = f"failed over to {flow.target!r} ({plan.mode}), plan {plan.id} approved by {report.approved_by}"
-    set_flow_state(clients, "stopped", why, whoami())
+    set_flow_state(clients, "stopped", why, whoami(), record=False)  # the history line is the failover's
     report.done = True
+    try:
+        _record(clients, report, plan, via)
+    except StateError as exc:
+        raise StateError(f"flow {flow.name} was failed over (plan {plan.id}), but {exc}") from None
+
+
+def _record(clients: FlowClients, report: FailoverReport, plan: FailoverPlan, via: str) -> None:
+    """The failover's line in the flow's operations history (state.history)."""
+    record_operation(
+        clients,
+        "failover",
+        str(report.approved_by),
+        via=via,
+        summary=f"{plan.mode} failover to {clients.flow.target!r}, plan {plan.id}: the flow is stopped",
+        figures={
+            "groups committed": len(report.committed),
+            "offsets committed": sum(report.committed.values()),
+            "groups left alone": sum(g.action == "left-alone" for g in plan.groups),
+            "not replicated": report.not_replicated,
+        },
+    )
 
 
 def _iso(ms: int) -> str:

@@ -92,7 +92,7 @@ def commit_task(
     if approval.get("plan_id") != plan.id:
         raise AirflowFailException(f"the approval was for plan {approval.get('plan_id')}, not {plan.id}")
     try:
-        rep = commit_failover(cfg, flow, plan, str(approval["approved_by"]))
+        rep = commit_failover(cfg, flow, plan, str(approval["approved_by"]), via="airflow")
     except MirrorflowError as exc:
         raise AirflowFailException(str(exc)) from None
     text = rep.render()
