@@ -46,6 +46,7 @@ BAD = {
     "mirrorflow_reseed__A-B": [{"topic": ""}],
     "mirrorflow_takeover__A-B": [{"mm2_quiet_seconds": -1}, {"dry_run": "no"}],
     "mirrorflow_backfill__A-B": [{"topics": "a)"}, {"from": "yesterday"}],
+    "mirrorflow_drill__A-B": [{"groups": "(("}, {"shadow_suffix": ""}],
 }
 
 

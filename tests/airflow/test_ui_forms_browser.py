@@ -22,7 +22,8 @@ from tests.support import write_config
 pytestmark = [pytest.mark.airflow, pytest.mark.integration]
 
 DAGS = Path(__file__).resolve().parents[2] / "dags"
-KINDS = ("replicate", "sync", "checkpoint", "verify", "backfill", "failover", "failback", "reseed", "takeover")
+KINDS = ("replicate", "sync", "checkpoint", "verify", "backfill", "failover", "failback", "reseed", "takeover",
+         "drill")
 # one field of each kind typed into (every DAG's schema refusing bad values: test_dag_params)
 REGEX_FIELDS = {"replicate": "topics", "checkpoint": "groups"}
 WAIT_S = 120  # a loaded machine's UI (not a timing assertion)
