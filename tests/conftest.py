@@ -128,8 +128,11 @@ def pytest_addoption(parser) -> None:
 HEAVY_FIRST = (
     "tests/airflow/test_scheduler.py",
     "tests/chaos/test_chaos.py",
+    "tests/airflow/test_failover_approval.py",
+    "tests/integration/test_failback.py",
     "tests/integration/test_broker_restart.py",
     "tests/integration/test_failover.py",
+    "tests/airflow/test_ui_forms_browser.py",
 )
 
 
