@@ -93,3 +93,36 @@ def test_drill_rehearses_the_failover_and_moves_nothing(tmp_path, source, target
     assert proc.returncode == 2 and f"are not shadows of a drill: {group}.mine" in proc.stderr
     assert committed_offsets(target, f"{group}.mine", remote, 2) == {0: 1, 1: -1001}
     assert committed_offsets(target, group, remote, 2) == {0: 3, 1: 4}
+
+
+def test_verify_window_and_resume_offsets_of_a_report():
+    """Pure: the window a drill verifies, and where groups resume (never backwards, left-alone apart)."""
+    from mirrorflow.errors import ConfigError
+    from mirrorflow.groups.offset_sync import GroupSyncPlan, PartitionSync
+    from mirrorflow.ops.drill import DrillReport, verify_start
+    from mirrorflow.ops.failover import FailoverPlan, PartitionRPO
+
+    now = 1_764_000_000_000  # 2025-11-24T16:00:00Z
+    assert verify_start(None, now) == "2025-11-24T15:00:00.000+00:00"  # the last hour
+    assert verify_start("90s", now) == "2025-11-24T15:58:30.000+00:00"
+    assert [verify_start(w, now) for w in ("offset:7", "earliest", "latest")] == ["offset:7", "earliest", "latest"]
+    with pytest.raises(ConfigError, match="--verify-from: expected a duration back from now .* got 'yesterday'"):
+        verify_start("yesterday", now)
+    with pytest.raises(ConfigError, match="needs a time zone"):
+        verify_start("2025-11-24T15:00:00", now)
+
+    plan = FailoverPlan("A->B", "B", "unplanned", None, (
+        PartitionRPO("o", 0, "A.o", 30, 31, 40, now - 4000), PartitionRPO("o", 1, "A.o", 30, 31, 30, now - 9000)), (
+        GroupSyncPlan("app", "empty", 0, "sync", (PartitionSync("A.o", 0, 24, 3, "write"),
+                                                  PartitionSync("A.o", 1, 12, 14, "skip-ahead"),
+                                                  PartitionSync("A.gone", 0, 5, None, "skip-no-topic"))),
+        GroupSyncPlan("busy", "active", 2, "left-alone", (PartitionSync("A.o", 0, 5, None, "skip-active"),),
+                      "2 active member(s) on the target")), now)
+    rep = DrillReport("A->B", "B", "me", at_ms=now, plan=plan, steps={"plan": 0.5, "verify": 1.25})
+    assert rep.resumes() == {"app": {"A.o:0": 24, "A.o:1": 14}}  # ahead on B: stays there
+    assert rep.left_alone() == {"busy": "2 active member(s) on the target"}
+    assert (rep.not_replicated, rep.seconds_behind, rep.rto_s) == (10, 4.0, 1.75)  # partition 1 caught up: 0 s
+    assert rep.ok and "RPO 10 offsets not replicated (4 s behind), RTO 1.8 s, 1 group(s) would resume " \
+                      "(1 left alone), verify not run" in rep.render()
+    rep.plan = FailoverPlan("A->B", "B", "unplanned", None, plan.partitions, plan.groups, now, errors={"g": "denied"})
+    assert not rep.ok and "g: CANNOT be read on the target: denied" in rep.render()

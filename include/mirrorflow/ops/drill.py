@@ -40,7 +40,7 @@ from mirrorflow.groups.offset_sync import (
 )
 from mirrorflow.ops.failover import FailoverPlan, plan_failover
 from mirrorflow.ops.verify import VerifyReport, verify_flow
-from mirrorflow.replication.backfill import When
+from mirrorflow.replication.backfill import WHEN_HELP, When
 from mirrorflow.state.flow_state import flow_state, read_control, write_control
 from mirrorflow.state.history import record_operation
 from mirrorflow.state.lease import whoami
@@ -60,7 +60,14 @@ def verify_start(verify_from: str | None, now_ms: int) -> str:
     if m:
         at = datetime.fromtimestamp(now_ms / 1000, tz=UTC) - timedelta(seconds=int(m[1]) * _UNITS[m[2]])
         return at.isoformat(timespec="milliseconds")
-    When.parse(text, "--verify-from")
+    try:
+        When.parse(text, "--verify-from")
+    except ConfigError as exc:
+        if not exc.problems[0][1].startswith("expected"):  # e.g. a time without a zone: said as is
+            raise
+        raise ConfigError(
+            [("--verify-from", f"expected a duration back from now (90s, 15m, 1h, 2d), {WHEN_HELP}; got {text!r}")]
+        ) from None
     return text
 
 
@@ -277,12 +284,16 @@ def drill(
             via=via,
             summary=f"drill of the failover to {flow.target!r}, plan {report.plan.id}: nothing moved",
             figures={
-                "RPO offsets": report.not_replicated,
-                "RPO s": None if report.seconds_behind is None else round(report.seconds_behind, 1),
-                "RTO s": round(report.rto_s, 2),
-                "groups": len(report.resumes()),
-                "verify": report.verify_verdict,
-                **({"shadow suffix": shadow_suffix} if shadow_suffix else {}),
+                k: v
+                for k, v in {
+                    "RPO offsets": report.not_replicated,
+                    "RPO s": None if report.seconds_behind is None else round(report.seconds_behind, 1),
+                    "RTO s": round(report.rto_s, 2),
+                    "groups": len(report.resumes()),
+                    "verify": report.verify_verdict,
+                    "shadow suffix": shadow_suffix,
+                }.items()
+                if v is not None  # an unknown RPO (the source did not answer), no shadow groups
             },
         )
     return report

@@ -54,7 +54,9 @@ def drill_task(flow_name: str, params: dict[str, Any], by: str, config_path: str
     if rep.not_replicated is not None:
         metric("gauge", "drill.rpo_offsets", rep.not_replicated, tags)
     if not rep.ok:
-        raise AirflowFailException(f"drill of {flow.name} found problems:\n{rep.render()}")
+        blocked = rep.plan.blocked if rep.plan else None
+        what = f"the plan cannot be committed: {blocked}" if blocked else f"verify {rep.verify_verdict}"
+        raise AirflowFailException(f"drill of {flow.name}: {what} (the report is above; the drill was recorded)")
     return rep.to_dict()
 
 
