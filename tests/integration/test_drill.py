@@ -82,6 +82,11 @@ def test_drill_rehearses_the_failover_and_moves_nothing(tmp_path, source, target
     status = cli(cfg, "status", "--flow", flow.name).stdout
     assert "last drill at " in status and "RPO 20 offsets not replicated" in status
     assert "1 group(s) would resume, verify ok, shadow groups <group>.drill" in status
+    from mirrorflow.ops import status_html
+    from mirrorflow.ops.status_page import flow_page
+
+    card = status_html.render_flow(flow_page(cfg, flow), lambda f: [])  # the status page's card of the flow
+    assert card.count("last drill at ") == 1 and "RPO 20 offsets not replicated" in card
     # the flow's runs were never blocked: the next copies the 20 records
     assert run_once(cfg, flow, mode="direct").records == 20
 
