@@ -1,4 +1,4 @@
-"""The failover's human step under Airflow's real scheduler (issue 21.5): `airflow standalone` with a
+"""The failover's human step under Airflow's real scheduler: `airflow standalone` with a
 logged-in user `admin` (the simple auth manager, not all-admins), the failover DAG triggered and
 answered through the REST API the Required Actions page uses (PATCH .../hitlDetails). One Airflow
 for both: a rejection changes nothing (group offsets, flow state, no failover record) and the run

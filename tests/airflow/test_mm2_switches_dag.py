@@ -1,4 +1,4 @@
-"""MM2's six `*.enabled` switches, each off and on, through the DAGs (issue 14, item 6): a dag.test()
+"""MM2's six `*.enabled` switches, each off and on, through the DAGs: a dag.test()
 run of the checkpoint or sync DAG; off: the switch's task ends skipped with the reason and writes
 nothing; on: its effect is on the cluster.
 

@@ -1,4 +1,4 @@
-"""MM2's *.interval.seconds run as timers on the DAG schedules (issue 11, item 7): each job runs
+"""MM2's *.interval.seconds run as timers on the DAG schedules: each job runs
 once per interval in scheduled runs, every job on a manual trigger, and heartbeats every
 emit.heartbeats.interval.seconds during the heartbeat task."""
 

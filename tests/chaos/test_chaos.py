@@ -1,4 +1,4 @@
-"""Chaos (issue 11, item 10): many SIGKILLs of the copy, broker restarts, producers throughout.
+"""Chaos: many SIGKILLs of the copy, broker restarts, producers throughout.
 
 A source with three kinds of topic (transactional with aborted transactions, compacted with holes,
 plain) is written to by producers for the whole test while `mirrorflow replicate --once` runs again

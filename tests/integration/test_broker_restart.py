@@ -1,4 +1,4 @@
-"""A replicate run rides through a broker restart (issue 11, item 9) and reports a slow source as
+"""A replicate run rides through a broker restart and reports a slow source as
 the transaction timeout it is (item 5), on real brokers.
 
 The target here is a cluster of its own (alias R, one broker: a restart is an outage of the whole

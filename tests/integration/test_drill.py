@@ -1,4 +1,4 @@
-"""The DR drill on real brokers (issue 21.8): the failover rehearsed while the flow runs. Where each
+"""The DR drill on real brokers: the failover rehearsed while the flow runs. Where each
 group would resume is exactly what its checkpoint translates; the RPO counts what was produced after
 the last copy; the verify is bounded to the window asked; the shadow groups get the resume offsets;
 the real group on the target, the flow state and the flow's runs are untouched; the drill is in the

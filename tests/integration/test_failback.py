@@ -1,4 +1,4 @@
-"""Failback end to end on real brokers (issue 9.3 and the story of 9.6): A->B with the identity
+"""Failback end to end on real brokers: A->B with the identity
 policy, the source SIGKILLed, unplanned failover, producers on B, A back, failback copies B's new
 records to A exactly once and reports exactly the records B never got, then a planned failover back
 to A resumes the group on A exactly, and A->B restarts without copying B->A's records back.
@@ -222,7 +222,7 @@ def batch(n: int, partitions: int, seed: str, at: int | None) -> list[dict]:
 @pytest.mark.parametrize("policy,a,b", [("IdentityReplicationPolicy", "QA", "QB"),
                                         ("DefaultReplicationPolicy", "RA", "RB")])
 def test_every_record_written_on_b_reaches_a_once(tmp_path, source, target, unique, policy, a, b):
-    """The incident of issue 21: records written on B at every moment an incident allows -- between
+    """The incident as it unfolds: records written on B at every moment an incident allows -- between
     two A->B runs, between the failover's preflight and its commit, while its approval waits, after
     it (a transactional producer with an abort among them) -- all reach A exactly once, in B's order,
     with one B->A run, and the failback report counts them per partition. Records A accepted after

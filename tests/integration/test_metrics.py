@@ -1,4 +1,4 @@
-"""Metrics under MM2's names (issue 12, items 4 and 5): a Prometheus scrape after a replicate run and a
+"""Metrics under MM2's names: a Prometheus scrape after a replicate run and a
 checkpoint pass shows values equal to the run's report; Airflow's StatsD gets the same names; the
 Grafana dashboard queries only metrics the exposition emits."""
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The last retry gaps of issue 11 (items 4 and 9), on real brokers: admin calls through a client
+"""The last retry gaps, on real brokers: admin calls through a client
 built before a broker restart, partition counts and control-record writes during one.
 
 Cluster R (one broker) is restarted by these tests only (as in test_broker_restart): a restart is

@@ -1,4 +1,4 @@
-"""State writes through a broker restart (issue 11, item 4): a lease renewal and a run's results
+"""State writes through a broker restart: a lease renewal and a run's results
 written while the target restarts are written once it is back; past a short bound they fail with
 one clear message and are never reported as kept / read as written.
 

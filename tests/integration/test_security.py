@@ -1,4 +1,4 @@
-"""Every path over every listener kind (issue 12.2), on real brokers started by `DevClusters`:
+"""Every path over every listener kind, on real brokers started by `DevClusters`:
 sync, replicate through spark-submit, checkpoint + group offset sync and translate across
 (a) a TLS source and a SASL_SSL SCRAM-SHA-512 target, (b) an mTLS source (encrypted client key)
 and a SASL_SSL OAUTHBEARER target. The secrets are `${env:}` references: the test captures the

@@ -1,4 +1,4 @@
-"""Secrets from Airflow connections (issue 12.3): a cluster that names only `airflow.conn.id`
+"""Secrets from Airflow connections: a cluster that names only `airflow.conn.id`
 takes its bootstrap servers and SASL settings from an Airflow connection of the Kafka provider's
 type, in the DAG's tasks and in the Spark executors of its copy, whether the connection is an
 `AIRFLOW_CONN_<ID>` variable or a row of Airflow's metadata DB (then the copy task hands it to

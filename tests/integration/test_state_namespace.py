@@ -1,4 +1,4 @@
-"""Several mirrorflow deployments on one target (issue 14, item 3): `state.namespace` keeps their
+"""Several mirrorflow deployments on one target: `state.namespace` keeps their
 state topics, transactional ids and reader groups apart; a second deployment on the same flow's
 state is refused by the lease, naming both deployments."""
 

@@ -1,4 +1,4 @@
-"""State that no longer describes its topics stops the partition (issue 11.2): a recreated source
+"""State that no longer describes its topics stops the partition: a recreated source
 topic, a recreated target topic, a replication-policy change. `mirrorflow reseed` restarts it."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""MM2 topologies end to end (issue 14, items 1 and 2): IdentityReplicationPolicy (Strimzi's
+"""MM2 topologies end to end: IdentityReplicationPolicy (Strimzi's
 active/passive recommendation) and aggregation + fan-out flows running at the same time from one
 config, each through sync, a Spark copy, checkpoints, group sync and translate on real brokers."""
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""MM2's transaction.boundary mapped onto mirrorflow's batches (issue 14, item 5): `poll` is one
+"""MM2's transaction.boundary mapped onto mirrorflow's batches: `poll` is one
 transaction per batch (bounded by transaction.max.records), `interval` also ends a batch's
 transaction once it has been open for transaction.boundary.interval.ms."""
 

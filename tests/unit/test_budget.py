@@ -1,4 +1,4 @@
-"""A copy task's memory budget (issue 23 item 1): the arithmetic that sizes the copy's clients."""
+"""A copy task's memory budget: the arithmetic that sizes the copy's clients."""
 
 from __future__ import annotations
 

@@ -264,7 +264,7 @@ NOT_A_READER = {"config/properties.py", "config/loading.py", "config/mm2_import.
 
 
 def test_every_flow_property_is_read_by_the_code_or_refused():
-    """A property that validation accepts must change what mirrorflow does (issue 11, item 7):
+    """A property that validation accepts must change what mirrorflow does:
     each FLOW_PROPERTIES name must appear as a string in a module that is not only the property
     table, the loader or the importer. MM2 names that do nothing here belong in REFUSED instead."""
     from mirrorflow.config.properties import REFUSED

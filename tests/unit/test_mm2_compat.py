@@ -1,4 +1,4 @@
-"""docs/mm2-compatibility.md (issue 14, item 7): generated from the code's property tables, never
+"""docs/mm2-compatibility.md: generated from the code's property tables, never
 stale, and with a row for every MM2, Kafka Connect and Strimzi KafkaMirrorMaker2 property of the
 source documents (/work/shared/source-docs, listed below with where each comes from)."""
 

@@ -1,5 +1,5 @@
-"""state.namespace / deployment.id (issue 14.3) and MM2's transaction.boundary and exactly-once
-settings (issue 14.5): validation, names, the batch time bound and `config import`."""
+"""state.namespace / deployment.id and MM2's transaction.boundary and exactly-once
+settings: validation, names, the batch time bound and `config import`."""
 
 from __future__ import annotations
 

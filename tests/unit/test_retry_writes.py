@@ -1,5 +1,5 @@
 """Writes and metadata refreshes that a broker outage must not turn into a false success or a
-lasting failure (issue 11, items 4 and 9): real librdkafka clients pointed at a port nobody
+lasting failure: real librdkafka clients pointed at a port nobody
 listens on, so every call really fails as it does while a broker is down.
 """
 

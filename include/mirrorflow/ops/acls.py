@@ -1,4 +1,4 @@
-"""The ACLs a flow's principals need, printed or created (`mirrorflow acls --flow A->B [--apply]`; issue 9.5).
+"""The ACLs a flow's principals need, printed or created (`mirrorflow acls --flow A->B [--apply]`).
 
 The source documents recommend read-only access to the source, and mirrorflow runs with it:
 

@@ -1,4 +1,4 @@
-"""Failback of a failed-over flow X->Y: start its reverse flow Y->X from what X->Y wrote (issue 9.3, 21).
+"""Failback of a failed-over flow X->Y: start its reverse flow Y->X from what X->Y wrote.
 
 Every record on Y that X->Y did not write reaches X exactly once, whenever it was written (before
 the failover committed, while its approval waited, after), and nothing X already had is copied back:
