@@ -223,3 +223,70 @@ def test_commit_refuses_a_plan_whose_state_moved_and_commits_exactly_an_unmoved_
             "failover", "alice", f"unplanned failover to 'B', plan {plan.id}: the flow is stopped")
     status = flow_status(cfg, flow)
     assert any(f"plan {plan.id} approved by alice" in line for line in status.operations), status.operations
+
+
+def test_groups_left_alone_at_the_failover_are_moved_later(tmp_path, source, target, unique):
+    """Issue 21.7: a group with an active member on B is left alone by the failover; once the member
+    has left, `failover --groups` moves it to exactly the translated offset (bound plan, history
+    line, the failover record untouched); a second call has nothing to do."""
+    from mirrorflow.clients import FlowClients
+    from mirrorflow.state.flow_state import read_control
+    from mirrorflow.state.history import read_history
+    from tests.support import create_topic
+
+    pfx = unique("drl")
+    topic, app, busy = f"{pfx}.orders", f"{pfx}-app", f"{pfx}-busy"
+    # source alias L: a flow of its own (L->B)
+    cfg = write_config(tmp_path / "mf.yaml", {"L": source, "B": target}, {"L->B": {
+        "topics": f"{pfx}\\..*", "groups": f"{pfx}-.*", "state.topic.partitions": 2,
+        "heartbeats.replication.enabled": False}})
+    flow = cfg.flow("L->B")
+    remote = f"L.{topic}"
+    create_topic(source, topic, 2)
+    assert sync_flow(cfg, flow, ["topics"]).ok
+    produce(source, topic, records(60, 2))
+    assert run_once(cfg, flow, mode="direct").records == 60
+    commit(source, app, topic, {0: 11, 1: 22})
+    commit(source, busy, topic, {0: 7, 1: 13})
+    assert {app, busy} <= set(emit_checkpoints(cfg, flow).groups)
+    src = consume_all(source, topic)
+
+    member = Consumer({**target.client_config(), "group.id": busy, "enable.auto.commit": False,
+                       "session.timeout.ms": 10000})
+    member.subscribe([remote])
+    for _ in range(150):
+        if member.assignment():
+            break
+        member.poll(0.2)
+    assert member.assignment()
+    try:
+        out = json.loads(cli(cfg, "failover", "--flow", "L->B", "--yes", "--json").stdout)
+        assert out["done"] is True and set(out["groups"]["committed"]) == {app}, out
+        assert committed_offsets(target, busy, remote, 2) == {0: -1001, 1: -1001}
+        still = cli(cfg, "failover", "--flow", "L->B", "--yes").stdout
+        assert "nothing to do: flow L->B was already failed over" in still
+        assert f"left alone (active members on 'B'): {busy}" in still, still
+    finally:
+        member.close()  # leaves the group
+    with FlowClients(cfg, flow) as clients:
+        record = read_control(clients, "failover")
+    failover_plan = record["plan"]
+    still = cli(cfg, "failover", "--flow", "L->B").stdout
+    assert f"groups still to move: {busy} (`mirrorflow failover --flow L->B --groups REGEX`" in still, still
+
+    moved = json.loads(cli(cfg, "failover", "--flow", "L->B", "--groups", f"{pfx}-.*", "--yes", "--json").stdout)
+    assert moved["done"] is True and moved["groups"]["committed"] == {busy: 2}, moved
+    for p, resume in ((0, 7), (1, 13)):
+        _, msg = first_record_after_resume(target, busy, remote, p)
+        want = next(r for r in src if r.partition == p and r.offset == resume)
+        assert (msg.key(), msg.value(), msg.timestamp()[1]) == (want.key, want.value, want.timestamp)
+    # the failover's offsets for `app` are untouched
+    assert {f"{remote}:{p}": o for p, o in committed_offsets(target, app, remote, 2).items()} == record["groups"][app]
+    with FlowClients(cfg, flow) as clients:
+        assert read_control(clients, "failover") == record  # the record keeps the original failover
+        last = read_history(clients, 5)[-1]
+    assert (last.kind, last.summary) == (
+        "failover", f"moved groups left alone: {busy} (plan {moved['plan_id']}, after failover {failover_plan})")
+    again = cli(cfg, "failover", "--flow", "L->B", "--groups", f"{pfx}-.*", "--yes").stdout
+    assert "nothing to do: flow L->B was already failed over" in again
+    assert f"no group matching '{pfx}-.*' is left to move" in again, again

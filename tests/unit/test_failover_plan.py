@@ -9,7 +9,7 @@ import pytest
 
 from mirrorflow.errors import StateError
 from mirrorflow.groups.offset_sync import GroupSyncPlan, PartitionSync
-from mirrorflow.ops.failover import FailoverPlan, PartitionRPO, plan_moves
+from mirrorflow.ops.failover import FailoverPlan, PartitionRPO, drain_refusal, plan_moves
 
 
 def plan(**changes) -> FailoverPlan:
@@ -70,3 +70,26 @@ def test_a_planned_plan_whose_verify_failed_cannot_be_committed():
     assert plan(mode="planned", verify_ok=True).blocked is None
     assert "verify found partitions" in plan(mode="planned", verify_ok=False).blocked
     assert "describe failed" in plan(errors={"g": "describe failed: x"}).blocked
+
+
+def test_a_plan_moving_groups_after_the_failover_is_bound_to_it():
+    """Issue 21.7: the plan that moves groups left alone names the failover it follows; that is part of its id."""
+    p = plan(moves_after="abc123def456")
+    assert p.id != plan().id and FailoverPlan.from_dict(p.to_dict()) == p
+    assert plan(moves_after="000000000000").id != p.id
+    assert FailoverPlan.from_dict({**plan().to_dict(), "moves_after": None}).id == plan().id
+
+
+def test_a_drain_left_with_lag_stops_unless_that_lag_is_accepted():
+    """Issue 21.6: after its runs the drain goes on only with lag 0, or at most the stated max lag."""
+    lags = {("orders", 0): 0, ("orders", 1): 7, ("pay", 3): 12}
+    msg = drain_refusal("A->B", 5, lags, None)
+    assert msg == (
+        "planned failover of A->B: the drain did not reach lag 0 in 5 replicate run(s): lag 19 on pay[3] 12, "
+        "orders[1] 7. Nothing changed. Stop the source's producers and run the failover again, or accept the lag "
+        "(--max-lag 19 / Param max_lag): those offsets are not on the target after the failover."
+    )
+    assert "lag 19 (more than the accepted 18) on pay[3] 12, orders[1] 7." in drain_refusal("A->B", 5, lags, 18)
+    assert drain_refusal("A->B", 5, lags, 19) is None
+    assert drain_refusal("A->B", 1, {("orders", 0): 0}, None) is None
+    assert drain_refusal("A->B", 2, {}, 0) is None

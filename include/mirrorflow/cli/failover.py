@@ -1,5 +1,6 @@
 """`mirrorflow failover --flow A->B [--mode planned|unplanned] [--groups REGEX] [--plan-id ID] [--dry-run] [--yes]
-[--json]`: prints the plan (with its id), asks, commits exactly that plan (mirrorflow.ops.failover)."""
+[--max-lag N] [--json]`: prints the plan (with its id), asks, commits exactly that plan (mirrorflow.ops.failover).
+On a flow already failed over, `--groups` moves the groups it left alone."""
 
 from __future__ import annotations
 
@@ -20,7 +21,18 @@ def _args(p: argparse.ArgumentParser) -> None:
         help="unplanned (default): the source is lost, everything comes from the target; planned: the source "
         "is up (stop its producers first), drain it, then switch",
     )
-    p.add_argument("--groups", help="only the groups matching this regex (default: every group the flow checkpoints)")
+    p.add_argument(
+        "--groups",
+        help="only the groups matching this regex (default: every group the flow checkpoints); on a flow already "
+        "failed over: move the groups it left alone (or did not choose) that match",
+    )
+    p.add_argument(
+        "--max-lag",
+        type=int,
+        metavar="N",
+        help="planned mode: go on when the drain leaves at most N offsets not replicated in all (default: the "
+        "drain must reach lag 0, else nothing changes)",
+    )
     p.add_argument(
         "--copy-mode", choices=["submit", "inprocess", "direct"], default="submit", help="planned mode: how to drain"
     )
@@ -39,9 +51,11 @@ def _failover(args: argparse.Namespace) -> int:
     flow = cfg.flow(args.flow)
 
     def confirm(report: FailoverReport) -> bool:
+        after = report.plan is not None and report.plan.moves_after
         question = (
-            f"Fail over {flow.name}: commit plan {report.plan.id if report.plan else '?'} on {flow.target!r} and "
-            "stop the flow? Type the flow name: "
+            f"Fail over {flow.name}: commit plan {report.plan.id if report.plan else '?'} on {flow.target!r}"
+            + ("? " if after else " and stop the flow? ")
+            + "Type the flow name: "
         )
         return confirmed(args, report.render(), question, flow.name)
 
@@ -63,6 +77,7 @@ def _failover(args: argparse.Namespace) -> int:
             log=log,
             plan_id=args.plan_id,
             approved_by=approver,
+            max_lag=args.max_lag,
         )
     if args.json:
         print_json(rep.to_dict())

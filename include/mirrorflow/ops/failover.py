@@ -20,7 +20,14 @@ Two steps, so that what is approved is what is committed (issue 21.4):
 
 `failover` composes them for the CLI (plan, confirm, commit); the DAG runs them as its preflight and
 commit tasks with Airflow's approval step between. A second failover of a stopped, failed-over flow
-is a no-op that says so.
+is a no-op that says so, naming the groups still to move -- those left alone at the failover (active
+members on B) or never chosen by its `--groups` (issue 21.7). With `groups` it moves them: a plan
+bound to the failover record (`moves_after`), committed the same way (never backwards, never a
+group with active members), recorded as a `failover` line in the operations history; the failover
+record itself keeps the original failover.
+
+A planned drain that cannot reach lag 0 in its runs (producers still writing) stops, naming the
+partitions and their lag, unless the operator accepted a stated total lag (`max_lag`).
 """
 
 from __future__ import annotations
@@ -102,6 +109,7 @@ class FailoverPlan:
     at_ms: int = 0
     verify_ok: bool | None = None  # planned mode: the preflight's verify (None: not verified)
     errors: Mapping[str, str] = field(default_factory=dict)  # groups that could not be read on the target
+    moves_after: str | None = None  # moves groups after this failover (its plan id); None: the failover
 
     @property
     def id(self) -> str:
@@ -117,6 +125,8 @@ class FailoverPlan:
             "verify_ok": self.verify_ok,
             "errors": sorted(self.errors.items()),
         }
+        if self.moves_after is not None:
+            content["moves_after"] = self.moves_after
         return hashlib.sha256(json.dumps(content, sort_keys=True).encode()).hexdigest()[:12]
 
     @property
@@ -146,6 +156,7 @@ class FailoverPlan:
             "at_ms": self.at_ms,
             "verify_ok": self.verify_ok,
             "errors": dict(self.errors),
+            "moves_after": self.moves_after,
             "partitions": [asdict(p) for p in self.partitions],
             "groups": [_group_row(g) for g in self.groups],
         }
@@ -167,6 +178,7 @@ class FailoverPlan:
                 int(d.get("at_ms", 0)),
                 d.get("verify_ok"),
                 dict(d.get("errors") or {}),
+                d.get("moves_after"),
             )
         except (KeyError, TypeError, ValueError, IndexError) as exc:
             raise StateError(f"not a failover plan ({exc.__class__.__name__}: {exc})") from None
@@ -221,6 +233,8 @@ class FailoverReport:
 
     def status(self) -> str:
         if self.done:
+            if self.plan is not None and self.plan.moves_after:
+                return f"DONE, groups moved after failover {self.plan.moves_after}"
             return "DONE, the flow is stopped"
         if self.note:
             return self.note
@@ -291,9 +305,12 @@ class FailoverReport:
         """The report for Airflow's Required Actions page: as printed, in a code block, headed by the plan id."""
         text = self.render()
         fence = "`" * max(3, 1 + max((len(m) for m in re.findall(r"`+", text)), default=0))
+        after = self.plan is not None and self.plan.moves_after
+        what = ", groups left alone at the failover" if after else ""
+        does = "" if after else " and stops the flow"
         head = (
-            f"**Failover plan `{self.plan.id}`** of flow `{self.flow}` to cluster `{self.target}` ({self.mode}). "
-            "Approve commits exactly these offsets on the target and stops the flow; if what the plan was "
+            f"**Failover plan `{self.plan.id}`** of flow `{self.flow}` to cluster `{self.target}` ({self.mode}{what}). "
+            f"Approve commits exactly these offsets on the target{does}; if what the plan was "
             "built from moves before the commit, nothing is committed and the run fails (trigger a new preflight)."
             if self.plan is not None
             else f"Failover of flow `{self.flow}` to cluster `{self.target}`"
@@ -338,12 +355,14 @@ def failover(
     plan_id: str | None = None,
     approved_by: str | None = None,
     via: str = "cli",
+    max_lag: int | None = None,
 ) -> FailoverReport:
     """Plan, confirm, commit that plan (the CLI; see the module docstring). Never raises for a refusal
     the report can explain (already failed over, not confirmed, a plan that cannot be committed);
-    raises MirrorflowError for bad input, PlanMovedError when the state moved after the plan or the
-    plan is not `plan_id`. `drain` (planned mode; default: unless a dry run)."""
-    report = plan_failover(cfg, flow, mode, groups, dry_run, copy_mode, max_drain_runs, log, drain)
+    raises MirrorflowError for bad input or a drain left with more lag than `max_lag`, PlanMovedError
+    when the state moved after the plan or the plan is not `plan_id`. `drain` (planned mode; default:
+    unless a dry run)."""
+    report = plan_failover(cfg, flow, mode, groups, dry_run, copy_mode, max_drain_runs, log, drain, max_lag=max_lag)
     if report.plan is None:  # nothing to do
         return report
     if plan_id and plan_id != report.plan.id:
@@ -374,19 +393,27 @@ def plan_failover(
     max_drain_runs: int = 5,
     log: Callable[[str], None] = lambda s: None,
     drain: bool | None = None,
+    *,
+    max_lag: int | None = None,
 ) -> FailoverReport:
-    """The preflight: drain (planned mode, unless a dry run or `drain=False`), then the report and its
-    plan (planned mode: verified). Changes no group and no flow state. `report.plan` is None when the
-    flow was already failed over (`report.note` says so)."""
+    """The preflight: drain (planned mode, unless a dry run or `drain=False`; more than `max_lag`
+    offsets left, default 0, stop it with MirrorflowError), then the report and its plan (planned
+    mode: verified). Changes no group and no flow state. On a flow already failed over, with `groups`:
+    the plan moving the groups still to move (no drain, no verify); `report.plan` is None when there
+    is nothing to do (`report.note` says so and names the groups still to move)."""
     if mode not in MODES:
         raise ConfigError([("--mode", f"expected planned or unplanned, got {mode!r}")])
+    if max_lag is not None and (isinstance(max_lag, bool) or not isinstance(max_lag, int) or max_lag < 0):
+        raise ConfigError([("--max-lag", f"expected a number of offsets >= 0, got {max_lag!r}")])
     pattern = _group_pattern(groups)
     report = FailoverReport(flow.name, flow.target, mode, dry_run)
     with FlowClients(cfg, flow) as clients:
-        if _already_done(clients, report):
+        done = _failed_over(clients)
+        if done is not None:
+            _plan_after(clients, report, done, groups, pattern)
             return report
     if mode == "planned" and (not dry_run if drain is None else drain):
-        _drain(cfg, flow, report, copy_mode, max_drain_runs, log)
+        _drain(cfg, flow, report, copy_mode, max_drain_runs, log, max_lag)
     with FlowClients(cfg, flow) as clients:
         report.plan = _build_plan(clients, mode, groups, pattern, report)
         if mode == "planned":
@@ -414,11 +441,24 @@ def commit_failover(
         report = FailoverReport(flow.name, flow.target, plan.mode, False, plan=plan)
     report.approved_by = approved_by
     with FlowClients(cfg, flow) as clients:
-        if _already_done(clients, report):
+        done = _failed_over(clients)
+        if plan.moves_after is None and done is not None:
+            report.note = _done_note(clients, done)
             return report
+        if plan.moves_after is not None and (done is None or _record_id(done) != plan.moves_after):
+            raise PlanMovedError(
+                f"failover plan {plan.id} moves groups after failover {plan.moves_after} of {flow.name}, but the "
+                + ("flow is not failed over now" if done is None else f"flow's failover is {_record_id(done)} now")
+                + ": nothing committed. Run the preflight again."
+            )
         lease = FlowLease(clients, *local_owner("mirrorflow failover")).acquire()
         try:
-            now = _build_plan(clients, plan.mode, plan.groups_regex, _group_pattern(plan.groups_regex), None)
+            pattern = _group_pattern(plan.groups_regex)
+            if done is None:
+                now = _build_plan(clients, plan.mode, plan.groups_regex, pattern, None)
+            else:
+                now = _build_plan(clients, plan.mode, plan.groups_regex, pattern, None, _moved_groups(done))
+                now = replace(now, moves_after=plan.moves_after)
             moved = plan_moves(plan, now)
             if moved:
                 raise PlanMovedError(
@@ -428,7 +468,10 @@ def commit_failover(
                     + (f"; and {len(moved) - 20} more" if len(moved) > 20 else "")
                     + ". Run the preflight again and approve the new plan."
                 )
-            _commit(clients, report, plan, now, via)
+            if plan.moves_after is None:
+                _commit(clients, report, plan, now, via)
+            else:
+                _commit_after(clients, report, plan, via)
         finally:
             lease.release()
     return report
@@ -495,18 +538,63 @@ def _heartbeats(topic: str) -> bool:
     return topic == "heartbeats" or topic.endswith(".heartbeats")
 
 
-def _already_done(clients: FlowClients, report: FailoverReport) -> bool:
+def _failed_over(clients: FlowClients) -> dict[str, Any] | None:
+    """The flow's failover record when the flow is failed over (stopped with a record), else None."""
     done = read_control(clients, "failover")
-    if done is not None and flow_state(clients).state == "stopped":
+    return dict(done) if done is not None and flow_state(clients).state == "stopped" else None
+
+
+def _record_id(done: Mapping[str, Any]) -> str:
+    """What a plan moving groups after the failover is bound to: the failover's plan id (its time for a
+    record written before plans had ids)."""
+    return str(done.get("plan") or done.get("at"))
+
+
+def _moved_groups(done: Mapping[str, Any]) -> frozenset[str]:
+    """The groups the failover committed (never planned again after it)."""
+    return frozenset(done.get("groups") or {})
+
+
+def _done_note(clients: FlowClients, done: Mapping[str, Any]) -> str:
+    return (
+        f"nothing to do: flow {clients.flow.name} was already failed over to {clients.flow.target!r} at "
+        f"{_iso(int(done.get('at', 0)))} ({done.get('mode')})"
+        + (f", plan {done['plan']}" if done.get("plan") else "")
+        + (f" approved by {done['approved_by']}" if done.get("approved_by") else "")
+        + " and is stopped"
+    )
+
+
+def _plan_after(
+    clients: FlowClients,
+    report: FailoverReport,
+    done: Mapping[str, Any],
+    groups: str | None,
+    pattern: re.Pattern[str] | None,
+) -> None:
+    """A flow already failed over: the plan moving the groups it did not commit (left alone, or not
+    chosen by its --groups) that match `groups`; without `groups`, or nothing to commit, only a note
+    naming the groups still to move and how."""
+    mode = str(done.get("mode") or report.mode)
+    report.mode = mode
+    plan = replace(_build_plan(clients, mode, groups, pattern, None, _moved_groups(done)), moves_after=_record_id(done))
+    note = _done_note(clients, done)
+    busy = sorted(g.group for g in plan.groups if g.action == "left-alone")
+    todo = sorted(g.group for g in plan.groups if g.writes) + sorted(plan.errors)
+    if groups and (todo or plan.errors):
+        report.plan = plan
+        return
+    if groups:
+        report.note = note + f"; no group matching {groups!r} is left to move"
+    elif todo:
         report.note = (
-            f"nothing to do: flow {clients.flow.name} was already failed over to {clients.flow.target!r} at "
-            f"{_iso(int(done.get('at', 0)))} ({done.get('mode')})"
-            + (f", plan {done['plan']}" if done.get("plan") else "")
-            + (f" approved by {done['approved_by']}" if done.get("approved_by") else "")
-            + " and is stopped"
+            note + f"; groups still to move: {', '.join(todo)} "
+            f"(`mirrorflow failover --flow {clients.flow.name} --groups REGEX`, or the DAG's groups Param)"
         )
-        return True
-    return False
+    else:
+        report.note = note
+    if busy:
+        report.note += f"; left alone (active members on {clients.flow.target!r}): {', '.join(busy)}"
 
 
 def _group_pattern(groups: str | None) -> re.Pattern[str] | None:
@@ -518,21 +606,54 @@ def _group_pattern(groups: str | None) -> re.Pattern[str] | None:
         raise ConfigError([("--groups", f"not a valid regular expression ({exc}): {groups!r}")]) from None
 
 
+def drain_refusal(flow: str, runs: int, lags: Mapping[tuple[str, int], int], max_lag: int | None) -> str | None:
+    """Why a drain left with `lags` (source partition -> offsets not copied) after `runs` replicate
+    runs must not go on to the failover (None: it may): more than `max_lag` (None: 0) in all."""
+    total, allowed = sum(lags.values()), max_lag or 0
+    if total <= allowed:
+        return None
+    behind = sorted(((k, v) for k, v in lags.items() if v > 0), key=lambda kv: (-kv[1], kv[0]))
+    return (
+        f"planned failover of {flow}: the drain did not reach lag 0 in {runs} replicate run(s): lag {total:,} "
+        + ("" if max_lag is None else f"(more than the accepted {max_lag:,}) ")
+        + "on "
+        + ", ".join(f"{t}[{p}] {v:,}" for (t, p), v in behind[:20])
+        + (f" and {len(behind) - 20} more partition(s)" if len(behind) > 20 else "")
+        + ". Nothing changed. Stop the source's producers and run the failover again, or accept the lag "
+        f"(--max-lag {total} / Param max_lag): those offsets are not on the target after the failover."
+    )
+
+
 def _drain(
-    cfg: Config, flow: FlowConfig, report: FailoverReport, copy_mode: str, max_runs: int, log: Callable[[str], None]
+    cfg: Config,
+    flow: FlowConfig,
+    report: FailoverReport,
+    copy_mode: str,
+    max_runs: int,
+    log: Callable[[str], None],
+    max_lag: int | None = None,
 ) -> None:
-    """Planned mode: last topic sync, replicate until lag 0 (bounded), last checkpoint."""
+    """Planned mode: last topic sync, replicate until the lag is at most `max_lag` (0; bounded runs,
+    else stop), last checkpoint."""
     sync = sync_flow(cfg, flow, ["topics"])
     report.drain.append(f"topic sync: {len(sync.changes)} change(s)")
-    for i in range(1, max_runs + 1):
+    lags: dict[tuple[str, int], int] = {}
+    runs = 0
+    for runs in range(1, max_runs + 1):
         rep = run_once(cfg, flow, mode=copy_mode, log=log)
         if not rep.ok:
             raise MirrorflowError(
                 f"planned failover of {flow.name}: replication failed, nothing changed:\n{rep.render()}"
             )
-        report.drain.append(f"replicate run {i}: {rep.records:,} records, lag {rep.lag:,}")
-        if rep.lag == 0:
+        report.drain.append(f"replicate run {runs}: {rep.records:,} records, lag {rep.lag:,}")
+        lags = {(p.topic, p.partition): p.lag for p in rep.partitions}
+        if sum(lags.values()) <= (max_lag or 0):
             break
+    refusal = drain_refusal(flow.name, runs, lags, max_lag)
+    if refusal:
+        raise MirrorflowError(refusal)
+    if sum(lags.values()):
+        report.drain.append(f"lag {sum(lags.values()):,} accepted (max lag {max_lag:,})")
     run = emit_checkpoints(cfg, flow)
     if run.errors:
         raise MirrorflowError(f"planned failover of {flow.name}: checkpoints failed for {sorted(run.errors)}")
@@ -545,9 +666,10 @@ def _build_plan(
     groups: str | None,
     pattern: re.Pattern[str] | None,
     report: FailoverReport | None,
+    exclude: frozenset[str] = frozenset(),
 ) -> FailoverPlan:
     """Read what a plan is made of from the target; with a `report` (the preflight) also the source's
-    ends for the RPO, which a commit does not ask for."""
+    ends for the RPO, which a commit does not ask for. `exclude`: groups never to plan."""
     flow = clients.flow
     progress = StateStore(clients).progress()
     if not progress:
@@ -571,7 +693,11 @@ def _build_plan(
                 raise
             report.source_error = str(exc)
     store = CheckpointStore.load(clients)
-    chosen = None if pattern is None else [g for g in store.groups() if pattern.fullmatch(g)]
+    chosen = (
+        None
+        if pattern is None and not exclude
+        else [g for g in store.groups() if (pattern is None or pattern.fullmatch(g)) and g not in exclude]
+    )
     run = sync_group_offsets(clients.cfg, flow, store, groups=chosen, dry_run=True, clients=clients, failover=True)
     return FailoverPlan(
         flow.name,
@@ -628,6 +754,35 @@ def _commit(clients: FlowClients, report: FailoverReport, plan: FailoverPlan, no
         _record(clients, report, plan, via)
     except StateError as exc:
         raise StateError(f"flow {flow.name} was failed over (plan {plan.id}), but {exc}") from None
+
+
+def _commit_after(clients: FlowClients, report: FailoverReport, plan: FailoverPlan, via: str) -> None:
+    """Commit a plan moving groups after the failover; the failover record stays the failover's, the
+    operations history gets the line."""
+    flow = clients.flow
+    report.committed, errors = commit_group_plans(clients.admin("target"), plan.groups, clients.admin_timeout)
+    if errors:
+        raise MirrorflowError(
+            f"moving groups of {flow.name} after its failover: committing plan {plan.id} failed for "
+            + "; ".join(f"{g}: {e}" for g, e in sorted(errors.items()))
+            + (f" (committed: {', '.join(sorted(report.committed))})" if report.committed else "")
+            + "; run it again: it never moves an offset backwards"
+        )
+    report.done = True
+    moved = sorted(report.committed)
+    try:
+        record_operation(
+            clients,
+            "failover",
+            str(report.approved_by),
+            via=via,
+            summary=f"moved groups left alone: {', '.join(moved)} (plan {plan.id}, after failover {plan.moves_after})",
+            figures={"groups committed": len(moved), "offsets committed": sum(report.committed.values())},
+        )
+    except StateError as exc:
+        raise StateError(
+            f"the groups {', '.join(moved)} of {flow.name} were moved (plan {plan.id}), but {exc}"
+        ) from None
 
 
 def _record(clients: FlowClients, report: FailoverReport, plan: FailoverPlan, via: str) -> None:

@@ -9,8 +9,12 @@ functions as `mirrorflow failover` (mirrorflow.ops.failover: plan_failover, comm
   (the RPO); per group the exact target offsets it will commit, and the groups left alone and why.
   The plan travels in XCom (about 40 bytes per group partition). A plan that cannot be committed
   (planned: verify found mismatches) fails here.
-* `go_on`: ends the run here for a dry run, or when the flow was already failed over (the
-  preflight's log says when and by whom).
+  A planned drain that cannot reach lag 0 fails here naming the partitions and their lag, unless
+  `max_lag` accepts that much.
+* `go_on`: ends the run here for a dry run, or when the flow was already failed over and there is
+  no group to move (the preflight's log says when, by whom, and which groups are still left alone).
+  On a flow already failed over, `groups` plans moving the groups the failover left alone (active
+  members on B then) or did not choose: approved and committed the same way, the flow stays stopped.
 * `approve_failover`: Airflow's human-in-the-loop approval (Required Actions) shows the report as
   the preflight prints it, with the plan id. Reject fails the run with "rejected by <user>"; no
   answer within `approval_timeout_minutes` fails it too; nothing is committed either way.
@@ -20,7 +24,8 @@ functions as `mirrorflow failover` (mirrorflow.ops.failover: plan_failover, comm
   the approver's Airflow user name.
 
 Params: `mode` (unplanned: the source is lost; planned: the source is up and its producers are
-stopped), `groups` (a regex; empty: every group the flow checkpoints), `dry_run`,
+stopped), `groups` (a regex; empty: every group the flow checkpoints), `max_lag` (planned: offsets
+the drain may leave not replicated; empty: 0), `dry_run`,
 `approval_timeout_minutes` (default 60), `approvers` (Airflow user ids allowed to answer; empty: any
 user who may act on the DAG).
 """
@@ -61,12 +66,13 @@ def preflight_task(flow_name: str, params: dict[str, Any], config_path: str | No
         copy_mode="submit",
         log=log.info,
         drain=not dry,
+        max_lag=params.get("max_lag"),
     )
     if dry and rep.plan is not None:
         rep.note = "dry run: nothing changed"
     text = rep.render()
     log.info("%s", text)
-    if rep.plan is None:  # already failed over (as the CLI, not an error): go_on ends the run
+    if rep.plan is None:  # already failed over, nothing to move (as the CLI, not an error): go_on ends the run
         return {"plan_id": None, "text": text, "note": rep.note}
     if rep.plan.blocked and not dry:
         raise AirflowFailException(text)
@@ -150,7 +156,19 @@ def build_failover_dag(cfg: Config, flow: FlowConfig) -> DAG:
                 description="unplanned: the source is lost (everything comes from the target); planned: the "
                 "source is up and its producers are stopped (drain first)",
             ),
-            "groups": regex("Groups (regex)", "Only these groups; empty: all of the flow's"),
+            "groups": regex(
+                "Groups (regex)",
+                "Only these groups; empty: all of the flow's. On a flow already failed over: move the groups "
+                "it left alone that match",
+            ),
+            "max_lag": Param(
+                None,
+                type=["null", "integer"],
+                minimum=0,
+                title="Max lag (planned)",
+                description="Go on when the drain leaves at most this many offsets not replicated in all; "
+                "empty: the drain must reach lag 0, else the run fails and nothing changes",
+            ),
             "dry_run": dry_run("Preflight report only"),
             "approval_timeout_minutes": Param(
                 APPROVAL_TIMEOUT_MINUTES,
