@@ -10,6 +10,7 @@ import threading
 import time
 
 import pytest
+from confluent_kafka import Consumer
 
 from mirrorflow.clients import FlowClients
 from mirrorflow.groups.checkpoint import emit_checkpoints
@@ -66,7 +67,7 @@ def answer_when_asked(dag_id: str, option: str, user: str, seen: dict) -> thread
 
 def test_failover_dag_dry_run_then_approved_commit(tmp_path, source, target, airflow_db, unique, monkeypatch):
     pfx = unique("fodag")
-    topic, group = f"{pfx}.orders", f"{pfx}-app"
+    topic, group, busy = f"{pfx}.orders", f"{pfx}-app", f"{pfx}-busy"
     # source alias F: a flow of its own (F->B), so its stopped state touches no other test's flow
     cfg = write_config(tmp_path / "mf.yaml", {"F": source, "B": target}, {"F->B": {
         "topics": f"{pfx}\\..*", "groups": f"{pfx}-.*", "state.topic.partitions": 2,
@@ -77,7 +78,8 @@ def test_failover_dag_dry_run_then_approved_commit(tmp_path, source, target, air
     produce(source, topic, records(40, 1))
     assert run_once(cfg, flow, mode="direct").records == 40
     commit(source, group, topic, {0: 17})
-    assert group in emit_checkpoints(cfg, flow).groups
+    commit(source, busy, topic, {0: 9})
+    assert {group, busy} <= set(emit_checkpoints(cfg, flow).groups)
 
     monkeypatch.setenv("MIRRORFLOW_CONFIG", str(cfg.path))
     from airflow.dag_processing.dagbag import DagBag
@@ -86,7 +88,7 @@ def test_failover_dag_dry_run_then_approved_commit(tmp_path, source, target, air
     assert bag.import_errors == {}
     dag = bag.get_dag("mirrorflow_failover__F-B")
     assert type(dag.timetable).__name__ == "NullTimetable"
-    assert set(dag.params.keys()) == {"mode", "groups", "dry_run", "approval_timeout_minutes", "approvers"}
+    assert set(dag.params.keys()) == {"mode", "groups", "max_lag", "dry_run", "approval_timeout_minutes", "approvers"}
     assert dag.params["approval_timeout_minutes"] == 60
     assert dag.get_task("approve_failover").task_type == "FailoverApproval"
 
@@ -101,10 +103,18 @@ def test_failover_dag_dry_run_then_approved_commit(tmp_path, source, target, air
 
     # every Param given: dag.test() keeps the previous run_conf in the DAG object's params
     seen: dict = {}
+    member = Consumer({**target.client_config(), "group.id": busy, "enable.auto.commit": False,
+                       "session.timeout.ms": 10000})  # `busy` has an active member on B: left alone
+    member.subscribe([f"F.{topic}"])
+    for _ in range(150):
+        if member.assignment():
+            break
+        member.poll(0.2)
     answer = answer_when_asked(dag.dag_id, "Approve", "carol", seen)
-    run = dag.test(run_conf={"mode": "unplanned", "groups": None, "dry_run": False,
+    run = dag.test(run_conf={"mode": "unplanned", "groups": None, "max_lag": None, "dry_run": False,
                              "approval_timeout_minutes": 7, "approvers": None})
     answer.join(5)
+    member.close()
     states = {ti.task_id: ti.state for ti in run.get_task_instances()}
     tis = {ti.task_id: ti for ti in run.get_task_instances()}
     assert states == {"preflight": "success", "go_on": "success", "approve_failover": "success",
@@ -126,7 +136,8 @@ def test_failover_dag_dry_run_then_approved_commit(tmp_path, source, target, air
         assert flow_state(clients).state == "stopped"
         record = read_control(clients, "failover")
     # exactly the approved plan's offsets, and who approved it
-    want = {g[0]: {f"{x[0]}:{x[1]}": x[2] for x in g[5] if x[4] == "write"} for g in pre["plan"]["groups"]}
+    want = {g[0]: {f"{x[0]}:{x[1]}": x[2] for x in g[5] if x[4] == "write"} for g in pre["plan"]["groups"]
+            if g[3] != "left-alone"}
     assert record["groups"] == want and record["approved_by"] == "carol" and record["plan"] == plan_id
     assert committed_offsets(target, group, f"F.{topic}", 1) == {0: want[group][f"F.{topic}:0"]}
     wanted = consume_all(source, topic)[17]
@@ -134,9 +145,25 @@ def test_failover_dag_dry_run_then_approved_commit(tmp_path, source, target, air
     assert (msg.key(), msg.value()) == (wanted.key, wanted.value)
 
     # once more: nothing to do, said by the preflight; nothing to approve
-    run = dag.test(run_conf={"mode": "unplanned", "groups": None, "dry_run": False,
+    run = dag.test(run_conf={"mode": "unplanned", "groups": None, "max_lag": None, "dry_run": False,
                              "approval_timeout_minutes": 7, "approvers": None})
     states = {ti.task_id: ti.state for ti in run.get_task_instances()}
     assert states == {"preflight": "success", "go_on": "success", "approve_failover": "skipped", "commit": "skipped"}
     pre = [ti for ti in run.get_task_instances() if ti.task_id == "preflight"][0].xcom_pull(task_ids="preflight")
     assert pre["plan_id"] is None and f"plan {plan_id} approved by carol and is stopped" in pre["text"], pre["text"]
+    assert f"groups still to move: {busy}" in pre["text"], pre["text"]
+
+    # issue 21.7: the groups Param moves the group left alone, approved and committed as a failover
+    answer = answer_when_asked(dag.dag_id, "Approve", "dave", seen)
+    run = dag.test(run_conf={"mode": "unplanned", "groups": busy, "max_lag": None, "dry_run": False,
+                             "approval_timeout_minutes": 7, "approvers": None})
+    answer.join(5)
+    states = {ti.task_id: ti.state for ti in run.get_task_instances()}
+    assert set(states.values()) == {"success"}, states
+    pre = [ti for ti in run.get_task_instances() if ti.task_id == "preflight"][0].xcom_pull(task_ids="preflight")
+    assert pre["plan"]["moves_after"] == plan_id and "groups left alone at the failover" in seen["body"]
+    wanted = consume_all(source, topic)[9]
+    _, msg = first_record_after_resume(target, busy, f"F.{topic}", 0)
+    assert (msg.key(), msg.value()) == (wanted.key, wanted.value)
+    with FlowClients(cfg, flow) as clients:
+        assert read_control(clients, "failover") == record and flow_state(clients).state == "stopped"
