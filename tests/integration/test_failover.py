@@ -290,3 +290,51 @@ def test_groups_left_alone_at_the_failover_are_moved_later(tmp_path, source, tar
     again = cli(cfg, "failover", "--flow", "L->B", "--groups", f"{pfx}-.*", "--yes").stdout
     assert "nothing to do: flow L->B was already failed over" in again
     assert f"no group matching '{pfx}-.*' is left to move" in again, again
+
+
+def test_a_planned_drain_that_cannot_reach_lag_0_stops_unless_the_lag_is_accepted(tmp_path, source, target, unique):
+    """Issue 21.6: producers still writing on the source, the drain's runs end with lag > 0: the
+    failover stops naming the partition and its lag, nothing changed; `max_lag` accepts a stated lag."""
+    import threading
+
+    from mirrorflow.clients import FlowClients
+    from mirrorflow.errors import MirrorflowError
+    from mirrorflow.ops.failover import plan_failover
+    from mirrorflow.state.flow_state import flow_state, read_control
+    from tests.support import create_topic
+
+    pfx = unique("drd")
+    topic = f"{pfx}.orders"
+    # source alias W: a flow of its own (W->B)
+    cfg = write_config(tmp_path / "mf.yaml", {"W": source, "B": target}, {"W->B": {
+        "topics": f"{pfx}\\..*", "groups": f"{pfx}-.*", "state.topic.partitions": 2,
+        "heartbeats.replication.enabled": False}})
+    flow = cfg.flow("W->B")
+    create_topic(source, topic, 1)
+    assert sync_flow(cfg, flow, ["topics"]).ok
+    produce(source, topic, records(20, 1))
+    assert run_once(cfg, flow, mode="direct").records == 20
+    stop = threading.Event()
+
+    def keep_writing() -> None:  # the producers the operator did not stop
+        i = 0
+        while not stop.is_set():
+            produce(source, topic, records(1, 1, seed=f"w{i}"))
+            i += 1
+            stop.wait(0.02)
+
+    writer = threading.Thread(target=keep_writing, daemon=True)
+    writer.start()
+    try:
+        with pytest.raises(MirrorflowError) as err:
+            plan_failover(cfg, flow, "planned", copy_mode="direct", max_drain_runs=1)
+        msg = str(err.value)
+        assert "the drain did not reach lag 0 in 1 replicate run(s): lag " in msg, msg
+        assert f" on {topic}[0] " in msg and "Nothing changed." in msg and "--max-lag " in msg, msg
+        rep = plan_failover(cfg, flow, "planned", copy_mode="direct", max_drain_runs=1, max_lag=10**6)
+    finally:
+        stop.set()
+        writer.join(10)
+    assert rep.plan is not None and any(d.endswith("accepted (max lag 1,000,000)") for d in rep.drain), rep.drain
+    with FlowClients(cfg, flow) as clients:
+        assert flow_state(clients).state == "running" and read_control(clients, "failover") is None
