@@ -4,7 +4,8 @@ logged-in user opens each DAG's Trigger form, the Trigger button is enabled with
 submitting it creates a run whose conf is the defaults. Reseed's topic is required: its form marks the
 field required and keeps Trigger disabled until a topic is typed. An invalid regex typed into a regex
 field is refused in the form (the API's 400, with the message naming the param) and no run exists.
-The status page is where the README says: Browse > Mirrorflow. No scheduler runs there: the runs stay
+The replicate DAG's Backfill form (same dialog) creates a backfill of the chosen days. The status page is
+where the README says: Browse > Mirrorflow. No scheduler runs there: the runs stay
 queued; what they do is tested by the DAGs' own tests.
 
 One journey runs under Airflow's real scheduler (`airflow standalone`): replicate triggered from its form,
@@ -12,6 +13,7 @@ then the records on the target and on the status page."""
 from __future__ import annotations
 
 import time
+from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -109,6 +111,51 @@ def browse_menu(driver, base_url: str) -> dict[str, str]:
     return {i.get_attribute("data-value"): i.get_attribute("href") for i in items}
 
 
+def backfill_from_form(form: TriggerForm, day: date) -> None:
+    """Choose Backfill in the Trigger form, a range of one whole day (the date fields; the UI keeps the
+    day, not the time typed), and press Run Backfill."""
+    from selenium.common.exceptions import StaleElementReferenceException
+    from selenium.webdriver.common.keys import Keys
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    by, driver = form.by, form.driver
+    # the dialog re-renders as it switches: an element found a moment ago may be gone, find it again
+    wait = WebDriverWait(driver, WAIT_S, ignored_exceptions=(StaleElementReferenceException,))
+    driver.find_element(by.CSS_SELECTOR, 'label[for$=":radio:input:backfill"]').click()
+
+    def type_day(d) -> bool:
+        """Into the open picker: the day, and a time (the UI needs one to take the value)."""
+        field = next(e for e in d.find_elements(by.CSS_SELECTOR, 'input[placeholder="YYYY/MM/DD"]') if e.is_displayed())
+        field.click()
+        field.send_keys(day.strftime("%Y/%m/%d"), Keys.ENTER)
+        hour = next(e for e in d.find_elements(by.CSS_SELECTOR, 'input[placeholder="HH:mm"]') if e.is_displayed())
+        hour.click()
+        hour.send_keys("00:00", Keys.ENTER)
+        return True
+
+    for picker in (0, 1):  # From, To
+        wait.until(lambda d, k=picker: d.find_elements(by.CSS_SELECTOR, '[data-testid="datetime-input"]')[k].click()
+                   or True)
+        time.sleep(1)  # the previous picker closes, this one opens
+        wait.until(type_day)
+        time.sleep(1)
+    driver.find_element(by.XPATH, '//*[normalize-space()="Date Range"]').click()  # closes the picker
+    run = form.wait.until(form.ec.element_to_be_clickable((by.XPATH, '//button[normalize-space()="Run Backfill"]')))
+    driver.execute_script("arguments[0].scrollIntoView(); arguments[0].click()", run)
+
+
+def backfills_of(dag_id: str) -> list[tuple]:
+    """(from, to, logical dates of its runs) of each backfill of the DAG."""
+    from airflow.models import DagRun
+    from airflow.models.backfill import Backfill
+    from airflow.utils.session import create_session
+
+    with create_session() as session:
+        return [(b.from_date, b.to_date, sorted(r.logical_date for r in session.query(DagRun).filter(
+                    DagRun.dag_id == dag_id, DagRun.backfill_id == b.id)))
+                for b in session.query(Backfill).filter(Backfill.dag_id == dag_id)]
+
+
 def wait_for_run(dag_id: str, count: int) -> list:
     deadline = time.monotonic() + WAIT_S
     while len(runs := runs_of(dag_id)) < count:
@@ -119,7 +166,8 @@ def wait_for_run(dag_id: str, count: int) -> list:
 
 def test_every_trigger_form_submits_its_defaults_and_refuses_a_bad_regex(
         tmp_path, source, target, airflow_db, monkeypatch, api_server, browser):  # noqa: F811
-    cfg = write_config(tmp_path / "mf.yaml", {"A": source, "B": target}, {"A->B": {"topics": "ui\\..*"}})
+    cfg = write_config(tmp_path / "mf.yaml", {"A": source, "B": target},
+                       {"A->B": {"topics": "ui\\..*", "schedule": "0 * * * *"}})  # hourly: 24 runs a day
     monkeypatch.setenv("MIRRORFLOW_CONFIG", str(cfg.path))
     dags = serialize_dags()
     # every mirrorflow DAG of the flow, the kinds above at least
@@ -146,6 +194,17 @@ def test_every_trigger_form_submits_its_defaults_and_refuses_a_bad_regex(
             form.press_trigger()
             assert f"Invalid input for param {name}: 'orders(' is not a 'regex'" in form.error(), dag_id
             assert len(runs_of(dag_id)) == 1, f"{dag_id}: a run was created with an invalid regex"
+        if kind == "replicate":  # the Backfill form of the same dialog: one past day, hourly runs
+            day = (datetime.now(UTC) - timedelta(days=2)).date()
+            backfill_from_form(TriggerForm(browser, api_server, dag_id), day)
+            deadline = time.monotonic() + WAIT_S
+            while not (made := backfills_of(dag_id)) or len(made[0][2]) < 24:  # created one by one
+                assert time.monotonic() < deadline, "no backfill after pressing Run Backfill"
+                time.sleep(0.5)
+            start = datetime.combine(day, datetime.min.time(), UTC)
+            [(lo, hi, dates)] = made
+            assert (lo, hi) == (start, start + timedelta(days=1, milliseconds=-1))
+            assert dates == [start + timedelta(hours=h) for h in range(24)]
 
 
 def test_replicate_triggered_from_its_form_under_the_real_scheduler(tmp_path, source, target, unique,
