@@ -18,14 +18,9 @@ from airflow.sdk import DAG, Param, task
 from mirrorflow.config import Config, FlowConfig
 from mirrorflow_airflow.common import flow_dag, flow_dags, task_config_path
 from mirrorflow_airflow.hooks import MirrorflowHook
-from mirrorflow_airflow.params import dry_run
+from mirrorflow_airflow.params import dry_run, optional_text
 
 log = logging.getLogger(__name__)
-
-
-def _optional(title: str, description: str) -> Param:
-    """An optional text field: None (empty in the form, so it submits with the defaults)."""
-    return Param(None, type=["null", "string"], title=title, description=description)
 
 
 def takeover_task(flow_name: str, params: dict[str, Any], config_path: str | None = None) -> dict[str, Any]:
@@ -57,17 +52,17 @@ def build_takeover_dag(cfg: Config, flow: FlowConfig) -> DAG:
         None,
         params={
             "dry_run": dry_run("Only log what would be written (on by default)", default=True),
-            "mm2_offsets_topic": _optional(
+            "mm2_offsets_topic": optional_text(
                 "MM2 offsets topic",
                 "MM2's Connect offsets topic on the target (the worker's offset.storage.topic; Strimzi: "
                 "mirrormaker2-cluster-offsets); empty: dedicated mode's mm2-offsets.<source>.internal",
             ),
-            "mm2_connector": _optional(
+            "mm2_connector": optional_text(
                 "MM2 source connector",
                 "The MirrorSourceConnector's name in Connect (e.g. A-to-B-MirrorSourceConnector; Strimzi: "
                 "A->B.MirrorSourceConnector); empty: the only one with offsets for the source",
             ),
-            "mm2_source": _optional(
+            "mm2_source": optional_text(
                 "MM2 source alias", "The source cluster's alias in MM2's config; empty: the flow's source"
             ),
             "mm2_quiet_seconds": Param(
