@@ -257,8 +257,9 @@ def drill(
     began = time.monotonic()
     pre = plan_failover(cfg, flow, "unplanned", groups, dry_run=True, drain=False)
     report.steps["plan"] = time.monotonic() - began
-    if pre.plan is None:
-        raise StateError(f"drill of {flow.name}: {pre.note}; drill the flow that replicates now instead")
+    if pre.plan is None or pre.plan.moves_after:  # already failed over: its plans move groups left alone
+        why = pre.note or f"flow {flow.name} was already failed over (failover {pre.plan and pre.plan.moves_after})"
+        raise StateError(f"drill of {flow.name}: {why}; drill the flow that replicates now instead")
     report.plan, report.source_error = pre.plan, pre.source_error
     report.at_ms = pre.plan.at_ms
     with FlowClients(cfg, flow) as clients:
