@@ -16,6 +16,8 @@ from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
+from mirrorflow.process import die_with_parent
+
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 
@@ -164,8 +166,10 @@ def airflow_env(home: Path, port: int, config: Path, run_dir: Path, database: st
 def standalone(env: dict[str, str], log_path: Path) -> Iterator[subprocess.Popen]:
     """`airflow standalone` for the duration of the block; it and every process it left are gone after."""
     log = open(log_path, "w")  # noqa: SIM115 - the child writes it
+    # a session of its own (killpg below), and SIGTERM from the kernel should pytest die: a killed
+    # test run must not leave a scheduler and its workers running
     proc = subprocess.Popen([str(BIN / "airflow"), "standalone"], stdout=log, stderr=subprocess.STDOUT, env=env,
-                            start_new_session=True)
+                            preexec_fn=die_with_parent)
     try:
         yield proc
     finally:
