@@ -80,6 +80,15 @@ def test_every_form_submits_with_its_defaults(bag):
             with pytest.raises(ParamValidationError, match="should be non-empty"):
                 params.validate()
             continue
+        if dag_id == "mirrorflow_failback__A-B":  # this config has no B->A: the form says so, no run can be made
+            param = params.get_param("reverse_flow")
+            assert param.schema["title"] == "Reverse flow B->A is not in this config"
+            with pytest.raises(ParamValidationError, match="reverse_flow"):
+                params.validate()
+            for typed in ("B->A", "yes"):  # nothing typed there makes a run
+                with pytest.raises(ParamValidationError):
+                    param.resolve(typed)
+            continue
         params.validate()
         for name in params:
             param = params.get_param(name)

@@ -179,6 +179,14 @@ def test_every_trigger_form_submits_its_defaults_and_refuses_a_bad_regex(
         params = dags[dag_id].params
         defaults = {name: params.get_param(name).value for name in params}
         form = TriggerForm(browser, api_server, dag_id)
+        if kind == "failback":  # this config has no B->A: the form says so and no run can be made
+            assert form.marked_required("reverse_flow") and not form.submit.is_enabled()
+            assert "Reverse flow B-&gt;A is not in this config" in form.driver.page_source  # its label
+            form.field("reverse_flow").send_keys("B->A")
+            form.press_trigger()
+            assert "Invalid input for param reverse_flow" in form.error()
+            assert runs_of(dag_id) == [], "a failback run was created for a config without its reverse flow"
+            continue
         if kind == "reseed":
             assert form.marked_required("topic") and not form.submit.is_enabled(), "reseed's topic must be required"
             form.field("topic").send_keys("ui.orders")

@@ -54,24 +54,44 @@ def failback_task(flow_name: str, commit: bool, config_path: str | None = None, 
     }
 
 
+def missing_reverse_flow(reverse: str) -> Param:
+    """A field no value satisfies, so the trigger form says before any run exists why a failback
+    cannot succeed for this config: it has no reverse flow to start (the API refuses it too)."""
+    return Param(
+        None,
+        type="string",
+        pattern="^$",
+        minLength=1,
+        title=f"Reverse flow {reverse} is not in this config",
+        description=f"A failback starts flow {reverse}: add it to the config (the same topics, groups and "
+        "replication policy, standby: true; docs/operations.md) and this form submits. Until then no run "
+        "can succeed, so none can be triggered.",
+    )
+
+
 def build_failback_dag(cfg: Config, flow: FlowConfig) -> DAG:
     name, path = flow.name, task_config_path(cfg)
     reverse = f"{flow.target}->{flow.source}"
+    params: dict[str, Any] = {
+        "dry_run": dry_run("Divergence report only"),
+        "reseed": Param(
+            False,
+            type="boolean",
+            title="Source rebuilt (reseed)",
+            description=f"{flow.source} was rebuilt empty: {reverse} copies all of {flow.target}'s topics "
+            f"from their start (refused if {flow.source}'s topics hold records)",
+        ),
+    }
+    missing = reverse not in cfg.flows
+    if missing:
+        params["reverse_flow"] = missing_reverse_flow(reverse)
     with flow_dag(
         "failback",
         flow,
-        f"start {reverse} from the failover of {flow.name} (disaster recovery)",
+        f"start {reverse} from the failover of {flow.name} (disaster recovery)"
+        + (f" -- cannot run: this config has no flow {reverse}" if missing else ""),
         None,
-        params={
-            "dry_run": dry_run("Divergence report only"),
-            "reseed": Param(
-                False,
-                type="boolean",
-                title="Source rebuilt (reseed)",
-                description=f"{flow.source} was rebuilt empty: {reverse} copies all of {flow.target}'s topics "
-                f"from their start (refused if {flow.source}'s topics hold records)",
-            ),
-        },
+        params=params,
         doc_md=__doc__,
     ) as dag:
 
