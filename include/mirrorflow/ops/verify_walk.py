@@ -311,14 +311,15 @@ def walk_group(
             continue
         st = group.source_of(t.offset) if t is not None else None
         if t is not None and st is None:
-            if everything.source_of(t.offset) is None and owns_extra(t.offset) and sides.is_kept(t.offset):
-                tally.kept += 1
-            elif everything.source_of(t.offset) is None and owns_extra(t.offset):
-                i = tally.index(last_src)
-                tally.ranges[i].target_records += 1
-                tally.hash_target(i, t, True)
-                why = "a target record no copy of this flow wrote (between copies the target holds only markers)"
-                tally.mismatch(i, Mismatch("extra", None, t.offset, why))
+            if everything.source_of(t.offset) is None and owns_extra(t.offset):
+                if sides.is_kept(t.offset):
+                    tally.kept += 1
+                else:
+                    i = tally.index(last_src)
+                    tally.ranges[i].target_records += 1
+                    tally.hash_target(i, t, True)
+                    why = "a target record no copy of this flow wrote (between copies the target holds only markers)"
+                    tally.mismatch(i, Mismatch("extra", None, t.offset, why))
             t = next(target, None)
             continue
         if s is not None and t is not None and ts == t.offset:
