@@ -304,6 +304,43 @@ def test_fencing_two_copies_of_the_same_unit(tmp_path, source, target, unique):
     assert_copied(source, target, t)
 
 
+class _FenceAt:
+    """Faults seam: when the copy reaches `point`, a rival producer with the unit's transactional.id
+    initialises, fencing the copy mid-step (as a retried or speculative Spark task would)."""
+
+    def __init__(self, point: str, conf: dict, tid: str) -> None:
+        self.point, self.conf, self.tid, self.done = point, conf, tid, False
+
+    def reached(self, point: str, n: int = 0) -> None:
+        if point == self.point and not self.done:
+            self.done = True
+            Producer({**self.conf, "transactional.id": self.tid}).init_transactions(30)
+
+
+@pytest.mark.parametrize("point", ["after_init", "before_flush", "before_commit"])
+def test_a_copy_fenced_at_any_step_reports_fenced_and_commits_nothing(tmp_path, source, target, unique, point):
+    """Wherever the fencing lands (produce() then says only "Fatal error", flush or commit name it),
+    the fenced copy ends `fenced`, not `failed`, with nothing committed; the next copy copies all."""
+    pfx = unique("fenceat")
+    t = f"{pfx}.orders"
+    mirror_topic(source, target, t, 1)
+    produce(source, t, records(3000, 1))
+    cfg, flow = make_flow(tmp_path, source, target, pfx, **{"transaction.max.records": 3000})
+    with FlowClients(cfg, flow) as clients:
+        ensure_state_topics(clients)
+    unit = Unit(t, 0, f"A.{t}", 0, 3000)
+    rival = _FenceAt(point, {"bootstrap.servers": target.bootstrap_servers}, transactional_id(flow, t, 0))
+    with FlowClients(cfg, flow) as clients:
+        r = copy_unit(clients, unit, rival)
+    assert rival.done
+    assert (r.status, r.error_type, r.records) == ("fenced", "FencedError", 0), (r.status, r.error)
+    with FlowClients(cfg, flow) as clients:
+        again = copy_unit(clients, unit)
+    assert (again.status, again.records) == ("ok", 3000), (again.status, again.error)
+    assert_copied(source, target, t)
+    assert_map_exact(cfg, flow, source, target, t)
+
+
 def test_oversized_record_and_missing_topic_fail_clearly(tmp_path, source, target, unique):
     pfx = unique("err")
     t, missing = f"{pfx}.big", f"{pfx}.nowhere"

@@ -316,7 +316,24 @@ class TransactionWriter:
                     raise _Abortable(exc) from None
                 if self.eos and e is not None and e.code() == KafkaError._STATE:
                     raise self._abortable_unless_fenced(exc) from None
+                if e is not None and e.code() == KafkaError._FATAL:
+                    raise self._fatal_cause(exc) from None
                 raise
+
+    def _fatal_cause(self, exc: KafkaException) -> KafkaException:
+        """produce() says only "Fatal error" (_FATAL); the cause (e.g. _FENCED when another attempt
+        fenced this one) reaches error_cb on the next poll, or is what the transactional API raises."""
+        with contextlib.suppress(Exception):
+            self.producer.poll(0)
+        if self._fatal.error is not None:
+            return KafkaException(self._fatal.error)
+        if self.eos:
+            try:
+                self.producer.abort_transaction(10)
+            except KafkaException as abort_exc:
+                if is_fenced(abort_exc):
+                    return abort_exc
+        return exc
 
     def _abortable_unless_fenced(self, exc: KafkaException) -> Exception:
         """The transaction is in an abortable error state whose cause produce() does not say: an
