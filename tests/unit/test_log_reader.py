@@ -42,6 +42,9 @@ class ReadCommitted:
     def unassign(self) -> None:
         pass
 
+    def list_topics(self, topic: str, timeout: float) -> None:
+        """The metadata request a read sends first (warm_metadata): no records move."""
+
     def consume(self, n: int, timeout: float) -> list[Message]:
         self.lso = next(self.stable, self.lso)
         self.calls.append(f"poll (stable {self.lso})")

@@ -9,6 +9,7 @@ included): it never logs them, and its repr shows none.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import threading
 import time
@@ -203,3 +204,13 @@ class ClusterConnection:
             return Consumer(self.settings(conf))
         except KafkaException as exc:
             raise self.describe_failure(exc) from None
+
+
+def warm_metadata(client: Any, topic: str, timeout: float = 5.0) -> None:
+    """One metadata request for `topic` on a new client: its broker connections come up and the
+    topic's leaders are known before the first fetch or produce, which otherwise waits for
+    librdkafka's 500 ms retry timers (a new consumer's first read of a topic took 0.5 s, a new
+    idempotent producer's first write 1 s; 50 ms with this). Failures are left to the call that
+    follows, which reports them with its own retries and context."""
+    with contextlib.suppress(KafkaException, RuntimeError):
+        client.list_topics(topic, timeout=timeout)

@@ -25,7 +25,7 @@ from typing import Any, TypeVar
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
 
 from mirrorflow.errors import ClusterError, TopicError
-from mirrorflow.kafka.connection import ClusterConnection, kafka_error
+from mirrorflow.kafka.connection import ClusterConnection, kafka_error, warm_metadata
 from mirrorflow.kafka.retry import TRANSIENT_CODES, refresh_metadata, transient_error
 
 # librdkafka needs a group.id even for assign(); readers never subscribe or commit with it.
@@ -74,6 +74,7 @@ class LogReader:
         self.conn, self.consumer = conn, consumer
         self._make_ends = ends
         self._ends: Consumer | None = None
+        self._warm: set[str] = set()  # topics whose metadata the read consumer has (warm_metadata)
 
     def _ends_consumer(self) -> Consumer:
         if self._ends is None:
@@ -189,6 +190,9 @@ class LogReader:
         if not ends:
             return
         c = self.consumer
+        if topic not in self._warm:
+            warm_metadata(c, topic, max(0.1, min(5.0, deadline - time.monotonic())))
+            self._warm.add(topic)
         c.assign(assign)
         todo = dict(ends)
         nxt = {tp.partition: max(tp.offset, 0) for tp in assign}  # next offset expected per partition

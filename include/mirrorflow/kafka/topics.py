@@ -17,7 +17,7 @@ from confluent_kafka import IsolationLevel, KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from mirrorflow.errors import ClusterError
-from mirrorflow.kafka.connection import ClusterConnection, kafka_error
+from mirrorflow.kafka.connection import ClusterConnection, kafka_error, warm_metadata
 from mirrorflow.kafka.log_reader import MISSING, RETRIABLE
 from mirrorflow.kafka.retry import (
     Outage,
@@ -173,7 +173,7 @@ def produce_all(
     """Produce (key, value, timestamp_ms) records to one partition; raise unless all were acknowledged
     (UnacknowledgedError, transient, when a broker coming back may cure it)."""
     conf = {**(producer_conf or {}), "enable.idempotence": True, "acks": "all", "linger.ms": 5}
-    producer = _reused_producer(conn, conf)
+    producer = _reused_producer(conn, conf, topic)
     try:
         return _produce_flush(conn, producer, topic, records, partition, timeout)
     except BaseException:
@@ -188,10 +188,11 @@ def produce_all(
         raise
 
 
-# A new idempotent producer spends ~0.5 s on its first write: librdkafka asks for its producer id
-# before any broker connection is up and retries on a 500 ms timer. A run writes control records
-# (lease, run log, release) a few times: one producer per connection and settings, kept as long as
-# the connection (its FlowClients), pays that once.
+# A new idempotent producer spends 0.5-1 s on its first write: librdkafka asks for its producer id
+# and the topic's leader before any broker connection is up and retries on 500 ms timers. A run
+# writes control records (lease, run log, release) a few times: one producer per connection and
+# settings, kept as long as the connection (its FlowClients), and warmed by one metadata request for
+# the topic it first writes (`warm_metadata`: ~50 ms), pays that once.
 _PRODUCERS_LOCK = threading.Lock()
 
 
@@ -199,12 +200,13 @@ def _producer_key(conf: Mapping[str, Any]) -> str:
     return repr(sorted((str(k), str(v)) for k, v in conf.items()))
 
 
-def _reused_producer(conn: ClusterConnection, conf: Mapping[str, Any]) -> Producer:
+def _reused_producer(conn: ClusterConnection, conf: Mapping[str, Any], topic: str) -> Producer:
     with _PRODUCERS_LOCK:
         cache: dict[str, Producer] = conn.__dict__.setdefault("_produce_all_producers", {})
         key = _producer_key(conf)
         if key not in cache:
             cache[key] = conn.producer(conf)
+            warm_metadata(cache[key], topic)
         return cache[key]
 
 
