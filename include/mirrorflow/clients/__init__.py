@@ -118,12 +118,13 @@ class FlowClients:
         # defaults < the user's overrides < what the step needs to be correct
         return {**(defaults or {}), **self.overrides(side, kind), **(required or {})}
 
-    def admin(self, side: Side, check: bool = True) -> AdminClient:
-        """The cluster's AdminClient (one per cluster and run); `check` proves it answers first."""
+    def admin(self, side: Side, check: bool = True, check_timeout: float = 10.0) -> AdminClient:
+        """The cluster's AdminClient (one per cluster and run); `check` proves it answers first
+        (within `check_timeout`)."""
         with self._lock:
             if side not in self._admins:
                 self._admins[side] = self.connection(side).admin(
-                    self.overrides(side, "admin"), check_timeout=10.0 if check else None
+                    self.overrides(side, "admin"), check_timeout=check_timeout if check else None
                 )
                 if check:
                     self._reached.add(side)

@@ -477,6 +477,16 @@ def commit_failover(
     return report
 
 
+# Unplanned: the source is presumed lost and its ends only tell the RPO, so it is asked briefly
+# (a dead cluster otherwise costs the connection check's 10 s, and a half-dead one the outage bound).
+LOST_SOURCE_PROBE_S = 5.0
+
+
+def _lost_source_ends(clients: FlowClients, keys: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
+    admin = clients.admin("source", check_timeout=LOST_SOURCE_PROBE_S)
+    return list_offsets(admin, clients.connection("source"), keys, OffsetSpec.latest(), True, LOST_SOURCE_PROBE_S)
+
+
 def plan_moves(plan: FailoverPlan, now: FailoverPlan) -> list[str]:
     """What moved between `plan` and `now` (the same state read again) that the plan depends on:
     progress (except heartbeat topics, which move while the flow runs and no group resumes on), the
@@ -687,7 +697,11 @@ def _build_plan(
     ends: dict[tuple[str, int], int] = {}
     if report is not None:
         try:
-            ends = source_offsets(clients, keys, OffsetSpec.latest())
+            ends = (
+                source_offsets(clients, keys, OffsetSpec.latest())
+                if mode == "planned"
+                else _lost_source_ends(clients, keys)
+            )
         except MirrorflowError as exc:
             if mode == "planned":
                 raise
