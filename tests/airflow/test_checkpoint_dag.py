@@ -24,7 +24,9 @@ def dagbag(tmp_path, source, target, airflow_db, unique, monkeypatch):
                        {"A->B": {"topics": f"{prefix}\\..*", "sync.group.offsets.enabled": True,
                                  "emit.checkpoints.interval.seconds": 30, "state.topic.partitions": 1,
                                  "emit.heartbeats.interval.seconds": 30},  # one heartbeat per run
-                        "B->A": {"enabled": False, "topics": f"{prefix}\\..*"}})
+                        # a short tick: its heartbeat task emits for the length of one (60 s by default)
+                        "B->A": {"enabled": False, "topics": f"{prefix}\\..*", "emit.checkpoints.interval.seconds": 5,
+                                 "emit.heartbeats.interval.seconds": 5}})
     monkeypatch.setenv("MIRRORFLOW_CONFIG", str(cfg.path))
     from airflow.dag_processing.dagbag import DagBag
 
