@@ -76,8 +76,8 @@ def test_switch_through_its_dag(switch, on, request, tmp_path, airflow_db, monke
     src = f"S{tag}"  # this case's own flow
     topic = f"sw-{tag}.orders"
     remote = f"{src}.{topic}"
-    props = {"topics": f"sw-{tag}\\..*", "state.topic.partitions": 1, "emit.checkpoints.interval.seconds": 30,
-             "emit.heartbeats.interval.seconds": 30, "sync.group.offsets.enabled": True,
+    props = {"topics": f"sw-{tag}\\..*", "state.topic.partitions": 1, "emit.checkpoints.interval.seconds": 5,
+             "emit.heartbeats.interval.seconds": 5, "sync.group.offsets.enabled": True,
              "heartbeats.replication.enabled": False, switch: on}
     cfg = write_config(tmp_path / "mf.yaml", {src: source, "B": target}, {f"{src}->B": props})
     flow = cfg.flow(f"{src}->B")
