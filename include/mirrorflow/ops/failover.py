@@ -5,7 +5,8 @@
   for its ends only to tell the RPO, and only if it answers.
 * **planned** (A is up; stopping A's producers is the operator's step): drain first -- sync the
   topics, replicate until the lag is 0 (or `max_drain_runs` runs), checkpoint once more, verify --
-  so the groups resume exactly where they stopped on A.
+  so the groups resume exactly where they stopped on A. The verify checks what was copied since
+  the last verify that passed (ops.verify, `since_last`) and records how far it got.
 
 Two steps, so that what is approved is what is committed (issue 21.4):
 
@@ -417,7 +418,9 @@ def plan_failover(
     with FlowClients(cfg, flow) as clients:
         report.plan = _build_plan(clients, mode, groups, pattern, report)
         if mode == "planned":
-            report.verify = verify_flow(clients)  # shown before the confirmation / approval
+            # what was copied since the last verify that passed (its 'verified up to' marks), recorded
+            # for the next one: bounded by what changed, not by the flow's history
+            report.verify = verify_flow(clients, since_last=True, record=not dry_run, by=whoami())
             report.plan = replace(report.plan, verify_ok=report.verify.ok)
     return report
 

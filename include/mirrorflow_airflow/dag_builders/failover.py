@@ -4,9 +4,10 @@ Moves the flow's consumer groups to its target cluster and stops the flow -- the
 functions as `mirrorflow failover` (mirrorflow.ops.failover: plan_failover, commit_failover):
 
 * `preflight`: in *planned* mode first drains (topic sync, replicate until lag 0, a last
-  checkpoint) and verifies; then the **plan** (id derived from its content): per partition
-  replicated up to, source end (when the source answers), offsets not replicated and seconds behind
-  (the RPO); per group the exact target offsets it will commit, and the groups left alone and why.
+  checkpoint) and verifies (what was copied since the last verify that passed); then the **plan**
+  (id derived from its content): per partition replicated up to, source end (when the source
+  answers), offsets not replicated and seconds behind (the RPO); per group the exact target
+  offsets it will commit, and the groups left alone and why.
   The plan travels in XCom (about 40 bytes per group partition). A plan that cannot be committed
   (planned: verify found mismatches) fails here.
   A planned drain that cannot reach lag 0 fails here naming the partitions and their lag, unless
