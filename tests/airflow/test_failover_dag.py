@@ -103,7 +103,7 @@ def test_failover_dag_dry_run_then_approved_commit(tmp_path, source, target, air
 
     # another deployment owns the flow: without take_over the preflight fails and names the Param
     capfd.readouterr()
-    run = dag.test(run_conf={"dry_run": True})
+    run = dag.test(run_conf={"dry_run": False})
     assert {ti.task_id: ti.state for ti in run.get_task_instances()}["preflight"] == "failed"
     out = "".join(capfd.readouterr())  # the task's log (dag.test() logs to the console)
     assert "its state on cluster 'B' belongs to deployment 'main-site'; this config is deployment 'dr-site'" in \

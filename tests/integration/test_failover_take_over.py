@@ -54,6 +54,13 @@ def test_a_failover_takes_the_flow_over_from_a_continuous_run_that_then_writes_n
             held = current_holder(clients)
         assert held is not None and held.who.startswith("mirrorflow replicate --continuous --mode direct by ")
 
+        # a drill (the failover's dry preflight) with the flow running: it only says a take-over is needed
+        drill = cli(cfg, "drill", "--flow", "K->B", "--verify-from", "latest", check=False)
+        assert drill.returncode == 0, drill.stdout[-2000:] + drill.stderr[-2000:]
+        dry = json.loads(cli(cfg, "failover", "--flow", "K->B", "--dry-run", "--json").stdout)
+        assert dry["take_over"].startswith("needed to fail over now (--take-over, Param take_over): the flow is held "
+                                           f"by the run holding its lease, {held.who} since "), dry["take_over"]
+
         refused = cli(cfg, "failover", "--flow", "K->B", "--yes", check=False)
         assert refused.returncode == 75, refused.stderr[-2000:]
         assert f"failover of K->B: flow K->B is being replicated by {held.who} since " in refused.stderr

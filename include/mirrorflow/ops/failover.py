@@ -470,7 +470,7 @@ def plan_failover(
         if done is not None:
             _plan_after(clients, report, done, groups, pattern)
             return report
-        report.take_over = held_by(clients, take_over)
+        report.take_over = held_by(clients, take_over, dry_run)
         if take_over and draining:  # the drain's runs need the flow: take it over now
             lease, report.take_over = take_over_flow(clients, whoami(), via, "planned failover's drain")
             lease.release()
@@ -678,10 +678,11 @@ def _group_pattern(groups: str | None) -> re.Pattern[str] | None:
         raise ConfigError([("--groups", f"not a valid regular expression ({exc}): {groups!r}")]) from None
 
 
-def held_by(clients: FlowClients, take_over: bool) -> str | None:
+def held_by(clients: FlowClients, take_over: bool, dry_run: bool = False) -> str | None:
     """What a failover would take the flow over from: a run holding its lease, another deployment
     owning its state (None: nothing). Without `take_over` either is an error naming the flag (the
-    preflight stops before anything is drained or approved)."""
+    preflight stops before anything is drained or approved), except in a dry run (a drill), which
+    only says so."""
     flow = clients.flow
     if take_over and not flow.exactly_once:
         raise ConfigError(
@@ -710,6 +711,8 @@ def held_by(clients: FlowClients, take_over: bool) -> str | None:
                 "nothing to take over now (the lease is free and this deployment owns the flow); its copies are fenced"
             )
         return "takes flow " + flow.name + " over from " + " and from ".join(what)
+    if what and dry_run:
+        return "needed to fail over now (--take-over, Param take_over): the flow is held by " + " and by ".join(what)
     if live and not other:
         raise LeaseError(f"failover of {flow.name}: {live.describe(flow.name)}. {TAKE_OVER_HINT}")
     if other:
