@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import queue
+import threading
 import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
@@ -141,6 +142,27 @@ class UnitResult:
                 self.max_latency_ms = max(self.max_latency_ms, now_ms - batch.first_timestamp)
 
 
+def background(call: Callable[[], None]) -> Callable[[], None]:
+    """Start `call` in a thread now; the function returned waits for it and raises what it raised."""
+    failed: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            call()
+        except BaseException as exc:  # noqa: BLE001 - handed to the waiter
+            failed.append(exc)
+
+    t = threading.Thread(target=run, name="mirrorflow-lease-guard", daemon=True)
+    t.start()
+
+    def wait() -> None:
+        t.join()
+        if failed:
+            raise failed[0]
+
+    return wait
+
+
 def u_where(unit: Unit) -> str:
     return f"{unit.topic}[{unit.partition}]"
 
@@ -241,16 +263,19 @@ class UnitCopier:
         writer = self.writer = TransactionWriter(self.clients, u, self.faults, self.outage, self.budget)
         nprog, nmap = self._state_partitions()
         writer.start(StateWriter(self.flow, nprog, nmap))
-        if self.guard is not None:  # after fencing: a run taken over since commits nothing (state.lease)
-            try:
-                self.guard()
-            except LeaseError as exc:
-                raise FencedError(f"{u_where(u)}: {exc}") from None
+        # after fencing: does the run still hold the flow's lease (state.lease.LeaseGuard)? Asked beside
+        # the progress read (a task's first read of a topic waits for its connection), awaited before copying
+        guard = background(self.guard) if self.guard is not None else None
         # re-read the progress AFTER fencing: the committed progress is the truth, the plan is advisory.
         # The read ends at the progress partition's high watermark: it waits for the transactions open
         # below it (another unit's, caught by an outage; a dead writer's is aborted at its timeout)
         bound = max(outage_bound_s(self.flow), writer.txn_timeout_s + 30)
         progress = self.store.progress([(u.topic, u.partition)], timeout=bound).get((u.topic, u.partition))
+        if guard is not None:
+            try:
+                guard()
+            except LeaseError as exc:  # a run taken over since commits nothing
+                raise FencedError(f"{u_where(u)}: {exc}") from None
         progress = progress or Progress.empty(u.topic, u.partition)
         why = progress.identity_problem(u.topic_id, u.target_topic, u.target_topic_id) if progress.next >= 0 else None
         if why is not None:  # the topics changed since the progress was written (or since planning)
@@ -379,7 +404,8 @@ def copy_units(
         in_flight = len(by_partition)
     workers = max(1, min(in_flight, len(by_partition)))
     budget = CopyBudget.of(clients.flow, reading_at_once(units, workers), follow is not None)
-    guard = LeaseGuard(clients, owner).check if owner else None
+
+    guard = LeaseGuard(clients, owner) if owner else None
 
     def lane() -> None:
         store = StateStore(clients)
@@ -391,18 +417,23 @@ def copy_units(
                 except queue.Empty:
                     return
                 for i in indexes:
-                    results[i] = UnitCopier(clients, units[i], faults, store, consumer, follow, budget, guard).run()
+                    check = guard.check if guard is not None else None
+                    results[i] = UnitCopier(clients, units[i], faults, store, consumer, follow, budget, check).run()
         finally:
             clients.release(consumer)
             if store.has_reader:
                 clients.release(store.reader.consumer)
 
-    if workers == 1:
-        lane()
-    else:
-        with ThreadPoolExecutor(max_workers=workers) as pool:
-            for f in [pool.submit(lane) for _ in range(workers)]:
-                f.result()
+    try:
+        if workers == 1:
+            lane()
+        else:
+            with ThreadPoolExecutor(max_workers=workers) as pool:
+                for f in [pool.submit(lane) for _ in range(workers)]:
+                    f.result()
+    finally:
+        if guard is not None:
+            guard.close()
     return [r for r in results if r is not None]
 
 

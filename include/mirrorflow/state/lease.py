@@ -190,7 +190,9 @@ def local_owner(purpose: str) -> tuple[str, str]:
 class FlowLease:
     """The lease of one flow, held by `owner`; use as a context manager or acquire()/release()."""
 
-    def __init__(self, clients: FlowClients, owner: str, who: str, ttl_s: float | None = None) -> None:
+    def __init__(
+        self, clients: FlowClients, owner: str, who: str, ttl_s: float | None = None, reader: LogReader | None = None
+    ) -> None:
         self.clients, self.flow = clients, clients.flow
         self.owner, self.who = owner, who
         ttl = ttl_s if ttl_s is not None else float(self.flow.props["lease.timeout.seconds"])
@@ -205,7 +207,7 @@ class FlowLease:
         self.kept_until = 0.0  # time.monotonic() before which the lease is surely still this owner's
         self.acknowledged = 0.0  # time.monotonic() when the last claim or renewal was acknowledged
         self._next: int | None = None  # replayed up to here
-        self._reader: LogReader | None = None
+        self._reader: LogReader | None = reader  # None: one of its own, made on first use
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._renewer: threading.Thread | None = None
@@ -435,10 +437,11 @@ class LeaseGuard:
     """Whether run `owner` still holds the flow's lease, asked by each of its copy units once it has
     fenced its partition's transactional id (copier): a run whose lease another run took (a
     failover's take-over) copies nothing more. Reads only the records appended since the last
-    check; a lease that lapsed while nobody else claimed it is still this run's."""
+    check; a lease that lapsed while nobody else claimed it is still this run's. One per copy task
+    (its lanes share it); `close()` releases its reader."""
 
     def __init__(self, clients: FlowClients, owner: str) -> None:
-        self.owner = owner
+        self.owner, self.clients = owner, clients
         self._lease = FlowLease(clients, owner, "lease guard", 1)
         self._lock = threading.Lock()
 
@@ -452,6 +455,10 @@ class LeaseGuard:
                 + (f" ({holder.who} holds it since {_iso(holder.since)})" if holder else "")
                 + ": it copies nothing more"
             )
+
+    def close(self) -> None:
+        if self._lease._reader is not None:
+            self.clients.release(self._lease._reader.consumer)
 
 
 def current_holder(clients: FlowClients) -> Holder | None:
