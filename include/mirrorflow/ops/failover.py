@@ -756,6 +756,14 @@ def take_over_flow(
             summary=what,
             figures={"partitions fenced": n, **({"taken from": prev.who} if prev else {})},
         )
+    except MirrorflowError as exc:
+        lease.release()
+        took = f"from {prev.who}" if prev else "(it was free)"
+        raise StateError(
+            f"flow {flow.name}: its lease was taken over {took} for the {purpose} (that run can no longer hold it), "
+            f"but the take-over did not complete: {exc}. Nothing else changed; run the failover again with "
+            "--take-over"
+        ) from None
     except BaseException:
         lease.release()
         raise
