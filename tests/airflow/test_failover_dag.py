@@ -1,7 +1,10 @@
 """The failover DAG: Params form, preflight, a dry run that stops after it, and a run whose approval
 is answered while dag.test() waits for it (recorded in Airflow's database the way the HITL REST
 endpoint records it; the real endpoint under the real scheduler is test_scheduler's
-test_failover_approval_and_rejection): the commit executes exactly the approved plan and records the approver."""
+test_failover_approval_and_rejection): the commit executes exactly the approved plan and records the approver.
+The DAG runs from a DR-site Airflow whose config has another deployment.id than the one that ran
+the flow: without the take_over Param its preflight fails naming it; with it the approval page
+says the commit takes the flow over, and it does."""
 
 from __future__ import annotations
 
@@ -65,18 +68,23 @@ def answer_when_asked(dag_id: str, option: str, user: str, seen: dict) -> thread
     return t
 
 
-def test_failover_dag_dry_run_then_approved_commit(tmp_path, source, target, airflow_db, unique, monkeypatch):
+def test_failover_dag_dry_run_then_approved_commit(tmp_path, source, target, airflow_db, unique, monkeypatch,
+                                                   capfd):
     pfx = unique("fodag")
     topic, group, busy = f"{pfx}.orders", f"{pfx}-app", f"{pfx}-busy"
-    # source alias F: a flow of its own (F->B), so its stopped state touches no other test's flow
-    cfg = write_config(tmp_path / "mf.yaml", {"F": source, "B": target}, {"F->B": {
-        "topics": f"{pfx}\\..*", "groups": f"{pfx}-.*", "state.topic.partitions": 2,
-        "heartbeats.replication.enabled": False}})
+    # source alias F: a flow of its own (F->B), so its stopped state touches no other test's flow;
+    # its state namespace is this test's, so the DR site's deployment.id is the only difference
+    flows = {"F->B": {"topics": f"{pfx}\\..*", "groups": f"{pfx}-.*", "state.topic.partitions": 2,
+                      "heartbeats.replication.enabled": False}}
+    main = write_config(tmp_path / "main.yaml", {"F": source, "B": target}, flows,
+                        defaults={"state.namespace": pfx, "deployment.id": "main-site"})
+    cfg = write_config(tmp_path / "mf.yaml", {"F": source, "B": target}, flows,
+                       defaults={"state.namespace": pfx, "deployment.id": "dr-site"})
     flow = cfg.flow("F->B")
     create_topic(source, topic, 1)
     assert sync_flow(cfg, flow, ["topics"]).ok
     produce(source, topic, records(40, 1))
-    assert run_once(cfg, flow, mode="direct").records == 40
+    assert run_once(main, main.flow("F->B"), mode="direct").records == 40  # the main site ran the flow
     commit(source, group, topic, {0: 17})
     commit(source, busy, topic, {0: 9})
     assert {group, busy} <= set(emit_checkpoints(cfg, flow).groups)
@@ -88,16 +96,26 @@ def test_failover_dag_dry_run_then_approved_commit(tmp_path, source, target, air
     assert bag.import_errors == {}
     dag = bag.get_dag("mirrorflow_failover__F-B")
     assert type(dag.timetable).__name__ == "NullTimetable"
-    assert set(dag.params.keys()) == {"mode", "groups", "max_lag", "dry_run", "approval_timeout_minutes", "approvers"}
-    assert dag.params["approval_timeout_minutes"] == 60
+    assert set(dag.params.keys()) == {"mode", "groups", "max_lag", "take_over", "dry_run", "approval_timeout_minutes",
+                                      "approvers"}
+    assert dag.params["approval_timeout_minutes"] == 60 and dag.params["take_over"] is False
     assert dag.get_task("approve_failover").task_type == "FailoverApproval"
 
-    run = dag.test(run_conf={"dry_run": True})
+    # another deployment owns the flow: without take_over the preflight fails and names the Param
+    capfd.readouterr()
+    run = dag.test(run_conf={"dry_run": False})
+    assert {ti.task_id: ti.state for ti in run.get_task_instances()}["preflight"] == "failed"
+    out = "".join(capfd.readouterr())  # the task's log (dag.test() logs to the console)
+    assert "its state on cluster 'B' belongs to deployment 'main-site'; this config is deployment 'dr-site'" in \
+        out and "(in Airflow: the failover DAG's Param take_over)" in out, out[-3000:]
+
+    run = dag.test(run_conf={"dry_run": True, "take_over": True})
     states = {ti.task_id: ti.state for ti in run.get_task_instances()}
     assert states == {"preflight": "success", "go_on": "success", "approve_failover": "skipped", "commit": "skipped"}
     pre = [ti for ti in run.get_task_instances() if ti.task_id == "preflight"][0].xcom_pull(task_ids="preflight")
     assert pre["not_replicated"] == 0 and f"{group} resumes F.{topic}[0] at" in pre["text"], pre["text"]
     assert "(unplanned, dry run): dry run: nothing changed" in pre["text"]
+    assert "take-over: takes flow F->B over from deployment 'main-site', which owns its state on 'B'" in pre["text"]
     with FlowClients(cfg, flow) as clients:
         assert flow_state(clients).state == "running"
 
@@ -111,8 +129,8 @@ def test_failover_dag_dry_run_then_approved_commit(tmp_path, source, target, air
             break
         member.poll(0.2)
     answer = answer_when_asked(dag.dag_id, "Approve", "carol", seen)
-    run = dag.test(run_conf={"mode": "unplanned", "groups": None, "max_lag": None, "dry_run": False,
-                             "approval_timeout_minutes": 7, "approvers": None})
+    run = dag.test(run_conf={"mode": "unplanned", "groups": None, "max_lag": None, "take_over": True,
+                             "dry_run": False, "approval_timeout_minutes": 7, "approvers": None})
     answer.join(5)
     member.close()
     states = {ti.task_id: ti.state for ti in run.get_task_instances()}
@@ -125,6 +143,7 @@ def test_failover_dag_dry_run_then_approved_commit(tmp_path, source, target, air
     assert seen["subject"] == f"Fail over F->B to B: plan {plan_id}"
     assert seen["body"].startswith(f"**Failover plan `{plan_id}`** of flow `F->B`")
     assert f"```text\n{pre['text']}\n```" in seen["body"] and "dry run" not in seen["body"]
+    assert "**It first takes the flow over** (confirmed with `take_over`)" in seen["body"], seen["body"]
     assert f"plan {plan_id}, nothing committed yet" in pre["text"]
     # the run's approval_timeout_minutes is the response timeout Airflow enforces
     from datetime import timedelta
@@ -139,14 +158,23 @@ def test_failover_dag_dry_run_then_approved_commit(tmp_path, source, target, air
     want = {g[0]: {f"{x[0]}:{x[1]}": x[2] for x in g[5] if x[4] == "write"} for g in pre["plan"]["groups"]
             if g[3] != "left-alone"}
     assert record["groups"] == want and record["approved_by"] == "carol" and record["plan"] == plan_id
+    assert record["take_over"].startswith(f"took flow F->B over for the failover of plan {plan_id}: its lease was "
+                                          "free; its state belonged to deployment 'main-site', now to deployment "
+                                          "'dr-site'; fenced the copy transactions of 1 partition(s)"), record
+    from mirrorflow.errors import DeploymentConflictError
+    from mirrorflow.state.lease import FlowLease
+
+    with FlowClients(main, main.flow("F->B")) as clients, pytest.raises(DeploymentConflictError,
+                                                                         match="belongs to deployment 'dr-site'"):
+        FlowLease(clients, "main-run", "a run of the main site").acquire()  # the flow is the DR site's now
     assert committed_offsets(target, group, f"F.{topic}", 1) == {0: want[group][f"F.{topic}:0"]}
     wanted = consume_all(source, topic)[17]
     _, msg = first_record_after_resume(target, group, f"F.{topic}", 0)
     assert (msg.key(), msg.value()) == (wanted.key, wanted.value)
 
     # once more: nothing to do, said by the preflight; nothing to approve
-    run = dag.test(run_conf={"mode": "unplanned", "groups": None, "max_lag": None, "dry_run": False,
-                             "approval_timeout_minutes": 7, "approvers": None})
+    run = dag.test(run_conf={"mode": "unplanned", "groups": None, "max_lag": None, "take_over": False,
+                             "dry_run": False, "approval_timeout_minutes": 7, "approvers": None})
     states = {ti.task_id: ti.state for ti in run.get_task_instances()}
     assert states == {"preflight": "success", "go_on": "success", "approve_failover": "skipped", "commit": "skipped"}
     pre = [ti for ti in run.get_task_instances() if ti.task_id == "preflight"][0].xcom_pull(task_ids="preflight")
@@ -155,8 +183,8 @@ def test_failover_dag_dry_run_then_approved_commit(tmp_path, source, target, air
 
     # issue 21.7: the groups Param moves the group left alone, approved and committed as a failover
     answer = answer_when_asked(dag.dag_id, "Approve", "dave", seen)
-    run = dag.test(run_conf={"mode": "unplanned", "groups": busy, "max_lag": None, "dry_run": False,
-                             "approval_timeout_minutes": 7, "approvers": None})
+    run = dag.test(run_conf={"mode": "unplanned", "groups": busy, "max_lag": None, "take_over": False,
+                             "dry_run": False, "approval_timeout_minutes": 7, "approvers": None})
     answer.join(5)
     states = {ti.task_id: ti.state for ti in run.get_task_instances()}
     assert set(states.values()) == {"success"}, states

@@ -1,5 +1,6 @@
-"""The verify DAG: a Params form (topics, from, to) over the core verify, run with dag.test(); the
-task succeeds on a match and fails on a mismatch, with the report in its XCom."""
+"""The verify DAG: a Params form (topics, from, to, since_last, record) over the core verify, run with
+dag.test(); the task succeeds on a match (recording how far it verified) and fails on a mismatch
+found since that verify, with the report in its XCom."""
 
 from __future__ import annotations
 
@@ -33,24 +34,27 @@ def test_verify_dag_passes_on_a_match_and_fails_on_a_mismatch(tmp_path, source, 
     assert bag.import_errors == {}
     dag = bag.get_dag("mirrorflow_verify__A-B")
     assert type(dag.timetable).__name__ == "NullTimetable"  # manual trigger only
-    assert set(dag.params.keys()) == {"topics", "from", "to"}
+    assert set(dag.params.keys()) == {"topics", "from", "to", "since_last", "record"}
     assert dag.params["from"] == "earliest" and dag.params["to"] == "latest"
+    assert dag.params["since_last"] is False and dag.params["record"] is False
 
-    run = dag.test(run_conf={"topics": f"{pfx}\\..*"})
+    run = dag.test(run_conf={"topics": f"{pfx}\\..*", "record": True})
     ti = run.get_task_instances()[0]
     assert ti.state == "success"
     out = ti.xcom_pull(task_ids="verify", key="report")
     assert out["ok"] is True and out["matched"] == 40 and [p["matched"] for p in out["partitions"]] == [20, 20]
+    assert out["recorded"] == 2 and [p["verified_to"] for p in out["partitions"]] == [20, 20]
 
     # a record written into the remote topic by hand, then a copy after it: the DAG run fails
     produce(target, remote, [{"partition": 1, "key": b"k", "value": b"by hand", "timestamp": NOW}])
     produce(source, t, records(4, 2, seed="more"))
     assert run_once(cfg, flow, mode="direct").records == 4
-    run = dag.test(run_conf={"from": "offset:10"})
+    run = dag.test(run_conf={"since_last": True})  # only what was copied since the recorded verify
     ti = run.get_task_instances()[0]
     assert ti.state == "failed"
     out = ti.xcom_pull(task_ids="verify", key="report")
-    assert out["ok"] is False and out["mismatched_partitions"] == 1 and out["from"] == "offset:10"
+    assert out["ok"] is False and out["mismatched_partitions"] == 1 and out["from"] == "the last verify"
     p0, p1 = out["partitions"]
-    assert p0["ok"] and p0["matched"] == 12
-    assert p1["counts"] == {"extra": 1} and p1["first_mismatch"]["kind"] == "extra" and p1["matched"] == 12
+    assert (p0["ok"], p0["since"], p0["matched"], p0["verified_to"]) == (True, 20, 2, 22)
+    assert p1["counts"] == {"extra": 1} and p1["first_mismatch"]["kind"] == "extra" and p1["matched"] == 2
+    assert (p1["since"], p1["verified_to"]) == (20, None)

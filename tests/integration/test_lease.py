@@ -149,3 +149,32 @@ def test_two_runs_started_together_copy_every_record_once(tmp_path, source, targ
     assert "flow A->B is being replicated by mirrorflow replicate --mode direct by " in str(errors[0])
     assert reports[0].ok and reports[0].records == 20_000
     assert_copied(source, target, t)  # at-least-once mode, yet no record twice
+
+
+def test_a_run_taken_over_copies_nothing_more_and_never_gets_the_lease_back(tmp_path, source, target, unique):
+    """A take-over (a failover's --take-over) between a run's plan and its copy: every unit, once it
+    has fenced its partition, finds its run no longer holds the lease and stops (fenced), copying
+    nothing; the run's claims never count again, even once the lease is free."""
+    from mirrorflow.replication.runner import copy_direct, prepare_plan
+    from mirrorflow.state.lease import FlowLease
+
+    pfx = unique("lease")
+    t = f"{pfx}.orders"
+    mirror_topic(source, target, t, 2)
+    produce(source, t, records(30, 2))
+    cfg, flow = make_flow(tmp_path, source, target, pfx, **{"lease.timeout.seconds": 120})
+    with FlowClients(cfg, flow) as clients:
+        old = take_lease(clients, "old-run", "the run taken over")
+        _, handed = prepare_plan(clients, old)
+        new = FlowLease(clients, "failover", "the failover")
+        assert new.take_over().owner == "old-run"
+        new.release()
+        results = copy_direct(cfg, flow, handed)
+        assert {r["status"] for r in results} == {"fenced"} and len(results) == 2, results
+        assert all("this run no longer holds the flow's lease: it copies nothing more" in r["error"] for r in results)
+        assert consume_all(target, f"A.{t}") == []
+        with pytest.raises(LeaseError, match="lease not taken"):
+            FlowLease(clients, "old-run", "the run taken over").acquire()
+        assert current_holder(clients) is None
+    rep = run_once(cfg, flow, mode="direct")  # any other run takes the flow as usual
+    assert rep.ok and rep.records == 30, rep.render()

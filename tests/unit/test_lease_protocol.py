@@ -67,3 +67,17 @@ def test_the_claimers_process_stays_with_the_lease_through_unstamped_renewals():
     assert replay([rec("claim", "a", 500)], h) == Holder("a", "run a", 500, 600, "")
     r = LeaseRecord.from_json(LeaseRecord("break", "b", "run b", 5, 0, target="a").to_json(), 9)
     assert r is not None and (r.kind, r.target) == ("break", "a")
+
+
+def test_a_take_over_wins_at_once_and_its_victim_never_holds_the_lease_again():
+    h = replay([rec("claim", "a", 10), rec("renew", "a", 40)])
+    fenced: set[str] = set()
+    take = LeaseRecord("takeover", "f", "failover f", 100, 50, target="a")
+    h = replay([take, rec("renew", "a", 60)], h, fenced)  # a's renewal after the take-over: refused
+    assert h == Holder("f", "failover f", 50, 150) and fenced == {"a"}
+    # released, or lapsed: a claim by the owner taken over still never counts; anyone else's does
+    h = replay([rec("release", "f", 70), rec("claim", "a", 71)], h, fenced)
+    assert h is None
+    assert replay([rec("claim", "a", 500), rec("claim", "b", 501)], h, fenced) == Holder("b", "run b", 501, 601)
+    # a take-over of a free lease fences nobody
+    assert replay([LeaseRecord("takeover", "g", "g", 100, 5)], None, fenced) == Holder("g", "g", 5, 105)

@@ -1,4 +1,5 @@
-"""`mirrorflow acls --flow A->B [--apply] [--json]`: the ACLs the flow's principals need."""
+"""`mirrorflow acls --flow A->B [--after-failover] [--apply] [--json]`: the ACLs the flow's principals need
+(or, with --after-failover, what the applications' principals need on B after a failover)."""
 
 from __future__ import annotations
 
@@ -19,6 +20,14 @@ def _args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--target-admin", help="create/describe ACLs on the target through this cluster alias (e.g. an admin user)"
     )
+    p.add_argument(
+        "--after-failover",
+        action="store_true",
+        help="instead: the ACLs the applications' principals need on the target after a failover (consumers: READ "
+        "on the topics they will read and on their groups; producers: WRITE and DESCRIBE on the topics they will "
+        "write), derived from the ACLs they hold on the source (read through --source-admin), else from the topic "
+        "ACLs replicated to the target; with --apply created through --target-admin",
+    )
     p.add_argument("--offline", action="store_true", help="only print what is needed; do not ask the clusters")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
 
@@ -32,11 +41,18 @@ def _acls(args: argparse.Namespace) -> int:
         used = [f for f, v in flags if v]
         if used:
             raise ConfigError([("--offline", f"prints what is needed without asking the clusters: not with {used[0]}")])
+        if args.after_failover:
+            raise ConfigError([("--offline", "--after-failover reads the clusters' ACLs: not with --offline")])
     cfg = load_config(args)
     flow = cfg.flow(args.flow)
     principals = {k: v for k, v in (("source", args.source_principal), ("target", args.target_principal)) if v}
     admins = {k: v for k, v in (("source", args.source_admin), ("target", args.target_admin)) if v}
-    rep = flow_acls(cfg, flow, args.apply, principals, admins, check=not args.offline)
+    if args.after_failover:
+        from mirrorflow.ops.failover_acls import after_failover_acls
+
+        rep = after_failover_acls(cfg, flow, args.apply, principals, admins)
+    else:
+        rep = flow_acls(cfg, flow, args.apply, principals, admins, check=not args.offline)
     if args.json:
         print_json(rep.to_dict())
     else:

@@ -1,6 +1,6 @@
 """`mirrorflow failover --flow A->B [--mode planned|unplanned] [--groups REGEX] [--plan-id ID] [--dry-run] [--yes]
-[--max-lag N] [--json]`: prints the plan (with its id), asks, commits exactly that plan (mirrorflow.ops.failover).
-On a flow already failed over, `--groups` moves the groups it left alone."""
+[--max-lag N] [--take-over] [--json]`: prints the plan (with its id), asks, commits exactly that plan
+(mirrorflow.ops.failover). On a flow already failed over, `--groups` moves the groups it left alone."""
 
 from __future__ import annotations
 
@@ -35,6 +35,15 @@ def _args(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--copy-mode", choices=["submit", "inprocess", "direct"], default="submit", help="planned mode: how to drain"
+    )
+    p.add_argument(
+        "--take-over",
+        action="store_true",
+        help="take the flow over from a run that holds its lease (e.g. a continuous run riding out the outage, a "
+        "run of the other site's Airflow) or from another deployment (deployment.id) that owns its state: the "
+        "commit (planned: the drain) takes the lease from it, fences the flow's copy transactions on the target so "
+        "that run can never write there again, makes this deployment the flow's owner, and records who took the "
+        "flow from whom in the operations history. Without it such a failover stops, naming the holder",
     )
     p.add_argument(
         "--plan-id",
@@ -78,6 +87,7 @@ def _failover(args: argparse.Namespace) -> int:
             plan_id=args.plan_id,
             approved_by=approver,
             max_lag=args.max_lag,
+            take_over=args.take_over,
         )
     if args.json:
         print_json(rep.to_dict())

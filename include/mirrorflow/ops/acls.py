@@ -108,6 +108,7 @@ class AclsReport:
     status: dict[int, str] = field(default_factory=dict)  # index in needs -> present | missing | created | error
     notes: list[str] = field(default_factory=list)
     applied: bool = False
+    after_failover: str | None = None  # the applications' ACLs after a failover (ops.failover_acls), derived from
 
     @property
     def missing(self) -> int:
@@ -118,6 +119,8 @@ class AclsReport:
         return not any(s == "error" for s in self.status.values())
 
     def lines(self) -> list[str]:
+        if self.after_failover is not None:
+            return self._application_lines()
         out = [f"ACLs of flow {self.flow}" + (" (applied)" if self.applied else "")]
         for side in ("source", "target"):
             items = [(i, n) for i, n in enumerate(self.needs) if n.side == side]
@@ -129,12 +132,28 @@ class AclsReport:
         out += [f"  note: {n}" for n in self.notes]
         return out
 
+    def _application_lines(self) -> list[str]:
+        cluster = self.needs[0].cluster if self.needs else "?"
+        out = [
+            f"ACLs the applications of flow {self.flow} need on cluster {cluster!r} after a failover, derived from "
+            f"{self.after_failover}" + (" (applied)" if self.applied else "")
+        ]
+        for principal in sorted({n.principal for n in self.needs}):
+            out.append(f"  {principal}:")
+            for i, n in enumerate(self.needs):
+                if n.principal == principal:
+                    status = self.status.get(i)
+                    out.append(f"    {n.describe()}" + (f" [{status}]" if status else "") + f"  -- {n.why}")
+        out += [f"  note: {n}" for n in self.notes]
+        return out
+
     def render(self) -> str:
         return "\n".join(self.lines())
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "flow": self.flow,
+            "after_failover": self.after_failover,
             "principals": self.principals,
             "applied": self.applied,
             "missing": self.missing,

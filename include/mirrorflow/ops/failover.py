@@ -5,7 +5,8 @@
   for its ends only to tell the RPO, and only if it answers.
 * **planned** (A is up; stopping A's producers is the operator's step): drain first -- sync the
   topics, replicate until the lag is 0 (or `max_drain_runs` runs), checkpoint once more, verify --
-  so the groups resume exactly where they stopped on A.
+  so the groups resume exactly where they stopped on A. The verify checks what was copied since
+  the last verify that passed (ops.verify, `since_last`) and records how far it got.
 
 Two steps, so that what is approved is what is committed (issue 21.4):
 
@@ -28,6 +29,18 @@ record itself keeps the original failover.
 
 A planned drain that cannot reach lag 0 in its runs (producers still writing) stops, naming the
 partitions and their lag, unless the operator accepted a stated total lag (`max_lag`).
+
+**Take-over** (`take_over`, the CLI's `--take-over`, the DAG's Param `take_over`): a failover needs
+the flow's lease, and the flow's state must belong to this config's deployment. When a run holds
+the lease (a continuous run riding out the outage, a run of the old site's Airflow) or another
+deployment owns the flow (a DR-site Airflow with its own deployment.id), the preflight stops and
+names the flag -- unless the operator confirmed the take-over. Then the commit (a planned
+failover: before its drain, which needs the flow) takes the lease whoever holds it
+(state.lease.FlowLease.take_over: that owner is fenced for good and this deployment owns the flow
+from then on), fences the copy transactions of every partition on the target
+(state.fencing.fence_copies) so the run taken over can never commit again, records who took the
+flow from whom in the operations history, and goes on. Needs exactly-once copies (idempotent
+producers cannot be fenced).
 """
 
 from __future__ import annotations
@@ -45,7 +58,7 @@ from confluent_kafka.admin import OffsetSpec
 
 from mirrorflow.clients import FlowClients
 from mirrorflow.config import Config, FlowConfig
-from mirrorflow.errors import ConfigError, MirrorflowError, StateError
+from mirrorflow.errors import ConfigError, DeploymentConflictError, LeaseError, MirrorflowError, StateError
 from mirrorflow.groups.checkpoint import CheckpointStore, emit_checkpoints
 from mirrorflow.groups.offset_sync import (
     GroupSyncPlan,
@@ -60,12 +73,20 @@ from mirrorflow.mm2.filters import FlowFilters
 from mirrorflow.ops.verify import VerifyReport, verify_flow
 from mirrorflow.replication.planner import source_offsets
 from mirrorflow.replication.runner import run_once
+from mirrorflow.state.fencing import fence_copies
 from mirrorflow.state.flow_state import flow_state, read_control, set_flow_state, write_control
 from mirrorflow.state.history import record_operation
-from mirrorflow.state.lease import FlowLease, local_owner, whoami
+from mirrorflow.state.lease import FlowLease, describe_deployment, local_owner, whoami
 from mirrorflow.state.store import StateStore
+from mirrorflow.state.topics import lease_topic
 
 MODES = ("planned", "unplanned")
+TAKE_OVER_HINT = (
+    "To fail over anyway, take the flow over: run the failover again with --take-over (in Airflow: the failover "
+    "DAG's Param take_over). It takes the flow's lease from whoever holds it, fences the flow's copy transactions "
+    "on the target so that run can never write to it again, makes this deployment the one that owns the flow, and "
+    "records who took it from whom in the operations history"
+)
 
 
 class PlanMovedError(StateError):
@@ -110,6 +131,7 @@ class FailoverPlan:
     verify_ok: bool | None = None  # planned mode: the preflight's verify (None: not verified)
     errors: Mapping[str, str] = field(default_factory=dict)  # groups that could not be read on the target
     moves_after: str | None = None  # moves groups after this failover (its plan id); None: the failover
+    take_over: bool = False  # the commit takes the flow over (its lease, fencing its copies): the operator confirmed
 
     @property
     def id(self) -> str:
@@ -127,6 +149,8 @@ class FailoverPlan:
         }
         if self.moves_after is not None:
             content["moves_after"] = self.moves_after
+        if self.take_over:
+            content["take_over"] = True
         return hashlib.sha256(json.dumps(content, sort_keys=True).encode()).hexdigest()[:12]
 
     @property
@@ -157,6 +181,7 @@ class FailoverPlan:
             "verify_ok": self.verify_ok,
             "errors": dict(self.errors),
             "moves_after": self.moves_after,
+            "take_over": self.take_over,
             "partitions": [asdict(p) for p in self.partitions],
             "groups": [_group_row(g) for g in self.groups],
         }
@@ -179,6 +204,7 @@ class FailoverPlan:
                 d.get("verify_ok"),
                 dict(d.get("errors") or {}),
                 d.get("moves_after"),
+                bool(d.get("take_over", False)),
             )
         except (KeyError, TypeError, ValueError, IndexError) as exc:
             raise StateError(f"not a failover plan ({exc.__class__.__name__}: {exc})") from None
@@ -215,6 +241,7 @@ class FailoverReport:
     approved_by: str | None = None
     done: bool = False  # the groups were committed and the flow stopped
     note: str | None = None  # why nothing was done (already failed over, not confirmed, dry run)
+    take_over: str | None = None  # what the take-over takes the flow from (preflight) or did (commit)
 
     @property
     def partitions(self) -> list[PartitionRPO]:
@@ -252,6 +279,8 @@ class FailoverReport:
         ]
         if self.plan is not None:
             out.append(f"  plan: {self.plan.id}" + (f", approved by {self.approved_by}" if self.approved_by else ""))
+        if self.take_over:
+            out.append(f"  take-over: {self.take_over}")
         out += [f"  drain: {d}" for d in self.drain]
         if self.source_error:
             out.append(f"  source: {self.source_error} (offsets not replicated: unknown)")
@@ -308,10 +337,18 @@ class FailoverReport:
         after = self.plan is not None and self.plan.moves_after
         what = ", groups left alone at the failover" if after else ""
         does = "" if after else " and stops the flow"
+        takes = (
+            " **It first takes the flow over** (confirmed with `take_over`): it takes the flow's lease from whoever "
+            "holds it and fences the flow's copy transactions on the target, so that run can never write to it "
+            f"again, and this deployment owns the flow from then on ({self.take_over or 'see the report'})."
+            if self.plan is not None and self.plan.take_over
+            else ""
+        )
         head = (
             f"**Failover plan `{self.plan.id}`** of flow `{self.flow}` to cluster `{self.target}` ({self.mode}{what}). "
             f"Approve commits exactly these offsets on the target{does}; if what the plan was "
             "built from moves before the commit, nothing is committed and the run fails (trigger a new preflight)."
+            + takes
             if self.plan is not None
             else f"Failover of flow `{self.flow}` to cluster `{self.target}`"
         )
@@ -329,6 +366,7 @@ class FailoverReport:
             "plan_id": self.plan.id if self.plan else None,
             "blocked": self.plan.blocked if self.plan else None,
             "approved_by": self.approved_by,
+            "take_over": self.take_over,
             "source_error": self.source_error,
             "drain": self.drain,
             "not_replicated": self.not_replicated,
@@ -356,13 +394,27 @@ def failover(
     approved_by: str | None = None,
     via: str = "cli",
     max_lag: int | None = None,
+    take_over: bool = False,
 ) -> FailoverReport:
     """Plan, confirm, commit that plan (the CLI; see the module docstring). Never raises for a refusal
     the report can explain (already failed over, not confirmed, a plan that cannot be committed);
     raises MirrorflowError for bad input or a drain left with more lag than `max_lag`, PlanMovedError
     when the state moved after the plan or the plan is not `plan_id`. `drain` (planned mode; default:
     unless a dry run)."""
-    report = plan_failover(cfg, flow, mode, groups, dry_run, copy_mode, max_drain_runs, log, drain, max_lag=max_lag)
+    report = plan_failover(
+        cfg,
+        flow,
+        mode,
+        groups,
+        dry_run,
+        copy_mode,
+        max_drain_runs,
+        log,
+        drain,
+        max_lag=max_lag,
+        take_over=take_over,
+        via=via,
+    )
     if report.plan is None:  # nothing to do
         return report
     if plan_id and plan_id != report.plan.id:
@@ -395,29 +447,41 @@ def plan_failover(
     drain: bool | None = None,
     *,
     max_lag: int | None = None,
+    take_over: bool = False,
+    via: str = "cli",
 ) -> FailoverReport:
     """The preflight: drain (planned mode, unless a dry run or `drain=False`; more than `max_lag`
     offsets left, default 0, stop it with MirrorflowError), then the report and its plan (planned
     mode: verified). Changes no group and no flow state. On a flow already failed over, with `groups`:
     the plan moving the groups still to move (no drain, no verify); `report.plan` is None when there
-    is nothing to do (`report.note` says so and names the groups still to move)."""
+    is nothing to do (`report.note` says so and names the groups still to move). A run holding the
+    flow's lease or another deployment owning it stops it (LeaseError / DeploymentConflictError
+    naming `--take-over`) unless `take_over`: then the plan takes the flow over at its commit (a
+    planned drain takes it over first, as `via` and this process)."""
     if mode not in MODES:
         raise ConfigError([("--mode", f"expected planned or unplanned, got {mode!r}")])
     if max_lag is not None and (isinstance(max_lag, bool) or not isinstance(max_lag, int) or max_lag < 0):
         raise ConfigError([("--max-lag", f"expected a number of offsets >= 0, got {max_lag!r}")])
     pattern = _group_pattern(groups)
     report = FailoverReport(flow.name, flow.target, mode, dry_run)
+    draining = mode == "planned" and (not dry_run if drain is None else drain)
     with FlowClients(cfg, flow) as clients:
         done = _failed_over(clients)
         if done is not None:
             _plan_after(clients, report, done, groups, pattern)
             return report
-    if mode == "planned" and (not dry_run if drain is None else drain):
+        report.take_over = held_by(clients, take_over, dry_run)
+        if take_over and draining:  # the drain's runs need the flow: take it over now
+            lease, report.take_over = take_over_flow(clients, whoami(), via, "planned failover's drain")
+            lease.release()
+    if draining:
         _drain(cfg, flow, report, copy_mode, max_drain_runs, log, max_lag)
     with FlowClients(cfg, flow) as clients:
-        report.plan = _build_plan(clients, mode, groups, pattern, report)
+        report.plan = replace(_build_plan(clients, mode, groups, pattern, report), take_over=take_over)
         if mode == "planned":
-            report.verify = verify_flow(clients)  # shown before the confirmation / approval
+            # what was copied since the last verify that passed (its 'verified up to' marks), recorded
+            # for the next one: bounded by what changed, not by the flow's history
+            report.verify = verify_flow(clients, since_last=True, record=not dry_run, by=whoami())
             report.plan = replace(report.plan, verify_ok=report.verify.ok)
     return report
 
@@ -451,7 +515,14 @@ def commit_failover(
                 + ("flow is not failed over now" if done is None else f"flow's failover is {_record_id(done)} now")
                 + ": nothing committed. Run the preflight again."
             )
-        lease = FlowLease(clients, *local_owner("mirrorflow failover")).acquire()
+        if plan.take_over:
+            keys = [(p.topic, p.partition) for p in plan.partitions]
+            lease, report.take_over = take_over_flow(clients, approved_by, via, f"failover of plan {plan.id}", keys)
+        else:
+            try:
+                lease = FlowLease(clients, *local_owner("mirrorflow failover")).acquire()
+            except (LeaseError, DeploymentConflictError) as exc:
+                raise type(exc)(f"failover of {flow.name}: {exc}. {TAKE_OVER_HINT}") from None
         try:
             pattern = _group_pattern(plan.groups_regex)
             if done is None:
@@ -467,6 +538,7 @@ def commit_failover(
                     + "; ".join(moved[:20])
                     + (f"; and {len(moved) - 20} more" if len(moved) > 20 else "")
                     + ". Run the preflight again and approve the new plan."
+                    + (f" (The take-over stands: {report.take_over}.)" if plan.take_over else "")
                 )
             if plan.moves_after is None:
                 _commit(clients, report, plan, now, via)
@@ -616,6 +688,98 @@ def _group_pattern(groups: str | None) -> re.Pattern[str] | None:
         raise ConfigError([("--groups", f"not a valid regular expression ({exc}): {groups!r}")]) from None
 
 
+def held_by(clients: FlowClients, take_over: bool, dry_run: bool = False) -> str | None:
+    """What a failover would take the flow over from: a run holding its lease, another deployment
+    owning its state (None: nothing). Without `take_over` either is an error naming the flag (the
+    preflight stops before anything is drained or approved), except in a dry run (a drill), which
+    only says so."""
+    flow = clients.flow
+    if take_over and not flow.exactly_once:
+        raise ConfigError(
+            [
+                (
+                    "--take-over",
+                    f"flow {flow.name} copies with exactly.once=false: a run holding it cannot be fenced (idempotent "
+                    "producers have no transactional id). Stop that run (its process, or its Airflow task), or "
+                    "wait until its lease expires, then fail over without --take-over",
+                )
+            ]
+        )
+    if not clients.partitions("target", lease_topic(flow)):
+        return "nothing to take over (the flow never ran on this target)" if take_over else None
+    lease = FlowLease(clients, "failover-preflight", "failover preflight", 1)
+    holder = lease.read_holder()
+    live = holder if holder is not None and holder.expires > int(time.time() * 1000) else None
+    owning = lease.owning_deployment
+    other = owning is not None and owning != flow.deployment
+    what = ([f"the run holding its lease, {live.run_line()}"] if live else []) + (
+        [f"{describe_deployment(owning or '')}, which owns its state on {flow.target!r}"] if other else []
+    )
+    if take_over:
+        if not what:
+            return (
+                "nothing to take over now (the lease is free and this deployment owns the flow); its copies are fenced"
+            )
+        return "takes flow " + flow.name + " over from " + " and from ".join(what)
+    if what and dry_run:
+        return "needed to fail over now (--take-over, Param take_over): the flow is held by " + " and by ".join(what)
+    if live and not other:
+        raise LeaseError(f"failover of {flow.name}: {live.describe(flow.name)}. {TAKE_OVER_HINT}")
+    if other:
+        raise DeploymentConflictError(
+            f"failover of {flow.name}: its state on cluster {flow.target!r} belongs to "
+            f"{describe_deployment(owning or '')}"
+            + (f" and {what[0]}" if live else "")
+            + f"; this config is {describe_deployment(flow.deployment)}. {TAKE_OVER_HINT}"
+        )
+    return None
+
+
+def take_over_flow(
+    clients: FlowClients, by: str, via: str, purpose: str, keys: list[tuple[str, int]] | None = None
+) -> tuple[FlowLease, str]:
+    """Take the flow over for `purpose` (the operator confirmed it): its lease from whoever holds it
+    (that owner fenced for good, this deployment owning the flow from then on), then every copy
+    transaction of the flow fenced on the target (its progress's partitions and `keys`), then a
+    history line saying who took it from whom. Returns the lease, held (the caller releases it), and
+    what was done."""
+    flow = clients.flow
+    lease = FlowLease(clients, *local_owner("mirrorflow failover --take-over"))
+    lease.read_holder()
+    owning = lease.owning_deployment
+    prev = lease.take_over()
+    try:
+        n = fence_copies(clients, set(StateStore(clients).progress()) | set(keys or []))
+        what = f"took flow {flow.name} over for the {purpose}: " + (
+            f"took its lease from {prev.who} (held since {_iso(prev.since)})" if prev else "its lease was free"
+        )
+        if owning is not None and owning != flow.deployment:
+            what += (
+                f"; its state belonged to {describe_deployment(owning)}, now to {describe_deployment(flow.deployment)}"
+            )
+        what += f"; fenced the copy transactions of {n} partition(s) on {flow.target!r}"
+        record_operation(
+            clients,
+            "failover",
+            by,
+            via=via,
+            summary=what,
+            figures={"partitions fenced": n, **({"taken from": prev.who} if prev else {})},
+        )
+    except MirrorflowError as exc:
+        lease.release()
+        took = f"from {prev.who}" if prev else "(it was free)"
+        raise StateError(
+            f"flow {flow.name}: its lease was taken over {took} for the {purpose} (that run can no longer hold it), "
+            f"but the take-over did not complete: {exc}. Nothing else changed; run the failover again with "
+            "--take-over"
+        ) from None
+    except BaseException:
+        lease.release()
+        raise
+    return lease, what
+
+
 def drain_refusal(flow: str, runs: int, lags: Mapping[tuple[str, int], int], max_lag: int | None) -> str | None:
     """Why a drain left with `lags` (source partition -> offsets not copied) after `runs` replicate
     runs must not go on to the failover (None: it may): more than `max_lag` (None: 0) in all."""
@@ -759,6 +923,7 @@ def _commit(clients: FlowClients, report: FailoverReport, plan: FailoverPlan, no
             "replicated_to": {f"{p.topic}:{p.partition}": p.replicated_to for p in plan.partitions},
             "groups": plan.commits(),
             "left_alone": [g.group for g in plan.groups if g.action == "left-alone"],
+            "take_over": report.take_over if plan.take_over else None,
         },
     )
     why = f"failed over to {flow.target!r} ({plan.mode}), plan {plan.id} approved by {report.approved_by}"

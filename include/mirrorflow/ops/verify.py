@@ -9,6 +9,15 @@ difference (source and target offset, and what differs) and how many of each kin
 copied yet. Nothing is written anywhere; it can run while copies run (state and records commit in
 one transaction, so everything the map places is readable).
 
+**Since the last verify** (`since_last`, the planned failover's verify): a verify that passed over
+a stretch of a partition can record how far it got (`record`; state.verified: a "verified up to"
+mark per partition on the target), and a later verify with `since_last` starts each partition at
+its mark, so it costs what was copied since, not the flow's history. A mark is trusted only while
+it still describes the partition (`mark_problem`): the same source and target topic IDs, remote
+topic and map epoch, not ahead of what is copied, nothing copied below it since (a backfill), the
+target partition not shorter than the verified copies' end. Otherwise that partition is verified
+from the start and the report says why; nothing is ever skipped silently.
+
 What cannot be checked is said, not counted as a mismatch: source offsets below the source's log
 start (deleted by retention) and below the offset map's floor (state.snapshot prunes what no
 translation can still need, docs/state.md). Source offsets the flow has not copied are listed as
@@ -29,17 +38,18 @@ from confluent_kafka import KafkaException
 from confluent_kafka.admin import ConfigResource, OffsetSpec, ResourceType
 
 from mirrorflow.clients import FlowClients, Side
-from mirrorflow.errors import ClusterError, TopicError
+from mirrorflow.errors import ClusterError, ConfigError, StateError, TopicError
 from mirrorflow.kafka.log_reader import LogReader
-from mirrorflow.kafka.topics import topic_ids
+from mirrorflow.kafka.topics import list_offsets, topic_ids
 from mirrorflow.mm2.filters import FlowFilters
 from mirrorflow.ops.verify_walk import Mismatch, RangeCheck, Rec, Sides, clip, walk_partition
 from mirrorflow.replication.backfill import When, topic_pattern
 from mirrorflow.replication.planner import source_offsets, source_partitions
 from mirrorflow.state.flow_state import read_control
 from mirrorflow.state.offset_map import PartitionMap, subtract_ranges
-from mirrorflow.state.records import Progress
+from mirrorflow.state.records import Progress, VerifiedMark
 from mirrorflow.state.store import StateStore
+from mirrorflow.state.verified import read_marks, write_marks
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 LATEST = 1 << 62  # "no upper bound" for a window
@@ -63,6 +73,8 @@ class PartitionVerify:
     notes: list[str] = field(default_factory=list)
     error: str | None = None  # the partition could not be verified (counts as a mismatch)
     kept: int = 0  # target records a failback kept there (divergence, split brain): not copies, not mismatches
+    since: int | None = None  # since_last: checked from this trusted 'verified up to' (None: from the start)
+    verified_to: int | None = None  # the 'verified up to' this verify recorded (None: none recorded)
 
     @property
     def source_records(self) -> int:
@@ -144,6 +156,8 @@ class VerifyReport:
     topics: str | None = None
     partitions: list[PartitionVerify] = field(default_factory=list)
     duration_s: float = 0.0
+    since_last: bool = False
+    recorded: int = 0  # 'verified up to' marks written
 
     @property
     def ok(self) -> bool:
@@ -164,6 +178,8 @@ class VerifyReport:
             "records": sum(p.source_records for p in self.partitions),
             "matched": sum(p.matched for p in self.partitions),
             "mismatched_partitions": len(self.mismatched),
+            "since_last": self.since_last,
+            "recorded": self.recorded,
             "partitions": [p.to_dict() for p in self.partitions],
         }
 
@@ -177,7 +193,9 @@ class VerifyReport:
         )
         out = [
             f"verify {self.flow} ({scope}from {self.window_from} to {self.window_to}): {verdict} "
-            f"({sum(p.source_records for p in self.partitions):,} source records checked in {self.duration_s:.1f}s)"
+            f"({sum(p.source_records for p in self.partitions):,} source records checked in {self.duration_s:.1f}s"
+            + (f"; 'verified up to' recorded for {self.recorded} partition(s)" if self.recorded else "")
+            + ")"
         ]
         if not self.partitions:
             out.append("  no partitions to verify")
@@ -190,33 +208,109 @@ class VerifyReport:
         return "\n".join(self.lines())
 
 
+SINCE_LAST = "the last verify"
+
+
 def verify_flow(
     clients: FlowClients,
     topics: str | None = None,
     start: str | None = None,
     end: str | None = None,
     read_timeout: float = READ_TIMEOUT_S,
+    *,
+    since_last: bool = False,
+    record: bool = False,
+    by: str = "",
 ) -> VerifyReport:
     """Compare source and target over the copied ranges of the flow's partitions (see the module
-    docstring); `topics` is a regex over source topic names, `start`/`end` bound the window."""
+    docstring); `topics` is a regex over source topic names, `start`/`end` bound the window.
+    `since_last`: each partition from its trusted 'verified up to' (not with `start`); `record`:
+    write the new marks of the partitions that matched (`by`: who, for the record)."""
+    if since_last and start:
+        raise ConfigError([("--from", "checks from each partition's last verify with --since-last: not both")])
     began = time.monotonic()
     lo_when, hi_when = When.parse(start or "earliest", "--from"), When.parse(end or "latest", "--to")
     pattern = topic_pattern(topics)
-    report = VerifyReport(clients.flow.name, str(lo_when), str(hi_when), topics)
-    Verifier(clients, pattern, lo_when, hi_when, read_timeout).run(report)
+    window_from = SINCE_LAST if since_last else str(lo_when)
+    report = VerifyReport(clients.flow.name, window_from, str(hi_when), topics, since_last=since_last)
+    Verifier(clients, pattern, lo_when, hi_when, read_timeout, since_last, record, by).run(report)
     report.duration_s = time.monotonic() - began
     return report
+
+
+def mark_problem(
+    mark: VerifiedMark, prog: Progress, src_id: str, remote: str, tgt_id: str, target_end: int | None
+) -> str | None:
+    """Why `mark` must not be trusted for the partition as it is now (None: it may): it must name
+    the same topics (IDs, remote name) and map epoch, not be ahead of what is copied, have nothing
+    copied below it since it was written, and the target must still hold what it verified."""
+    if mark.epoch != prog.epoch:
+        return f"the partition was re-seeded since (map epoch {mark.epoch} -> {prog.epoch})"
+    if mark.topic_id != src_id:
+        return f"the source topic was recreated since (topic ID {mark.topic_id or 'unknown'} -> {src_id or 'unknown'})"
+    if mark.target_topic != remote:
+        return f"the remote topic is {remote!r} now, the mark was written for {mark.target_topic!r}"
+    if mark.target_topic_id != tgt_id:
+        return (
+            f"the target topic was recreated since (topic ID {mark.target_topic_id or 'unknown'} -> "
+            f"{tgt_id or 'none: the topic is gone'})"
+        )
+    if mark.to > prog.next:
+        return f"it is ahead of what is copied (the flow's progress is at {prog.next})"
+    below = [(a, min(b, mark.to)) for a, b in prog.covered if a < mark.to]
+    if below != [(mark.src_from, mark.to)]:
+        return (
+            f"what is copied below it changed since (copied: {_ranges(below)}; verified: "
+            f"{mark.src_from}..{mark.to}; a backfill?)"
+        )
+    if target_end is not None and mark.tgt_end > target_end:
+        return f"the target partition ends at {target_end}, below the verified copies' end {mark.tgt_end} (truncated?)"
+    return None
+
+
+def next_mark(covered: list[tuple[int, int]], lo: int, hi: int, base: VerifiedMark | None) -> tuple[int, int] | None:
+    """The stretch [from, to) a verify that passed over [lo, hi) of a partition with ledger `covered`
+    has verified from the partition's start (or from the trusted `base`), or None when it does not
+    reach past what was recorded: only a stretch contiguous from the first copied offset counts (an
+    offset copied later below it, in a hole, would never be checked)."""
+    if not covered:
+        return None
+    if base is None:
+        first = covered[0]
+        if lo > first[0]:
+            return None
+        frm, end = first[0], first[1]
+    else:
+        if lo > base.to:
+            return None
+        frm = base.src_from
+        end = next((b for a, b in covered if a <= base.src_from and base.to <= b), base.to)
+    to = min(end, hi)
+    return (frm, to) if to > (base.to if base is not None else frm) else None
+
+
+def _ranges(ranges: list[tuple[int, int]]) -> str:
+    return ", ".join(f"{a}..{b}" for a, b in ranges) or "nothing"
 
 
 class Verifier:
     """Reads what verify needs in a few batched calls, then checks one partition after another."""
 
     def __init__(
-        self, clients: FlowClients, pattern: re.Pattern[str] | None, lo: When, hi: When, read_timeout: float
+        self,
+        clients: FlowClients,
+        pattern: re.Pattern[str] | None,
+        lo: When,
+        hi: When,
+        read_timeout: float,
+        since_last: bool = False,
+        record: bool = False,
+        by: str = "",
     ) -> None:
         self.clients, self.flow = clients, clients.flow
         self.filters = FlowFilters.for_flow(self.flow)
         self.pattern, self.lo, self.hi, self.read_timeout = pattern, lo, hi, read_timeout
+        self.since_last, self.record, self.by = since_last, record, by
         self._readers: dict[Side, LogReader] = {}
 
     def reader(self, side: Side) -> LogReader:
@@ -247,6 +341,9 @@ class Verifier:
         compacted_src = self._compacted("source", {t for t, _ in live})
         compacted_tgt = self._compacted("target", set(remote.values()) & set(tgt_ids))
         kept = self._kept_by_failback()
+        marks = read_marks(self.clients, [k for k in live if k in progress]) if self.since_last or self.record else {}
+        target_ends = self._target_ends([(remote[k], k[1]) for k in marks], tgt_ids)
+        new_marks: list[VerifiedMark] = []
         for k in keys:
             t, p = k
             pv = PartitionVerify(t, p, remote[k])
@@ -258,13 +355,101 @@ class Verifier:
                 continue
             pv.source_start, pv.source_end = starts[k], ends[k]
             lo, hi = lo_of.get(k, 0), hi_of.get(k, LATEST)
+            base = None
+            if prog is not None and k in marks:
+                base = self._trusted(pv, marks[k], prog, src_ids.get(t, ""), tgt_ids.get(remote[k], ""), target_ends)
+            if self.since_last and base is not None:
+                lo = pv.since = base.to
             pv.window = (lo, None if hi >= LATEST else hi)
             self._identity(pv, prog, src_ids.get(t, ""), tgt_ids.get(remote[k], ""))
             sides = Sides(t in compacted_src, remote[k] in compacted_tgt, kept=kept.get((remote[k], p), ()))
+            pm = maps.get(k, PartitionMap())
+            if pv.since is not None and base is not None:
+                sides = replace(sides, target_from=base.tgt_end)
             try:
-                self._check(pv, maps.get(k, PartitionMap()), lo, hi, sides)
+                self._check(pv, pm, lo, hi, sides)
             except (TopicError, ClusterError) as exc:
                 pv.error = str(exc)
+            if self.record and prog is not None and pv.ok:
+                mark = self._mark(pv, prog, pm, lo, hi, base, src_ids.get(t, ""), tgt_ids.get(remote[k], ""))
+                if mark is not None:
+                    new_marks.append(mark)
+        if new_marks:
+            report.recorded = write_marks(self.clients, new_marks)
+
+    def _target_ends(self, tps: list[tuple[str, int]], tgt_ids: dict[str, str]) -> dict[tuple[str, int], int]:
+        """The ends of the remote partitions that have a mark (whether the target still holds what
+        a mark verified)."""
+        tps = [tp for tp in tps if tp[0] in tgt_ids]
+        if not tps:
+            return {}
+        admin, conn = self.clients.admin("target"), self.clients.connection("target")
+        return list_offsets(admin, conn, tps, OffsetSpec.latest(), committed=False)
+
+    def _trusted(
+        self,
+        pv: PartitionVerify,
+        mark: VerifiedMark | StateError,
+        prog: Progress,
+        src_id: str,
+        tgt_id: str,
+        target_ends: dict[tuple[str, int], int],
+    ) -> VerifiedMark | None:
+        """The partition's stored mark when it may be trusted, else None and, with since_last, a
+        note saying why it is verified from the start."""
+        if isinstance(mark, StateError):
+            why: str | None = str(mark)
+        else:
+            why = mark_problem(
+                mark, prog, src_id, pv.target_topic, tgt_id, target_ends.get((pv.target_topic, pv.partition))
+            )
+        if why is None and isinstance(mark, VerifiedMark):
+            if self.since_last:
+                pv.notes.append(
+                    f"since the last verify ({_iso(mark.at)}{', by ' + mark.by if mark.by else ''}): verified up to "
+                    f"{mark.to} then, checked from there"
+                )
+            return mark
+        if self.since_last:
+            shown = f" {mark.to}" if isinstance(mark, VerifiedMark) else ""
+            pv.notes.append(f"the stored 'verified up to'{shown} is not trusted ({why}): checked from the start")
+        return None
+
+    def _mark(
+        self,
+        pv: PartitionVerify,
+        prog: Progress,
+        pm: PartitionMap,
+        lo: int,
+        hi: int,
+        base: VerifiedMark | None,
+        src_id: str,
+        tgt_id: str,
+    ) -> VerifiedMark | None:
+        """The new 'verified up to' of a partition that matched (None: nothing new to record)."""
+        stretch = next_mark(list(prog.covered), lo, hi, base)
+        if stretch is None:
+            return None
+        frm, to = stretch
+        copies = [r.tgt + r.count for r in clip(pm.runs, frm, to)]
+        tgt_end = max([*copies, base.tgt_end if base is not None else -1])
+        pv.verified_to = to
+        pv.notes.append(f"recorded: verified up to {to}")
+        at = int(time.time() * 1000)
+        return VerifiedMark(
+            pv.topic,
+            pv.partition,
+            frm,
+            to,
+            tgt_end,
+            src_id,
+            pv.target_topic,
+            tgt_id,
+            prog.epoch,
+            at,
+            self.by,
+            pv.source_records,
+        )
 
     def _kept_by_failback(self) -> dict[Key, tuple[tuple[int, int], ...]]:
         """Target ranges holding records the failback that started this flow kept on its target:
@@ -360,6 +545,7 @@ class Verifier:
             lambda a, b: self._records("source", pv.topic, p, a, b),
             lambda a, b: self._records("target", remote, p, a, b),
             replace(sides, target_log_start=lo_t),
+            sides.target_from,
         )
         pv.ranges, pv.counts, pv.first_mismatch, pv.kept = tally.ranges, dict(tally.counts), tally.first, tally.kept
 
@@ -371,6 +557,10 @@ class Verifier:
             topic, {partition: a}, self.read_timeout, wait_for_topic=False, stops={partition: b}
         )
         return map(Rec.of, messages)
+
+
+def _iso(ms: int) -> str:
+    return datetime.fromtimestamp(ms / 1000, tz=UTC).isoformat(timespec="seconds")
 
 
 def exit_code(report: VerifyReport) -> int:

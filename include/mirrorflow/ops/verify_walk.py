@@ -234,6 +234,9 @@ class Sides:
     # target offsets [a, b) of records a failback kept on this target (the divergence and split
     # brain of the failed-over reverse flow, ops.failback): not copies, so neither copies nor extra
     kept: tuple[tuple[int, int], ...] = ()
+    # a verify since the last one: the target offset right after the copies that one verified (the
+    # first group's target span starts there; walk_partition)
+    target_from: int | None = None
 
     def is_kept(self, target_offset: int) -> bool:
         return any(a <= target_offset < b for a, b in self.kept)
@@ -243,12 +246,20 @@ Reader = Callable[[int, int], Iterator[Rec]]  # the committed records of offsets
 
 
 def walk_partition(
-    ranges: list[tuple[int, int]], runs: list[Run], all_runs: list[Run], source: Reader, target: Reader, sides: Sides
+    ranges: list[tuple[int, int]],
+    runs: list[Run],
+    all_runs: list[Run],
+    source: Reader,
+    target: Reader,
+    sides: Sides,
+    target_from: int | None = None,
 ) -> Tally:
     """Check the covered source `ranges` (sorted, disjoint) whose copies `runs` place (the map's
     runs clipped to them; `all_runs`: every run of the map). Each group of runs reads its share
     of the ranges from the source and its target span from the target, once; the target offsets
-    between two groups' spans are read too."""
+    between two groups' spans are read too. `target_from`: the first group's span starts there
+    when lower (a verify since the last one: from the end of the copies it verified, so a record
+    written between them and the next copy is found extra, as a verify from the start would)."""
     checks = []
     for a, b in ranges:
         rs = clip(runs, a, b)
@@ -260,6 +271,8 @@ def walk_partition(
     groups = group_runs(runs) or [[]]
     everything = RunIndex(all_runs)
     spans = _target_spans(groups)
+    if target_from is not None and groups[0] and 0 <= target_from < spans[0][0]:
+        spans[0] = (target_from, spans[0][1])
     for gi, g in enumerate(groups):
         s_from = ranges[0][0] if gi == 0 else g[0].src
         s_to = groups[gi + 1][0].src if gi + 1 < len(groups) else ranges[-1][1]

@@ -18,8 +18,9 @@ from __future__ import annotations
 
 import contextlib
 import queue
+import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -27,7 +28,14 @@ from typing import Any
 from confluent_kafka import KafkaException
 
 from mirrorflow.clients import FlowClients
-from mirrorflow.errors import FencedError, MirrorflowError, StateError, TopicError, TransactionAbortedError
+from mirrorflow.errors import (
+    FencedError,
+    LeaseError,
+    MirrorflowError,
+    StateError,
+    TopicError,
+    TransactionAbortedError,
+)
 from mirrorflow.kafka.connection import kafka_error
 from mirrorflow.kafka.log_reader import LogReader
 from mirrorflow.kafka.retry import Outage, transient
@@ -44,6 +52,7 @@ from mirrorflow.replication.reader import (
     outage_bound_s,
 )
 from mirrorflow.replication.writer import TransactionWriter, is_fenced
+from mirrorflow.state.lease import LeaseGuard
 from mirrorflow.state.offset_map import subtract_ranges, uncovered
 from mirrorflow.state.records import Progress
 from mirrorflow.state.store import StateStore
@@ -133,6 +142,27 @@ class UnitResult:
                 self.max_latency_ms = max(self.max_latency_ms, now_ms - batch.first_timestamp)
 
 
+def background(call: Callable[[], None]) -> Callable[[], None]:
+    """Start `call` in a thread now; the function returned waits for it and raises what it raised."""
+    failed: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            call()
+        except BaseException as exc:  # noqa: BLE001 - handed to the waiter
+            failed.append(exc)
+
+    t = threading.Thread(target=run, name="mirrorflow-lease-guard", daemon=True)
+    t.start()
+
+    def wait() -> None:
+        t.join()
+        if failed:
+            raise failed[0]
+
+    return wait
+
+
 def u_where(unit: Unit) -> str:
     return f"{unit.topic}[{unit.partition}]"
 
@@ -169,8 +199,10 @@ class UnitCopier:
         source_consumer: Any = None,
         follow: Follow | None = None,
         budget: CopyBudget | None = None,
+        guard: Callable[[], None] | None = None,
     ) -> None:
         self.clients, self.flow, self.unit, self.faults = clients, clients.flow, unit, faults
+        self.guard = guard  # raises LeaseError when the run no longer holds the flow's lease (LeaseGuard)
         self.follow = follow  # continuous runs: a unit ending at OPEN_END copies until follow.stop()
         # the task's memory budget sizes the clients (copy_units: over the partitions read at once)
         self.budget = budget or CopyBudget.of(self.flow, follow=follow is not None)
@@ -231,11 +263,19 @@ class UnitCopier:
         writer = self.writer = TransactionWriter(self.clients, u, self.faults, self.outage, self.budget)
         nprog, nmap = self._state_partitions()
         writer.start(StateWriter(self.flow, nprog, nmap))
+        # after fencing: does the run still hold the flow's lease (state.lease.LeaseGuard)? Asked beside
+        # the progress read (a task's first read of a topic waits for its connection), awaited before copying
+        guard = background(self.guard) if self.guard is not None else None
         # re-read the progress AFTER fencing: the committed progress is the truth, the plan is advisory.
         # The read ends at the progress partition's high watermark: it waits for the transactions open
         # below it (another unit's, caught by an outage; a dead writer's is aborted at its timeout)
         bound = max(outage_bound_s(self.flow), writer.txn_timeout_s + 30)
         progress = self.store.progress([(u.topic, u.partition)], timeout=bound).get((u.topic, u.partition))
+        if guard is not None:
+            try:
+                guard()
+            except LeaseError as exc:  # a run taken over since commits nothing
+                raise FencedError(f"{u_where(u)}: {exc}") from None
         progress = progress or Progress.empty(u.topic, u.partition)
         why = progress.identity_problem(u.topic_id, u.target_topic, u.target_topic_id) if progress.next >= 0 else None
         if why is not None:  # the topics changed since the progress was written (or since planning)
@@ -339,6 +379,7 @@ def copy_units(
     faults: Faults = NO_FAULTS,
     in_flight: int | None = None,
     follow: Follow | None = None,
+    owner: str | None = None,
 ) -> list[UnitResult]:
     """Copy a task's units, up to `in_flight` partitions at a time (default: the flow's
     `task.partitions.in.flight`; a unit mostly waits on the brokers); the units of one partition run
@@ -347,7 +388,9 @@ def copy_units(
     partition) and its transactions, not a set of new clients. Results come in the units' order.
     `follow` (continuous runs): every partition gets its own lane, its unit copies until told to stop.
     The task's memory budget (`task.memory.bytes`) is split over the partitions it reads at once:
-    its lanes, or fewer when fewer of its partitions have records to copy (`reading_at_once`)."""
+    its lanes, or fewer when fewer of its partitions have records to copy (`reading_at_once`).
+    `owner`: the run's lease owner; each unit, once it has fenced its partition, checks that the run
+    still holds the flow's lease (state.lease.LeaseGuard) and stops (fenced) when not."""
     units = list(units)
     by_partition: dict[tuple[str, int], list[int]] = {}
     for i, u in enumerate(units):
@@ -362,6 +405,8 @@ def copy_units(
     workers = max(1, min(in_flight, len(by_partition)))
     budget = CopyBudget.of(clients.flow, reading_at_once(units, workers), follow is not None)
 
+    guard = LeaseGuard(clients, owner) if owner else None
+
     def lane() -> None:
         store = StateStore(clients)
         consumer = clients.consumer("source", budget.consumer(), consumer_required(clients.flow))
@@ -372,18 +417,23 @@ def copy_units(
                 except queue.Empty:
                     return
                 for i in indexes:
-                    results[i] = UnitCopier(clients, units[i], faults, store, consumer, follow, budget).run()
+                    check = guard.check if guard is not None else None
+                    results[i] = UnitCopier(clients, units[i], faults, store, consumer, follow, budget, check).run()
         finally:
             clients.release(consumer)
             if store.has_reader:
                 clients.release(store.reader.consumer)
 
-    if workers == 1:
-        lane()
-    else:
-        with ThreadPoolExecutor(max_workers=workers) as pool:
-            for f in [pool.submit(lane) for _ in range(workers)]:
-                f.result()
+    try:
+        if workers == 1:
+            lane()
+        else:
+            with ThreadPoolExecutor(max_workers=workers) as pool:
+                for f in [pool.submit(lane) for _ in range(workers)]:
+                    f.result()
+    finally:
+        if guard is not None:
+            guard.close()
     return [r for r in results if r is not None]
 
 

@@ -46,7 +46,8 @@ def copy_direct(cfg: Config, flow: FlowConfig, plan: dict[str, Any]) -> list[dic
 
     def task(units: list[dict[str, Any]]) -> list[dict[str, Any]]:
         with FlowClients(cfg, flow) as clients, following(clients, plan.get("continuous")) as follow:
-            results = copy_units(clients, [Unit.from_dict(d) for d in units], faults, follow=follow)
+            owner = (plan.get("lease") or {}).get("owner")
+            results = copy_units(clients, [Unit.from_dict(d) for d in units], faults, follow=follow, owner=owner)
             return [r.to_dict() for r in results]
 
     tasks = plan["tasks"]

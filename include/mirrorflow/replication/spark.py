@@ -50,7 +50,7 @@ VENV_BIN = Path(sys.executable).parent
 
 
 def _copy_task(
-    config_path: str | None, flow_name: str, continuous: dict[str, Any] | None = None
+    config_path: str | None, flow_name: str, continuous: dict[str, Any] | None = None, owner: str | None = None
 ) -> Callable[[Any], list[dict]]:
     def task(rows: Any) -> list[dict]:  # runs inside a Spark task: clients are built here
         from mirrorflow import config as config_mod
@@ -64,7 +64,7 @@ def _copy_task(
         cfg = config_mod.load(config_path)
         with FlowClients(cfg, cfg.flow(flow_name)) as clients, following(clients, continuous) as follow:
             units = [Unit.from_dict(d) for _, task_units in rows for d in task_units]
-            return [r.to_dict() for r in copy_units(clients, units, faults, follow=follow)]
+            return [r.to_dict() for r in copy_units(clients, units, faults, follow=follow, owner=owner)]
 
     return task
 
@@ -106,7 +106,13 @@ def copy_in_spark(spark: Any, plan: dict[str, Any], clients: Any = None) -> list
     sc.setJobDescription(f"mirrorflow {plan['flow']}: {sum(len(t) for t in tasks)} units in {len(tasks)} tasks")
     rdd = sc.parallelize(list(enumerate(tasks)), max(1, len(tasks)))
     with lease_kept(plan, clients):
-        return list(rdd.mapPartitions(_copy_task(plan.get("config"), plan["flow"], plan.get("continuous"))).collect())
+        task = _copy_task(plan.get("config"), plan["flow"], plan.get("continuous"), lease_owner(plan))
+        return list(rdd.mapPartitions(task).collect())
+
+
+def lease_owner(plan: dict[str, Any]) -> str | None:
+    """The owner of the run's lease, which its copy units check they still hold (state.lease.LeaseGuard)."""
+    return (plan.get("lease") or {}).get("owner")
 
 
 def shipped_file(path: str) -> Path:

@@ -27,7 +27,7 @@ from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import OffsetSpec
 
 from mirrorflow.clients import FlowClients
-from mirrorflow.errors import TransactionAbortedError
+from mirrorflow.errors import StateError, TransactionAbortedError
 from mirrorflow.kafka.topics import list_offsets
 from mirrorflow.state.topics import offset_map_topic, progress_topic, state_partition, transactional_id
 
@@ -116,4 +116,32 @@ def fence_open_transactions(
         list(pool.map(fence, todo))
     if log:
         log(f"aborted open transactions of {len(todo)} source partitions (a crashed copy)")
+    return len(todo)
+
+
+def fence_copies(clients: FlowClients, keys: Iterable[tuple[str, int]]) -> int:
+    """init_transactions with the transactional id of every source partition in `keys`: every copy
+    of the flow that holds one of them now (a run taken over, state.lease) is fenced, its open
+    transaction aborted, and none of its later commits can succeed (a copy that fences back later
+    first checks its run still holds the lease: copier). Only with exactly-once (idempotent
+    producers cannot be fenced). Returns how many ids were fenced; StateError naming the partition
+    when one cannot be (the take-over must not go on unsure)."""
+    flow = clients.flow
+    todo = sorted(set(keys))
+
+    def fence(tp: tuple[str, int]) -> None:
+        pr = clients.producer("target", required={"transactional.id": transactional_id(flow, *tp)})
+        try:
+            pr.init_transactions(60)
+        except KafkaException as exc:
+            err = exc.args[0] if exc.args else exc
+            raise StateError(
+                f"cannot fence the copies of {tp[0]}[{tp[1]}] (transactional.id {transactional_id(flow, *tp)}) on "
+                f"cluster {flow.target!r}: {err}"
+            ) from None
+        finally:
+            clients.release(pr)
+
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        list(pool.map(fence, todo))
     return len(todo)

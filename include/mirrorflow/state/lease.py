@@ -35,6 +35,15 @@ FlowConfig.deployment) of the config that wrote it. Two deployments whose names 
 flow into the same target with the same state.namespace, or none) would share the flow's state: the
 deployment of the oldest record still in the topic owns the flow, and a run of any other deployment
 is refused naming both (before it claims, and again after, should two have claimed at once).
+
+A **take-over** (a failover the operator confirmed with `--take-over`, ops.failover) is a claim that
+wins whoever holds the lease: a `takeover` record makes its writer the holder at once, **fences**
+the owner it took the lease from (no later claim or renewal of that owner counts, so a run riding
+out an outage never gets the flow back, not even after the lease is released) and makes the
+writer's deployment the one that owns the flow (a DR-site Airflow with another deployment.id takes
+the flow over). A run's copy units check, after they fence their partition's transactional id,
+that their run still holds the lease (LeaseGuard): with the take-over's own fencing of those ids
+(state.fencing.fence_copies), a run taken over commits nothing after the take-over.
 """
 
 from __future__ import annotations
@@ -66,14 +75,14 @@ FORMAT_VERSION = 1
 
 @dataclass(frozen=True)
 class LeaseRecord:
-    kind: str  # claim | renew | release
+    kind: str  # claim | renew | release | break | takeover
     owner: str  # unique id of the run (or DAG run) holding or asking for the lease
     who: str  # for people: user@host, pid, what runs
     ttl_ms: int
     timestamp: int  # broker time (LogAppendTime) of the record, ms
     deployment: str = ""  # the writer's FlowConfig.deployment ('' also for records written before it)
     proc: str = ""  # claim/renew: the owner's process when the lease lives in one (process_token)
-    target: str = ""  # break: the owner whose lease is broken
+    target: str = ""  # break, takeover: the owner whose lease is broken (taken over)
 
     def to_json(self) -> bytes:
         d = {"v": FORMAT_VERSION, "kind": self.kind, "owner": self.owner, "who": self.who, "ttl_ms": self.ttl_ms}
@@ -121,9 +130,20 @@ class Holder:
         )
 
 
-def replay(records: Iterable[LeaseRecord], holder: Holder | None = None) -> Holder | None:
-    """Who holds the lease after `records` (in log order), starting from `holder`."""
+def replay(
+    records: Iterable[LeaseRecord], holder: Holder | None = None, fenced: set[str] | None = None
+) -> Holder | None:
+    """Who holds the lease after `records` (in log order), starting from `holder`; `fenced`: the
+    owners taken over so far, updated (their claims and renewals never count again)."""
+    fenced = set() if fenced is None else fenced
     for r in records:
+        if r.kind == "takeover":
+            if r.target:
+                fenced.add(r.target)
+            holder = Holder(r.owner, r.who, r.timestamp, r.timestamp + r.ttl_ms, r.proc)
+            continue
+        if r.owner in fenced:
+            continue
         free = holder is None or holder.expires <= r.timestamp
         mine = holder is not None and holder.owner == r.owner
         if r.kind in ("claim", "renew"):
@@ -170,7 +190,9 @@ def local_owner(purpose: str) -> tuple[str, str]:
 class FlowLease:
     """The lease of one flow, held by `owner`; use as a context manager or acquire()/release()."""
 
-    def __init__(self, clients: FlowClients, owner: str, who: str, ttl_s: float | None = None) -> None:
+    def __init__(
+        self, clients: FlowClients, owner: str, who: str, ttl_s: float | None = None, reader: LogReader | None = None
+    ) -> None:
         self.clients, self.flow = clients, clients.flow
         self.owner, self.who = owner, who
         ttl = ttl_s if ttl_s is not None else float(self.flow.props["lease.timeout.seconds"])
@@ -179,11 +201,13 @@ class FlowLease:
         self.proc = process_token() if owner in _PROCESS_OWNERS else ""
         self.holder: Holder | None = None
         self.first: LeaseRecord | None = None  # the oldest record read: its deployment owns the flow
+        self.taken: LeaseRecord | None = None  # the latest take-over read: its deployment owns the flow then
+        self.fenced: set[str] = set()  # owners taken over (replay)
         self.lost: str | None = None  # why this owner lost the lease while renewing
         self.kept_until = 0.0  # time.monotonic() before which the lease is surely still this owner's
         self.acknowledged = 0.0  # time.monotonic() when the last claim or renewal was acknowledged
         self._next: int | None = None  # replayed up to here
-        self._reader: LogReader | None = None
+        self._reader: LogReader | None = reader  # None: one of its own, made on first use
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._renewer: threading.Thread | None = None
@@ -199,8 +223,10 @@ class FlowLease:
         """Write one record and wait for its acknowledgement, written again while unacknowledged for
         up to `bound_s` (default broker.outage.max.seconds): LeaseError past it. A record written
         twice is harmless (a second claim or renewal by the holder only extends its lease)."""
-        proc = self.proc if kind in ("claim", "renew") else ""
-        target = self.holder.owner if kind == "break" and self.holder is not None else ""
+        proc = self.proc if kind in ("claim", "renew", "takeover") else ""
+        target = self.holder.owner if kind in ("break", "takeover") and self.holder is not None else ""
+        if target == self.owner:
+            target = ""
         rec = LeaseRecord(kind, self.owner, self.who, self.ttl_ms, 0, self.flow.deployment, proc, target)
         try:  # the broker stamps the record (LogAppendTime)
             write_acknowledged(
@@ -229,9 +255,18 @@ class FlowLease:
                 records.append(rec)
                 if self.first is None:
                     self.first = rec
+                if rec.kind == "takeover":
+                    self.taken = rec
         self._next = last
-        self.holder = replay(records, self.holder)
+        self.holder = replay(records, self.holder, self.fenced)
         return self.holder
+
+    @property
+    def owning_deployment(self) -> str | None:
+        """The deployment that owns the flow's state (None: no record yet): the latest take-over's,
+        else the oldest record's."""
+        rec = self.taken or self.first
+        return None if rec is None else rec.deployment
 
     def _claim(
         self,
@@ -251,13 +286,14 @@ class FlowLease:
 
     def check_deployment(self) -> None:
         """DeploymentConflictError when another deployment owns the flow's state (see the module doc)."""
-        first = self.first
+        first = self.taken or self.first
         if first is None or first.deployment == self.flow.deployment:
             return
         topic = self.topic.removesuffix(".lease.internal")
         raise DeploymentConflictError(
             f"flow {self.flow.name}: its state on cluster {self.flow.target!r} ({topic}.*) belongs to "
-            f"{describe_deployment(first.deployment)} (its oldest lease record: {first.who}, "
+            f"{describe_deployment(first.deployment)} (its "
+            f"{'take-over' if first is self.taken else 'oldest lease record'}: {first.who}, "
             f"{_iso(first.timestamp)}); this config is {describe_deployment(self.flow.deployment)}. "
             "Two deployments cannot share a flow's state: give this one its own state.namespace (or, if "
             "it is the same deployment, the same deployment.id)"
@@ -290,6 +326,26 @@ class FlowLease:
         if holder is None or holder.owner != self.owner:
             raise LeaseError(holder.describe(self.flow.name) if holder else f"flow {self.flow.name}: lease not taken")
         return self
+
+    def take_over(self) -> Holder | None:
+        """Take the lease whoever holds it, fencing that owner (module doc); only on the operator's
+        explicit confirmation (a failover's take-over). Returns the holder it was taken from (the
+        last one, also when its lease had lapsed; None: nobody ever held it but this owner);
+        LeaseError when another take-over won meanwhile."""
+        with self._lock:
+            prev = self.read_holder()
+            started = time.monotonic()
+            self._append("takeover")
+            self.acknowledged = time.monotonic()
+            holder = self.read_holder()
+        if holder is None or holder.owner != self.owner:
+            raise LeaseError(
+                holder.describe(self.flow.name) + " (it took the flow over at the same time)"
+                if holder
+                else f"flow {self.flow.name}: lease not taken"
+            )
+        self.kept_until = started + self.ttl_ms / 1000
+        return prev if prev is not None and prev.owner != self.owner else None
 
     def renew(self) -> bool:
         """Extend the lease; False (and `lost` says why) when another run holds it now, or when the
@@ -375,6 +431,34 @@ class FlowLease:
 
     def __exit__(self, *exc: object) -> None:
         self.release()
+
+
+class LeaseGuard:
+    """Whether run `owner` still holds the flow's lease, asked by each of its copy units once it has
+    fenced its partition's transactional id (copier): a run whose lease another run took (a
+    failover's take-over) copies nothing more. Reads only the records appended since the last
+    check; a lease that lapsed while nobody else claimed it is still this run's. One per copy task
+    (its lanes share it); `close()` releases its reader."""
+
+    def __init__(self, clients: FlowClients, owner: str) -> None:
+        self.owner, self.clients = owner, clients
+        self._lease = FlowLease(clients, owner, "lease guard", 1)
+        self._lock = threading.Lock()
+
+    def check(self) -> None:
+        with self._lock:
+            holder = self._lease.read_holder()
+        if holder is None or holder.owner != self.owner:
+            flow = self._lease.flow.name
+            raise LeaseError(
+                f"flow {flow}: this run no longer holds the flow's lease"
+                + (f" ({holder.who} holds it since {_iso(holder.since)})" if holder else "")
+                + ": it copies nothing more"
+            )
+
+    def close(self) -> None:
+        if self._lease._reader is not None:
+            self.clients.release(self._lease._reader.consumer)
 
 
 def current_holder(clients: FlowClients) -> Holder | None:

@@ -1,4 +1,4 @@
-"""State records and their JSON codecs: `Progress` (progress topic) and `MapEntry` (offset-map topic).
+"""State records and their JSON codecs: `Progress` and `VerifiedMark` (progress topic), `MapEntry` (offset-map topic).
 
 Both carry a format version `v`; a reader refuses a newer version than it knows (StateError), so an
 old mirrorflow never misreads state a newer one wrote. Formats: docs/state.md.
@@ -173,3 +173,64 @@ def decode_entry(raw: bytes) -> MapEntry:
         int(d.get("lost", 0)),
         int(d.get("epoch", 0)),
     )
+
+
+@dataclass(frozen=True)
+class VerifiedMark:
+    """How far one source partition was verified (`state.verified`): every covered source offset in
+    [src_from, to) was compared with its copy on the target and matched, by a verify that passed.
+    It names what it was verified against (topic IDs, the remote topic, the map epoch, the target's
+    end), so a mark that no longer describes the partition is never trusted."""
+
+    topic: str
+    partition: int
+    src_from: int  # the start of the verified stretch (the partition's first covered offset then)
+    to: int  # verified up to here (exclusive)
+    tgt_end: int  # the target offset right after the last verified copy (-1: none)
+    topic_id: str
+    target_topic: str
+    target_topic_id: str
+    epoch: int
+    at: int  # wall clock ms of the verify
+    by: str = ""
+    records: int = 0  # source records the verify that wrote it compared (its new stretch only)
+
+    def to_json(self) -> bytes:
+        return json.dumps(
+            {
+                "v": FORMAT_VERSION,
+                "topic": self.topic,
+                "partition": self.partition,
+                "from": self.src_from,
+                "to": self.to,
+                "tgt_end": self.tgt_end,
+                "topic_id": self.topic_id,
+                "target_topic": self.target_topic,
+                "target_topic_id": self.target_topic_id,
+                "epoch": self.epoch,
+                "at": self.at,
+                "by": self.by,
+                "records": self.records,
+            },
+            separators=(",", ":"),
+        ).encode()
+
+    @classmethod
+    def from_json(cls, raw: bytes) -> VerifiedMark:
+        d = json.loads(raw)
+        if int(d.get("v", 0)) > FORMAT_VERSION:
+            raise StateError(f"verified record format v{d.get('v')} is newer than this mirrorflow (v{FORMAT_VERSION})")
+        return cls(
+            str(d["topic"]),
+            int(d["partition"]),
+            int(d["from"]),
+            int(d["to"]),
+            int(d.get("tgt_end", -1)),
+            str(d.get("topic_id", "")),
+            str(d.get("target_topic", "")),
+            str(d.get("target_topic_id", "")),
+            int(d.get("epoch", 0)),
+            int(d.get("at", 0)),
+            str(d.get("by", "")),
+            int(d.get("records", 0)),
+        )

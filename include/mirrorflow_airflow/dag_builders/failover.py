@@ -4,9 +4,10 @@ Moves the flow's consumer groups to its target cluster and stops the flow -- the
 functions as `mirrorflow failover` (mirrorflow.ops.failover: plan_failover, commit_failover):
 
 * `preflight`: in *planned* mode first drains (topic sync, replicate until lag 0, a last
-  checkpoint) and verifies; then the **plan** (id derived from its content): per partition
-  replicated up to, source end (when the source answers), offsets not replicated and seconds behind
-  (the RPO); per group the exact target offsets it will commit, and the groups left alone and why.
+  checkpoint) and verifies (what was copied since the last verify that passed); then the **plan**
+  (id derived from its content): per partition replicated up to, source end (when the source
+  answers), offsets not replicated and seconds behind (the RPO); per group the exact target
+  offsets it will commit, and the groups left alone and why.
   The plan travels in XCom (about 40 bytes per group partition). A plan that cannot be committed
   (planned: verify found mismatches) fails here.
   A planned drain that cannot reach lag 0 fails here naming the partitions and their lag, unless
@@ -25,7 +26,8 @@ functions as `mirrorflow failover` (mirrorflow.ops.failover: plan_failover, comm
 
 Params: `mode` (unplanned: the source is lost; planned: the source is up and its producers are
 stopped), `groups` (a regex; empty: every group the flow checkpoints), `max_lag` (planned: offsets
-the drain may leave not replicated; empty: 0), `dry_run`,
+the drain may leave not replicated; empty: 0), `take_over` (a run holds the flow's lease or another
+deployment owns it: take the flow over -- the approval page says so -- instead of failing), `dry_run`,
 `approval_timeout_minutes` (default 60), `approvers` (Airflow user ids allowed to answer; empty: any
 user who may act on the DAG).
 """
@@ -67,6 +69,8 @@ def preflight_task(flow_name: str, params: dict[str, Any], config_path: str | No
         log=log.info,
         drain=not dry,
         max_lag=params.get("max_lag"),
+        take_over=bool(params.get("take_over")),
+        via="airflow",
     )
     if dry and rep.plan is not None:
         rep.note = "dry run: nothing changed"
@@ -168,6 +172,16 @@ def build_failover_dag(cfg: Config, flow: FlowConfig) -> DAG:
                 title="Max lag (planned)",
                 description="Go on when the drain leaves at most this many offsets not replicated in all; "
                 "empty: the drain must reach lag 0, else the run fails and nothing changes",
+            ),
+            "take_over": Param(
+                False,
+                type="boolean",
+                title="Take over",
+                description="The flow is held by another run (its lease: e.g. a continuous run riding out the "
+                "outage) or owned by another deployment (deployment.id, e.g. the other site's Airflow): take it over. "
+                "The commit (planned: the drain) takes the lease from that run, fences the flow's copy transactions "
+                "on the target so it can never write there again, makes this deployment the owner, and records who "
+                "took it from whom. Without it such a failover fails in the preflight, naming the holder",
             ),
             "dry_run": dry_run("Preflight report only"),
             "approval_timeout_minutes": Param(
