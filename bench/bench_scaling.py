@@ -10,8 +10,12 @@ own Master and Worker classes, as `tests/integration/test_replicate_standalone.p
 whole topic with `replicate --once` through spark-submit to that master (exactly-once, tasks.max
 TASKS: one Spark task per planned task, W x C of them at a time) into a flow of its own (source
 aliases L1, L2, ... name the same cluster A, so each layout has its own state and target topic),
-and stops the cluster. `--runs R` repeats each layout's copy R times (a new flow each time) and
-keeps the median.
+and stops the cluster. A layout may be named more than once (`1x1,2x1,1x1,2x1`: interleaved, so a
+load swing on the shared machine hits both); each layout's figure is the median of its copies, and
+`--runs R` repeats each copy R times on the same cluster (a new flow each time). Before the first
+layout a warm-up copy (one record per partition, another flow, no Spark) makes the target's
+transaction coordinator (`__transaction_state`) and the brokers' first transactional producers set-up,
+not part of the first layout's figure.
 
 It prints per layout the whole run, the copy phase (first unit start to last unit end: without
 Spark's start-up), MB/s, MB/s per concurrent task slot, and each layout's copy-phase speed-up over
@@ -84,7 +88,7 @@ def main() -> int:
         for alias in flows:
             create(b, f"{alias}.{TOPIC}", parts)
         raw = {
-            "clusters": {**{x: a.client_config() for x in flows}, "B": b.client_config()},
+            "clusters": {**{x: a.client_config() for x in [*flows, "W"]}, "B": b.client_config()},
             "defaults": {
                 "topics": r"scale\..*",
                 "tasks.max": args.tasks,
@@ -92,14 +96,22 @@ def main() -> int:
                 "emit.heartbeats.enabled": False,
                 "sync.topic.acls.enabled": False,
             },
-            "flows": {f"{x}->B": {} for x in flows},
+            "flows": {**{f"{x}->B": {} for x in flows}, "W->B": {"topics": r"warm\..*"}},
         }
         cfg_path = home / "bench.yaml"
         cfg_path.write_text(yaml.safe_dump(raw))
         cfg = config_mod.load(cfg_path)
 
+        create(a, "warm.up", parts)
+        create(b, "W.warm.up", parts)
+        seed(a, "warm.up", parts, 16, parts)
+        t0 = time.time()
+        warm = run_once(cfg, cfg.flow("W->B"), mode="direct")
+        assert warm.ok and warm.records == parts, warm.render()
+        print(f"warm-up copy (direct, {parts} records): {time.time() - t0:.1f} s, set-up, not a figure")
+
         mb = n * size / 1e6
-        results: list[tuple[str, int, float, float, str]] = []  # (layout, slots, whole, copy, load)
+        measured: dict[str, list[tuple[float, float, str]]] = {}  # layout -> [(whole, copy, loads)]
         next_flow = iter(flows)
         for workers, cores in layouts:
             standalone = DevStandalone(home / f"spark-{workers}x{cores}")
@@ -109,7 +121,6 @@ def main() -> int:
                 f"standalone cluster {cluster.master}: {workers} worker(s) x {cores} core(s), "
                 f"up in {time.time() - t0:.1f} s"
             )
-            wholes, copies, loads = [], [], [load()]
             try:
                 for _ in range(args.runs):
                     alias = next(next_flow)
@@ -117,24 +128,13 @@ def main() -> int:
                     rep = run_once(cfg, cfg.flow(f"{alias}->B"), mode="submit", master=cluster.master)
                     whole = time.time() - t0
                     assert rep.ok and rep.records == n, (alias, rep.records, n, rep.render())
-                    wholes.append(whole)
-                    copies.append(rep.copy_phase_s)
-                    loads.append(load())
+                    measured.setdefault(f"{workers}x{cores}", []).append((whole, rep.copy_phase_s, load()))
                     print(
                         f"  {workers}x{cores}: whole {whole:.2f} s, copy phase {rep.copy_phase_s:.2f} s "
                         f"({mb / rep.copy_phase_s:.1f} MB/s; {rep.units} units; load average {load()})"
                     )
             finally:
                 standalone.down(cluster)
-            results.append(
-                (
-                    f"{workers}x{cores}",
-                    workers * cores,
-                    statistics.median(wholes),
-                    statistics.median(copies),
-                    " -> ".join(loads),
-                )
-            )
 
         print(
             f"\n{n:,} records x {size} B = {mb:,.0f} MB over {parts} partitions, exactly-once, tasks.max {args.tasks}, "
@@ -142,8 +142,15 @@ def main() -> int:
         )
         print(
             f"{'workers x cores':16} {'slots':>5} {'whole s':>8} {'copy s':>7} {'MB/s':>7} {'MB/s/slot':>9} "
-            f"{'speed-up':>8}  load average (1/5/15 min)"
+            f"{'speed-up':>8}  load average (1/5/15 min) after each copy; medians of the layout's copies"
         )
+        results = []
+        for name, runs in measured.items():
+            w, _, c = name.partition("x")
+            loads_txt = ", ".join(x[2] for x in runs)
+            median_whole = statistics.median(x[0] for x in runs)
+            median_copy = statistics.median(x[1] for x in runs)
+            results.append((name, int(w) * int(c), median_whole, median_copy, loads_txt))
         base_copy = results[0][3]
         for name, slots, whole, copy, loads_txt in results:
             print(
