@@ -13,6 +13,7 @@ from mirrorflow.dev.spark import CONNECT_CLASS, server_command
 from mirrorflow.errors import ConfigError, MirrorflowError
 from mirrorflow.replication.spark_connect import (
     bump_generation,
+    first_line,
     job_tag,
     package_zip,
     read_generation,
@@ -131,3 +132,15 @@ def test_job_tag_is_the_runs_and_a_valid_spark_tag():
     tag = job_tag({"run": "airflow:scheduled__2026-11-26T22:30:00+00:00,x"})
     assert tag.startswith("mirrorflow-airflow_scheduled__2026-11-26T22_30_00_00_00_x") and "," not in tag
     assert job_tag({}) != job_tag({})  # no run id: a tag of its own
+
+
+def test_first_line_of_a_grpc_error_is_its_details():
+    grpc_text = (
+        "<_MultiThreadedRendezvous of RPC that terminated with:\n\tstatus = StatusCode.UNAVAILABLE\n"
+        '\tdetails = "failed to connect to all addresses; last error: UNKNOWN: ipv4:127.0.0.1:4: Connection refused"\n'
+        '\tdebug_error_string = "UNKNOWN:Error received from peer"\n>'
+    )
+    assert first_line(RuntimeError(grpc_text)) == (
+        "failed to connect to all addresses; last error: UNKNOWN: ipv4:127.0.0.1:4: Connection refused"
+    )
+    assert first_line(RuntimeError("\n  first\nsecond")) == "first" and first_line(KeyError()) == "KeyError"

@@ -28,11 +28,13 @@ import contextlib
 import hashlib
 import json
 import os
+import re
 import socket
 import tempfile
 import threading
 import time
 import uuid
+import warnings
 import zipfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -207,6 +209,8 @@ class ConnectCopy:
 
     def run(self, plan: dict[str, Any], config_file: str) -> list[dict]:
         probe(self.remote)
+        # PySpark warns when its retries run out; the error below says it once, naming the server
+        warnings.filterwarnings("ignore", message=r"\[RETRIES_EXCEEDED\]")
         directory = cache_dir()
         pkg = package_zip(directory)
         gen = read_generation(self.remote, directory)
@@ -262,7 +266,13 @@ class ConnectCopy:
 
 
 def first_line(exc: BaseException) -> str:
-    lines = [x.strip() for x in str(exc).splitlines() if x.strip()]
+    """What went wrong in one line: a gRPC error's details (its first line is only `<_MultiThreaded
+    Rendezvous of RPC that terminated with:`), else the error's first line."""
+    text = str(exc)
+    details = re.search(r'details = "([^"]*)"', text)
+    if details:
+        return details.group(1)[:300]
+    lines = [x.strip() for x in text.splitlines() if x.strip()]
     return lines[0][:300] if lines else type(exc).__name__
 
 
