@@ -109,6 +109,10 @@ def count_on_target(cluster, tag: str) -> int:
     return sum(1 for r in consume_all(cluster, f"A.{TOPIC}") if r.value.startswith(tag.encode()))
 
 
+def load() -> str:
+    return "/".join(f"{x:.1f}" for x in os.getloadavg())
+
+
 def median(ts: list[Timing], attr: str) -> float:
     return statistics.median(getattr(t, attr) for t in ts)
 
@@ -153,6 +157,7 @@ def main() -> int:
         write_one_each(a, args.partitions, "seed")
         timed_run(cfg_path, "direct")  # every partition gets its progress: the runs below are steady state
 
+        loads = [load()]
         results: dict[str, list[Timing]] = {}
         for mode in ("submit", "connect", "connect-cli"):
             if mode == "connect":
@@ -172,12 +177,15 @@ def main() -> int:
                     f"plan {t.plan:5.2f}  job {t.job:5.2f}  report {t.report:5.2f}"
                     + (f"  (of the job: {t.on_server:.2f} s on the server)" if t.on_server else "")
                     + (f"  (process start-up and imports {t.startup:.2f} s)" if t.startup else "")
+                    + f"  load average {load()}"
                 )
             results[mode] = runs
+            loads.append(load())
 
         print(
             f"\n{args.partitions} partitions, 1 new record each per run, tasks.max {args.tasks}, exactly-once, "
-            f"{os.cpu_count()} cores; medians of {args.runs} runs after a warm-up"
+            f"{os.cpu_count()} cores; medians of {args.runs} runs after a warm-up; load average (1/5/15 min) "
+            + " -> ".join(loads)
         )
         print(f"{'mode':11} {'total':>7} {'plan':>6} {'job':>6} {'report':>7}")
         for mode, runs in results.items():

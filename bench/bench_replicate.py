@@ -2,7 +2,7 @@
 and the peak memory of a copy task with 1 and with 4 busy partitions, from the same run.
 
     .venv/bin/python bench/bench_replicate.py [--records 100000] [--size 1024] [--partitions 8]
-        [--modes submit,connect,direct] [--alo] [--memory-mb 160] [--set PROP=VALUE ...]
+        [--modes submit,connect,direct,mm2] [--alo] [--memory-mb 160] [--set PROP=VALUE ...]
 
 Starts its own local clusters (A = source, B = target; C = at-least-once target with --alo) and,
 for `connect`, a local Spark Connect server (`mirrorflow dev spark up`, local[*]) in a temporary
@@ -19,6 +19,13 @@ home, produces N records of SIZE bytes over P partitions to A, then times, on th
 * `alo`:     (--alo) spark-submit, exactly.once=false, to cluster C
 * `generous`: direct, with the raw pipe's consumer prefetch as `consumer.*` overrides (the copier's
              speed when memory is no object, to compare the budget's defaults with)
+* `mm2`:     the baseline of issue 23's item 2: the real MirrorMaker 2 (Apache Kafka's jars, dedicated
+             mode, exactly-once source support, tasks.max = partitions, consumer and producer batching
+             set generously in MM2_TUNED, 2 GB heap as connect-mirror-maker.sh gives it) copying the
+             same topic to B as M.<topic>. Its whole run is from its JVM's start to every record
+             committed on B (the last record of each partition read back, read_committed); its copy
+             phase from the first committed record on B to then. The summary prints each mode's whole
+             run against it (goal for connect: >= 1.5x faster)
 
 Each mode is its own flow (source aliases A, S, D name the same cluster A, so each has its own
 state topics and target topic on B). It prints, per mode, the whole run and the copy phase (first
@@ -43,6 +50,7 @@ import shutil
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -208,6 +216,101 @@ def peak_rss(proc) -> float:
 MEM_PARTITIONS = 4
 
 
+# MirrorMaker 2's throughput settings for the `mm2` baseline: fixed and generous, like RAW_*; they
+# never follow mirrorflow's. Keys are mm2.properties keys (cluster prefixes: source M, target B).
+MM2_TUNED = {
+    "M.consumer.fetch.max.bytes": "52428800",
+    "M.consumer.max.partition.fetch.bytes": "10485760",
+    "M.consumer.max.poll.records": "10000",
+    "M.consumer.receive.buffer.bytes": "1048576",
+    "B.producer.batch.size": "1000000",
+    "B.producer.linger.ms": "20",
+    "B.producer.buffer.memory": "268435456",
+    "B.producer.max.request.size": "10485760",
+    "B.producer.compression.type": "none",
+}
+
+
+def mm2_run(home: Path, a, b, topic: str, parts: int, n: int) -> tuple[float, float]:
+    """The real MirrorMaker 2 copies `topic` to B as M.<topic>; (whole s, copy-phase s). Done when
+    each target partition's last committed record is the last one seeded to it (seed: record i to
+    partition i % parts with header n=i): transaction markers make end offsets no record count."""
+    from confluent_kafka import IsolationLevel
+    from confluent_kafka.admin import OffsetSpec
+
+    from mirrorflow.dev.mirrormaker import MirrorMaker2, mm2_properties
+
+    remote = f"M.{topic}"
+    extra = {
+        "tasks.max": str(parts),
+        "exactly.once.source.support": "enabled",
+        "B->M.enabled": "false",
+        "B->M.emit.heartbeats.enabled": "false",
+        "M->B.emit.heartbeats.enabled": "false",
+        "M->B.emit.checkpoints.enabled": "false",
+        "M->B.sync.group.offsets.enabled": "false",
+        "sync.topic.acls.enabled": "false",
+        "refresh.topics.interval.seconds": "600",
+        **MM2_TUNED,
+    }
+    props = mm2_properties(
+        {"M": a.bootstrap_servers, "B": b.bootstrap_servers}, {"M->B": {"topics": topic.replace(".", r"\.")}}, extra
+    )
+    admin = AdminClient(b.client_config())
+    last = {p: max(i for i in range(p, n, parts)) for p in range(parts)}
+    tps = [TopicPartition(remote, p) for p in range(parts)]
+
+    def committed_ends() -> dict[int, int]:
+        req = {tp: OffsetSpec.latest() for tp in tps}
+        futs = admin.list_offsets(req, isolation_level=IsolationLevel.READ_COMMITTED, request_timeout=10)
+        return {tp.partition: f.result().offset for tp, f in futs.items()}
+
+    def last_headers(ends: dict[int, int]) -> dict[int, int]:
+        c = Consumer(
+            {
+                **b.client_config(),
+                "group.id": "bench-mm2-check",
+                "isolation.level": "read_committed",
+                "enable.auto.commit": False,
+                "enable.partition.eof": True,
+            }
+        )
+        c.assign([TopicPartition(remote, p, max(0, ends[p] - 200)) for p in range(parts)])
+        seen: dict[int, int] = {}
+        eof: set[int] = set()
+        deadline = time.time() + 30
+        while len(eof) < parts and time.time() < deadline:
+            for m in c.consume(1000, 0.5):
+                if m.error():
+                    if m.error().code() == KafkaError._PARTITION_EOF:
+                        eof.add(m.partition())
+                    continue
+                seen[m.partition()] = int(dict(m.headers() or [])["n"])
+        c.close()
+        return seen
+
+    mm2 = MirrorMaker2(home / "mm2", props)
+    mm2.heap = "2g"
+    t0 = time.time()
+    first = None
+    mm2.start()
+    try:
+        while True:
+            mm2.check_alive()
+            ends = committed_ends()
+            if first is None and any(ends.values()):
+                first = time.time()
+            if all(ends[p] >= len(range(p, n, parts)) for p in range(parts)) and last_headers(ends) == last:
+                done = time.time()
+                break
+            if time.time() - t0 > 3600:
+                raise SystemExit(f"MirrorMaker 2 did not copy {n} records in an hour; log {mm2.log}")
+            time.sleep(0.25)
+    finally:
+        mm2.stop()
+    return done - t0, done - (first or t0)
+
+
 def replicate(cfg_path: Path, flow_name: str, mode: str):
     from mirrorflow import config as config_mod
     from mirrorflow.replication.runner import run_once
@@ -276,7 +379,13 @@ def summary(
         f"\nsummary ({n:,} x {size} B over {parts} partitions, exactly-once, defaults; {os.cpu_count()} cores, "
         f"load average {' -> '.join(loads)}); goals: copy phase >= 0.95x raw, task <= {GOAL_MIB} MiB"
     )
-    for mode, (rep, _) in reports.items():
+    reports = dict(reports)
+    mm2 = reports.pop("mm2", None)
+    for mode, (rep, whole) in reports.items():
+        if mm2 is not None:
+            vs = mm2[1] / whole
+            goal = f" ({'met' if vs >= 1.5 else 'MISSED'}: goal >= 1.5x)" if mode == "connect" else ""
+            print(f"  whole run {mode}: {whole:.2f} s vs MirrorMaker 2 (tuned) {mm2[1]:.2f} s = {vs:.2f}x faster{goal}")
         ratio = raw_s / rep.copy_phase_s
         print(
             f"  copy phase {mode}: {rep.copy_phase_s:.2f} s vs raw pipe {raw_s:.2f} s = {ratio:.2f}x raw "
@@ -295,6 +404,13 @@ def summary(
 GOAL_MIB = 256
 
 
+@dataclass
+class MM2Report:
+    """The `mm2` baseline's figures where the table reads a run report's."""
+
+    copy_phase_s: float
+
+
 # mode -> (source alias of its flow, target cluster alias, run_once mode)
 MODES = {
     "submit": ("A", "B", "submit"),
@@ -302,6 +418,7 @@ MODES = {
     "direct": ("D", "B", "direct"),
     "alo": ("A", "C", "submit"),
     "generous": ("G", "B", "direct"),
+    "mm2": ("M", "B", "mm2"),  # not a mirrorflow run: MirrorMaker 2 (mm2_run)
 }
 # the `generous` mode: direct, with the raw pipe's consumer prefetch as the flow's overrides (what the
 # budget's defaults are compared with: the issue-23 measurement that reached 0.99x raw)
@@ -375,7 +492,7 @@ def main() -> int:
 
         extra: dict = {"transaction.max.records": args.txn_records} if args.txn_records else {}
         extra.update(kv.split("=", 1) for kv in args.set)
-        aliases = {MODES[m][0] for m in modes}
+        aliases = {MODES[m][0] for m in modes if m != "mm2"}
         raw_cfg: dict = {
             "clusters": {
                 **{x: a.client_config() for x in aliases},
@@ -392,6 +509,7 @@ def main() -> int:
             "flows": {
                 f"{MODES[m][0]}->{MODES[m][1]}": {"exactly.once": m != "alo", **(GENEROUS if m == "generous" else {})}
                 for m in modes
+                if m != "mm2"
             },
             "spark": {"master": args.master},
         }
@@ -425,10 +543,15 @@ def main() -> int:
         for mode in modes:
             src_alias, dst_alias, run_mode = MODES[mode]
             loads.append(load())
-            rep, whole = replicate(cfg_path, f"{src_alias}->{dst_alias}", run_mode)
-            assert rep.records == n, (mode, rep.records, n)
-            reports[mode] = (rep, whole)
-            print(f"  {mode}: whole {whole:.2f} s, copy phase {rep.copy_phase_s:.2f} s (load average {load()})")
+            if mode == "mm2":
+                whole, copy_s = mm2_run(home, a, b, topic, parts, n)
+                reports[mode] = (MM2Report(copy_s), whole)
+            else:
+                rep, whole = replicate(cfg_path, f"{src_alias}->{dst_alias}", run_mode)
+                assert rep.records == n, (mode, rep.records, n)
+                reports[mode] = (rep, whole)
+            copy_s = reports[mode][0].copy_phase_s
+            print(f"  {mode}: whole {whole:.2f} s, copy phase {copy_s:.2f} s (load average {load()})")
         loads.append(load())
         memory = {}
         if mem_n:
@@ -448,6 +571,7 @@ def main() -> int:
             "direct": "direct",
             "alo": "alo (submit)",
             "generous": "direct, raw's prefetch",
+            "mm2": "MirrorMaker 2, tuned",
         }
         print(
             f"\n{n:,} records x {size} B = {mb:,.0f} MB over {parts} partitions, exactly-once, Spark master "
@@ -469,6 +593,8 @@ def main() -> int:
             )
         print()
         for m, (r, w) in reports.items():
+            if m == "mm2":
+                continue
             print(
                 f"{names[m]}: {r.units} units, {sum(p.transactions for p in r.partitions)} transactions; "
                 f"job {r.spark_s:.1f} s (start-up and scheduling = {r.spark_s - r.copy_phase_s:.1f} s), "

@@ -1,4 +1,5 @@
-"""The replicate DAG with spark.remote: its copy task runs on a running Spark Connect server."""
+"""The replicate DAG with spark.remote: its copy task runs on a running Spark Connect server; with the
+server down the copy task fails naming it, copies nothing and frees the flow's lease."""
 from __future__ import annotations
 
 import os
@@ -6,9 +7,12 @@ import time
 
 import pytest
 
+from mirrorflow.clients import FlowClients
+from mirrorflow.dev.cluster import free_port
+from mirrorflow.state.lease import current_holder
 from tests.connect_support import with_remote
 from tests.integration.replicate_helpers import assert_copied, assert_map_exact, mirror_topic
-from tests.support import produce, write_config
+from tests.support import consume_all, produce, write_config
 
 pytestmark = pytest.mark.airflow
 
@@ -17,11 +21,11 @@ NOW = int(time.time() * 1000) - 60_000
 
 
 def test_dag_copies_on_the_connect_server(tmp_path, source, target, airflow_db, unique, monkeypatch,
-                                           connect_server):
+                                           connect_server, caplog, capfd):
     prefix = unique("cdag")
     cfg = write_config(tmp_path / "mf.yaml", {"A": source, "B": target},
                        {"A->B": {"topics": f"{prefix}\\..*", "tasks.max": 2, "state.topic.partitions": 2,
-                                 "heartbeats.replication.enabled": False}})
+                                 "heartbeats.replication.enabled": False, "lease.timeout.seconds": 600}})
     cfg = with_remote(cfg, connect_server.remote)
     monkeypatch.setenv("MIRRORFLOW_CONFIG", str(cfg.path))
     monkeypatch.setenv("MIRRORFLOW_RUN_DIR", str(tmp_path / "runs"))
@@ -56,3 +60,27 @@ def test_dag_copies_on_the_connect_server(tmp_path, source, target, airflow_db, 
     run = dag.test()  # nothing new: copy is skipped, the report still runs
     states = {ti.task_id: ti.state for ti in run.get_task_instances()}
     assert states == {"plan": "success", "copy": "skipped", "report": "success"}, states
+
+    # the server is not there (stopped, or never started): the copy task fails naming it, the report
+    # does not run, nothing is copied, and the flow's lease is free at once (a 10-minute lease here)
+    dead = f"sc://127.0.0.1:{free_port()}"
+    with_remote(cfg, dead)  # the tasks read the config file when they run
+    produce(source, topic, [{"partition": i % 2, "key": b"d", "value": f"down{i}".encode(), "timestamp": NOW + 900 + i}
+                            for i in range(4)])
+    capfd.readouterr()
+    caplog.clear()
+    run = dag.test()
+    states = {ti.task_id: ti.state for ti in run.get_task_instances()}
+    assert states == {"plan": "success", "copy": "failed", "report": "upstream_failed"}, states
+    captured = capfd.readouterr()
+    log = caplog.text + captured.out + captured.err  # dag.test() runs the tasks here
+    assert f"cannot reach the Spark Connect server {dead} (spark.remote)" in log, log[-3000:]
+    with FlowClients(cfg, cfg.flow("A->B")) as clients:
+        assert current_holder(clients) is None
+    assert len(consume_all(target, f"A.{topic}")) == 206  # the 4 stay uncopied
+
+    with_remote(cfg, connect_server.remote)  # back: the next run copies exactly the 4
+    run = dag.test()
+    report = [ti for ti in run.get_task_instances() if ti.task_id == "report"][0].xcom_pull(task_ids="report")
+    assert report["records"] == 4 and report["lag"] == 0
+    assert_copied(source, target, topic)

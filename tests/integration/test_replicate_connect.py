@@ -4,12 +4,18 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 
 import pytest
 
+from mirrorflow.clients import FlowClients
+from mirrorflow.dev.cluster import free_port
+from mirrorflow.dev.spark import DevSparkServer
 from mirrorflow.replication.runner import run_once
+from mirrorflow.state.lease import current_holder
 from tests.connect_support import with_remote
 from tests.integration.replicate_helpers import assert_copied, assert_map_exact, make_flow, mirror_topic
 from tests.support import produce, read_progress
@@ -86,3 +92,56 @@ def test_connect_mode_unreachable_server_is_a_clear_error(tmp_path, source, targ
     rep = run_once(cfg, flow, mode="direct")
     assert rep.records == 3
     assert_copied(source, target, t)
+
+
+def test_a_connect_server_killed_mid_run_fails_the_run_naming_it_and_the_next_run_continues_exactly(
+        tmp_path, source, target, unique, monkeypatch, connect_server):
+    """The server of spark.remote is SIGKILLed while its job copies (a crash, not a clean stop): the run
+    fails within the client's bounded retries naming the server, nothing it had not committed is
+    marked done, the lease is free at once; on a server that is up (the session's), the next run
+    copies exactly the rest."""
+    pfx = unique("gone")
+    t = f"{pfx}.orders"
+    mirror_topic(source, target, t, 2)
+    produce(source, t, rows(300, 2, "r"))
+    # one task, one partition at a time, transactions of 50: the job commits 50 records of partition 0
+    # and then stops there (MIRRORFLOW_TEST_HANG, read by the server's Python workers) until killed;
+    # a lease that is not released would be held for 10 minutes, not lapse in a second
+    cfg, flow = make_flow(tmp_path, source, target, pfx, **{
+        "tasks.max": 1, "task.partitions.in.flight": 1, "transaction.max.records": 50,
+        "lease.timeout.seconds": 600})
+    marker = tmp_path / "hung-once"
+    server, port = DevSparkServer(tmp_path / "spark-home"), free_port()
+    with monkeypatch.context() as m:
+        m.setenv("MIRRORFLOW_TEST_HANG", "after_commit")
+        m.setenv("MIRRORFLOW_TEST_CRASH_ONCE", str(marker))  # the restarted server's workers go on
+        s = server.up(master="local[1]", port=port, attached=True)
+    try:
+        cfg = with_remote(cfg, s.remote)
+        proc = subprocess.Popen([*CLI, "--config", str(cfg.path), "replicate", "--flow", "A->B", "--once"],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        deadline = time.monotonic() + 300
+        while not marker.exists():  # the job's first transaction is committed; it hangs after it
+            assert proc.poll() is None, proc.communicate()
+            assert time.monotonic() < deadline, "the copy job never reached its first commit"
+            time.sleep(0.2)
+        os.killpg(s.pid, signal.SIGKILL)  # the server, its executors and Python workers
+        t0 = time.monotonic()
+        out, err = proc.communicate(timeout=300)
+        print(f"the run failed {time.monotonic() - t0:.1f} s after the server was killed")
+        assert proc.returncode == 1, (out, err)
+        assert f"the Spark Connect server {s.remote} (spark.remote) went away during the copy job" in err, err
+        assert "the units it had not committed are not marked done" in err
+        assert "Rendezvous" not in err and "RETRIES_EXCEEDED" not in err, err  # one readable line, said once
+        assert read_progress(cfg, flow, [(t, 0), (t, 1)])[(t, 0)].next == 50  # the committed transaction only
+        assert (t, 1) not in read_progress(cfg, flow, [(t, 0), (t, 1)])
+        with FlowClients(cfg, flow) as clients:
+            assert current_holder(clients) is None  # released by the failed run, not left to its timeout
+
+        with_remote(cfg, connect_server.remote)  # a server that is up (a second start here would cost ~30 s)
+        out = replicate_cli(cfg)
+        assert out["ok"] and out["records"] == 250 and out["lag"] == 0, out
+        assert_copied(source, target, t)
+        assert_map_exact(cfg, flow, source, target, t, 2)
+    finally:
+        server.down()

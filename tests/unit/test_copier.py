@@ -296,6 +296,10 @@ def test_crash_spec_and_environment():
     assert not point.triggers("after_commit", 500)
     with pytest.raises(ValueError, match="unknown crash point 'before_comit'"):
         faults.parse_crash_spec("before_comit")
+    hang = faults.from_env({faults.HANG_ENV: "after_commit", faults.CRASH_ONCE_ENV: "/tmp/m"})
+    assert hang == faults.CrashPoint("after_commit", 0, "/tmp/m", hang=True)
+    with pytest.raises(ValueError, match="MIRRORFLOW_TEST_HANG='after_comit': unknown crash point"):
+        faults.from_env({faults.HANG_ENV: "after_comit"})
 
 
 def test_a_crash_point_kills_the_process_once_per_marker(tmp_path):

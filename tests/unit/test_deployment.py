@@ -19,7 +19,7 @@ def test_compose_services_and_config_line_up():
     compose = yaml.safe_load((ROOT / "docker-compose.yaml").read_text())
     services = compose["services"]
     assert {"kafka-a", "kafka-b", "postgres", "airflow-init", "airflow-apiserver", "airflow-scheduler",
-            "airflow-dag-processor", "airflow-triggerer", "spark-master", "spark-worker"} <= set(services)
+            "airflow-dag-processor", "airflow-triggerer", "spark-master", "spark-worker", "spark-connect"} <= set(services)
     env = services["airflow-scheduler"]["environment"]
     # MIRRORFLOW_CONFIG is ${MIRRORFLOW_CONFIG:-default}: the secure profile sets it (README "Security")
     cfg_path = re.sub(r"^\$\{MIRRORFLOW_CONFIG:-(.*)\}$", r"\1", env["MIRRORFLOW_CONFIG"]).replace("/opt/mirrorflow/", "")
@@ -31,6 +31,18 @@ def test_compose_services_and_config_line_up():
     # Spark: the config's master is the compose master, and spark_default points at it
     assert cfg.spark.master == "spark://spark-master:7077"
     assert '"host": "spark://spark-master", "port": 7077' in env["AIRFLOW_CONN_SPARK_DEFAULT"]
+    # the copy jobs run on the spark-connect service (the default path): its server listens where the
+    # config's spark.remote points, on the compose master, with the settings `dev spark up` uses
+    from mirrorflow.dev.spark import serve_args, server_command
+    from mirrorflow.replication.spark_connect import remote_address
+
+    connect = services["spark-connect"]
+    assert connect["command"][:3] == ["python", "-m", "mirrorflow.dev.spark"]
+    served = serve_args(connect["command"][3:])
+    assert remote_address(cfg.spark.remote) == (connect["hostname"], served.port) == ("spark-connect", 15002)
+    assert (served.master, served.bind, served.driver_host) == (cfg.spark.master, "0.0.0.0", "spark-connect")
+    assert "spark.connect.grpc.binding.address=0.0.0.0" in server_command(served.port, served.master, bind=served.bind)
+    assert "./include:/opt/mirrorflow/include" in connect["volumes"]  # the package its `python -m` runs
     # the mounted code is what the image installs (editable) and the DAGs import
     assert "./include:/opt/mirrorflow/include" in services["airflow-scheduler"]["volumes"]
     assert "pip install --no-cache-dir --no-deps -e /opt/mirrorflow" in (ROOT / "Dockerfile").read_text()
@@ -71,6 +83,7 @@ def test_docker_compose_config_validates_with_and_without_the_secure_profile():
     assert services["airflow-scheduler"]["environment"]["MIRRORFLOW_CONFIG"] == secure_cfg
     cfg = config.load(ROOT / secure_cfg.replace("/opt/mirrorflow/", ""))
     b = cfg.cluster("B")
+    assert cfg.spark.remote == "sc://spark-connect:15002"  # the secure flow copies on the Connect server too
     broker = "".join(services["kafka-b-secure"]["command"])
     # the config's B is the secure broker's advertised SASL_SSL listener, trusting the CA kafka-certs writes
     assert f"advertised.listeners=BROKER://{b.bootstrap_servers}" in broker

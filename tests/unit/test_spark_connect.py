@@ -7,11 +7,14 @@ import zipfile
 
 import pytest
 
+from mirrorflow.cli.dev import dev_spark_port
 from mirrorflow.config import parse
 from mirrorflow.dev.spark import CONNECT_CLASS, server_command
 from mirrorflow.errors import ConfigError, MirrorflowError
 from mirrorflow.replication.spark_connect import (
     bump_generation,
+    first_line,
+    job_tag,
     package_zip,
     read_generation,
     remote_address,
@@ -98,3 +101,46 @@ def test_dev_server_command_binds_to_loopback():
     assert confs["spark.connect.grpc.binding.port"] == "15099"
     assert confs["spark.driver.bindAddress"] == "127.0.0.1" and confs["spark.ui.enabled"] == "false"
     assert cmd[-1] == "spark-internal"
+
+
+def test_dev_server_can_listen_beyond_loopback_when_told():
+    cmd = server_command(15002, "spark://m:7077", bind="0.0.0.0", driver_host="spark-connect")
+    confs = dict(cmd[i + 1].split("=", 1) for i, a in enumerate(cmd) if a == "--conf")
+    assert confs["spark.connect.grpc.binding.address"] == "0.0.0.0" == confs["spark.driver.bindAddress"]
+    assert confs["spark.driver.host"] == "spark-connect"
+
+
+def test_dev_spark_up_takes_the_port_of_the_configs_local_remote():
+    def cfg(spark):
+        return parse({"clusters": CLUSTERS, "flows": {"A->B": {}}, "spark": spark})
+
+    assert dev_spark_port(cfg({"remote": "sc://127.0.0.1:15099"})) == 15099
+    assert dev_spark_port(cfg({"remote": "sc://localhost"})) == 15002
+    assert dev_spark_port(cfg({"remote": "sc://spark-connect:15002"})) is None  # not this machine's to start
+    assert dev_spark_port(cfg({})) is None and dev_spark_port(None) is None
+
+
+def test_the_embedded_default_runs_on_a_local_connect_server():
+    from mirrorflow import config as config_mod
+
+    cfg = config_mod.load(config_mod.default_config_path())
+    assert cfg.spark.remote == "sc://127.0.0.1:15002" and dev_spark_port(cfg) == 15002
+
+
+def test_job_tag_is_the_runs_and_a_valid_spark_tag():
+    assert job_tag({"run": "cli-20261126T2231-ab12"}) == "mirrorflow-cli-20261126T2231-ab12"
+    tag = job_tag({"run": "airflow:scheduled__2026-11-26T22:30:00+00:00,x"})
+    assert tag.startswith("mirrorflow-airflow_scheduled__2026-11-26T22_30_00_00_00_x") and "," not in tag
+    assert job_tag({}) != job_tag({})  # no run id: a tag of its own
+
+
+def test_first_line_of_a_grpc_error_is_its_details():
+    grpc_text = (
+        "<_MultiThreadedRendezvous of RPC that terminated with:\n\tstatus = StatusCode.UNAVAILABLE\n"
+        '\tdetails = "failed to connect to all addresses; last error: UNKNOWN: ipv4:127.0.0.1:4: Connection refused"\n'
+        '\tdebug_error_string = "UNKNOWN:Error received from peer"\n>'
+    )
+    assert first_line(RuntimeError(grpc_text)) == (
+        "failed to connect to all addresses; last error: UNKNOWN: ipv4:127.0.0.1:4: Connection refused"
+    )
+    assert first_line(RuntimeError("\n  first\nsecond")) == "first" and first_line(KeyError()) == "KeyError"

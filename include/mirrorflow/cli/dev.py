@@ -40,7 +40,12 @@ def _spark_args(sub: argparse._SubParsersAction) -> None:
     sp = sub.add_parser("spark", help="a local Spark Connect server for the `connect` copy mode (spark.remote)")
     ss = sp.add_subparsers(dest="spark_cmd", required=True)
     up = ss.add_parser("up", help="start it on 127.0.0.1 (logs under the dev home)")
-    up.add_argument("--port", type=int, help="gRPC port (default 15002 when free, else a free one)")
+    up.add_argument(
+        "--port",
+        type=int,
+        help="gRPC port (default: the port of the config's spark.remote when it is on this machine, else 15002 "
+        "when free, else a free one)",
+    )
     up.add_argument("--master", default="local[*]", help="its Spark master (default local[*])")
     st = ss.add_parser("status", help="show it")
     st.add_argument("--json", action="store_true")
@@ -52,9 +57,14 @@ def _dev_spark(args: argparse.Namespace) -> int:
 
     server = DevSparkServer()
     if args.spark_cmd == "up":
-        s = server.up(args.port, args.master)
+        path = config_mod.config_path(args.config)
+        wanted = dev_spark_port(config_mod.load(path) if path.exists() else None)
+        s = server.up(args.port or wanted, args.master)
         print(f"Spark Connect: {s.remote}  pid {s.pid}  log {s.log}")
-        print(f"use it: spark.remote: {s.remote}  (or replicate --master {s.remote})")
+        if wanted and s.port == wanted and not args.port:
+            print(f"the config's spark.remote ({path}) names it: runs use it")
+        else:
+            print(f"use it: spark.remote: {s.remote}  (or replicate --master {s.remote})")
         return 0
     if args.spark_cmd == "status":
         status = server.status()
@@ -78,6 +88,16 @@ def dev_ports(cfg: config_mod.Config | None) -> dict[str, int]:
         if host in ("127.0.0.1", "localhost") and port.isdigit():
             ports[alias] = int(port)
     return ports
+
+
+def dev_spark_port(cfg: config_mod.Config | None) -> int | None:
+    """The local Connect server takes the port of the config's spark.remote when it is on this machine."""
+    from mirrorflow.replication.spark_connect import remote_address
+
+    if cfg is None or not cfg.spark.remote:
+        return None
+    host, port = remote_address(cfg.spark.remote)
+    return port if host in ("127.0.0.1", "localhost") else None
 
 
 @command("dev", "local development clusters", _dev_args)

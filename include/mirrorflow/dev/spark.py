@@ -5,12 +5,17 @@ the spark-connect jar PySpark ships), bound to 127.0.0.1 only, with the venv's P
 executors (they import mirrorflow's dependencies: confluent-kafka, pyarrow). Its log and
 `state.json` live under `<dev home>/spark`, so `status` and `down` work from any later process.
 Point a config at it with `spark.remote: sc://127.0.0.1:PORT`.
+
+`python -m mirrorflow.dev.spark serve --master M --bind ADDR --port P --driver-host H` runs the same
+server in the foreground (docker-compose's spark-connect service), with the same settings.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -55,13 +60,26 @@ def venv_env() -> dict[str, str]:
     return env
 
 
-def server_command(port: int, master: str, extra_conf: dict[str, str] | None = None) -> list[str]:
-    """spark-submit of the Connect server: gRPC, driver and block manager on loopback, no UI."""
+def spark_bin(name: str) -> str:
+    """A Spark script of this Python's PySpark (the venv's bin; pip's user bin, on PATH, in the image)."""
+    local = Path(sys.executable).parent / name
+    return str(local) if local.exists() else shutil.which(name) or str(local)
+
+
+def server_command(
+    port: int,
+    master: str,
+    extra_conf: dict[str, str] | None = None,
+    bind: str = "127.0.0.1",
+    driver_host: str = "127.0.0.1",
+) -> list[str]:
+    """spark-submit of the Connect server: gRPC, driver and block manager on `bind` (loopback unless
+    told: a server is reachable from where it is bound), no UI."""
     conf = {
-        "spark.connect.grpc.binding.address": "127.0.0.1",
+        "spark.connect.grpc.binding.address": bind,
         "spark.connect.grpc.binding.port": str(port),
-        "spark.driver.host": "127.0.0.1",
-        "spark.driver.bindAddress": "127.0.0.1",
+        "spark.driver.host": driver_host,
+        "spark.driver.bindAddress": bind,
         "spark.ui.enabled": "false",
         "spark.speculation": "false",
         "spark.python.worker.reuse": "true",
@@ -69,7 +87,7 @@ def server_command(port: int, master: str, extra_conf: dict[str, str] | None = N
         "spark.connect.session.manager.defaultSessionTimeout": "24h",
         **(extra_conf or {}),
     }
-    cmd = [str(Path(sys.executable).parent / "spark-submit"), "--master", master, "--class", CONNECT_CLASS]
+    cmd = [spark_bin("spark-submit"), "--master", master, "--class", CONNECT_CLASS]
     for k, v in conf.items():
         cmd += ["--conf", f"{k}={v}"]
     return [*cmd, "--name", "mirrorflow-connect", "spark-internal"]
@@ -213,7 +231,7 @@ class DevStandalone:
 
     def up(self, workers: int = 2, cores: int = 1, memory: str = "1g", attached: bool = True) -> StandaloneCluster:
         self.home.mkdir(parents=True, exist_ok=True)
-        spark_class = str(Path(sys.executable).parent / "spark-class")
+        spark_class = spark_bin("spark-class")
         env = {**venv_env(), "SPARK_LOCAL_IP": "127.0.0.1", "SPARK_LOG_DIR": str(self.home)}
         port = free_port()
         master = f"spark://127.0.0.1:{port}"
@@ -289,3 +307,24 @@ class DevStandalone:
         """Stop the workers, then the master (SIGTERM to each process group, SIGKILL after a bound)."""
         for pid in reversed(cluster.pids):
             stop_group(pid)
+
+
+def serve_args(argv: list[str] | None = None) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(prog="python -m mirrorflow.dev.spark", description="run a Spark Connect server")
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    sv = sub.add_parser("serve", help="in the foreground (a container's main process)")
+    sv.add_argument("--master", default="local[*]")
+    sv.add_argument("--port", type=int, default=DEFAULT_PORT)
+    sv.add_argument("--bind", default="127.0.0.1", help="the address gRPC and the driver listen on")
+    sv.add_argument("--driver-host", default="127.0.0.1", help="the name executors reach the driver by")
+    return ap.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> None:
+    a = serve_args(argv)
+    cmd = server_command(a.port, a.master, bind=a.bind, driver_host=a.driver_host)
+    os.execvpe(cmd[0], cmd, venv_env())
+
+
+if __name__ == "__main__":
+    main()

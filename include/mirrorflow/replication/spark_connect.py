@@ -13,6 +13,13 @@ themselves and resolve `${env:...}` from the server's environment.
 Reuse, not only of the server: a run attaches to a session whose id is derived from the package's
 content hash, so the artifact is uploaded and the Python workers start once per package version;
 later runs find the workers up (a job of a few units: ~0.3 s instead of ~2 s).
+
+A server that goes away during a job (killed, restarted) fails the run within UNAVAILABLE_RETRIES'
+~25 s with an error naming it -- PySpark alone retries an unavailable server for over 10 minutes,
+the flow's lease held all along. Units end only through their own transactions, so what the job
+had not committed stays uncopied and the next run continues exactly; a job this client gives up on
+(interrupted, the Airflow task killed) is interrupted on the server by its tag, so it does not copy
+on unseen (and were it to, the next run's units fence it).
 """
 
 from __future__ import annotations
@@ -21,11 +28,13 @@ import contextlib
 import hashlib
 import json
 import os
+import re
 import socket
 import tempfile
 import threading
 import time
 import uuid
+import warnings
 import zipfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -40,6 +49,9 @@ from mirrorflow.replication.spark import _copy_task, lease_kept, lease_owner, sp
 SESSION_NS = uuid.UUID("6f2f3b4e-93a4-4a63-9d0c-5b3f1c8e0a11")  # namespace of mirrorflow's session ids
 RESULT_SCHEMA = "result string"
 PROBE_TIMEOUT_S = 5.0
+# PySpark's DefaultPolicy, bounded: waits of 0.25, 0.5, 1, 2, 4, then 5 s (~25 s in all) while the
+# server does not answer (UNAVAILABLE), then the run fails naming the server
+UNAVAILABLE_RETRIES = {"max_retries": 8, "initial_backoff": 250, "backoff_multiplier": 2.0, "max_backoff": 5000}
 
 
 @dataclass(frozen=True)
@@ -159,6 +171,20 @@ def is_closed_session(exc: BaseException) -> bool:
     return "SESSION_CLOSED" in text or "SESSION_NOT_FOUND" in text or "SESSION_CHANGED" in text
 
 
+def reachable(remote: str) -> bool:
+    try:
+        probe(remote, timeout=2.0)
+        return True
+    except MirrorflowError:
+        return False
+
+
+def job_tag(plan: dict[str, Any]) -> str:
+    """The tag of a run's operations on the server (its session is shared with other flows' runs, so
+    an abandoned job is interrupted by this tag, never by interrupting the whole session)."""
+    return "mirrorflow-" + "".join(c if c.isalnum() or c in "-_" else "_" for c in str(plan.get("run") or uuid.uuid4()))
+
+
 @dataclass
 class ConnectCopy:
     """One run's job on a Spark Connect server at `remote` (sc://host:port)."""
@@ -176,17 +202,23 @@ class ConnectCopy:
         except Exception as exc:  # noqa: BLE001 - grpc/pyspark raise many kinds: one clear error
             raise MirrorflowError(f"cannot reach the Spark Connect server {self.remote} (spark.remote): {exc}") from exc
         spark.release_session_on_close = False  # keep the session (and its Python workers) for the next run
+        from pyspark.sql.connect.client.retries import DefaultPolicy
+
+        spark.client.set_retry_policies([DefaultPolicy(**UNAVAILABLE_RETRIES)])
         return spark
 
     def run(self, plan: dict[str, Any], config_file: str) -> list[dict]:
         probe(self.remote)
+        # PySpark warns when its retries run out; the error below says it once, naming the server
+        warnings.filterwarnings("ignore", message=r"\[RETRIES_EXCEEDED\]")
         directory = cache_dir()
         pkg = package_zip(directory)
         gen = read_generation(self.remote, directory)
         for attempt in range(2):
             spark = self.session(session_id(self.remote, pkg.digest, gen))
+            tag = job_tag(plan)
             try:
-                return self._job(spark, plan, config_file, pkg)
+                return self._job(spark, plan, config_file, pkg, tag)
             except Exception as exc:  # noqa: BLE001
                 if attempt == 0 and is_closed_session(exc):
                     gen = bump_generation(self.remote, directory, gen)
@@ -194,16 +226,32 @@ class ConnectCopy:
                     continue
                 if isinstance(exc, MirrorflowError):
                     raise
+                if not reachable(self.remote):
+                    raise MirrorflowError(
+                        f"the Spark Connect server {self.remote} (spark.remote) went away during the copy job "
+                        f"({first_line(exc)}): the units it had not committed are not marked done; the next run "
+                        "continues from the progress on the target once the server is back"
+                    ) from None
+                self._interrupt(spark, tag)
                 tail = "\n".join(str(exc).splitlines()[-30:])
                 raise MirrorflowError(f"the Spark Connect copy job on {self.remote} failed:\n{tail}") from exc
+            except BaseException:  # interrupted (Ctrl-C, the Airflow task killed): stop the job on the server too
+                self._interrupt(spark, tag)
+                raise
             finally:
                 spark.stop()
         raise AssertionError("unreachable")
 
-    def _job(self, spark: Any, plan: dict[str, Any], config_file: str, pkg: PackageZip) -> list[dict]:
+    @staticmethod
+    def _interrupt(spark: Any, tag: str) -> None:
+        with contextlib.suppress(Exception):  # best effort: the server may be gone
+            spark.interruptTag(tag)
+
+    def _job(self, spark: Any, plan: dict[str, Any], config_file: str, pkg: PackageZip, tag: str) -> list[dict]:
         from pyspark.sql import functions as F
 
         t0 = time.time()
+        spark.addTag(tag)
         spark.addArtifacts(str(pkg.path), pyfile=True)  # the same name and content again is a no-op
         rows = task_rows(plan)
         n = len(rows)
@@ -216,6 +264,17 @@ class ConnectCopy:
         results = [json.loads(r["result"]) for r in out]
         self.log(f"Spark Connect job: {len(results)} unit results from {n} tasks in {time.time() - t0:.2f} s")
         return results
+
+
+def first_line(exc: BaseException) -> str:
+    """What went wrong in one line: a gRPC error's details (its first line is only `<_MultiThreaded
+    Rendezvous of RPC that terminated with:`), else the error's first line."""
+    text = str(exc)
+    details = re.search(r'details = "([^"]*)"', text)
+    if details:
+        return details.group(1)[:300]
+    lines = [x.strip() for x in text.splitlines() if x.strip()]
+    return lines[0][:300] if lines else type(exc).__name__
 
 
 def preload() -> threading.Thread:
