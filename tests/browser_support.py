@@ -68,6 +68,20 @@ def admin_token() -> str:
     return get_auth_manager().generate_jwt(SimpleAuthManagerUser(username="admin", role="admin"))
 
 
+def log_in_with_password(browser, base_url: str, user: str, password: str) -> None:
+    """Sign in through Airflow's login page (the simple auth manager's form), as a person does."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions as ec
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    wait = WebDriverWait(browser, 120)  # a loaded machine's UI, not a timing assertion
+    browser.get(base_url + "/")
+    wait.until(ec.element_to_be_clickable((By.NAME, "username"))).send_keys(user)
+    browser.find_element(By.NAME, "password").send_keys(password)
+    browser.find_element(By.CSS_SELECTOR, 'button[type="submit"]').click()
+    wait.until(lambda d: any(c["name"] == "_token" for c in d.get_cookies()))
+
+
 def log_in(browser, base_url: str) -> str:
     """Log the browser in as admin (the cookie Airflow's UI login sets); returns the token."""
     token = admin_token()

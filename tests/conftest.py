@@ -132,6 +132,7 @@ HEAVY_FIRST = (
     "tests/integration/test_failback.py",
     "tests/integration/test_broker_restart.py",
     "tests/integration/test_failover.py",
+    "tests/airflow/test_ui_journeys_browser.py",
     "tests/airflow/test_ui_forms_browser.py",
 )
 

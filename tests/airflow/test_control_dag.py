@@ -3,6 +3,7 @@ Airflow user who triggered the run (dag.test() triggers as `dag_test`)."""
 from __future__ import annotations
 
 import os
+from datetime import UTC, datetime
 
 import pytest
 
@@ -14,6 +15,19 @@ from tests.support import write_config
 pytestmark = pytest.mark.airflow
 
 DAG_FILE = os.path.join(os.path.dirname(__file__), "..", "..", "dags", "mirrorflow_control.py")
+
+
+def note_of(run) -> str | None:
+    """The run's note as Airflow's database holds it (what the run's page shows)."""
+    from airflow.models import DagRun
+    from airflow.utils.session import create_session
+
+    with create_session() as session:
+        return session.query(DagRun).filter(DagRun.dag_id == run.dag_id, DagRun.run_id == run.run_id).one().note
+
+
+def iso(ms: int) -> str:
+    return datetime.fromtimestamp(ms / 1000, tz=UTC).isoformat(timespec="seconds")
 
 
 def test_control_dag_stops_and_resumes_with_the_triggering_user(tmp_path, source, target, airflow_db,
@@ -45,6 +59,15 @@ def test_control_dag_stops_and_resumes_with_the_triggering_user(tmp_path, source
     with FlowClients(cfg, flow) as clients:
         st = flow_state(clients)
         assert (st.state, st.reason, st.by) == ("stopped", "maintenance of B", "dag_test")
+    # a run of the stopped flow's replicate DAG: every task skipped ("success" in Airflow), and the run's
+    # note (written by plugins/mirrorflow_notes.py's listener when the run ends) says why and what next
+    replicate = DagBag(dag_folder=DAG_FILE.replace("control", "replicate")).get_dag(f"mirrorflow_replicate__{flow.id}")
+    run = replicate.test(run_conf={"topics": None, "max_records_per_partition": None, "dry_run": False})
+    assert run.state == "success" and {ti.state for ti in run.get_task_instances()} == {"skipped"}
+    assert note_of(run) == (
+        f"flow {flow.name} is stopped by dag_test since {iso(st.at)} (on the target): maintenance of B: no copying. "
+        f"Next step: resume it when ready: `mirrorflow flow resume --flow {flow.name}`, the DAG "
+        f"mirrorflow_control__{flow.id} (action resume) or the Resume button on the status page")
     assert dag.test(run_conf={"action": "resume", "reason": "done"}).get_task_instances()[0].state == "success"
 
     with FlowClients(cfg, flow) as clients:

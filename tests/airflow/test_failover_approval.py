@@ -21,7 +21,14 @@ from mirrorflow.groups.checkpoint import emit_checkpoints
 from mirrorflow.metadata.sync import sync_flow
 from mirrorflow.replication.runner import run_once
 from mirrorflow.state.flow_state import flow_state, read_control
-from tests.airflow.standalone import airflow, airflow_env, scheduler_alive, standalone, unpause_when_ready
+from tests.airflow.standalone import (
+    airflow,
+    airflow_env,
+    scheduler_alive,
+    scheduler_saw_pause,
+    standalone,
+    unpause_when_ready,
+)
 from tests.integration.test_failover import commit, committed_offsets
 from tests.integration.test_replicate import records
 from tests.support import create_topic, produce, write_config
@@ -96,7 +103,7 @@ def test_failover_approval_and_rejection_through_the_rest_api(tmp_path, source, 
     log = tmp_path / "standalone.log"
     airflow(env, "db", "migrate")
     with standalone(env, log) as proc:
-        unpause_when_ready(env, proc, log, home / "airflow.db", port, [dag_id])
+        unpause_when_ready(proc, log, home / "airflow.db", port, [dag_id])
         api = Api(port, "admin", "approve-me")
         runs = f"/api/v2/dags/{dag_id}/dagRuns"
 
@@ -111,12 +118,8 @@ def test_failover_approval_and_rejection_through_the_rest_api(tmp_path, source, 
                 return api.call("GET", f"{ti}/-1/hitlDetails") if state == "awaiting_input" else None
 
             detail = api.wait("the approval", pending, 600, log)
-            # Airflow 3.3 race: an answer given before the scheduler handled the executor's event for the
-            # workload that paused the task (within about a second) has the task marked failed ("finished
-            # with state success, but the task instance's state attribute is queued"); a person is slower
-            paused = f"task_id='approve_failover', run_id='{run_id}'"
-            api.wait("the scheduler to see the task paused", lambda: any(
-                "Received executor event" in line and paused in line for line in log.read_text().splitlines()), 60, log)
+            api.wait("the scheduler to see the task paused",
+                     lambda: scheduler_saw_pause(log, "approve_failover", run_id), 60, log)
             return run_id, detail
 
         def answer(run_id: str, option: str) -> str:
@@ -152,6 +155,7 @@ def test_failover_approval_and_rejection_through_the_rest_api(tmp_path, source, 
     assert {(g, p): o for g, offs in after.items() for p, o in offs.items() if o >= 0} == shown
     with FlowClients(cfg, flow) as clients:
         record = read_control(clients, "failover")
-        assert flow_state(clients).state == "stopped"
+        state = flow_state(clients)
+    assert state.state == "stopped" and state.failed_over, state  # its next step: the failback
     assert record["approved_by"] == "admin" and record["plan"] == plan_id, record
     print(f"approval + rejection under the scheduler: {time.monotonic() - started:.0f} s")

@@ -172,7 +172,7 @@ def test_dags_under_the_real_scheduler(tmp_path, source, target, unique, airflow
     with standalone(env, tmp_path / "standalone.log") as proc:
         producer.start()
         try:
-            unpause_when_ready(env, proc, tmp_path / "standalone.log", db, port, ours)
+            unpause_when_ready(proc, tmp_path / "standalone.log", db, port, ours)
             first_backfill = backfill.create()  # beside the scheduler, which is starting the flow's runs
             deadline = time.monotonic() + 900  # was 600 before the backfill's spark-submits shared the machine
             while True:

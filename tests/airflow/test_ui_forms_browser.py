@@ -6,10 +6,8 @@ field required and keeps Trigger disabled until a topic is typed. An invalid reg
 field is refused in the form (the API's 400, with the message naming the param) and no run exists.
 The replicate DAG's Backfill form (same dialog) creates a backfill of the chosen days. The status page is
 where the README says: Browse > Mirrorflow. No scheduler runs there: the runs stay
-queued; what they do is tested by the DAGs' own tests.
-
-One journey runs under Airflow's real scheduler (`airflow standalone`): replicate triggered from its form,
-then the records on the target and on the status page."""
+queued; what they do is tested by the DAGs' own tests, and the journeys under Airflow's real scheduler
+(replicate, sync, checkpoint, verify, backfill, failover with its approval) in test_ui_journeys_browser.py."""
 from __future__ import annotations
 
 import time
@@ -213,57 +211,3 @@ def test_every_trigger_form_submits_its_defaults_and_refuses_a_bad_regex(
             [(lo, hi, dates)] = made
             assert (lo, hi) == (start, start + timedelta(days=1, milliseconds=-1))
             assert dates == [start + timedelta(hours=h) for h in range(24)]
-
-
-def test_replicate_triggered_from_its_form_under_the_real_scheduler(tmp_path, source, target, unique,
-                                                                    browser):  # noqa: F811
-    """The user's journey: `airflow standalone` (scheduler, api-server, LocalExecutor), the replicate DAG
-    triggered from its form with the defaults, its run succeeds, every record is on the target once, and
-    the status page (Browse > Mirrorflow) counts them."""
-    import uuid
-
-    from selenium.webdriver.common.by import By
-
-    from mirrorflow.dev.cluster import free_port
-    from tests.airflow.standalone import airflow, airflow_env, runs, scheduler_alive, standalone, unpause_when_ready
-    from tests.integration.replicate_helpers import assert_copied
-    from tests.support import create_topic, produce
-
-    tag = uuid.uuid4().hex[:6]
-    src, tgt = f"UA{tag}", f"UB{tag}"  # aliases of its own: the flow's state holds only this test's
-    topic = unique("journey")
-    create_topic(source, topic, partitions=2)
-    create_topic(target, f"{src}.{topic}", partitions=2)
-    produce(source, topic, [{"partition": i % 2, "key": f"k{i}".encode(), "value": f"v{i}".encode()}
-                            for i in range(20)])
-    cfg = write_config(tmp_path / "mf.yaml", {src: source, tgt: target}, {f"{src}->{tgt}": {
-        "topics": topic, "schedule": "",  # no schedule: the form's run only
-        "heartbeats.replication.enabled": False, "emit.heartbeats.enabled": False,
-        "emit.checkpoints.enabled": False}})
-    flow = cfg.flow(f"{src}->{tgt}")
-    dag_id = f"mirrorflow_replicate__{flow.id}"
-    home = tmp_path / "airflow"
-    home.mkdir()
-    port = free_port()
-    env = airflow_env(home, port, cfg.path, tmp_path / "runs")
-    log = tmp_path / "standalone.log"
-    db = home / "airflow.db"
-    airflow(env, "db", "migrate")
-    with standalone(env, log) as proc:
-        unpause_when_ready(env, proc, log, db, port, [dag_id])
-        base = f"http://127.0.0.1:{port}"
-        form = TriggerForm(browser, base, dag_id)  # all users are admins here: no login
-        assert form.trigger_enabled()
-        form.press_trigger()
-        deadline = time.monotonic() + 600  # a loaded machine's spark-submit (not a timing assertion)
-        while not [r for r in runs(db, dag_id) if r["state"] in ("success", "failed")]:
-            assert time.monotonic() < deadline, runs(db, dag_id)
-            scheduler_alive(log)
-            time.sleep(3)
-        [run] = runs(db, dag_id)
-        assert run["run_id"].startswith("manual__") and run["state"] == "success", run
-        browser.get(f"{base}/mirrorflow/")
-        card = browser.find_element(By.CSS_SELECTOR, f'section[data-flow="{flow.name}"]')
-        assert card.find_element(By.CSS_SELECTOR, '[data-k="records"]').text == "20"
-        assert card.find_element(By.CSS_SELECTOR, '[data-k="lag"]').text == "0"
-    assert_copied(source, target, topic, remote=f"{src}.{topic}")

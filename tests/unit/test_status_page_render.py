@@ -52,9 +52,11 @@ def test_lag_seconds_latency_and_problems_in_plain_words():
         "continued after them).",
         "The last run (10 s ago) failed: 1 unit(s) failed. orders[1]: broker said no",
     ]
-    paused = _page(state="paused by ops since 2027-01-15T08:00:00+00:00 (on the target): maintenance")
+    paused = _page(state="paused by ops since 2027-01-15T08:00:00+00:00 (on the target): maintenance",
+                   next_step="resume it when ready: `mirrorflow flow resume --flow A->B`")
     assert _problems(paused)[0] == ("The flow is not copying: it is paused by ops since 2027-01-15T08:00:00+00:00 "
-                                    "(on the target): maintenance.")
+                                    "(on the target): maintenance. Next step: resume it when ready: "
+                                    "`mirrorflow flow resume --flow A->B`.")
     assert _problems(_page(error="cluster 'B' unreachable")) == [
         "The flow's state on its target cluster cannot be read, so nothing below is known: cluster 'B' unreachable"]
 
@@ -165,6 +167,20 @@ def test_needs_attention_comes_first_then_the_history_and_the_buttons_only_for_w
     assert 'data-k="attention"' not in status_html.render_flows([ok], lambda f: [])
     empty = status_html.render_flow(ok, lambda f: [])
     assert '<p class="note" data-k="history">No operation recorded yet.</p>' in empty
+
+
+def test_a_failed_over_flow_says_so_and_offers_the_failback_not_a_resume():
+    page = _page(state="stopped by root@h pid 1 since 2027-01-15T08:00:00+00:00 (on the target): failed over to 'B' "
+                       "(unplanned), plan 0123456789ab approved by carol", failed_over=True,
+                 next_step="fail back once A is back: `mirrorflow failback --flow A->B`")
+    page.problems = _problems(page)
+    links = lambda f: [("failback", "/dags/mirrorflow_failback__A-B")]  # noqa: E731
+    card = status_html.render_flow(page, links, can_control=True)
+    assert '<span class="badge stopped" data-k="state">failed over</span>' in card
+    assert "Next step: fail back once A is back: `mirrorflow failback --flow A-&gt;B`." in card
+    assert "data-action" not in card and 'class="control"' not in card  # no Resume (nor a stop hiding the cause)
+    assert ('<p class="note" data-k="next-step">Failed over: the next step is to <a href="/dags/mirrorflow_failback__'
+            'A-B" target="_top">fail back</a> once A is back (not a resume).</p>') in card
 
 
 def test_every_checkpoint_pass_counts_not_only_those_that_moved_a_group():

@@ -379,6 +379,7 @@ class CheckpointRun:
     emitted: list[Checkpoint] = field(default_factory=list)
     errors: dict[str, str] = field(default_factory=dict)  # group -> error
     skipped_reason: str | None = None
+    state_skip: str | None = None  # the flow's state stopped the pass: why, and the next step (FlowState)
     created_topic: bool = False
     store: CheckpointStore | None = None
     offset_map: Any = None  # the fold of the offset map after the pass (map_upkeep.FoldReport)
@@ -478,7 +479,7 @@ def _emit(
         return run
     state_skip = flow_state(clients).skip_reason(flow.name, "checkpoint")
     if state_skip:
-        run.skipped_reason = state_skip
+        run.skipped_reason = run.state_skip = state_skip
         return run
     if not flow.props.get("emit.checkpoints.enabled", True):
         run.skipped_reason = "emit.checkpoints.enabled=false"

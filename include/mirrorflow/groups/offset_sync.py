@@ -134,6 +134,7 @@ class GroupSyncRun:
     committed: dict[str, int] = field(default_factory=dict)  # group -> partitions written
     errors: dict[str, str] = field(default_factory=dict)
     skipped_reason: str | None = None
+    state_skip: str | None = None  # the flow's state stopped the sync: why, and the next step (FlowState)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -246,7 +247,7 @@ def _sync(
         return run
     state_skip = None if failover else flow_state(clients).skip_reason(flow.name, "checkpoint")
     if state_skip:
-        run.skipped_reason = state_skip
+        run.skipped_reason = run.state_skip = state_skip
         return run
     filters = FlowFilters.for_flow(flow)
     timeout = clients.admin_timeout

@@ -77,6 +77,7 @@ class SyncReport:
     changes: list[Change] = field(default_factory=list)
     findings: list[Finding] = field(default_factory=list)
     skipped: list[Skip] = field(default_factory=list)
+    state_skip: str | None = None  # the flow's state stopped the sync: why, and the next step (FlowState)
 
     def change(self, concern: str, kind: str, resource: str, detail: str) -> Change:
         c = Change(concern, kind, resource, detail)

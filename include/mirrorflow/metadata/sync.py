@@ -63,7 +63,7 @@ def _sync(clients: FlowClients, wanted: list[str], dry_run: bool) -> SyncReport:
     timeout = flow.props["admin.timeout.ms"] / 1000.0
     source, target = clients.admin("source"), clients.admin("target")
     topics = TopicSync(filters, source, target, flow.replication_factor, timeout)
-    state_skip = None if dry_run else flow_state(clients).skip_reason(flow.name, "sync")
+    state_skip = report.state_skip = None if dry_run else flow_state(clients).skip_reason(flow.name, "sync")
     for concern in wanted:
         if state_skip:
             report.skip(concern, "*", state_skip)

@@ -68,6 +68,8 @@ class FlowStatus:
     source_error: str | None = None  # the source could not be asked for its ends
     running: str | None = None  # who holds the flow's lease (a run in progress) and since when
     state: str = "running"  # running | paused | stopped (state.flow_state), described
+    next_step: str | None = None  # what gets the flow copying again (FlowState.next_step); None: running
+    failed_over: bool = False  # stopped by its failover: the next step is the failback
     operations: list[str] = field(default_factory=list)  # the last failover, failback, takeover, in words
 
     @property
@@ -102,7 +104,9 @@ def flow_status(cfg: Config, flow: FlowConfig) -> FlowStatus:
         ends, notes = _source_ends(clients, sorted(progress), status)
         try:
             controls = read_controls(clients, ("flow-state", *OPERATIONS))  # one read for all of them
-            status.state = flow_state(clients, controls).describe()
+            state = flow_state(clients, controls)
+            status.state, status.next_step = state.describe(), state.next_step(flow.name)
+            status.failed_over = state.failed_over
             status.operations = operations({k: v for k, v in controls.items() if k in OPERATIONS})
             holder = current_holder(clients)
         except MirrorflowError as exc:
@@ -201,6 +205,8 @@ def render_text(statuses: list[FlowStatus], now_ms: int | None = None) -> str:
             continue
         lag = "unknown" if s.lag is None else s.lag
         lines.append(f"{head}, {s.records} records copied, lag {lag}, last copy {age}")
+        if s.next_step:
+            lines.append(f"  next step: {s.next_step}")
         if s.running:
             lines.append(f"  running: {s.running}")
         if s.operations:

@@ -233,9 +233,17 @@ def _operations(page: FlowPage) -> str:
     return f'<ul class="ops" data-k="history">{items}</ul>'
 
 
-def _control(page: FlowPage) -> str:
+def _control(page: FlowPage, links: Links) -> str:
     """Pause / resume / stop buttons (only rendered for a user who may trigger the control DAG;
-    the endpoint checks again)."""
+    the endpoint checks again). A failed-over flow gets none: its next step is the failback (a
+    link to its DAG), and a pause or stop would overwrite the record that it was failed over."""
+    if page.status.failed_over:
+        url = next((u for label, u in links(page.flow) if label == "failback"), "")
+        link = f'<a href="{_e(url)}" target="_top">fail back</a>' if url else "fail back"
+        return (
+            f'<p class="note" data-k="next-step">Failed over: the next step is to {link} once '
+            f"{_e(page.flow.split('->')[0])} is back (not a resume).</p>"
+        )
     flow_id = page.flow.replace("->", "-")
     buttons = "".join(
         f'<button type="button" data-action="{a}">{a.capitalize()}</button>' for a in ("pause", "resume", "stop")
@@ -251,6 +259,7 @@ def render_flow(page: FlowPage, links: Links, can_control: bool = False) -> str:
     """One flow's card; `can_control`: with its pause/resume/stop buttons."""
     s, fid = page.status, _e(page.flow.replace(">", "").replace("-", "_"))
     state = "error" if s.error else s.state.split()[0].strip(":,")
+    badge = "unreadable" if s.error else "failed over" if s.failed_over else state
     run = page.last_run
     if run is None:
         last = "never"
@@ -291,13 +300,13 @@ def render_flow(page: FlowPage, links: Links, can_control: bool = False) -> str:
     return (
         f'<section class="card" id="flow-{fid}" data-flow="{_e(page.flow)}"><div class="head">'
         f'<h2>{_e(page.flow)}</h2><span class="badge {state}" data-k="state">'
-        f"{_e('unreadable' if s.error else state)}</span>"
+        f"{_e(badge)}</span>"
         f'{running}<span class="links">{dag_links}</span></div>'
         f'{problems}{ops}<div class="tiles">{tiles}</div>'
         f'<div class="charts">{chart_svg(page.chart, "lag", "Lag after each run", "#017cee")}'
         f"{chart_svg(page.chart, 'rate', 'Throughput of each run', '#38a169')}</div>"
         f"<h3>Operations (last {len(page.operations)})</h3>{_operations(page)}"
-        f"{_control(page) if can_control else ''}"
+        f"{_control(page, links) if can_control else ''}"
         f"{_partitions(page, fid)}{_groups(page, fid)}</section>"
     )
 

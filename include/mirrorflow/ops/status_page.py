@@ -181,7 +181,8 @@ def _problems(page: FlowPage) -> list[str]:
     if s.error:
         return [f"The flow's state on its target cluster cannot be read, so nothing below is known: {s.error}"]
     if s.state != "running":
-        out.append(f"The flow is not copying: it is {s.state}.")
+        step = f" Next step: {s.next_step}." if s.next_step else ""
+        out.append(f"The flow is not copying: it is {s.state}.{step}")
     if s.source_error:
         out.append(f"The source cluster did not answer, so the lag is unknown: {s.source_error}")
     for p in s.partitions:

@@ -45,6 +45,11 @@ class FlowState:
     by: str = ""
     at: int = 0  # ms
     declared_in: str = "target"  # target (set by `mirrorflow flow ...`) | config (the `state` property) | standby
+    cause: str = ""  # "failover": stopped by the flow's failover (ops.failover), not by a person's stop
+
+    @property
+    def failed_over(self) -> bool:
+        return self.state == "stopped" and self.cause == "failover"
 
     def allows(self, step: str) -> bool:
         return step in ALLOWED[self.state]
@@ -62,12 +67,38 @@ class FlowState:
         why = f": {self.reason}" if self.reason else ""
         return f"{self.state}{by}{since} ({where}){why}"
 
+    def next_step(self, flow_name: str) -> str | None:
+        """What the operator does to get the flow copying again, through every door (None: it is
+        running). After a failover that is the failback, never a resume: a resume would start
+        copying from the lost source again while the applications write to the target."""
+        if self.state == "running":
+            return None
+        source, target = flow_name.split("->", 1)
+        flow_id, reverse = f"{source}-{target}", f"{target}->{source}"
+        if self.declared_in == "config":
+            return f"remove the flow's `state: {self.state}` from the config (a resume cannot lift it)"
+        if self.declared_in == "standby":
+            return (
+                f"none while {reverse} runs: this flow starts with the failback of {reverse} "
+                f"(`mirrorflow failback --flow {reverse}`), after {reverse} was failed over"
+            )
+        if self.failed_over:
+            return (
+                f"fail back once {source} is back: `mirrorflow failback --flow {flow_name}` or the DAG "
+                f"mirrorflow_failback__{flow_id} (it starts {reverse}, so what was written on {target} reaches "
+                f"{source}); not a resume. {flow_name} itself runs again after a planned failover of {reverse} "
+                "and its failback"
+            )
+        return (
+            f"resume it when ready: `mirrorflow flow resume --flow {flow_name}`, the DAG mirrorflow_control__{flow_id} "
+            "(action resume) or the Resume button on the status page"
+        )
+
     def skip_reason(self, flow_name: str, step: str) -> str | None:
-        """Why `step` must not run now (None: it may)."""
+        """Why `step` must not run now, and the next step (None: it may run)."""
         if self.allows(step):
             return None
-        resume = f"`mirrorflow flow resume --flow {flow_name}`"
-        return f"flow {flow_name} is {self.describe()}: no {STEP_NAMES[step]} ({resume})"
+        return f"flow {flow_name} is {self.describe()}: no {STEP_NAMES[step]}. Next step: {self.next_step(flow_name)}"
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -142,7 +173,13 @@ def stored_state(clients: FlowClients, controls: Mapping[str, dict[str, Any]] | 
     if d is None:
         return FlowState()
     try:
-        return FlowState(str(d["state"]), str(d.get("reason", "")), str(d.get("by", "")), int(d.get("at", 0)))
+        return FlowState(
+            str(d["state"]),
+            str(d.get("reason", "")),
+            str(d.get("by", "")),
+            int(d.get("at", 0)),
+            cause=str(d.get("cause", "")),
+        )
     except (KeyError, ValueError) as exc:
         raise StateError(f"flow {clients.flow.name}: unreadable flow state record on the target: {exc}") from None
 
@@ -165,17 +202,26 @@ OPERATION = {"paused": "pause", "running": "resume", "stopped": "stop"}
 
 
 def set_flow_state(
-    clients: FlowClients, state: str, reason: str = "", by: str = "", *, via: str = "", record: bool = True
+    clients: FlowClients,
+    state: str,
+    reason: str = "",
+    by: str = "",
+    *,
+    via: str = "",
+    record: bool = True,
+    cause: str = "",
 ) -> FlowState:
     """Record `state` on the target (idempotent producer, acks=all) and, with `record`, append the
     pause/resume/stop to the flow's operations history (state.history) with who, through which door
     (`via`) and why, so every door (CLI, DAG, status page, a failover) leaves the same trail.
+    `cause` "failover": the flow's failover stopped it (its next step is the failback, not a resume).
     Returns the state that applies. The state is written first: a history write the target does
     not acknowledge is a StateError that says the state itself was recorded."""
     if state not in STATES:
         raise ConfigError([("state", f"expected one of {', '.join(STATES)}, got {state!r}")])
     at = int(time.time() * 1000)
-    write_control(clients, "flow-state", {"state": state, "reason": reason, "by": by, "at": at})
+    value = {"state": state, "reason": reason, "by": by, "at": at, **({"cause": cause} if cause else {})}
+    write_control(clients, "flow-state", value)
     if record:
         try:
             record_operation(clients, OPERATION[state], by, via=via, reason=reason, at=at)

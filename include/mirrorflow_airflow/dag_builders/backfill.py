@@ -39,6 +39,7 @@ from mirrorflow_airflow.common import flow_dag, flow_dag_id, flow_dags, task_con
 from mirrorflow_airflow.dag_builders.replicate import release_after_failure, release_lease
 from mirrorflow_airflow.hooks import MirrorflowHook
 from mirrorflow_airflow.operators.spark_submit import SPARK_CONN_ID, MirrorflowSparkSubmitOperator
+from mirrorflow_airflow.run_notes import skip_task
 
 log = logging.getLogger(__name__)
 
@@ -78,7 +79,7 @@ def plan_task(flow_name: str, run_id: str, p: dict[str, Any], config_path: str |
     with FlowClients(cfg, flow) as clients:
         skip = flow_state(clients).skip_reason(flow.name, "copy")
         if skip:
-            raise AirflowSkipException(skip)
+            skip_task(skip, note=skip)
         lease = None
         if not dry:
             try:

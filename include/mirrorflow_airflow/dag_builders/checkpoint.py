@@ -36,6 +36,7 @@ from mirrorflow_airflow.dag_builders.timers import RunTimes, period
 from mirrorflow_airflow.hooks import MirrorflowHook
 from mirrorflow_airflow.operators.heartbeat import HeartbeatOperator
 from mirrorflow_airflow.params import regex, regex_or_none
+from mirrorflow_airflow.run_notes import skip_task
 
 log = logging.getLogger(__name__)
 
@@ -81,7 +82,7 @@ def checkpoint_task(
     run = emit_checkpoints(cfg, flow, refresh_groups=refresh, only=groups)
     rendered = render_checkpoints(run, flow.target)
     if run.skipped_reason:
-        raise AirflowSkipException(rendered.text())
+        skip_task(rendered.text(), note=run.state_skip)
     log.info("%s", rendered.text())
     if not refresh:
         log.info("%s: groups not refreshed (refresh.groups.interval.seconds not due): known groups only", flow.name)
@@ -118,7 +119,7 @@ def group_sync_task(
     run = sync_group_offsets(cfg, flow)
     rendered = render_group_sync(run)
     if run.skipped_reason:
-        raise AirflowSkipException(rendered.text())
+        skip_task(rendered.text(), note=run.state_skip)
     log.info("%s", rendered.text())
     metric("incr", "group_sync.committed", sum(run.committed.values()), {"flow": flow.id})
     if run.errors:

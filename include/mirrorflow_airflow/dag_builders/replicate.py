@@ -47,6 +47,7 @@ from mirrorflow_airflow.common import emit_samples, flow_dag, flow_dag_id, flow_
 from mirrorflow_airflow.hooks import MirrorflowHook
 from mirrorflow_airflow.operators.spark_submit import SPARK_CONN_ID, MirrorflowSparkSubmitOperator
 from mirrorflow_airflow.params import dry_run, max_records_per_partition, regex_or_none, topics_subset
+from mirrorflow_airflow.run_notes import skip_task
 
 log = logging.getLogger(__name__)
 
@@ -153,7 +154,7 @@ def plan_task(
         wait_for_clusters(clients)  # as `mirrorflow replicate`: a broker restarting now is waited for, not failed
         skip = flow_state(clients).skip_reason(flow.name, "copy")
         if skip:
-            raise AirflowSkipException(skip)
+            skip_task(skip, note=skip)
         try:
             if interval_ms is None:
                 lease = take_lease(clients, *lease_owner(flow, run_id))

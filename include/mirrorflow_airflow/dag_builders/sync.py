@@ -32,6 +32,7 @@ from mirrorflow_airflow.common import flow_dag, flow_dags, task_config_path
 from mirrorflow_airflow.dag_builders.timers import RunTimes, period
 from mirrorflow_airflow.hooks import MirrorflowHook
 from mirrorflow_airflow.params import dry_run, sync_only
+from mirrorflow_airflow.run_notes import skip_task
 
 log = logging.getLogger(__name__)
 TASKS = {"topics": "topics_and_partitions", "configs": "configs", "acls": "acls"}
@@ -85,7 +86,7 @@ def sync_task(
         raise AirflowFailException(str(exc)) from None
     log.info("%s", report.render_text())
     if report.skipped and all(s.resource == "*" for s in report.skipped) and not report.changes:
-        raise AirflowSkipException("; ".join(s.reason for s in report.skipped))
+        skip_task("; ".join(s.reason for s in report.skipped), note=report.state_skip)
     if not report.ok:
         raise MirrorflowError(
             f"{flow_name}: {concern} sync: "

@@ -20,6 +20,7 @@ from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 from mirrorflow_airflow.common import metric
 from mirrorflow_airflow.dag_builders.timers import RunTimes
 from mirrorflow_airflow.hooks import MirrorflowHook
+from mirrorflow_airflow.run_notes import skip_task
 from mirrorflow_airflow.triggers.heartbeat import HeartbeatTrigger
 
 log = logging.getLogger(__name__)
@@ -52,7 +53,7 @@ class HeartbeatOperator(BaseOperator):
         with FlowClients(cfg, flow) as clients:
             skip = flow_state(clients).skip_reason(flow.name, "checkpoint")
             if skip:
-                raise AirflowSkipException(f"heartbeats: {skip}")
+                skip_task(f"heartbeats: {skip}", note=skip)
             start = time.time()
             first = emit_heartbeats(cfg, flow, clients=clients)
         if not first:
