@@ -15,9 +15,9 @@ import pytest
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
 from mirrorflow.dev.cluster import DevCluster
-from mirrorflow.replication.report import RunReport
+from mirrorflow.replication.run_report import RunReport
 from mirrorflow.replication.runner import run_once
-from mirrorflow.state.topics import offset_map_topic, progress_topic
+from mirrorflow.state.state_topics import offset_map_topic, progress_topic
 from tests.integration.replicate_helpers import assert_copied, assert_map_exact, make_flow, mirror_topic
 from tests.support import admin, consume_all, markers_written, produce
 

@@ -22,7 +22,7 @@ from confluent_kafka.admin import OffsetSpec
 from mirrorflow.clients import FlowClients
 from mirrorflow.dev.cluster import DevCluster, free_port
 from mirrorflow.errors import BrokerUnavailableError, ClusterError, StateError
-from mirrorflow.kafka.topics import list_offsets
+from mirrorflow.kafka.topic_admin import list_offsets
 from mirrorflow.state.flow_state import read_control, write_control
 from tests.integration.replicate_helpers import make_flow
 from tests.support import create_topic, produce, write_config

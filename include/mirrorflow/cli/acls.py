@@ -25,7 +25,7 @@ def _args(p: argparse.ArgumentParser) -> None:
 
 @command("acls", "print (or --apply) the ACLs a flow's source and target principals need", _args)
 def _acls(args: argparse.Namespace) -> int:
-    from mirrorflow.ops.acls import acls_error, flow_acls
+    from mirrorflow.ops.required_acls import acls_error, flow_acls
 
     if args.offline:  # asks no cluster: flags that need one would be ignored
         flags = (("--apply", args.apply), ("--source-admin", args.source_admin), ("--target-admin", args.target_admin))

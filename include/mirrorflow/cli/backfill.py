@@ -1,12 +1,12 @@
 """`mirrorflow backfill --flow A->B [--topics REGEX] --from WHEN --to WHEN [--dry-run] [--json]`:
-copy a historical source range the flow has not copied yet (see replication/backfill.py)."""
+copy a historical source range the flow has not copied yet (see ops/backfill.py)."""
 
 from __future__ import annotations
 
 import argparse
 
 from mirrorflow.cli.registry import command, load_config, print_json
-from mirrorflow.replication.backfill import WHEN_HELP
+from mirrorflow.ops.backfill import WHEN_HELP
 
 
 def _args(p: argparse.ArgumentParser) -> None:
@@ -38,7 +38,7 @@ def _args(p: argparse.ArgumentParser) -> None:
 )
 def _backfill(args: argparse.Namespace) -> int:
     from mirrorflow.cli.progress import records_bar
-    from mirrorflow.replication.backfill import When, backfill, topic_pattern
+    from mirrorflow.ops.backfill import When, backfill, topic_pattern
 
     When.parse(args.start, "--from")  # bad values: one clear error before the config is read
     When.parse(args.end, "--to")

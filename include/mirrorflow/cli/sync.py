@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 
 from mirrorflow.cli.registry import command, load_config, print_json
-from mirrorflow.metadata.report import CONCERNS
 from mirrorflow.metadata.sync import sync_flow
+from mirrorflow.metadata.sync_report import CONCERNS
 
 
 def _args(p: argparse.ArgumentParser) -> None:

@@ -33,7 +33,7 @@ from mirrorflow.errors import MirrorflowError, TopicError
 from mirrorflow.kafka.connection import ClusterConnection, kafka_error
 from mirrorflow.kafka.log_reader import read_partition
 from mirrorflow.kafka.retry import backoff_s, transient_error
-from mirrorflow.kafka.topics import ensure_compacted_topic, produce_all
+from mirrorflow.kafka.topic_admin import ensure_compacted_topic, produce_all
 from mirrorflow.mm2.filters import FlowFilters
 from mirrorflow.mm2.formats import Checkpoint, FormatError
 from mirrorflow.mm2.policy import DefaultReplicationPolicy

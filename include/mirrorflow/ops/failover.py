@@ -54,7 +54,7 @@ from mirrorflow.groups.offset_sync import (
     commit_group_plans,
     sync_group_offsets,
 )
-from mirrorflow.kafka.topics import list_offsets
+from mirrorflow.kafka.topic_admin import list_offsets
 from mirrorflow.metadata.sync import sync_flow
 from mirrorflow.mm2.filters import FlowFilters
 from mirrorflow.ops.verify import VerifyReport, verify_flow

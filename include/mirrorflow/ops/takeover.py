@@ -34,19 +34,19 @@ from confluent_kafka.admin import OffsetSpec
 from mirrorflow.clients import FlowClients
 from mirrorflow.errors import MirrorflowError, StateError
 from mirrorflow.kafka.log_reader import read_partition
-from mirrorflow.kafka.topics import list_offsets, topic_ids
+from mirrorflow.kafka.topic_admin import list_offsets, topic_ids
 from mirrorflow.mm2.connect_offsets import STRIMZI_OFFSETS_TOPIC, decode_source_offset, dedicated_offsets_topic
 from mirrorflow.mm2.formats import FormatError, Heartbeat
+from mirrorflow.ops.reseed import write_partition_state
 from mirrorflow.replication.planner import source_offsets, source_partitions
-from mirrorflow.replication.reseed import write_partition_state
 from mirrorflow.state.flow_state import write_control
 from mirrorflow.state.history import record_operation
 from mirrorflow.state.lease import FlowLease, local_owner, whoami
 from mirrorflow.state.offset_map import MapEntry
 from mirrorflow.state.records import Progress
+from mirrorflow.state.state_topics import ensure_state_topics, offset_map_topic, progress_topic
+from mirrorflow.state.state_writer import StateWriter
 from mirrorflow.state.store import StateStore
-from mirrorflow.state.topics import ensure_state_topics, offset_map_topic, progress_topic
-from mirrorflow.state.writer import StateWriter
 
 QUIET_S = 30.0  # no heartbeat from MM2 for this long: it is stopped (it beats every second by default)
 TAIL_WINDOW = 10_000  # how far back in a remote partition MM2's copy of its last record is looked for

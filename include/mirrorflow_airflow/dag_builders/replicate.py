@@ -100,7 +100,7 @@ def wait_for_lease(
     from mirrorflow.errors import LeaseError
     from mirrorflow.replication.runner import take_lease
     from mirrorflow.state.lease import current_holder
-    from mirrorflow.state.topics import ensure_state_topics
+    from mirrorflow.state.state_topics import ensure_state_topics
 
     ensure_state_topics(clients)
     deadline, seen = time.monotonic() + wait_s, ""
@@ -133,7 +133,7 @@ def plan_task(
     first, up to broker.outage.max.seconds, as the CLI's run does."""
     from mirrorflow.clients import FlowClients
     from mirrorflow.errors import ConfigError, LeaseError
-    from mirrorflow.replication.backfill import prepare_interval_plan
+    from mirrorflow.ops.backfill import prepare_interval_plan
     from mirrorflow.replication.continuous import check_options, is_continuous, prepare_continuous_plan, run_seconds
     from mirrorflow.replication.handoff import encode_plan, new_run_id
     from mirrorflow.replication.planner import wait_for_clusters

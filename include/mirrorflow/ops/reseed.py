@@ -22,16 +22,16 @@ from confluent_kafka.admin import OffsetSpec
 
 from mirrorflow.clients import FlowClients
 from mirrorflow.errors import MirrorflowError, StateError, TopicError
-from mirrorflow.kafka.topics import list_offsets, topic_ids
+from mirrorflow.kafka.topic_admin import list_offsets, topic_ids
 from mirrorflow.mm2.filters import FlowFilters
 from mirrorflow.replication.planner import source_offsets
 from mirrorflow.state.history import record_operation
 from mirrorflow.state.lease import FlowLease, local_owner, whoami
 from mirrorflow.state.offset_map import MapEntry
 from mirrorflow.state.records import Progress
+from mirrorflow.state.state_topics import ensure_state_topics, offset_map_topic, progress_topic, transactional_id
+from mirrorflow.state.state_writer import StateWriter
 from mirrorflow.state.store import StateStore
-from mirrorflow.state.topics import ensure_state_topics, offset_map_topic, progress_topic, transactional_id
-from mirrorflow.state.writer import StateWriter
 
 
 @dataclass(frozen=True)

@@ -12,10 +12,10 @@ from typing import Any
 from mirrorflow.clients import FlowClients
 from mirrorflow.config import FlowConfig
 from mirrorflow.kafka.retry import OUTAGE_BOUND, retry_call
-from mirrorflow.kafka.topics import produce_all
+from mirrorflow.kafka.topic_admin import produce_all
 from mirrorflow.state.offset_map import MapEntry
 from mirrorflow.state.records import Progress, encode_entry
-from mirrorflow.state.topics import offset_map_topic, progress_topic, state_key, state_partition
+from mirrorflow.state.state_topics import offset_map_topic, progress_topic, state_key, state_partition
 
 
 @dataclass

@@ -47,7 +47,7 @@ from mirrorflow.replication.planner import (
     source_offsets,
     stopped_message,
 )
-from mirrorflow.replication.report import RunReport
+from mirrorflow.replication.run_report import RunReport
 from mirrorflow.replication.runner import take_lease
 from mirrorflow.state.flow_state import flow_state
 from mirrorflow.state.lease import local_owner
@@ -366,7 +366,7 @@ def prepare_interval_plan(
     in the run's data interval [start, end) (`offsets_for_times` on both bounds) that the ledger does
     not hold yet -- nothing when the flow already copied them. Returns the plan and what is handed
     to the copy, like `runner.prepare_plan`."""
-    from mirrorflow.state.topics import ensure_state_topics
+    from mirrorflow.state.state_topics import ensure_state_topics
 
     ensure_state_topics(clients)
     lo, hi = When("time", interval_ms[0]), When("time", interval_ms[1])

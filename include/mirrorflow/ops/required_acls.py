@@ -48,7 +48,7 @@ from mirrorflow.clients import cluster_connection
 from mirrorflow.config import Config, FlowConfig
 from mirrorflow.errors import ConfigError, MirrorflowError
 from mirrorflow.kafka.log_reader import READER_GROUP
-from mirrorflow.metadata.acls import probe
+from mirrorflow.metadata.acl_sync import probe
 from mirrorflow.mm2.filters import FlowFilters
 
 SOURCE_TOPIC_OPS = ("READ", "DESCRIBE", "DESCRIBE_CONFIGS")
