@@ -18,7 +18,8 @@ May import: `mirrorflow.errors`, `mirrorflow.kafka.connection` (is a name a libr
 `mirrorflow.mm2` (to validate a policy name and a regex list as the filters join it).
 """
 
-from mirrorflow.config.loading import config_path, default_config_path, librdkafka_problem, load, parse, project_dir
+from mirrorflow.config.client_settings import librdkafka_problem
+from mirrorflow.config.loading import config_path, default_config_path, load, parse, project_dir
 from mirrorflow.config.model import FLOW_NAME_RE, ClusterConfig, Config, FlowConfig, SparkConfig
 from mirrorflow.config.properties import FLOW_PROPERTIES, Prop, did_you_mean
 from mirrorflow.config.secrets import SECRET_KEY_RE, redact

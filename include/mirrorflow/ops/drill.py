@@ -30,7 +30,7 @@ from typing import Any
 from mirrorflow.clients import FlowClients
 from mirrorflow.config import Config, FlowConfig
 from mirrorflow.errors import ConfigError, MirrorflowError, StateError
-from mirrorflow.groups.checkpoint import list_groups
+from mirrorflow.groups.group_offsets import list_groups
 from mirrorflow.groups.offset_sync import (
     SAFE_STATES,
     GroupSyncPlan,

@@ -25,7 +25,6 @@ intervals by record time (see docs/replicate.md, "Backfill").
 from __future__ import annotations
 
 import logging
-from datetime import datetime
 from typing import Any
 
 from airflow.sdk import DAG, Param, task
@@ -185,22 +184,3 @@ def build_backfill_dag(cfg: Config, flow: FlowConfig) -> DAG:
 def build_backfill_dags(cfg: Config | None = None) -> dict[str, DAG]:
     """One backfill DAG per enabled flow, keyed by dag_id."""
     return flow_dags(cfg, build_backfill_dag)
-
-
-def airflow_backfill_interval(
-    dag_run: Any, interval_start: datetime | None, interval_end: datetime | None, schedule: str | None
-) -> tuple[int, int] | None:
-    """The [start, end) in ms of a replicate DAG run created by `airflow backfill create`, None for
-    any other run. A cron trigger schedule gives runs an empty data interval (start = end = the
-    logical date): the run then stands for the period since the schedule's previous fire time."""
-    run_type = getattr(dag_run, "run_type", None)
-    if getattr(run_type, "value", run_type) != "backfill" or interval_end is None:
-        return None
-    start = interval_start if interval_start is not None else interval_end
-    if start >= interval_end and schedule:
-        from croniter import croniter
-
-        start = croniter(schedule, interval_end).get_prev(datetime)
-    if start >= interval_end:
-        return None
-    return int(start.timestamp() * 1000), int(interval_end.timestamp() * 1000)

@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import logging
 import time
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from airflow.sdk import DAG, Asset, AssetAlias, task
@@ -311,9 +311,26 @@ def flow_conn_ids(cfg: Config, flow: FlowConfig) -> list[str]:
     return sorted({i for i in ids if i})
 
 
-def build_replicate_dag(cfg: Config, flow: FlowConfig) -> DAG:
-    from mirrorflow_airflow.dag_builders.backfill import airflow_backfill_interval
+def airflow_backfill_interval(
+    dag_run: Any, interval_start: datetime | None, interval_end: datetime | None, schedule: str | None
+) -> tuple[int, int] | None:
+    """The [start, end) in ms of a replicate DAG run created by `airflow backfill create`, None for
+    any other run. A cron trigger schedule gives runs an empty data interval (start = end = the
+    logical date): the run then stands for the period since the schedule's previous fire time."""
+    run_type = getattr(dag_run, "run_type", None)
+    if getattr(run_type, "value", run_type) != "backfill" or interval_end is None:
+        return None
+    start = interval_start if interval_start is not None else interval_end
+    if start >= interval_end and schedule:
+        from croniter import croniter
 
+        start = croniter(schedule, interval_end).get_prev(datetime)
+    if start >= interval_end:
+        return None
+    return int(start.timestamp() * 1000), int(interval_end.timestamp() * 1000)
+
+
+def build_replicate_dag(cfg: Config, flow: FlowConfig) -> DAG:
     name, path, schedule = flow.name, task_config_path(cfg), flow.props["schedule"] or None
     env = {k: v for k, v in spark_env().items() if k in ("PATH", "PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON")}
     with flow_dag(
