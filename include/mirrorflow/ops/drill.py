@@ -38,9 +38,9 @@ from mirrorflow.groups.offset_sync import (
     commit_group_plans,
     describe_target_groups,
 )
-from mirrorflow.ops.backfill import WHEN_HELP, When
 from mirrorflow.ops.failover import FailoverPlan, plan_failover
 from mirrorflow.ops.verify import VerifyReport, verify_flow
+from mirrorflow.replication.backfill_plan import WHEN_HELP, When
 from mirrorflow.state.flow_state import flow_state, read_control, write_control
 from mirrorflow.state.history import record_operation
 from mirrorflow.state.lease import whoami

@@ -66,7 +66,6 @@ from mirrorflow.config import Config, FlowConfig
 from mirrorflow.errors import ConfigError, MirrorflowError, StateError
 from mirrorflow.kafka.topic_admin import list_offsets
 from mirrorflow.mm2.filters import FlowFilters
-from mirrorflow.ops.reseed import write_partition_state
 from mirrorflow.replication.planner import source_offsets
 from mirrorflow.state.flow_state import flow_state, read_control, set_flow_state, write_control
 from mirrorflow.state.history import record_operation
@@ -78,7 +77,7 @@ from mirrorflow.state.state_topics import (
     offset_map_topic,
     progress_topic,
 )
-from mirrorflow.state.state_writer import StateWriter
+from mirrorflow.state.state_writer import StateWriter, write_partition_state
 from mirrorflow.state.store import StateStore
 
 Key = tuple[str, int]

@@ -37,7 +37,6 @@ from mirrorflow.kafka.log_reader import read_partition
 from mirrorflow.kafka.topic_admin import list_offsets, topic_ids
 from mirrorflow.mm2.connect_offsets import STRIMZI_OFFSETS_TOPIC, decode_source_offset, dedicated_offsets_topic
 from mirrorflow.mm2.formats import FormatError, Heartbeat
-from mirrorflow.ops.reseed import write_partition_state
 from mirrorflow.replication.planner import source_offsets, source_partitions
 from mirrorflow.state.flow_state import write_control
 from mirrorflow.state.history import record_operation
@@ -45,7 +44,7 @@ from mirrorflow.state.lease import FlowLease, local_owner, whoami
 from mirrorflow.state.offset_map import MapEntry
 from mirrorflow.state.records import Progress
 from mirrorflow.state.state_topics import ensure_state_topics, offset_map_topic, progress_topic
-from mirrorflow.state.state_writer import StateWriter
+from mirrorflow.state.state_writer import StateWriter, write_partition_state
 from mirrorflow.state.store import StateStore
 
 QUIET_S = 30.0  # no heartbeat from MM2 for this long: it is stopped (it beats every second by default)

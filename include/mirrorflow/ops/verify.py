@@ -33,8 +33,8 @@ from mirrorflow.errors import ClusterError, TopicError
 from mirrorflow.kafka.log_reader import LogReader
 from mirrorflow.kafka.topic_admin import topic_ids
 from mirrorflow.mm2.filters import FlowFilters
-from mirrorflow.ops.backfill import When, topic_pattern
 from mirrorflow.ops.verify_walk import Mismatch, RangeCheck, Rec, Sides, clip, walk_partition
+from mirrorflow.replication.backfill_plan import When, topic_pattern
 from mirrorflow.replication.planner import source_offsets, source_partitions
 from mirrorflow.state.flow_state import read_control
 from mirrorflow.state.offset_map import PartitionMap, subtract_ranges

@@ -31,7 +31,7 @@ from airflow.sdk import DAG, Param, task
 from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 
 from mirrorflow.config import Config, FlowConfig
-from mirrorflow.ops.backfill import WHEN_HELP, WHEN_PATTERN
+from mirrorflow.replication.backfill_plan import WHEN_HELP, WHEN_PATTERN
 from mirrorflow.replication.spark import JOB_PATH, spark_conf, spark_env
 from mirrorflow_airflow import params as P
 from mirrorflow_airflow.common import flow_dag, flow_dag_id, flow_dags, task_config_path
@@ -65,7 +65,8 @@ def plan_task(flow_name: str, run_id: str, p: dict[str, Any], config_path: str |
     """Plan the backfill (under the flow's lease unless a dry run); the plan goes to XCom."""
     from mirrorflow.clients import FlowClients
     from mirrorflow.errors import LeaseError
-    from mirrorflow.ops.backfill import BackfillReport, When, plan_backfill
+    from mirrorflow.ops.backfill import BackfillReport
+    from mirrorflow.replication.backfill_plan import When, plan_backfill
     from mirrorflow.replication.handoff import encode_plan, new_run_id
     from mirrorflow.replication.runner import take_lease
     from mirrorflow.state.flow_state import flow_state
@@ -114,7 +115,8 @@ def report_task(flow_name: str, paths: dict[str, Any], config_path: str | None =
     """The backfill's report (records, bytes, gaps per partition); releases the lease."""
     from mirrorflow.clients import FlowClients
     from mirrorflow.errors import MirrorflowError
-    from mirrorflow.ops.backfill import BackfillReport, apply_results, partitions_of
+    from mirrorflow.ops.backfill import BackfillReport, apply_results
+    from mirrorflow.replication.backfill_plan import partitions_of
     from mirrorflow.replication.handoff import collect_results, decode_plan
     from mirrorflow.replication.runner import report_run
 

@@ -133,7 +133,7 @@ def plan_task(
     first, up to broker.outage.max.seconds, as the CLI's run does."""
     from mirrorflow.clients import FlowClients
     from mirrorflow.errors import ConfigError, LeaseError
-    from mirrorflow.ops.backfill import prepare_interval_plan
+    from mirrorflow.replication.backfill_plan import prepare_interval_plan
     from mirrorflow.replication.continuous import check_options, is_continuous, prepare_continuous_plan, run_seconds
     from mirrorflow.replication.handoff import encode_plan, new_run_id
     from mirrorflow.replication.planner import wait_for_clusters

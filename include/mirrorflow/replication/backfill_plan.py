@@ -1,0 +1,306 @@
+"""The plan of a backfill: a historical source range, per partition, minus what the flow copied.
+
+A backfill (`ops.backfill`, `mirrorflow backfill`, the backfill DAG) and an Airflow backfill of the
+replicate DAG (`prepare_interval_plan`: the records of a past data interval) plan here: per source
+partition the range [from, to) is resolved (`When`), the ledger of what the flow already copied
+(`Progress.covered`) is subtracted, what source retention already removed is a gap (reported, never
+copied, never written to the state), and the rest is cut into units flagged `backfill`, which the
+copier copies wherever the progress stands (`copier.ranges_to_copy`). `plan_partition` and
+`units_of` are pure; `plan_backfill` reads the inputs.
+
+WHEN: `earliest` (the source log start), `latest` (the source end), `start` (where the flow's
+copy of the partition begins: the lowest offset of its ledger), `offset:N`, or an ISO-8601 time
+with a zone (the first offset whose timestamp is at or after it, `offsets_for_times`).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from confluent_kafka.admin import OffsetSpec
+
+from mirrorflow.clients import FlowClients
+from mirrorflow.errors import ConfigError
+from mirrorflow.replication.handoff import new_run_id
+from mirrorflow.replication.planner import (
+    PartitionInput,
+    Plan,
+    Unit,
+    balance_tasks,
+    gather_inputs,
+    identity_problem,
+    source_offsets,
+    stopped_message,
+)
+from mirrorflow.state.offset_map import subtract_ranges
+from mirrorflow.state.state_topics import ensure_state_topics
+from mirrorflow.state.store import StateStore
+
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+WHEN_HELP = (
+    "earliest (source log start), latest (source end), start (where the flow's copy began), "
+    "offset:N, or an ISO-8601 time with a zone, e.g. 2026-01-01T00:00:00Z"
+)
+# what the DAG's Params form accepts (JSON-schema pattern, checked in the form before any task runs)
+WHEN_PATTERN = (
+    r"^(earliest|latest|start|offset:[0-9]+|"
+    r"[0-9]{4}-[0-9]{2}-[0-9]{2}[T ][0-9]{2}:[0-9]{2}(:[0-9]{2}(\.[0-9]{1,6})?)?(Z|[+-][0-9]{2}:?[0-9]{2}))$"
+)
+Key = tuple[str, int]
+
+
+@dataclass(frozen=True)
+class When:
+    """One bound of a backfill range, before it is resolved to an offset per partition."""
+
+    kind: str  # earliest | latest | start | offset | time
+    value: int = 0  # the offset, or the time in ms since the epoch
+
+    @classmethod
+    def parse(cls, text: str | None, option: str) -> When:
+        """ConfigError naming the option for anything but the documented forms."""
+        v = (text or "").strip()
+        if v in ("earliest", "latest", "start"):
+            return cls(v)
+        if v.startswith("offset:"):
+            n = v[7:].strip()
+            if n.isdigit():
+                return cls("offset", int(n))
+            raise ConfigError([(option, f"offset:N needs a non-negative integer N, got {text!r}")])
+        try:
+            dt = datetime.fromisoformat(v.replace("Z", "+00:00")) if v[:4].isdigit() else None
+        except ValueError:
+            dt = None
+        if dt is None:
+            raise ConfigError([(option, f"expected {WHEN_HELP}; got {text!r}")])
+        if dt.tzinfo is None:
+            raise ConfigError([(option, f"the time {text!r} needs a time zone (e.g. {v}Z for UTC)")])
+        return cls("time", (dt - EPOCH) // timedelta(milliseconds=1))
+
+    def __str__(self) -> str:
+        if self.kind == "offset":
+            return f"offset:{self.value}"
+        if self.kind == "time":
+            return (EPOCH + timedelta(milliseconds=self.value)).isoformat(timespec="milliseconds")
+        return self.kind
+
+
+def topic_pattern(topics: str | None) -> re.Pattern[str] | None:
+    """The --topics regex (full match on SOURCE topic names), or one clear ConfigError."""
+    if not topics:
+        return None
+    try:
+        return re.compile(topics)
+    except re.error as exc:
+        raise ConfigError([("--topics", f"not a valid regular expression ({exc}): {topics!r}")]) from None
+
+
+@dataclass
+class BackfillPartition:
+    """The backfill of one source partition: the resolved range, what it copies, what was lost."""
+
+    topic: str
+    partition: int
+    target_topic: str
+    start: int = -1  # the resolved range [start, end) (source offsets)
+    end: int = -1
+    log_start: int = -1  # the source's log start and end (last stable offset) when planned
+    source_end: int = -1
+    progress_next: int = -1  # the partition's progress (`next`) when planned; a backfill never moves it back
+    todo: list[tuple[int, int]] = field(default_factory=list)  # the ranges to copy (not in the ledger)
+    gaps: list[tuple[int, int]] = field(default_factory=list)  # removed by retention, never copied
+    skipped: str = ""  # why nothing is planned here (no progress yet, stopped, waiting for sync)
+    records: int = 0  # after the copy: records and bytes copied, and its status
+    bytes: int = 0
+    status: str = "planned"
+    errors: list[str] = field(default_factory=list)
+
+    @property
+    def offsets(self) -> int:
+        """Offsets to copy: records, unless transaction markers or compaction left holes."""
+        return sum(b - a for a, b in self.todo)
+
+    @property
+    def lost(self) -> int:
+        return sum(b - a for a, b in self.gaps)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d.update(offsets=self.offsets, lost=self.lost)
+        return d
+
+    def line(self, dry_run: bool) -> str:
+        t = f"{self.topic}[{self.partition}] -> {self.target_topic}[{self.partition}]"
+        if self.skipped:
+            return f"{t}: skipped: {self.skipped}"
+        rng = f"[{self.start}, {self.end})" if self.end > self.start else "empty range"
+        todo = ", ".join(f"{a}..{b - 1}" for a, b in self.todo) or "nothing (the ledger holds it all)"
+        head = f"{t}: range {rng}: "
+        if dry_run:
+            text = head + f"would copy {self.offsets:,} records (offsets {todo})"
+        else:
+            text = head + f"copied {self.records:,} records, {self.bytes:,} bytes (offsets {todo}) [{self.status}]"
+        if self.gaps:
+            gaps = ", ".join(f"{a}..{b - 1}" for a, b in self.gaps)
+            text += f"; gap: {self.lost:,} offsets ({gaps}) already removed by source retention"
+        return text + "".join(f"; {e}" for e in self.errors)
+
+
+# -- planning (pure) ------------------------------------------------------------------------------
+def resolve(when: When, pi: PartitionInput, at_time: dict[Key, int]) -> int | None:
+    """The source offset of a bound in one partition (None: `start` and nothing copied yet);
+    `at_time`: the source's offsets for the time (`offsets_for_times`, -1: no record at or after)."""
+    k = (pi.topic, pi.partition)
+    if when.kind == "earliest":
+        return pi.log_start
+    if when.kind == "latest":
+        return pi.end
+    if when.kind == "offset":
+        return min(when.value, pi.end)
+    if when.kind == "time":
+        off = at_time.get(k, -1)
+        return off if 0 <= off <= pi.end else pi.end  # no record at or after the time: the end
+    prog = pi.progress
+    if prog is None or prog.next < 0:
+        return None
+    return prog.covered[0][0] if prog.covered else prog.next
+
+
+def plan_partition(
+    pi: PartitionInput, lo: When, hi: When, times: dict[str, dict[Key, int]], flow: str
+) -> BackfillPartition:
+    """What to copy of one partition: [from, to) minus the ledger, split at the log start (below it: gaps)."""
+    bp = BackfillPartition(pi.topic, pi.partition, pi.target_topic, log_start=pi.log_start, source_end=pi.end)
+    bp.progress_next = pi.progress.next if pi.progress is not None else -1
+    if 0 <= pi.target_partitions <= pi.partition:
+        bp.skipped = (
+            f"target topic {pi.target_topic!r} does not have this partition yet "
+            f"(run the sync DAG or `mirrorflow sync --flow {flow}` first)"
+        )
+        return bp
+    why = identity_problem(pi)
+    if why is not None:
+        bp.skipped = stopped_message(why, flow, pi.topic, pi.target_topic)
+        return bp
+    a, b = resolve(lo, pi, times.get("from", {})), resolve(hi, pi, times.get("to", {}))
+    if a is None or b is None:
+        bp.skipped = (
+            "the flow has not copied this partition yet, so `start` is unknown "
+            f"(run `mirrorflow replicate --flow {flow}` first, or give an offset or time)"
+        )
+        return bp
+    bp.start, bp.end = a, b
+    covered = list(pi.progress.covered) if pi.progress is not None else []
+    if b > a:
+        bp.gaps = subtract_ranges(a, min(b, pi.log_start), covered) if a < pi.log_start else []
+        lo_copy = max(a, pi.log_start)
+        bp.todo = subtract_ranges(lo_copy, b, covered) if b > lo_copy else []
+    return bp
+
+
+def units_of(bp: BackfillPartition, pi: PartitionInput, max_records: int) -> list[Unit]:
+    """The backfill units of one partition, at most `max_records` offsets each, in order."""
+    units = []
+    for a, b in bp.todo:
+        s = a
+        while s < b:
+            e = min(b, s + max(1, max_records))
+            units.append(
+                Unit(
+                    pi.topic,
+                    pi.partition,
+                    pi.target_topic,
+                    s,
+                    e,
+                    pi.log_start,
+                    pi.topic_id,
+                    pi.target_topic_id,
+                    backfill=True,
+                )
+            )
+            s = e
+    return units
+
+
+# -- planning (I/O) -------------------------------------------------------------------------------
+def plan_backfill(
+    clients: FlowClients, lo: When, hi: When, topics: str | None = None, fence: bool = True
+) -> tuple[Plan, list[BackfillPartition]]:
+    """The backfill's plan (units flagged `backfill`) and its per-partition view. `fence`: abort
+    open transactions of the flow first (only under the lease; a dry run reads without it)."""
+    flow = clients.flow
+    pattern = topic_pattern(topics)
+    inputs = gather_inputs(clients, None if fence else StateStore(clients).progress())
+    if pattern is not None:
+        inputs = [pi for pi in inputs if pattern.fullmatch(pi.topic)]
+        if not inputs:
+            raise ConfigError([("--topics", f"no source topic of flow {flow.name} matches {topics!r}")])
+    keys = [(pi.topic, pi.partition) for pi in inputs]
+    times: dict[str, dict[Key, int]] = {}
+    for tag, when in (("from", lo), ("to", hi)):
+        if when.kind == "time" and keys:
+            times[tag] = source_offsets(clients, keys, OffsetSpec.for_timestamp(when.value))
+    parts, per_partition = [], []
+    for pi in sorted(inputs, key=lambda x: (x.topic, x.partition)):
+        bp = plan_partition(pi, lo, hi, times, flow.name)
+        parts.append(bp)
+        units = units_of(bp, pi, int(flow.props["unit.max.records"]))
+        if units:
+            per_partition.append(units)
+    summary = [
+        {
+            "topic": p.topic,
+            "partition": p.partition,
+            "target_topic": p.target_topic,
+            "log_start": p.log_start,
+            "end": p.source_end,
+            # the report's lag counts from the progress, which a backfill never moves back
+            "start": p.progress_next if p.progress_next >= 0 else p.start,
+            "planned": p.offsets,
+            "units": sum(1 for us in per_partition for u in us if (u.topic, u.partition) == (p.topic, p.partition)),
+            "lost_expected": p.lost,
+            "has_progress": True,
+            "backfill": p.to_dict(),
+        }
+        for p in parts
+    ]
+    tasks = balance_tasks(per_partition, flow.parallelism)
+    plan = Plan(flow.name, str(clients.cfg.path) if clients.cfg.path else None, tasks, summary)
+    return plan, parts
+
+
+def prepare_interval_plan(
+    clients: FlowClients,
+    lease: Any,
+    interval_ms: tuple[int, int],
+    topics: str | None = None,
+    dry_run: bool = False,
+    run_id: str | None = None,
+) -> tuple[Plan, dict[str, Any]]:
+    """The plan of an Airflow backfill run of the replicate DAG: the records whose timestamps fall
+    in the run's data interval [start, end) (`offsets_for_times` on both bounds) that the ledger does
+    not hold yet -- nothing when the flow already copied them. Returns the plan and what is handed
+    to the copy, like `runner.prepare_plan`."""
+    ensure_state_topics(clients)
+    lo, hi = When("time", interval_ms[0]), When("time", interval_ms[1])
+    plan, _ = plan_backfill(clients, lo, hi, topics, fence=not dry_run)
+    if dry_run:
+        plan.tasks = []
+    if lease is not None:
+        plan.lease = {"owner": lease.owner, "who": lease.who}
+    return plan, {**plan.to_dict(), "run": run_id or new_run_id("cli-interval")}
+
+
+def partitions_of(plan: dict[str, Any]) -> list[BackfillPartition]:
+    """The per-partition view a backfill plan file carries (for the DAG's report task)."""
+    names = set(BackfillPartition.__dataclass_fields__)
+    out = []
+    for s in plan.get("partitions", []):
+        d = {k: v for k, v in s["backfill"].items() if k in names}
+        d["todo"] = [tuple(r) for r in d.get("todo", [])]
+        d["gaps"] = [tuple(r) for r in d.get("gaps", [])]
+        out.append(BackfillPartition(**d))
+    return out
