@@ -70,7 +70,7 @@ def test_topic_acls_are_synced_renamed_and_filtered_as_mm2_does(tmp_path, sasl_c
             "topic not replicated (not selected by topics / topics.exclude)") in skipped
 
     report = sync_flow(cfg, "S->T")
-    assert report.ok, report.render_text()
+    assert report.ok, report.render()
     assert report.counts()["acls_added"] == 4 and report.counts()["topics_created"] == 1
     assert acls_on(sasl_target, remote) == [
         ("User:alice", "*", "READ", "ALLOW", "LITERAL"),
@@ -82,7 +82,7 @@ def test_topic_acls_are_synced_renamed_and_filtered_as_mm2_does(tmp_path, sasl_c
 
     # a second run changes nothing
     again = sync_flow(cfg, "S->T")
-    assert again.changed_nothing, again.render_text()
+    assert again.changed_nothing, again.render()
 
     # the authorizer enforces the synced ACLs: alice reads the remote topic, and still cannot write it
     wait_for_topic(sasl_target, remote)

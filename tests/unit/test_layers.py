@@ -12,18 +12,20 @@ PKG = Path(mirrorflow.__file__).parent
 ALLOWED: dict[str, set[str]] = {
     "errors": set(),
     "process": set(),
+    "reporting": set(),
     "kafka": {"errors"},
     "mm2": {"errors", "kafka"},
     "config": {"errors", "kafka", "mm2"},
     "clients": {"errors", "kafka", "mm2", "config"},
     "state": {"errors", "process", "kafka", "mm2", "config", "clients"},
-    "replication": {"errors", "process", "kafka", "mm2", "config", "clients", "state"},
-    "metadata": {"errors", "kafka", "mm2", "config", "clients", "state"},
-    "groups": {"errors", "kafka", "mm2", "config", "clients", "state"},
-    "ops": {"errors", "process", "kafka", "mm2", "config", "clients", "state", "replication", "metadata", "groups"},
+    "replication": {"errors", "process", "reporting", "kafka", "mm2", "config", "clients", "state"},
+    "metadata": {"errors", "reporting", "kafka", "mm2", "config", "clients", "state"},
+    "groups": {"errors", "reporting", "kafka", "mm2", "config", "clients", "state"},
+    "ops": {"errors", "process", "reporting", "kafka", "mm2", "config", "clients", "state", "replication",
+            "metadata", "groups"},
     "dev": {"errors", "process", "kafka", "config"},
-    "cli": {"errors", "process", "kafka", "mm2", "config", "clients", "state", "replication", "metadata", "groups",
-            "ops", "dev"},
+    "cli": {"errors", "process", "reporting", "kafka", "mm2", "config", "clients", "state", "replication",
+            "metadata", "groups", "ops", "dev"},
 }
 
 

@@ -149,7 +149,7 @@ def test_report_text_json_and_summary():
     r.find("topics", "orphan", "A.gone", "its source topic 'gone' no longer exists on A; left in place")
     for t in ("__a", "__b", "__c"):
         r.skip("topics", t, "internal topic")
-    assert r.render_text(max_skips_per_reason=2) == "\n".join([
+    assert r.lines(max_skips_per_reason=2) == [
         "sync A->B (topics, acls): applied",
         "changes:",
         "  create topic    A.orders: 3 partitions",
@@ -160,7 +160,7 @@ def test_report_text_json_and_summary():
         "skipped:",
         "  topics: internal topic: __a, __b and 1 more",
         "result: 1 topic created, 1 ACL added; 1 failed; 3 skipped; 1 orphaned",
-    ])
+    ]
     assert r.counts() == {"topics_created": 1, "topics_expanded": 0, "configs_changed": 0,
                           "topics_with_config_changes": 0, "acls_added": 1, "failed": 1, "skipped": 3, "orphans": 1,
                           "targets_with_more_partitions": 0}

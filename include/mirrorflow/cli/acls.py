@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from mirrorflow.cli.registry import command, load_config, print_json
+from mirrorflow.cli.registry import command, load_config, print_report
 from mirrorflow.errors import ConfigError
 
 
@@ -37,10 +37,7 @@ def _acls(args: argparse.Namespace) -> int:
     principals = {k: v for k, v in (("source", args.source_principal), ("target", args.target_principal)) if v}
     admins = {k: v for k, v in (("source", args.source_admin), ("target", args.target_admin)) if v}
     rep = flow_acls(cfg, flow, args.apply, principals, admins, check=not args.offline)
-    if args.json:
-        print_json(rep.to_dict())
-    else:
-        print(rep.render())
+    print_report(rep, args.json)
     err = acls_error(rep)
     if err is not None:
         raise err

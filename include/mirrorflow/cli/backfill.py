@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 
-from mirrorflow.cli.registry import command, load_config, print_json
+from mirrorflow.cli.registry import command, load_config, print_report
 from mirrorflow.replication.backfill_plan import WHEN_HELP
 
 
@@ -52,8 +52,5 @@ def _backfill(args: argparse.Namespace) -> int:
         rep = backfill(
             cfg, flow, args.start, args.end, args.topics, args.dry_run, mode, args.master, log, on_plan=on_plan
         )
-    if args.json:
-        print_json(rep.to_dict())
-    else:
-        print(rep.render())
+    print_report(rep, args.json)
     return 0 if rep.ok else 1

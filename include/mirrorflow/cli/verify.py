@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 
-from mirrorflow.cli.registry import command, load_config, print_json
+from mirrorflow.cli.registry import command, load_config, print_report
 
 WHEN = "earliest, latest, start (where the flow's copy began), offset:N or an ISO-8601 time with a zone"
 
@@ -32,8 +32,5 @@ def _verify(args: argparse.Namespace) -> int:
     flow = cfg.flow(args.flow)
     with FlowClients(cfg, flow) as clients:
         report = verify_flow(clients, args.topics, args.start, args.end)
-    if args.json:
-        print_json(report.to_dict())
-    else:
-        print(report.render())
+    print_report(report, args.json)
     return exit_code(report)

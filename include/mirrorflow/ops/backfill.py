@@ -34,12 +34,13 @@ from mirrorflow.replication.handoff import new_run_id
 from mirrorflow.replication.planner import Plan
 from mirrorflow.replication.run_report import RunReport
 from mirrorflow.replication.runner import take_lease
+from mirrorflow.reporting import Report
 from mirrorflow.state.flow_state import flow_state
 from mirrorflow.state.lease import local_owner
 
 
 @dataclass
-class BackfillReport:
+class BackfillReport(Report):
     flow: str
     start: str  # the WHEN texts as parsed
     end: str
@@ -100,9 +101,6 @@ class BackfillReport:
         if any(p.status in ("partial", "failed", "fenced") for p in self.partitions):
             head += "; not all copied: run the same backfill again, it copies only what is still missing"
         return [head] + [f"  {p.line(self.dry_run)}" for p in self.partitions]
-
-    def render(self) -> str:
-        return "\n".join(self.lines())
 
 
 def apply_results(parts: list[BackfillPartition], results: list[dict[str, Any]]) -> None:

@@ -67,6 +67,7 @@ from mirrorflow.errors import ConfigError, MirrorflowError, StateError
 from mirrorflow.kafka.topic_admin import list_offsets
 from mirrorflow.mm2.filters import FlowFilters
 from mirrorflow.replication.planner import source_offsets
+from mirrorflow.reporting import Report
 from mirrorflow.state.flow_state import flow_state, read_control, set_flow_state, write_control
 from mirrorflow.state.history import record_operation
 from mirrorflow.state.lease import FlowLease, local_owner, whoami
@@ -114,7 +115,7 @@ class Seed:
 
 
 @dataclass
-class FailbackReport:
+class FailbackReport(Report):
     flow: str  # the failed-over flow X->Y
     reverse: str  # Y->X, started by the failback
     identity: bool
@@ -193,9 +194,6 @@ class FailbackReport:
                 ranges = ", ".join(f"{a}..{b}" for a, b in d.ranges)
                 out.append(f"    {d.topic}[{d.partition}]: {d.records:,} records at offsets {ranges}")
         return out
-
-    def render(self) -> str:
-        return "\n".join(self.lines())
 
     def to_dict(self) -> dict[str, Any]:
         return {

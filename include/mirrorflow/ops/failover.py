@@ -60,6 +60,7 @@ from mirrorflow.mm2.filters import FlowFilters
 from mirrorflow.ops.verify import VerifyReport, verify_flow
 from mirrorflow.replication.planner import source_offsets
 from mirrorflow.replication.runner import run_once
+from mirrorflow.reporting import Report
 from mirrorflow.state.flow_state import flow_state, read_control, set_flow_state, write_control
 from mirrorflow.state.history import record_operation
 from mirrorflow.state.lease import FlowLease, local_owner, whoami
@@ -201,7 +202,7 @@ def _group_row(g: GroupSyncPlan) -> list[Any]:
 
 
 @dataclass
-class FailoverReport:
+class FailoverReport(Report):
     flow: str
     target: str
     mode: str
@@ -297,9 +298,6 @@ class FailoverReport:
                     out.append(f"    {g.group} resumes {x.topic}[{x.partition}] at {resume}")
         out += [f"    {g}: CANNOT be read on the target: {e}" for g, e in sorted(plan.errors.items())]
         return out
-
-    def render(self) -> str:
-        return "\n".join(self.lines())
 
     def markdown(self) -> str:
         """The report for Airflow's Required Actions page: as printed, in a code block, headed by the plan id."""

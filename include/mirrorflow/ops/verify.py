@@ -21,7 +21,7 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -36,6 +36,7 @@ from mirrorflow.mm2.filters import FlowFilters
 from mirrorflow.ops.verify_walk import Mismatch, RangeCheck, Rec, Sides, clip, walk_partition
 from mirrorflow.replication.backfill_plan import When, topic_pattern
 from mirrorflow.replication.planner import source_offsets, source_partitions
+from mirrorflow.reporting import Report, as_dict
 from mirrorflow.state.flow_state import read_control
 from mirrorflow.state.offset_map import PartitionMap, subtract_ranges
 from mirrorflow.state.records import Progress
@@ -122,22 +123,14 @@ class PartitionVerify:
         return out
 
     def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
-        d.update(
-            ok=self.ok,
-            source_records=self.source_records,
-            target_records=self.target_records,
-            matched=self.matched,
-            compacted=self.compacted,
-            mismatches=self.mismatches,
-        )
+        d = as_dict(self, "ok", "source_records", "target_records", "matched", "compacted", "mismatches")
         for raw, r in zip(d["ranges"], self.ranges, strict=True):
             raw["ok"] = r.ok
         return d
 
 
 @dataclass
-class VerifyReport:
+class VerifyReport(Report):
     flow: str
     window_from: str
     window_to: str
@@ -185,9 +178,6 @@ class VerifyReport:
             out.append(f"  {p.line()}")
             out += [f"    {x}" for x in p.detail_lines()]
         return out
-
-    def render(self) -> str:
-        return "\n".join(self.lines())
 
 
 def verify_flow(

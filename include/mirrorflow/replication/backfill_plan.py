@@ -16,7 +16,7 @@ with a zone (the first offset whose timestamp is at or after it, `offsets_for_ti
 from __future__ import annotations
 
 import re
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -35,6 +35,7 @@ from mirrorflow.replication.planner import (
     source_offsets,
     stopped_message,
 )
+from mirrorflow.reporting import as_dict
 from mirrorflow.state.offset_map import subtract_ranges
 from mirrorflow.state.state_topics import ensure_state_topics
 from mirrorflow.state.store import StateStore
@@ -128,9 +129,7 @@ class BackfillPartition:
         return sum(b - a for a, b in self.gaps)
 
     def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
-        d.update(offsets=self.offsets, lost=self.lost)
-        return d
+        return as_dict(self, "offsets", "lost")
 
     def line(self, dry_run: bool) -> str:
         t = f"{self.topic}[{self.partition}] -> {self.target_topic}[{self.partition}]"

@@ -34,7 +34,7 @@ from mirrorflow.config import Config, FlowConfig
 from mirrorflow.replication.backfill_plan import WHEN_HELP, WHEN_PATTERN
 from mirrorflow.replication.spark import JOB_PATH, spark_conf, spark_env
 from mirrorflow_airflow import params as P
-from mirrorflow_airflow.common import flow_dag, flow_dag_id, flow_dags, task_config_path
+from mirrorflow_airflow.common import flow_dag, flow_dag_id, flow_dags, log_report, task_config_path
 from mirrorflow_airflow.dag_builders.replicate import release_after_failure, release_lease
 from mirrorflow_airflow.hooks import MirrorflowHook
 from mirrorflow_airflow.operators.spark_submit import SPARK_CONN_ID, MirrorflowSparkSubmitOperator
@@ -97,8 +97,7 @@ def plan_task(flow_name: str, run_id: str, p: dict[str, Any], config_path: str |
         plan.lease = {"owner": lease.owner, "who": lease.who}
     run = new_run_id("backfill-" + run_id)
     rep = BackfillReport(flow.name, str(lo), str(hi), topics, dry, parts)
-    for line in rep.lines():
-        log.info("%s", line)
+    log_report(log, rep)
     return {
         "plan": encode_plan({**plan.to_dict(), "run": run}),
         "run": run,
@@ -137,8 +136,7 @@ def report_task(flow_name: str, paths: dict[str, Any], config_path: str | None =
         finally:
             release_lease(clients, plan)
     apply_results(rep.partitions, results)
-    for line in rep.lines():
-        log.info("%s", line)
+    log_report(log, rep)
     if not rep.ok:
         raise AirflowFailException(rep.render())
     return rep.to_dict()

@@ -43,7 +43,15 @@ from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 
 from mirrorflow.config import Config, FlowConfig
 from mirrorflow.replication.spark import JOB_PATH, spark_conf, spark_env
-from mirrorflow_airflow.common import emit_samples, flow_dag, flow_dag_id, flow_dags, metric, task_config_path
+from mirrorflow_airflow.common import (
+    emit_samples,
+    flow_dag,
+    flow_dag_id,
+    flow_dags,
+    log_report,
+    metric,
+    task_config_path,
+)
 from mirrorflow_airflow.hooks import MirrorflowHook
 from mirrorflow_airflow.operators.spark_submit import SPARK_CONN_ID, MirrorflowSparkSubmitOperator
 from mirrorflow_airflow.params import dry_run, max_records_per_partition, regex_or_none, topics_subset
@@ -226,8 +234,7 @@ def report_task(
             rep = report_run(clients, plan, results, plan.get("planned_at", 0))
         finally:
             release_lease(clients, plan)
-    for line in rep.lines():
-        log.info("%s", line)
+    log_report(log, rep)
     tags = {"flow": flow.id}
     metric("incr", "replicate.records", rep.records, tags)
     metric("incr", "replicate.bytes", rep.bytes, tags)

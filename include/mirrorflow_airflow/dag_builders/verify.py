@@ -19,7 +19,7 @@ from typing import Any
 from airflow.sdk import DAG, Param, task
 
 from mirrorflow.config import Config, FlowConfig
-from mirrorflow_airflow.common import flow_dag, flow_dags, metric, task_config_path
+from mirrorflow_airflow.common import flow_dag, flow_dags, log_report, metric, task_config_path
 from mirrorflow_airflow.hooks import MirrorflowHook
 from mirrorflow_airflow.params import regex
 
@@ -40,8 +40,7 @@ def verify_task(
     flow = cfg.flow(flow_name)
     with FlowClients(cfg, flow) as clients:
         report = verify_flow(clients, topics or None, start, end)
-    for line in report.lines():
-        log.info("%s", line)
+    log_report(log, report)
     tags = {"flow": flow.id}
     metric("gauge", "verify.mismatched_partitions", len(report.mismatched), tags)
     metric("gauge", "verify.records", sum(p.source_records for p in report.partitions), tags)
