@@ -6,8 +6,6 @@ applies the flow's `admin.*` / `consumer.*` / `producer.*` overrides to the righ
 keeps the settings a step needs for correctness (isolation level, transactional id, idempotence)
 on top of them. Admin clients are built once per cluster and reused; consumers and producers are
 tracked and closed by `close()` (use it as a context manager). Nothing else builds a Kafka client.
-
-May import: `mirrorflow.errors`, `config`, `mm2`, `kafka`.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Failover of a flow A->B: move its consumer groups to B and stop the flow (issue 9's runbook).
+"""Failover of a flow A->B: move its consumer groups to B and stop the flow (the DR runbook's step).
 
 * **unplanned** (A is lost): everything comes from the TARGET -- progress (what was replicated),
   the checkpoints (where each group resumes) and the offset map behind them. The source is asked
@@ -7,7 +7,7 @@
   topics, replicate until the lag is 0 (or `max_drain_runs` runs), checkpoint once more, verify --
   so the groups resume exactly where they stopped on A.
 
-Two steps, so that what is approved is what is committed (issue 21.4):
+Two steps, so that what is approved is what is committed:
 
 * `plan_failover`: the preflight. Its **plan** (`FailoverPlan`, serialisable, with an id derived
   from its content) says per partition what was replicated (and the RPO), per group the exact
@@ -21,7 +21,7 @@ Two steps, so that what is approved is what is committed (issue 21.4):
 `failover` composes them for the CLI (plan, confirm, commit); the DAG runs them as its preflight and
 commit tasks with Airflow's approval step between. A second failover of a stopped, failed-over flow
 is a no-op that says so, naming the groups still to move -- those left alone at the failover (active
-members on B) or never chosen by its `--groups` (issue 21.7). With `groups` it moves them: a plan
+members on B) or never chosen by its `--groups`. With `groups` it moves them: a plan
 bound to the failover record (`moves_after`), committed the same way (never backwards, never a
 group with active members), recorded as a `failover` line in the operations history; the failover
 record itself keeps the original failover.
