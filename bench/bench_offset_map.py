@@ -6,7 +6,7 @@
 Starts its own local clusters A (source) and B (target) in a temporary home. The history is
 written DIRECTLY, not by 10,000 real copy runs (which would take hours): per run and source
 partition, one target transaction with exactly what a copy transaction writes to the state topics
-(`state.writer.StateWriter`: an offset-map entry of 10 source offsets, with the commit marker's
+(`state.state_writer.StateWriter`: an offset-map entry of 10 source offsets, with the commit marker's
 target offset after it, and the new progress). The source partitions hold the records those runs
 "copied", so the group offsets and log starts the floors come from are real. As in production, a
 consumer group advances behind the copy (it commits 200 offsets behind), source retention
@@ -56,8 +56,8 @@ class History:
     def __init__(self, cfg, flow, source, partitions: int) -> None:
         from mirrorflow.clients import FlowClients
         from mirrorflow.state.records import Progress
-        from mirrorflow.state.topics import ensure_state_topics, offset_map_topic, progress_topic
-        from mirrorflow.state.writer import StateWriter
+        from mirrorflow.state.state_topics import ensure_state_topics, offset_map_topic, progress_topic
+        from mirrorflow.state.state_writer import StateWriter
 
         self.cfg, self.flow, self.source, self.partitions = cfg, flow, source, partitions
         self.clients = FlowClients(cfg, flow)
@@ -110,7 +110,7 @@ class History:
     def state_left(self) -> tuple[int, int]:
         """(offsets still in the offset-map topic, runs in the snapshots)."""
         from mirrorflow.state.store import StateStore
-        from mirrorflow.state.topics import offset_map_topic
+        from mirrorflow.state.state_topics import offset_map_topic
 
         topic = offset_map_topic(self.flow)
         store = StateStore(self.clients)

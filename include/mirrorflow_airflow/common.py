@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 import pendulum
 
 from mirrorflow.config import Config, FlowConfig
+from mirrorflow.reporting import Report
 from mirrorflow_airflow.hooks import MirrorflowHook
 
 if TYPE_CHECKING:
@@ -39,6 +40,12 @@ def emit_samples(samples: Any) -> None:
 
     for s in samples:
         metric("gauge", statsd_name(s).removeprefix("mirrorflow."), s.value, dict(s.labels))
+
+
+def log_report(task_log: logging.Logger, report: Report) -> None:
+    """A report in the task's log, a record per line: the text the CLI prints for the same result."""
+    for line in report.lines():
+        task_log.info("%s", line)
 
 
 def flow_dag_id(kind: str, flow: Any) -> str:

@@ -84,7 +84,7 @@ class FakeRun:
 def test_airflow_backfill_interval_of_a_replicate_run():
     from datetime import UTC, datetime
 
-    from mirrorflow_airflow.dag_builders.backfill import airflow_backfill_interval
+    from mirrorflow_airflow.dag_builders.replicate import airflow_backfill_interval
 
     a, b = datetime(2026, 1, 1, 10, 0, tzinfo=UTC), datetime(2026, 1, 1, 10, 10, tzinfo=UTC)
     ms = int(a.timestamp() * 1000), int(b.timestamp() * 1000)

@@ -181,7 +181,7 @@ def test_failover_dag_dry_run_then_approved_commit(tmp_path, source, target, air
     assert pre["plan_id"] is None and f"plan {plan_id} approved by carol and is stopped" in pre["text"], pre["text"]
     assert f"groups still to move: {busy}" in pre["text"], pre["text"]
 
-    # issue 21.7: the groups Param moves the group left alone, approved and committed as a failover
+    # groups left alone at the failover: the groups Param moves the group left alone, approved and committed as a failover
     answer = answer_when_asked(dag.dag_id, "Approve", "dave", seen)
     run = dag.test(run_conf={"mode": "unplanned", "groups": busy, "max_lag": None, "take_over": False,
                              "dry_run": False, "approval_timeout_minutes": 7, "approvers": None})

@@ -1,4 +1,4 @@
-"""The generated DAGs under Airflow's real scheduler (issue 14.4): `airflow standalone` (scheduler,
+"""The generated DAGs under Airflow's real scheduler: `airflow standalone` (scheduler,
 dag-processor, api-server, triggerer; LocalExecutor on PostgreSQL, as production Airflow runs,
 from the `airflow_postgres` fixture) runs the sync, replicate and checkpoint DAGs of a flow,
 unpaused, for several schedule intervals while records arrive, a new topic appears mid-way and the
@@ -8,9 +8,9 @@ target lacks waits for the sync DAG instead of failing a run), and every record 
 In the same Airflow (starting one costs minutes), beside the running scheduler, a backfill created
 through the REST API (POST /api/v2/backfills) on the replicate DAG of a second flow, started at
 `latest`, over four past hourly intervals: three copy exactly the history whose timestamps fall in
-them, the fourth (already copied: the flow is current) copies nothing (issue 10.1/10.5); then a
+them, the fourth (already copied: the flow is current) copies nothing; then a
 second backfill reprocessing them (reprocess_behavior `completed`) runs all four again and copies
-nothing (issue 22.5). On SQLite both POSTs were refused ("database is locked") and Airflow's
+nothing. On SQLite both POSTs were refused ("database is locked") and Airflow's
 clean-up of the refused request broke runs under the scheduler (see AirflowBackfill)."""
 from __future__ import annotations
 

@@ -11,4 +11,4 @@ def chaos_size(request: pytest.FixtureRequest) -> dict[str, int]:
     """How much chaos: SIGKILLs to deliver (direct and spark-submit runs) and the producer pace."""
     if request.config.getoption("--long"):
         return {"kills": 120, "spark_kills": 4, "batch": 12}
-    return {"kills": 20, "spark_kills": 1, "batch": 4}  # the issue's minimum: 20 SIGKILLs + a Spark one
+    return {"kills": 20, "spark_kills": 1, "batch": 4}  # at least 20 SIGKILLs + a Spark one

@@ -70,7 +70,7 @@ def test_topic_acls_are_synced_renamed_and_filtered_as_mm2_does(tmp_path, sasl_c
             "topic not replicated (not selected by topics / topics.exclude)") in skipped
 
     report = sync_flow(cfg, "S->T")
-    assert report.ok, report.render_text()
+    assert report.ok, report.render()
     assert report.counts()["acls_added"] == 4 and report.counts()["topics_created"] == 1
     assert acls_on(sasl_target, remote) == [
         ("User:alice", "*", "READ", "ALLOW", "LITERAL"),
@@ -82,7 +82,7 @@ def test_topic_acls_are_synced_renamed_and_filtered_as_mm2_does(tmp_path, sasl_c
 
     # a second run changes nothing
     again = sync_flow(cfg, "S->T")
-    assert again.changed_nothing, again.render_text()
+    assert again.changed_nothing, again.render()
 
     # the authorizer enforces the synced ACLs: alice reads the remote topic, and still cannot write it
     wait_for_topic(sasl_target, remote)
@@ -128,12 +128,12 @@ def test_target_without_authorizer_is_skipped_with_the_reason(tmp_path, sasl_clu
 
 def test_source_without_authorizer_is_skipped_with_one_log_line(tmp_path, source, sasl_target, caplog):
     cfg = write_config(tmp_path / "mf.yaml", {"A": source, "T": sasl_target}, {"A->T": {"topics": ""}})
-    with caplog.at_level(logging.INFO, logger="mirrorflow.metadata.acls"):
+    with caplog.at_level(logging.INFO, logger="mirrorflow.metadata.acl_sync"):
         report = sync_flow(cfg, "A->T", "acls")
     assert [(s.concern, s.resource, s.reason) for s in report.skipped] == [
         ("acls", "*", "source cluster A has no authorizer (no ACLs to sync)")]
     assert report.ok and report.changed_nothing
-    assert [r.getMessage() for r in caplog.records if r.name == "mirrorflow.metadata.acls"] == [
+    assert [r.getMessage() for r in caplog.records if r.name == "mirrorflow.metadata.acl_sync"] == [
         "ACL sync skipped for A->T: source cluster A has no authorizer"]
 
 

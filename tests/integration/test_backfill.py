@@ -11,7 +11,7 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition
 
 from mirrorflow.groups.checkpoint import emit_checkpoints, translate_group
-from mirrorflow.replication.backfill import backfill
+from mirrorflow.ops.backfill import backfill
 from mirrorflow.replication.runner import run_once
 from tests.integration.replicate_helpers import delete_records
 from tests.integration.test_replicate import records

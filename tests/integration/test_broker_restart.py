@@ -1,8 +1,8 @@
 """A replicate run rides through a broker restart and reports a slow source as
-the transaction timeout it is (item 5), on real brokers.
+the transaction timeout it is, on real brokers.
 
 The target here is a cluster of its own (alias R, one broker: a restart is an outage of the whole
-cluster, as in the issue), so restarting it never disturbs another test's clusters.
+cluster), so restarting it never disturbs another test's clusters.
 """
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ import pytest
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
 from mirrorflow.dev.cluster import DevCluster
-from mirrorflow.replication.report import RunReport
+from mirrorflow.replication.run_report import RunReport
 from mirrorflow.replication.runner import run_once
-from mirrorflow.state.topics import offset_map_topic, progress_topic
+from mirrorflow.state.state_topics import offset_map_topic, progress_topic
 from tests.integration.replicate_helpers import assert_copied, assert_map_exact, make_flow, mirror_topic
 from tests.support import admin, consume_all, markers_written, produce
 
@@ -185,7 +185,7 @@ def test_replicate_rides_through_a_source_restart(tmp_path, restartable, target,
 
 
 def test_a_slow_source_never_keeps_a_transaction_open_past_its_timeout(tmp_path, source, target, unique):
-    """Item 5: a source that hands out about two records a second (each fetch waits for bytes that
+    """A source that hands out about two records a second (each fetch waits for bytes that
     never come; one record per fetch) against a 6 s transaction.timeout.ms. A batch used to stay
     open for the whole read, the broker aborted it and the unit was reported "fenced by another
     attempt"; now a batch commits after half the timeout with what it has."""

@@ -22,7 +22,7 @@ from mirrorflow.clients import FlowClients
 from mirrorflow.replication.continuous import run_continuous
 from mirrorflow.replication.runner import run_once
 from mirrorflow.state.flow_state import set_flow_state
-from mirrorflow.state.topics import offset_map_topic, progress_topic
+from mirrorflow.state.state_topics import offset_map_topic, progress_topic
 from tests.support import admin, consume_all, create_topic, end_transaction, load_offset_map, produce, write_config
 
 NOW = int(time.time() * 1000) - 600_000

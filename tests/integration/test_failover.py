@@ -1,4 +1,4 @@
-"""Failover end to end on real brokers (issue 9.2): the source cluster is SIGKILLed, the failover
+"""Failover end to end on real brokers: the source cluster is SIGKILLed, the failover
 commits exact offsets on the target from the target's state alone, the application resumes on B
 at exactly the next replicated record, the flow is stopped; a second failover is a no-op."""
 
@@ -149,7 +149,7 @@ def committed_offsets(cluster, group: str, topic: str, partitions: int) -> dict[
 
 
 def test_commit_refuses_a_plan_whose_state_moved_and_commits_exactly_an_unmoved_one(tmp_path, source, target, unique):
-    """Issue 21.4: the commit re-reads what the plan was built from. A group that commits on B after
+    """The commit re-reads what the plan was built from. A group that commits on B after
     the preflight, or a new checkpoint, makes it refuse (naming what moved, nothing committed, flow
     running); a plan whose state did not move is committed exactly, with its approver on the record."""
     from mirrorflow.clients import FlowClients
@@ -226,7 +226,7 @@ def test_commit_refuses_a_plan_whose_state_moved_and_commits_exactly_an_unmoved_
 
 
 def test_groups_left_alone_at_the_failover_are_moved_later(tmp_path, source, target, unique):
-    """Issue 21.7: a group with an active member on B is left alone by the failover; once the member
+    """A group with an active member on B is left alone by the failover; once the member
     has left, `failover --groups` moves it to exactly the translated offset (bound plan, history
     line, the failover record untouched); a second call has nothing to do."""
     from mirrorflow.clients import FlowClients
@@ -293,7 +293,7 @@ def test_groups_left_alone_at_the_failover_are_moved_later(tmp_path, source, tar
 
 
 def test_a_planned_drain_that_cannot_reach_lag_0_stops_unless_the_lag_is_accepted(tmp_path, source, target, unique):
-    """Issue 21.6: producers still writing on the source, the drain's runs end with lag > 0: the
+    """Producers still writing on the source, the drain's runs end with lag > 0: the
     failover stops naming the partition and its lag, nothing changed; `max_lag` accepts a stated lag."""
     import threading
 

@@ -29,7 +29,7 @@ pytestmark = pytest.mark.integration
 def replicate(cfg, name: str = "A->B") -> None:
     flow = cfg.flow(name)
     rep = sync_flow(cfg, flow, "topics")
-    assert rep.ok, rep.render_text()
+    assert rep.ok, rep.render()
     out = run_once(cfg, flow, mode="direct")
     assert out.ok, out.render()
 

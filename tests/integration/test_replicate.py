@@ -16,7 +16,7 @@ from mirrorflow.clients import FlowClients
 from mirrorflow.replication.copier import copy_unit
 from mirrorflow.replication.planner import Unit
 from mirrorflow.replication.runner import run_once
-from mirrorflow.state.topics import ensure_state_topics, transactional_id
+from mirrorflow.state.state_topics import ensure_state_topics, transactional_id
 from tests.integration.replicate_helpers import (add_partitions, assert_copied, assert_map_exact, delete_records,
                                                  make_flow, mirror_topic)
 from tests.support import consume_all, create_topic, end_transaction, load_offset_map, produce, read_progress

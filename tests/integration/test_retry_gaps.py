@@ -1,4 +1,4 @@
-"""The last retry gaps, on real brokers: admin calls through a client
+"""Riding through a broker restart, on real brokers: admin calls through a client
 built before a broker restart, partition counts and control-record writes during one.
 
 Cluster R (one broker) is restarted by these tests only (as in test_broker_restart): a restart is
@@ -22,7 +22,7 @@ from confluent_kafka.admin import OffsetSpec
 from mirrorflow.clients import FlowClients
 from mirrorflow.dev.cluster import DevCluster, free_port
 from mirrorflow.errors import BrokerUnavailableError, ClusterError, StateError
-from mirrorflow.kafka.topics import list_offsets
+from mirrorflow.kafka.topic_admin import list_offsets
 from mirrorflow.state.flow_state import read_control, write_control
 from tests.integration.replicate_helpers import make_flow
 from tests.support import create_topic, produce, write_config
@@ -93,7 +93,7 @@ def records(n: int, partitions: int) -> list[dict]:
 
 
 def test_list_offsets_through_an_admin_client_built_before_a_restart(tmp_path, source, restartable, kafka_pool, unique):
-    """Item 1: an AdminClient built before a SIGTERM restart lists offsets after it within the
+    """An AdminClient built before a SIGTERM restart lists offsets after it within the
     bound (its metadata cache holds the old leader epochs)."""
     pfx = unique("stale")
     topic, parts = f"{pfx}.orders", 6
@@ -131,7 +131,7 @@ def test_list_offsets_of_a_topic_that_does_not_exist_names_it(tmp_path, source, 
 
 
 def test_partitions_ride_through_a_restart(tmp_path, source, restartable, kafka_pool, unique):
-    """Item 2: FlowClients.partitions of a cluster that answered before waits for it to come back."""
+    """FlowClients.partitions of a cluster that answered before waits for it to come back."""
     pfx = unique("parts")
     topic = f"{pfx}.orders"
     create_topic(restartable, topic, 3)
@@ -149,7 +149,7 @@ def test_partitions_ride_through_a_restart(tmp_path, source, restartable, kafka_
 def test_a_control_write_rides_through_a_restart_or_fails_past_the_bound(
     tmp_path, source, restartable, kafka_pool, unique
 ):
-    """Item 3: a control record (here the flow state a pause writes) written while the target
+    """A control record (here the flow state a pause writes) written while the target
     restarts is written once the broker is back; past broker.outage.max.seconds it fails with a
     StateError naming the bound, and the record is not written later behind the caller's back."""
     pfx = unique("ctl")
@@ -184,7 +184,7 @@ def test_a_control_write_rides_through_a_restart_or_fails_past_the_bound(
 
 
 def test_the_dag_plan_task_waits_for_a_restarting_target(tmp_path, source, restartable, kafka_pool, unique):
-    """Item 4: the replicate DAG's plan task waits for both clusters as `mirrorflow replicate` does
+    """The replicate DAG's plan task waits for both clusters as `mirrorflow replicate` does
     (planner.wait_for_clusters): started while the target restarts, it plans once it is back."""
     from mirrorflow_airflow.dag_builders.replicate import plan_task
 
@@ -201,7 +201,7 @@ def test_the_dag_plan_task_waits_for_a_restarting_target(tmp_path, source, resta
 
 
 def test_the_dag_plan_task_names_an_unreachable_cluster_past_the_bound(tmp_path, source, target, unique):
-    """Item 4, the error path: a target that never answers fails the plan task with one
+    """The replicate DAG's plan task, the error path: a target that never answers fails the plan task with one
     BrokerUnavailableError naming the cluster and the bound (not a first-call "cannot reach")."""
     from mirrorflow_airflow.dag_builders.replicate import plan_task
 

@@ -17,7 +17,7 @@ from mirrorflow.dev.cluster import DevCluster
 from mirrorflow.errors import StateError
 from mirrorflow.state import run_results
 from mirrorflow.state.lease import FlowLease
-from mirrorflow.state.topics import ensure_state_topics, results_topic
+from mirrorflow.state.state_topics import ensure_state_topics, results_topic
 from tests.integration.test_retry_gaps import during_restart, own_flow
 
 pytestmark = pytest.mark.integration

@@ -11,7 +11,7 @@ from tests.integration.replicate_helpers import target_offset_of
 from tests.integration.test_replicate import cli
 from mirrorflow.groups.checkpoint import emit_checkpoints
 from mirrorflow.replication.runner import run_once
-from mirrorflow.state.topics import lease_topic, offset_map_topic, progress_topic, runs_topic, transactional_id
+from mirrorflow.state.state_topics import lease_topic, offset_map_topic, progress_topic, runs_topic, transactional_id
 from tests.integration.test_topologies import commit, records
 from tests.support import admin, consume_all, create_topic, produce, read_progress, write_config
 

@@ -24,7 +24,7 @@ from mirrorflow.state.flow_state import flow_state, set_flow_state
 from mirrorflow.state.offset_map import MapEntry, Run
 from mirrorflow.state.records import Progress, encode_entry
 from mirrorflow.state.store import StateStore
-from mirrorflow.state.topics import (
+from mirrorflow.state.state_topics import (
     ensure_state_topics,
     offset_map_topic,
     progress_topic,

@@ -49,7 +49,7 @@ def test_recreated_source_topic_stops_until_reseeded(tmp_path, source, target, u
     text = rep.render()
     assert f"source topic '{t}' was recreated (topic ID " in text, text
     assert f"`mirrorflow reseed --flow A->B --topic {t}`" in text
-    # the case: once the new topic passes the old progress, still nothing is copied
+    # a recreated topic that grows past the old progress: once the new topic passes the old progress, still nothing is copied
     produce(source, t, records(100, 1, seed="more"))
     rep = run_once(cfg, flow, mode="direct")
     assert rep.stopped_partitions == 1 and rep.records == 0 and rep.lag == 130, rep.render()

@@ -74,8 +74,8 @@ def test_creates_remote_topic_with_partitions_and_non_excluded_configs(tmp_path,
     assert report.ok and report.counts()["topics_created"] >= 1
 
     again = sync_flow(cfg, "A->B")
-    assert again.changed_nothing, again.render_text()
-    assert "nothing to change: the target is in sync" in again.render_text()
+    assert again.changed_nothing, again.render()
+    assert "nothing to change: the target is in sync" in again.render()
 
 
 def test_partitions_are_added_never_removed_and_a_larger_target_is_reported(tmp_path, source, target, unique):
@@ -170,7 +170,7 @@ def test_orphaned_remote_topic_is_reported_and_kept(tmp_path, source, target, to
         ("orphan", f"its source topic {topic_name!r} no longer exists on A; left in place")]
     wait_for_topic(target, remote)
     assert report.counts()["orphans"] >= 1
-    assert f"orphan          {remote}: its source topic" in report.render_text()
+    assert f"orphan          {remote}: its source topic" in report.render()
 
 
 def test_dry_run_changes_nothing_then_apply_then_nothing_left(tmp_path, source, target, topic_name):
@@ -180,7 +180,7 @@ def test_dry_run_changes_nothing_then_apply_then_nothing_left(tmp_path, source, 
     dry = sync_flow(cfg, "A->B", dry_run=True)
     assert mine(dry, topic_name) == [("create-topic", remote, "planned")]
     assert remote not in topics(target)
-    text = dry.render_text()
+    text = dry.render()
     assert text.startswith("sync A->B (topics, configs, acls): dry run, nothing was changed\nplan:\n")
     assert f"  create topic    {remote}: 2 partitions, replication factor broker default, " \
            f"configs: retention.ms=7200000 (from {topic_name})" in text

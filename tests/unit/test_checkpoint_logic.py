@@ -7,8 +7,9 @@ import pytest
 from confluent_kafka import ConsumerGroupState
 
 from mirrorflow import config as config_mod
-from mirrorflow.groups.checkpoint import (CheckpointStore, CommittedOffset, TranslatedOffset, plan_checkpoints,
-                                   rename_topic, translate_committed)
+from mirrorflow.groups.checkpoint import (CheckpointStore, TranslatedOffset, plan_checkpoints, rename_topic,
+                                          translate_committed)
+from mirrorflow.groups.group_offsets import CommittedOffset
 from mirrorflow.mm2.filters import FlowFilters
 from mirrorflow.groups.offset_sync import (ACTIVE, EMPTY, MISSING, UNKNOWN, TargetGroup, classify_state, plan_group_sync)
 from mirrorflow.groups.heartbeat import heartbeats_planned, newest_heartbeat

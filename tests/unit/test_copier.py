@@ -15,7 +15,7 @@ from mirrorflow.replication import faults
 from mirrorflow.replication.copier import ranges_to_copy, retention_gap
 from mirrorflow.replication.planner import Unit
 from mirrorflow.replication.reader import BatchLimits, RangeReader, segments
-from mirrorflow.replication.writer import TransactionWriter, runs_at, runs_of
+from mirrorflow.replication.transaction_writer import TransactionWriter, runs_at, runs_of
 from mirrorflow.state.offset_map import Run
 from mirrorflow.state.records import Progress
 

@@ -1,4 +1,4 @@
-"""The failover plan (issue 21.4): serialisable, its id derived from its content, and what counts as
+"""The failover plan: serialisable, its id derived from its content, and what counts as
 'moved' between the preflight and the commit (pure logic; the real brokers are in
 tests/integration/test_failover.py)."""
 from __future__ import annotations
@@ -73,7 +73,7 @@ def test_a_planned_plan_whose_verify_failed_cannot_be_committed():
 
 
 def test_a_plan_moving_groups_after_the_failover_is_bound_to_it():
-    """Issue 21.7: the plan that moves groups left alone names the failover it follows; that is part of its id."""
+    """The plan that moves groups left alone names the failover it follows; that is part of its id."""
     p = plan(moves_after="abc123def456")
     assert p.id != plan().id and FailoverPlan.from_dict(p.to_dict()) == p
     assert plan(moves_after="000000000000").id != p.id
@@ -81,7 +81,7 @@ def test_a_plan_moving_groups_after_the_failover_is_bound_to_it():
 
 
 def test_a_drain_left_with_lag_stops_unless_that_lag_is_accepted():
-    """Issue 21.6: after its runs the drain goes on only with lag 0, or at most the stated max lag."""
+    """After its runs the drain goes on only with lag 0, or at most the stated max lag."""
     lags = {("orders", 0): 0, ("orders", 1): 7, ("pay", 3): 12}
     msg = drain_refusal("A->B", 5, lags, None)
     assert msg == (

@@ -1,4 +1,5 @@
-"""The core package's layers: a package imports only from the layers below it (docs/architecture.md)."""
+"""The core package's layers: a package imports only from the layers below it (docs/architecture.md),
+and no module of mirrorflow or mirrorflow_airflow takes part in an import cycle."""
 from __future__ import annotations
 
 import ast
@@ -11,18 +12,20 @@ PKG = Path(mirrorflow.__file__).parent
 ALLOWED: dict[str, set[str]] = {
     "errors": set(),
     "process": set(),
+    "reporting": set(),
     "kafka": {"errors"},
     "mm2": {"errors", "kafka"},
     "config": {"errors", "kafka", "mm2"},
     "clients": {"errors", "kafka", "mm2", "config"},
     "state": {"errors", "process", "kafka", "mm2", "config", "clients"},
-    "replication": {"errors", "process", "kafka", "mm2", "config", "clients", "state"},
-    "metadata": {"errors", "kafka", "mm2", "config", "clients", "state"},
-    "groups": {"errors", "kafka", "mm2", "config", "clients", "state"},
-    "ops": {"errors", "process", "kafka", "mm2", "config", "clients", "state", "replication", "metadata", "groups"},
+    "replication": {"errors", "process", "reporting", "kafka", "mm2", "config", "clients", "state"},
+    "metadata": {"errors", "reporting", "kafka", "mm2", "config", "clients", "state"},
+    "groups": {"errors", "reporting", "kafka", "mm2", "config", "clients", "state"},
+    "ops": {"errors", "process", "reporting", "kafka", "mm2", "config", "clients", "state", "replication",
+            "metadata", "groups"},
     "dev": {"errors", "process", "kafka", "config"},
-    "cli": {"errors", "process", "kafka", "mm2", "config", "clients", "state", "replication", "metadata", "groups",
-            "ops", "dev"},
+    "cli": {"errors", "process", "reporting", "kafka", "mm2", "config", "clients", "state", "replication",
+            "metadata", "groups", "ops", "dev"},
 }
 
 
@@ -65,3 +68,80 @@ def test_no_package_imports_a_higher_layer():
             if imported != layer and imported not in ALLOWED[layer]:
                 bad.append(f"{path.relative_to(PKG.parent)}:{line} ({layer}) imports mirrorflow.{imported}")
     assert not bad, "\n".join(bad)
+
+
+def _module_imports(root: Path) -> dict[str, dict[str, int]]:
+    """module -> {imported module of the same packages: line}, for every import in the file,
+    those inside functions included. `from P import x` names the submodule P.x when there is one,
+    else P itself; a module's own package (__init__) is not counted as imported by it."""
+    files = {}
+    for pkg in (root / "mirrorflow", root / "mirrorflow_airflow"):
+        for path in pkg.rglob("*.py"):
+            parts = path.relative_to(root).with_suffix("").parts
+            files[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+
+    def known(name: str) -> str | None:
+        while name and name not in files:
+            name = name.rpartition(".")[0]
+        return name or None
+
+    graph: dict[str, dict[str, int]] = {}
+    for mod, path in files.items():
+        edges: dict[str, int] = {}
+        for node in ast.walk(ast.parse(path.read_text())):
+            targets = []
+            if isinstance(node, ast.Import):
+                targets = [known(a.name) for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                targets = [f"{node.module}.{a.name}" if f"{node.module}.{a.name}" in files else known(node.module)
+                           for a in node.names]
+            for t in targets:
+                if t is not None and t != mod:
+                    edges.setdefault(t, node.lineno)
+        graph[mod] = edges
+    return graph
+
+
+def _cycles(graph: dict[str, dict[str, int]]) -> list[list[str]]:
+    """The strongly connected components with more than one module (Tarjan), each sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    out: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in graph[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.append(sorted(comp))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return out
+
+
+def test_no_import_cycle_not_even_inside_functions():
+    """A cycle hidden in a function-level import is still a cycle: two modules that need each other
+    are one module in two files, or a third module waiting to be named."""
+    graph = _module_imports(PKG.parent)
+    problems = [
+        " <-> ".join(comp) + ": " + "; ".join(
+            f"{a} imports {b} (line {graph[a][b]})" for a in comp for b in comp if b in graph[a]
+        )
+        for comp in _cycles(graph)
+    ]
+    assert not problems, "\n".join(problems)

@@ -10,7 +10,7 @@ from mirrorflow.config.mm2_import import convert
 from mirrorflow.errors import ConfigError
 from mirrorflow.replication.reader import BatchLimits
 from mirrorflow.state.lease import LeaseRecord
-from mirrorflow.state.topics import (
+from mirrorflow.state.state_topics import (
     lease_topic,
     offset_map_topic,
     progress_topic,

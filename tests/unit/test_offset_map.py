@@ -228,7 +228,7 @@ from mirrorflow.state.snapshot import (  # noqa: E402
     marker_key,
     parse_marker_key,
 )
-from mirrorflow.state.topics import parse_key, state_key  # noqa: E402
+from mirrorflow.state.state_topics import parse_key, state_key  # noqa: E402
 
 
 def test_snapshot_round_trip_and_delta_runs():

@@ -21,7 +21,7 @@ from mirrorflow.kafka.retry import (
     stale_metadata,
     transient,
 )
-from mirrorflow.kafka.topics import produce_all
+from mirrorflow.kafka.topic_admin import produce_all
 
 
 def nowhere() -> ClusterConnection:

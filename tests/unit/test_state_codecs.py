@@ -7,7 +7,7 @@ from mirrorflow.config import parse
 from mirrorflow.errors import StateError
 from mirrorflow.state.offset_map import MapEntry, Run
 from mirrorflow.state.records import Progress, decode_entry, encode_entry
-from mirrorflow.state.topics import (offset_map_topic, parse_key, progress_topic, state_key, state_partition,
+from mirrorflow.state.state_topics import (offset_map_topic, parse_key, progress_topic, state_key, state_partition,
                                      transactional_id)
 
 

@@ -1,4 +1,4 @@
-"""The one retry shape of state writes (state/writer.write_acknowledged) and what lease, results and
+"""The one retry shape of state writes (state/state_writer.write_acknowledged) and what lease, results and
 run-log writes make of a write that is never acknowledged: real librdkafka clients pointed at a
 port nobody listens on, so every write really goes unacknowledged as while the target is down.
 """
@@ -17,8 +17,8 @@ from mirrorflow.dev.cluster import free_port
 from mirrorflow.errors import BrokerUnavailableError, LeaseError, StateError
 from mirrorflow.state import run_results
 from mirrorflow.state.lease import FlowLease
-from mirrorflow.state.topics import lease_topic, results_topic
-from mirrorflow.state.writer import write_acknowledged
+from mirrorflow.state.state_topics import lease_topic, results_topic
+from mirrorflow.state.state_writer import write_acknowledged
 
 
 @pytest.fixture

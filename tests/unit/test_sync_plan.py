@@ -3,11 +3,11 @@ from __future__ import annotations
 
 import json
 
-from mirrorflow.metadata.acls import Acl, plan_acls, target_acl
+from mirrorflow.metadata.acl_sync import Acl, plan_acls, target_acl
 from mirrorflow.config import parse
 from mirrorflow.mm2.filters import FlowFilters
-from mirrorflow.metadata.report import DONE, FAILED, SyncReport
-from mirrorflow.metadata.topics import Entry, TopicPlanInput, creation_configs, plan_configs, plan_topics
+from mirrorflow.metadata.sync_report import DONE, FAILED, SyncReport
+from mirrorflow.metadata.topic_sync import Entry, TopicPlanInput, creation_configs, plan_configs, plan_topics
 
 D, T, STATIC, DYN_DEFAULT = "DEFAULT_CONFIG", "DYNAMIC_TOPIC_CONFIG", "STATIC_BROKER_CONFIG", "DYNAMIC_DEFAULT_BROKER_CONFIG"
 
@@ -149,7 +149,7 @@ def test_report_text_json_and_summary():
     r.find("topics", "orphan", "A.gone", "its source topic 'gone' no longer exists on A; left in place")
     for t in ("__a", "__b", "__c"):
         r.skip("topics", t, "internal topic")
-    assert r.render_text(max_skips_per_reason=2) == "\n".join([
+    assert r.lines(max_skips_per_reason=2) == [
         "sync A->B (topics, acls): applied",
         "changes:",
         "  create topic    A.orders: 3 partitions",
@@ -160,7 +160,7 @@ def test_report_text_json_and_summary():
         "skipped:",
         "  topics: internal topic: __a, __b and 1 more",
         "result: 1 topic created, 1 ACL added; 1 failed; 3 skipped; 1 orphaned",
-    ])
+    ]
     assert r.counts() == {"topics_created": 1, "topics_expanded": 0, "configs_changed": 0,
                           "topics_with_config_changes": 0, "acls_added": 1, "failed": 1, "skipped": 3, "orphans": 1,
                           "targets_with_more_partitions": 0}
@@ -177,7 +177,7 @@ def test_report_text_json_and_summary():
 def test_controller_chunks_keep_requests_under_the_kraft_limit():
     """KRaft refuses a request of more than 10,000 controller records: topic creations are cut into
     requests of at most 5,000 records (a topic: 1 + partitions + configs), in order, none empty."""
-    from mirrorflow.metadata.topics import controller_chunks
+    from mirrorflow.metadata.topic_sync import controller_chunks
 
     sizes = [100] * 120 + [6000, 1]
     chunks = controller_chunks(sizes, lambda n: 1 + n)

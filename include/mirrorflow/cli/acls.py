@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 
-from mirrorflow.cli.registry import command, load_config, print_json
+from mirrorflow.cli.registry import command, load_config, print_report
 from mirrorflow.errors import ConfigError
 
 
@@ -34,7 +34,7 @@ def _args(p: argparse.ArgumentParser) -> None:
 
 @command("acls", "print (or --apply) the ACLs a flow's source and target principals need", _args)
 def _acls(args: argparse.Namespace) -> int:
-    from mirrorflow.ops.acls import acls_error, flow_acls
+    from mirrorflow.ops.required_acls import acls_error, flow_acls
 
     if args.offline:  # asks no cluster: flags that need one would be ignored
         flags = (("--apply", args.apply), ("--source-admin", args.source_admin), ("--target-admin", args.target_admin))
@@ -53,10 +53,7 @@ def _acls(args: argparse.Namespace) -> int:
         rep = after_failover_acls(cfg, flow, args.apply, principals, admins)
     else:
         rep = flow_acls(cfg, flow, args.apply, principals, admins, check=not args.offline)
-    if args.json:
-        print_json(rep.to_dict())
-    else:
-        print(rep.render())
+    print_report(rep, args.json)
     err = acls_error(rep)
     if err is not None:
         raise err

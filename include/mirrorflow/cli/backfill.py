@@ -1,12 +1,12 @@
 """`mirrorflow backfill --flow A->B [--topics REGEX] --from WHEN --to WHEN [--dry-run] [--json]`:
-copy a historical source range the flow has not copied yet (see replication/backfill.py)."""
+copy a historical source range the flow has not copied yet (see ops/backfill.py)."""
 
 from __future__ import annotations
 
 import argparse
 
-from mirrorflow.cli.registry import command, load_config, print_json
-from mirrorflow.replication.backfill import WHEN_HELP
+from mirrorflow.cli.registry import command, load_config, print_report
+from mirrorflow.replication.backfill_plan import WHEN_HELP
 
 
 def _args(p: argparse.ArgumentParser) -> None:
@@ -38,7 +38,8 @@ def _args(p: argparse.ArgumentParser) -> None:
 )
 def _backfill(args: argparse.Namespace) -> int:
     from mirrorflow.cli.progress import records_bar
-    from mirrorflow.replication.backfill import When, backfill, topic_pattern
+    from mirrorflow.ops.backfill import backfill
+    from mirrorflow.replication.backfill_plan import When, topic_pattern
 
     When.parse(args.start, "--from")  # bad values: one clear error before the config is read
     When.parse(args.end, "--to")
@@ -51,8 +52,5 @@ def _backfill(args: argparse.Namespace) -> int:
         rep = backfill(
             cfg, flow, args.start, args.end, args.topics, args.dry_run, mode, args.master, log, on_plan=on_plan
         )
-    if args.json:
-        print_json(rep.to_dict())
-    else:
-        print(rep.render())
+    print_report(rep, args.json)
     return 0 if rep.ok else 1

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import argparse
 
-from mirrorflow.cli.registry import command, load_config, print_json
+from mirrorflow.cli.registry import command, load_config, print_report
 
 
 def _args(p: argparse.ArgumentParser) -> None:
@@ -34,8 +34,5 @@ def _drill(args: argparse.Namespace) -> int:
     flow = cfg.flow(args.flow)
     with spinner(args, f"drill of {flow.name}") as log:
         rep = drill(cfg, flow, args.groups, args.verify_from, args.shadow_suffix, log=log)
-    if args.json:
-        print_json(rep.to_dict())
-    else:
-        print(rep.render())
+    print_report(rep, args.json)
     return 0 if rep.ok else 1

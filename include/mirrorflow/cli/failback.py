@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from mirrorflow.cli.registry import add_operation_args, command, confirmed, load_config, print_json
+from mirrorflow.cli.registry import add_operation_args, command, confirmed, load_config, print_report
 
 
 def _args(p: argparse.ArgumentParser) -> None:
@@ -32,8 +32,5 @@ def _failback(args: argparse.Namespace) -> int:
         return confirmed(args, report.render(), question, flow.name)
 
     rep = failback(cfg, flow, args.dry_run, confirm, reseed=args.reseed)
-    if args.json:
-        print_json(rep.to_dict())
-    else:
-        print(rep.render())
+    print_report(rep, args.json)
     return 0 if rep.done or args.dry_run or (rep.note or "").startswith("nothing to do") else 1

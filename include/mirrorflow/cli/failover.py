@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 
-from mirrorflow.cli.registry import add_operation_args, command, confirmed, load_config, print_json
+from mirrorflow.cli.registry import add_operation_args, command, confirmed, load_config, print_report
 
 
 def _args(p: argparse.ArgumentParser) -> None:
@@ -89,8 +89,5 @@ def _failover(args: argparse.Namespace) -> int:
             max_lag=args.max_lag,
             take_over=args.take_over,
         )
-    if args.json:
-        print_json(rep.to_dict())
-    else:
-        print(rep.render())
+    print_report(rep, args.json)
     return 0 if rep.done or args.dry_run or (rep.note or "").startswith("nothing to do") else 1

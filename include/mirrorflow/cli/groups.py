@@ -39,10 +39,10 @@ def _checkpoint(args: argparse.Namespace) -> int:
     if args.json:
         print_json({"checkpoints": checkpoints.data, "group_sync": group_sync.data if group_sync else None})
     else:
-        print(checkpoints.text())
+        print(checkpoints.render())
         if group_sync is not None:
             print()
-            print(group_sync.text())
+            print(group_sync.render())
     errors = {**run.errors, **(sync.errors if sync else {})}
     for g, e in sorted(errors.items()):
         print(f"mirrorflow: error: group {g!r}: {e}", file=sys.stderr)
@@ -79,7 +79,7 @@ def _translate(args: argparse.Namespace) -> int:
     if args.json:
         print_json(rendered.data)
     else:
-        print(rendered.text())
+        print(rendered.render())
     return 0
 
 
@@ -102,5 +102,5 @@ def _heartbeat(args: argparse.Namespace) -> int:
     if args.json:
         print_json(rendered.data)
     else:
-        print(rendered.text())
+        print(rendered.render())
     return 0

@@ -9,6 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 from mirrorflow import config as config_mod
+from mirrorflow.reporting import Report
 
 Handler = Callable[[argparse.Namespace], int]
 # (name, help, add_arguments, handler) of every command, in registration order.
@@ -25,6 +26,15 @@ def command(name: str, help: str, args: Callable[[argparse.ArgumentParser], None
 
 def print_json(data: Any) -> None:
     print(json.dumps(data, indent=2, sort_keys=True, default=str))
+
+
+def print_report(report: Report, as_json: bool) -> None:
+    """A report as every command prints it: its to_dict() with --json, else its text (the lines a
+    DAG task logs)."""
+    if as_json:
+        print_json(report.to_dict())
+    else:
+        print(report.render())
 
 
 def load_config(args: argparse.Namespace) -> config_mod.Config:

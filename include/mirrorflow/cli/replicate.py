@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import re
 
-from mirrorflow.cli.registry import command, load_config, print_json
+from mirrorflow.cli.registry import command, load_config, print_report
 from mirrorflow.errors import ConfigError
 
 
@@ -83,8 +83,5 @@ def _replicate(args: argparse.Namespace) -> int:
             rep = run_continuous(cfg, flow, mode=mode, master=args.master, log=log, seconds=args.seconds, options=opts)
         else:
             rep = run_once(cfg, flow, mode=mode, master=args.master, log=log, options=opts)
-    if args.json:
-        print_json(rep.to_dict())
-    else:
-        print(rep.render())
+    print_report(rep, args.json)
     return 0 if rep.ok else 1

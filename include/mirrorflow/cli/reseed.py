@@ -24,7 +24,7 @@ def _args(p: argparse.ArgumentParser) -> None:
 )
 def _reseed(args: argparse.Namespace) -> int:
     from mirrorflow.clients import FlowClients
-    from mirrorflow.replication.reseed import reseed, to_dicts
+    from mirrorflow.ops.reseed import reseed, to_dicts
 
     if args.dry_run and args.yes:
         raise ConfigError([("--yes", "writes the re-seed; --dry-run writes nothing: give one of them")])

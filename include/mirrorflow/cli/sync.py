@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import argparse
 
-from mirrorflow.cli.registry import command, load_config, print_json
-from mirrorflow.metadata.report import CONCERNS
+from mirrorflow.cli.registry import command, load_config, print_report
 from mirrorflow.metadata.sync import sync_flow
+from mirrorflow.metadata.sync_report import CONCERNS
 
 
 def _args(p: argparse.ArgumentParser) -> None:
@@ -22,8 +22,5 @@ def _sync(args: argparse.Namespace) -> int:
 
     with spinner(args, f"syncing {args.flow}: {args.only or ','.join(CONCERNS)}"):
         report = sync_flow(load_config(args), args.flow, args.only, dry_run=args.dry_run)
-    if args.json:
-        print_json(report.to_dict())
-    else:
-        print(report.render_text())
+    print_report(report, args.json)
     return 0 if report.ok else 1

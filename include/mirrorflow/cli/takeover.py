@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import argparse
 
-from mirrorflow.cli.registry import command, load_config, print_json
+from mirrorflow.cli.registry import command, load_config, print_report
 
 
 def _args(p: argparse.ArgumentParser) -> None:
@@ -56,10 +56,7 @@ def _takeover(args: argparse.Namespace) -> int:
             quiet_s=args.mm2_quiet_seconds,
             connector=args.mm2_connector,
         )
-    if args.json:
-        print_json(rep.to_dict())
-        return 0
-    print("\n".join(rep.lines()))
-    if dry and not args.dry_run:
+    print_report(rep, args.json)
+    if dry and not args.dry_run and not args.json:
         print("nothing written: run again with --yes to take over")
     return 0

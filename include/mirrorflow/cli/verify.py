@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 
-from mirrorflow.cli.registry import command, load_config, print_json
+from mirrorflow.cli.registry import command, load_config, print_report
 
 WHEN = "earliest, latest, start (where the flow's copy began), offset:N or an ISO-8601 time with a zone"
 
@@ -54,8 +54,5 @@ def _verify(args: argparse.Namespace) -> int:
             record=args.record or args.since_last,
             by=whoami(),
         )
-    if args.json:
-        print_json(report.to_dict())
-    else:
-        print(report.render())
+    print_report(report, args.json)
     return exit_code(report)

@@ -12,13 +12,15 @@ Property names are MirrorMaker 2's wherever one exists (`topics`, `groups.exclud
 additions are listed in FLOW_PROPERTIES with `mm2=False`.
 
 Owns: the model (`model`), the property table (`properties`), client overrides and their scope
-(`overrides`), loading and validation
-(`loading`), secrets (`secrets`), and the mm2.properties / Strimzi import (`mm2_import`).
+(`overrides`), whether librdkafka knows a setting (`client_settings`), loading and validation
+(`loading`), secrets (`secrets`), the mm2.properties / Strimzi / Connect import (`mm2_import`) and
+the compatibility table generated from all of them (`compat`).
 May import: `mirrorflow.errors`, `mirrorflow.kafka.connection` (is a name a librdkafka setting?) and
 `mirrorflow.mm2` (to validate a policy name and a regex list as the filters join it).
 """
 
-from mirrorflow.config.loading import config_path, default_config_path, librdkafka_problem, load, parse, project_dir
+from mirrorflow.config.client_settings import librdkafka_problem
+from mirrorflow.config.loading import config_path, default_config_path, load, parse, project_dir
 from mirrorflow.config.model import FLOW_NAME_RE, ClusterConfig, Config, FlowConfig, SparkConfig
 from mirrorflow.config.properties import FLOW_PROPERTIES, Prop, did_you_mean
 from mirrorflow.config.secrets import SECRET_KEY_RE, redact

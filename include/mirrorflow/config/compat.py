@@ -10,7 +10,7 @@ does with an MM2, Kafka Connect or Strimzi KafkaMirrorMaker2 property: same, map
 * properties.REFUSED;
 * mm2_import's RENAMED, DEPRECATED, EXACTLY_ONCE_VALUES, IGNORED, IGNORED_PREFIXES, STRIMZI_FIELDS;
 * overrides.FORMS and overrides.PROTECTED (client settings);
-* loading.JAVA_ONLY_HINTS (Java client settings).
+* client_settings.JAVA_ONLY_HINTS (Java client settings).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import re
 from dataclasses import dataclass
 
 from mirrorflow.config import mm2_import
-from mirrorflow.config.loading import JAVA_ONLY_HINTS
+from mirrorflow.config.client_settings import JAVA_ONLY_HINTS
 from mirrorflow.config.overrides import FORMS, PROTECTED
 from mirrorflow.config.properties import FLOW_PROPERTIES, MM2_DIFFERENCES, REFUSED
 

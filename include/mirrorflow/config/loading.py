@@ -9,12 +9,12 @@ from typing import Any
 
 import yaml
 
+from mirrorflow.config.client_settings import librdkafka_problem
 from mirrorflow.config.model import FLOW_NAME_RE, ClusterConfig, Config, FlowConfig, SparkConfig
 from mirrorflow.config.overrides import PREFIXES as CLIENT_PREFIXES
 from mirrorflow.config.overrides import problem as override_problem
 from mirrorflow.config.properties import FLOW_PROPERTIES, REFUSED, did_you_mean
 from mirrorflow.errors import ConfigError
-from mirrorflow.kafka.connection import setting_problem
 from mirrorflow.mm2.filters import compile_list
 
 
@@ -277,16 +277,3 @@ def _path(edges: dict[str, set[str]], start: str, goal: str) -> list[str] | None
                 seen.add(nxt)
                 queue.append([*path, nxt])
     return None
-
-
-JAVA_ONLY_HINTS = {
-    "sasl.jaas.config": "a Java setting: use sasl.username and sasl.password "
-    "(`mirrorflow config import` translates it)",
-    "ssl.truststore.location": "a Java setting: use ssl.ca.location with a PEM file",
-}
-
-
-def librdkafka_problem(key: str, value: str = "") -> str | None:
-    """Why librdkafka would refuse a client setting's name (None: it knows it). Values are not
-    checked: they may be ${env:...} references, and checking must not touch any cluster."""
-    return JAVA_ONLY_HINTS.get(key) or setting_problem(key)

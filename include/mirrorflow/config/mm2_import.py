@@ -24,10 +24,12 @@ from typing import Any
 
 import yaml
 
+from mirrorflow.config.client_settings import librdkafka_problem
 from mirrorflow.config.model import FLOW_NAME_RE
 from mirrorflow.config.overrides import PREFIXES as OVERRIDE_PREFIXES
 from mirrorflow.config.overrides import problem as override_problem
 from mirrorflow.config.properties import FLOW_PROPERTIES, REFUSED
+from mirrorflow.config.secrets import SECRET_KEY_RE
 from mirrorflow.errors import ConfigError
 from mirrorflow.mm2.connect_offsets import STRIMZI_OFFSETS_TOPIC, strimzi_connector
 
@@ -312,7 +314,7 @@ def _is_client_setting(key: str, value: str) -> bool:
     return (
         key == "sasl.jaas.config"
         or key.startswith(("ssl.", "sasl.", "security."))
-        or _librdkafka_problem(key, value) is None
+        or librdkafka_problem(key, value) is None
     )
 
 
@@ -440,7 +442,7 @@ def _client_settings(imp: Imported, alias: str, java: dict[str, Any], where: str
         elif key in ("sasl.mechanism",):
             out[key] = value
         else:
-            problem = _librdkafka_problem(key, value)
+            problem = librdkafka_problem(key, value)
             if problem:
                 imp.notes.append(f"{full}: not imported ({problem})")
             elif _looks_secret(key):
@@ -487,15 +489,7 @@ def _secret_ref(imp: Imported, full: str, key: str, value: str) -> str:
 
 
 def _looks_secret(key: str) -> bool:
-    from mirrorflow.config.secrets import SECRET_KEY_RE
-
     return bool(SECRET_KEY_RE.search(key))
-
-
-def _librdkafka_problem(key: str, value: str) -> str | None:
-    from mirrorflow.config.loading import librdkafka_problem
-
-    return librdkafka_problem(key, value)
 
 
 # -- Strimzi KafkaMirrorMaker2 ------------------------------------------------------------------------
@@ -797,7 +791,7 @@ def _strimzi_cluster(imp: Imported, alias: str, c: dict[str, Any]) -> dict[str, 
         if k in IGNORED or k.startswith(IGNORED_PREFIXES):
             imp.notes.append(f"clusters.{alias}.config.{k}: not imported ({IGNORED.get(k) or 'no equivalent'})")
             continue
-        problem = _librdkafka_problem(k, str(v))
+        problem = librdkafka_problem(k, str(v))
         if problem:
             imp.notes.append(f"clusters.{alias}.config.{k}: not imported ({problem})")
         else:

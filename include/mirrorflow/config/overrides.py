@@ -20,6 +20,8 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
+from mirrorflow.config.client_settings import librdkafka_problem
+
 Side = Literal["source", "target"]
 Kind = Literal["admin", "consumer", "producer"]
 
@@ -71,8 +73,6 @@ def parse_key(key: str) -> tuple[tuple[Side, ...], Kind, str, int] | None:
 
 def problem(key: str) -> str | None:
     """Why an override key cannot be accepted (None: it can). `key` is one `parse_key` knows."""
-    from mirrorflow.config.loading import librdkafka_problem
-
     parsed = parse_key(key)
     if parsed is None:
         return "not a client override"

@@ -35,7 +35,7 @@ from mirrorflow.clients import FlowClients, flow_clients
 from mirrorflow.config import Config, FlowConfig
 from mirrorflow.errors import ClusterError, TopicError
 from mirrorflow.kafka.log_reader import read_partition
-from mirrorflow.kafka.topics import ensure_compacted_topic, produce_all
+from mirrorflow.kafka.topic_admin import ensure_compacted_topic, produce_all
 from mirrorflow.mm2.filters import FlowFilters
 from mirrorflow.mm2.formats import FormatError, Heartbeat
 

@@ -22,8 +22,8 @@ from confluent_kafka.admin import OffsetSpec
 
 from mirrorflow.clients import FlowClients
 from mirrorflow.errors import MirrorflowError
-from mirrorflow.groups.checkpoint import CommittedOffset, fetch_group_offsets, list_groups
-from mirrorflow.kafka.topics import list_offsets
+from mirrorflow.groups.group_offsets import CommittedOffset, fetch_group_offsets, list_groups
+from mirrorflow.kafka.topic_admin import list_offsets
 from mirrorflow.state.compaction import FoldReport, fold_offset_map
 
 Key = tuple[str, int]

@@ -29,13 +29,14 @@ STATUS_NOTES = {
 
 @dataclass(frozen=True)
 class Rendered:
-    """A result for people (`lines`), for `--json` (`data`, JSON-able) and for XCom (`summary`, small)."""
+    """A result for people (`lines`, `render()`), for `--json` (`data`, JSON-able) and for XCom
+    (`summary`, small). Not a `reporting.Report`: its JSON may be a list (a translation's rows)."""
 
     lines: list[str]
     data: Any
     summary: dict[str, Any] = field(default_factory=dict)
 
-    def text(self) -> str:
+    def render(self) -> str:
         return "\n".join(self.lines)
 
 

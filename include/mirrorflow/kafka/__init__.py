@@ -1,7 +1,9 @@
 """Kafka client plumbing that knows nothing of flows: connecting with one clear error per failure,
-reading a partition to its end, and topic helpers (existence, creation, offsets, bulk produce).
+riding through broker outages, reading a partition to its end, and topic administration.
 
 Owns: `connection` (building a client from librdkafka settings and naming failures by cluster),
-`log_reader` (the one "read to the end" loop), `topics` (topic and offset helpers).
+`retry` (which failures are transient, and the bounded wait for them), `log_reader` (the one "read
+to the end" loop), `topic_admin` (existence, creation, offsets and topic ids, the acknowledged bulk
+produce).
 May import: `mirrorflow.errors` only.
 """

@@ -16,9 +16,9 @@ from confluent_kafka import KafkaException
 from mirrorflow.clients import FlowClients, flow_clients
 from mirrorflow.config import Config, FlowConfig
 from mirrorflow.errors import MirrorflowError
-from mirrorflow.metadata import acls as acl_sync
-from mirrorflow.metadata.report import CONCERNS, SyncReport
-from mirrorflow.metadata.topics import TopicSync
+from mirrorflow.metadata import acl_sync
+from mirrorflow.metadata.sync_report import CONCERNS, SyncReport
+from mirrorflow.metadata.topic_sync import TopicSync
 from mirrorflow.mm2.filters import FlowFilters
 from mirrorflow.state.flow_state import flow_state
 

@@ -30,7 +30,7 @@ from typing import Any
 from mirrorflow.clients import FlowClients
 from mirrorflow.config import Config, FlowConfig
 from mirrorflow.errors import ConfigError, MirrorflowError, StateError
-from mirrorflow.groups.checkpoint import list_groups
+from mirrorflow.groups.group_offsets import list_groups
 from mirrorflow.groups.offset_sync import (
     SAFE_STATES,
     GroupSyncPlan,
@@ -40,7 +40,8 @@ from mirrorflow.groups.offset_sync import (
 )
 from mirrorflow.ops.failover import FailoverPlan, plan_failover
 from mirrorflow.ops.verify import VerifyReport, verify_flow
-from mirrorflow.replication.backfill import WHEN_HELP, When
+from mirrorflow.replication.backfill_plan import WHEN_HELP, When
+from mirrorflow.reporting import Report
 from mirrorflow.state.flow_state import flow_state, read_control, write_control
 from mirrorflow.state.history import record_operation
 from mirrorflow.state.lease import whoami
@@ -72,7 +73,7 @@ def verify_start(verify_from: str | None, now_ms: int) -> str:
 
 
 @dataclass
-class DrillReport:
+class DrillReport(Report):
     flow: str
     target: str
     by: str
@@ -192,9 +193,6 @@ class DrillReport:
                 f"  shadow group {g} committed on {self.target!r}: " + ", ".join(f"{k}={v}" for k, v in parts.items())
             )
         return out
-
-    def render(self) -> str:
-        return "\n".join(self.lines())
 
     def record(self) -> dict[str, Any]:
         """The `drill` control record: what the status page shows of the last drill."""

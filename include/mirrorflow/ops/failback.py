@@ -64,22 +64,22 @@ from confluent_kafka.admin import OffsetSpec
 from mirrorflow.clients import FlowClients
 from mirrorflow.config import Config, FlowConfig
 from mirrorflow.errors import ConfigError, MirrorflowError, StateError
-from mirrorflow.kafka.topics import list_offsets
+from mirrorflow.kafka.topic_admin import list_offsets
 from mirrorflow.mm2.filters import FlowFilters
 from mirrorflow.replication.planner import source_offsets
-from mirrorflow.replication.reseed import write_partition_state
+from mirrorflow.reporting import Report
 from mirrorflow.state.flow_state import flow_state, read_control, set_flow_state, write_control
 from mirrorflow.state.history import record_operation
 from mirrorflow.state.lease import FlowLease, local_owner, whoami
 from mirrorflow.state.offset_map import MapEntry, Run, merge_ranges, subtract_ranges
 from mirrorflow.state.records import Progress
-from mirrorflow.state.store import StateStore
-from mirrorflow.state.topics import (
+from mirrorflow.state.state_topics import (
     ensure_state_topics,
     offset_map_topic,
     progress_topic,
 )
-from mirrorflow.state.writer import StateWriter
+from mirrorflow.state.state_writer import StateWriter, write_partition_state
+from mirrorflow.state.store import StateStore
 
 Key = tuple[str, int]
 Ranges = tuple[tuple[int, int], ...]
@@ -115,7 +115,7 @@ class Seed:
 
 
 @dataclass
-class FailbackReport:
+class FailbackReport(Report):
     flow: str  # the failed-over flow X->Y
     reverse: str  # Y->X, started by the failback
     identity: bool
@@ -194,9 +194,6 @@ class FailbackReport:
                 ranges = ", ".join(f"{a}..{b}" for a, b in d.ranges)
                 out.append(f"    {d.topic}[{d.partition}]: {d.records:,} records at offsets {ranges}")
         return out
-
-    def render(self) -> str:
-        return "\n".join(self.lines())
 
     def to_dict(self) -> dict[str, Any]:
         return {

@@ -1,4 +1,4 @@
-"""Failover of a flow A->B: move its consumer groups to B and stop the flow (issue 9's runbook).
+"""Failover of a flow A->B: move its consumer groups to B and stop the flow (the DR runbook's step).
 
 * **unplanned** (A is lost): everything comes from the TARGET -- progress (what was replicated),
   the checkpoints (where each group resumes) and the offset map behind them. The source is asked
@@ -8,7 +8,7 @@
   so the groups resume exactly where they stopped on A. The verify checks what was copied since
   the last verify that passed (ops.verify, `since_last`) and records how far it got.
 
-Two steps, so that what is approved is what is committed (issue 21.4):
+Two steps, so that what is approved is what is committed:
 
 * `plan_failover`: the preflight. Its **plan** (`FailoverPlan`, serialisable, with an id derived
   from its content) says per partition what was replicated (and the RPO), per group the exact
@@ -22,7 +22,7 @@ Two steps, so that what is approved is what is committed (issue 21.4):
 `failover` composes them for the CLI (plan, confirm, commit); the DAG runs them as its preflight and
 commit tasks with Airflow's approval step between. A second failover of a stopped, failed-over flow
 is a no-op that says so, naming the groups still to move -- those left alone at the failover (active
-members on B) or never chosen by its `--groups` (issue 21.7). With `groups` it moves them: a plan
+members on B) or never chosen by its `--groups`. With `groups` it moves them: a plan
 bound to the failover record (`moves_after`), committed the same way (never backwards, never a
 group with active members), recorded as a `failover` line in the operations history; the failover
 record itself keeps the original failover.
@@ -67,18 +67,19 @@ from mirrorflow.groups.offset_sync import (
     commit_group_plans,
     sync_group_offsets,
 )
-from mirrorflow.kafka.topics import list_offsets
+from mirrorflow.kafka.topic_admin import list_offsets
 from mirrorflow.metadata.sync import sync_flow
 from mirrorflow.mm2.filters import FlowFilters
 from mirrorflow.ops.verify import VerifyReport, verify_flow
 from mirrorflow.replication.planner import source_offsets
 from mirrorflow.replication.runner import run_once
+from mirrorflow.reporting import Report
 from mirrorflow.state.fencing import fence_copies
 from mirrorflow.state.flow_state import flow_state, read_control, set_flow_state, write_control
 from mirrorflow.state.history import record_operation
 from mirrorflow.state.lease import FlowLease, describe_deployment, local_owner, whoami
+from mirrorflow.state.state_topics import lease_topic
 from mirrorflow.state.store import StateStore
-from mirrorflow.state.topics import lease_topic
 
 MODES = ("planned", "unplanned")
 TAKE_OVER_HINT = (
@@ -227,7 +228,7 @@ def _group_row(g: GroupSyncPlan) -> list[Any]:
 
 
 @dataclass
-class FailoverReport:
+class FailoverReport(Report):
     flow: str
     target: str
     mode: str
@@ -326,9 +327,6 @@ class FailoverReport:
                     out.append(f"    {g.group} resumes {x.topic}[{x.partition}] at {resume}")
         out += [f"    {g}: CANNOT be read on the target: {e}" for g, e in sorted(plan.errors.items())]
         return out
-
-    def render(self) -> str:
-        return "\n".join(self.lines())
 
     def markdown(self) -> str:
         """The report for Airflow's Required Actions page: as printed, in a code block, headed by the plan id."""

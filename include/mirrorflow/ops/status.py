@@ -17,7 +17,7 @@ from confluent_kafka.admin import OffsetSpec
 from mirrorflow.clients import FlowClients
 from mirrorflow.config import Config, FlowConfig
 from mirrorflow.errors import MirrorflowError
-from mirrorflow.kafka.topics import list_offsets, topic_ids
+from mirrorflow.kafka.topic_admin import list_offsets, topic_ids
 from mirrorflow.mm2.filters import FlowFilters
 from mirrorflow.replication.planner import PartitionInput, identity_problem, source_offsets, stopped_message
 from mirrorflow.state.flow_state import flow_state, read_controls

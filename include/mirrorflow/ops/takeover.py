@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import base64
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
 
 from confluent_kafka.admin import OffsetSpec
@@ -34,19 +34,19 @@ from confluent_kafka.admin import OffsetSpec
 from mirrorflow.clients import FlowClients
 from mirrorflow.errors import MirrorflowError, StateError
 from mirrorflow.kafka.log_reader import read_partition
-from mirrorflow.kafka.topics import list_offsets, topic_ids
+from mirrorflow.kafka.topic_admin import list_offsets, topic_ids
 from mirrorflow.mm2.connect_offsets import STRIMZI_OFFSETS_TOPIC, decode_source_offset, dedicated_offsets_topic
 from mirrorflow.mm2.formats import FormatError, Heartbeat
 from mirrorflow.replication.planner import source_offsets, source_partitions
-from mirrorflow.replication.reseed import write_partition_state
+from mirrorflow.reporting import Report
 from mirrorflow.state.flow_state import write_control
 from mirrorflow.state.history import record_operation
 from mirrorflow.state.lease import FlowLease, local_owner, whoami
 from mirrorflow.state.offset_map import MapEntry
 from mirrorflow.state.records import Progress
+from mirrorflow.state.state_topics import ensure_state_topics, offset_map_topic, progress_topic
+from mirrorflow.state.state_writer import StateWriter, write_partition_state
 from mirrorflow.state.store import StateStore
-from mirrorflow.state.topics import ensure_state_topics, offset_map_topic, progress_topic
-from mirrorflow.state.writer import StateWriter
 
 QUIET_S = 30.0  # no heartbeat from MM2 for this long: it is stopped (it beats every second by default)
 TAIL_WINDOW = 10_000  # how far back in a remote partition MM2's copy of its last record is looked for
@@ -82,18 +82,21 @@ class TakeoverPartition:
 
 
 @dataclass
-class TakeoverReport:
+class TakeoverReport(Report):
     flow: str
     offsets_topic: str
     dry_run: bool
     partitions: list[TakeoverPartition]
     connector: str | None = None  # whose offsets were continued (None: no MM2 offsets for this source)
 
-    def to_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "taken_over": sum(p.action == "take-over" for p in self.partitions)}
+    DERIVED = ("taken_over",)
+
+    @property
+    def taken_over(self) -> int:
+        return sum(p.action == "take-over" for p in self.partitions)
 
     def lines(self) -> list[str]:
-        n = sum(p.action == "take-over" for p in self.partitions)
+        n = self.taken_over
         head = "would take over" if self.dry_run else "took over"
         whose = f"connector {self.connector!r} in {self.offsets_topic}" if self.connector else self.offsets_topic
         out = [f"flow {self.flow}: {head} {n} partition(s) from MirrorMaker 2 ({whose})"]

@@ -30,7 +30,7 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -40,11 +40,12 @@ from confluent_kafka.admin import ConfigResource, OffsetSpec, ResourceType
 from mirrorflow.clients import FlowClients, Side
 from mirrorflow.errors import ClusterError, ConfigError, StateError, TopicError
 from mirrorflow.kafka.log_reader import LogReader
-from mirrorflow.kafka.topics import list_offsets, topic_ids
+from mirrorflow.kafka.topic_admin import list_offsets, topic_ids
 from mirrorflow.mm2.filters import FlowFilters
 from mirrorflow.ops.verify_walk import Mismatch, RangeCheck, Rec, Sides, clip, walk_partition
-from mirrorflow.replication.backfill import When, topic_pattern
+from mirrorflow.replication.backfill_plan import When, topic_pattern
 from mirrorflow.replication.planner import source_offsets, source_partitions
+from mirrorflow.reporting import Report, as_dict
 from mirrorflow.state.flow_state import read_control
 from mirrorflow.state.offset_map import PartitionMap, subtract_ranges
 from mirrorflow.state.records import Progress, VerifiedMark
@@ -134,22 +135,14 @@ class PartitionVerify:
         return out
 
     def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
-        d.update(
-            ok=self.ok,
-            source_records=self.source_records,
-            target_records=self.target_records,
-            matched=self.matched,
-            compacted=self.compacted,
-            mismatches=self.mismatches,
-        )
+        d = as_dict(self, "ok", "source_records", "target_records", "matched", "compacted", "mismatches")
         for raw, r in zip(d["ranges"], self.ranges, strict=True):
             raw["ok"] = r.ok
         return d
 
 
 @dataclass
-class VerifyReport:
+class VerifyReport(Report):
     flow: str
     window_from: str
     window_to: str
@@ -203,9 +196,6 @@ class VerifyReport:
             out.append(f"  {p.line()}")
             out += [f"    {x}" for x in p.detail_lines()]
         return out
-
-    def render(self) -> str:
-        return "\n".join(self.lines())
 
 
 SINCE_LAST = "the last verify"

@@ -39,11 +39,11 @@ from mirrorflow.replication.follow import STOP_REQUESTED, FollowSpec
 from mirrorflow.replication.handoff import new_run_id
 from mirrorflow.replication.planner import Plan, Unit, gather_inputs, plan_units
 from mirrorflow.replication.reader import OPEN_END
-from mirrorflow.replication.report import RunReport
+from mirrorflow.replication.run_report import RunReport
 from mirrorflow.replication.runner import RunOptions, copy_plan, finish_run, run_directory, take_lease
 from mirrorflow.state.flow_state import flow_state
 from mirrorflow.state.lease import FlowLease, local_owner
-from mirrorflow.state.topics import ensure_state_topics
+from mirrorflow.state.state_topics import ensure_state_topics
 
 CONTINUOUS_SCHEDULE = "@continuous"
 STOP_FILE = "stop"

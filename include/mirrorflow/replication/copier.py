@@ -51,13 +51,13 @@ from mirrorflow.replication.reader import (
     consumer_required,
     outage_bound_s,
 )
-from mirrorflow.replication.writer import TransactionWriter, is_fenced
+from mirrorflow.replication.transaction_writer import TransactionWriter, is_fenced
 from mirrorflow.state.lease import LeaseGuard
 from mirrorflow.state.offset_map import subtract_ranges, uncovered
 from mirrorflow.state.records import Progress
+from mirrorflow.state.state_topics import offset_map_topic, progress_topic, transactional_id
+from mirrorflow.state.state_writer import StateWriter
 from mirrorflow.state.store import StateStore
-from mirrorflow.state.topics import offset_map_topic, progress_topic, transactional_id
-from mirrorflow.state.writer import StateWriter
 
 
 @dataclass

@@ -30,7 +30,7 @@ from mirrorflow.clients import FlowClients
 from mirrorflow.config import FlowConfig
 from mirrorflow.errors import ConfigError
 from mirrorflow.kafka.retry import retry_call
-from mirrorflow.kafka.topics import list_offsets, topic_ids
+from mirrorflow.kafka.topic_admin import list_offsets, topic_ids
 from mirrorflow.mm2.filters import FlowFilters
 from mirrorflow.state.fencing import fence_open_transactions
 from mirrorflow.state.offset_map import subtract_ranges
@@ -65,7 +65,7 @@ class Unit:
     log_start: int = 0  # source log start at planning time (start < log_start: offsets were lost)
     topic_id: str = ""  # the topics' IDs when planned: the copy refuses state written for others
     target_topic_id: str = ""
-    # a backfill unit (replication.backfill) copies [start, end) minus the ledger wherever the
+    # a backfill unit (replication.backfill_plan) copies [start, end) minus the ledger wherever the
     # progress stands; a normal unit copies from the committed progress onwards
     backfill: bool = False
 

@@ -31,13 +31,13 @@ from mirrorflow.replication.faults import from_env as faults_from_env
 from mirrorflow.replication.follow import following
 from mirrorflow.replication.handoff import check_results, new_run_id, write_plan_file
 from mirrorflow.replication.planner import Plan, Unit, make_plan, source_offsets, wait_for_clusters
-from mirrorflow.replication.report import RunReport, build_report
+from mirrorflow.replication.run_report import RunReport, build_report
 from mirrorflow.replication.spark import copy_in_process_spark, copy_with_spark_submit
 from mirrorflow.replication.spark_connect import copy_with_connect, preload
 from mirrorflow.state import run_log
 from mirrorflow.state.flow_state import flow_state
 from mirrorflow.state.lease import FlowLease, local_owner
-from mirrorflow.state.topics import ensure_state_topics
+from mirrorflow.state.state_topics import ensure_state_topics
 
 
 def copy_direct(cfg: Config, flow: FlowConfig, plan: dict[str, Any]) -> list[dict]:

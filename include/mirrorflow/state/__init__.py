@@ -1,8 +1,11 @@
 """Replication state on the TARGET cluster: what was copied, where it landed, what comes next.
 
-Owns: state topic names, placement and creation (`topics`), record codecs (`records`), the exact
-offset map (`offset_map`, pure), reading progress and the map back (`store`), aborting what a
-crashed copy left open (`fencing`), and writing state inside a copy transaction (`writer`).
+Owns: state topic names, placement and creation (`state_topics`), record codecs (`records`), the
+exact offset map (`offset_map`, pure), its snapshots and folding (`snapshot`, `compaction`), reading
+progress and the map back (`store`), aborting what a crashed copy left open (`fencing`), writing
+state inside a copy transaction or in one of its own (`state_writer`), and the flow's control
+records: its lease (`lease`), operating state (`flow_state`), operations history (`history`), run log
+(`run_log`) and the runs' unit results (`run_results`).
 Record formats are documented in docs/state.md.
-May import: `mirrorflow.errors`, `config`, `mm2`, `kafka`, `clients`.
+May import: `mirrorflow.errors`, `process`, `config`, `mm2`, `kafka`, `clients`.
 """

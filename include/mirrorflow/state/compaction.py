@@ -33,16 +33,16 @@ from confluent_kafka.admin import NewTopic
 from mirrorflow.clients import FlowClients
 from mirrorflow.errors import MirrorflowError, StateError
 from mirrorflow.kafka.connection import kafka_error
-from mirrorflow.kafka.topics import create_topics
+from mirrorflow.kafka.topic_admin import create_topics
 from mirrorflow.state.snapshot import Marker, Snapshot, marker_key
-from mirrorflow.state.store import MapRead, StateStore
-from mirrorflow.state.topics import (
+from mirrorflow.state.state_topics import (
     offset_map_topic,
     snapshot_topic,
     state_key,
     state_partition,
     state_topic_configs,
 )
+from mirrorflow.state.store import MapRead, StateStore
 
 Key = tuple[str, int]
 # Floors per source partition, asked once the fold knows the partitions of the map.

@@ -28,8 +28,8 @@ from confluent_kafka.admin import OffsetSpec
 
 from mirrorflow.clients import FlowClients
 from mirrorflow.errors import StateError, TransactionAbortedError
-from mirrorflow.kafka.topics import list_offsets
-from mirrorflow.state.topics import offset_map_topic, progress_topic, state_partition, transactional_id
+from mirrorflow.kafka.topic_admin import list_offsets
+from mirrorflow.state.state_topics import offset_map_topic, progress_topic, state_partition, transactional_id
 
 ABORTED_VALUE = b"mirrorflow-aborted"  # never read: no read_committed reader sees an aborted record
 

@@ -25,8 +25,8 @@ from mirrorflow.clients import FlowClients
 from mirrorflow.errors import ClusterError, ConfigError, StateError
 from mirrorflow.kafka.log_reader import LogReader
 from mirrorflow.state.history import record_operation
-from mirrorflow.state.topics import progress_topic
-from mirrorflow.state.writer import write_acknowledged
+from mirrorflow.state.state_topics import progress_topic
+from mirrorflow.state.state_writer import write_acknowledged
 
 STATES = ("running", "paused", "stopped")
 # which steps each state lets run
@@ -152,7 +152,7 @@ def write_control(clients: FlowClients, name: str, value: dict[str, Any]) -> Non
     target does not acknowledge (a broker restarting, a leadership move) is written again, up to
     broker.outage.max.seconds; StateError past it or on any other failure: never reported as done
     unless acknowledged. (Writing the same record twice is harmless: the latest one counts.)"""
-    from mirrorflow.state.topics import ensure_state_topics
+    from mirrorflow.state.state_topics import ensure_state_topics
 
     ensure_state_topics(clients)
     topic, key = progress_topic(clients.flow), control_key(name)

@@ -6,7 +6,7 @@ every operation. So each pause, resume, stop, failover, failback, takeover, rese
 appends one `OperationRecord` to `mirrorflow.<flow.id>.operations.internal` on the TARGET: who,
 when, through which door (cli, airflow, status-page), the reason, a one-line summary and the
 operation's key figures. Nothing replication does reads it, so its retention (a year, and a size
-bound, see state.topics) can only shorten the story people read, never change what is copied.
+bound, see state.state_topics) can only shorten the story people read, never change what is copied.
 Format: docs/state.md.
 """
 
@@ -20,8 +20,8 @@ from typing import Any
 
 from mirrorflow.clients import FlowClients
 from mirrorflow.errors import ClusterError, ConfigError, StateError
-from mirrorflow.state.topics import history_topic
-from mirrorflow.state.writer import write_acknowledged
+from mirrorflow.state.state_topics import history_topic
+from mirrorflow.state.state_writer import write_acknowledged
 
 FORMAT_VERSION = 1
 KINDS = ("pause", "resume", "stop", "failover", "failback", "takeover", "reseed", "drill")
@@ -113,7 +113,7 @@ def record_operation(
     topic = history_topic(clients.flow)
     try:
         if not clients.partitions("target", topic):
-            from mirrorflow.state.topics import ensure_state_topics
+            from mirrorflow.state.state_topics import ensure_state_topics
 
             ensure_state_topics(clients)  # state topics from before the history existed
         write_acknowledged(

@@ -65,8 +65,8 @@ from mirrorflow.errors import ClusterError, DeploymentConflictError, LeaseError
 from mirrorflow.kafka.log_reader import LogReader
 from mirrorflow.kafka.retry import OUTAGE_BOUND
 from mirrorflow.process import process_token, provably_gone
-from mirrorflow.state.topics import lease_topic
-from mirrorflow.state.writer import WRITE_ATTEMPT_S, write_acknowledged
+from mirrorflow.state.state_topics import lease_topic
+from mirrorflow.state.state_writer import WRITE_ATTEMPT_S, write_acknowledged
 
 log = logging.getLogger(__name__)
 LEASE_KEY = b"lease"

@@ -19,8 +19,8 @@ from confluent_kafka import KafkaException
 
 from mirrorflow.clients import FlowClients
 from mirrorflow.errors import MirrorflowError
-from mirrorflow.state.topics import runs_topic
-from mirrorflow.state.writer import write_acknowledged
+from mirrorflow.state.state_topics import runs_topic
+from mirrorflow.state.state_writer import write_acknowledged
 
 log = logging.getLogger(__name__)
 FORMAT_VERSION = 1

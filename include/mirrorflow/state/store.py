@@ -19,7 +19,7 @@ from mirrorflow.kafka.log_reader import LogReader
 from mirrorflow.state.offset_map import MapEntry, PartitionMap
 from mirrorflow.state.records import Progress, decode_entry
 from mirrorflow.state.snapshot import Marker, Snapshot, SnapshotView, marker_key, parse_marker_key
-from mirrorflow.state.topics import (
+from mirrorflow.state.state_topics import (
     offset_map_topic,
     parse_key,
     progress_topic,

@@ -20,8 +20,8 @@ from collections.abc import Iterable
 from mirrorflow.clients import FlowClients
 from mirrorflow.errors import ClusterError, StateError
 from mirrorflow.state.records import VerifiedMark
-from mirrorflow.state.topics import progress_topic
-from mirrorflow.state.writer import write_acknowledged
+from mirrorflow.state.state_topics import progress_topic
+from mirrorflow.state.state_writer import write_acknowledged
 
 Key = tuple[str, int]
 

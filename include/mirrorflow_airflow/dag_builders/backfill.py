@@ -25,17 +25,16 @@ intervals by record time (see docs/replicate.md, "Backfill").
 from __future__ import annotations
 
 import logging
-from datetime import datetime
 from typing import Any
 
 from airflow.sdk import DAG, Param, task
 from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 
 from mirrorflow.config import Config, FlowConfig
-from mirrorflow.replication.backfill import WHEN_HELP, WHEN_PATTERN
+from mirrorflow.replication.backfill_plan import WHEN_HELP, WHEN_PATTERN
 from mirrorflow.replication.spark import JOB_PATH, spark_conf, spark_env
 from mirrorflow_airflow import params as P
-from mirrorflow_airflow.common import flow_dag, flow_dag_id, flow_dags, task_config_path
+from mirrorflow_airflow.common import flow_dag, flow_dag_id, flow_dags, log_report, task_config_path
 from mirrorflow_airflow.dag_builders.replicate import release_after_failure, release_lease
 from mirrorflow_airflow.hooks import MirrorflowHook
 from mirrorflow_airflow.operators.spark_submit import SPARK_CONN_ID, MirrorflowSparkSubmitOperator
@@ -67,7 +66,8 @@ def plan_task(flow_name: str, run_id: str, p: dict[str, Any], config_path: str |
     """Plan the backfill (under the flow's lease unless a dry run); the plan goes to XCom."""
     from mirrorflow.clients import FlowClients
     from mirrorflow.errors import LeaseError
-    from mirrorflow.replication.backfill import BackfillReport, When, plan_backfill
+    from mirrorflow.ops.backfill import BackfillReport
+    from mirrorflow.replication.backfill_plan import When, plan_backfill
     from mirrorflow.replication.handoff import encode_plan, new_run_id
     from mirrorflow.replication.runner import take_lease
     from mirrorflow.state.flow_state import flow_state
@@ -98,8 +98,7 @@ def plan_task(flow_name: str, run_id: str, p: dict[str, Any], config_path: str |
         plan.lease = {"owner": lease.owner, "who": lease.who}
     run = new_run_id("backfill-" + run_id)
     rep = BackfillReport(flow.name, str(lo), str(hi), topics, dry, parts)
-    for line in rep.lines():
-        log.info("%s", line)
+    log_report(log, rep)
     return {
         "plan": encode_plan({**plan.to_dict(), "run": run}),
         "run": run,
@@ -116,7 +115,8 @@ def report_task(flow_name: str, paths: dict[str, Any], config_path: str | None =
     """The backfill's report (records, bytes, gaps per partition); releases the lease."""
     from mirrorflow.clients import FlowClients
     from mirrorflow.errors import MirrorflowError
-    from mirrorflow.replication.backfill import BackfillReport, apply_results, partitions_of
+    from mirrorflow.ops.backfill import BackfillReport, apply_results
+    from mirrorflow.replication.backfill_plan import partitions_of
     from mirrorflow.replication.handoff import collect_results, decode_plan
     from mirrorflow.replication.runner import report_run
 
@@ -137,8 +137,7 @@ def report_task(flow_name: str, paths: dict[str, Any], config_path: str | None =
         finally:
             release_lease(clients, plan)
     apply_results(rep.partitions, results)
-    for line in rep.lines():
-        log.info("%s", line)
+    log_report(log, rep)
     if not rep.ok:
         raise AirflowFailException(rep.render())
     return rep.to_dict()
@@ -186,22 +185,3 @@ def build_backfill_dag(cfg: Config, flow: FlowConfig) -> DAG:
 def build_backfill_dags(cfg: Config | None = None) -> dict[str, DAG]:
     """One backfill DAG per enabled flow, keyed by dag_id."""
     return flow_dags(cfg, build_backfill_dag)
-
-
-def airflow_backfill_interval(
-    dag_run: Any, interval_start: datetime | None, interval_end: datetime | None, schedule: str | None
-) -> tuple[int, int] | None:
-    """The [start, end) in ms of a replicate DAG run created by `airflow backfill create`, None for
-    any other run. A cron trigger schedule gives runs an empty data interval (start = end = the
-    logical date): the run then stands for the period since the schedule's previous fire time."""
-    run_type = getattr(dag_run, "run_type", None)
-    if getattr(run_type, "value", run_type) != "backfill" or interval_end is None:
-        return None
-    start = interval_start if interval_start is not None else interval_end
-    if start >= interval_end and schedule:
-        from croniter import croniter
-
-        start = croniter(schedule, interval_end).get_prev(datetime)
-    if start >= interval_end:
-        return None
-    return int(start.timestamp() * 1000), int(interval_end.timestamp() * 1000)

@@ -82,8 +82,8 @@ def checkpoint_task(
     run = emit_checkpoints(cfg, flow, refresh_groups=refresh, only=groups)
     rendered = render_checkpoints(run, flow.target)
     if run.skipped_reason:
-        skip_task(rendered.text(), note=run.state_skip)
-    log.info("%s", rendered.text())
+        skip_task(rendered.render(), note=run.state_skip)
+    log.info("%s", rendered.render())
     if not refresh:
         log.info("%s: groups not refreshed (refresh.groups.interval.seconds not due): known groups only", flow.name)
     tags = {"flow": flow.id}
@@ -119,8 +119,8 @@ def group_sync_task(
     run = sync_group_offsets(cfg, flow)
     rendered = render_group_sync(run)
     if run.skipped_reason:
-        skip_task(rendered.text(), note=run.state_skip)
-    log.info("%s", rendered.text())
+        skip_task(rendered.render(), note=run.state_skip)
+    log.info("%s", rendered.render())
     metric("incr", "group_sync.committed", sum(run.committed.values()), {"flow": flow.id})
     if run.errors:
         raise AirflowFailException(f"{flow.name}: group offset sync failed for " + _failed_groups(run.errors))

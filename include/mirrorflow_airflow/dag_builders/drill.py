@@ -21,7 +21,7 @@ from typing import Any
 from airflow.sdk import DAG, task
 
 from mirrorflow.config import Config, FlowConfig
-from mirrorflow_airflow.common import flow_dag, flow_dags, metric, task_config_path
+from mirrorflow_airflow.common import flow_dag, flow_dags, log_report, metric, task_config_path
 from mirrorflow_airflow.dag_builders.control import triggering_user
 from mirrorflow_airflow.hooks import MirrorflowHook
 from mirrorflow_airflow.params import optional_text, regex, regex_or_none
@@ -47,8 +47,7 @@ def drill_task(flow_name: str, params: dict[str, Any], by: str, config_path: str
         via="airflow",
         log=log.info,
     )
-    for line in rep.lines():
-        log.info("%s", line)
+    log_report(log, rep)
     tags = {"flow": flow.id}
     metric("gauge", "drill.rto_seconds", rep.rto_s, tags)
     if rep.not_replicated is not None:

@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import logging
 import time
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from airflow.sdk import DAG, Asset, AssetAlias, task
@@ -43,7 +43,15 @@ from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 
 from mirrorflow.config import Config, FlowConfig
 from mirrorflow.replication.spark import JOB_PATH, spark_conf, spark_env
-from mirrorflow_airflow.common import emit_samples, flow_dag, flow_dag_id, flow_dags, metric, task_config_path
+from mirrorflow_airflow.common import (
+    emit_samples,
+    flow_dag,
+    flow_dag_id,
+    flow_dags,
+    log_report,
+    metric,
+    task_config_path,
+)
 from mirrorflow_airflow.hooks import MirrorflowHook
 from mirrorflow_airflow.operators.spark_submit import SPARK_CONN_ID, MirrorflowSparkSubmitOperator
 from mirrorflow_airflow.params import dry_run, max_records_per_partition, regex_or_none, topics_subset
@@ -101,7 +109,7 @@ def wait_for_lease(
     from mirrorflow.errors import LeaseError
     from mirrorflow.replication.runner import take_lease
     from mirrorflow.state.lease import current_holder
-    from mirrorflow.state.topics import ensure_state_topics
+    from mirrorflow.state.state_topics import ensure_state_topics
 
     ensure_state_topics(clients)
     deadline, seen = time.monotonic() + wait_s, ""
@@ -134,7 +142,7 @@ def plan_task(
     first, up to broker.outage.max.seconds, as the CLI's run does."""
     from mirrorflow.clients import FlowClients
     from mirrorflow.errors import ConfigError, LeaseError
-    from mirrorflow.replication.backfill import prepare_interval_plan
+    from mirrorflow.replication.backfill_plan import prepare_interval_plan
     from mirrorflow.replication.continuous import check_options, is_continuous, prepare_continuous_plan, run_seconds
     from mirrorflow.replication.handoff import encode_plan, new_run_id
     from mirrorflow.replication.planner import wait_for_clusters
@@ -227,8 +235,7 @@ def report_task(
             rep = report_run(clients, plan, results, plan.get("planned_at", 0))
         finally:
             release_lease(clients, plan)
-    for line in rep.lines():
-        log.info("%s", line)
+    log_report(log, rep)
     tags = {"flow": flow.id}
     metric("incr", "replicate.records", rep.records, tags)
     metric("incr", "replicate.bytes", rep.bytes, tags)
@@ -312,9 +319,26 @@ def flow_conn_ids(cfg: Config, flow: FlowConfig) -> list[str]:
     return sorted({i for i in ids if i})
 
 
-def build_replicate_dag(cfg: Config, flow: FlowConfig) -> DAG:
-    from mirrorflow_airflow.dag_builders.backfill import airflow_backfill_interval
+def airflow_backfill_interval(
+    dag_run: Any, interval_start: datetime | None, interval_end: datetime | None, schedule: str | None
+) -> tuple[int, int] | None:
+    """The [start, end) in ms of a replicate DAG run created by `airflow backfill create`, None for
+    any other run. A cron trigger schedule gives runs an empty data interval (start = end = the
+    logical date): the run then stands for the period since the schedule's previous fire time."""
+    run_type = getattr(dag_run, "run_type", None)
+    if getattr(run_type, "value", run_type) != "backfill" or interval_end is None:
+        return None
+    start = interval_start if interval_start is not None else interval_end
+    if start >= interval_end and schedule:
+        from croniter import croniter
 
+        start = croniter(schedule, interval_end).get_prev(datetime)
+    if start >= interval_end:
+        return None
+    return int(start.timestamp() * 1000), int(interval_end.timestamp() * 1000)
+
+
+def build_replicate_dag(cfg: Config, flow: FlowConfig) -> DAG:
     name, path, schedule = flow.name, task_config_path(cfg), flow.props["schedule"] or None
     env = {k: v for k, v in spark_env().items() if k in ("PATH", "PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON")}
     with flow_dag(

@@ -28,7 +28,7 @@ log = logging.getLogger(__name__)
 
 def reseed_task(flow_name: str, topic: str, dry_run: bool, config_path: str | None = None) -> dict[str, Any]:
     from mirrorflow.clients import FlowClients
-    from mirrorflow.replication.reseed import reseed, to_dicts
+    from mirrorflow.ops.reseed import reseed, to_dicts
 
     cfg = MirrorflowHook(config_path).get_conn()
     flow = cfg.flow(flow_name)

@@ -84,7 +84,7 @@ def sync_task(
         report = sync_flow(cfg, flow_name, [concern], dry_run=dry_run)
     except ConfigError as exc:
         raise AirflowFailException(str(exc)) from None
-    log.info("%s", report.render_text())
+    log.info("%s", report.render())
     if report.skipped and all(s.resource == "*" for s in report.skipped) and not report.changes:
         skip_task("; ".join(s.reason for s in report.skipped), note=report.state_skip)
     if not report.ok:

@@ -16,7 +16,7 @@ from typing import Any
 from airflow.sdk import DAG, Param, task
 
 from mirrorflow.config import Config, FlowConfig
-from mirrorflow_airflow.common import flow_dag, flow_dags, task_config_path
+from mirrorflow_airflow.common import flow_dag, flow_dags, log_report, task_config_path
 from mirrorflow_airflow.hooks import MirrorflowHook
 from mirrorflow_airflow.params import dry_run, optional_text
 
@@ -38,8 +38,7 @@ def takeover_task(flow_name: str, params: dict[str, Any], config_path: str | Non
             quiet_s=float(params.get("mm2_quiet_seconds", 30)),
             connector=params.get("mm2_connector") or None,
         )
-    for line in rep.lines():
-        log.info("%s", line)
+    log_report(log, rep)
     return rep.to_dict()
 
 

@@ -22,7 +22,7 @@ from typing import Any
 from airflow.sdk import DAG, Param, task
 
 from mirrorflow.config import Config, FlowConfig
-from mirrorflow_airflow.common import flow_dag, flow_dags, metric, task_config_path
+from mirrorflow_airflow.common import flow_dag, flow_dags, log_report, metric, task_config_path
 from mirrorflow_airflow.dag_builders.control import triggering_user
 from mirrorflow_airflow.hooks import MirrorflowHook
 from mirrorflow_airflow.params import regex
@@ -54,8 +54,7 @@ def verify_task(
         report = verify_flow(
             clients, topics or None, start, end, since_last=since_last, record=record or since_last, by=by
         )
-    for line in report.lines():
-        log.info("%s", line)
+    log_report(log, report)
     tags = {"flow": flow.id}
     metric("gauge", "verify.mismatched_partitions", len(report.mismatched), tags)
     metric("gauge", "verify.records", sum(p.source_records for p in report.partitions), tags)

@@ -87,7 +87,7 @@ class HeartbeatOperator(BaseOperator):
         flow = cfg.flow(flow_name)
         latency = replication_latency(cfg, flow)
         rendered = render_heartbeats(HeartbeatRun(flow.name, flow.target, [Emission(**e) for e in emitted], latency))
-        log.info("%s", rendered.text())
+        log.info("%s", rendered.render())
         if latency.latency_ms is not None:
             metric("gauge", "replication.latency_ms", latency.latency_ms, {"flow": flow.id})
         worker_s += time.monotonic() - began

@@ -23,8 +23,8 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
-from mirrorflow.metadata.report import ADD_ACL, Change, SyncReport, settle
-from mirrorflow.metadata.topics import read_error, skip_reason
+from mirrorflow.metadata.sync_report import ADD_ACL, Change, SyncReport, settle
+from mirrorflow.metadata.topic_sync import read_error, skip_reason
 from mirrorflow.mm2.filters import FlowFilters
 
 log = logging.getLogger(__name__)

@@ -29,7 +29,7 @@ from confluent_kafka.admin import (
 )
 
 from mirrorflow.errors import ClusterError
-from mirrorflow.metadata.report import (
+from mirrorflow.metadata.sync_report import (
     ADD_PARTITIONS,
     CREATE_TOPIC,
     DELETE_CONFIG,
@@ -218,7 +218,7 @@ def plan_topics(
 T = TypeVar("T")
 # topics per DescribeConfigs request: one request of 2,000 topics spent most of a 2,000-topic sync
 # waiting (30 of 38 s, profiled under load), as one ListOffsets request of 10,000 partitions does
-# (kafka.topics.LIST_OFFSETS_CHUNK)
+# (kafka.topic_admin.LIST_OFFSETS_CHUNK)
 DESCRIBE_CHUNK = 200
 
 # KRaft refuses a request that makes its controller write more than 10,000 records

@@ -4,7 +4,7 @@ Exactly-once (the default): a transactional producer with transactional.id
 `mirrorflow-<flow.id>-<topic>-<partition>`. `start()` runs init_transactions, which fences zombies
 (older attempts at the same source partition) and aborts their open transaction. Then each batch
 is one transaction holding its records, the offset-map entry of the batch and the new progress
-(state.writer.StateWriter): state never describes records that are not there, and a retried,
+(state.state_writer.StateWriter): state never describes records that are not there, and a retried,
 duplicated or zombie task never writes a record twice.
 
 Exactly-once off: an idempotent producer; the state records follow each flushed batch
@@ -62,8 +62,8 @@ from mirrorflow.replication.reader import TRANSACTION_TIMEOUT_MS, Batch, outage_
 from mirrorflow.state.fencing import abort_pending
 from mirrorflow.state.offset_map import MapEntry, Run
 from mirrorflow.state.records import Progress
-from mirrorflow.state.topics import offset_map_topic, progress_topic, state_partition, transactional_id
-from mirrorflow.state.writer import StateWriter
+from mirrorflow.state.state_topics import offset_map_topic, progress_topic, state_partition, transactional_id
+from mirrorflow.state.state_writer import StateWriter
 
 FENCED_CODES = FENCING_CODES
 TOO_LARGE_CODES = {KafkaError.MSG_SIZE_TOO_LARGE, KafkaError.RECORD_LIST_TOO_LARGE}

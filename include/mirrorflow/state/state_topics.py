@@ -32,7 +32,7 @@ from confluent_kafka.admin import NewTopic
 from mirrorflow.clients import FlowClients
 from mirrorflow.config import FlowConfig
 from mirrorflow.errors import MirrorflowError, StateError
-from mirrorflow.kafka.topics import create_topics
+from mirrorflow.kafka.topic_admin import create_topics
 
 HISTORY_RETENTION_MS = 366 * 24 * 3600 * 1000  # the operations history: a year...
 HISTORY_RETENTION_BYTES = 64 * 1024 * 1024  # ...or 64 MiB, whichever is reached first

@@ -48,8 +48,9 @@ from mirrorflow.clients import cluster_connection
 from mirrorflow.config import Config, FlowConfig
 from mirrorflow.errors import ConfigError, MirrorflowError
 from mirrorflow.kafka.log_reader import READER_GROUP
-from mirrorflow.metadata.acls import probe
+from mirrorflow.metadata.acl_sync import probe
 from mirrorflow.mm2.filters import FlowFilters
+from mirrorflow.reporting import Report
 
 SOURCE_TOPIC_OPS = ("READ", "DESCRIBE", "DESCRIBE_CONFIGS")
 TARGET_TOPIC_OPS = ("CREATE", "WRITE", "READ", "DESCRIBE", "DESCRIBE_CONFIGS", "ALTER_CONFIGS", "ALTER")
@@ -101,7 +102,7 @@ class Need:
 
 
 @dataclass
-class AclsReport:
+class AclsReport(Report):
     flow: str
     principals: dict[str, str]  # side -> principal
     needs: list[Need] = field(default_factory=list)
@@ -146,9 +147,6 @@ class AclsReport:
                     out.append(f"    {n.describe()}" + (f" [{status}]" if status else "") + f"  -- {n.why}")
         out += [f"  note: {n}" for n in self.notes]
         return out
-
-    def render(self) -> str:
-        return "\n".join(self.lines())
 
     def to_dict(self) -> dict[str, Any]:
         return {

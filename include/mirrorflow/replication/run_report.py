@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
+from mirrorflow.reporting import Report
 from mirrorflow.state.run_log import MAX_ERRORS, PartitionRun, RunRecord
 
 
@@ -50,7 +51,7 @@ class PartitionReport:
 
 
 @dataclass
-class RunReport:
+class RunReport(Report):
     flow: str
     exactly_once: bool
     units: int = 0
@@ -64,6 +65,7 @@ class RunReport:
     fenced_units: int = 0
     stopped_partitions: int = 0  # partitions whose state does not describe their topics any more
     skipped: str | None = None  # why the run copied nothing on purpose (the flow is paused or stopped)
+    DERIVED = ("ok", "lag", "lost", "max_latency_ms")
 
     @property
     def ok(self) -> bool:
@@ -80,14 +82,6 @@ class RunReport:
     @property
     def max_latency_ms(self) -> int:
         return max((p.latency_ms for p in self.partitions), default=-1)
-
-    def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
-        for p in d["partitions"]:
-            p.pop("_sum_latency_ms", None)
-            p.pop("_sum_age_ms", None)
-        d.update(ok=self.ok, lag=self.lag, lost=self.lost, max_latency_ms=self.max_latency_ms)
-        return d
 
     def run_record(self, at: int) -> RunRecord:
         """The run's summary for the flow's run log (state.run_log): totals, the first errors, and
@@ -156,9 +150,6 @@ class RunReport:
                     + f" [{p.status}]"
                 )
         return out
-
-    def render(self) -> str:
-        return "\n".join(self.lines())
 
 
 def build_report(

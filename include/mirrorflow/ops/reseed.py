@@ -14,24 +14,23 @@ the flow's lease.
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
 from confluent_kafka.admin import OffsetSpec
 
 from mirrorflow.clients import FlowClients
-from mirrorflow.errors import MirrorflowError, StateError, TopicError
-from mirrorflow.kafka.topics import list_offsets, topic_ids
+from mirrorflow.errors import TopicError
+from mirrorflow.kafka.topic_admin import list_offsets, topic_ids
 from mirrorflow.mm2.filters import FlowFilters
 from mirrorflow.replication.planner import source_offsets
 from mirrorflow.state.history import record_operation
 from mirrorflow.state.lease import FlowLease, local_owner, whoami
 from mirrorflow.state.offset_map import MapEntry
 from mirrorflow.state.records import Progress
+from mirrorflow.state.state_topics import ensure_state_topics, offset_map_topic, progress_topic
+from mirrorflow.state.state_writer import StateWriter, write_partition_state
 from mirrorflow.state.store import StateStore
-from mirrorflow.state.topics import ensure_state_topics, offset_map_topic, progress_topic, transactional_id
-from mirrorflow.state.writer import StateWriter
 
 
 @dataclass(frozen=True)
@@ -144,34 +143,6 @@ def _write(clients: FlowClients, writer: StateWriter, r: ReseedPartition) -> Non
     )
     marker = MapEntry(r.topic, r.partition, r.start, r.start, (), r.target_end, 0, r.epoch)
     write_partition_state(clients, writer, progress, marker)
-
-
-def write_partition_state(
-    clients: FlowClients, writer: StateWriter, progress: Progress, markers: MapEntry | Sequence[MapEntry]
-) -> None:
-    """Replace a partition's progress and open its map with `markers` (in order), in one transaction
-    with the partition's transactional.id (a copy still running for it is fenced): a re-seed, a
-    takeover, a failback's seed. Either all of it is written or none."""
-    flow, where = clients.flow, f"{progress.topic}[{progress.partition}]"
-    producer: Any = clients.producer(
-        "target",
-        required={"transactional.id": transactional_id(flow, progress.topic, progress.partition), "acks": "all"},
-    )
-    try:
-        producer.init_transactions(60)  # fences a copy still running for this partition
-        producer.begin_transaction()
-        for entry in [markers] if isinstance(markers, MapEntry) else markers:
-            writer.write_entry(producer, entry)
-        writer.write(producer, progress, None)
-        producer.commit_transaction(60)
-    except MirrorflowError:
-        raise
-    except Exception as exc:  # noqa: BLE001 - a KafkaException: say which partition was not written
-        raise StateError(
-            f"writing the state of {where} of flow {flow.name} failed (its state is unchanged): {exc}"
-        ) from None
-    finally:
-        clients.release(producer)
 
 
 def _figures(plan: list[ReseedPartition]) -> dict[str, Any]:

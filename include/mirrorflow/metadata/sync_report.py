@@ -13,6 +13,8 @@ from typing import Any
 
 from confluent_kafka import KafkaException
 
+from mirrorflow.reporting import Report
+
 CONCERNS = ("topics", "configs", "acls")
 
 PLANNED, DONE, FAILED = "planned", "done", "failed"
@@ -70,7 +72,7 @@ class Skip:
 
 
 @dataclass
-class SyncReport:
+class SyncReport(Report):
     flow: str
     dry_run: bool
     concerns: list[str]
@@ -176,7 +178,7 @@ class SyncReport:
         ]
         return "; ".join([body, *[e for e in extra if e]])
 
-    def render_text(self, max_skips_per_reason: int = 5) -> str:
+    def lines(self, max_skips_per_reason: int = 5) -> list[str]:
         mode = "dry run, nothing was changed" if self.dry_run else "applied"
         lines = [f"sync {self.flow} ({', '.join(self.concerns)}): {mode}"]
         if self.changes:
@@ -201,7 +203,7 @@ class SyncReport:
                 more = f" and {len(names) - max_skips_per_reason} more" if len(names) > max_skips_per_reason else ""
                 lines.append(f"  {concern}: {reason}: {shown}{more}")
         lines.append(f"result: {self.headline()}")
-        return "\n".join(lines)
+        return lines
 
 
 def settle(change: Change, future: Any, timeout: float) -> None:

@@ -1,7 +1,9 @@
 """Writing state: inside a copy transaction (the offset-map entry and the new progress of a batch,
-StateWriter), and the plain acknowledged writes of control, lease, run-log and results records
-(write_acknowledged: one retry shape for all of them, so none of them reports a write done that the
-target never acknowledged, and none of them gives up at the first broker restart)."""
+StateWriter), a partition's state replaced in one transaction of its own (write_partition_state: a
+re-seed, a takeover, a failback's seed), and the plain acknowledged writes of control, lease,
+run-log and results records (write_acknowledged: one retry shape for all of them, so none of them
+reports a write done that the target never acknowledged, and none of them gives up at the first
+broker restart)."""
 
 from __future__ import annotations
 
@@ -11,11 +13,18 @@ from typing import Any
 
 from mirrorflow.clients import FlowClients
 from mirrorflow.config import FlowConfig
+from mirrorflow.errors import MirrorflowError, StateError
 from mirrorflow.kafka.retry import OUTAGE_BOUND, retry_call
-from mirrorflow.kafka.topics import produce_all
+from mirrorflow.kafka.topic_admin import produce_all
 from mirrorflow.state.offset_map import MapEntry
 from mirrorflow.state.records import Progress, encode_entry
-from mirrorflow.state.topics import offset_map_topic, progress_topic, state_key, state_partition
+from mirrorflow.state.state_topics import (
+    offset_map_topic,
+    progress_topic,
+    state_key,
+    state_partition,
+    transactional_id,
+)
 
 
 @dataclass
@@ -77,3 +86,31 @@ def write_acknowledged(
     conn, flush_s = clients.connection("target"), max(1.0, min(attempt_s, bound))
     conf = clients.overrides("target", "producer")
     retry_call(lambda: produce_all(conn, topic, records, partition, conf, flush_s), conn.alias, what, bound, bound_name)
+
+
+def write_partition_state(
+    clients: FlowClients, writer: StateWriter, progress: Progress, markers: MapEntry | Sequence[MapEntry]
+) -> None:
+    """Replace a partition's progress and open its map with `markers` (in order), in one transaction
+    with the partition's transactional.id (a copy still running for it is fenced): a re-seed, a
+    takeover, a failback's seed. Either all of it is written or none."""
+    flow, where = clients.flow, f"{progress.topic}[{progress.partition}]"
+    producer: Any = clients.producer(
+        "target",
+        required={"transactional.id": transactional_id(flow, progress.topic, progress.partition), "acks": "all"},
+    )
+    try:
+        producer.init_transactions(60)  # fences a copy still running for this partition
+        producer.begin_transaction()
+        for entry in [markers] if isinstance(markers, MapEntry) else markers:
+            writer.write_entry(producer, entry)
+        writer.write(producer, progress, None)
+        producer.commit_transaction(60)
+    except MirrorflowError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - a KafkaException: say which partition was not written
+        raise StateError(
+            f"writing the state of {where} of flow {flow.name} failed (its state is unchanged): {exc}"
+        ) from None
+    finally:
+        clients.release(producer)

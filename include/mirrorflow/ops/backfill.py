@@ -1,0 +1,194 @@
+"""Backfill: copy a historical source range the flow has not copied yet (e.g. after a start at `latest`).
+
+`mirrorflow backfill --flow A->B --from WHEN --to WHEN` and the backfill DAG plan, per source
+partition of the flow (optionally only topics matching a regex), the range [from, to) minus the
+ledger of what the flow already copied (`Progress.covered`), and copy it with the SAME copier and
+writer as a normal run: every batch is one transaction holding its records, its offset-map entry
+and the new progress, under the flow's lease, honouring the flow's state (paused or stopped: the
+backfill is skipped with the reason). Units carry `backfill=True`, so the copier copies their
+range wherever the progress stands (`copier.ranges_to_copy`); `Progress.next` never moves back.
+
+Backfilled records land AFTER newer ones in the target partition (Kafka appends): target order is
+not source order there. The offset map records where each record landed, so `mirrorflow
+translate`, checkpoints and group sync stay exact for groups in either range.
+
+Ranges retention already removed from the source are reported as gaps (not errors) and are not
+written to the state, so a second identical backfill copies nothing and reports the same gaps.
+
+The plan (WHEN bounds, the ledger subtracted, gaps, units) is `replication.backfill_plan`.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from mirrorflow.clients import FlowClients
+from mirrorflow.config import Config, FlowConfig
+from mirrorflow.replication import runner
+from mirrorflow.replication.backfill_plan import BackfillPartition, When, plan_backfill, topic_pattern
+from mirrorflow.replication.handoff import new_run_id
+from mirrorflow.replication.planner import Plan
+from mirrorflow.replication.run_report import RunReport
+from mirrorflow.replication.runner import take_lease
+from mirrorflow.reporting import Report
+from mirrorflow.state.flow_state import flow_state
+from mirrorflow.state.lease import local_owner
+
+
+@dataclass
+class BackfillReport(Report):
+    flow: str
+    start: str  # the WHEN texts as parsed
+    end: str
+    topics: str | None
+    dry_run: bool
+    partitions: list[BackfillPartition] = field(default_factory=list)
+    skipped: str | None = None  # the whole backfill was skipped (flow paused or stopped)
+    run: RunReport | None = None  # the copy's report (None: dry run, skipped or nothing to copy)
+
+    @property
+    def ok(self) -> bool:
+        return self.run is None or self.run.ok
+
+    @property
+    def offsets(self) -> int:
+        return sum(p.offsets for p in self.partitions)
+
+    @property
+    def records(self) -> int:
+        return sum(p.records for p in self.partitions)
+
+    @property
+    def lost(self) -> int:
+        return sum(p.lost for p in self.partitions)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "flow": self.flow,
+            "from": self.start,
+            "to": self.end,
+            "topics": self.topics,
+            "dry_run": self.dry_run,
+            "skipped": self.skipped,
+            "ok": self.ok,
+            "offsets": self.offsets,
+            "records": self.records,
+            "bytes": self.run.bytes if self.run else 0,
+            "lost": self.lost,
+            "failed_units": self.run.failed_units if self.run else 0,
+            "partitions": [p.to_dict() for p in self.partitions],
+        }
+
+    def lines(self) -> list[str]:
+        what = f"backfill of flow {self.flow} from {self.start} to {self.end}" + (
+            f" (topics {self.topics!r})" if self.topics else ""
+        )
+        if self.skipped:
+            return [f"{what}: skipped: {self.skipped}"]
+        if self.dry_run:
+            head = f"{what} (dry run): would copy {self.offsets:,} records"
+        else:
+            b = self.run.bytes if self.run else 0
+            head = f"{what}: copied {self.records:,} records, {b:,} bytes"
+            if self.run and self.run.failed_units:
+                head += f"; {self.run.failed_units} unit(s) FAILED"
+        if self.lost:
+            head += f"; {self.lost:,} offsets already removed by source retention (gaps below)"
+        if any(p.status in ("partial", "failed", "fenced") for p in self.partitions):
+            head += "; not all copied: run the same backfill again, it copies only what is still missing"
+        return [head] + [f"  {p.line(self.dry_run)}" for p in self.partitions]
+
+
+def apply_results(parts: list[BackfillPartition], results: list[dict[str, Any]]) -> None:
+    """Fold the units' results (copier.UnitResult dicts) into the partitions; a gap the copy met
+    (retention moved on since planning) is reported like the planned ones."""
+    by_key = {(p.topic, p.partition): p for p in parts}
+    rank = {"planned": 0, "skipped": 1, "ok": 2, "partial": 3, "fenced": 4, "failed": 5}
+    for r in results:
+        bp = by_key.get((r["topic"], r["partition"]))
+        if bp is None:
+            continue
+        bp.records += int(r.get("records", 0))
+        bp.bytes += int(r.get("bytes", 0))
+        if r.get("lost_range"):
+            a, b = r["lost_range"]
+            bp.gaps.append((int(a), int(b)))
+        if rank.get(r["status"], 0) > rank.get(bp.status, 0):
+            bp.status = r["status"]
+        if r.get("error"):
+            bp.errors.append(str(r["error"]))
+    for bp in parts:
+        if bp.status == "planned" and not bp.skipped:
+            bp.status = "ok" if not bp.todo else "idle"
+        if bp.status == "skipped":  # every unit found its range already in the ledger
+            bp.status = "ok"
+
+
+# -- running --------------------------------------------------------------------------------------
+def backfill(
+    cfg: Config,
+    flow: FlowConfig,
+    start: str,
+    end: str,
+    topics: str | None = None,
+    dry_run: bool = False,
+    mode: str = "submit",
+    master: str | None = None,
+    log: Callable[[str], None] = lambda s: None,
+    directory: Path | None = None,
+    on_plan: Callable[[Plan], None] | None = None,
+) -> BackfillReport:
+    """Plan and (unless `dry_run`) copy [start, end) of every partition of the flow minus its ledger.
+    Bad WHEN values or regex: one ConfigError before any cluster is asked."""
+    lo, hi = When.parse(start, "--from"), When.parse(end, "--to")
+    topic_pattern(topics)
+    report = BackfillReport(flow.name, str(lo), str(hi), topics, dry_run)
+    with FlowClients(cfg, flow) as clients:
+        skip = flow_state(clients).skip_reason(flow.name, "copy")
+        if skip:
+            report.skipped = skip
+            return report
+        if dry_run:
+            _, report.partitions = plan_backfill(clients, lo, hi, topics, fence=False)
+            return report
+        lease = take_lease(clients, *local_owner(f"mirrorflow backfill --mode {mode}"))
+        lease.start_renewing()
+        try:
+            plan, report.partitions = plan_backfill(clients, lo, hi, topics)
+            plan.lease = {"owner": lease.owner, "who": lease.who}
+            if on_plan is not None:  # e.g. the CLI's progress bar
+                on_plan(plan)
+            report.run, results = copy_plan(clients, plan, mode, master, log, directory)
+        finally:
+            lease.release()
+    apply_results(report.partitions, results)
+    return report
+
+
+def copy_plan(
+    clients: FlowClients,
+    plan: Plan,
+    mode: str,
+    master: str | None,
+    log: Callable[[str], None],
+    directory: Path | None = None,
+) -> tuple[RunReport, list[dict[str, Any]]]:
+    """Copy a plan's units exactly as a replicate run does (`runner.copy_plan`: spark-submit,
+    in-process Spark, Spark Connect or threads); the run's report and the units' results."""
+    started = time.time()
+    directory, keep = runner.run_directory(clients.flow, directory)
+    pd = {**plan.to_dict(), "run": new_run_id("cli-backfill")}
+    log(
+        f"backfill: {len(plan.units)} units in {len(plan.tasks)} tasks ({sum(u.records for u in plan.units):,} offsets)"
+    )
+    t0 = time.time()
+    results = runner.copy_plan(clients, mode, master, pd, directory, log) if plan.units else []
+    spark_s = time.time() - t0 if plan.units else 0.0
+    rep = runner.report_run(clients, pd, results, started, spark_s)
+    if rep.ok and not keep:
+        runner.cleanup(directory)
+    return rep, results

@@ -1,0 +1,41 @@
+"""The one scaffold of a report: what an operation, a run or a sync hands back to people and programs.
+
+A report is a dataclass that says what it holds and how it reads (`lines()`); `Report` gives it
+the rest, the same way for every report: `render()`, the lines as one text (what the CLI prints and
+a failed DAG task says), and `to_dict()`, the JSON of `--json` and XCom: the dataclass's fields
+(nested ones too, private `_fields` left out) plus the derived figures `DERIVED` names. A report
+whose JSON has its own shape (renamed keys, a summary of its parts) overrides `to_dict()` only.
+`as_dict` is the same JSON for a report's parts (a partition of it).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from typing import Any, ClassVar
+
+
+def _public(fields: list[tuple[str, Any]]) -> dict[str, Any]:
+    return {k: v for k, v in fields if not k.startswith("_")}
+
+
+def as_dict(obj: Any, *derived: str) -> dict[str, Any]:
+    """A dataclass's fields as JSON-able data (private `_fields` left out, at any depth), then the
+    properties named in `derived`."""
+    d = asdict(obj, dict_factory=_public)
+    d.update((name, getattr(obj, name)) for name in derived)
+    return d
+
+
+class Report:
+    """Base of every report dataclass: `lines()` is the report's own; `render()` and `to_dict()` follow."""
+
+    DERIVED: ClassVar[tuple[str, ...]] = ()  # properties added to to_dict() after the fields
+
+    def lines(self) -> list[str]:
+        raise NotImplementedError(f"{type(self).__name__} says how it reads in lines()")
+
+    def render(self) -> str:
+        return "\n".join(self.lines())
+
+    def to_dict(self) -> dict[str, Any]:
+        return as_dict(self, *self.DERIVED)
