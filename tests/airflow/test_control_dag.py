@@ -45,8 +45,9 @@ def test_control_dag_stops_and_resumes_with_the_triggering_user(tmp_path, source
     assert bag.import_errors == {}
     dag = bag.get_dag(f"mirrorflow_control__{flow.id}")
     assert type(dag.timetable).__name__ == "NullTimetable"  # manual trigger only
-    assert set(dag.params.keys()) == {"action", "reason"}
-    assert (dag.params["action"], dag.params["reason"]) == ("pause", None)  # the form submits with its defaults
+    assert set(dag.params.keys()) == {"action", "reason", "force"}
+    # the form submits with its defaults
+    assert (dag.params["action"], dag.params["reason"], dag.params["force"]) == ("pause", None, False)
     assert dag.params.get_param("action").schema["enum"] == ["pause", "resume", "stop"]
     with pytest.raises(ParamValidationError, match="param action"):
         dag.test(run_conf={"action": "delete", "reason": None})

@@ -57,7 +57,8 @@ def test_unplanned_failover_with_the_source_killed(tmp_path, primary, target, ka
     from tests.support import create_topic
 
     create_topic(primary, topic, 2)
-    cli(cfg, "flow", "resume", "--flow", "P->B")  # the flow's state outlives a previous failover test of P->B
+    # the flow's state outlives a previous failover test of P->B: its applications never moved (--force)
+    cli(cfg, "flow", "resume", "--flow", "P->B", "--force")
     assert sync_flow(cfg, flow, ["topics"]).ok
     produce(primary, topic, records(100, 2))
     assert run_once(cfg, flow, mode="direct").records == 100
@@ -95,6 +96,11 @@ def test_unplanned_failover_with_the_source_killed(tmp_path, primary, target, ka
         assert "P->B: enabled, stopped by " in text and "failed over to 'B' (unplanned)" in text
         again = cli(cfg, "failover", "--flow", "P->B", "--yes")
         assert "nothing to do: flow P->B was already failed over to 'B' at " in again.stdout
+        # a plain resume would copy to B what P accepts from now on: the next step is the failback
+        proc = cli(cfg, "flow", "resume", "--flow", "P->B", check=False)
+        assert proc.returncode == 1 and "cannot resume flow P->B: it was failed over to 'B' at " in proc.stderr
+        assert "its next step is the failback (`mirrorflow failback --flow P->B`" in proc.stderr
+        assert "stopped" in cli(cfg, "flow", "list").stdout.split("P->B: ", 1)[1].splitlines()[0]
     finally:
         kafka_pool.dev.restart("P", attached=True)
     rep = run_once(cfg, flow, mode="direct")

@@ -33,6 +33,7 @@ def test_replicate_refuses_flags_that_cannot_apply(flags, error, tmp_path, capsy
      "--yes: writes the re-seed; --dry-run writes nothing: give one of them"),
     (["flow", "list", "--flow", "A->B"], "--flow: `mirrorflow flow list` lists every flow: it takes no --flow"),
     (["flow", "list", "--reason", "why"], "--reason: `mirrorflow flow list` lists every flow: it takes no --flow"),
+    (["flow", "pause", "--flow", "A->B", "--force"], "--force: only with `mirrorflow flow resume`, not pause"),
 ])
 def test_other_commands_refuse_flags_they_would_ignore(argv, error, tmp_path, capsys):
     assert main(["--config", str(tmp_path / "no-such-config.yaml"), *argv]) == 2

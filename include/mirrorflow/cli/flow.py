@@ -1,4 +1,4 @@
-"""`mirrorflow flow pause|resume|stop --flow A->B [--reason TEXT]` and `mirrorflow flow list [--json]`."""
+"""`mirrorflow flow pause|resume|stop --flow A->B [--reason TEXT] [--force]` and `mirrorflow flow list [--json]`."""
 
 from __future__ import annotations
 
@@ -12,6 +12,12 @@ def _args(p: argparse.ArgumentParser) -> None:
     p.add_argument("action", choices=["list", "pause", "resume", "stop"], help="what to do")
     p.add_argument("--flow", help="the flow, e.g. A->B (pause, resume, stop)")
     p.add_argument("--reason", default="", help="why (recorded with the state and in the history, shown by status)")
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="resume: also a flow its failover stopped, when its applications never moved (the failback is the "
+        "way back otherwise: a resume copies what the source accepted since the failover)",
+    )
     p.add_argument("--json", action="store_true", help="print JSON")
 
 
@@ -25,6 +31,8 @@ def _flow(args: argparse.Namespace) -> int:
     from mirrorflow.state.flow_state import flow_state
     from mirrorflow.state.lease import whoami
 
+    if args.force and args.action != "resume":
+        raise ConfigError([("--force", f"only with `mirrorflow flow resume`, not {args.action}")])
     if args.action == "list" and (args.flow or args.reason):
         flag = "--flow" if args.flow else "--reason"
         raise ConfigError([(flag, "`mirrorflow flow list` lists every flow: it takes no --flow or --reason")])
@@ -46,7 +54,7 @@ def _flow(args: argparse.Namespace) -> int:
     from mirrorflow.ops.flow_control import ACTIONS, control_flow
 
     flow = cfg.flow(args.flow)
-    st = control_flow(cfg, flow, args.action, whoami(), "cli", args.reason)
+    st = control_flow(cfg, flow, args.action, whoami(), "cli", args.reason, args.force)
     if args.json:
         print_json({"flow": flow.name, **st.to_dict()})
     else:

@@ -68,7 +68,7 @@ from mirrorflow.kafka.topic_admin import list_offsets
 from mirrorflow.mm2.filters import FlowFilters
 from mirrorflow.replication.planner import source_offsets
 from mirrorflow.reporting import Report
-from mirrorflow.state.flow_state import flow_state, read_control, set_flow_state, write_control
+from mirrorflow.state.flow_state import flow_state, read_control, read_controls, set_flow_state, write_control
 from mirrorflow.state.history import record_operation
 from mirrorflow.state.lease import FlowLease, local_owner, whoami
 from mirrorflow.state.offset_map import MapEntry, Run, merge_ranges, subtract_ranges
@@ -617,31 +617,57 @@ def _iso(ms: int) -> str:
     return datetime.fromtimestamp(ms / 1000, tz=UTC).isoformat(timespec="seconds")
 
 
-def resume_problem(cfg: Config, flow: FlowConfig) -> str | None:
+def resume_problem(cfg: Config, flow: FlowConfig, force: bool = False) -> str | None:
     """Why `mirrorflow flow resume` must not start `flow` (None: it may). With the identity policy
     both ways, the pair must never run at once, and a flow whose reverse flow was failed over since
     it last ran restarts through `mirrorflow failback` of that flow (which starts it at the ends
-    recorded by that failover), never by a plain resume that would copy the reverse flow's records back."""
+    recorded by that failover), never by a plain resume that would copy the reverse flow's records
+    back. Any flow failed over and not restarted since goes on through a failback too: a resume would
+    copy to the target what the source accepted after the failover (the split brain a failback keeps
+    apart); `force` allows it (the applications never moved)."""
     rev = next((f for f in cfg.flows.values() if f.source == flow.target and f.target == flow.source), None)
-    if rev is None or not (_is_identity(flow) and _is_identity(rev)):
-        return None
-    with FlowClients(cfg, rev) as rc:
-        state = flow_state(rc)
-        rev_failover = read_control(rc, "failover")
-    if state.state != "stopped":
-        return (
-            f"the reverse flow {rev.name} is {state.describe()}: with IdentityReplicationPolicy both running "
-            f"would copy records back and forth (stop it first, or fail over with "
-            f"`mirrorflow failover --flow {rev.name}`)"
-        )
-    if rev_failover is None:
-        return None
     with FlowClients(cfg, flow) as fc:
-        started = read_control(fc, "failback")
-    if started is None or int(started.get("failover_at", -1)) != int(rev_failover.get("at", 0)):
-        return (
-            f"{rev.name} was failed over at {_iso(int(rev_failover.get('at', 0)))} and {flow.name} was not restarted "
-            f"since: run `mirrorflow failback --flow {rev.name}` (it starts {flow.name} at the ends that failover "
-            f"recorded; a plain resume would copy {rev.name}'s records back)"
+        own = read_controls(fc, ["failover", "failback"])
+    rev_failover = None
+    if rev is not None:
+        with FlowClients(cfg, rev) as rc:
+            rev_state, rev_failover = flow_state(rc), read_control(rc, "failover")
+        if _is_identity(flow) and _is_identity(rev):
+            if rev_state.state != "stopped":
+                return (
+                    f"the reverse flow {rev.name} is {rev_state.describe()}: with IdentityReplicationPolicy both "
+                    f"running would copy records back and forth (stop it first, or fail over with "
+                    f"`mirrorflow failover --flow {rev.name}`)"
+                )
+            started = own.get("failback")
+            if rev_failover is not None and (
+                started is None or int(started.get("failover_at", -1)) != int(rev_failover.get("at", 0))
+            ):
+                return (
+                    f"{rev.name} was failed over at {_iso(int(rev_failover.get('at', 0)))} and {flow.name} was not "
+                    f"restarted since: run `mirrorflow failback --flow {rev.name}` (it starts {flow.name} at the ends "
+                    f"that failover recorded; a plain resume would copy {rev.name}'s records back)"
+                )
+    failed_over, restarted = own.get("failover"), own.get("failback")
+    if (
+        force
+        or failed_over is None
+        or (restarted is not None and int(restarted.get("at", 0)) >= int(failed_over.get("at", 0)))
+    ):
+        return None
+    at = int(failed_over.get("at", 0))
+    if rev is not None and rev_failover is not None and int(rev_failover.get("at", 0)) > at:
+        step = (
+            f"the failback of {rev.name}, failed over since (`mirrorflow failback --flow {rev.name}`: it starts "
+            f"{flow.name} at the ends that failover recorded)"
         )
-    return None
+    else:
+        step = (
+            f"the failback (`mirrorflow failback --flow {flow.name}`, DAG mirrorflow_failback__{flow.id}), which "
+            f"copies what was written on {flow.target!r} back"
+        )
+    return (
+        f"it was failed over to {flow.target!r} at {_iso(at)}: its next step is {step}; a resume would copy to "
+        f"{flow.target!r} what {flow.source!r} accepted since the failover. If the applications never moved, "
+        "resume with --force (the control DAG's Param force)"
+    )

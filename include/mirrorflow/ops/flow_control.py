@@ -1,8 +1,9 @@
 """Pause, resume or stop a flow: the one core function behind `mirrorflow flow`, the control DAG and
 the status page's buttons, so every door checks the same things and leaves the same history line.
 
-A resume is refused where it would be unsafe (ops.failback.resume_problem: the identity policy both
-ways, or a reverse flow failed over since this one last ran); nothing is written then.
+A resume is refused where it would be unsafe (ops.failback.resume_problem: a flow failed over and
+not restarted since, unless forced; the identity policy both ways; a reverse flow failed over since
+this one last ran); nothing is written then.
 """
 
 from __future__ import annotations
@@ -18,10 +19,12 @@ ACTIONS = {"pause": "paused", "resume": "running", "stop": "stopped"}
 VIA = ("cli", "airflow", "status-page")
 
 
-def control_flow(cfg: Config, flow: FlowConfig, action: str, by: str, via: str, reason: str = "") -> FlowState:
+def control_flow(
+    cfg: Config, flow: FlowConfig, action: str, by: str, via: str, reason: str = "", force: bool = False
+) -> FlowState:
     """Apply `action` (pause, resume, stop) to `flow` on its target, recorded in its operations
     history with `by` and `via`; returns the state that applies afterwards (the config may declare
-    a stronger one)."""
+    a stronger one). `force`: resume a flow its failover stopped (its applications never moved)."""
     problems = []
     if action not in ACTIONS:
         problems.append(("action", f"expected one of {', '.join(ACTIONS)}, got {action!r}"))
@@ -33,7 +36,7 @@ def control_flow(cfg: Config, flow: FlowConfig, action: str, by: str, via: str, 
         raise ConfigError(problems)
     state = ACTIONS[action]
     if state == "running":
-        why = resume_problem(cfg, flow)
+        why = resume_problem(cfg, flow, force)
         if why is not None:
             raise StateError(f"cannot resume flow {flow.name}: {why}")
     with FlowClients(cfg, flow) as clients:

@@ -7,10 +7,12 @@ user who triggered the run (the DAG run's triggering user) and the reason given.
 
 * `pause`: no copy and no topic sync; checkpoints and group offset sync go on.
 * `stop`: nothing runs for the flow; nothing is removed.
-* `resume`: the flow runs again (refused, with the way forward, where a resume would be unsafe,
-  e.g. after the reverse flow was failed over: that flow restarts through its failback).
+* `resume`: the flow runs again (refused, with the way forward, where a resume would be unsafe:
+  after the flow's own failover its next step is the failback, unless `force` says its applications
+  never moved; after the reverse flow was failed over that flow restarts through its failback).
 
-Params: `action` and `reason` (optional, recorded and shown on the status page and in skipped runs).
+Params: `action`, `reason` (optional, recorded and shown on the status page and in skipped runs) and
+`force` (resume a flow its failover stopped).
 """
 
 from __future__ import annotations
@@ -37,12 +39,12 @@ def triggering_user(dag_run: Any) -> str:
 
 
 def control_task(
-    flow_name: str, action: str, reason: str | None, by: str, config_path: str | None = None
+    flow_name: str, action: str, reason: str | None, by: str, config_path: str | None = None, force: bool = False
 ) -> dict[str, Any]:
     from mirrorflow.ops.flow_control import control_flow
 
     cfg = MirrorflowHook(config_path).get_conn()
-    st = control_flow(cfg, cfg.flow(flow_name), action, by, "airflow", reason or "")
+    st = control_flow(cfg, cfg.flow(flow_name), action, by, "airflow", reason or "", force)
     log.info("flow %s: %s by %s: now %s", flow_name, action, by, st.describe())
     return {"flow": flow_name, "action": action, "by": by, **st.to_dict()}
 
@@ -63,6 +65,13 @@ def build_control_dag(cfg: Config, flow: FlowConfig) -> DAG:
                 description="pause: no copy or topic sync (checkpoints go on); stop: nothing runs; resume: run again",
             ),
             "reason": optional_text("Reason", "Why (recorded in the flow's history and shown on the status page)"),
+            "force": Param(
+                False,
+                type="boolean",
+                title="Force a resume after a failover",
+                description="resume also a flow its failover stopped, when its applications never moved (otherwise "
+                "its failback is the way back: a resume copies what the source accepted since the failover)",
+            ),
         },
         doc_md=__doc__,
     ) as dag:
@@ -71,7 +80,9 @@ def build_control_dag(cfg: Config, flow: FlowConfig) -> DAG:
         def run(params: dict | None = None, dag_run: Any = None) -> dict[str, Any]:
             """Record the new state and the history line, with the triggering user."""
             p = params or {}
-            return control_task(name, str(p.get("action", "")), p.get("reason"), triggering_user(dag_run), path)
+            return control_task(
+                name, str(p.get("action", "")), p.get("reason"), triggering_user(dag_run), path, bool(p.get("force"))
+            )
 
         run()
     return dag
