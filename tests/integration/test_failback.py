@@ -11,11 +11,13 @@ import time
 
 import pytest
 
+from mirrorflow.clients import FlowClients
 from mirrorflow.errors import StateError
 from mirrorflow.groups.checkpoint import emit_checkpoints
 from mirrorflow.metadata.sync import sync_flow
 from mirrorflow.ops.failback import failback
-from mirrorflow.ops.failover import failover
+from mirrorflow.ops.failover import FailoverPlan, commit_failover, failover, plan_failover
+from mirrorflow.ops.verify import verify_flow
 from mirrorflow.replication.runner import run_once
 from tests.integration.test_failover import commit, first_record_after_resume
 from tests.integration.test_replicate import NOW, cli, records
@@ -366,3 +368,57 @@ def test_failback_reseed_to_a_rebuilt_empty_a(tmp_path, source, target, unique):
     new_on_a = [r for r in consume_all(source, topic) if content(r) not in set(map(content, on_a))]
     assert len(new_on_a) == 6 and sorted(map(content, consume_all(target, topic))) == sorted(
         map(content, on_b + new_on_a))
+
+
+def test_split_brain_starts_when_the_plan_was_made_however_it_is_committed(tmp_path, source, target, unique):
+    """The DAG commits the approved plan alone (through its JSON in XCom), after the approval wait:
+    the failover's time is still when its plan was made, so records A accepted while the approval
+    waited are split brain, not divergence (found by tests/chaos/test_dr_chaos.py)."""
+    pfx = unique("fbt")
+    topic = f"{pfx}.orders"
+    cfg = pair(tmp_path, source, target, pfx, "TA", "TB", "IdentityReplicationPolicy")
+    fwd = cfg.flow("TA->TB")
+    create_topic(source, topic, 1)
+    assert sync_flow(cfg, fwd, ["topics"]).ok
+    produce(source, topic, batch(10, 1, "a1", NOW))
+    assert run_once(cfg, fwd, mode="direct").records == 10
+    produce(source, topic, batch(3, 1, "div", None))  # never reaches B, written before the plan
+    time.sleep(0.05)
+    pre = plan_failover(cfg, fwd)
+    time.sleep(0.05)
+    produce(source, topic, batch(4, 1, "split", None))  # A still written to while the approval waits
+    time.sleep(0.5)
+    plan = FailoverPlan.from_dict(json.loads(json.dumps(pre.plan.to_dict())))
+    assert commit_failover(cfg, fwd, plan, "ops", via="airflow").done
+    dry = failback(cfg, fwd, dry_run=True)
+    assert [(d.ranges, d.records) for d in dry.divergence] == [(((10, 13),), 3)], dry.render()
+    assert [(d.ranges, d.records) for d in dry.split_brain] == [(((13, 17),), 4)], dry.render()
+
+
+def test_a_second_round_trip_still_keeps_the_first_ones_records_apart(tmp_path, source, target, unique):
+    """Two round trips, each leaving records on A that B never got: `verify --flow B->A` (the whole
+    history, as an operator runs it) counts the records every failback kept on A, not only the
+    latest one's, as kept: neither copies nor `extra`, so they never block a planned failover back
+    (found by tests/chaos/test_dr_chaos.py)."""
+    pfx = unique("fb2")
+    topic = f"{pfx}.orders"
+    cfg = pair(tmp_path, source, target, pfx, "UA", "UB", "IdentityReplicationPolicy")
+    fwd, rev = cfg.flow("UA->UB"), cfg.flow("UB->UA")
+    create_topic(source, topic, 1)
+    assert sync_flow(cfg, fwd, ["topics"]).ok
+    for round_ in (1, 2):
+        produce(source, topic, batch(10, 1, f"a{round_}", NOW + 100 * round_))
+        assert run_once(cfg, fwd, mode="direct").records == 10
+        produce(source, topic, batch(2 + round_, 1, f"div{round_}", NOW + 100 * round_ + 50))  # the divergence
+        assert failover(cfg, fwd).done
+        produce(target, topic, batch(5, 1, f"b{round_}", NOW + 100 * round_ + 60))
+        assert failback(cfg, fwd).done
+        assert run_once(cfg, rev, mode="direct").records == 5
+        with FlowClients(cfg, rev) as clients:
+            ver = verify_flow(clients)
+        assert ver.ok and [(p.kept, p.counts) for p in ver.partitions] == [(3 if round_ == 1 else 3 + 4, {})], (
+            ver.render()
+        )
+        back = failover(cfg, rev, mode="planned", copy_mode="direct")
+        assert back.done, back.render()
+        assert failback(cfg, rev).done

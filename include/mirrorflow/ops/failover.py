@@ -911,7 +911,9 @@ def _commit(clients: FlowClients, report: FailoverReport, plan: FailoverPlan, no
         clients,
         "failover",
         {
-            "at": report.at_ms,
+            # when the plan was made, however it is committed: the failback splits the records the
+            # source accepted at this time into the divergence (before) and the split brain (after)
+            "at": plan.at_ms or report.at_ms,
             "mode": plan.mode,
             "by": whoami(),
             "approved_by": report.approved_by,
