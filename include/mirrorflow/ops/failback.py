@@ -313,6 +313,8 @@ def failback(
                     "reseed": reseed,
                     "divergence": [_divergence_dict(d) for d in report.divergence],
                     "split_brain": [_divergence_dict(d) for d in report.split_brain],
+                    # what earlier failbacks kept on the same target stays there, apart (verify)
+                    "kept_earlier": [] if reseed else _kept_ranges(previous),
                     "seeds": [_seed_dict(s) for s in report.seeds],
                 },
             )
@@ -544,6 +546,21 @@ def _kept_out(fc: FlowClients) -> dict[Key, list[tuple[int, int]]]:
     for d in [*rec.get("divergence", []), *rec.get("split_brain", [])]:
         out.setdefault((str(d["topic"]), int(d["partition"])), []).extend((int(a), int(b)) for a, b in d["ranges"])
     return out
+
+
+def _kept_ranges(record: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """Every range a failback record says is kept on its reverse flow's target: its divergence and
+    split brain and the earlier failbacks' (`kept_earlier`), per partition. A later failback's record
+    carries them on (the latest record is the only one read), so `verify` of the reverse flow counts
+    the records every failback kept as kept, not as `extra`, round trip after round trip."""
+    out: dict[Key, list[tuple[int, int]]] = {}
+    rec = record or {}
+    for d in [*rec.get("kept_earlier", []), *rec.get("divergence", []), *rec.get("split_brain", [])]:
+        out.setdefault((str(d["topic"]), int(d["partition"])), []).extend((int(a), int(b)) for a, b in d["ranges"])
+    return [
+        {"topic": t, "partition": p, "ranges": [list(r) for r in merge_ranges(ranges)]}
+        for (t, p), ranges in sorted(out.items())
+    ]
 
 
 def _write_seeds(rc: FlowClients, seeds: list[Seed], inverse: dict[Key, Inverse]) -> None:

@@ -442,11 +442,16 @@ class Verifier:
         )
 
     def _kept_by_failback(self) -> dict[Key, tuple[tuple[int, int], ...]]:
-        """Target ranges holding records the failback that started this flow kept on its target:
-        the reverse flow's divergence and split brain (ops.failback), reported, never copied."""
+        """Target ranges holding records the failbacks that started this flow kept on its target:
+        the reverse flow's divergence and split brain (ops.failback), reported, never copied; the
+        latest failback record carries the earlier ones' (`kept_earlier`)."""
         record = read_control(self.clients, "failback") or {}
         kept: dict[Key, tuple[tuple[int, int], ...]] = {}
-        for d in [*(record.get("divergence") or []), *(record.get("split_brain") or [])]:
+        for d in [
+            *(record.get("kept_earlier") or []),
+            *(record.get("divergence") or []),
+            *(record.get("split_brain") or []),
+        ]:
             k = (str(d["topic"]), int(d["partition"]))
             kept[k] = kept.get(k, ()) + tuple((int(a), int(b)) for a, b in d["ranges"])
         return kept
