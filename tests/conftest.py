@@ -128,6 +128,7 @@ def pytest_addoption(parser) -> None:
 HEAVY_FIRST = (
     "tests/airflow/test_scheduler.py",
     "tests/chaos/test_chaos.py",
+    "tests/chaos/test_dr_chaos.py",
     "tests/airflow/test_failover_approval.py",
     "tests/integration/test_failback.py",
     "tests/integration/test_broker_restart.py",
