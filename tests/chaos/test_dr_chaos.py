@@ -4,7 +4,8 @@ and consumer groups, checked against a ledger of every record any producer got a
 A round trip, as README "Disaster recovery" and docs/operations.md tell users to run it:
 
 1. A->B runs (replicate and checkpoint passes, direct mode) while a producer writes on A and two
-   consumer groups (one fast, one slow) read and commit on A.
+   consumer groups (one fast, one slow) read and commit on A. The group members leave just before
+   the incident (a member killed with A would stay in the group until its session times out).
 2. The incident, drawn from the seed:
    - `kill`: A SIGKILLed while its producer writes, unplanned failover;
    - `stop`: A stopped (SIGTERM) while its producer writes, unplanned failover;
@@ -14,13 +15,20 @@ A round trip, as README "Disaster recovery" and docs/operations.md tell users to
    The failover is the preflight (`plan_failover`) and then the commit of that plan
    (`commit_failover`), the CLI's way (the report passed on) or the DAG's (the plan through its
    JSON, as XCom carries it). A transactional producer (with aborted transactions) writes on B
-   from the moment the plan is made: while the approval waits, and on after the commit.
+   from the moment the plan is made: while the approval waits, and on after the commit. A
+   producer is paused (everything it sent acknowledged) while a failback reads what to count and
+   while the groups' positions are checked, so that the counts compared are exact.
 3. The groups move to B (checked: each resumes exactly where the runbook says) and read on there.
    A restarts (kill, stop); with split brain a producer writes on A after it is back.
 4. `failback` of A->B (B->A starts; its report checked: what it copies, the divergence and the split
    brain, exact counts per partition); B->A runs while B's producer and groups go on.
 5. The move back: B's producer and groups stop, planned failover of B->A (the groups resume on A
-   exactly), A's producer writes again, `failback` of B->A (A->B starts; checked the same way).
+   exactly), a producer and the groups start on A again, `failback` of B->A (A->B starts; checked
+   the same way); they go on into the next round trip.
+
+Both replication policies: identity (DA->DB with the standby DB->DA; the applications use the same
+topic names on both sides) and default (EA->EB / EB->EA: A's topics are EA.<topic> on B, B's own
+are EB.<topic> on A, the groups read both on each side).
 
 At the end A->B is drained and every acknowledged record is where the runbook says: on A once (its
 own, and B's records copied back by B->A), on B once (B's own, and A's copied by A->B), except the
@@ -36,9 +44,10 @@ the group rewound), which is the next record the group had not read on the other
 that record was not copied, right after the last copy; never behind where the group already is on
 the new side. The first record read from the committed offset must be exactly that record.
 
-Own cluster DA (restarted) as A, the session's B (never restarted) as B. `--long` does more round
-trips; MIRRORFLOW_CHAOS_SEED repeats the choices (thread timing is not repeatable);
-$MIRRORFLOW_DR_CHAOS_REPORT gets the figures as JSON.
+Own cluster DA (restarted) as A, the session's B (never restarted) as B. The default run: 2 round
+trips with the identity policy (a kill among them), 1 without a restart with the default policy;
+`--long` (tests/chaos/conftest.py): 8 and 4. MIRRORFLOW_CHAOS_SEED repeats the choices (not the
+threads' timing); $MIRRORFLOW_DR_CHAOS_REPORT.<policy> gets the figures as JSON.
 """
 
 from __future__ import annotations
@@ -789,14 +798,6 @@ class DrChaos:
             with FlowClients(self.cfg, flow) as clients:
                 rep = verify_flow(clients)
             assert rep.ok, rep.render()
-
-
-@pytest.fixture
-def dr_size(request: pytest.FixtureRequest) -> dict[str, dict[str, int]]:
-    """Round trips and replicate runs between incidents per policy; `--long`: more of both."""
-    if request.config.getoption("--long"):
-        return {"identity": {"round_trips": 8, "steady_runs": 5}, "default": {"round_trips": 4, "steady_runs": 5}}
-    return {"identity": {"round_trips": 2, "steady_runs": 3}, "default": {"round_trips": 1, "steady_runs": 3}}
 
 
 @pytest.mark.parametrize("policy", ["identity", "default"])
