@@ -206,11 +206,11 @@ class ClusterConnection:
             raise self.describe_failure(exc) from None
 
 
-def warm_metadata(client: Any, topic: str, timeout: float = 5.0) -> None:
+def warm_metadata(client: Any, topic: str, timeout: float = 1.0) -> None:
     """One metadata request for `topic` on a new client: its broker connections come up and the
     topic's leaders are known before the first fetch or produce, which otherwise waits for
     librdkafka's 500 ms retry timers (a new consumer's first read of a topic took 0.5 s, a new
-    idempotent producer's first write 1 s; 50 ms with this). Failures are left to the call that
-    follows, which reports them with its own retries and context."""
+    idempotent producer's first write 1 s; 50 ms with this). Short (it only saves time): failures
+    are left to the call that follows, which reports them with its own retries, bound and context."""
     with contextlib.suppress(KafkaException, RuntimeError):
         client.list_topics(topic, timeout=timeout)

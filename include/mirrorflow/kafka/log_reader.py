@@ -191,7 +191,7 @@ class LogReader:
             return
         c = self.consumer
         if topic not in self._warm:
-            warm_metadata(c, topic, max(0.1, min(5.0, deadline - time.monotonic())))
+            warm_metadata(c, topic, max(0.1, min(1.0, deadline - time.monotonic())))
             self._warm.add(topic)
         c.assign(assign)
         todo = dict(ends)

@@ -173,7 +173,7 @@ def produce_all(
     """Produce (key, value, timestamp_ms) records to one partition; raise unless all were acknowledged
     (UnacknowledgedError, transient, when a broker coming back may cure it)."""
     conf = {**(producer_conf or {}), "enable.idempotence": True, "acks": "all", "linger.ms": 5}
-    producer = _reused_producer(conn, conf, topic)
+    producer = _reused_producer(conn, conf, topic, min(1.0, timeout))
     try:
         return _produce_flush(conn, producer, topic, records, partition, timeout)
     except BaseException:
@@ -200,13 +200,13 @@ def _producer_key(conf: Mapping[str, Any]) -> str:
     return repr(sorted((str(k), str(v)) for k, v in conf.items()))
 
 
-def _reused_producer(conn: ClusterConnection, conf: Mapping[str, Any], topic: str) -> Producer:
+def _reused_producer(conn: ClusterConnection, conf: Mapping[str, Any], topic: str, warm_s: float) -> Producer:
     with _PRODUCERS_LOCK:
         cache: dict[str, Producer] = conn.__dict__.setdefault("_produce_all_producers", {})
         key = _producer_key(conf)
         if key not in cache:
             cache[key] = conn.producer(conf)
-            warm_metadata(cache[key], topic)
+            warm_metadata(cache[key], topic, warm_s)
         return cache[key]
 
 
