@@ -1,5 +1,6 @@
 """`mirrorflow acls --after-failover` on real SASL clusters with the StandardAuthorizer: after a failover
-of S->T (default policy), the consumer alice, who read `orders` and committed for her group on S,
+of FS->FT (default policy; aliases of its own for the SASL clusters S and T, whose failed-over flow
+would stop other tests' S->T), the consumer alice, who read `orders` and committed for her group on S,
 cannot read on T -- the ACL sync copied her topic READ, not her group -- and the producer bob, who
 wrote `orders` on S, cannot write on T; the report names what each needs (present / missing),
 `--apply` through the target admin alias creates it, and then alice reads on T from exactly where
@@ -75,22 +76,22 @@ def test_the_applications_acls_after_a_failover_are_printed_and_applied(tmp_path
                                                                          unique):
     pfx = unique("afa")
     topic, group = f"{pfx}.orders", f"{pfx}-app"
-    remote = f"S.{topic}"
+    remote = f"FS.{topic}"
     raw = {
         "clusters": {
-            "S": conf_for(sasl_cluster, "admin", "MF_AFA_S"),
-            "T": conf_for(sasl_target, "admin", "MF_AFA_T"),
+            "FS": conf_for(sasl_cluster, "admin", "MF_AFA_S"),
+            "FT": conf_for(sasl_target, "admin", "MF_AFA_T"),
             "SADM": conf_for(sasl_cluster, "admin", "MF_AFA_SADM"),
             "TADM": conf_for(sasl_target, "admin", "MF_AFA_TADM"),
             "GONE": {"bootstrap.servers": "127.0.0.1:1"},
         },
-        "flows": {"S->T": {"topics": f"{pfx}\\..*", "groups": f"{pfx}-.*", "state.topic.partitions": 2,
+        "flows": {"FS->FT": {"topics": f"{pfx}\\..*", "groups": f"{pfx}-.*", "state.topic.partitions": 2,
                            "heartbeats.replication.enabled": False, "emit.heartbeats.enabled": False}},
     }
     path = tmp_path / "mf.yaml"
     path.write_text(yaml.safe_dump(raw, sort_keys=False))
     cfg = config_mod.load(path)
-    flow = cfg.flow("S->T")
+    flow = cfg.flow("FS->FT")
     on_s, on_t = AdminClient(sasl_cluster.client_config()), AdminClient(sasl_target.client_config())
     granted = [  # what the applications may do on S
         allow(ResourceType.TOPIC, topic, ResourcePatternType.LITERAL, "User:alice", AclOperation.READ),
@@ -113,7 +114,7 @@ def test_the_applications_acls_after_a_failover_are_printed_and_applied(tmp_path
         assert sync_flow(cfg, flow).ok  # topics, configs and ACLs: alice's READ on the remote topic is synced
         assert run_once(cfg, flow, mode="direct").records == 20
         assert group in emit_checkpoints(cfg, flow).groups
-        assert json.loads(cli(cfg, "failover", "--flow", "S->T", "--yes", "--json").stdout)["done"] is True
+        assert json.loads(cli(cfg, "failover", "--flow", "FS->FT", "--yes", "--json").stdout)["done"] is True
 
         # on T, before: alice's group and bob's writes are refused
         with pytest.raises(KafkaException, match="GROUP_AUTHORIZATION_FAILED|Group authorization failed"):
@@ -121,7 +122,7 @@ def test_the_applications_acls_after_a_failover_are_printed_and_applied(tmp_path
         with pytest.raises(RuntimeError, match="bob cannot write .*[Aa]uthorization"):
             write_as(sasl_target, "bob", topic)
 
-        args = ["acls", "--flow", "S->T", "--after-failover", "--source-admin", "SADM", "--target-admin", "TADM",
+        args = ["acls", "--flow", "FS->FT", "--after-failover", "--source-admin", "SADM", "--target-admin", "TADM",
                 "--json"]
         report = json.loads(cli(cfg, *args).stdout)
         got = {(a["principal"], a["resource"], a["pattern"], a["name"], a["operation"]): a["status"]
@@ -133,17 +134,17 @@ def test_the_applications_acls_after_a_failover_are_printed_and_applied(tmp_path
             ("User:bob", "TOPIC", "LITERAL", topic, "WRITE"): "missing",
             ("User:bob", "TOPIC", "LITERAL", topic, "DESCRIBE"): "missing",
         }, report
-        assert report["after_failover"] == "the ACLs on cluster 'S'" and report["missing"] == 4
+        assert report["after_failover"] == "the ACLs on cluster 'FS'" and report["missing"] == 4
         text = cli(cfg, *args[:-1]).stdout
-        assert "ACLs the applications of flow S->T need on cluster 'T' after a failover, derived from the ACLs on " \
-               "cluster 'S'" in text and "  User:alice:" in text, text
+        assert "ACLs the applications of flow FS->FT need on cluster 'FT' after a failover, derived from the ACLs on " \
+               "cluster 'FS'" in text and "  User:alice:" in text, text
 
         # S does not answer: what the ACLs replicated to T say (alice's topics), and what they cannot
-        gone = json.loads(cli(cfg, "acls", "--flow", "S->T", "--after-failover", "--source-admin", "GONE",
+        gone = json.loads(cli(cfg, "acls", "--flow", "FS->FT", "--after-failover", "--source-admin", "GONE",
                               "--target-admin", "TADM", "--json").stdout)
         assert {(a["principal"], a["name"], a["operation"], a["status"]) for a in gone["acls"]} == {
             ("User:alice", remote, "READ", "present"), ("User:alice", topic, "READ", "missing")}
-        assert gone["after_failover"] == "the replicated ACLs on cluster 'T'"
+        assert gone["after_failover"] == "the replicated ACLs on cluster 'FT'"
         assert any("which groups the consumers use and which principals write cannot be told" in n
                    for n in gone["notes"]), gone["notes"]
 

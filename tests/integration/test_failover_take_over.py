@@ -29,18 +29,19 @@ def test_a_failover_takes_the_flow_over_from_a_continuous_run_that_then_writes_n
                                                                                       unique):
     pfx = unique("dtk")
     topic, group = f"{pfx}.orders", f"{pfx}-app"
-    remote = f"K.{topic}"
-    # source alias K: a flow of its own (K->B); a lease that does not lapse during the test, and a state
-    # check the run would only make after the test: only the take-over can stop it
-    cfg = write_config(tmp_path / "mf.yaml", {"K": source, "B": target}, {"K->B": {
+    remote = f"KT.{topic}"
+    # source alias KT: a flow of its own (KT->B; the fencing would count the partitions of test_backfill's K->B);
+    # a lease that does not lapse during the test, and a state check the run would only make after the test:
+    # only the take-over can stop it
+    cfg = write_config(tmp_path / "mf.yaml", {"KT": source, "B": target}, {"KT->B": {
         "topics": f"{pfx}\\..*", "groups": f"{pfx}-.*", "state.topic.partitions": 2,
         "heartbeats.replication.enabled": False, "lease.timeout.seconds": 120,
         "continuous.state.check.seconds": 600}})
-    flow = cfg.flow("K->B")
+    flow = cfg.flow("KT->B")
     create_topic(source, topic, 1)
     assert sync_flow(cfg, flow, ["topics"]).ok
     produce(source, topic, records(20, 1))
-    run = subprocess.Popen([*CLI, "--config", str(cfg.path), "replicate", "--flow", "K->B", "--continuous",
+    run = subprocess.Popen([*CLI, "--config", str(cfg.path), "replicate", "--flow", "KT->B", "--continuous",
                             "--seconds", "300", "--mode", "direct"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                            text=True)
     try:
@@ -55,23 +56,23 @@ def test_a_failover_takes_the_flow_over_from_a_continuous_run_that_then_writes_n
         assert held is not None and held.who.startswith("mirrorflow replicate --continuous --mode direct by ")
 
         # a drill (the failover's dry preflight) with the flow running: it only says a take-over is needed
-        drill = cli(cfg, "drill", "--flow", "K->B", "--verify-from", "latest", check=False)
+        drill = cli(cfg, "drill", "--flow", "KT->B", "--verify-from", "latest", check=False)
         assert drill.returncode == 0, drill.stdout[-2000:] + drill.stderr[-2000:]
-        dry = json.loads(cli(cfg, "failover", "--flow", "K->B", "--dry-run", "--json").stdout)
+        dry = json.loads(cli(cfg, "failover", "--flow", "KT->B", "--dry-run", "--json").stdout)
         assert dry["take_over"].startswith("needed to fail over now (--take-over, Param take_over): the flow is held "
                                            f"by the run holding its lease, {held.who} since "), dry["take_over"]
 
-        refused = cli(cfg, "failover", "--flow", "K->B", "--yes", check=False)
+        refused = cli(cfg, "failover", "--flow", "KT->B", "--yes", check=False)
         assert refused.returncode == 75, refused.stderr[-2000:]
-        assert f"failover of K->B: flow K->B is being replicated by {held.who} since " in refused.stderr
+        assert f"failover of KT->B: flow KT->B is being replicated by {held.who} since " in refused.stderr
         assert "run the failover again with --take-over (in Airflow: the failover DAG's Param take_over)" in \
             refused.stderr
         with FlowClients(cfg, flow) as clients:
             assert flow_state(clients).state == "running" and current_holder(clients).who == held.who
 
-        out = json.loads(cli(cfg, "failover", "--flow", "K->B", "--take-over", "--yes", "--json").stdout)
+        out = json.loads(cli(cfg, "failover", "--flow", "KT->B", "--take-over", "--yes", "--json").stdout)
         assert out["done"] is True, out
-        assert out["take_over"].startswith(f"took flow K->B over for the failover of plan {out['plan_id']}: took "
+        assert out["take_over"].startswith(f"took flow KT->B over for the failover of plan {out['plan_id']}: took "
                                            f"its lease from {held.who} (held since "), out["take_over"]
         assert out["take_over"].endswith("fenced the copy transactions of 1 partition(s) on 'B'")
         progress = read_progress(cfg, flow, [(topic, 0)])[(topic, 0)]
