@@ -15,7 +15,7 @@ from mirrorflow.kafka.retry import OUTAGE_BOUND, retry_call
 from mirrorflow.kafka.topics import produce_all
 from mirrorflow.state.offset_map import MapEntry
 from mirrorflow.state.records import Progress, encode_entry
-from mirrorflow.state.topics import offset_map_topic, progress_topic, state_key, state_partition
+from mirrorflow.state.topics import anchor_key, offset_map_topic, progress_topic, state_key, state_partition
 
 
 @dataclass
@@ -43,12 +43,24 @@ class StateWriter:
             state_partition(progress.topic, progress.partition, self.progress_partitions),
         )
 
-    def write_entry(self, producer: Any, entry: MapEntry) -> None:
+    def write_anchor(self, producer: Any, progress: Progress, on_delivery: Any = None) -> None:
+        """A partition's anchor (replication.anchors): its progress under the anchor key, in the
+        partition its progress key lives in."""
+        producer.produce(
+            self._progress_topic,
+            progress.to_json(),
+            anchor_key(progress.topic, progress.partition),
+            state_partition(progress.topic, progress.partition, self.progress_partitions),
+            on_delivery=on_delivery,
+        )
+
+    def write_entry(self, producer: Any, entry: MapEntry, on_delivery: Any = None) -> None:
         producer.produce(
             self._map_topic,
             encode_entry(entry),
             state_key(entry.topic, entry.partition),
             state_partition(entry.topic, entry.partition, self.map_partitions),
+            on_delivery=on_delivery,
         )
 
 
