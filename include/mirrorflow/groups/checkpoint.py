@@ -20,8 +20,8 @@ from __future__ import annotations
 import logging
 import re
 import time
-from collections.abc import Iterable, Mapping
-from concurrent.futures import Future
+from collections.abc import Callable, Iterable, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol
 
@@ -272,24 +272,34 @@ COORDINATOR_CODES = {
 }
 
 
-def coordinators_ready(admin: Any, groups: list[str], deadline: float) -> None:
+def coordinators_ready(
+    admin: Any, groups: list[str], deadline: float, ready: Callable[[str], None] | None = None
+) -> None:
     """Wait (until `deadline`) until the coordinator of each group answers DescribeGroups. Why:
     librdkafka (2.16, confluentinc/librdkafka#5040) dereferences the null consumer-group handle of
     an AdminClient when ListConsumerGroupOffsets' OffsetFetch answers NOT_COORDINATOR, and the
     process dies with SIGSEGV; a broker loading __consumer_offsets answers just that (seen in 2 of
     3 runs on fresh dev clusters). DescribeGroups goes to the same coordinator without that flaw.
-    Other failures are left to the offsets request, which reports them."""
+    Other failures are left to the offsets request, which reports them. `ready(group)` is called
+    for each group as soon as its answer is in (its offsets can be asked for while the other
+    groups' answers are still coming: a pass over 1,000 groups waited for all of them first)."""
     pending, failures = list(groups), 0
     while pending:
         timeout = max(1.0, deadline - time.monotonic())
         retry = []
-        for g, fut in admin.describe_consumer_groups(pending, request_timeout=timeout).items():
+        futures = admin.describe_consumer_groups(pending, request_timeout=timeout)
+        group_of = {id(f): g for g, f in futures.items()}
+        for fut in as_completed(futures.values(), timeout=timeout + 5):
+            g = group_of[id(fut)]
             try:
-                fut.result(timeout + 5)
+                fut.result()
             except KafkaException as exc:
                 err = kafka_error(exc)
                 if err is not None and err.code() in COORDINATOR_CODES and time.monotonic() < deadline:
                     retry.append(g)
+                    continue
+            if ready is not None:
+                ready(g)
         pending = retry
         if pending:
             failures += 1
@@ -307,15 +317,20 @@ def fetch_group_offsets(
     offsets: dict[str, list[CommittedOffset]] = {}
     errors: dict[str, str] = {}
     pending, deadline, failures = list(groups), time.monotonic() + timeout, 0
-    if pending and not described:
-        coordinators_ready(admin, pending, deadline)
-    while pending:
-        futures: dict[str, Future] = {}
+    futures: dict[str, Future] = {}
+
+    def ask(g: str) -> None:
+        futures.update(admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(g)], request_timeout=timeout))
+
+    if pending and not described:  # each group's offsets are asked for once its coordinator answered
+        coordinators_ready(admin, pending, deadline, ask)
+    else:
         for g in pending:
-            req = [ConsumerGroupTopicPartitions(g)]
-            futures.update(admin.list_consumer_group_offsets(req, request_timeout=timeout))
+            ask(g)
+    while futures:
+        asked, futures = futures, {}
         pending = []
-        for g, fut in futures.items():
+        for g, fut in asked.items():
             try:
                 res = fut.result(timeout + 5)
             except KafkaException as exc:
@@ -341,6 +356,8 @@ def fetch_group_offsets(
         if pending:
             failures += 1
             time.sleep(backoff_s(failures))
+            for g in pending:
+                ask(g)
     return offsets, errors
 
 
@@ -491,18 +508,23 @@ def _emit(
         store = CheckpointStore.load(clients)
         groups = store.groups()
     ts = int(time.time() * 1000) if now_ms is None else now_ms  # MM2: the time offsets were listed
-    offsets, run.errors = source_group_offsets(clients, groups, only)
+    # the pass's reads do not wait for each other: the checkpoints and the whole offset map (which
+    # the fold below looks at too) are read on the target while the source's group offsets come in
+    from mirrorflow.state.compaction import look_at_map  # it imports the state store
+
+    look = None
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        stored = pool.submit(CheckpointStore.load, clients) if store is None else None
+        looked = pool.submit(look_at_map, clients) if maps is None else None
+        offsets, run.errors = source_group_offsets(clients, groups, only)
+        store = stored.result() if stored is not None else store
+        if looked is not None:
+            look = looked.result()
+            maps = look[0].maps
+    assert store is not None and maps is not None
     run.groups = sorted(offsets)
     committed = [o for offs in offsets.values() for o in offs]
-    if maps is None:
-        rules = TopicRules(filters)
-        maps = load_maps(
-            clients,
-            {(o.topic, o.partition) for o in committed if o.offset >= 0 and rules.replicated(o.topic)},
-        )
     rows = translate_committed(filters, committed, maps)
-    if store is None:
-        store = CheckpointStore.load(clients)
     run.rows, run.emitted = plan_checkpoints(store, rows)
     if run.emitted:
         conn, timeout = clients.connection("target"), clients.admin_timeout
@@ -521,14 +543,18 @@ def _emit(
         run.latency_ms = int(time.time() * 1000) - ts
         for c in run.emitted:
             store.update(c)
-    # every pass goes to the run log, also one that moved no group: the status page's "last
-    # checkpoint pass" must say the checkpoints are alive, not when a group last moved
-    run_log.append(clients, run.run_record(ts + run.latency_ms if run.emitted else int(time.time() * 1000)))
     run.store = store
-    # keep the offset map bounded: fold it into its snapshots, prune what no translation needs
     from mirrorflow.groups.map_upkeep import fold_after_checkpoint  # it imports this module
 
-    run.offset_map = fold_after_checkpoint(clients, offsets)
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        # every pass goes to the run log, also one that moved no group: the status page's "last
+        # checkpoint pass" must say the checkpoints are alive, not when a group last moved
+        at = ts + run.latency_ms if run.emitted else int(time.time() * 1000)
+        logged = pool.submit(run_log.append, clients, run.run_record(at))
+        # meanwhile keep the offset map bounded: fold it into its snapshots, prune what no
+        # translation needs (from the look at the map taken at the start of the pass)
+        run.offset_map = fold_after_checkpoint(clients, offsets, look)
+        logged.result()
     return run
 
 
