@@ -341,6 +341,40 @@ def test_a_copy_fenced_at_any_step_reports_fenced_and_commits_nothing(tmp_path, 
     assert_map_exact(cfg, flow, source, target, t)
 
 
+def test_fresh_partitions_are_anchored_at_once_and_an_anchor_never_overrides_a_copy(tmp_path, source, target,
+                                                                                     unique):
+    """A first run anchors the partitions with nothing to copy in one batch per task (no unit, no
+    transactional.id of theirs, no transaction); their next records are copied from the anchor.
+    An anchor landing after a copy's progress (a late or zombie anchor: it is written unfenced)
+    changes nothing: the copy's progress wins, nothing is copied twice, the map stays exact."""
+    from mirrorflow.replication.anchors import write_anchors
+
+    pfx = unique("anchor")
+    t = f"{pfx}.orders"
+    mirror_topic(source, target, t, 4)
+    produce(source, t, [{"partition": 0, "key": b"k", "value": f"first-{i}".encode()} for i in range(5)])
+    cfg, flow = make_flow(tmp_path, source, target, pfx, **{"tasks.max": 2})
+    rep = run_once(cfg, flow, mode="direct")
+    assert rep.ok and rep.records == 5, rep.render()
+    by_p = {p.partition: p for p in rep.partitions}
+    assert by_p[0].transactions >= 1 and [by_p[p].transactions for p in (1, 2, 3)] == [0, 0, 0], rep.render()
+    progress = read_progress(cfg, flow)
+    assert progress[(t, 0)].next == 5
+    assert [(progress[(t, p)].next, progress[(t, p)].tgt_end) for p in (1, 2, 3)] == [(0, 0)] * 3
+    # a late anchor of partition 0 (as the plan of a zombie run would have it) after its copy's progress
+    with FlowClients(cfg, flow) as clients:
+        assert set(write_anchors(clients, [Unit(t, 0, f"A.{t}", 0, 0)])) == {(t, 0)}
+    assert read_progress(cfg, flow, [(t, 0)])[(t, 0)].next == 5
+    produce(source, t, [{"partition": p, "key": b"k", "value": f"next-{p}-{i}".encode()} for p in range(4)
+                        for i in range(3)])
+    rep = run_once(cfg, flow, mode="direct")
+    assert rep.ok and rep.records == 12, rep.render()
+    assert_copied(source, target, t)
+    assert_map_exact(cfg, flow, source, target, t, 4)
+    progress = read_progress(cfg, flow)
+    assert [progress[(t, p)].next for p in range(4)] == [8, 3, 3, 3]
+
+
 def test_oversized_record_and_missing_topic_fail_clearly(tmp_path, source, target, unique):
     pfx = unique("err")
     t, missing = f"{pfx}.big", f"{pfx}.nowhere"

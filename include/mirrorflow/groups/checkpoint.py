@@ -21,6 +21,7 @@ import logging
 import re
 import time
 from collections.abc import Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol
 
@@ -386,18 +387,23 @@ def _emit(
         store = CheckpointStore.load(clients)
         groups = store.groups()
     ts = int(time.time() * 1000) if now_ms is None else now_ms  # MM2: the time offsets were listed
-    offsets, run.errors = source_group_offsets(clients, groups, only)
+    # the pass's reads do not wait for each other: the checkpoints and the whole offset map (which
+    # the fold below looks at too) are read on the target while the source's group offsets come in
+    from mirrorflow.state.compaction import look_at_map  # it imports the state store
+
+    look = None
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        stored = pool.submit(CheckpointStore.load, clients) if store is None else None
+        looked = pool.submit(look_at_map, clients) if maps is None else None
+        offsets, run.errors = source_group_offsets(clients, groups, only)
+        store = stored.result() if stored is not None else store
+        if looked is not None:
+            look = looked.result()
+            maps = look[0].maps
+    assert store is not None and maps is not None
     run.groups = sorted(offsets)
     committed = [o for offs in offsets.values() for o in offs]
-    if maps is None:
-        rules = TopicRules(filters)
-        maps = load_maps(
-            clients,
-            {(o.topic, o.partition) for o in committed if o.offset >= 0 and rules.replicated(o.topic)},
-        )
     rows = translate_committed(filters, committed, maps)
-    if store is None:
-        store = CheckpointStore.load(clients)
     run.rows, run.emitted = plan_checkpoints(store, rows)
     if run.emitted:
         conn, timeout = clients.connection("target"), clients.admin_timeout
@@ -416,12 +422,16 @@ def _emit(
         run.latency_ms = int(time.time() * 1000) - ts
         for c in run.emitted:
             store.update(c)
-    # every pass goes to the run log, also one that moved no group: the status page's "last
-    # checkpoint pass" must say the checkpoints are alive, not when a group last moved
-    run_log.append(clients, run.run_record(ts + run.latency_ms if run.emitted else int(time.time() * 1000)))
     run.store = store
-    # keep the offset map bounded: fold it into its snapshots, prune what no translation needs
-    run.offset_map = fold_after_checkpoint(clients, offsets)
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        # every pass goes to the run log, also one that moved no group: the status page's "last
+        # checkpoint pass" must say the checkpoints are alive, not when a group last moved
+        at = ts + run.latency_ms if run.emitted else int(time.time() * 1000)
+        logged = pool.submit(run_log.append, clients, run.run_record(at))
+        # meanwhile keep the offset map bounded: fold it into its snapshots, prune what no
+        # translation needs (from the look at the map taken at the start of the pass)
+        run.offset_map = fold_after_checkpoint(clients, offsets, look)
+        logged.result()
     return run
 
 

@@ -8,8 +8,8 @@ sent before any answer is awaited, and a group whose coordinator is not ready ye
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable
-from concurrent.futures import Future
+from collections.abc import Callable, Iterable
+from concurrent.futures import Future, as_completed
 from dataclasses import dataclass
 from typing import Any
 
@@ -48,24 +48,34 @@ COORDINATOR_CODES = {
 }
 
 
-def coordinators_ready(admin: Any, groups: list[str], deadline: float) -> None:
+def coordinators_ready(
+    admin: Any, groups: list[str], deadline: float, ready: Callable[[str], None] | None = None
+) -> None:
     """Wait (until `deadline`) until the coordinator of each group answers DescribeGroups. Why:
     librdkafka (2.16, confluentinc/librdkafka#5040) dereferences the null consumer-group handle of
     an AdminClient when ListConsumerGroupOffsets' OffsetFetch answers NOT_COORDINATOR, and the
     process dies with SIGSEGV; a broker loading __consumer_offsets answers just that (seen in 2 of
     3 runs on fresh dev clusters). DescribeGroups goes to the same coordinator without that flaw.
-    Other failures are left to the offsets request, which reports them."""
+    Other failures are left to the offsets request, which reports them. `ready(group)` is called
+    for each group as soon as its answer is in (its offsets can be asked for while the other
+    groups' answers are still coming: a pass over 1,000 groups waited for all of them first)."""
     pending, failures = list(groups), 0
     while pending:
         timeout = max(1.0, deadline - time.monotonic())
         retry = []
-        for g, fut in admin.describe_consumer_groups(pending, request_timeout=timeout).items():
+        futures = admin.describe_consumer_groups(pending, request_timeout=timeout)
+        group_of = {id(f): g for g, f in futures.items()}
+        for fut in as_completed(futures.values(), timeout=timeout + 5):
+            g = group_of[id(fut)]
             try:
-                fut.result(timeout + 5)
+                fut.result()
             except KafkaException as exc:
                 err = kafka_error(exc)
                 if err is not None and err.code() in COORDINATOR_CODES and time.monotonic() < deadline:
                     retry.append(g)
+                    continue
+            if ready is not None:
+                ready(g)
         pending = retry
         if pending:
             failures += 1
@@ -83,15 +93,20 @@ def fetch_group_offsets(
     offsets: dict[str, list[CommittedOffset]] = {}
     errors: dict[str, str] = {}
     pending, deadline, failures = list(groups), time.monotonic() + timeout, 0
-    if pending and not described:
-        coordinators_ready(admin, pending, deadline)
-    while pending:
-        futures: dict[str, Future] = {}
+    futures: dict[str, Future] = {}
+
+    def ask(g: str) -> None:
+        futures.update(admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(g)], request_timeout=timeout))
+
+    if pending and not described:  # each group's offsets are asked for once its coordinator answered
+        coordinators_ready(admin, pending, deadline, ask)
+    else:
         for g in pending:
-            req = [ConsumerGroupTopicPartitions(g)]
-            futures.update(admin.list_consumer_group_offsets(req, request_timeout=timeout))
+            ask(g)
+    while futures:
+        asked, futures = futures, {}
         pending = []
-        for g, fut in futures.items():
+        for g, fut in asked.items():
             try:
                 res = fut.result(timeout + 5)
             except KafkaException as exc:
@@ -117,4 +132,6 @@ def fetch_group_offsets(
         if pending:
             failures += 1
             time.sleep(backoff_s(failures))
+            for g in pending:
+                ask(g)
     return offsets, errors

@@ -24,7 +24,7 @@ from mirrorflow.clients import FlowClients
 from mirrorflow.errors import MirrorflowError
 from mirrorflow.groups.group_offsets import CommittedOffset, fetch_group_offsets, list_groups
 from mirrorflow.kafka.topic_admin import list_offsets
-from mirrorflow.state.compaction import FoldReport, fold_offset_map
+from mirrorflow.state.compaction import FoldReport, MapLook, fold_offset_map
 
 Key = tuple[str, int]
 
@@ -58,9 +58,13 @@ def map_floors(
     return floors
 
 
-def fold_after_checkpoint(clients: FlowClients, known: Mapping[str, list[CommittedOffset]] | None = None) -> FoldReport:
+def fold_after_checkpoint(
+    clients: FlowClients, known: Mapping[str, list[CommittedOffset]] | None = None, look: MapLook | None = None
+) -> FoldReport:
     """Fold the flow's offset map with the floors above; never raises (a failed fold changes
-    nothing and is reported in `error`; the next checkpoint pass folds again)."""
+    nothing and is reported in `error`; the next checkpoint pass folds again). `look`: the pass's
+    own read of the whole map (compaction.look_at_map), so the fold need not read it again to see
+    whether there is anything to fold."""
     notes: list[str] = []
 
     def floors(keys: list[Key]) -> Mapping[Key, int]:
@@ -71,7 +75,7 @@ def fold_after_checkpoint(clients: FlowClients, known: Mapping[str, list[Committ
             return {}
 
     try:
-        report = fold_offset_map(clients, floors)
+        report = fold_offset_map(clients, floors, look=look)
     except (MirrorflowError, KafkaException) as exc:
         report = FoldReport(clients.flow.name, error=str(exc))
     if notes:

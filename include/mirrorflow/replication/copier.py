@@ -39,6 +39,7 @@ from mirrorflow.errors import (
 from mirrorflow.kafka.connection import kafka_error
 from mirrorflow.kafka.log_reader import LogReader
 from mirrorflow.kafka.retry import Outage, transient
+from mirrorflow.replication.anchors import is_anchor, write_anchors
 from mirrorflow.replication.budget import CopyBudget
 from mirrorflow.replication.faults import NO_FAULTS, Faults
 from mirrorflow.replication.planner import Unit, stopped_message
@@ -392,13 +393,18 @@ def copy_units(
     `owner`: the run's lease owner; each unit, once it has fenced its partition, checks that the run
     still holds the flow's lease (state.lease.LeaseGuard) and stops (fenced) when not."""
     units = list(units)
+    results: list[UnitResult | None] = [None] * len(units)
+    if follow is None:  # units that only anchor a fresh partition: all at once (replication.anchors)
+        anchor_all(clients, units, results)
     by_partition: dict[tuple[str, int], list[int]] = {}
     for i, u in enumerate(units):
-        by_partition.setdefault((u.topic, u.partition), []).append(i)
+        if results[i] is None:
+            by_partition.setdefault((u.topic, u.partition), []).append(i)
     lanes: queue.SimpleQueue[list[int]] = queue.SimpleQueue()
     for indexes in by_partition.values():
         lanes.put(indexes)
-    results: list[UnitResult | None] = [None] * len(units)
+    if not by_partition:
+        return [r for r in results if r is not None]
     in_flight = in_flight or int(clients.flow.props["task.partitions.in.flight"])
     if follow is not None:  # followed partitions never finish: each needs a lane of its own
         in_flight = len(by_partition)
@@ -435,6 +441,35 @@ def copy_units(
         if guard is not None:
             guard.close()
     return [r for r in results if r is not None]
+
+
+def anchor_all(clients: FlowClients, units: list[Unit], results: list[UnitResult | None]) -> None:
+    """Anchor the task's fresh partitions with nothing to copy in one batch (replication.anchors)
+    and fill in their results; a unit whose anchor was not acknowledged keeps no result and runs."""
+    todo = [i for i, u in enumerate(units) if is_anchor(u)]
+    if not todo:
+        return
+    started = time.time()
+    done = write_anchors(clients, [units[i] for i in todo])
+    finished = time.time()
+    for i in todo:
+        u = units[i]
+        progress = done.get((u.topic, u.partition))
+        if progress is not None:
+            results[i] = UnitResult(
+                u.topic,
+                u.partition,
+                u.target_topic,
+                "ok",
+                u.start,
+                u.end,
+                copied_from=u.start,
+                copied_to=u.end,
+                tgt_end=progress.tgt_end,
+                started=started,
+                copy_started=started,
+                finished=finished,
+            )
 
 
 def reading_at_once(units: Iterable[Unit], lanes: int) -> int:

@@ -47,6 +47,8 @@ from mirrorflow.state.store import MapRead, StateStore
 Key = tuple[str, int]
 # Floors per source partition, asked once the fold knows the partitions of the map.
 FloorSource = Callable[[list[Key]], Mapping[Key, int]]
+# The whole offset map as read (snapshots and tail) and the offset-map partitions' log starts.
+MapLook = tuple[MapRead, dict[int, int]]
 
 PRODUCER_DEFAULTS: dict[str, Any] = {
     "linger.ms": 5,
@@ -96,11 +98,17 @@ class FoldReport:
 
 
 def fold_offset_map(
-    clients: FlowClients, floors: FloorSource | None = None, timeout: float = 300.0, truncate: bool = True
+    clients: FlowClients,
+    floors: FloorSource | None = None,
+    timeout: float = 300.0,
+    truncate: bool = True,
+    look: MapLook | None = None,
 ) -> FoldReport:
     """Fold the flow's offset map into its snapshots and truncate what was folded (module docstring).
     Raises MirrorflowError when it cannot (nothing is then changed or lost). `truncate=False`
-    leaves the folded entries in place (what a crash right after the commit leaves)."""
+    leaves the folded entries in place (what a crash right after the commit leaves). `look`: a
+    `look_at_map` the caller took moments ago, used for the first look instead of a new read (an
+    older look can only miss what the next fold finds; a fold reads again once it is fenced)."""
     flow = clients.flow
     report = FoldReport(flow.name)
     n_map = clients.partitions("target", offset_map_topic(flow))
@@ -109,7 +117,7 @@ def fold_offset_map(
         return report
     _ensure_snapshot_topic(clients, n_map)
     # a look first, without a transaction: a pass with nothing to fold costs a read, no more
-    read, lows = _read(clients, timeout)
+    read, lows = look if look is not None else look_at_map(clients, timeout)
     floor_of = dict(floors(sorted(read.maps))) if floors is not None and read.maps else {}
     writes = _plan(clients, read, floor_of, report)
     if not writes and not (truncate and any(lows.get(p, 0) < end for p, end in read.ends.items())):
@@ -124,7 +132,7 @@ def fold_offset_map(
             producer.init_transactions(timeout)  # fences an older fold of this flow
         except KafkaException as exc:
             raise StateError(f"flow {flow.name}: cannot start folding the offset map: {_describe(exc)}") from None
-        read, _ = _read(clients, timeout)  # again, now that no other fold can commit
+        read, _ = look_at_map(clients, timeout)  # again, now that no other fold can commit
         writes = _plan(clients, read, floor_of, report)
         # the markers last: a reader that sees one has seen every snapshot written before it (only
         # where the end moved: an idle partition's marker is current)
@@ -142,7 +150,7 @@ def fold_offset_map(
     return report
 
 
-def _read(clients: FlowClients, timeout: float) -> tuple[MapRead, dict[int, int]]:
+def look_at_map(clients: FlowClients, timeout: float = 300.0) -> MapLook:
     """The snapshots and the tail of every key, and the offset-map partitions' log starts."""
     store = StateStore(clients)
     try:

@@ -85,6 +85,24 @@ def parse_key(key: bytes | None) -> tuple[str, int] | None:
         return None
 
 
+def anchor_key(topic: str, partition: int) -> bytes:
+    """The key of a source partition's ANCHOR in the progress topic (replication.anchors): the
+    progress of a partition with nothing copied yet, which a copy's own progress always overrides.
+    It lives in the partition of `state_key` (written there explicitly), so a unit's read finds
+    both; readers that do not know it skip it (it names no top-level topic and partition)."""
+    return json.dumps(
+        {"anchor": {"partition": partition, "topic": topic}}, sort_keys=True, separators=(",", ":")
+    ).encode()
+
+
+def parse_anchor_key(key: bytes | None) -> tuple[str, int] | None:
+    try:
+        d = json.loads(key or b"")["anchor"]
+        return str(d["topic"]), int(d["partition"])
+    except (ValueError, KeyError, TypeError):
+        return None
+
+
 def state_partition(topic: str, partition: int, num_partitions: int) -> int:
     return zlib.crc32(state_key(topic, partition)) % max(1, num_partitions)
 

@@ -19,6 +19,7 @@ from mirrorflow.kafka.topic_admin import produce_all
 from mirrorflow.state.offset_map import MapEntry
 from mirrorflow.state.records import Progress, encode_entry
 from mirrorflow.state.state_topics import (
+    anchor_key,
     offset_map_topic,
     progress_topic,
     state_key,
@@ -52,12 +53,24 @@ class StateWriter:
             state_partition(progress.topic, progress.partition, self.progress_partitions),
         )
 
-    def write_entry(self, producer: Any, entry: MapEntry) -> None:
+    def write_anchor(self, producer: Any, progress: Progress, on_delivery: Any = None) -> None:
+        """A partition's anchor (replication.anchors): its progress under the anchor key, in the
+        partition its progress key lives in."""
+        producer.produce(
+            self._progress_topic,
+            progress.to_json(),
+            anchor_key(progress.topic, progress.partition),
+            state_partition(progress.topic, progress.partition, self.progress_partitions),
+            on_delivery=on_delivery,
+        )
+
+    def write_entry(self, producer: Any, entry: MapEntry, on_delivery: Any = None) -> None:
         producer.produce(
             self._map_topic,
             encode_entry(entry),
             state_key(entry.topic, entry.partition),
             state_partition(entry.topic, entry.partition, self.map_partitions),
+            on_delivery=on_delivery,
         )
 
 

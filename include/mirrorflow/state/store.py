@@ -20,7 +20,9 @@ from mirrorflow.state.offset_map import MapEntry, PartitionMap
 from mirrorflow.state.records import Progress, decode_entry
 from mirrorflow.state.snapshot import Marker, Snapshot, SnapshotView, marker_key, parse_marker_key
 from mirrorflow.state.state_topics import (
+    anchor_key,
     offset_map_topic,
+    parse_anchor_key,
     parse_key,
     progress_topic,
     snapshot_topic,
@@ -62,34 +64,46 @@ class StateStore:
             self._reader = self.clients.reader("target", group=f"mirrorflow-{self.flow.client_name}-state-reader")
         return self._reader
 
-    def _read(self, topic: str, keys: Keys | None, timeout: float) -> Iterator[tuple[tuple[str, int], bytes | None]]:
+    def _read(
+        self, topic: str, keys: Keys | None, timeout: float, anchors: bool = False
+    ) -> Iterator[tuple[tuple[str, int], bool, bytes | None]]:
+        """(source partition, is it an anchor record, value) of each state record of `keys` (all
+        when None); anchor records (state_topics.anchor_key) only with `anchors`."""
         n = self.clients.partitions("target", topic)
         if n == 0:
             return
         wanted = list(keys) if keys is not None else None
         parts = sorted({state_partition(t, p, n) for t, p in wanted}) if wanted is not None else list(range(n))
         key_set = {state_key(t, p) for t, p in wanted} if wanted is not None else None
+        if wanted is not None and key_set is not None and anchors:
+            key_set |= {anchor_key(t, p) for t, p in wanted}
         for m in self.reader.read(topic, parts, timeout, keys=key_set):
             tp = parse_key(m.key())
             if tp is not None:
-                yield tp, m.value()
+                yield tp, False, m.value()
+            elif anchors and (tp := parse_anchor_key(m.key())) is not None:
+                yield tp, True, m.value()
 
     def progress(self, keys: Keys | None = None, timeout: float = 120.0) -> dict[tuple[str, int], Progress]:
-        """Latest committed progress per source partition (all of the flow's, or just `keys`)."""
+        """Latest committed progress per source partition (all of the flow's, or just `keys`). A
+        partition no copy has committed progress for yet has its anchor's, if it has one
+        (replication.anchors): a copy's progress always wins over an anchor, whatever their order."""
         out: dict[tuple[str, int], Progress] = {}
-        for tp, value in self._read(progress_topic(self.flow), keys, timeout):
+        anchored: dict[tuple[str, int], Progress] = {}
+        for tp, anchor, value in self._read(progress_topic(self.flow), keys, timeout, anchors=True):
+            into = anchored if anchor else out
             if value is None:
-                out.pop(tp, None)
+                into.pop(tp, None)
             else:
-                out[tp] = Progress.from_json(value)
-        return out
+                into[tp] = Progress.from_json(value)
+        return {**anchored, **out} if anchored else out
 
     def entries(self, keys: Keys | None = None, timeout: float = 300.0) -> dict[tuple[str, int], list[MapEntry]]:
         """The committed offset-map entries still in the topic per source partition (each of `keys`
         appears, maybe empty); a fold truncates what it folded into the snapshots (`offset_map`)."""
         keys = list(keys) if keys is not None else None
         out: dict[tuple[str, int], list[MapEntry]] = {k: [] for k in keys or []}
-        for tp, value in self._read(offset_map_topic(self.flow), keys, timeout):
+        for tp, _, value in self._read(offset_map_topic(self.flow), keys, timeout):
             if value is not None:
                 out.setdefault(tp, []).append(decode_entry(value))
         return out
