@@ -18,7 +18,7 @@ Then it times, each with fresh clients as a CLI or DAG task would have: planning
 (`make_plan`: metadata, offsets, progress, topic ids), one checkpoint pass emitting a checkpoint
 for every (group, partition) (`emit_checkpoints`), `translate` of one group (`translate_group`)
 and a topic sync (`sync_flow`, topics and configs; ACL sync is off: the dev clusters have no
-authorizer). Each line prints the figure, the goal of issue 13 item 5, the baseline at 1/10 of the
+authorizer). Each line prints the figure, its goal (docs/benchmarks.md), the baseline at 1/10 of the
 size and the ratio (10x the work at the same cost per item gives 10). A missed goal says so.
 `--profile PARTS` prints the 25 most expensive functions (cProfile, cumulative) of those parts'
 figures. The brokers stop when the benchmark ends. It prints figures; it is not a test.

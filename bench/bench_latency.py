@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/bench_latency.py [--rate 2000] [--seconds 60] [--size 1024] [--partitions 8]
                                             [--mode submit|inprocess|direct] [--poll-ms 200] [--tasks 2]
-    # the goal (10,000 records/s of 1 KiB for 10 minutes):
+    # the goal (10,000 records/s of 1 KiB for 10 minutes):
     .venv/bin/python bench/bench_latency.py --rate 10000 --seconds 600
 
 Starts its own local clusters A (source) and B (target) in a temporary home. For each pipeline a
@@ -281,7 +281,7 @@ def run_load(a, b, target_topic: str, args, during: Callable[[], None] | None = 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--rate", type=int, default=2000, help="records/s (default 2,000; the issue's goal: 10,000)")
+    ap.add_argument("--rate", type=int, default=2000, help="records/s (default 2,000; the goal: 10,000)")
     ap.add_argument("--seconds", type=float, default=60, help="load duration (default 60; the goal: 600)")
     ap.add_argument("--size", type=int, default=1024)
     ap.add_argument("--partitions", type=int, default=8)

@@ -12,7 +12,7 @@ partition) and times, exactly-once on:
 
 * `first`:  the first run (no unit state yet: every partition's first unit, its transactional.id
             never used; the partitions without records get an empty unit that anchors their
-            progress) -- issue 23 item 3, goal <= 10 s;
+            progress) -- goal <= 10 s;
 * `idle`:   a run with nothing new (the per-run fixed cost only);
 * `active`: a run after one new record in each of the same ACTIVE partitions (spread over all
             topics), once every partition has its progress: the baseline of `first`.

@@ -15,7 +15,7 @@ PARTITIONS partitions on A and copies it with `mirrorflow replicate --once` (exa
   (sampled every 0.2 s) and of the Spark JVM.
 
 The ratio GB / SMALL_GB of the peaks shows whether memory follows the range (4x the range at the same
-memory: ~1). `--old-defaults` also runs the large size with the consumer settings before issue 13
+memory: ~1). `--old-defaults` also runs the large size with the consumer settings before the memory budget
 (`consumer.fetch.max.bytes` 100 MiB, `consumer.max.partition.fetch.bytes` 50 MiB,
 `consumer.queued.max.messages.kbytes` 256 MiB as overrides), for comparison. The bound it prints
 is the one docs/replicate.md explains ("Memory of a copy task"). The brokers stop when the
@@ -148,7 +148,7 @@ def copy(home: Path, clusters: dict[str, Any], topic: str, mode: str, extra: dic
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--gb", type=float, default=2.0, help="the large range, GB (the issue's 10 GB: --gb 10)")
+    ap.add_argument("--gb", type=float, default=2.0, help="the large range, GB (10 GB: --gb 10)")
     ap.add_argument("--small-gb", type=float, default=0.5, help="the baseline range, GB")
     ap.add_argument("--partitions", type=int, default=1, help="partitions of each topic (one task copies them)")
     ap.add_argument("--mode", choices=["direct", "submit"], default="direct")

@@ -1,4 +1,4 @@
-"""Benchmark: `translate` and a checkpoint run after 10 and after 10,000 runs of history (issue 11).
+"""Benchmark: `translate` and a checkpoint run after 10 and after 10,000 runs of history.
 
     .venv/bin/python bench/bench_offset_map.py [--runs 10000] [--early 10] [--partitions 1]
                                                [--fold-every 50] [--unfolded]

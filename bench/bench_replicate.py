@@ -19,7 +19,7 @@ home, produces N records of SIZE bytes over P partitions to A, then times, on th
 * `alo`:     (--alo) spark-submit, exactly.once=false, to cluster C
 * `generous`: direct, with the raw pipe's consumer prefetch as `consumer.*` overrides (the copier's
              speed when memory is no object, to compare the budget's defaults with)
-* `mm2`:     the baseline of issue 23's item 2: the real MirrorMaker 2 (Apache Kafka's jars, dedicated
+* `mm2`:     the baseline of the default path's goal (>= 1.5x): the real MirrorMaker 2 (Apache Kafka's jars, dedicated
              mode, exactly-once source support, tasks.max = partitions, consumer and producer batching
              set generously in MM2_TUNED, 2 GB heap as connect-mirror-maker.sh gives it) copying the
              same topic to B as M.<topic>. Its whole run is from its JVM's start to every record
@@ -37,7 +37,7 @@ copied twice by `mirrorflow replicate --once --mode direct` as a new process wit
 that process runs exactly one copy task: with `task.partitions.in.flight` 1 (one busy partition at a
 time) and 4 (four at once). Its peak RSS (VmHWM) is the figure: the same `copy_units` a Spark Python
 worker runs, plus the CLI's planning (a little more than a task alone, so the goal is checked on the
-safe side). The last lines (`summary`) give issue 23's figures and goals; `scripts/test` runs a small
+safe side). The last lines (`summary`) give the figures and their goals; `scripts/test` runs a small
 version as a regression guard. The brokers and the server stop when the benchmark ends. It prints
 figures; it is not a test (it fails only when a copy fails or copies the wrong count).
 """
@@ -106,7 +106,7 @@ def seed(cluster, topic: str, n: int, size: int, partitions: int) -> None:
 
 
 # The raw pipe's settings: fixed and generous, hard-coded here so that they never follow the copier's
-# own (a baseline that used the copier's defaults slowed down with them and hid a regression, issue 23).
+# own (a baseline that used the copier's defaults slowed down with them and hid a regression).
 RAW_CONSUMER = {
     "fetch.max.bytes": 52_428_800,
     "max.partition.fetch.bytes": 10_485_760,

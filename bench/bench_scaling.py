@@ -19,7 +19,7 @@ not part of the first layout's figure.
 
 It prints per layout the whole run, the copy phase (first unit start to last unit end: without
 Spark's start-up), MB/s, MB/s per concurrent task slot, and each layout's copy-phase speed-up over
-the first layout (the issue's figure: 2 workers against 1), with the load average. Every layout
+the first layout (the figure: 2 workers against 1), with the load average. Every layout
 runs on the same machine as the brokers: on 2 cores a second worker adds slots, not CPU, so the
 ratio says what this machine allows; docs/scaling.md turns the figures into a sizing model. It
 prints figures; it is not a test (it fails only when a copy fails or copies the wrong count).

@@ -1,4 +1,4 @@
-"""A failover while a continuous run holds the flow's lease (issue 21.10): without the operator's
+"""A failover while a continuous run holds the flow's lease: without the operator's
 confirmation it stops, naming `--take-over` and nothing changed; with `--take-over` it takes the
 lease, fences the flow's copies and commits, and the continuous run -- still alive, its state check
 60 s away -- writes no record and no progress after the failover, although its source gets new

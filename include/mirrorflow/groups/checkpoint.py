@@ -36,6 +36,7 @@ from mirrorflow.mm2.filters import FlowFilters
 from mirrorflow.mm2.formats import Checkpoint, FormatError
 from mirrorflow.mm2.policy import DefaultReplicationPolicy
 from mirrorflow.state import run_log
+from mirrorflow.state.compaction import look_at_map
 from mirrorflow.state.flow_state import flow_state
 from mirrorflow.state.run_log import MAX_ERRORS, GroupCheckpoints, RunRecord
 from mirrorflow.state.store import StateStore
@@ -389,8 +390,6 @@ def _emit(
     ts = int(time.time() * 1000) if now_ms is None else now_ms  # MM2: the time offsets were listed
     # the pass's reads do not wait for each other: the checkpoints and the whole offset map (which
     # the fold below looks at too) are read on the target while the source's group offsets come in
-    from mirrorflow.state.compaction import look_at_map  # it imports the state store
-
     look = None
     with ThreadPoolExecutor(max_workers=2) as pool:
         stored = pool.submit(CheckpointStore.load, clients) if store is None else None
