@@ -6,6 +6,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 import psutil
@@ -14,6 +15,7 @@ from confluent_kafka import Producer
 
 from mirrorflow.clients import FlowClients
 from mirrorflow.replication.copier import copy_unit
+from mirrorflow.replication.faults import NO_FAULTS
 from mirrorflow.replication.planner import Unit
 from mirrorflow.replication.runner import run_once
 from mirrorflow.state.state_topics import ensure_state_topics, transactional_id
@@ -272,7 +274,26 @@ def test_new_source_partition_is_copied_after_sync(tmp_path, source, target, uni
     assert_copied(source, target, t)
 
 
+class _PauseAt:
+    """Faults seam: the copy stops before its `commits`-th commit until told to go on (another attempt
+    of the same unit runs meanwhile, as a retried or speculative Spark task would)."""
+
+    def __init__(self, commits: int) -> None:
+        self.commits, self.seen = commits, 0
+        self.paused, self.go = threading.Event(), threading.Event()
+
+    def reached(self, point: str, n: int = 0) -> None:
+        if point == "before_commit":
+            self.seen += 1
+            if self.seen == self.commits:
+                self.paused.set()
+                assert self.go.wait(120), "never told to go on"
+
+
 def test_fencing_two_copies_of_the_same_unit(tmp_path, source, target, unique):
+    """The first attempt has committed 3 transactions and holds a 4th open when a second attempt of
+    the same unit starts: the second fences it, copies the rest from its progress, and the first one's
+    commit then fails as fenced. Ordered by a seam, not by timing."""
     pfx = unique("fence")
     t = f"{pfx}.orders"
     mirror_topic(source, target, t, 1)
@@ -283,24 +304,25 @@ def test_fencing_two_copies_of_the_same_unit(tmp_path, source, target, unique):
     unit = Unit(t, 0, f"A.{t}", 0, 4000)
     from concurrent.futures import ThreadPoolExecutor
 
-    def attempt():
+    def attempt(faults=NO_FAULTS):
         with FlowClients(cfg, flow) as clients:
-            return copy_unit(clients, unit)
+            return copy_unit(clients, unit, faults)
 
-    with ThreadPoolExecutor(2) as pool:
-        f1 = pool.submit(attempt)
-        time.sleep(0.4)
-        f2 = pool.submit(attempt)
-        r1, r2 = f1.result(), f2.result()
-    # fencing is final: the fenced attempt stops (it never re-initialises, which would fence its
-    # fencer back), the other copies the rest
-    assert sorted([r1.status, r2.status]) == ["fenced", "ok"], (r1.status, r1.error, r2.status, r2.error)
-    fenced = r1 if r1.status == "fenced" else r2
-    assert fenced.error == (f"{t}[0]: fenced by another attempt (transactional.id {transactional_id(flow, t, 0)}); "
-                            "it owns this partition now"), fenced.error
-    assert fenced.error_type == "FencedError"
+    pause = _PauseAt(commits=4)
+    with ThreadPoolExecutor(1) as pool:
+        f1 = pool.submit(attempt, pause)
+        assert pause.paused.wait(120), f1.result() if f1.done() else "the first attempt never reached its 4th commit"
+        try:
+            r2 = attempt()
+        finally:
+            pause.go.set()
+        r1 = f1.result()
+    assert (r1.status, r2.status) == ("fenced", "ok"), (r1.status, r1.error, r2.status, r2.error)
+    assert r1.error == (f"{t}[0]: fenced by another attempt (transactional.id {transactional_id(flow, t, 0)}); "
+                        "it owns this partition now"), r1.error
+    assert r1.error_type == "FencedError"
     # the fenced attempt's committed transactions count, the other continued right after them
-    assert r1.records + r2.records == 4000
+    assert (r1.records, r2.records) == (150, 3850)
     assert_copied(source, target, t)
 
 
