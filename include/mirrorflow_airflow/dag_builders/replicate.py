@@ -57,6 +57,7 @@ from mirrorflow_airflow.common import (
 from mirrorflow_airflow.hooks import MirrorflowHook
 from mirrorflow_airflow.operators.spark_submit import SPARK_CONN_ID, MirrorflowSparkSubmitOperator
 from mirrorflow_airflow.params import dry_run, max_records_per_partition, regex_or_none, topics_subset
+from mirrorflow_airflow.rpo_alerts import check_rpo
 from mirrorflow_airflow.run_notes import skip_task
 
 log = logging.getLogger(__name__)
@@ -250,6 +251,7 @@ def report_task(
     written = sorted({p.target_topic for p in rep.partitions if p.records})
     if outlet_events is not None:
         emit_copied(outlet_events, alias_name(flow), cfg, flow, results, "replicate", plan.get("run", ""))
+    check_rpo(cfg, flow, f"the replicate DAG of {flow.name}")  # with rpo.seconds: after the copy, what still waits
     if not rep.ok:
         raise AirflowFailException(
             f"{flow.name}: {rep.failed_units} unit(s) failed, {rep.stopped_partitions} partition(s) stopped:\n"
