@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.airflow.lineage_support import fresh_lineage_collector, lineage
 from tests.integration.replicate_helpers import assert_copied, assert_map_exact, mirror_topic
 from tests.support import consume_all, produce, write_config
 
@@ -94,6 +95,7 @@ def test_dag_run_copies_through_spark_submit(dagbag, source, target, monkeypatch
     for kind in ("incr", "gauge", "timing"):
         monkeypatch.setattr(stats, kind, lambda name, value=None, *a, _k=kind, **kw: sent.append((_k, name, value)))
     machines.clear()
+    fresh_lineage_collector()
     run = dag.test()
     states = {ti.task_id: ti.state for ti in run.get_task_instances()}
     assert states == {"plan": "success", "copy": "success", "report": "success"}, states
@@ -142,6 +144,10 @@ def test_dag_run_copies_through_spark_submit(dagbag, source, target, monkeypatch
     assert extra == {"flow": "A->B", "source_cluster": "A", "target_cluster": "B", "kind": "replicate",
                      "run": planned["run"], "source_topic": topic, "target_topic": f"A.{topic}", "records": 300,
                      "partitions": ranges}, extra
+    # OpenLineage: the copy task of the flow's DAG read the source topic and wrote the remote topic
+    assert lineage("mirrorflow_replicate__A-B.copy", run.run_id)[-1] == (
+        "COMPLETE", [(f"kafka://{source.bootstrap_servers}", topic)],
+        [(f"kafka://{target.bootstrap_servers}", f"A.{topic}")])
     # nothing new: copy is skipped, the report still runs, and emits no event
     run = dag.test()
     states = {ti.task_id: ti.state for ti in run.get_task_instances()}

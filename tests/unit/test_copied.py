@@ -18,7 +18,8 @@ def test_units_of_a_partition_merge_and_topics_without_records_are_left_out():
         unit("orders", 2, (3, 8), (-1, -1), 0),  # only markers: nothing written
     ]
     assert copied_per_topic(results) == [
-        CopiedTopic("orders", "A.orders", (CopiedRange(0, (7, 9), (40, 42), 2), CopiedRange(1, (0, 250), (0, 253), 250)))
+        CopiedTopic("orders", "A.orders",
+                    (CopiedRange(0, (7, 9), (40, 42), 2), CopiedRange(1, (0, 250), (0, 253), 250)))
     ]
     [topic] = copied_per_topic(results)
     assert topic.records == 252

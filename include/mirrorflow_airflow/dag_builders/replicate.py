@@ -55,6 +55,7 @@ from mirrorflow_airflow.common import (
     task_config_path,
 )
 from mirrorflow_airflow.hooks import MirrorflowHook
+from mirrorflow_airflow.lineage import report_plan_lineage
 from mirrorflow_airflow.operators.spark_submit import SPARK_CONN_ID, MirrorflowSparkSubmitOperator
 from mirrorflow_airflow.params import dry_run, max_records_per_partition, regex_or_none, topics_subset
 from mirrorflow_airflow.rpo_alerts import check_rpo
@@ -303,6 +304,7 @@ def connect_copy_task(flow_name: str, paths: dict[str, Any], config_path: str | 
     if not paths.get("units"):
         raise AirflowSkipException("nothing to copy")
     cfg = MirrorflowHook(config_path).get_conn()
+    report_plan_lineage(decode_plan(paths["plan"]), config_path)
     results = copy_and_publish(cfg, decode_plan(paths["plan"]))
     log.info("%s: %d unit results from the Spark Connect server %s", flow_name, len(results), cfg.spark.remote)
 

@@ -15,6 +15,7 @@ from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 
 from mirrorflow.replication.handoff import decode_plan, write_plan_file
 from mirrorflow.replication.spark import CONNECT_CLIENT_VARS, build_pyfiles_zip, is_local_master, lease_kept
+from mirrorflow_airflow.lineage import report_plan_lineage
 
 SPARK_CONN_ID = "spark_default"
 
@@ -65,6 +66,7 @@ class MirrorflowSparkSubmitOperator(SparkSubmitOperator):
         scratch = scratch_dir()
         try:
             plan = decode_plan(handed["plan"])
+            report_plan_lineage(plan)  # OpenLineage: the units' source topics in, remote topics out
             plan_path = write_plan_file(plan, scratch)
             self.files = str(plan_path)
             self.application_args = [str(plan_path)]
