@@ -97,7 +97,7 @@ def failback(
     reseed: bool = False,
 ) -> FailbackReport:
     """Preflight (divergence, split brain, what the reverse flow copies), confirm, start the reverse
-    flow (module docstring); `reseed`: the source was rebuilt empty (`_plan_reseed`). Raises a
+    flow (module docstring); `reseed`: the source was rebuilt empty (`failback_plan.plan_reseed`). Raises a
     MirrorflowError for bad input (no failover yet, flow not stopped, source unreachable, --reseed
     into a source that holds records)."""
     rev = reverse_flow(cfg, flow)
