@@ -239,7 +239,7 @@ def operations(records: dict[str, dict[str, Any]]) -> list[str]:
         by = f" by {r['by']}" if r.get("by") else ""
         if r.get("approved_by"):  # a failover: who approved its plan (the Airflow user, or the CLI's)
             by += f", plan {r.get('plan', '?')} approved by {r['approved_by']}"
-        if name == "drill":  # ops.drill: RPO, RTO, groups, verify
+        if name == "drill":  # ops.dr.drill: RPO, RTO, groups, verify
             by += f": {r.get('summary', '')}"
         out.append(f"{what} at {when}{by}")
     return out

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from mirrorflow.clients import FlowClients
 from mirrorflow.config import Config, FlowConfig
 from mirrorflow.errors import MirrorflowError
-from mirrorflow.ops.status import FlowStatus, flow_status
+from mirrorflow.ops.observe.status import FlowStatus, flow_status
 from mirrorflow.state import run_log
 from mirrorflow.state.run_log import RunRecord
 
