@@ -9,7 +9,8 @@ import pytest
 
 from mirrorflow.errors import StateError
 from mirrorflow.groups.offset_sync import GroupSyncPlan, PartitionSync
-from mirrorflow.ops.failover import FailoverPlan, PartitionRPO, drain_refusal, plan_moves
+from mirrorflow.ops.dr.failover_drain import drain_refusal
+from mirrorflow.ops.dr.failover_plan import FailoverPlan, PartitionRPO, plan_moves
 
 
 def plan(**changes) -> FailoverPlan:

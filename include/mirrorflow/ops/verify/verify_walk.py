@@ -232,7 +232,7 @@ class Sides:
     target_compacted: bool = False
     target_log_start: int = 0
     # target offsets [a, b) of records a failback kept on this target (the divergence and split
-    # brain of the failed-over reverse flow, ops.failback): not copies, so neither copies nor extra
+    # brain of the failed-over reverse flow, ops.dr.failback): not copies, so neither copies nor extra
     kept: tuple[tuple[int, int], ...] = ()
     # a verify since the last one: the target offset right after the copies that one verified (the
     # first group's target span starts there; walk_partition)

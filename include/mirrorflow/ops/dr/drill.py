@@ -2,11 +2,11 @@
 
 A failover is rehearsed on a healthy system so its numbers are known before the worst day:
 
-1. **plan**: the unplanned failover's preflight (`ops.failover.plan_failover`, no drain): per
+1. **plan**: the unplanned failover's preflight (`ops.dr.failover_preflight.plan_failover`, no drain): per
    partition what was replicated, the source's end and the RPO (offsets not replicated, seconds
    behind), per group the exact target offsets it would commit (where each group resumes on B).
    It takes no lease and commits nothing: the flow's runs go on meanwhile.
-2. **verify**: `ops.verify.verify_flow` bounded to a recent window (`verify_from`: default the
+2. **verify**: `ops.verify.verify.verify_flow` bounded to a recent window (`verify_from`: default the
    last hour of source records, by their timestamps), so a drill takes seconds on a large estate.
 3. **shadow** (optional, `shadow_suffix`): the offsets where each group would resume are committed
    to shadow groups `<group><suffix>` on B -- never the real groups -- so an application can be
@@ -38,8 +38,9 @@ from mirrorflow.groups.offset_sync import (
     commit_group_plans,
     describe_target_groups,
 )
-from mirrorflow.ops.failover import FailoverPlan, plan_failover
-from mirrorflow.ops.verify import VerifyReport, verify_flow
+from mirrorflow.ops.dr.failover_plan import FailoverPlan
+from mirrorflow.ops.dr.failover_preflight import plan_failover
+from mirrorflow.ops.verify.verify import VerifyReport, verify_flow
 from mirrorflow.replication.backfill_plan import WHEN_HELP, When
 from mirrorflow.reporting import Report
 from mirrorflow.state.flow_state import flow_state, read_control, write_control

@@ -1,7 +1,7 @@
 """The ACLs the applications need on the target after a failover (`mirrorflow acls --after-failover`).
 
 After a failover of A->B the applications move to B: consumers resume the flow's groups there and
-producers write there. The flow's own ACLs (ops.required_acls) do not cover them, and MirrorMaker 2's ACL
+producers write there. The flow's own ACLs (ops.acls.required_acls) do not cover them, and MirrorMaker 2's ACL
 sync copies only literal topic READ ACLs (never WRITE, never group ACLs), so on a cluster that
 enforces ACLs the moved applications would be refused. What they need is derived from what they
 could do on A:
@@ -22,7 +22,7 @@ could do on A:
 Topics are named LITERAL, one binding per topic the flow replicated (its progress on B), whatever
 pattern granted it on A: a prefix means something else once names are prefixed, and a literal
 name grants nothing more than the application had. Checked against what B holds (present /
-missing), created with `apply` through the target admin alias, like ops.required_acls.
+missing), created with `apply` through the target admin alias, like ops.acls.required_acls.
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ from mirrorflow.errors import ClusterError, ConfigError
 from mirrorflow.groups.checkpoint import CheckpointStore
 from mirrorflow.metadata.acl_sync import NO_AUTHORIZER, probe
 from mirrorflow.mm2.filters import FlowFilters
-from mirrorflow.ops.required_acls import AclsReport, Need, _create, _existing, _resname, required_acls
+from mirrorflow.ops.acls.required_acls import AclsReport, Need, _create, _existing, _resname, required_acls
 from mirrorflow.state.store import StateStore
 
 READS = ("READ", "ALL")

@@ -19,7 +19,7 @@ from mirrorflow.config import Config, FlowConfig
 from mirrorflow.errors import MirrorflowError
 from mirrorflow.kafka.topic_admin import list_offsets, topic_ids
 from mirrorflow.mm2.filters import FlowFilters
-from mirrorflow.ops.rpo import RpoVerdict, measure, objective_s
+from mirrorflow.ops.observe.rpo import RpoVerdict, measure, objective_s
 from mirrorflow.replication.planner import PartitionInput, identity_problem, source_offsets, stopped_message
 from mirrorflow.state.flow_state import flow_state, read_controls
 from mirrorflow.state.lease import current_holder
@@ -72,7 +72,7 @@ class FlowStatus:
     next_step: str | None = None  # what gets the flow copying again (FlowState.next_step); None: running
     failed_over: bool = False  # stopped by its failover: the next step is the failback
     operations: list[str] = field(default_factory=list)  # the last failover, failback, takeover, in words
-    rpo: RpoVerdict | None = None  # the recovery point objective's verdict (ops.rpo); None: no objective or stopped
+    rpo: RpoVerdict | None = None  # the recovery point objective's verdict (ops.observe.rpo); None: no objective or stopped
 
     @property
     def lag(self) -> int | None:
@@ -247,7 +247,7 @@ def operations(records: dict[str, dict[str, Any]]) -> list[str]:
         by = f" by {r['by']}" if r.get("by") else ""
         if r.get("approved_by"):  # a failover: who approved its plan (the Airflow user, or the CLI's)
             by += f", plan {r.get('plan', '?')} approved by {r['approved_by']}"
-        if name == "drill":  # ops.drill: RPO, RTO, groups, verify
+        if name == "drill":  # ops.dr.drill: RPO, RTO, groups, verify
             by += f": {r.get('summary', '')}"
         out.append(f"{what} at {when}{by}")
     return out

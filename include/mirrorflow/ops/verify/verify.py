@@ -4,7 +4,7 @@ For every source partition of the flow (or of the topics matching `--topics`) th
 ranges inside a window (`--from` / `--to`: `earliest`, `latest`, `offset:N` or an ISO-8601 time,
 which the source maps to an offset with offsets_for_times) are read from the source and, where the
 offset map places them, from the target, both read_committed, and walked together
-(ops.verify_walk): per range record counts and checksums, per partition what matches, the first
+(ops.verify.verify_walk): per range record counts and checksums, per partition what matches, the first
 difference (source and target offset, and what differs) and how many of each kind, and what is not
 copied yet. Nothing is written anywhere; it can run while copies run (state and records commit in
 one transaction, so everything the map places is readable).
@@ -30,9 +30,8 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from datetime import UTC, datetime
-from typing import Any
 
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import ConfigResource, OffsetSpec, ResourceType
@@ -42,10 +41,12 @@ from mirrorflow.errors import ClusterError, ConfigError, StateError, TopicError
 from mirrorflow.kafka.log_reader import LogReader
 from mirrorflow.kafka.topic_admin import list_offsets, topic_ids
 from mirrorflow.mm2.filters import FlowFilters
-from mirrorflow.ops.verify_walk import Mismatch, RangeCheck, Rec, Sides, clip, walk_partition
+from mirrorflow.ops.verify.verified_marks import mark_problem, next_mark
+from mirrorflow.ops.verify.verify_report import PartitionVerify, VerifyReport, exit_code
+from mirrorflow.ops.verify.verify_walk import Rec, Sides, clip, walk_partition
 from mirrorflow.replication.backfill_plan import When, topic_pattern
 from mirrorflow.replication.planner import source_offsets, source_partitions
-from mirrorflow.reporting import Report, as_dict
+from mirrorflow.reporting import iso
 from mirrorflow.state.flow_state import read_control
 from mirrorflow.state.offset_map import PartitionMap, subtract_ranges
 from mirrorflow.state.records import Progress, VerifiedMark
@@ -56,146 +57,6 @@ EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 LATEST = 1 << 62  # "no upper bound" for a window
 READ_TIMEOUT_S = 1800.0  # one side of one group may take this long to read (an open transaction blocks it)
 Key = tuple[str, int]
-
-
-@dataclass
-class PartitionVerify:
-    topic: str
-    partition: int
-    target_topic: str
-    source_start: int = -1  # the source's log start and end (last stable offset) when verified
-    source_end: int = -1
-    window: tuple[int, int | None] = (0, None)  # source offsets [from, to) asked (None: latest)
-    ranges: list[RangeCheck] = field(default_factory=list)
-    counts: dict[str, int] = field(default_factory=dict)  # mismatches per kind
-    first_mismatch: Mismatch | None = None
-    not_copied: list[tuple[int, int]] = field(default_factory=list)  # source offsets in the window not copied yet
-    unchecked: list[str] = field(default_factory=list)  # what could not be checked, and why
-    notes: list[str] = field(default_factory=list)
-    error: str | None = None  # the partition could not be verified (counts as a mismatch)
-    kept: int = 0  # target records a failback kept there (divergence, split brain): not copies, not mismatches
-    since: int | None = None  # since_last: checked from this trusted 'verified up to' (None: from the start)
-    verified_to: int | None = None  # the 'verified up to' this verify recorded (None: none recorded)
-
-    @property
-    def source_records(self) -> int:
-        return sum(r.source_records for r in self.ranges)
-
-    @property
-    def target_records(self) -> int:
-        return sum(r.target_records for r in self.ranges)
-
-    @property
-    def matched(self) -> int:
-        return sum(r.matched for r in self.ranges)
-
-    @property
-    def compacted(self) -> int:
-        return sum(r.compacted for r in self.ranges)
-
-    @property
-    def mismatches(self) -> int:
-        return sum(self.counts.values())
-
-    @property
-    def ok(self) -> bool:
-        return self.error is None and self.mismatches == 0
-
-    def line(self) -> str:
-        head = f"{self.topic}[{self.partition}] -> {self.target_topic}[{self.partition}]"
-        if self.error:
-            return f"{head}: NOT VERIFIED: {self.error}"
-        state = "ok" if self.ok else "MISMATCH"
-        text = (
-            f"{head}: {state}, {self.matched:,} of {self.source_records:,} source records match "
-            f"({self.target_records:,} on the target) in {len(self.ranges)} range(s)"
-        )
-        if self.compacted:
-            text += f", {self.compacted:,} removed by compaction on one side"
-        if self.kept:
-            text += f", {self.kept:,} kept on the target by a failback (divergence/split brain, not copies)"
-        if self.counts:
-            text += "; " + ", ".join(f"{n:,} {k}" for k, n in sorted(self.counts.items()))
-        return text
-
-    def detail_lines(self) -> list[str]:
-        out = []
-        if self.first_mismatch is not None:
-            out.append(f"first: {self.first_mismatch.line()}")
-        for r in self.ranges:
-            tgt = f"target {r.tgt_from}..{r.tgt_to}" if r.tgt_from >= 0 else "no target records"
-            out.append(
-                f"source {r.src_from}..{r.src_to} -> {tgt}: {r.source_records:,} / {r.target_records:,} records, "
-                f"checksums {r.source_checksum[:12]} / {r.target_checksum[:12]}"
-                + ("" if r.ok else f", {r.mismatches:,} not matching")
-            )
-        if self.not_copied:
-            out.append("not copied yet: " + ", ".join(f"{a}..{b}" for a, b in self.not_copied))
-        out += self.unchecked + self.notes
-        return out
-
-    def to_dict(self) -> dict[str, Any]:
-        d = as_dict(self, "ok", "source_records", "target_records", "matched", "compacted", "mismatches")
-        for raw, r in zip(d["ranges"], self.ranges, strict=True):
-            raw["ok"] = r.ok
-        return d
-
-
-@dataclass
-class VerifyReport(Report):
-    flow: str
-    window_from: str
-    window_to: str
-    topics: str | None = None
-    partitions: list[PartitionVerify] = field(default_factory=list)
-    duration_s: float = 0.0
-    since_last: bool = False
-    recorded: int = 0  # 'verified up to' marks written
-
-    @property
-    def ok(self) -> bool:
-        return all(p.ok for p in self.partitions)
-
-    @property
-    def mismatched(self) -> list[PartitionVerify]:
-        return [p for p in self.partitions if not p.ok]
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "flow": self.flow,
-            "from": self.window_from,
-            "to": self.window_to,
-            "topics": self.topics,
-            "ok": self.ok,
-            "duration_s": round(self.duration_s, 3),
-            "records": sum(p.source_records for p in self.partitions),
-            "matched": sum(p.matched for p in self.partitions),
-            "mismatched_partitions": len(self.mismatched),
-            "since_last": self.since_last,
-            "recorded": self.recorded,
-            "partitions": [p.to_dict() for p in self.partitions],
-        }
-
-    def lines(self) -> list[str]:
-        """The report as text: a verdict, then one line per partition and its details."""
-        scope = f"topics {self.topics!r}, " if self.topics else ""
-        verdict = (
-            "MATCH: every copied record is on the target, exactly"
-            if self.ok
-            else f"MISMATCH in {len(self.mismatched)} of {len(self.partitions)} partition(s)"
-        )
-        out = [
-            f"verify {self.flow} ({scope}from {self.window_from} to {self.window_to}): {verdict} "
-            f"({sum(p.source_records for p in self.partitions):,} source records checked in {self.duration_s:.1f}s"
-            + (f"; 'verified up to' recorded for {self.recorded} partition(s)" if self.recorded else "")
-            + ")"
-        ]
-        if not self.partitions:
-            out.append("  no partitions to verify")
-        for p in self.partitions:
-            out.append(f"  {p.line()}")
-            out += [f"    {x}" for x in p.detail_lines()]
-        return out
 
 
 SINCE_LAST = "the last verify"
@@ -226,61 +87,6 @@ def verify_flow(
     Verifier(clients, pattern, lo_when, hi_when, read_timeout, since_last, record, by).run(report)
     report.duration_s = time.monotonic() - began
     return report
-
-
-def mark_problem(
-    mark: VerifiedMark, prog: Progress, src_id: str, remote: str, tgt_id: str, target_end: int | None
-) -> str | None:
-    """Why `mark` must not be trusted for the partition as it is now (None: it may): it must name
-    the same topics (IDs, remote name) and map epoch, not be ahead of what is copied, have nothing
-    copied below it since it was written, and the target must still hold what it verified."""
-    if mark.epoch != prog.epoch:
-        return f"the partition was re-seeded since (map epoch {mark.epoch} -> {prog.epoch})"
-    if mark.topic_id != src_id:
-        return f"the source topic was recreated since (topic ID {mark.topic_id or 'unknown'} -> {src_id or 'unknown'})"
-    if mark.target_topic != remote:
-        return f"the remote topic is {remote!r} now, the mark was written for {mark.target_topic!r}"
-    if mark.target_topic_id != tgt_id:
-        return (
-            f"the target topic was recreated since (topic ID {mark.target_topic_id or 'unknown'} -> "
-            f"{tgt_id or 'none: the topic is gone'})"
-        )
-    if mark.to > prog.next:
-        return f"it is ahead of what is copied (the flow's progress is at {prog.next})"
-    below = [(a, min(b, mark.to)) for a, b in prog.covered if a < mark.to]
-    if below != [(mark.src_from, mark.to)]:
-        return (
-            f"what is copied below it changed since (copied: {_ranges(below)}; verified: "
-            f"{mark.src_from}..{mark.to}; a backfill?)"
-        )
-    if target_end is not None and mark.tgt_end > target_end:
-        return f"the target partition ends at {target_end}, below the verified copies' end {mark.tgt_end} (truncated?)"
-    return None
-
-
-def next_mark(covered: list[tuple[int, int]], lo: int, hi: int, base: VerifiedMark | None) -> tuple[int, int] | None:
-    """The stretch [from, to) a verify that passed over [lo, hi) of a partition with ledger `covered`
-    has verified from the partition's start (or from the trusted `base`), or None when it does not
-    reach past what was recorded: only a stretch contiguous from the first copied offset counts (an
-    offset copied later below it, in a hole, would never be checked)."""
-    if not covered:
-        return None
-    if base is None:
-        first = covered[0]
-        if lo > first[0]:
-            return None
-        frm, end = first[0], first[1]
-    else:
-        if lo > base.to:
-            return None
-        frm = base.src_from
-        end = next((b for a, b in covered if a <= base.src_from and base.to <= b), base.to)
-    to = min(end, hi)
-    return (frm, to) if to > (base.to if base is not None else frm) else None
-
-
-def _ranges(ranges: list[tuple[int, int]]) -> str:
-    return ", ".join(f"{a}..{b}" for a, b in ranges) or "nothing"
 
 
 class Verifier:
@@ -396,7 +202,7 @@ class Verifier:
         if why is None and isinstance(mark, VerifiedMark):
             if self.since_last:
                 pv.notes.append(
-                    f"since the last verify ({_iso(mark.at)}{', by ' + mark.by if mark.by else ''}): verified up to "
+                    f"since the last verify ({iso(mark.at)}{', by ' + mark.by if mark.by else ''}): verified up to "
                     f"{mark.to} then, checked from there"
                 )
             return mark
@@ -443,7 +249,7 @@ class Verifier:
 
     def _kept_by_failback(self) -> dict[Key, tuple[tuple[int, int], ...]]:
         """Target ranges holding records the failbacks that started this flow kept on its target:
-        the reverse flow's divergence and split brain (ops.failback), reported, never copied; the
+        the reverse flow's divergence and split brain (ops.dr.failback), reported, never copied; the
         latest failback record carries the earlier ones' (`kept_earlier`)."""
         record = read_control(self.clients, "failback") or {}
         kept: dict[Key, tuple[tuple[int, int], ...]] = {}
@@ -552,15 +358,6 @@ class Verifier:
             topic, {partition: a}, self.read_timeout, wait_for_topic=False, stops={partition: b}
         )
         return map(Rec.of, messages)
-
-
-def _iso(ms: int) -> str:
-    return datetime.fromtimestamp(ms / 1000, tz=UTC).isoformat(timespec="seconds")
-
-
-def exit_code(report: VerifyReport) -> int:
-    """0 when everything checked matches, 1 on a mismatch (or a partition that could not be verified)."""
-    return 0 if report.ok else 1
 
 
 __all__ = ["PartitionVerify", "VerifyReport", "When", "exit_code", "verify_flow"]

@@ -1,12 +1,12 @@
 """What the status page shows of one flow, gathered from the target's state topics in one pass.
 
-`ops.status` gives the per-partition truth (progress vs. source ends); this adds what an operator
+`ops.observe.status` gives the per-partition truth (progress vs. source ends); this adds what an operator
 asks next: the last run and its result, lag in seconds and the replication latency, the history of
 lag and throughput (from the flow's run log, `state.run_log`: no database of its own), the consumer
 groups (their last checkpoint, where each would resume on the target, and which ones the group
 offset sync leaves alone and why), the last operations (`state.history`: who paused, stopped,
 failed over...) and what needs attention, in plain words. `PageCache` keeps one build for
-a few seconds, so a refresh storm reads Kafka once. Rendering is `ops.status_html`.
+a few seconds, so a refresh storm reads Kafka once. Rendering is `mirrorflow_airflow.status_html`.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from mirrorflow.config import Config, FlowConfig
 from mirrorflow.errors import MirrorflowError
 from mirrorflow.groups.checkpoint import CheckpointStore
 from mirrorflow.groups.offset_sync import ACTIVE, UNKNOWN, sync_group_offsets
-from mirrorflow.ops.status import FlowStatus, flow_status
+from mirrorflow.ops.observe.status import FlowStatus, flow_status
 from mirrorflow.state import run_log
 from mirrorflow.state.history import OperationRecord, read_history
 from mirrorflow.state.run_log import RunRecord

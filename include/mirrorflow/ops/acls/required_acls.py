@@ -109,7 +109,7 @@ class AclsReport(Report):
     status: dict[int, str] = field(default_factory=dict)  # index in needs -> present | missing | created | error
     notes: list[str] = field(default_factory=list)
     applied: bool = False
-    after_failover: str | None = None  # the applications' ACLs after a failover (ops.failover_acls), derived from
+    after_failover: str | None = None  # the applications' ACLs after a failover (ops.acls.failover_acls), derived from
 
     @property
     def missing(self) -> int:
