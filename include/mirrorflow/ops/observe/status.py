@@ -72,7 +72,7 @@ class FlowStatus:
     next_step: str | None = None  # what gets the flow copying again (FlowState.next_step); None: running
     failed_over: bool = False  # stopped by its failover: the next step is the failback
     operations: list[str] = field(default_factory=list)  # the last failover, failback, takeover, in words
-    rpo: RpoVerdict | None = None  # the recovery point objective's verdict (ops.observe.rpo); None: no objective or stopped
+    rpo: RpoVerdict | None = None  # the RPO verdict (ops.observe.rpo); None: no objective, or stopped
 
     @property
     def lag(self) -> int | None:
