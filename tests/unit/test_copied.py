@@ -29,6 +29,16 @@ def test_units_of_a_partition_merge_and_topics_without_records_are_left_out():
                        {"partition": 1, "source_offsets": [0, 250], "target_offsets": [0, 253], "records": 250}]}
 
 
+def test_a_copy_task_that_does_not_say_where_its_records_landed_leaves_the_target_range_unknown():
+    """A result without target_from (a copy task of an older version, mid-upgrade): the event still
+    comes, with the source range and records, and no made-up target range."""
+    old = unit("orders", 0, (0, 5), (0, 6), 5)
+    del old["target_from"]
+    [topic] = copied_per_topic([old, unit("orders", 0, (5, 9), (6, 10), 4)])
+    assert topic.partitions == (CopiedRange(0, (0, 9), None, 9),)
+    assert topic.to_dict()["partitions"][0]["target_offsets"] is None
+
+
 def test_a_run_that_copied_nothing_has_no_topic():
     assert copied_per_topic([unit("orders", 0, (5, 5), (-1, 3), 0)]) == []
     assert copied_per_topic([]) == []
