@@ -304,8 +304,8 @@ def connect_copy_task(flow_name: str, paths: dict[str, Any], config_path: str | 
     if not paths.get("units"):
         raise AirflowSkipException("nothing to copy")
     cfg = MirrorflowHook(config_path).get_conn()
-    report_plan_lineage(decode_plan(paths["plan"]), config_path)
     results = copy_and_publish(cfg, decode_plan(paths["plan"]))
+    report_plan_lineage(decode_plan(paths["plan"]), config_path)
     log.info("%s: %d unit results from the Spark Connect server %s", flow_name, len(results), cfg.spark.remote)
 
 

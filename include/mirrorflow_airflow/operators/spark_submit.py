@@ -66,7 +66,6 @@ class MirrorflowSparkSubmitOperator(SparkSubmitOperator):
         scratch = scratch_dir()
         try:
             plan = decode_plan(handed["plan"])
-            report_plan_lineage(plan)  # OpenLineage: the units' source topics in, remote topics out
             plan_path = write_plan_file(plan, scratch)
             self.files = str(plan_path)
             self.application_args = [str(plan_path)]
@@ -80,6 +79,7 @@ class MirrorflowSparkSubmitOperator(SparkSubmitOperator):
             # a busy cluster, longer than lease.timeout.seconds): no other run can take it meanwhile
             with lease_kept(plan):
                 super().execute(context)
+            report_plan_lineage(plan)  # OpenLineage: the units' source topics in, remote topics out (after the copy)
         finally:
             if not os.environ.get("MIRRORFLOW_KEEP_RUNS"):
                 shutil.rmtree(scratch, ignore_errors=True)
