@@ -28,10 +28,13 @@ def lineage(job: str, run_id: str | None = None) -> list[tuple[str, list[tuple[s
     return out
 
 
-def fresh_lineage_collector() -> None:
-    """Start the next dag.test() with an empty hook lineage collector. It is one per process: a
-    worker runs each task in a process of its own, but dag.test() runs them all in the test's, so
-    what earlier tasks (and tests) collected would be reported again."""
+def record_lineage(dag) -> None:
+    """The next dag.test() of `dag` emits OpenLineage task events (the session's emission_policy
+    turns them off elsewhere), starting with an empty hook lineage collector. The
+    collector is one per process: a worker runs each task in a process of its own, but dag.test()
+    runs them all in the test's, so what earlier tasks (and tests) collected would be reported again."""
+    from airflow.providers.openlineage.api.emission_policy import extend_global_openlineage_emission_policy
     from airflow.sdk.lineage import get_hook_lineage_collector
 
+    extend_global_openlineage_emission_policy(dag, emit=True, emit_dag_events=False)
     get_hook_lineage_collector.cache_clear()

@@ -12,7 +12,7 @@ from mirrorflow.metadata.sync import sync_flow
 from mirrorflow.ops.dr.failover import failover
 from mirrorflow.replication.runner import run_once
 from mirrorflow.state.flow_state import flow_state
-from tests.airflow.lineage_support import fresh_lineage_collector, lineage
+from tests.airflow.lineage_support import lineage, record_lineage
 from tests.integration.test_replicate import records
 from tests.support import consume_all, create_topic, produce, write_config
 
@@ -57,7 +57,7 @@ def test_failback_dag_dry_run_then_approved_start(tmp_path, source, target, airf
     with FlowClients(cfg, rev) as clients:
         assert flow_state(clients).state == "stopped"
 
-    fresh_lineage_collector()
+    record_lineage(dag)
     run = dag.test(run_conf={"dry_run": False}, mark_success_pattern="approve_.*")
     states = {ti.task_id: ti.state for ti in run.get_task_instances()}
     assert states["start"] == "success", states

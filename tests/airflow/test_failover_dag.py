@@ -20,7 +20,7 @@ from mirrorflow.groups.checkpoint import emit_checkpoints
 from mirrorflow.metadata.sync import sync_flow
 from mirrorflow.replication.runner import run_once
 from mirrorflow.state.flow_state import flow_state, read_control
-from tests.airflow.lineage_support import fresh_lineage_collector, lineage
+from tests.airflow.lineage_support import lineage, record_lineage
 from tests.integration.test_failover import commit, committed_offsets, first_record_after_resume
 from tests.integration.test_replicate import records
 from tests.support import consume_all, create_topic, produce, write_config
@@ -129,7 +129,7 @@ def test_failover_dag_dry_run_then_approved_commit(tmp_path, source, target, air
             break
         member.poll(0.2)
     answer = answer_when_asked(dag.dag_id, "Approve", "carol", seen)
-    fresh_lineage_collector()
+    record_lineage(dag)
     run = dag.test(run_conf={"mode": "unplanned", "groups": None, "max_lag": None, "take_over": True,
                              "dry_run": False, "approval_timeout_minutes": 7, "approvers": None})
     answer.join(5)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.airflow.lineage_support import fresh_lineage_collector, lineage
+from tests.airflow.lineage_support import lineage, record_lineage
 from tests.integration.replicate_helpers import assert_copied, assert_map_exact, mirror_topic
 from tests.support import consume_all, produce, write_config
 
@@ -95,7 +95,7 @@ def test_dag_run_copies_through_spark_submit(dagbag, source, target, monkeypatch
     for kind in ("incr", "gauge", "timing"):
         monkeypatch.setattr(stats, kind, lambda name, value=None, *a, _k=kind, **kw: sent.append((_k, name, value)))
     machines.clear()
-    fresh_lineage_collector()
+    record_lineage(dag)
     run = dag.test()
     states = {ti.task_id: ti.state for ti in run.get_task_instances()}
     assert states == {"plan": "success", "copy": "success", "report": "success"}, states

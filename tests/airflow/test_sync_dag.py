@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.airflow.lineage_support import fresh_lineage_collector, lineage
+from tests.airflow.lineage_support import lineage, record_lineage
 from tests.support import create_topic, write_config
 
 pytestmark = pytest.mark.airflow
@@ -65,11 +65,11 @@ def test_dag_test_run_creates_the_remote_topics(airflow_db, tmp_path, monkeypatc
     monkeypatch.setenv("MIRRORFLOW_CONFIG", str(cfg_path))
     dag = dagbag().get_dag("mirrorflow_sync__A-B")
     from tests.support import admin
-    fresh_lineage_collector()
+    record_lineage(dag)
     dry = dag.test(run_conf={"dry_run": True})
     assert dry.state == "success"
     assert f"A.{topic_name}" not in admin(target).list_topics(timeout=10).topics  # the dry run changed nothing
-    fresh_lineage_collector()
+    record_lineage(dag)
     run = dag.test(run_conf={"dry_run": False})  # explicit: a second dag.test() here reused the first run's conf
     assert run.state == "success"
     states = {ti.task_id: ti.state for ti in run.get_task_instances()}
