@@ -21,7 +21,11 @@ STATUS_NOTES = {
     "ahead": "not yet replicated: the target has not received the missing records yet",
     "before": "the missing records were never replicated (source retention / initial position)",
     "gap": "the missing offsets were never copied (deleted before copy)",
-    "pruned": "below the offset map's floor (under the source's log start): resumes at the floor's record",
+    "reread": "the offset map no longer knows (or cannot express in one target offset) where the next record "
+    "is: resumes earlier, re-reading at most `reread` records, never skipping one",
+    "pruned": "below the source's log start and every group (moved there by hand): resumes at the nearest "
+    "known position at or before it, re-reading at most `reread` records (no target: forgotten by an older "
+    "mirrorflow, no checkpoint)",
     "none": "nothing copied yet for this partition: no checkpoint",
     "not-replicated": "the flow does not replicate this topic",
 }
@@ -66,6 +70,7 @@ TRANSLATION_HEADERS = (
     "target offset",
     "status",
     "missing",
+    "reread",
 )
 
 
@@ -83,6 +88,7 @@ def translation_table(rows: Iterable[TranslatedOffset], actions: Sequence[str] |
             r.target_offset,
             r.status,
             r.missing,
+            r.reread,
         ]
         if actions is not None:
             line.append(actions[i])
