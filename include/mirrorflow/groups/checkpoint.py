@@ -55,6 +55,8 @@ class Translator(Protocol):
 
     def translate(self, source_offset: int) -> Any: ...
 
+    def rereads(self, source_offset: int, target_offset: int) -> int: ...
+
 
 @dataclass(frozen=True, slots=True)  # slots: a pass builds 100,000s of them
 class TranslatedOffset:
