@@ -16,7 +16,7 @@ from confluent_kafka import Consumer, TopicPartition
 
 from mirrorflow.groups.checkpoint import emit_checkpoints
 from mirrorflow.groups.offset_sync import sync_group_offsets
-from mirrorflow.ops.failover import failover
+from mirrorflow.ops.status_page import flow_page
 from mirrorflow.replication.runner import run_once
 from tests.integration.test_continuous import Background
 from tests.integration.test_replicate import cli
@@ -30,16 +30,26 @@ NOW = int(time.time() * 1000) - 600_000
 def bound_flow(tmp_path, source, target, pfx: str, **props):
     """A flow of its own (alias, state) over `<pfx>.*` with a low offset-map bound."""
     alias = f"T{uuid.uuid4().hex[:6]}"
-    flow_props = {"topics": f"{pfx}\\..*", "groups": f"{pfx}-.*", "state.topic.partitions": 1,
-                  "transaction.max.records": 5, "offset.map.max.runs": 4, "sync.group.offsets.enabled": True,
-                  "heartbeats.replication.enabled": False, "lease.timeout.seconds": 2, **props}
+    flow_props = {
+        "topics": f"{pfx}\\..*",
+        "groups": f"{pfx}-.*",
+        "state.topic.partitions": 1,
+        "transaction.max.records": 5,
+        "offset.map.max.runs": 4,
+        "sync.group.offsets.enabled": True,
+        "heartbeats.replication.enabled": False,
+        "lease.timeout.seconds": 2,
+        **props,
+    }
     cfg = write_config(tmp_path / f"{alias}.yaml", {alias: source, "B": target}, {f"{alias}->B": flow_props})
     return cfg, cfg.flow(f"{alias}->B"), alias
 
 
 def batch(tag: str, n: int, partitions: int = 1, start: int = 0) -> list[dict]:
-    return [{"partition": i % partitions, "key": f"k{i}".encode(), "value": f"{tag}-{i}".encode(),
-             "timestamp": NOW + i} for i in range(start, start + n)]
+    return [
+        {"partition": i % partitions, "key": f"k{i}".encode(), "value": f"{tag}-{i}".encode(), "timestamp": NOW + i}
+        for i in range(start, start + n)
+    ]
 
 
 def commit(cluster, group: str, offsets: dict[tuple[str, int], int]) -> None:
@@ -114,8 +124,9 @@ def test_an_idle_group_is_never_moved_past_its_first_unread_record(tmp_path, sou
     # translate, live and from the checkpoints alone
     (tr,) = json.loads(cli(cfg, "translate", "--flow", flow.name, "--group", idle, "--json").stdout)
     assert (tr["target_offset"], tr["status"], tr["reread"]) == (want, "exact", 0)
-    (cp,) = json.loads(cli(cfg, "translate", "--flow", flow.name, "--group", idle, "--from-checkpoints",
-                           "--json").stdout)
+    (cp,) = json.loads(
+        cli(cfg, "translate", "--flow", flow.name, "--group", idle, "--from-checkpoints", "--json").stdout
+    )
     assert cp["target_offset"] == want
 
     # a group moved by hand to where the map kept no run (it did not exist when the map was pruned):
@@ -128,6 +139,17 @@ def test_an_idle_group_is_never_moved_past_its_first_unread_record(tmp_path, sou
     text = cli(cfg, "translate", "--flow", flow.name, "--group", late).stdout
     assert "reread: the offset map no longer knows" in text
     cli(cfg, "checkpoint", "--flow", flow.name, "--no-sync")
+    note = f"(earlier: re-reads at most {tr['reread']:,} record(s) it had read, skips none)"
+    # the status page, the drill and the failover's plan (what Required Actions shows) say so
+    page = flow_page(cfg, flow)
+    rows = {r.group: r for r in page.groups}
+    assert (rows[idle].resume_at, rows[idle].resume) == (want, "")
+    assert (rows[late].resume_at, rows[late].resume) == (tr["target_offset"], note.strip("()"))
+    drilled = cli(cfg, "drill", "--flow", flow.name).stdout
+    assert f"{late} would resume {remote}[0] at {tr['target_offset']} {note}" in drilled
+    assert f"{idle} would resume {remote}[0] at {want}\n" in drilled
+    dry = cli(cfg, "failover", "--flow", flow.name, "--dry-run").stdout
+    assert f"{late} resumes {remote}[0] at {tr['target_offset']} {note}" in dry
 
     # an unplanned failover commits both: idle exactly, late at its earlier position, and says so
     rep = json.loads(cli(cfg, "failover", "--flow", flow.name, "--yes", "--json").stdout)
@@ -143,16 +165,28 @@ def test_an_idle_group_is_never_moved_past_its_first_unread_record(tmp_path, sou
 
 
 def test_a_long_continuous_run_crosses_the_bound_and_every_group_resumes_at_its_next_record(
-        tmp_path, source, target, unique):
+    tmp_path, source, target, unique
+):
     """Continuous mode compressed: micro-batches every 50 ms, a bound of 6 runs crossed again and again,
     checkpoint passes and group syncs in between, idle groups, an active one and a slow one far behind
     the copy, then an unplanned failover: every group resumes at or before its first unread record,
     the idle and active ones exactly, the slow one earlier by at most what its plan says."""
     pfx = unique("long")
     topic = f"{pfx}.events"
-    cfg, flow, alias = bound_flow(tmp_path, source, target, pfx, **{
-        "offset.map.max.runs": 6, "transaction.max.records": 50, "tasks.max": 2, "continuous.poll.ms": 50,
-        "continuous.state.check.seconds": 1, "lease.timeout.seconds": 10})
+    cfg, flow, alias = bound_flow(
+        tmp_path,
+        source,
+        target,
+        pfx,
+        **{
+            "offset.map.max.runs": 6,
+            "transaction.max.records": 50,
+            "tasks.max": 2,
+            "continuous.poll.ms": 50,
+            "continuous.state.check.seconds": 1,
+            "lease.timeout.seconds": 10,
+        },
+    )
     remote = f"{alias}.{topic}"
     create_topic(source, topic, 2)
     create_topic(target, remote, 2)
@@ -168,11 +202,25 @@ def test_a_long_continuous_run_crosses_the_bound_and_every_group_resumes_at_its_
             produced[0] += 6
             time.sleep(0.15)
 
-    active = Consumer({**source.client_config(), "group.id": f"{pfx}-active", "enable.auto.commit": False,
-                       "auto.offset.reset": "earliest", "isolation.level": "read_committed"})
+    active = Consumer(
+        {
+            **source.client_config(),
+            "group.id": f"{pfx}-active",
+            "enable.auto.commit": False,
+            "auto.offset.reset": "earliest",
+            "isolation.level": "read_committed",
+        }
+    )
     active.assign([TopicPartition(topic, p, 0) for p in (0, 1)])
-    slow = Consumer({**source.client_config(), "group.id": f"{pfx}-slow", "enable.auto.commit": False,
-                     "auto.offset.reset": "earliest", "isolation.level": "read_committed"})
+    slow = Consumer(
+        {
+            **source.client_config(),
+            "group.id": f"{pfx}-slow",
+            "enable.auto.commit": False,
+            "auto.offset.reset": "earliest",
+            "isolation.level": "read_committed",
+        }
+    )
     slow.assign([TopicPartition(topic, p, 0) for p in (0, 1)])
     writer = threading.Thread(target=producing, daemon=True)
     writer.start()
@@ -188,8 +236,7 @@ def test_a_long_continuous_run_crosses_the_bound_and_every_group_resumes_at_its_
             slow.commit(asynchronous=False)
             n += 1
             if n == 3:  # an idle group that stops in the middle of the run
-                pos = {tp.partition: tp.offset for tp in active.position(
-                    [TopicPartition(topic, p) for p in (0, 1)])}
+                pos = {tp.partition: tp.offset for tp in active.position([TopicPartition(topic, p) for p in (0, 1)])}
                 commit(source, f"{pfx}-idle-mid", {(topic, p): o for p, o in pos.items() if o >= 0})
             passes.append(emit_checkpoints(cfg, flow).offset_map)
             sync_group_offsets(cfg, flow)
@@ -211,10 +258,9 @@ def test_a_long_continuous_run_crosses_the_bound_and_every_group_resumes_at_its_
     # the bound was crossed again and again while the run copied
     assert sum(1 for f in passes if f.pruned) >= 3, [f.line() for f in passes]
 
-    fo = failover(cfg, flow, "unplanned")
-    assert fo.done, fo.render()
-    assert fo.plan is not None
-    planned = {(g.group, x.partition): x for g in fo.plan.groups for x in g.partitions}
+    fo = json.loads(cli(cfg, "failover", "--flow", flow.name, "--yes", "--json").stdout)
+    assert fo["done"] is True, fo
+    planned = {(g["group"], x["partition"]): x for g in fo["groups"]["groups"] for x in g["partitions"]}
     groups = [f"{pfx}-idle-early", f"{pfx}-idle-mid", f"{pfx}-active", f"{pfx}-slow"]
     for p in (0, 1):
         landing = Landing(source, target, topic, remote, p)
@@ -225,15 +271,15 @@ def test_a_long_continuous_run_crosses_the_bound_and_every_group_resumes_at_its_
             want = landing.next_unread(g) if g <= max(landing.at) else max(landing.at.values()) + 1
             got = committed_on(target, group, remote, p)
             if group.endswith("slow"):  # never past its first unread record; what it re-reads, said
-                assert got <= want, (group, p, g, got, want, fo.render())
+                assert got <= want, (group, p, g, got, want, fo["groups"])
                 cp = last.store.for_group(group)[(remote, p)]
-                assert cp.downstream_offset == got and planned[(group, p)].checkpoint_offset == got
-                assert landing.read_again(cp.upstream_offset, got) <= planned[(group, p)].reread
+                assert cp.downstream_offset == got and planned[(group, p)]["checkpoint_offset"] == got
+                assert landing.read_again(cp.upstream_offset, got) <= planned[(group, p)]["reread"]
             else:
-                assert got == want, (group, p, g, got, want, fo.render())
+                assert got == want, (group, p, g, got, want, fo["groups"])
     for r, action in last.rows:  # a translation that is not exact says what it re-reads, as the plan does
         if r.status == "reread" and action in ("new", "advanced"):
-            assert r.reread > 0 and planned[(r.group, r.partition)].reread == r.reread, r
+            assert r.reread > 0 and planned[(r.group, r.partition)]["reread"] == r.reread, r
     maps = load_offset_map(cfg, flow, [(topic, 0), (topic, 1)])
     for pm in maps.values():  # bounded: the runs of the last passes, and below the floor landmarks
         assert pm.floor > 0 and len(pm.runs) <= 6 + 6 and (pm.marks or pm.spans)

@@ -1,5 +1,6 @@
 """Pure tests of what the offset map keeps below its floor (state.landmarks): a group is never moved
 past a record it has not read, however often the map is folded and pruned, in source order or not."""
+
 from __future__ import annotations
 
 import json
@@ -201,9 +202,21 @@ def test_an_old_snapshot_pruned_by_the_run_bound_gives_no_translation_below_its_
     """A v1 snapshot whose floor was raised by offset.map.max.runs forgot where the records below it
     landed: a group there gets no translation (no checkpoint, no commit), never the floor's record."""
     old = {
-        "v": 1, "topic": "t", "partition": 0, "epoch": 0, "entries": 10, "floor": 60,
-        "covered": [[60, 100]], "runs": [60, 66, 10, 0, 1, 10, 0, 1, 10, 0, 1, 10],
-        "tgt_end": 110, "lost": 0, "first": 0, "end": 100, "anchor": 0, "folded_to": {"0": 10}, "updated": 1,
+        "v": 1,
+        "topic": "t",
+        "partition": 0,
+        "epoch": 0,
+        "entries": 10,
+        "floor": 60,
+        "covered": [[60, 100]],
+        "runs": [60, 66, 10, 0, 1, 10, 0, 1, 10, 0, 1, 10],
+        "tgt_end": 110,
+        "lost": 0,
+        "first": 0,
+        "end": 100,
+        "anchor": 0,
+        "folded_to": {"0": 10},
+        "updated": 1,
     }
     pm = PartitionMap((), base=Snapshot.from_json(json.dumps(old).encode()).folded)
     assert pm.translate(20) == Translation(20, None, "pruned")
@@ -220,3 +233,4 @@ def test_folded_defaults_are_the_old_format():
     assert Folded().marks == () and Folded().spans == () and Folded().pins == () and Folded().covered_from is None
     with pytest.raises(Exception, match="5-tuples"):
         Snapshot.from_json(json.dumps({"v": 2, "topic": "t", "partition": 0, "spans": [1, 2]}).encode())
+

@@ -12,7 +12,7 @@ from typing import Any
 
 from mirrorflow.groups.checkpoint import CheckpointRun, TranslatedOffset
 from mirrorflow.groups.heartbeat import HeartbeatRun
-from mirrorflow.groups.offset_sync import GroupSyncRun
+from mirrorflow.groups.offset_sync import GroupSyncRun, PartitionSync
 from mirrorflow.mm2.remote_cluster import OffsetAndMetadata, TopicPartitionKey
 
 STATUS_NOTES = {
@@ -110,6 +110,19 @@ def render_translation(group: str, flow: str, rows: Sequence[TranslatedOffset]) 
     lines = [f"group {group}, flow {flow}", *translation_table(rows).split("\n")]
     lines += [f"  {note}" for note in status_notes(rows)]
     return Rendered(lines, [asdict(r) for r in rows])
+
+
+def resume_note(x: PartitionSync) -> str:
+    """How a group resumes at its checkpoint, for the plans people approve (failover, drill) and the
+    status page: empty when exactly at its next unread record (or kept at its offset on the target,
+    which is ahead)."""
+    if x.target_offset is not None and x.target_offset > x.checkpoint_offset:
+        return ""
+    if x.reread is None:
+        return " (unchecked: the offset map no longer says where the records before it landed)"
+    if x.reread:
+        return f" (earlier: re-reads at most {x.reread:,} record(s) it had read, skips none)"
+    return ""
 
 
 def render_checkpointed_offsets(offsets: Mapping[TopicPartitionKey, OffsetAndMetadata]) -> Rendered:

@@ -67,6 +67,7 @@ from mirrorflow.groups.offset_sync import (
     commit_group_plans,
     sync_group_offsets,
 )
+from mirrorflow.groups.render import resume_note
 from mirrorflow.kafka.topic_admin import list_offsets
 from mirrorflow.metadata.sync import sync_flow
 from mirrorflow.mm2.filters import FlowFilters
@@ -216,14 +217,17 @@ class FailoverPlan:
 
 def _group_row(g: GroupSyncPlan) -> list[Any]:
     """A group of a plan, compact: [group, state, members, action, reason, [[topic, partition,
-    checkpoint offset, target offset, action, metadata], ...]]."""
+    checkpoint offset, target offset, action, metadata, reread], ...]]."""
     return [
         g.group,
         g.state,
         g.members,
         g.action,
         g.reason,
-        [[x.topic, x.partition, x.checkpoint_offset, x.target_offset, x.action, x.metadata] for x in g.partitions],
+        [
+            [x.topic, x.partition, x.checkpoint_offset, x.target_offset, x.action, x.metadata, x.reread]
+            for x in g.partitions
+        ],
     ]
 
 
@@ -324,7 +328,7 @@ class FailoverReport(Report):
             for x in g.partitions:
                 if x.action in ("write", "skip-equal", "skip-ahead"):
                     resume = max(x.checkpoint_offset, x.target_offset or -1)
-                    out.append(f"    {g.group} resumes {x.topic}[{x.partition}] at {resume}")
+                    out.append(f"    {g.group} resumes {x.topic}[{x.partition}] at {resume}" + resume_note(x))
         out += [f"    {g}: CANNOT be read on the target: {e}" for g, e in sorted(plan.errors.items())]
         return out
 
