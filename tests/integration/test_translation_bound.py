@@ -139,6 +139,9 @@ def test_an_idle_group_is_never_moved_past_its_first_unread_record(tmp_path, sou
     text = cli(cfg, "translate", "--flow", flow.name, "--group", late).stdout
     assert "reread: the offset map no longer knows" in text
     cli(cfg, "checkpoint", "--flow", flow.name, "--no-sync")
+    (cp,) = json.loads(cli(cfg, "translate", "--flow", flow.name, "--group", late, "--from-checkpoints",
+                           "--json").stdout)  # from the target alone, as when the source is lost
+    assert (cp["target_offset"], cp["reread"]) == (tr["target_offset"], tr["reread"])
     note = f"(earlier: re-reads at most {tr['reread']:,} record(s) it had read, skips none)"
     # the status page, the drill and the failover's plan (what Required Actions shows) say so
     page = flow_page(cfg, flow)

@@ -250,6 +250,17 @@ def test_translation_table_rendering():
     assert row.status == "reread" and 0 < row.reread <= 7 + 10 and row.target_offset <= 227
     assert translation_table([row]).splitlines()[2].split()[-3:] == ["reread", "0", str(row.reread)]
     assert status_notes([row])[0].startswith("reread: the offset map no longer knows")
+    # from the checkpoints alone (the source lost): what each resumes at, and what it re-reads there
+    from mirrorflow.groups.render import render_checkpointed_offsets
+
+    cps = {TopicPartitionKey("A.orders", 0): OffsetAndMetadata(104, ""),
+           TopicPartitionKey("A.orders", 1): OffsetAndMetadata(90, ""),
+           TopicPartitionKey("A.orders", 2): OffsetAndMetadata(7, "")}
+    shown = render_checkpointed_offsets(cps, {("A.orders", 1): 12, ("A.orders", 2): None})
+    assert [line.split() for line in shown.lines[2:5]] == [["A.orders", "0", "104", "0"], ["A.orders", "1", "90", "12"],
+                                                           ["A.orders", "2", "7", "?"]]
+    assert shown.lines[5].startswith("  reread: the offset map no longer knows") and shown.lines[6].startswith("  ?: ")
+    assert [r["reread"] for r in shown.data] == [0, 12, None]
     with_actions = translation_table(rows, ["new", "unchanged"]).splitlines()
     assert with_actions[0].endswith("checkpoint") and with_actions[3].endswith("unchanged")
 

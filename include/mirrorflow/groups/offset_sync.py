@@ -306,6 +306,16 @@ def _sync(
     return run
 
 
+def checkpoint_rereads(
+    cfg: Config, flow: FlowConfig, group: str, clients: FlowClients | None = None
+) -> dict[tuple[str, int], int | None]:
+    """(downstream topic, partition) -> at most how many records `group` reads again when it resumes
+    at its checkpoint there (None: the offset map no longer says): from the target alone."""
+    with flow_clients(cfg, flow, clients) as c:
+        cps = CheckpointStore.load(c).for_group(group)
+        return _rereads(c, {group: cps}).get(group, {}) if cps else {}
+
+
 def _rereads(
     clients: FlowClients, wanted: Mapping[str, Mapping[tuple[str, int], Checkpoint]]
 ) -> dict[str, dict[tuple[str, int], int | None]]:

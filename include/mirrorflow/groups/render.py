@@ -125,16 +125,36 @@ def resume_note(x: PartitionSync) -> str:
     return ""
 
 
-def render_checkpointed_offsets(offsets: Mapping[TopicPartitionKey, OffsetAndMetadata]) -> Rendered:
-    """Where a group resumes on the target according to the checkpoints there alone."""
+def render_checkpointed_offsets(
+    offsets: Mapping[TopicPartitionKey, OffsetAndMetadata], rereads: Mapping[tuple[str, int], int | None] | None = None
+) -> Rendered:
+    """Where a group resumes on the target according to the checkpoints there alone, and at most how
+    many records it reads again there (`rereads`, from the offset map on the target; '?': unknown)."""
     ordered = sorted(offsets.items())
+    again = rereads or {}
+
+    def reread(tp: TopicPartitionKey) -> int | None:
+        return again.get((tp.topic, tp.partition), 0)
+
     table = render_table(
-        ("target topic", "partition", "target offset"), [(tp.topic, tp.partition, om.offset) for tp, om in ordered]
+        ("target topic", "partition", "target offset", "reread"),
+        [(tp.topic, tp.partition, om.offset, "?" if reread(tp) is None else reread(tp)) for tp, om in ordered],
     )
+    lines = table.split("\n")
+    if any(reread(tp) for tp, _ in ordered):
+        lines.append(f"  reread: {STATUS_NOTES['reread']}")
+    if any(reread(tp) is None for tp, _ in ordered):
+        lines.append("  ?: the offset map no longer says where the records before the checkpoint landed")
     return Rendered(
-        table.split("\n"),
+        lines,
         [
-            {"target_topic": tp.topic, "partition": tp.partition, "target_offset": om.offset, "metadata": om.metadata}
+            {
+                "target_topic": tp.topic,
+                "partition": tp.partition,
+                "target_offset": om.offset,
+                "metadata": om.metadata,
+                "reread": reread(tp),
+            }
             for tp, om in ordered
         ],
     )
