@@ -80,12 +80,17 @@ def span_piece(s: Span) -> Piece:
     return Piece(s.src, s.src_end, s.tgt, s.tgt_end, s.records, False)
 
 
+def regular(pieces: Sequence[Piece]) -> bool:
+    """Pieces (sorted by source offset) that do not overlap and whose targets follow source order."""
+    return all(b.src >= a.src_end and b.tgt >= a.tgt_end for a, b in zip(pieces, pieces[1:], strict=False))
+
+
 class Pieces:
     """The runs and spans of a partition, sorted by source offset, indexed to answer where a group
     resumes and how much it re-reads."""
 
-    def __init__(self, pieces: Iterable[Piece]) -> None:
-        self.items = sorted(pieces)
+    def __init__(self, pieces: Iterable[Piece], in_order: bool = False) -> None:
+        self.items = list(pieces) if in_order else sorted(pieces)
         self.starts = [p.src for p in self.items]
         n = len(self.items)
         # lowest target offset of the pieces from i on; highest source end of the pieces up to i
@@ -100,9 +105,7 @@ class Pieces:
             high = max(high, p.src_end)
             self.prefix_max_end.append(high)
         # in source order with targets in the same order, nothing overlapping: the cheap case
-        self.regular = all(
-            b.src >= a.src_end and b.tgt >= a.tgt_end for a, b in zip(self.items, self.items[1:], strict=False)
-        )
+        self.regular = regular(self.items)
 
     def _holding(self, g: int) -> list[Piece]:
         """The pieces that start at or before `g` and end after it."""

@@ -29,7 +29,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from functools import cached_property
 
-from mirrorflow.state.landmarks import Pieces, Span, run_piece, span_piece, thin
+from mirrorflow.state.landmarks import Piece, Pieces, Span, regular, run_piece, span_piece, thin
 
 
 @dataclass(frozen=True)
@@ -276,19 +276,19 @@ class PartitionMap:
         self._starts = [r.src for r in self.runs]
         # a backfill copied older records after newer ones: target order is not source order here
         self.reordered: bool = any(b.tgt < a.tgt for a, b in zip(self.runs, self.runs[1:], strict=False))
-        if self.marks or self.spans:
-            self.reordered = not self._pieces.regular
+        if self.marks or self.spans:  # and below the floor (few pieces, all before the runs)
+            low = self._below
+            self.reordered |= not regular(low) or bool(self.runs and low[-1].tgt_end > self.runs[0].tgt)
+
+    @cached_property
+    def _below(self) -> list[Piece]:
+        """The marks and spans as pieces, in source order."""
+        return sorted([*(run_piece(r.src, r.tgt, r.count) for r in self.marks), *(span_piece(s) for s in self.spans)])
 
     @cached_property
     def _pieces(self) -> Pieces:
         """Every run and span, indexed (built when a translation needs more than the runs)."""
-        return Pieces(
-            [
-                *(run_piece(r.src, r.tgt, r.count) for r in self.marks),
-                *(span_piece(s) for s in self.spans),
-                *(run_piece(r.src, r.tgt, r.count) for r in self.runs),
-            ]
-        )
+        return Pieces([*self._below, *(run_piece(r.src, r.tgt, r.count) for r in self.runs)], in_order=True)
 
     # -- folding and pruning ------------------------------------------------------------------
     def folded(self) -> Folded:
