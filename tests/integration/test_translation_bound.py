@@ -248,6 +248,7 @@ def test_a_long_continuous_run_crosses_the_bound_and_every_group_resumes_at_its_
         writer.join(30)
     rep = run.join(240)
     assert rep.ok, rep.render()
+    assert run_once(cfg, flow, mode="direct").ok  # what came after its deadline (a slow machine), if anything
     drain(active, 3.0)  # the active group reads to the end and commits: exactly at the end
     active.commit(asynchronous=False)
     active.close()

@@ -389,7 +389,8 @@ class PartitionMap:
         if not self.count:
             return Translation(g, None, "none")
         assert self.tgt_end is not None
-        plain = not (self.marks or self.spans or self.reordered)
+        # in source order, at or above the floor the runs alone say it (what lies below is read)
+        plain = not self.reordered and (g >= self.floor or not (self.marks or self.spans))
         if self.forgotten is not None and g < self.forgotten and self.first is not None and self.first < self.forgotten:
             return Translation(g, None, "pruned")  # a mirrorflow before landmarks pruned these: unknown
         if g < self.covered_from and self.first is not None and self.first < self.covered_from:
@@ -408,7 +409,7 @@ class PartitionMap:
     def rereads(self, source_offset: int, target_offset: int) -> int:
         """At most how many copied records below `source_offset` lie at `target_offset` or later:
         what a consumer that committed `source_offset` reads again when it resumes there."""
-        if not (self.marks or self.spans or self.reordered):
+        if not self.reordered and (source_offset >= self.floor or not (self.marks or self.spans)):
             nxt = self.first_copied_at_or_after(source_offset)
             exact = nxt[1] if nxt is not None else self.tgt_end
             if exact is not None and target_offset >= exact:
