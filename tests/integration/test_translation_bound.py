@@ -84,6 +84,14 @@ class Landing:
         return sum(1 for s, t in self.at.items() if s < g and t >= resume)
 
 
+def reader(cluster, group: str, topic: str, partitions: int) -> Consumer:
+    """A consumer of `group` reading `topic` from its start (assigned: it commits what it read)."""
+    c = Consumer({**cluster.client_config(), "group.id": group, "enable.auto.commit": False,
+                  "auto.offset.reset": "earliest", "isolation.level": "read_committed"})
+    c.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+    return c
+
+
 def drain(consumer, seconds: float) -> None:
     """Read what is there for `seconds` (a consumer keeping up with its partitions)."""
     deadline = time.monotonic() + seconds
@@ -205,26 +213,8 @@ def test_a_long_continuous_run_crosses_the_bound_and_every_group_resumes_at_its_
             produced[0] += 6
             time.sleep(0.15)
 
-    active = Consumer(
-        {
-            **source.client_config(),
-            "group.id": f"{pfx}-active",
-            "enable.auto.commit": False,
-            "auto.offset.reset": "earliest",
-            "isolation.level": "read_committed",
-        }
-    )
-    active.assign([TopicPartition(topic, p, 0) for p in (0, 1)])
-    slow = Consumer(
-        {
-            **source.client_config(),
-            "group.id": f"{pfx}-slow",
-            "enable.auto.commit": False,
-            "auto.offset.reset": "earliest",
-            "isolation.level": "read_committed",
-        }
-    )
-    slow.assign([TopicPartition(topic, p, 0) for p in (0, 1)])
+    active = reader(source, f"{pfx}-active", topic, 2)  # keeps up with the producer
+    slow = reader(source, f"{pfx}-slow", topic, 2)  # far behind the copy, further every second
     writer = threading.Thread(target=producing, daemon=True)
     writer.start()
     passes = []
@@ -233,9 +223,9 @@ def test_a_long_continuous_run_crosses_the_bound_and_every_group_resumes_at_its_
         deadline = time.monotonic() + 15
         n = 0
         while time.monotonic() < deadline:
-            drain(active, 1.0)  # keeps up with the producer, commits what it read
+            drain(active, 1.0)
             active.commit(asynchronous=False)
-            slow.consume(8, 0.2)  # far behind, further every second
+            slow.consume(8, 0.2)
             slow.commit(asynchronous=False)
             n += 1
             if n == 3:  # an idle group that stops in the middle of the run
