@@ -26,11 +26,12 @@ os.environ.update({
     "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{_AIRFLOW_HOME}/airflow.db",
     "AIRFLOW__CORE__UNIT_TEST_MODE": "False",
 })
-sys.path[:0] = [str(ROOT / "include"), str(ROOT)]
+sys.path[:0] = [str(ROOT / "include"), str(ROOT / "devtools"), str(ROOT)]
 
 import pytest  # noqa: E402
 
-from mirrorflow.dev.cluster import DevCluster, DevClusters  # noqa: E402
+from mirrorflow_dev.cluster import DevClusters  # noqa: E402
+from mirrorflow_dev.dev_cluster import DevCluster  # noqa: E402
 from tests.connect_support import connect_server  # noqa: E402,F401 - one Spark Connect server per session
 from tests.postgres_support import airflow_postgres, postgres_server  # noqa: E402,F401 - Airflow's database
 
