@@ -49,6 +49,15 @@ class ClusterPool:
             self.started.update(self.dev.up([alias], sasl=[alias] if sasl else [], attached=True))
         return self.started[alias]
 
+    def releases(self, versions: dict[str, str]) -> dict[str, DevCluster]:
+        """Clusters of other Kafka releases (alias -> version, e.g. {"K39": "3.9.2"}), started together;
+        the session's others run the default release (4.3.1)."""
+        todo = [a for a in versions if a not in self.started]
+        if todo:
+            self.started.update(self.dev.up(todo, kafka_versions={a: versions[a] for a in todo}, attached=True))
+        assert all(self.started[a].kafka_version == v for a, v in versions.items())
+        return {a: self.started[a] for a in versions}
+
     def close(self) -> None:
         self.dev.down()
         shutil.rmtree(self.home, ignore_errors=True)
@@ -128,6 +137,7 @@ def pytest_addoption(parser) -> None:
 # different workers and the two workers end close together instead of one waiting alone on the last.
 HEAVY_FIRST = (
     "tests/airflow/test_scheduler.py",
+    "tests/integration/test_kafka_versions.py",
     "tests/chaos/test_chaos.py",
     "tests/chaos/test_dr_chaos.py",
     "tests/airflow/test_failover_approval.py",
