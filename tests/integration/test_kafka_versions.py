@@ -14,6 +14,7 @@ target never got.
 from __future__ import annotations
 
 import json
+import re
 import time
 from pathlib import Path
 
@@ -21,6 +22,7 @@ import pytest
 from confluent_kafka import Consumer, ConsumerGroupType, TopicPartition
 from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource
 
+from mirrorflow.config.properties import DEFAULT_CONFIG_EXCLUDE
 from mirrorflow.groups.checkpoint import emit_checkpoints
 from mirrorflow.groups.offset_sync import sync_group_offsets
 from mirrorflow.metadata.sync import sync_flow
@@ -115,6 +117,29 @@ def future_timestamps_need_the_targets_limit_raised(cfg, flow, source, target, t
     assert [r.content() for r in consume_all(target, topic)] == [r.content() for r in consume_all(source, topic)]
 
 
+# a topic config only the source's release knows: (3.9 -> 4.x) removed in 4.0, (4.x -> 3.9) new in 4.x
+ONE_SIDED_CONFIG = {OLD: ("message.format.version", "2.8"), NEW: ("max.decompressed.message.bytes", "2000000")}
+
+
+def a_config_the_target_does_not_know_must_be_excluded(tmp_path, source, target, s: str, t: str, pfx: str) -> None:
+    """A source topic that sets a config the target's release does not know cannot be created there:
+    the sync names the topic and the config; with the config in config.properties.exclude it is
+    created with the rest of its configs."""
+    name, value = ONE_SIDED_CONFIG[source.kafka_version]
+    topic = f"{pfx}.configs"
+    create_topic(source, topic, 1, {name: value, "retention.ms": "7200000"})
+    flow = {"topics": f"{pfx}\\..*", "replication.policy.class": "IdentityReplicationPolicy"}
+    cfg = write_config(tmp_path / "configs.yaml", {s: source, t: target}, {f"{s}->{t}": flow})
+    rep = sync_flow(cfg, cfg.flow(f"{s}->{t}"), ["topics"])
+    assert not rep.ok and f"[FAILED]: Unknown topic config name: {name}" in rep.render(), rep.render()
+    assert topic not in admin(target).list_topics(timeout=10).topics
+    excluded = [*DEFAULT_CONFIG_EXCLUDE, re.escape(name)]
+    cfg = write_config(tmp_path / "configs.yaml", {s: source, t: target},
+                       {f"{s}->{t}": {**flow, "config.properties.exclude": excluded}})
+    rep = sync_flow(cfg, cfg.flow(f"{s}->{t}"), ["topics"])
+    assert rep.ok and f"configs: retention.ms=7200000 (from {topic})" in rep.render(), rep.render()
+
+
 @pytest.mark.parametrize("src_version,tgt_version", [(OLD, NEW), (NEW, OLD)], ids=["3.9-to-4.4", "4.4-to-3.9"])
 def test_copy_groups_failover_and_failback_across_releases(tmp_path, releases, kafka_pool, unique,
                                                            src_version, tgt_version):
@@ -145,6 +170,7 @@ def test_copy_groups_failover_and_failback_across_releases(tmp_path, releases, k
     assert run_once(cfg, fwd, mode="direct").records == 0
     if source.release.major < 4 <= target.release.major:
         future_timestamps_need_the_targets_limit_raised(cfg, fwd, source, target, f"{pfx}.future")
+    a_config_the_target_does_not_know_must_be_excluded(tmp_path, source, target, s, t, unique("kvcfg"))
 
     # the application read part of each partition on the source; checkpoint and group sync put the
     # group on the target at the translated offsets (4.x: the consumer group protocol, 3.9: classic)
