@@ -37,12 +37,12 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT / "include"), str(ROOT)]
+sys.path[:0] = [str(ROOT / "include"), str(ROOT / "devtools"), str(ROOT)]
 
 from confluent_kafka import Consumer, Producer, TopicPartition  # noqa: E402
 from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 
-from mirrorflow.dev.cluster import DevClusters  # noqa: E402
+from mirrorflow_dev.cluster import DevClusters  # noqa: E402
 
 TOPIC = "bench.orders"
 PER_RUN = 10  # source offsets per run and partition

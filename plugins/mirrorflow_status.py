@@ -1,8 +1,8 @@
 """Airflow plugin: the mirrorflow status page (Browse > Mirrorflow) inside the Airflow UI.
 
-Thin: the config comes through MirrorflowHook, the page's contents from mirrorflow.ops.status_page
+Thin: the config comes through MirrorflowHook, the page's contents from mirrorflow.ops.observe.status_page
 (the target clusters' state topics, cached a few seconds so a refresh storm reads Kafka once) and
-its HTML from mirrorflow.ops.status_html. Every route requires an Airflow login (Depends(get_user):
+its HTML from mirrorflow_airflow.status_html. Every route requires an Airflow login (Depends(get_user):
 the UI's JWT cookie or a bearer token); plugin routes are public otherwise.
 
 Pause, resume and stop (POST /api/flows/<flow.id>/control, a JSON body: a cross-site form cannot send
@@ -24,7 +24,7 @@ from fastapi import Depends, FastAPI, HTTPException, Request
 from fastapi.responses import HTMLResponse
 from pydantic import BaseModel
 
-from mirrorflow.ops.status_page import PageCache
+from mirrorflow.ops.observe.status_page import PageCache
 
 CACHE_S = 5.0
 KINDS = (
@@ -108,7 +108,7 @@ def control(flow_id: str, body: ControlRequest, request: Request, user: GetUserD
 
 @app.get("/", response_class=HTMLResponse)
 def index(request: Request, user: GetUserDep, fragment: bool = False) -> str:
-    from mirrorflow.ops import status_html
+    from mirrorflow_airflow import status_html
 
     pages = _pages()
     # buttons only on the flows this user may control (the POST checks again)

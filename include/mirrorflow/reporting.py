@@ -11,6 +11,7 @@ whose JSON has its own shape (renamed keys, a summary of its parts) overrides `t
 from __future__ import annotations
 
 from dataclasses import asdict
+from datetime import UTC, datetime
 from typing import Any, ClassVar
 
 
@@ -39,3 +40,8 @@ class Report:
 
     def to_dict(self) -> dict[str, Any]:
         return as_dict(self, *self.DERIVED)
+
+
+def iso(ms: int) -> str:
+    """A time in epoch milliseconds as reports print it: ISO 8601 in UTC, to the second."""
+    return datetime.fromtimestamp(ms / 1000, tz=UTC).isoformat(timespec="seconds")

@@ -9,7 +9,7 @@ import pytest
 
 from mirrorflow.clients import FlowClients
 from mirrorflow.metadata.sync import sync_flow
-from mirrorflow.ops.failover import failover
+from mirrorflow.ops.dr.failover import failover
 from mirrorflow.replication.runner import run_once
 from mirrorflow.state.flow_state import flow_state
 from tests.integration.test_replicate import records

@@ -64,12 +64,14 @@ import pytest
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
 from mirrorflow.clients import FlowClients
-from mirrorflow.dev.cluster import DevCluster
+from mirrorflow_dev.dev_cluster import DevCluster
 from mirrorflow.groups.checkpoint import emit_checkpoints
 from mirrorflow.metadata.sync import sync_flow
-from mirrorflow.ops.failback import failback
-from mirrorflow.ops.failover import FailoverPlan, commit_failover, plan_failover
-from mirrorflow.ops.verify import verify_flow
+from mirrorflow.ops.dr.failback import failback
+from mirrorflow.ops.dr.failover_commit import commit_failover
+from mirrorflow.ops.dr.failover_plan import FailoverPlan
+from mirrorflow.ops.dr.failover_preflight import plan_failover
+from mirrorflow.ops.verify.verify import verify_flow
 from mirrorflow.replication.runner import run_once
 from mirrorflow.state.flow_state import read_control
 from tests.support import Rec, consume_all, create_topic, end_transaction, markers_written, write_config
@@ -661,10 +663,10 @@ class DrChaos:
             time.sleep(rng.uniform(0.1, 0.8))  # the producer writes on A up to the loss
             dev = self.pool.dev
             if kind == "kill":
-                dev._kill(dev.clusters()["DA"])
+                dev.kill("DA")
                 self.fig.kills += 1
             else:
-                dev._stop(dev.clusters()["DA"])
+                dev.stop("DA")
                 self.fig.stops += 1
             a_writer.stop()
             at = self.fail_over(self.fwd, "unplanned", approval)

@@ -18,7 +18,7 @@ from mirrorflow.groups.checkpoint import emit_checkpoints
 from mirrorflow.groups.heartbeat import emit_heartbeats
 from mirrorflow.groups.offset_sync import sync_group_offsets
 from mirrorflow.metadata.sync import sync_flow
-from mirrorflow.ops.required_acls import required_acls
+from mirrorflow.ops.acls.required_acls import required_acls
 from mirrorflow.replication.runner import run_once
 from tests.integration.test_failover import commit
 from tests.integration.test_replicate import cli, records

@@ -210,7 +210,7 @@ def test_heartbeats_and_topology_match_java(tmp_path, source, target, topic_name
 
 def test_unknown_group_and_unreachable_cluster_are_one_clear_error(tmp_path, source, target, topic_name):
     from mirrorflow.groups.checkpoint import translate_group
-    from mirrorflow.dev.cluster import free_port
+    from mirrorflow_dev.processes import free_port
     cfg = flow_cfg(tmp_path, source, target, topic_name)
     with pytest.raises(MirrorflowError, match="has no committed offsets on cluster 'A'"):
         translate_group(cfg, cfg.flow("A->B"), f"nobody-{topic_name}", maps={})

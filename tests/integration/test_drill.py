@@ -82,8 +82,8 @@ def test_drill_rehearses_the_failover_and_moves_nothing(tmp_path, source, target
     status = cli(cfg, "status", "--flow", flow.name).stdout
     assert "last drill at " in status and "RPO 20 offsets not replicated" in status
     assert "1 group(s) would resume, verify ok, shadow groups <group>.drill" in status
-    from mirrorflow.ops import status_html
-    from mirrorflow.ops.status_page import flow_page
+    from mirrorflow.ops.observe.status_page import flow_page
+    from mirrorflow_airflow import status_html
 
     card = status_html.render_flow(flow_page(cfg, flow), lambda f: [])  # the status page's card of the flow
     assert card.count("last drill at ") == 1 and "RPO 20 offsets not replicated" in card
@@ -104,8 +104,8 @@ def test_verify_window_and_resume_offsets_of_a_report():
     """Pure: the window a drill verifies, and where groups resume (never backwards, left-alone apart)."""
     from mirrorflow.errors import ConfigError
     from mirrorflow.groups.offset_sync import GroupSyncPlan, PartitionSync
-    from mirrorflow.ops.drill import DrillReport, verify_start
-    from mirrorflow.ops.failover import FailoverPlan, PartitionRPO
+    from mirrorflow.ops.dr.drill import DrillReport, verify_start
+    from mirrorflow.ops.dr.failover_plan import FailoverPlan, PartitionRPO
 
     now = 1_764_000_000_000  # 2025-11-24T16:00:00Z
     assert verify_start(None, now) == "2025-11-24T15:00:00.000+00:00"  # the last hour

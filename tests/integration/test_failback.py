@@ -15,9 +15,12 @@ from mirrorflow.clients import FlowClients
 from mirrorflow.errors import StateError
 from mirrorflow.groups.checkpoint import emit_checkpoints
 from mirrorflow.metadata.sync import sync_flow
-from mirrorflow.ops.failback import failback
-from mirrorflow.ops.failover import FailoverPlan, commit_failover, failover, plan_failover
-from mirrorflow.ops.verify import verify_flow
+from mirrorflow.ops.dr.failback import failback
+from mirrorflow.ops.dr.failover import failover
+from mirrorflow.ops.dr.failover_commit import commit_failover
+from mirrorflow.ops.dr.failover_plan import FailoverPlan
+from mirrorflow.ops.dr.failover_preflight import plan_failover
+from mirrorflow.ops.verify.verify import verify_flow
 from mirrorflow.replication.runner import run_once
 from tests.integration.test_failover import commit, first_record_after_resume
 from tests.integration.test_replicate import NOW, cli, records
@@ -49,7 +52,7 @@ def pair(tmp_path, primary, target, pfx: str, a: str, b: str, policy: str):
 
 
 def kill(kafka_pool):
-    kafka_pool.dev._kill(kafka_pool.dev.clusters()["P"])  # SIGKILL the whole source cluster
+    kafka_pool.dev.kill("P")  # SIGKILL the whole source cluster
 
 
 def content(r) -> str:

@@ -69,7 +69,7 @@ def test_unplanned_failover_with_the_source_killed(tmp_path, primary, target, ka
     produce(primary, topic, records(20, 2, seed="late"))  # never replicated: the RPO
     src = consume_all(primary, topic)
 
-    kafka_pool.dev._kill(kafka_pool.dev.clusters()["P"])  # SIGKILL the whole source cluster (its current pid)
+    kafka_pool.dev.kill("P")  # SIGKILL the whole source cluster (its current pid)
     try:
         dry = json.loads(cli(cfg, "failover", "--flow", "P->B", "--dry-run", "--json").stdout)
         assert dry["done"] is False and dry["note"] == "dry run: nothing changed"
@@ -159,8 +159,10 @@ def test_commit_refuses_a_plan_whose_state_moved_and_commits_exactly_an_unmoved_
     the preflight, or a new checkpoint, makes it refuse (naming what moved, nothing committed, flow
     running); a plan whose state did not move is committed exactly, with its approver on the record."""
     from mirrorflow.clients import FlowClients
-    from mirrorflow.ops.failover import PlanMovedError, commit_failover, plan_failover
-    from mirrorflow.ops.status import flow_status
+    from mirrorflow.ops.dr.failover_commit import commit_failover
+    from mirrorflow.ops.dr.failover_plan import PlanMovedError
+    from mirrorflow.ops.dr.failover_preflight import plan_failover
+    from mirrorflow.ops.observe.status import flow_status
     from mirrorflow.state.flow_state import flow_state, read_control
     from tests.support import create_topic
 
@@ -305,7 +307,7 @@ def test_a_planned_drain_that_cannot_reach_lag_0_stops_unless_the_lag_is_accepte
 
     from mirrorflow.clients import FlowClients
     from mirrorflow.errors import MirrorflowError
-    from mirrorflow.ops.failover import plan_failover
+    from mirrorflow.ops.dr.failover_preflight import plan_failover
     from mirrorflow.state.flow_state import flow_state, read_control
     from tests.support import create_topic
 

@@ -5,7 +5,7 @@ import re
 
 import pytest
 
-from mirrorflow.ops import status
+from mirrorflow.ops.observe import status
 from mirrorflow.replication.runner import run_once
 from tests.support import create_topic, produce, write_config
 
@@ -59,7 +59,7 @@ def test_flow_status_and_status_page(source, target, unique, tmp_path, monkeypat
 
 
 def _dead_port() -> int:
-    from mirrorflow.dev.cluster import free_port
+    from mirrorflow_dev.processes import free_port
 
     return free_port()
 
@@ -184,8 +184,8 @@ def test_pause_and_resume_buttons_for_an_admin_refused_for_a_viewer(source, targ
 
 def test_every_checkpoint_pass_is_on_the_page_also_one_that_moved_no_group(source, target, unique, tmp_path):
     from mirrorflow.groups.checkpoint import emit_checkpoints
-    from mirrorflow.ops import status_html
-    from mirrorflow.ops.status_page import flow_page
+    from mirrorflow.ops.observe.status_page import flow_page
+    from mirrorflow_airflow import status_html
 
     cfg, flow, topic = own_flow(tmp_path, source, target, unique, "cpass")
     create_topic(target, f"{flow.source}.{topic}")

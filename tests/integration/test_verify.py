@@ -13,7 +13,7 @@ import pytest
 from confluent_kafka import Producer
 
 from mirrorflow.clients import FlowClients
-from mirrorflow.ops.verify import VerifyReport, verify_flow
+from mirrorflow.ops.verify.verify import VerifyReport, verify_flow
 from mirrorflow.replication.runner import run_once
 from tests.integration.replicate_helpers import delete_records, make_flow, mirror_topic
 from tests.integration.test_replicate import NOW, cli, records

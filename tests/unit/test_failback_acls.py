@@ -3,7 +3,7 @@ regexes become ACL patterns; the bindings a flow needs (no cluster)."""
 
 from __future__ import annotations
 
-from mirrorflow.ops.required_acls import patterns, required_acls
+from mirrorflow.ops.acls.required_acls import patterns, required_acls
 from tests.unit.test_config import CLUSTERS, parse, problems
 
 IDENTITY = {"replication.policy.class": "IdentityReplicationPolicy"}

@@ -10,7 +10,8 @@ import pytest
 
 from mirrorflow.errors import StateError
 from mirrorflow.groups.offset_sync import GroupSyncPlan, PartitionSync
-from mirrorflow.ops.failover import FailoverPlan, PartitionRPO, drain_refusal, plan_moves
+from mirrorflow.ops.dr.failover_drain import drain_refusal
+from mirrorflow.ops.dr.failover_plan import FailoverPlan, PartitionRPO, plan_moves
 
 
 def plan(**changes) -> FailoverPlan:
@@ -112,7 +113,7 @@ def test_a_failover_plan_keeps_what_each_partition_reads_again_through_its_recor
         "",  # kept at its offset on the target, which is ahead
     ]
     # what Required Actions shows for the approval: the plan's report, with the same notes
-    from mirrorflow.ops.failover import FailoverReport
+    from mirrorflow.ops.dr.failover_report import FailoverReport
 
     shown = FailoverReport("A->B", "B", "unplanned", False, plan=back).markdown()
     assert "g resumes A.t[0] at 80 (earlier: re-reads at most 12 record(s) it had read, skips none)" in shown

@@ -1,13 +1,24 @@
-"""The core package's layers: a package imports only from the layers below it (docs/architecture.md),
-and no module of mirrorflow or mirrorflow_airflow takes part in an import cycle."""
+"""The core package's layers: a package (and a room of `ops`) imports only from the layers below it
+(docs/architecture.md), no module of mirrorflow or mirrorflow_airflow takes part in an import cycle, and
+the product imports nothing from the development harness (devtools/mirrorflow_dev)."""
 from __future__ import annotations
 
 import ast
+import re
+import subprocess
+import sys
 from pathlib import Path
 
 import mirrorflow
 
 PKG = Path(mirrorflow.__file__).parent
+BELOW_OPS = {"errors", "process", "reporting", "kafka", "mm2", "config", "clients", "state", "replication", "metadata",
+             "groups"}
+# the rooms of ops (ops/<room>/): each its own layer; the modules directly in ops/ sit above them
+ROOMS = {"ops.acls", "ops.verify", "ops.observe", "ops.dr"}
+ROOT = PKG.parents[1]
+# what ships and runs in production: the core, the Airflow adapters, the DAG files, the plugins, the Spark job
+PRODUCT = ("include/mirrorflow", "include/mirrorflow_airflow", "dags", "plugins", "spark_jobs")
 # package -> the mirrorflow packages it may import (besides itself)
 ALLOWED: dict[str, set[str]] = {
     "errors": set(),
@@ -21,17 +32,28 @@ ALLOWED: dict[str, set[str]] = {
     "replication": {"errors", "process", "reporting", "kafka", "mm2", "config", "clients", "state"},
     "metadata": {"errors", "reporting", "kafka", "mm2", "config", "clients", "state"},
     "groups": {"errors", "reporting", "kafka", "mm2", "config", "clients", "state"},
-    "ops": {"errors", "process", "reporting", "kafka", "mm2", "config", "clients", "state", "replication",
-            "metadata", "groups"},
-    "dev": {"errors", "process", "kafka", "config"},
-    "cli": {"errors", "process", "reporting", "kafka", "mm2", "config", "clients", "state", "replication",
-            "metadata", "groups", "ops", "dev"},
+    "ops.acls": BELOW_OPS,
+    "ops.verify": BELOW_OPS,
+    "ops.observe": BELOW_OPS,
+    "ops.dr": BELOW_OPS | {"ops.verify"},
+    "ops": BELOW_OPS | ROOMS,
+    "cli": BELOW_OPS | {"ops"} | ROOMS,
 }
 
 
 def _layer(path: Path) -> str:
     rel = path.relative_to(PKG)
+    if rel.parts[0] == "ops" and len(rel.parts) > 2:
+        return f"ops.{rel.parts[1]}"
     return rel.parts[0].removesuffix(".py")
+
+
+def _package(name: str) -> str:
+    """The layer of an imported mirrorflow module: its package, or its room of ops."""
+    parts = name.split(".")
+    if parts[1] == "ops" and len(parts) > 2 and f"ops.{parts[2]}" in ROOMS:
+        return f"ops.{parts[2]}"
+    return parts[1]
 
 
 def _imports(path: Path) -> list[tuple[int, str]]:
@@ -48,14 +70,15 @@ def _imports(path: Path) -> list[tuple[int, str]]:
         for n in names:
             parts = n.split(".")
             if parts[0] == "mirrorflow" and len(parts) > 1:
-                out.append((node.lineno, parts[1]))
+                out.append((node.lineno, _package(n)))
     return out
 
 
 def test_every_package_is_in_a_layer():
     packages = {p.name for p in PKG.iterdir() if p.is_dir() and (p / "__init__.py").exists()}
     modules = {p.stem for p in PKG.glob("*.py") if p.stem != "__init__"}
-    assert packages | modules == set(ALLOWED)
+    rooms = {f"ops.{p.name}" for p in (PKG / "ops").iterdir() if p.is_dir() and (p / "__init__.py").exists()}
+    assert packages | modules | rooms == set(ALLOWED)
 
 
 def test_no_package_imports_a_higher_layer():
@@ -145,3 +168,79 @@ def test_no_import_cycle_not_even_inside_functions():
         for comp in _cycles(graph)
     ]
     assert not problems, "\n".join(problems)
+
+
+DEV_MODULE = re.compile(r"^mirrorflow_dev(\.|$)")
+
+
+def _dev_references(path: Path, root: Path = ROOT) -> list[str]:
+    """Every import of the development harness in a file (inside functions too), and every string
+    naming one of its modules (an importlib.import_module or entry point written by hand)."""
+    out = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        names: list[str] = []
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            names = [node.module]
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+            names = [node.value.strip()]
+        out += [f"{path.relative_to(root)}:{node.lineno} names {n}" for n in names if DEV_MODULE.match(n)]
+    return out
+
+
+def test_the_product_imports_nothing_from_the_development_harness():
+    files = [f for d in PRODUCT for f in sorted((ROOT / d).rglob("*.py"))]
+    assert len(files) > 100 and ROOT / "spark_jobs" / "mirrorflow_copy.py" in files
+    bad = [ref for f in files for ref in _dev_references(f)]
+    assert not bad, "the product must not import the development harness:\n" + "\n".join(bad)
+    assert not (PKG / "dev").exists(), "the harness lives in devtools/mirrorflow_dev, not in the product"
+
+
+def test_the_check_finds_an_import_of_the_harness_even_inside_a_function(tmp_path):
+    (tmp_path / "m.py").write_text(
+        "def f():\n    from mirrorflow_dev.cluster import DevClusters\n"
+        "import importlib\nX = importlib.import_module('mirrorflow_dev.spark')\n"
+    )
+    assert _dev_references(tmp_path / "m.py", tmp_path) == [
+        "m.py:2 names mirrorflow_dev.cluster", "m.py:4 names mirrorflow_dev.spark"]
+
+
+# The CLI in a process where the harness cannot be imported (a production install): every command of
+# the product is there, `dev` and `demo` are not, and the group that could not load is named once.
+NO_HARNESS = r"""
+import contextlib, io, sys
+
+class NoHarness:
+    def find_spec(self, name, path=None, target=None):
+        if name == "mirrorflow_dev" or name.startswith("mirrorflow_dev."):
+            raise ModuleNotFoundError(f"No module named {name!r}")
+        return None
+
+sys.meta_path.insert(0, NoHarness())
+from mirrorflow.cli import build_parser
+
+out = io.StringIO()
+with contextlib.redirect_stdout(out):
+    try:
+        build_parser().parse_args(["--help"])
+    except SystemExit:
+        pass
+print(out.getvalue().splitlines()[1])
+"""
+
+
+def test_the_cli_works_without_the_harness_and_finds_its_commands_through_the_entry_point():
+    proc = subprocess.run([sys.executable, "-c", NO_HARNESS], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr
+    choices = proc.stdout.strip().splitlines()[-1]
+    assert "replicate" in choices and "failover" in choices and "dev" not in choices.replace("{", ",").split(",")
+    assert "demo" not in choices, choices
+    assert sorted(line.split(" (")[0] for line in proc.stderr.splitlines()) == [
+        "mirrorflow: commands 'demo'", "mirrorflow: commands 'dev'"], proc.stderr
+    # installed (scripts/bootstrap), the harness registers both groups under the entry point
+    from importlib.metadata import entry_points
+
+    from mirrorflow.cli import COMMAND_GROUP
+    assert {(ep.name, ep.value) for ep in entry_points(group=COMMAND_GROUP)} == {
+        ("dev", "mirrorflow_dev.cli.dev"), ("demo", "mirrorflow_dev.cli.demo")}

@@ -1,9 +1,9 @@
-"""Pure tests of the 'verified up to' marks a verify records and trusts (mirrorflow.ops.verify:
+"""Pure tests of the 'verified up to' marks a verify records and trusts (mirrorflow.ops.verify.verified_marks:
 next_mark, mark_problem; the walk's target_from) and their codec."""
 from __future__ import annotations
 
-from mirrorflow.ops.verify import mark_problem, next_mark
-from mirrorflow.ops.verify_walk import Rec, Sides, walk_partition
+from mirrorflow.ops.verify.verified_marks import mark_problem, next_mark
+from mirrorflow.ops.verify.verify_walk import Rec, Sides, walk_partition
 from mirrorflow.state.offset_map import Run
 from mirrorflow.state.records import Progress, VerifiedMark
 

@@ -1,11 +1,11 @@
-"""Pure tests of the verify comparison (mirrorflow.ops.verify_walk) and its window parsing."""
+"""Pure tests of the verify comparison (mirrorflow.ops.verify.verify_walk) and its window parsing."""
 from __future__ import annotations
 
 import pytest
 
 from mirrorflow.errors import ConfigError
-from mirrorflow.ops.verify import When
-from mirrorflow.ops.verify_walk import Rec, Sides, encode, group_runs, walk_partition
+from mirrorflow.ops.verify.verify import When
+from mirrorflow.ops.verify.verify_walk import Rec, Sides, encode, group_runs, walk_partition
 from mirrorflow.state.offset_map import Run
 
 

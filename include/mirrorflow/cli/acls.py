@@ -34,7 +34,7 @@ def _args(p: argparse.ArgumentParser) -> None:
 
 @command("acls", "print (or --apply) the ACLs a flow's source and target principals need", _args)
 def _acls(args: argparse.Namespace) -> int:
-    from mirrorflow.ops.required_acls import acls_error, flow_acls
+    from mirrorflow.ops.acls.required_acls import acls_error, flow_acls
 
     if args.offline:  # asks no cluster: flags that need one would be ignored
         flags = (("--apply", args.apply), ("--source-admin", args.source_admin), ("--target-admin", args.target_admin))
@@ -48,7 +48,7 @@ def _acls(args: argparse.Namespace) -> int:
     principals = {k: v for k, v in (("source", args.source_principal), ("target", args.target_principal)) if v}
     admins = {k: v for k, v in (("source", args.source_admin), ("target", args.target_admin)) if v}
     if args.after_failover:
-        from mirrorflow.ops.failover_acls import after_failover_acls
+        from mirrorflow.ops.acls.failover_acls import after_failover_acls
 
         rep = after_failover_acls(cfg, flow, args.apply, principals, admins)
     else:

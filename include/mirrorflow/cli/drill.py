@@ -1,5 +1,5 @@
 """`mirrorflow drill --flow A->B [--groups REGEX] [--verify-from WHEN] [--shadow-suffix S] [--json]`:
-rehearse the failover with nothing moved (mirrorflow.ops.drill). Exit 1 when the drill found a
+rehearse the failover with nothing moved (mirrorflow.ops.dr.drill). Exit 1 when the drill found a
 problem (a plan that could not be committed, a verify mismatch)."""
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ def _args(p: argparse.ArgumentParser) -> None:
 @command("drill", "rehearse a flow's failover: plan, RPO, bounded verify, RTO; nothing moved (DR drill)", _args)
 def _drill(args: argparse.Namespace) -> int:
     from mirrorflow.cli.progress import spinner
-    from mirrorflow.ops.drill import drill
+    from mirrorflow.ops.dr.drill import drill
 
     cfg = load_config(args)
     flow = cfg.flow(args.flow)

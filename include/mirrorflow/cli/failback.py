@@ -22,7 +22,8 @@ def _args(p: argparse.ArgumentParser) -> None:
 
 @command("failback", "start the reverse flow of a failed-over flow from its failover record (disaster recovery)", _args)
 def _failback(args: argparse.Namespace) -> int:
-    from mirrorflow.ops.failback import FailbackReport, failback
+    from mirrorflow.ops.dr.failback import failback
+    from mirrorflow.ops.dr.failback_report import FailbackReport
 
     cfg = load_config(args)
     flow = cfg.flow(args.flow)

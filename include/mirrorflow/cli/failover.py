@@ -1,6 +1,6 @@
 """`mirrorflow failover --flow A->B [--mode planned|unplanned] [--groups REGEX] [--plan-id ID] [--dry-run] [--yes]
 [--max-lag N] [--take-over] [--json]`: prints the plan (with its id), asks, commits exactly that plan
-(mirrorflow.ops.failover). On a flow already failed over, `--groups` moves the groups it left alone."""
+(mirrorflow.ops.dr.failover). On a flow already failed over, `--groups` moves the groups it left alone."""
 
 from __future__ import annotations
 
@@ -53,7 +53,8 @@ def _args(p: argparse.ArgumentParser) -> None:
 
 @command("failover", "move a flow's consumer groups to its target and stop the flow (disaster recovery)", _args)
 def _failover(args: argparse.Namespace) -> int:
-    from mirrorflow.ops.failover import FailoverReport, failover
+    from mirrorflow.ops.dr.failover import failover
+    from mirrorflow.ops.dr.failover_report import FailoverReport
     from mirrorflow.state.lease import whoami
 
     cfg = load_config(args)

@@ -42,7 +42,7 @@ def _args(p: argparse.ArgumentParser) -> None:
 )
 def _takeover(args: argparse.Namespace) -> int:
     from mirrorflow.clients import FlowClients
-    from mirrorflow.ops.takeover import takeover
+    from mirrorflow.ops.dr.takeover import takeover
 
     cfg = load_config(args)
     flow = cfg.flow(args.flow)

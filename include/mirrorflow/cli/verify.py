@@ -39,7 +39,7 @@ def _args(p: argparse.ArgumentParser) -> None:
 )
 def _verify(args: argparse.Namespace) -> int:
     from mirrorflow.clients import FlowClients
-    from mirrorflow.ops.verify import exit_code, verify_flow
+    from mirrorflow.ops.verify.verify import exit_code, verify_flow
     from mirrorflow.state.lease import whoami
 
     cfg = load_config(args)

@@ -160,16 +160,6 @@ def rows() -> list[Row]:
     return out
 
 
-def lookup(name: str, table: list[Row] | None = None) -> Row | None:
-    """The row of `name`: its own row, else the most specific prefix form matching it."""
-    table = table if table is not None else rows()
-    exact = [r for r in table if r.name == name]
-    if exact:
-        return exact[0]
-    forms = [r for r in table if r.matches(name)]
-    return max(forms, key=lambda r: len(r.name)) if forms else None
-
-
 def markdown() -> str:
     table = rows()
     counts = {v: sum(r.verdict == v for r in table) for v in VERDICTS}

@@ -245,7 +245,7 @@ def _cross_checks(cfg: Config) -> list[tuple[str, str]]:
             continue
         path = _path(edges, f.target, f.source)
         if path == [f.target, f.source] and (f.props.get("standby") or _standby(cfg, f.target, f.source)):
-            continue  # a failover/failback pair: only one of them runs at a time (ops.failback)
+            continue  # a failover/failback pair: only one of them runs at a time (ops.dr.failback)
         if path:
             cycle = "->".join([f.source, *path])
             problems.append(

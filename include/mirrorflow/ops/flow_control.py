@@ -1,7 +1,7 @@
 """Pause, resume or stop a flow: the one core function behind `mirrorflow flow`, the control DAG and
 the status page's buttons, so every door checks the same things and leaves the same history line.
 
-A resume is refused where it would be unsafe (ops.failback.resume_problem: a flow failed over and
+A resume is refused where it would be unsafe (ops.dr.failback.resume_problem: a flow failed over and
 not restarted since, unless forced; the identity policy both ways; a reverse flow failed over since
 this one last ran); nothing is written then.
 """
@@ -11,7 +11,7 @@ from __future__ import annotations
 from mirrorflow.clients import FlowClients
 from mirrorflow.config import Config, FlowConfig
 from mirrorflow.errors import ConfigError, StateError
-from mirrorflow.ops.failback import resume_problem
+from mirrorflow.ops.dr.failback import resume_problem
 from mirrorflow.state.flow_state import FlowState, set_flow_state
 
 # action -> the state it leaves the flow in

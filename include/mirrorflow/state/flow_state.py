@@ -45,7 +45,7 @@ class FlowState:
     by: str = ""
     at: int = 0  # ms
     declared_in: str = "target"  # target (set by `mirrorflow flow ...`) | config (the `state` property) | standby
-    cause: str = ""  # "failover": stopped by the flow's failover (ops.failover), not by a person's stop
+    cause: str = ""  # "failover": stopped by the flow's failover (ops.dr.failover), not by a person's stop
 
     @property
     def failed_over(self) -> bool:

@@ -36,7 +36,7 @@ flow into the same target with the same state.namespace, or none) would share th
 deployment of the oldest record still in the topic owns the flow, and a run of any other deployment
 is refused naming both (before it claims, and again after, should two have claimed at once).
 
-A **take-over** (a failover the operator confirmed with `--take-over`, ops.failover) is a claim that
+A **take-over** (a failover the operator confirmed with `--take-over`, ops.dr.failover) is a claim that
 wins whoever holds the lease: a `takeover` record makes its writer the holder at once, **fences**
 the owner it took the lease from (no later claim or renewal of that owner counts, so a run riding
 out an outage never gets the flow back, not even after the lease is released) and makes the

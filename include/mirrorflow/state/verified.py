@@ -8,7 +8,7 @@ topic (compacted: the latest mark of a partition counts), under the key
 partition at its top level). Marks are written outside transactions (idempotent producer,
 acks=all, like the control records) and read read_uncommitted, so an open copy transaction in the
 same partition never holds a read back. Whether a mark may be trusted is the verify's decision
-(ops.verify): it checks the mark against the partition as it is now.
+(ops.verify.verified_marks): it checks the mark against the partition as it is now.
 """
 
 from __future__ import annotations

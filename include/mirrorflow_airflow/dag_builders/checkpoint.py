@@ -71,7 +71,7 @@ def checkpoint_task(
 
     from mirrorflow.groups.checkpoint import emit_checkpoints
     from mirrorflow.groups.render import render_checkpoints
-    from mirrorflow.ops.metrics import checkpoint_pass_samples
+    from mirrorflow.ops.observe.metrics import checkpoint_pass_samples
 
     times = times or RunTimes.of()
     cfg = MirrorflowHook(config_path).get_conn()

@@ -1,6 +1,6 @@
 """Drill DAGs: one per enabled flow, `mirrorflow_drill__<flow.id>`, manual trigger only.
 
-Rehearses the flow's failover with nothing moved, as `mirrorflow drill` does (ops.drill): the
+Rehearses the flow's failover with nothing moved, as `mirrorflow drill` does (ops.dr.drill): the
 unplanned failover's preflight (where every group would resume on the target, the RPO per
 partition), a verify bounded to a recent window, optionally the resume offsets committed to shadow
 groups `<group><suffix>` on the target, and the time of each step (the RTO). The flow keeps running
@@ -33,7 +33,7 @@ def drill_task(flow_name: str, params: dict[str, Any], by: str, config_path: str
     """Run the drill, log its report, fail when it found a problem (after recording it)."""
     from airflow.sdk.exceptions import AirflowFailException
 
-    from mirrorflow.ops.drill import drill
+    from mirrorflow.ops.dr.drill import drill
 
     cfg = MirrorflowHook(config_path).get_conn()
     flow = cfg.flow(flow_name)

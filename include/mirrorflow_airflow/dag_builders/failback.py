@@ -1,7 +1,7 @@
 """Failback DAGs: one per enabled flow, `mirrorflow_failback__<flow.id>`, manual trigger only.
 
 Starts the reverse flow of a failed-over flow from its failover record -- the same core function as
-`mirrorflow failback` (mirrorflow.ops.failback):
+`mirrorflow failback` (mirrorflow.ops.dr.failback):
 
 * `preflight`: the report: per partition, the records on the target the failed-over flow did not
   write (from its offset map; the reverse flow copies them), the divergence (records the source had
@@ -36,7 +36,7 @@ log = logging.getLogger(__name__)
 
 def failback_task(flow_name: str, commit: bool, config_path: str | None = None, reseed: bool = False) -> dict[str, Any]:
     """The preflight (commit=False: a dry run of the core failback) or the start."""
-    from mirrorflow.ops.failback import failback
+    from mirrorflow.ops.dr.failback import failback
 
     cfg = MirrorflowHook(config_path).get_conn()
     rep = failback(cfg, cfg.flow(flow_name), dry_run=not commit, reseed=reseed)

@@ -1,7 +1,7 @@
 """Failover DAGs: one per enabled flow, `mirrorflow_failover__<flow.id>`, manual trigger only.
 
 Moves the flow's consumer groups to its target cluster and stops the flow -- the same core
-functions as `mirrorflow failover` (mirrorflow.ops.failover: plan_failover, commit_failover):
+functions as `mirrorflow failover` (mirrorflow.ops.dr.failover: plan_failover, commit_failover):
 
 * `preflight`: in *planned* mode first drains (topic sync, replicate until lag 0, a last
   checkpoint) and verifies (what was copied since the last verify that passed); then the **plan**
@@ -54,7 +54,7 @@ APPROVAL_TIMEOUT_MINUTES = 60
 
 def preflight_task(flow_name: str, params: dict[str, Any], config_path: str | None = None) -> dict[str, Any]:
     """Drain (planned), then the plan and its report (text, and Markdown for the approval page)."""
-    from mirrorflow.ops.failover import plan_failover
+    from mirrorflow.ops.dr.failover_preflight import plan_failover
 
     cfg = MirrorflowHook(config_path).get_conn()
     flow = cfg.flow(flow_name)
@@ -94,7 +94,8 @@ def commit_task(
 ) -> dict[str, Any]:
     """Commit exactly the approved plan (fails, committing nothing, when the state moved)."""
     from mirrorflow.errors import MirrorflowError
-    from mirrorflow.ops.failover import FailoverPlan, commit_failover
+    from mirrorflow.ops.dr.failover_commit import commit_failover
+    from mirrorflow.ops.dr.failover_plan import FailoverPlan
 
     cfg = MirrorflowHook(config_path).get_conn()
     flow = cfg.flow(flow_name)

@@ -219,7 +219,7 @@ def report_task(
 
     from mirrorflow.clients import FlowClients
     from mirrorflow.errors import MirrorflowError
-    from mirrorflow.ops.metrics import run_samples, source_samples
+    from mirrorflow.ops.observe.metrics import run_samples, source_samples
     from mirrorflow.replication.handoff import collect_results, decode_plan
     from mirrorflow.replication.runner import report_run
 

@@ -46,7 +46,7 @@ def verify_task(
     from airflow.sdk.exceptions import AirflowFailException
 
     from mirrorflow.clients import FlowClients
-    from mirrorflow.ops.verify import verify_flow
+    from mirrorflow.ops.verify.verify import verify_flow
 
     cfg = MirrorflowHook(config_path).get_conn()
     flow = cfg.flow(flow_name)
