@@ -60,8 +60,8 @@ class PartitionSync:
     action: str  # write | skip-equal | skip-ahead | skip-active | skip-no-topic
     metadata: str = ""
     # at most this many records already read (on the source) are read again from the checkpoint:
-    # 0 exact; None the offset map no longer knows (pruned by an older mirrorflow); a sync that
-    # commits (not a dry run) does not ask, and says 0
+    # 0 exact; None the offset map does not place the checkpoint (MirrorMaker 2 wrote it, or an older
+    # mirrorflow pruned the map there); a sync that commits (not a dry run) does not ask, and says 0
     reread: int | None = 0
 
 
@@ -310,7 +310,7 @@ def checkpoint_rereads(
     cfg: Config, flow: FlowConfig, group: str, clients: FlowClients | None = None
 ) -> dict[tuple[str, int], int | None]:
     """(downstream topic, partition) -> at most how many records `group` reads again when it resumes
-    at its checkpoint there (None: the offset map no longer says): from the target alone."""
+    at its checkpoint there (None: the offset map does not place it): from the target alone."""
     with flow_clients(cfg, flow, clients) as c:
         cps = CheckpointStore.load(c).for_group(group)
         return _rereads(c, {group: cps}).get(group, {}) if cps else {}
@@ -320,7 +320,7 @@ def _rereads(
     clients: FlowClients, wanted: Mapping[str, Mapping[tuple[str, int], Checkpoint]]
 ) -> dict[str, dict[tuple[str, int], int | None]]:
     """group -> (downstream topic, partition) -> at most how many records resuming at the checkpoint
-    reads again (None: the offset map no longer places the checkpoint's upstream offset)."""
+    reads again (None: the offset map does not place the checkpoint's upstream offset)."""
     flow = clients.flow
     policy = FlowFilters.for_flow(flow).policy
     source_of = {t: upstream_of(policy, flow.source, t) for cps in wanted.values() for t, _ in cps}

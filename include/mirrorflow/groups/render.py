@@ -31,6 +31,13 @@ STATUS_NOTES = {
 }
 
 
+# a checkpoint whose upstream offset the offset map on the target cannot place
+UNPLACED = (
+    "the offset map does not place this checkpoint "
+    "(MirrorMaker 2 wrote it, or an older mirrorflow pruned the map there)"
+)
+
+
 @dataclass(frozen=True)
 class Rendered:
     """A result for people (`lines`, `render()`), for `--json` (`data`, JSON-able) and for XCom
@@ -119,7 +126,7 @@ def resume_note(x: PartitionSync) -> str:
     if x.target_offset is not None and x.target_offset > x.checkpoint_offset:
         return ""
     if x.reread is None:
-        return " (unchecked: the offset map no longer says where the records before it landed)"
+        return f" (unchecked: {UNPLACED})"
     if x.reread:
         return f" (earlier: re-reads at most {x.reread:,} record(s) it had read, skips none)"
     return ""
@@ -144,7 +151,7 @@ def render_checkpointed_offsets(
     if any(reread(tp) for tp, _ in ordered):
         lines.append(f"  reread: {STATUS_NOTES['reread']}")
     if any(reread(tp) is None for tp, _ in ordered):
-        lines.append("  ?: the offset map no longer says where the records before the checkpoint landed")
+        lines.append(f"  ?: {UNPLACED}: what it reads again is not known")
     return Rendered(
         lines,
         [
