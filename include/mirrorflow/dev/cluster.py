@@ -85,6 +85,10 @@ class DevCluster:
     pid: int | None = None
     security: str = "plaintext"  # a key of SECURITY_KINDS
     folder: str = ""  # the cluster's dev folder (certificates, password files)
+    # a second listener (plaintext) on `proxied_port`, advertised at `proxy_port`: clients that bootstrap
+    # through a TCP proxy on `proxy_port` (forwarding to `proxied_port`) keep going through it (tests)
+    proxy_port: int | None = None
+    proxied_port: int | None = None
 
     def __post_init__(self) -> None:
         if self.sasl and self.security == "plaintext":
@@ -240,13 +244,15 @@ class DevClusters:
         mtls: list[str] | tuple[str, ...] = (),
         scram: list[str] | tuple[str, ...] = (),
         oauth: list[str] | tuple[str, ...] = (),
+        proxy_ports: dict[str, int] | None = None,
     ) -> dict[str, DevCluster]:
         """Start the named clusters (those already running are kept) and wait until they serve.
 
         `sasl` (SASL/PLAIN), `tls`, `mtls`, `scram` and `oauth` name the aliases that listen with
         that security kind (others: plaintext). `ports` fixes the broker port per alias (the
         controller takes the next one); other aliases get free ports. `attached=True` ties the
-        brokers' lives to this process.
+        brokers' lives to this process. `proxy_ports` (plaintext aliases only): the port of a TCP
+        proxy in front of the alias, advertised by a second listener (DevCluster.proxy_port).
         """
         kinds = security_kinds(aliases, plain=sasl, tls=tls, mtls=mtls, scram=scram, oauth=oauth)
         java = kafka_dist.java_binary()
@@ -277,6 +283,10 @@ class DevClusters:
             users = {u: secrets.token_urlsafe(12) for u in ("admin", *TEST_USERS)} if with_users else {}
             folder = str(self._dirs(alias)[0])
             todo[alias] = DevCluster(alias, port, cport, users=users, security=kind, folder=folder)
+            if alias in (proxy_ports or {}):
+                if kind != "plaintext":
+                    raise DevClusterError(f"cluster {alias}: a proxied listener needs a plaintext cluster, not {kind}")
+                todo[alias].proxy_port, todo[alias].proxied_port = (proxy_ports or {})[alias], free_port()
         errors: list[str] = []
         started: dict[str, tuple[DevCluster, subprocess.Popen]] = {}
         with ThreadPoolExecutor(max_workers=max(1, len(todo))) as pool:
@@ -431,7 +441,7 @@ class DevClusters:
         if down_s > 0:
             time.sleep(down_s)
         deadline = time.monotonic() + STOP_TIMEOUT_S  # the killed JVM's sockets close a moment later
-        for p in (c.port, c.controller_port):
+        for p in (c.port, c.controller_port, *([c.proxied_port] if c.proxied_port else [])):
             while not _port_free(p):
                 if time.monotonic() > deadline:
                     raise DevClusterError(f"cluster {alias}: port {p} is still in use after the stop; cannot restart")
@@ -606,11 +616,17 @@ def _server_properties(c: DevCluster, data: Path) -> str:
             }
         )
     else:
+        # a proxied listener: what a client that came in on it is told to connect to is the proxy
+        extra = ("", "", "")
+        if c.proxied_port:
+            listen, advertise = f"127.0.0.1:{c.proxied_port}", f"127.0.0.1:{c.proxy_port}"
+            extra = (f",PROXIED://{listen}", f",PROXIED://{advertise}", ",PROXIED:PLAINTEXT")
         common.update(
             {
-                "listeners": f"PLAINTEXT://127.0.0.1:{c.port},CONTROLLER://127.0.0.1:{c.controller_port}",
-                "advertised.listeners": f"PLAINTEXT://127.0.0.1:{c.port},CONTROLLER://127.0.0.1:{c.controller_port}",
-                "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
+                "listeners": f"PLAINTEXT://127.0.0.1:{c.port},CONTROLLER://127.0.0.1:{c.controller_port}{extra[0]}",
+                "advertised.listeners": f"PLAINTEXT://127.0.0.1:{c.port},CONTROLLER://127.0.0.1:{c.controller_port}"
+                f"{extra[1]}",
+                "listener.security.protocol.map": f"CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT{extra[2]}",
                 "inter.broker.listener.name": "PLAINTEXT",
             }
         )
