@@ -34,6 +34,7 @@ from confluent_kafka.admin import AdminClient
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, precondition, rule
 
+from mirrorflow.clients import FlowClients
 from mirrorflow.dev.cluster import DevCluster
 from mirrorflow.errors import StateError
 from mirrorflow.groups.checkpoint import emit_checkpoints
@@ -41,19 +42,12 @@ from mirrorflow.groups.offset_sync import sync_group_offsets
 from mirrorflow.ops.failback import failback
 from mirrorflow.ops.failover import commit_failover, plan_failover
 from mirrorflow.ops.verify import verify_flow
-from mirrorflow.clients import FlowClients
 from mirrorflow.replication.runner import run_once
+from tests.chaos.test_chaos import COMPACT  # the same fast log cleaner
 from tests.integration.replicate_helpers import delete_records
 from tests.model.reference import TP, Group, Model, Snapshot, Written, uid_of
 from tests.support import Rec, consume_all, create_topic, end_transaction, write_config
 
-COMPACT = {
-    "cleanup.policy": "compact",
-    "segment.ms": "100",
-    "min.cleanable.dirty.ratio": "0.01",
-    "delete.retention.ms": "100",
-    "min.compaction.lag.ms": "0",
-}
 # A defect the machine finds that another branch fixes: its violations are reported, not failed.
 KNOWN = {
     "pruned": "a group idle below the offset map's floor (translation status 'pruned') is moved past "
@@ -73,7 +67,6 @@ class Setting:
     folder: Path
     known_hits: list[str] = field(default_factory=list)
     examples: int = 0
-    steps: int = 0
 
 
 def now_ms() -> int:

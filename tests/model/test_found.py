@@ -24,7 +24,8 @@ def identity_pair(tmp_path, a, b, pfx: str, x: str, y: str, **props):
     common = {"topics": f"{pfx}\\..*", "groups": f"{pfx}-.*", "replication.policy.class": "IdentityReplicationPolicy",
               "state.topic.partitions": 1, "lease.timeout.seconds": 2, "heartbeats.replication.enabled": False,
               "emit.heartbeats.enabled": False, **props}
-    cfg = write_config(tmp_path / "mf.yaml", {x: a, y: b}, {f"{x}->{y}": common, f"{y}->{x}": {**common, "standby": True}})
+    flows = {f"{x}->{y}": common, f"{y}->{x}": {**common, "standby": True}}
+    cfg = write_config(tmp_path / "mf.yaml", {x: a, y: b}, flows)
     return cfg, cfg.flow(f"{x}->{y}"), cfg.flow(f"{y}->{x}")
 
 
