@@ -32,14 +32,15 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from mirrorflow.clients import FlowClients
-from mirrorflow_dev.dev_cluster import DevCluster
 from mirrorflow.errors import MirrorflowError
 from mirrorflow.groups.checkpoint import emit_checkpoints
 from mirrorflow.groups.offset_sync import sync_group_offsets
-from mirrorflow.ops.failback import failback
-from mirrorflow.ops.failover import commit_failover, plan_failover
-from mirrorflow.ops.verify import verify_flow
+from mirrorflow.ops.dr.failback import failback
+from mirrorflow.ops.dr.failover_commit import commit_failover
+from mirrorflow.ops.dr.failover_preflight import plan_failover
+from mirrorflow.ops.verify.verify import verify_flow
 from mirrorflow.replication.runner import run_once
+from mirrorflow_dev.dev_cluster import DevCluster
 from tests.fault_proxy import FaultProxy
 from tests.model.reference import first_at, translate, uid_of
 from tests.support import consume_all, create_topic, end_transaction, markers_written, read_progress, write_config

@@ -35,14 +35,15 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, precondition, rule
 
 from mirrorflow.clients import FlowClients
-from mirrorflow_dev.dev_cluster import DevCluster
 from mirrorflow.errors import StateError
 from mirrorflow.groups.checkpoint import emit_checkpoints
 from mirrorflow.groups.offset_sync import sync_group_offsets
-from mirrorflow.ops.failback import failback
-from mirrorflow.ops.failover import commit_failover, plan_failover
-from mirrorflow.ops.verify import verify_flow
+from mirrorflow.ops.dr.failback import failback
+from mirrorflow.ops.dr.failover_commit import commit_failover
+from mirrorflow.ops.dr.failover_preflight import plan_failover
+from mirrorflow.ops.verify.verify import verify_flow
 from mirrorflow.replication.runner import run_once
+from mirrorflow_dev.dev_cluster import DevCluster
 from tests.chaos.test_chaos import COMPACT  # the same fast log cleaner
 from tests.integration.replicate_helpers import delete_records
 from tests.model.reference import TP, Group, Model, Snapshot, Written, uid_of

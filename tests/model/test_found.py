@@ -9,9 +9,10 @@ import time
 import pytest
 
 from mirrorflow.clients import FlowClients
-from mirrorflow.ops.failback import failback
-from mirrorflow.ops.failover import commit_failover, plan_failover
-from mirrorflow.ops.verify import verify_flow
+from mirrorflow.ops.dr.failback import failback
+from mirrorflow.ops.dr.failover_commit import commit_failover
+from mirrorflow.ops.dr.failover_preflight import plan_failover
+from mirrorflow.ops.verify.verify import verify_flow
 from mirrorflow.replication.runner import run_once
 from tests.support import create_topic, produce, write_config
 
