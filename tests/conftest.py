@@ -140,6 +140,8 @@ HEAVY_FIRST = (
     "tests/integration/test_kafka_versions.py",
     "tests/chaos/test_chaos.py",
     "tests/chaos/test_dr_chaos.py",
+    "tests/model/test_model_based.py",
+    "tests/chaos/test_network_faults.py",
     "tests/airflow/test_failover_approval.py",
     "tests/integration/test_failback.py",
     "tests/integration/test_broker_restart.py",

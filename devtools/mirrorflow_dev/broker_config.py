@@ -147,11 +147,17 @@ def server_properties(c: DevCluster, data: Path) -> str:
             }
         )
     else:
+        # a proxied listener: what a client that came in on it is told to connect to is the proxy
+        extra = ("", "", "")
+        if c.proxied_port:
+            listen, advertise = f"127.0.0.1:{c.proxied_port}", f"127.0.0.1:{c.proxy_port}"
+            extra = (f",PROXIED://{listen}", f",PROXIED://{advertise}", ",PROXIED:PLAINTEXT")
         common.update(
             {
-                "listeners": f"PLAINTEXT://127.0.0.1:{c.port},CONTROLLER://127.0.0.1:{c.controller_port}",
-                "advertised.listeners": f"PLAINTEXT://127.0.0.1:{c.port},CONTROLLER://127.0.0.1:{c.controller_port}",
-                "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
+                "listeners": f"PLAINTEXT://127.0.0.1:{c.port},CONTROLLER://127.0.0.1:{c.controller_port}{extra[0]}",
+                "advertised.listeners": f"PLAINTEXT://127.0.0.1:{c.port},CONTROLLER://127.0.0.1:{c.controller_port}"
+                f"{extra[1]}",
+                "listener.security.protocol.map": f"CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT{extra[2]}",
                 "inter.broker.listener.name": "PLAINTEXT",
             }
         )

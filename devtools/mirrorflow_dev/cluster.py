@@ -67,6 +67,7 @@ class DevClusters:
         scram: list[str] | tuple[str, ...] = (),
         oauth: list[str] | tuple[str, ...] = (),
         kafka_versions: dict[str, str] | None = None,
+        proxy_ports: dict[str, int] | None = None,
     ) -> dict[str, DevCluster]:
         """Start the named clusters (those already running are kept) and wait until they serve.
 
@@ -74,7 +75,8 @@ class DevClusters:
         that security kind (others: plaintext). `ports` fixes the broker port per alias (the
         controller takes the next one); other aliases get free ports. `kafka_versions` names the
         Apache Kafka release per alias (others: the default). `attached=True` ties the brokers'
-        lives to this process.
+        lives to this process. `proxy_ports` (plaintext aliases only): the port of a TCP proxy in front
+        of the alias, advertised by a second listener (DevCluster.proxy_port).
         """
         kinds = security_kinds(aliases, plain=sasl, tls=tls, mtls=mtls, scram=scram, oauth=oauth)
         releases = _releases(aliases, kafka_versions or {})
@@ -102,6 +104,10 @@ class DevClusters:
             todo[alias] = DevCluster(
                 alias, port, cport, users=users, security=kind, folder=folder, kafka_version=str(releases[alias])
             )
+            if alias in (proxy_ports or {}):
+                if kind != "plaintext":
+                    raise DevClusterError(f"cluster {alias}: a proxied listener needs a plaintext cluster, not {kind}")
+                todo[alias].proxy_port, todo[alias].proxied_port = (proxy_ports or {})[alias], processes.free_port()
         # every release's jars and Java first: a missing one fails before any broker starts
         runtimes = {r: (kafka_dist.java_binary(r), kafka_dist.libs_dir(r)) for r in {c.release for c in todo.values()}}
         errors: list[str] = []
@@ -218,7 +224,7 @@ class DevClusters:
         if down_s > 0:
             time.sleep(down_s)
         deadline = time.monotonic() + processes.STOP_TIMEOUT_S  # the killed JVM's sockets close a moment later
-        for p in (c.port, c.controller_port):
+        for p in (c.port, c.controller_port, *([c.proxied_port] if c.proxied_port else [])):
             while not processes.port_free(p):
                 if time.monotonic() > deadline:
                     raise DevClusterError(f"cluster {alias}: port {p} is still in use after the stop; cannot restart")

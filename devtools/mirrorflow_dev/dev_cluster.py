@@ -38,6 +38,10 @@ class DevCluster:
     security: str = "plaintext"  # a key of SECURITY_KINDS
     folder: str = ""  # the cluster's dev folder (certificates, password files)
     kafka_version: str = DEFAULT_VERSION  # the Apache Kafka release it runs (state files before it: the default)
+    # a second listener (plaintext) on `proxied_port`, advertised at `proxy_port`: clients that bootstrap
+    # through a TCP proxy on `proxy_port` (forwarding to `proxied_port`) keep going through it (tests)
+    proxy_port: int | None = None
+    proxied_port: int | None = None
 
     def __post_init__(self) -> None:
         if self.sasl and self.security == "plaintext":
