@@ -51,8 +51,6 @@ from tests.support import Rec, consume_all, create_topic, end_transaction, write
 
 # A defect the machine finds that another branch fixes: its violations are reported, not failed.
 KNOWN = {
-    "pruned": "a group idle below the offset map's floor (translation status 'pruned') is moved past "
-    "records it never read (fixed on branch `translate`)",
     "failback-pruned": "after a failback over a pruned offset map, verify of the reverse flow reports the "
     "records below the pruned floor as 'missing' and a planned failover back is refused "
     "(tests/model/test_found.py)",
@@ -377,10 +375,7 @@ class ReplicationMachine(RuleBasedStateMachine):
     def check_groups(self, flow, t: str, s: str, dst: Snapshot, src: Snapshot, before, what: str) -> None:
         on_src = {uid_of(r) for recs in src.values() for r in recs}
         skips, inexact = self.model.resume_problems(flow.name, t, s, dst, on_src, self.committed(t), before)
-        known = [x for x in skips if "status='pruned'" in x]
-        for x in known:
-            self.known("pruned", f"{what}: {x}")
-        self.fail(f"{what}: groups past records they never read", {"skipped": [x for x in skips if x not in known]})
+        self.fail(f"{what}: groups past records they never read", {"skipped": skips})
         self.fail(f"{what}: groups not at their next unread record", {"inexact": inexact})
 
     @precondition(lambda self: self.running is not None)

@@ -173,7 +173,7 @@ class Model:
                 status = statuses.get(key, "?")
                 if prev is None or off < prev.source_offset or pos > prev.position:
                     store[key] = ModelCheckpoint(off, pos, status)
-                elif off > prev.source_offset and status == "pruned":
+                elif off > prev.source_offset and status in ("reread", "pruned"):
                     store[key] = ModelCheckpoint(prev.source_offset, prev.position, status)
 
     @staticmethod
@@ -206,7 +206,8 @@ class Model:
         """Each group's committed offset on `side` (the target of `flow`) after group sync or a
         failover: (skips, inexact). A skip: a record below it the group never read. Inexact: not at
         the first record at or after its latest checkpoint (never behind where it was before:
-        `before`), where the checkpoint's translation promised exactness (not `pruned`)."""
+        `before`), where the checkpoint's translation promised exactness (not `reread` or `pruned`:
+        an earlier position, which re-reads)."""
         skips, inexact = [], []
         for g in self.groups.values():
             for tp in g.tps:
@@ -219,8 +220,8 @@ class Model:
                         f"{g.name} {tp[0]}[{tp[1]}] committed at {got} on {side}, past {len(skipped)} record(s) "
                         f"it never read: {skipped[:8]} (checkpoint {cp}, offset before {prev})"
                     )
-                if cp is not None and cp.status == "pruned":
-                    continue  # a pruned translation may re-read (an earlier position): exactness not promised
+                if cp is not None and cp.status in ("reread", "pruned"):
+                    continue  # an earlier position, which re-reads: exactness not promised
                 pos = max([p for p in (cp.position if cp else None, prev) if p is not None], default=None)
                 want, actual = first_at(snap[tp], pos), first_at(snap[tp], got)
                 if actual != want or (pos is None) != (got is None):

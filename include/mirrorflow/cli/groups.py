@@ -59,10 +59,16 @@ def _translate_args(p: argparse.ArgumentParser) -> None:
     )
 
 
-@command("translate", "show where a consumer group resumes on the target, per partition, exactly", _translate_args)
+@command(
+    "translate",
+    "show where a consumer group resumes on the target, per partition: exactly, or earlier (reread) where the "
+    "offset map cannot say",
+    _translate_args,
+)
 def _translate(args: argparse.Namespace) -> int:
     from mirrorflow.clients import mirror_client
     from mirrorflow.groups.checkpoint import translate_group
+    from mirrorflow.groups.offset_sync import checkpoint_rereads
     from mirrorflow.groups.render import render_checkpointed_offsets, render_translation
 
     cfg = load_config(args)
@@ -73,7 +79,7 @@ def _translate(args: argparse.Namespace) -> int:
             raise MirrorflowError(
                 f"no checkpoints for group {args.group!r} of cluster {flow.source!r} on cluster {flow.target!r}"
             )
-        rendered = render_checkpointed_offsets(offsets)
+        rendered = render_checkpointed_offsets(offsets, checkpoint_rereads(cfg, flow, args.group))
     else:
         rendered = render_translation(args.group, flow.name, translate_group(cfg, flow, args.group))
     if args.json:
