@@ -184,6 +184,23 @@ def _unescape(s: str) -> str:
     return re.sub(r"\\(.)", r"\1", s)
 
 
+def _principals(cfg: Config, flow: FlowConfig, given: dict[str, str]) -> dict[str, str]:
+    """Each side's principal: as given, else as its cluster's settings tell it (else a ConfigError)."""
+    p = dict(given)
+    for side, alias in (("source", flow.source), ("target", flow.target)):
+        if p.get(side):
+            continue
+        found = principal_of(cfg, alias)
+        if found is None:
+            why = (
+                f"the principal of cluster {alias!r} cannot be told from its settings (TLS certificate or "
+                f"GSSAPI): give it, e.g. --{side}-principal User:mirrorflow"
+            )
+            raise ConfigError([(f"--{side}-principal", why)])
+        p[side] = found
+    return p
+
+
 def required_acls(
     cfg: Config,
     flow: FlowConfig,
@@ -192,21 +209,7 @@ def required_acls(
     principals: dict[str, str] | None = None,
 ) -> tuple[list[Need], dict[str, str]]:
     """Every binding the flow's principals need (pure given the names found on the source)."""
-    p = dict(principals or {})
-    for side, alias in (("source", flow.source), ("target", flow.target)):
-        if not p.get(side):
-            found = principal_of(cfg, alias)
-            if found is None:
-                raise ConfigError(
-                    [
-                        (
-                            f"--{side}-principal",
-                            f"the principal of cluster {alias!r} cannot be told from its settings (TLS "
-                            f"certificate or GSSAPI): give it, e.g. --{side}-principal User:mirrorflow",
-                        )
-                    ]
-                )
-            p[side] = found
+    p = _principals(cfg, flow, principals or {})
     f = FlowFilters.for_flow(flow)
     props = flow.props
     needs: list[Need] = []
