@@ -8,7 +8,7 @@ even when the Airflow database is gone.
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
@@ -20,6 +20,7 @@ from mirrorflow.errors import MirrorflowError
 from mirrorflow.kafka.topic_admin import list_offsets, topic_ids
 from mirrorflow.mm2.filters import FlowFilters
 from mirrorflow.replication.planner import PartitionInput, identity_problem, source_offsets, stopped_message
+from mirrorflow.reporting import as_dict
 from mirrorflow.state.flow_state import flow_state, read_controls
 from mirrorflow.state.lease import current_holder
 from mirrorflow.state.records import Progress
@@ -82,12 +83,7 @@ class FlowStatus:
         return sum(p.records for p in self.partitions)
 
     def to_dict(self) -> dict:
-        d = asdict(self)
-        d["lag"] = self.lag
-        d["records"] = self.records
-        for p, raw in zip(self.partitions, d["partitions"], strict=True):
-            raw["lag"] = p.lag
-        return d
+        return as_dict(self, "lag", "records", parts={"partitions": ("lag",)})
 
 
 def flow_status(cfg: Config, flow: FlowConfig) -> FlowStatus:
