@@ -40,13 +40,13 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT / "include"), str(ROOT)]
+sys.path[:0] = [str(ROOT / "include"), str(ROOT / "devtools"), str(ROOT)]
 
 import yaml  # noqa: E402
 from confluent_kafka import ConsumerGroupTopicPartitions, Producer, TopicPartition  # noqa: E402
 from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 
-from mirrorflow.dev.cluster import DevClusters  # noqa: E402
+from mirrorflow_dev.cluster import DevClusters  # noqa: E402
 
 PARTS = ("plan", "checkpoint", "translate", "sync")
 GOALS = {"plan": 5.0, "checkpoint": 10.0, "translate": 1.0, "sync": 30.0}

@@ -33,13 +33,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT / "include"), str(ROOT)]
+sys.path[:0] = [str(ROOT / "include"), str(ROOT / "devtools"), str(ROOT)]
 
 from confluent_kafka import Producer  # noqa: E402
 from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 
-from mirrorflow.dev.cluster import DevClusters  # noqa: E402
-from mirrorflow.dev.spark import DevSparkServer  # noqa: E402
+from mirrorflow_dev.cluster import DevClusters  # noqa: E402
+from mirrorflow_dev.spark import DevSparkServer  # noqa: E402
 
 TOPIC = "fixed.cost"
 

@@ -41,11 +41,11 @@ os.environ.update(
         "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{HOME}/airflow.db",
     }
 )
-sys.path[:0] = [str(ROOT / "include"), str(ROOT)]
+sys.path[:0] = [str(ROOT / "include"), str(ROOT / "devtools"), str(ROOT)]
 
 import yaml  # noqa: E402
 
-from mirrorflow.dev.cluster import DevClusters  # noqa: E402
+from mirrorflow_dev.cluster import DevClusters  # noqa: E402
 
 
 def main() -> int:

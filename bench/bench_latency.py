@@ -39,13 +39,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT / "include"), str(ROOT)]
+sys.path[:0] = [str(ROOT / "include"), str(ROOT / "devtools"), str(ROOT)]
 
 import psutil  # noqa: E402
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition  # noqa: E402
 from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 
-from mirrorflow.dev.cluster import DevClusters  # noqa: E402
+from mirrorflow_dev.cluster import DevClusters  # noqa: E402
 
 BUCKETS_MS = [25, 50, 100, 200, 300, 500, 750, 1000, 1500, 2000, 3000, 5000, 10000]
 

@@ -37,12 +37,12 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT / "include"), str(ROOT)]
+sys.path[:0] = [str(ROOT / "include"), str(ROOT / "devtools"), str(ROOT)]
 
 from confluent_kafka import Producer  # noqa: E402
 from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 
-from mirrorflow.dev.cluster import DevClusters  # noqa: E402
+from mirrorflow_dev.cluster import DevClusters  # noqa: E402
 
 
 def create_topics(cluster, names: list[str], partitions: int) -> None:
@@ -145,7 +145,7 @@ def main() -> int:
             "spark": {"master": args.spark_master},
         }
         if args.mode == "connect":
-            from mirrorflow.dev.spark import DevSparkServer
+            from mirrorflow_dev.spark import DevSparkServer
 
             spark = DevSparkServer(home)
             t1 = time.time()

@@ -37,12 +37,12 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT / "include"), str(ROOT)]
+sys.path[:0] = [str(ROOT / "include"), str(ROOT / "devtools"), str(ROOT)]
 
 from confluent_kafka import Consumer, Producer, TopicPartition  # noqa: E402
 from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 
-from mirrorflow.dev.cluster import DevClusters  # noqa: E402
+from mirrorflow_dev.cluster import DevClusters  # noqa: E402
 
 TOPIC = "bench.orders"
 PER_RUN = 10  # source offsets per run and partition
@@ -107,8 +107,9 @@ class History:
             self.unpruned.append(report.skipped_reason)
         return report
 
-    def state_left(self) -> tuple[int, int]:
-        """(offsets still in the offset-map topic, runs in the snapshots)."""
+    def state_left(self) -> tuple[int, int, int]:
+        """(offsets still in the offset-map topic, runs in the snapshots, runs and spans they keep below
+        their floors: where groups sit, landmarks)."""
         from mirrorflow.state.store import StateStore
         from mirrorflow.state.state_topics import offset_map_topic
 
@@ -116,8 +117,10 @@ class History:
         store = StateStore(self.clients)
         n = self.clients.partitions("target", topic)
         left = sum(hi - lo for lo, hi in (store.reader.watermarks(topic, p) for p in range(n)))
-        runs = sum(len(s.folded.runs) for s in store.snapshots().snapshots.values())
-        return left, runs
+        snaps = store.snapshots().snapshots.values()
+        runs = sum(len(s.folded.runs) for s in snaps)
+        below = sum(len(getattr(s.folded, "marks", ())) + len(getattr(s.folded, "spans", ())) for s in snaps)
+        return left, runs, below
 
     def close(self) -> None:
         self.group.close()
@@ -208,9 +211,9 @@ def main() -> int:
                     hist.fold()
             print(f"history: {hist.runs:,} runs written in {time.time() - t0:.1f} s")
             figures[stop] = measure(cfg, flow, args.unfolded)
-            left, runs = hist.state_left()
+            left, runs, below = hist.state_left()
             print(f"after {stop:,} runs: {left:,} offsets left in the offset-map topic (entries and their commit "
-                  f"markers), {runs:,} runs in the snapshots")
+                  f"markers), {runs:,} runs in the snapshots, {below:,} runs and spans kept below their floors")
         hist.close()
         if hist.unpruned:
             print(f"{len(hist.unpruned)} fold(s) could not prune (floors unknown), e.g.: {hist.unpruned[0]}")

@@ -54,13 +54,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT / "include"), str(ROOT)]
+sys.path[:0] = [str(ROOT / "include"), str(ROOT / "devtools"), str(ROOT)]
 
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition  # noqa: E402
 from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 
-from mirrorflow.dev.cluster import DevClusters  # noqa: E402
-from mirrorflow.dev.spark import DevSparkServer  # noqa: E402
+from mirrorflow_dev.cluster import DevClusters  # noqa: E402
+from mirrorflow_dev.spark import DevSparkServer  # noqa: E402
 
 
 def create(cluster, name: str, partitions: int) -> None:
@@ -238,7 +238,7 @@ def mm2_run(home: Path, a, b, topic: str, parts: int, n: int) -> tuple[float, fl
     from confluent_kafka import IsolationLevel
     from confluent_kafka.admin import OffsetSpec
 
-    from mirrorflow.dev.mirrormaker import MirrorMaker2, mm2_properties
+    from mirrorflow_dev.mirrormaker import MirrorMaker2, mm2_properties
 
     remote = f"M.{topic}"
     extra = {

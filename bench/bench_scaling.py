@@ -5,7 +5,7 @@
 
 Starts its own local clusters A (source) and B (target) in a temporary home and seeds N records of
 SIZE bytes over P partitions on A. Then, for each layout WxC (W workers of C cores, 1 GB each), it
-starts a real Spark standalone cluster on 127.0.0.1 (`mirrorflow.dev.spark.DevStandalone`: PySpark's
+starts a real Spark standalone cluster on 127.0.0.1 (`mirrorflow_dev.spark.DevStandalone`: PySpark's
 own Master and Worker classes, as `tests/integration/test_replicate_standalone.py` does), copies the
 whole topic with `replicate --once` through spark-submit to that master (exactly-once, tasks.max
 TASKS: one Spark task per planned task, W x C of them at a time) into a flow of its own (source
@@ -37,11 +37,11 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT / "include"), str(ROOT)]
+sys.path[:0] = [str(ROOT / "include"), str(ROOT / "devtools"), str(ROOT)]
 
 from bench.bench_replicate import create, load, seed  # noqa: E402
-from mirrorflow.dev.cluster import DevClusters  # noqa: E402
-from mirrorflow.dev.spark import DevStandalone  # noqa: E402
+from mirrorflow_dev.cluster import DevClusters  # noqa: E402
+from mirrorflow_dev.spark import DevStandalone  # noqa: E402
 
 TOPIC = "scale.records"
 

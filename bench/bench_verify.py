@@ -24,11 +24,11 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT / "include"), str(ROOT), str(ROOT / "bench")]
+sys.path[:0] = [str(ROOT / "include"), str(ROOT / "devtools"), str(ROOT), str(ROOT / "bench")]
 
 from bench_replicate import create, seed  # noqa: E402
 
-from mirrorflow.dev.cluster import DevClusters  # noqa: E402
+from mirrorflow_dev.cluster import DevClusters  # noqa: E402
 
 
 def raw_read(clients, topic: str, remote: str, partitions: int) -> tuple[float, int]:

@@ -25,7 +25,7 @@ def api_server(airflow_db, monkeypatch):
 
     from airflow.api_fastapi.app import create_app
 
-    from mirrorflow.dev.cluster import free_port
+    from mirrorflow_dev.processes import free_port
 
     port = free_port()
     server = uvicorn.Server(uvicorn.Config(create_app(), host="127.0.0.1", port=port, log_level="warning"))

@@ -37,11 +37,12 @@ os.environ.update({
     "AIRFLOW__OPENLINEAGE__EXECUTE_IN_THREAD": "True",
     "AIRFLOW__OPENLINEAGE__EMISSION_POLICY": json.dumps([{"scope": {}, "controls": {"emit": False}}]),
 })
-sys.path[:0] = [str(ROOT / "include"), str(ROOT)]
+sys.path[:0] = [str(ROOT / "include"), str(ROOT / "devtools"), str(ROOT)]
 
 import pytest  # noqa: E402
 
-from mirrorflow.dev.cluster import DevCluster, DevClusters  # noqa: E402
+from mirrorflow_dev.cluster import DevClusters  # noqa: E402
+from mirrorflow_dev.dev_cluster import DevCluster  # noqa: E402
 from tests.connect_support import connect_server  # noqa: E402,F401 - one Spark Connect server per session
 from tests.postgres_support import airflow_postgres, postgres_server  # noqa: E402,F401 - Airflow's database
 
@@ -58,6 +59,15 @@ class ClusterPool:
         if alias not in self.started:
             self.started.update(self.dev.up([alias], sasl=[alias] if sasl else [], attached=True))
         return self.started[alias]
+
+    def releases(self, versions: dict[str, str]) -> dict[str, DevCluster]:
+        """Clusters of other Kafka releases (alias -> version, e.g. {"K39": "3.9.2"}), started together;
+        the session's others run the default release (4.3.1)."""
+        todo = [a for a in versions if a not in self.started]
+        if todo:
+            self.started.update(self.dev.up(todo, kafka_versions={a: versions[a] for a in todo}, attached=True))
+        assert all(self.started[a].kafka_version == v for a, v in versions.items())
+        return {a: self.started[a] for a in versions}
 
     def close(self) -> None:
         self.dev.down()
@@ -138,8 +148,11 @@ def pytest_addoption(parser) -> None:
 # different workers and the two workers end close together instead of one waiting alone on the last.
 HEAVY_FIRST = (
     "tests/airflow/test_scheduler.py",
+    "tests/integration/test_kafka_versions.py",
     "tests/chaos/test_chaos.py",
     "tests/chaos/test_dr_chaos.py",
+    "tests/model/test_model_based.py",
+    "tests/chaos/test_network_faults.py",
     "tests/airflow/test_failover_approval.py",
     "tests/integration/test_failback.py",
     "tests/integration/test_broker_restart.py",

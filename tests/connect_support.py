@@ -5,8 +5,8 @@ import pytest
 import yaml
 
 from mirrorflow import config as config_mod
-from mirrorflow.dev.cluster import free_port
-from mirrorflow.dev.spark import DevSparkServer
+from mirrorflow_dev.processes import free_port
+from mirrorflow_dev.spark import DevSparkServer
 
 
 @pytest.fixture(scope="session")

@@ -1,6 +1,6 @@
 """A real PostgreSQL for the tests that run Airflow's scheduler (registered in tests/conftest.py).
 
-One server per pytest session (mirrorflow.dev.postgres: Debian's PostgreSQL, its own data directory
+One server per pytest session (mirrorflow_dev.postgres: Debian's PostgreSQL, its own data directory
 under /tmp, a free port on 127.0.0.1, as the `postgres` OS user when we are root), tied to the pytest
 process, so it stops even when pytest is killed; each test gets a database of its own from
 `airflow_postgres`. Skipped, saying why, where PostgreSQL is not installed."""
@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from mirrorflow.dev.cluster import free_port
-from mirrorflow.dev.postgres import DevPostgresServer, bin_dir
+from mirrorflow_dev.processes import free_port
+from mirrorflow_dev.postgres import DevPostgresServer, bin_dir
 
 PREFIX = "mirrorflow-postgres-"
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from confluent_kafka import Consumer, IsolationLevel, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
 
-from mirrorflow.dev.cluster import DevCluster
+from mirrorflow_dev.dev_cluster import DevCluster
 
 
 @dataclass(frozen=True)

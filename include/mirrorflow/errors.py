@@ -33,10 +33,6 @@ class ConfigError(MirrorflowError):
         super().__init__("\n".join(lines))
 
 
-class DevClusterError(MirrorflowError):
-    """The local development clusters could not be set up, started or stopped."""
-
-
 class ClusterError(MirrorflowError):
     """A Kafka cluster could not be used: unreachable, wrong credentials, not authorized."""
 

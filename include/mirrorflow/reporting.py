@@ -19,11 +19,15 @@ def _public(fields: list[tuple[str, Any]]) -> dict[str, Any]:
     return {k: v for k, v in fields if not k.startswith("_")}
 
 
-def as_dict(obj: Any, *derived: str) -> dict[str, Any]:
+def as_dict(obj: Any, *derived: str, parts: dict[str, tuple[str, ...]] | None = None) -> dict[str, Any]:
     """A dataclass's fields as JSON-able data (private `_fields` left out, at any depth), then the
-    properties named in `derived`."""
+    properties named in `derived`; `parts`: a list field's name -> the properties added to each of
+    its items (a partition's lag, a range's verdict)."""
     d = asdict(obj, dict_factory=_public)
     d.update((name, getattr(obj, name)) for name in derived)
+    for list_field, figures in (parts or {}).items():
+        for raw, item in zip(d[list_field], getattr(obj, list_field), strict=True):
+            raw.update((name, getattr(item, name)) for name in figures)
     return d
 
 

@@ -195,6 +195,11 @@ def _partitions(page: FlowPage, fid: str) -> str:
     )
 
 
+def _resume(note: str) -> str:
+    """How a group resumes at its checkpoint, when not exactly (earlier: what it re-reads)."""
+    return f' <span class="note">{_e(note)}</span>' if note else ""
+
+
 def _groups(page: FlowPage, fid: str) -> str:
     cp, written = page.last_checkpoint, page.last_checkpoint_written
     when = f"last checkpoint pass {_ago(page.now_ms, cp.at)}" if cp else "no checkpoint pass recorded yet"
@@ -202,7 +207,8 @@ def _groups(page: FlowPage, fid: str) -> str:
         when += f", last checkpoint written {_ago(page.now_ms, written.at)} (no group moved since)"
     rows = "".join(
         f"<tr><td>{_e(g.group)}</td><td>{_e(g.topic)}</td><td>{g.partition}</td><td>{g.upstream:,}</td>"
-        f"<td>{g.resume_at:,}</td><td>{'-' if g.committed is None else f'{g.committed:,}'}</td>"
+        f"<td>{g.resume_at:,}{_resume(g.resume)}</td>"
+        f"<td>{'-' if g.committed is None else f'{g.committed:,}'}</td>"
         f"<td>{_e(g.state)}</td><td>{_e(g.action)}</td></tr>"
         for g in page.groups
     )

@@ -16,7 +16,7 @@ import uuid
 import pytest
 
 from mirrorflow.clients import FlowClients
-from mirrorflow.dev.cluster import free_port
+from mirrorflow_dev.processes import free_port
 from mirrorflow.groups.checkpoint import emit_checkpoints
 from mirrorflow.metadata.sync import sync_flow
 from mirrorflow.replication.runner import run_once

@@ -8,7 +8,7 @@ import time
 import pytest
 
 from mirrorflow.clients import FlowClients
-from mirrorflow.dev.cluster import free_port
+from mirrorflow_dev.processes import free_port
 from mirrorflow.state.lease import current_holder
 from tests.connect_support import with_remote
 from tests.integration.replicate_helpers import assert_copied, assert_map_exact, mirror_topic

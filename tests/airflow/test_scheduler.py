@@ -25,7 +25,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from mirrorflow.dev.cluster import free_port
+from mirrorflow_dev.processes import free_port
 from mirrorflow.replication.runner import run_once
 from tests.airflow.standalone import (
     airflow,

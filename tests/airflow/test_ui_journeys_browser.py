@@ -39,7 +39,7 @@ from pathlib import Path
 import pytest
 
 from mirrorflow.clients import FlowClients
-from mirrorflow.dev.cluster import free_port
+from mirrorflow_dev.processes import free_port
 from mirrorflow.replication.runner import run_once
 from mirrorflow.state.flow_state import flow_state, read_control
 from tests.airflow.standalone import (

@@ -21,3 +21,12 @@ def dr_size(request: pytest.FixtureRequest) -> dict[str, dict[str, int]]:
     if request.config.getoption("--long"):
         return {"identity": {"round_trips": 8, "steady_runs": 5}, "default": {"round_trips": 4, "steady_runs": 5}}
     return {"identity": {"round_trips": 2, "steady_runs": 3}, "default": {"round_trips": 1, "steady_runs": 3}}
+
+
+@pytest.fixture
+def net_size(request: pytest.FixtureRequest) -> dict[str, int]:
+    """Network faults (test_network_faults.py): records copied under resets and how many resets;
+    `--long`: ten times more of both."""
+    if request.config.getoption("--long"):
+        return {"records": 9000, "resets": 60}
+    return {"records": 900, "resets": 6}

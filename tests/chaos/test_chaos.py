@@ -30,9 +30,9 @@ import pytest
 from confluent_kafka import KafkaException, Producer
 
 from mirrorflow.clients import FlowClients
-from mirrorflow.dev.cluster import DevCluster
 from mirrorflow.ops.observe.status import flow_status
 from mirrorflow.ops.verify.verify import verify_flow
+from mirrorflow_dev.dev_cluster import DevCluster
 from tests.integration.replicate_helpers import assert_copied, assert_map_exact, make_flow, mirror_topic
 from tests.support import consume_all, end_transaction, produce
 

@@ -64,7 +64,7 @@ import pytest
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
 from mirrorflow.clients import FlowClients
-from mirrorflow.dev.cluster import DevCluster
+from mirrorflow_dev.dev_cluster import DevCluster
 from mirrorflow.groups.checkpoint import emit_checkpoints
 from mirrorflow.metadata.sync import sync_flow
 from mirrorflow.ops.dr.failback import failback
@@ -663,10 +663,10 @@ class DrChaos:
             time.sleep(rng.uniform(0.1, 0.8))  # the producer writes on A up to the loss
             dev = self.pool.dev
             if kind == "kill":
-                dev._kill(dev.clusters()["DA"])
+                dev.kill("DA")
                 self.fig.kills += 1
             else:
-                dev._stop(dev.clusters()["DA"])
+                dev.stop("DA")
                 self.fig.stops += 1
             a_writer.stop()
             at = self.fail_over(self.fwd, "unplanned", approval)

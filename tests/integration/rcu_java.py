@@ -1,24 +1,24 @@
-"""Run Java's RemoteClusterUtils (connect-mirror-client from the cached Kafka jars) against a cluster."""
+"""Run Java's RemoteClusterUtils (connect-mirror-client, from the cached MirrorMaker 2 jars) against a cluster."""
 from __future__ import annotations
 
 import subprocess
 from pathlib import Path
 
-from mirrorflow.dev import kafka_dist
+from mirrorflow_dev import kafka_dist
 
 SRC = Path(__file__).with_name("java") / "RcuProbe.java"
 
 
 def compile_probe(out_dir: Path) -> Path:
     """Compile RcuProbe.java into out_dir (javac 17) and return out_dir."""
-    cp = f"{kafka_dist.libs_dir()}/*"
+    cp = f"{kafka_dist.mm2_libs_dir()}/*"
     proc = subprocess.run(["javac", "-d", str(out_dir), "-cp", cp, str(SRC)], capture_output=True, text=True, timeout=180)
     assert proc.returncode == 0, proc.stderr
     return out_dir
 
 
 def run_probe(classes: Path, bootstrap: str, *args: str) -> list[list[str]]:
-    cp = f"{classes}:{kafka_dist.libs_dir()}/*"
+    cp = f"{classes}:{kafka_dist.mm2_libs_dir()}/*"
     proc = subprocess.run([kafka_dist.java_binary(), "-cp", cp, "RcuProbe", bootstrap, *args],
                           capture_output=True, text=True, timeout=180)
     assert proc.returncode == 0 and "done" in proc.stdout.splitlines(), proc.stdout + proc.stderr

@@ -17,6 +17,7 @@ from mirrorflow.errors import MirrorflowError
 from mirrorflow.groups.checkpoint import emit_checkpoints
 from mirrorflow.groups.heartbeat import emit_heartbeats
 from mirrorflow.groups.offset_sync import sync_group_offsets
+from mirrorflow.kafka.acl_admin import to_kafka
 from mirrorflow.metadata.sync import sync_flow
 from mirrorflow.ops.acls.required_acls import required_acls
 from mirrorflow.replication.runner import run_once
@@ -40,7 +41,7 @@ def drop_acls(cfg, flow) -> None:
     for side, cluster in (("source", "SADM"), ("target", "TADM")):
         a = AdminClient(cfg.clusters[cluster].client_config())
         filters = [AclBindingFilter(b.restype, b.name, b.resource_pattern_type, b.principal, b.host, b.operation,
-                                    b.permission_type) for b in (n.binding() for n in needs if n.side == side)]
+                                    b.permission_type) for b in (to_kafka(n.acl) for n in needs if n.side == side)]
         for f in a.delete_acls(filters).values():
             f.result(15)
 

@@ -1,5 +1,6 @@
 """Backfill on real brokers: a flow started at `latest` copies its history exactly once, out of
-source order on the target, with exact translation for groups in both ranges."""
+source order on the target; groups in either range resume where no record they have not read is
+skipped, saying how many they read again."""
 
 from __future__ import annotations
 
@@ -119,7 +120,9 @@ def test_backfill_after_latest_start_copies_history_once(tmp_path, source, targe
     rc, out, err = cli(cfg, "verify", "--flow", "K->B", "--json")
     assert rc == 0, out + err
 
-    # translation: a group in the backfilled range and one in the live range, both exact
+    # translation: a group in the backfilled range and one in the live range. One target offset cannot
+    # place them exactly (history sits after newer records): each resumes where no record it has not
+    # read is skipped, and says how many it reads again
     g_old, g_new = f"{pfx}-old", f"{pfx}-new"
     commit(source, g_old, [(t, 0, 3), (t, 1, 19)])
     commit(source, g_new, [(t, 0, 22), (t, 1, 25)])
@@ -131,33 +134,40 @@ def test_backfill_after_latest_start_copies_history_once(tmp_path, source, targe
         return landed[src_at[(p, o)].content()]
 
     end1 = max(r.offset for r in dst if r.partition == 1) + 1
+    live0 = target_of(0, 20)  # the first record the flow copied (it started at 20): target offset 0
+    assert live0 == min(r.offset for r in dst if r.partition == 0)
     expected = {
-        (g_old, 0): (3, target_of(0, 3)),
-        (g_old, 1): (19, target_of(1, 19)),
-        (g_new, 0): (22, target_of(0, 22)),
-        (g_new, 1): (25, end1),
+        # in the backfilled range: from the first live record (unread too), re-reading the history below g
+        (g_old, 0): (3, live0, "reread", 3),
+        (g_old, 1): (19, target_of(1, 20), "reread", 19),
+        # in the live range: its next record exactly, re-reading the 20 backfilled records after it
+        (g_new, 0): (22, target_of(0, 22), "reread", 20),
+        (g_new, 1): (25, end1, "end", 0),
     }
-    assert expected[(g_old, 0)][1] > expected[(g_new, 0)][1]  # the older record sits after the newer one
     rows = {
-        (r.group, r.partition): (r.source_offset, r.target_offset, r.status)
+        (r.group, r.partition): (r.source_offset, r.target_offset, r.status, r.reread)
         for g in (g_old, g_new)
         for r in translate_group(cfg, flow, g)
     }
-    assert rows == {k: (*v, "end" if k == (g_new, 1) else "exact") for k, v in expected.items()}
+    assert rows == expected
+    # no record at or after a group's offset lies below where it resumes
+    for (g, p), (o, resume, _, again) in expected.items():
+        assert all(target_of(p, s) >= resume for (q, s) in src_at if q == p and s >= o)
+        assert sum(1 for (q, s) in src_at if q == p and s < o and target_of(p, s) >= resume) == again
     run = emit_checkpoints(cfg, flow, groups=[g_old, g_new])
     got = {(c.group, c.partition): (c.upstream_offset, c.downstream_offset) for c in run.emitted}
-    assert got == expected
+    assert got == {k: v[:2] for k, v in expected.items()}
     rc, out, _ = cli(cfg, "translate", "--flow", "K->B", "--group", g_old, "--from-checkpoints", "--json")
     assert rc == 0
     assert sorted((r["partition"], r["target_offset"]) for r in json.loads(out)) == [
         (0, expected[(g_old, 0)][1]),
         (1, expected[(g_old, 1)][1]),
     ]
-    # the old group moves on into the live range: lower on the target, exact, and not held
+    # the old group moves on into the live range: exactly its next record now, forward on the target
     commit(source, g_old, [(t, 0, 21)])
     run = emit_checkpoints(cfg, flow, groups=[g_old])
     assert {(c.partition, c.upstream_offset, c.downstream_offset) for c in run.emitted} == {(0, 21, target_of(0, 21))}
-    assert target_of(0, 21) < expected[(g_old, 0)][1]
+    assert target_of(0, 21) > expected[(g_old, 0)][1]
 
 
 def test_backfill_reports_retention_gaps_and_stays_idempotent(tmp_path, source, target, unique):
@@ -186,8 +196,9 @@ def test_backfill_reports_retention_gaps_and_stays_idempotent(tmp_path, source, 
     dst = consume_all(target, remote)
     assert [r.content() for r in dst] == [r.content() for r in src[18:] + src[:18]]
     pm = load_offset_map(cfg, flow, [(t, 0)])[(t, 0)]
-    # source 12 (the first backfilled record) sits after the 4 live ones (and a commit marker)
-    assert pm.translate(12).target_offset == dst[4].offset and pm.translate(12).status == "exact"
+    # source 12 (the first backfilled record) sits after the 4 live ones (and a commit marker): a group
+    # at 12 has read nothing copied, so it resumes at the first live record and reads everything once
+    assert pm.translate(12).target_offset == dst[0].offset and pm.translate(12).status == "exact"
     assert pm.translate(30).target_offset == dst[0].offset and pm.translate(8).status == "before"
 
 

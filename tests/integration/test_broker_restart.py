@@ -14,7 +14,7 @@ import traceback
 import pytest
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
-from mirrorflow.dev.cluster import DevCluster
+from mirrorflow_dev.dev_cluster import DevCluster
 from mirrorflow.replication.run_report import RunReport
 from mirrorflow.replication.runner import run_once
 from mirrorflow.state.state_topics import offset_map_topic, progress_topic

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from mirrorflow.dev.postgres import bin_dir
+from mirrorflow_dev.postgres import bin_dir
 
 pytestmark = pytest.mark.skipif(bin_dir() is None, reason="PostgreSQL is not installed (scripts/bootstrap)")
 

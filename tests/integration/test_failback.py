@@ -52,7 +52,7 @@ def pair(tmp_path, primary, target, pfx: str, a: str, b: str, policy: str):
 
 
 def kill(kafka_pool):
-    kafka_pool.dev._kill(kafka_pool.dev.clusters()["P"])  # SIGKILL the whole source cluster
+    kafka_pool.dev.kill("P")  # SIGKILL the whole source cluster
 
 
 def content(r) -> str:

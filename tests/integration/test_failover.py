@@ -69,7 +69,7 @@ def test_unplanned_failover_with_the_source_killed(tmp_path, primary, target, ka
     produce(primary, topic, records(20, 2, seed="late"))  # never replicated: the RPO
     src = consume_all(primary, topic)
 
-    kafka_pool.dev._kill(kafka_pool.dev.clusters()["P"])  # SIGKILL the whole source cluster (its current pid)
+    kafka_pool.dev.kill("P")  # SIGKILL the whole source cluster (its current pid)
     try:
         dry = json.loads(cli(cfg, "failover", "--flow", "P->B", "--dry-run", "--json").stdout)
         assert dry["done"] is False and dry["note"] == "dry run: nothing changed"

@@ -14,7 +14,7 @@ import uuid
 import pytest
 
 from mirrorflow.clients import FlowClients
-from mirrorflow.dev.mirrormaker import ConnectWorker, connect_worker_properties
+from mirrorflow_dev.mirrormaker import ConnectWorker, connect_worker_properties
 from mirrorflow.mm2.connect_offsets import STRIMZI_OFFSETS_TOPIC, strimzi_connector
 from mirrorflow.ops.dr.takeover import TakeoverError, mm2_offsets, read_mm2_offsets, takeover
 from mirrorflow.state.history import read_history

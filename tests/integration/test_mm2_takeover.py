@@ -12,7 +12,7 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition
 
 from mirrorflow.clients import FlowClients, cluster_connection
-from mirrorflow.dev.mirrormaker import MirrorMaker2, mm2_properties
+from mirrorflow_dev.mirrormaker import MirrorMaker2, mm2_properties
 from mirrorflow.groups.checkpoint import emit_checkpoints, translate_group
 from mirrorflow.kafka.log_reader import read_partition
 from mirrorflow.mm2.formats import Checkpoint

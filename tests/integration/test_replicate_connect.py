@@ -12,8 +12,8 @@ import time
 import pytest
 
 from mirrorflow.clients import FlowClients
-from mirrorflow.dev.cluster import free_port
-from mirrorflow.dev.spark import DevSparkServer
+from mirrorflow_dev.processes import free_port
+from mirrorflow_dev.spark import DevSparkServer
 from mirrorflow.replication.runner import run_once
 from mirrorflow.state.lease import current_holder
 from tests.connect_support import with_remote
@@ -77,7 +77,7 @@ def test_connect_mode_copies_exactly_across_two_runs(tmp_path, source, target, u
 
 def test_connect_mode_unreachable_server_is_a_clear_error(tmp_path, source, target, unique):
     from mirrorflow.errors import MirrorflowError
-    from mirrorflow.dev.cluster import free_port
+    from mirrorflow_dev.processes import free_port
 
     pfx = unique("noconnect")
     t = f"{pfx}.orders"

@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from mirrorflow.dev.spark import DevStandalone
+from mirrorflow_dev.spark import DevStandalone
 from tests.integration.replicate_helpers import assert_copied, assert_map_exact, make_flow, mirror_topic
 from tests.support import produce, read_progress
 

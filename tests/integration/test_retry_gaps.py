@@ -20,7 +20,8 @@ import pytest
 from confluent_kafka.admin import OffsetSpec
 
 from mirrorflow.clients import FlowClients
-from mirrorflow.dev.cluster import DevCluster, free_port
+from mirrorflow_dev.dev_cluster import DevCluster
+from mirrorflow_dev.processes import free_port
 from mirrorflow.errors import BrokerUnavailableError, ClusterError, StateError
 from mirrorflow.kafka.topic_admin import list_offsets
 from mirrorflow.state.flow_state import read_control, write_control

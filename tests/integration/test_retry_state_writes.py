@@ -13,7 +13,7 @@ import time
 import pytest
 
 from mirrorflow.clients import FlowClients
-from mirrorflow.dev.cluster import DevCluster
+from mirrorflow_dev.dev_cluster import DevCluster
 from mirrorflow.errors import StateError
 from mirrorflow.state import run_results
 from mirrorflow.state.lease import FlowLease

@@ -29,8 +29,9 @@ from confluent_kafka import Consumer, KafkaException, TopicPartition
 from confluent_kafka.admin import NewTopic
 
 from mirrorflow import config as config_mod
-from mirrorflow.dev.certs import DevCA
-from mirrorflow.dev.cluster import DevCluster, DevClusters
+from mirrorflow_dev.certs import DevCA
+from mirrorflow_dev.cluster import DevClusters
+from mirrorflow_dev.dev_cluster import DevCluster
 from mirrorflow.errors import AuthenticationError
 from mirrorflow.kafka.connection import ClusterConnection
 from mirrorflow.replication.spark import submit_command

@@ -12,7 +12,7 @@ from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import (AclBinding, AclBindingFilter, AclOperation, AclPermissionType,
                                    ConfigResource, ResourcePatternType, ResourceType)
 
-from mirrorflow.dev.cluster import free_port
+from mirrorflow_dev.processes import free_port
 from tests.support import admin, consume_all, create_topic, produce
 
 pytestmark = pytest.mark.integration

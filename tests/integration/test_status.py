@@ -59,7 +59,7 @@ def test_flow_status_and_status_page(source, target, unique, tmp_path, monkeypat
 
 
 def _dead_port() -> int:
-    from mirrorflow.dev.cluster import free_port
+    from mirrorflow_dev.processes import free_port
 
     return free_port()
 

@@ -12,7 +12,7 @@ from mirrorflow.errors import ConfigError
 from mirrorflow.replication.backfill_plan import WHEN_PATTERN, When, plan_partition, units_of
 from mirrorflow.replication.copier import ranges_to_copy
 from mirrorflow.replication.planner import PartitionInput, Unit
-from mirrorflow.state.offset_map import MapEntry, PartitionMap, Run
+from mirrorflow.state.offset_map import MapEntry, PartitionMap, Run, Translation
 from mirrorflow.state.records import Progress
 
 
@@ -112,20 +112,22 @@ def out_of_order_map() -> PartitionMap:
 
 
 @pytest.mark.parametrize("make", [out_of_order_map, lambda: PartitionMap([], out_of_order_map().folded())])
-def test_offset_map_translates_exactly_over_runs_out_of_target_order(make):
+def test_offset_map_over_runs_out_of_target_order_never_skips_the_live_range(make):
     pm = make()
     assert pm.tgt_end == 97 and pm.covered == [(0, 100)]
-    assert pm.translate(0).target_offset == 41 and pm.translate(0).status == "exact"
-    assert pm.translate(29).target_offset == 70
-    assert pm.translate(30).target_offset == 72
-    assert pm.translate(42).target_offset == 82 and pm.translate(42).status == "exact"  # the hole: next record
-    assert pm.translate(59).target_offset == 96
-    assert pm.translate(60).target_offset == 0 and pm.translate(99).target_offset == 39
-    assert pm.translate(100).target_offset == 97 and pm.translate(100).status == "end"
+    # a group at 0 has read nothing: from the target's first record on, every record is unread
+    assert pm.translate(0) == Translation(0, 0, "exact")
+    # in the backfilled range: the live range (target 0..39) is unread too; the backfill below g is read again
+    assert pm.translate(29) == Translation(29, 0, "reread", 0, 29)
+    assert pm.translate(42) == Translation(42, 0, "reread", 0, 40)  # the hole 40..44: 40 records below 42
+    # in the live range: exactly its next record, re-reading the backfilled records after it (55)
+    assert pm.translate(60) == Translation(60, 0, "reread", 0, 55)
+    assert pm.translate(99) == Translation(99, 39, "reread", 0, 55)
+    assert pm.translate(100) == Translation(100, 97, "end")
     assert pm.target_of(45) == 82 and pm.target_of(42) is None
-    # pruning below a floor keeps everything at or above it exact
+    # pruning below a floor keeps everything at or above it as it was
     pruned = pm.pruned(floor=20)
-    assert pruned.translate(25).target_offset == 66 and pruned.translate(60).target_offset == 0
+    assert pruned.translate(25) == pm.translate(25) and pruned.translate(60) == pm.translate(60)
     assert pruned.translate(100).target_offset == 97
 
 

@@ -237,12 +237,30 @@ def test_translation_table_rendering():
                              {("orders", 0): pmap(), ("orders", 1): pmap(partition=1)})
     text = translation_table(rows)
     assert text.splitlines() == [
-        "source topic  partition  source offset  target topic  target offset  status  missing",
-        "------------  ---------  -------------  ------------  -------------  ------  -------",
-        "orders                0              4  A.orders                104  exact         0",
-        "orders                1             13  A.orders                108  ahead         3",
+        "source topic  partition  source offset  target topic  target offset  status  missing  reread",
+        "------------  ---------  -------------  ------------  -------------  ------  -------  ------",
+        "orders                0              4  A.orders                104  exact         0       0",
+        "orders                1             13  A.orders                108  ahead         3       0",
     ]
     assert status_notes(rows) == ["ahead: not yet replicated: the target has not received the missing records yet"]
+    # a map thinned below its floor: an earlier position, and how much is read again, in the table and notes
+    thinned = PartitionMap([MapEntry("orders", 0, 10 * i, 10 * i + 10, (Run(10 * i, 11 * i, 10),), 11 * i + 10)
+                            for i in range(50)]).pruned(0, 5)
+    (row,) = translate_committed(FILTERS, [CommittedOffset("g", "orders", 0, 207)], {("orders", 0): thinned})
+    assert row.status == "reread" and 0 < row.reread <= 7 + 10 and row.target_offset <= 227
+    assert translation_table([row]).splitlines()[2].split()[-3:] == ["reread", "0", str(row.reread)]
+    assert status_notes([row])[0].startswith("reread: the offset map no longer knows")
+    # from the checkpoints alone (the source lost): what each resumes at, and what it re-reads there
+    from mirrorflow.groups.render import render_checkpointed_offsets
+
+    cps = {TopicPartitionKey("A.orders", 0): OffsetAndMetadata(104, ""),
+           TopicPartitionKey("A.orders", 1): OffsetAndMetadata(90, ""),
+           TopicPartitionKey("A.orders", 2): OffsetAndMetadata(7, "")}
+    shown = render_checkpointed_offsets(cps, {("A.orders", 1): 12, ("A.orders", 2): None})
+    assert [line.split() for line in shown.lines[2:5]] == [["A.orders", "0", "104", "0"], ["A.orders", "1", "90", "12"],
+                                                           ["A.orders", "2", "7", "?"]]
+    assert shown.lines[5].startswith("  reread: the offset map no longer knows") and shown.lines[6].startswith("  ?: ")
+    assert [r["reread"] for r in shown.data] == [0, 12, None]
     with_actions = translation_table(rows, ["new", "unchanged"]).splitlines()
     assert with_actions[0].endswith("checkpoint") and with_actions[3].endswith("unchanged")
 

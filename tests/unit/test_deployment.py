@@ -33,16 +33,23 @@ def test_compose_services_and_config_line_up():
     assert '"host": "spark://spark-master", "port": 7077' in env["AIRFLOW_CONN_SPARK_DEFAULT"]
     # the copy jobs run on the spark-connect service (the default path): its server listens where the
     # config's spark.remote points, on the compose master, with the settings `dev spark up` uses
-    from mirrorflow.dev.spark import serve_args, server_command
+    from mirrorflow.replication.connect_server import serve_args, server_command
     from mirrorflow.replication.spark_connect import remote_address
 
     connect = services["spark-connect"]
-    assert connect["command"][:3] == ["python", "-m", "mirrorflow.dev.spark"]
+    assert connect["command"][:3] == ["python", "-m", "mirrorflow.replication.connect_server"]
     served = serve_args(connect["command"][3:])
     assert remote_address(cfg.spark.remote) == (connect["hostname"], served.port) == ("spark-connect", 15002)
     assert (served.master, served.bind, served.driver_host) == (cfg.spark.master, "0.0.0.0", "spark-connect")
     assert "spark.connect.grpc.binding.address=0.0.0.0" in server_command(served.port, served.master, bind=served.bind)
     assert "./include:/opt/mirrorflow/include" in connect["volumes"]  # the package its `python -m` runs
+    # the image holds the product only: the secure profile's throw-away CA is made by the development
+    # harness's certs module, mounted read-only into that one service (it imports only `cryptography`)
+    certs = services["kafka-certs"]
+    assert certs["command"][:3] == ["python", "-m", "mirrorflow_dev.certs"]
+    assert certs["working_dir"] == "/opt/mirrorflow/devtools" and "./devtools:/opt/mirrorflow/devtools:ro" in certs["volumes"]
+    assert [n for n, svc in services.items() if any("devtools" in str(v) for v in svc.get("volumes", []))] == ["kafka-certs"]
+    assert "devtools" not in (ROOT / "Dockerfile").read_text()
     # the mounted code is what the image installs (editable) and the DAGs import
     assert "./include:/opt/mirrorflow/include" in services["airflow-scheduler"]["volumes"]
     assert "pip install --no-cache-dir --no-deps -e /opt/mirrorflow" in (ROOT / "Dockerfile").read_text()

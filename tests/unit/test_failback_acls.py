@@ -35,7 +35,7 @@ def test_required_acls_of_a_flow():
                                     "heartbeats.replication.enabled": False}}})
     needs, principals = required_acls(cfg, cfg.flow("A->B"))
     assert principals == {"source": "User:reader", "target": "User:ANONYMOUS"}
-    got = {(n.side, n.resource, n.pattern, n.name, n.operation) for n in needs}
+    got = {(n.side, n.acl.resource, n.acl.pattern, n.acl.name, n.acl.operation) for n in needs}
     assert {x for x in got if x[0] == "source"} == {
         ("source", "TOPIC", "PREFIXED", "orders.", "READ"), ("source", "TOPIC", "PREFIXED", "orders.", "DESCRIBE"),
         ("source", "TOPIC", "PREFIXED", "orders.", "DESCRIBE_CONFIGS"),
@@ -48,4 +48,4 @@ def test_required_acls_of_a_flow():
     assert ("target", "TOPIC", "PREFIXED", "mirrorflow.A-B.", "DELETE") in got
     assert ("target", "GROUP", "PREFIXED", "app-", "READ") in got
     assert ("target", "CLUSTER", "LITERAL", "kafka-cluster", "ALTER") in got  # ACL sync is on by default
-    assert not any(n.side == "source" and n.operation in ("WRITE", "CREATE", "ALTER") for n in needs)
+    assert not any(n.side == "source" and n.acl.operation in ("WRITE", "CREATE", "ALTER") for n in needs)

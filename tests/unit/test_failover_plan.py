@@ -3,6 +3,7 @@
 tests/integration/test_failover.py)."""
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 
 import pytest
@@ -94,3 +95,32 @@ def test_a_drain_left_with_lag_stops_unless_that_lag_is_accepted():
     assert drain_refusal("A->B", 5, lags, 19) is None
     assert drain_refusal("A->B", 1, {("orders", 0): 0}, None) is None
     assert drain_refusal("A->B", 2, {}, 0) is None
+
+
+def test_a_failover_plan_keeps_what_each_partition_reads_again_through_its_record():
+    from mirrorflow.groups.render import resume_note
+
+    parts = (PartitionSync("A.t", 0, 80, None, "write", "", 12), PartitionSync("A.t", 1, 5, None, "write", "", 0),
+             PartitionSync("A.t", 2, 9, None, "write", "", None), PartitionSync("A.t", 3, 9, 20, "skip-ahead", "", 4))
+    plan = FailoverPlan("A->B", "B", "unplanned", None, (PartitionRPO("t", 0, "A.t", 100, 100),),
+                        (GroupSyncPlan("g", "missing", 0, "sync", parts),), 1)
+    back = FailoverPlan.from_dict(json.loads(json.dumps(plan.to_dict())))  # through XCom, as the DAG's approval
+    assert back == plan and [x.reread for x in back.groups[0].partitions] == [12, 0, None, 4]
+    assert [resume_note(x) for x in back.groups[0].partitions] == [
+        " (earlier: re-reads at most 12 record(s) it had read, skips none)",
+        "",
+        " (unchecked: the offset map does not place this checkpoint (MirrorMaker 2 wrote it, or an older "
+        "mirrorflow pruned the map there))",
+        "",  # kept at its offset on the target, which is ahead
+    ]
+    # what Required Actions shows for the approval: the plan's report, with the same notes
+    from mirrorflow.ops.dr.failover_report import FailoverReport
+
+    shown = FailoverReport("A->B", "B", "unplanned", False, plan=back).markdown()
+    assert "g resumes A.t[0] at 80 (earlier: re-reads at most 12 record(s) it had read, skips none)" in shown
+    assert "g resumes A.t[1] at 5\n" in shown
+    # a plan recorded before the field existed reads as exact (0)
+    old = plan.to_dict()
+    old["groups"][0][5] = [row[:6] for row in old["groups"][0][5]]
+    old.pop("id")
+    assert [x.reread for x in FailoverPlan.from_dict(old).groups[0].partitions] == [0, 0, 0, 0]

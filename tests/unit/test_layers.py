@@ -1,8 +1,12 @@
 """The core package's layers: a package (and a room of `ops`) imports only from the layers below it
-(docs/architecture.md), and no module of mirrorflow or mirrorflow_airflow takes part in an import cycle."""
+(docs/architecture.md), no module of mirrorflow or mirrorflow_airflow takes part in an import cycle, and
+the product imports nothing from the development harness (devtools/mirrorflow_dev)."""
 from __future__ import annotations
 
 import ast
+import re
+import subprocess
+import sys
 from pathlib import Path
 
 import mirrorflow
@@ -12,6 +16,9 @@ BELOW_OPS = {"errors", "process", "reporting", "kafka", "mm2", "config", "client
              "groups"}
 # the rooms of ops (ops/<room>/): each its own layer; the modules directly in ops/ sit above them
 ROOMS = {"ops.acls", "ops.verify", "ops.observe", "ops.dr"}
+ROOT = PKG.parents[1]
+# what ships and runs in production: the core, the Airflow adapters, the DAG files, the plugins, the Spark job
+PRODUCT = ("include/mirrorflow", "include/mirrorflow_airflow", "dags", "plugins", "spark_jobs")
 # package -> the mirrorflow packages it may import (besides itself)
 ALLOWED: dict[str, set[str]] = {
     "errors": set(),
@@ -30,8 +37,7 @@ ALLOWED: dict[str, set[str]] = {
     "ops.observe": BELOW_OPS,
     "ops.dr": BELOW_OPS | {"ops.verify"},
     "ops": BELOW_OPS | ROOMS,
-    "dev": {"errors", "process", "kafka", "config"},
-    "cli": BELOW_OPS | {"ops", "dev"} | ROOMS,
+    "cli": BELOW_OPS | {"ops"} | ROOMS,
 }
 
 
@@ -162,3 +168,79 @@ def test_no_import_cycle_not_even_inside_functions():
         for comp in _cycles(graph)
     ]
     assert not problems, "\n".join(problems)
+
+
+DEV_MODULE = re.compile(r"^mirrorflow_dev(\.|$)")
+
+
+def _dev_references(path: Path, root: Path = ROOT) -> list[str]:
+    """Every import of the development harness in a file (inside functions too), and every string
+    naming one of its modules (an importlib.import_module or entry point written by hand)."""
+    out = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        names: list[str] = []
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            names = [node.module]
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+            names = [node.value.strip()]
+        out += [f"{path.relative_to(root)}:{node.lineno} names {n}" for n in names if DEV_MODULE.match(n)]
+    return out
+
+
+def test_the_product_imports_nothing_from_the_development_harness():
+    files = [f for d in PRODUCT for f in sorted((ROOT / d).rglob("*.py"))]
+    assert len(files) > 100 and ROOT / "spark_jobs" / "mirrorflow_copy.py" in files
+    bad = [ref for f in files for ref in _dev_references(f)]
+    assert not bad, "the product must not import the development harness:\n" + "\n".join(bad)
+    assert not (PKG / "dev").exists(), "the harness lives in devtools/mirrorflow_dev, not in the product"
+
+
+def test_the_check_finds_an_import_of_the_harness_even_inside_a_function(tmp_path):
+    (tmp_path / "m.py").write_text(
+        "def f():\n    from mirrorflow_dev.cluster import DevClusters\n"
+        "import importlib\nX = importlib.import_module('mirrorflow_dev.spark')\n"
+    )
+    assert _dev_references(tmp_path / "m.py", tmp_path) == [
+        "m.py:2 names mirrorflow_dev.cluster", "m.py:4 names mirrorflow_dev.spark"]
+
+
+# The CLI in a process where the harness cannot be imported (a production install): every command of
+# the product is there, `dev` and `demo` are not, and the group that could not load is named once.
+NO_HARNESS = r"""
+import contextlib, io, sys
+
+class NoHarness:
+    def find_spec(self, name, path=None, target=None):
+        if name == "mirrorflow_dev" or name.startswith("mirrorflow_dev."):
+            raise ModuleNotFoundError(f"No module named {name!r}")
+        return None
+
+sys.meta_path.insert(0, NoHarness())
+from mirrorflow.cli import build_parser
+
+out = io.StringIO()
+with contextlib.redirect_stdout(out):
+    try:
+        build_parser().parse_args(["--help"])
+    except SystemExit:
+        pass
+print(out.getvalue().splitlines()[1])
+"""
+
+
+def test_the_cli_works_without_the_harness_and_finds_its_commands_through_the_entry_point():
+    proc = subprocess.run([sys.executable, "-c", NO_HARNESS], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr
+    choices = proc.stdout.strip().splitlines()[-1]
+    assert "replicate" in choices and "failover" in choices and "dev" not in choices.replace("{", ",").split(",")
+    assert "demo" not in choices, choices
+    assert sorted(line.split(" (")[0] for line in proc.stderr.splitlines()) == [
+        "mirrorflow: commands 'demo'", "mirrorflow: commands 'dev'"], proc.stderr
+    # installed (scripts/bootstrap), the harness registers both groups under the entry point
+    from importlib.metadata import entry_points
+
+    from mirrorflow.cli import COMMAND_GROUP
+    assert {(ep.name, ep.value) for ep in entry_points(group=COMMAND_GROUP)} == {
+        ("dev", "mirrorflow_dev.cli.dev"), ("demo", "mirrorflow_dev.cli.demo")}

@@ -4,6 +4,7 @@ source documents (/work/shared/source-docs, listed below with where each comes f
 
 from __future__ import annotations
 
+import functools
 import re
 import subprocess
 import sys
@@ -16,6 +17,21 @@ from mirrorflow.config import compat
 ROOT = Path(__file__).resolve().parents[2]
 DOC = ROOT / "docs" / "mm2-compatibility.md"
 SOURCE_DOCS = ROOT.parent / "shared" / "source-docs"
+
+
+@functools.cache
+def _table() -> tuple[compat.Row, ...]:
+    return tuple(compat.rows())
+
+
+def lookup(name: str) -> compat.Row | None:
+    """The row of `name` in the generated table: its own row, else the most specific prefix form
+    matching it (how a reader finds a property in docs/mm2-compatibility.md)."""
+    exact = [r for r in _table() if r.name == name]
+    if exact:
+        return exact[0]
+    forms = [r for r in _table() if r.matches(name)]
+    return max(forms, key=lambda r: len(r.name)) if forms else None
 
 # 000 (MM2 components and DR) and 001 / 004 (an MM2 guide; how MM2 is invoked) name no property.
 # 002: Red Hat's "Setting up MirrorMaker for disaster recovery"; 003: Strimzi's KafkaMirrorMaker2 reference.
@@ -221,7 +237,7 @@ def test_every_source_document_property_has_a_row(name, origin):
         last = name.rsplit(".", 1)[-1] if name.startswith(("spec.", "metadata.")) else name
         last = last.removesuffix("]").split("[")[-1].split("/")[-1]
         assert last in _source_text(origin), (name, origin)
-    row = compat.lookup(name)
+    row = lookup(name)
     assert row is not None, f"{name} ({origin}) has no row in docs/mm2-compatibility.md"
     assert row.verdict in compat.VERDICTS
     assert f"| `{row.name}` | {row.verdict} |" in DOC.read_text()
@@ -229,30 +245,30 @@ def test_every_source_document_property_has_a_row(name, origin):
 
 def test_verdicts_follow_the_code():
     """A few rows checked against what the loader and the importer really do."""
-    assert compat.lookup("consumer.poll.timeout.ms").verdict == "refused"
-    assert compat.lookup("emit.checkpoints.enabled").verdict == "same"
-    assert compat.lookup("replication.factor").verdict == "different"
-    assert compat.lookup("transaction.boundary").verdict == "mapped"
-    assert compat.lookup("exactly.once.source.support").verdict == "mapped"
-    assert compat.lookup("offset-syncs.topic.replication.factor").what.startswith(
+    assert lookup("consumer.poll.timeout.ms").verdict == "refused"
+    assert lookup("emit.checkpoints.enabled").verdict == "same"
+    assert lookup("replication.factor").verdict == "different"
+    assert lookup("transaction.boundary").verdict == "mapped"
+    assert lookup("exactly.once.source.support").verdict == "mapped"
+    assert lookup("offset-syncs.topic.replication.factor").what.startswith(
         "refused in a mirrorflow config; `config import` makes it `state.topic.replication.factor`")
-    assert compat.lookup("consumer.isolation.level").verdict == "different"  # held by mirrorflow
-    assert compat.lookup("consumer.fetch.max.bytes").name == "consumer.*"
-    assert compat.lookup("producer.override.linger.ms").name == "producer.override.*"
-    assert compat.lookup("source.cluster.bootstrap.servers").name == "source.cluster.*"
-    assert compat.lookup("spec.mirrors[].checkpointConnector.autoRestart.maxRestarts").verdict == "different"
-    assert compat.lookup("spec.mirrors[].sourceConnector.state").name == "spec.mirrors[].*Connector.state"
+    assert lookup("consumer.isolation.level").verdict == "different"  # held by mirrorflow
+    assert lookup("consumer.fetch.max.bytes").name == "consumer.*"
+    assert lookup("producer.override.linger.ms").name == "producer.override.*"
+    assert lookup("source.cluster.bootstrap.servers").name == "source.cluster.*"
+    assert lookup("spec.mirrors[].checkpointConnector.autoRestart.maxRestarts").verdict == "different"
+    assert lookup("spec.mirrors[].sourceConnector.state").name == "spec.mirrors[].*Connector.state"
 
 
 @pytest.mark.skipif(not SOURCE_DOCS.is_dir(), reason="the source documents live beside the repository, not in it")
 def test_every_name_in_the_source_documents_has_a_row_or_is_listed_as_no_property():
     names = source_document_names()
     assert {"offset.flush.interval.ms", "offset.storage.topic", "name", "topics", "source.cluster.*"} <= set(names)
-    missing = {n: doc for n, doc in names.items() if n not in NOT_MM2 and compat.lookup(n) is None}
+    missing = {n: doc for n, doc in names.items() if n not in NOT_MM2 and lookup(n) is None}
     assert not missing, f"names of the source documents without a row in docs/mm2-compatibility.md: {missing}"
     # the hand-kept lists stay true: what they leave out is in the documents, what they cite has a row
     assert set(NOT_MM2) <= set(names), set(NOT_MM2) - set(names)
-    assert not [n for n in NOT_MM2 if compat.lookup(n) is not None]
+    assert not [n for n in NOT_MM2 if lookup(n) is not None]
 
 
 def test_connect_worker_settings_have_rows_and_import_leaves_them_out_with_their_reason():
@@ -260,14 +276,14 @@ def test_connect_worker_settings_have_rows_and_import_leaves_them_out_with_their
 
     text = DOC.read_text()
     for name in CONNECT_WORKER_SETTINGS:
-        row = compat.lookup(name)
+        row = lookup(name)
         assert row is not None and row.name == name and row.section == "Kafka Connect settings", name
         assert row.verdict == "different" and f"| `{name}` | different |" in text
     props = "clusters = A, B\nA.bootstrap.servers = a:1\nB.bootstrap.servers = b:1\nA->B.enabled = true\n"
     imp = convert(props + "".join(f"{n} = 1\n" for n in CONNECT_WORKER_SETTINGS), "mm2.properties")
     notes = {n.split(":")[0]: n for n in imp.notes}
     for name in CONNECT_WORKER_SETTINGS:
-        why = compat.lookup(name).what.removeprefix("no effect here (").split("); `config import`")[0]
+        why = lookup(name).what.removeprefix("no effect here (").split("); `config import`")[0]
         assert notes[name] == f"{name}: not imported ({why})"
     assert imp.flows["A->B"] == {"enabled": True} and imp.defaults == {}
     assert all(set(c) == {"bootstrap.servers"} for c in imp.clusters.values()), imp.clusters

@@ -13,7 +13,8 @@ import yaml
 
 from mirrorflow.config import parse
 from mirrorflow.errors import ConfigError
-from mirrorflow.config.mm2_import import convert, import_file, parse_properties
+from mirrorflow.config.mm2_import import convert, import_file
+from mirrorflow.config.mm2_import.properties_file import parse_properties
 
 ROOT = Path(__file__).resolve().parents[2]
 

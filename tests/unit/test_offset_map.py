@@ -171,11 +171,13 @@ def test_pruned_is_exact_at_and_above_the_floor():
         assert translations(both, floor, 400) == translations(PartitionMap(entries + more), floor, 400)
 
 
-def test_below_the_floor_is_pruned_and_says_so():
+def test_below_the_floor_resumes_at_a_known_position_at_or_before_it():
     full = PartitionMap(eos_history(10))  # source 0..99, transactions of 10, a marker after each
     p = full.pruned(35)
     assert p.translate(35) == full.translate(35) == Translation(35, 38, "exact")
-    assert p.translate(20) == Translation(20, 38, "pruned", 15)
+    # below the source's log start and every group: a landmark, never the floor's record (38)
+    assert p.translate(20) == Translation(20, 22, "pruned")
+    assert p.translate(25).target_offset <= 27 and p.translate(25).status == "pruned"
     assert p.target_of(20) is None and p.start == 0 and p.records == 65
     # a floor at or below the first covered offset prunes nothing: "before" stays "before"
     late = PartitionMap([E(50, 60, [(50, 0, 10)], 10, lost=50)]).pruned(40)
@@ -198,6 +200,9 @@ def test_max_runs_raises_the_floor():
     assert len(p.runs) == 10 and p.floor == 900
     assert translations(p, 900, 1010) == translations(full, 900, 1010)
     assert full.pruned(max_runs=200) is full
+    # below the raised floor: landmarks, exact at each of them, an earlier position between them
+    assert p.translate(899) == full.translate(899) and p.translate(890) == full.translate(890)
+    assert all(p.translate(g).target_offset <= full.translate(g).target_offset for g in range(900))
 
 
 def test_a_newer_epoch_drops_the_folded_base():

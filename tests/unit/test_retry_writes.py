@@ -11,7 +11,7 @@ import pytest
 from confluent_kafka import KafkaError
 from confluent_kafka.admin import AdminClient
 
-from mirrorflow.dev.cluster import free_port
+from mirrorflow_dev.processes import free_port
 from mirrorflow.errors import BrokerUnavailableError, ClusterError
 from mirrorflow.kafka.connection import ClusterConnection
 from mirrorflow.kafka.retry import (

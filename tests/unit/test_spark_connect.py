@@ -7,10 +7,9 @@ import zipfile
 
 import pytest
 
-from mirrorflow.cli.dev import dev_spark_port
 from mirrorflow.config import parse
-from mirrorflow.dev.spark import CONNECT_CLASS, server_command
 from mirrorflow.errors import ConfigError, MirrorflowError
+from mirrorflow.replication.connect_server import CONNECT_CLASS, server_command
 from mirrorflow.replication.spark_connect import (
     bump_generation,
     first_line,
@@ -21,6 +20,7 @@ from mirrorflow.replication.spark_connect import (
     session_id,
     task_rows,
 )
+from mirrorflow_dev.cli.dev import dev_spark_port
 
 CLUSTERS = {"A": {"bootstrap.servers": "a:1"}, "B": {"bootstrap.servers": "b:1"}}
 

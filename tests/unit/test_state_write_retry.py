@@ -13,7 +13,7 @@ import yaml
 
 from mirrorflow import config as config_mod
 from mirrorflow.clients import FlowClients
-from mirrorflow.dev.cluster import free_port
+from mirrorflow_dev.processes import free_port
 from mirrorflow.errors import BrokerUnavailableError, LeaseError, StateError
 from mirrorflow.state import run_results
 from mirrorflow.state.lease import FlowLease

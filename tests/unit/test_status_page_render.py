@@ -226,3 +226,17 @@ def test_checkpoint_passes_that_stopped_need_attention_unless_the_flow_is_stoppe
     stopped = _page(state="stopped by ops since 2027-01-15T08:00:00+00:00 (on the target)")
     stopped.checkpoint_every_s, stopped.last_checkpoint = 60, RunRecord("checkpoint", NOW - 3_600_000, True)
     assert not any("checkpoint" in p for p in _problems(stopped))
+
+
+def test_a_group_resuming_earlier_says_so_on_the_page():
+    from mirrorflow.ops.observe.status_page import GroupRow
+
+    page = _page()
+    page.groups = [
+        GroupRow("idle", "A.orders", 0, 7, 10, 10, "empty", "skip-equal"),
+        GroupRow("late", "A.orders", 0, 95, 80, None, "missing", "write",
+                 "earlier: re-reads at most 12 record(s) it had read, skips none"),
+    ]
+    html = status_html.render_flow(page, lambda f: [])
+    assert "<td>80 <span class=\"note\">earlier: re-reads at most 12 record(s) it had read, skips none</span></td>" in html
+    assert "<td>10</td>" in html

@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import json
 
-from mirrorflow.metadata.acl_sync import Acl, plan_acls, target_acl
+from mirrorflow.kafka.acl_admin import AclBinding
+from mirrorflow.metadata.acl_sync import plan_acls, target_acl
 from mirrorflow.config import parse
 from mirrorflow.mm2.filters import FlowFilters
 from mirrorflow.metadata.sync_report import DONE, FAILED, SyncReport
@@ -103,7 +104,7 @@ def test_identity_policy_reports_no_orphans():
 
 
 def acl(topic, op, perm="ALLOW", pattern="LITERAL", principal="User:alice", host="*"):
-    return Acl(topic, pattern, principal, host, op, perm)
+    return AclBinding("TOPIC", pattern, topic, principal, host, op, perm)
 
 
 def test_acl_rules():

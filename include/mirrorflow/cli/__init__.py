@@ -4,7 +4,9 @@ Every command takes `--config PATH` (default: $MIRRORFLOW_CONFIG, else
 include/config/mirrorflow.yaml). A MirrorflowError becomes one message on stderr and a non-zero
 exit; anything else is a bug and keeps its traceback. One module per command group registers its
 commands (`registry.command`); results are rendered by the renderers of the core, which the DAG
-tasks use too.
+tasks use too. Other installed packages add command groups through the `mirrorflow.commands` entry
+point group (each entry names a module that registers its commands when loaded): the development
+harness (devtools/, `mirrorflow dev`, `mirrorflow demo`) does, so the product never imports it.
 
 May import: everything in `mirrorflow`.
 """
@@ -14,12 +16,12 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
+from importlib.metadata import entry_points
 
 from mirrorflow.cli.registry import COMMANDS
 from mirrorflow.errors import MirrorflowError
 
 COMMAND_MODULES = (
-    "dev",
     "config",
     "flow",
     "failover",
@@ -35,13 +37,28 @@ COMMAND_MODULES = (
     "status",
     "history",
     "verify",
-    "demo",
 )
+COMMAND_GROUP = "mirrorflow.commands"  # entry points of other packages' command modules
+
+
+def load_plugin_commands() -> list[str]:
+    """Import every module the `mirrorflow.commands` entry points name (they register their
+    commands); a module that fails to load is named on stderr and left out, the rest of the CLI works."""
+    problems = []
+    for ep in entry_points(group=COMMAND_GROUP):
+        try:
+            ep.load()
+        except Exception as exc:  # noqa: BLE001 - a broken plugin must not take the whole CLI down
+            problems.append(f"mirrorflow: commands {ep.name!r} ({ep.value}) could not be loaded: {exc}")
+    for line in problems:
+        print(line, file=sys.stderr)
+    return problems
 
 
 def build_parser() -> argparse.ArgumentParser:
     for mod in COMMAND_MODULES:
         importlib.import_module(f"mirrorflow.cli.{mod}")
+    load_plugin_commands()
     parser = argparse.ArgumentParser(prog="mirrorflow", description=__doc__.splitlines()[0])
     parser.add_argument(
         "--config", help="config file (default: $MIRRORFLOW_CONFIG, else include/config/mirrorflow.yaml)"

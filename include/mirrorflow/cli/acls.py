@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 
-from mirrorflow.cli.registry import command, load_config, print_report
+from mirrorflow.cli.registry import command, load_flow, print_report
 from mirrorflow.errors import ConfigError
 
 
@@ -43,8 +43,7 @@ def _acls(args: argparse.Namespace) -> int:
             raise ConfigError([("--offline", f"prints what is needed without asking the clusters: not with {used[0]}")])
         if args.after_failover:
             raise ConfigError([("--offline", "--after-failover reads the clusters' ACLs: not with --offline")])
-    cfg = load_config(args)
-    flow = cfg.flow(args.flow)
+    cfg, flow = load_flow(args)
     principals = {k: v for k, v in (("source", args.source_principal), ("target", args.target_principal)) if v}
     admins = {k: v for k, v in (("source", args.source_admin), ("target", args.target_admin)) if v}
     if args.after_failover:

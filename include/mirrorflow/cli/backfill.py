@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 
-from mirrorflow.cli.registry import command, load_config, print_report
+from mirrorflow.cli.registry import add_copy_mode_args, command, copy_mode, load_flow, print_report
 from mirrorflow.replication.backfill_plan import WHEN_HELP
 
 
@@ -16,19 +16,7 @@ def _args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--to", dest="end", required=True, help=f"range end, exclusive: {WHEN_HELP}")
     p.add_argument("--dry-run", action="store_true", help="print per partition the range and records it would copy")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
-    p.add_argument(
-        "--mode",
-        choices=["submit", "inprocess", "connect", "direct"],
-        default=None,
-        help="as for replicate: submit: spark-submit (the default without spark.remote); inprocess: a "
-        "SparkSession in this process; connect: the Spark Connect server of spark.remote (the default "
-        "with it); direct: no Spark, units in threads (debugging)",
-    )
-    p.add_argument(
-        "--master",
-        help="Spark master (default: spark.master of the config, else local[*]); sc://HOST:PORT = a Spark "
-        "Connect server (connect mode)",
-    )
+    add_copy_mode_args(p)
 
 
 @command(
@@ -44,9 +32,8 @@ def _backfill(args: argparse.Namespace) -> int:
     When.parse(args.start, "--from")  # bad values: one clear error before the config is read
     When.parse(args.end, "--to")
     topic_pattern(args.topics)
-    cfg = load_config(args)
-    flow = cfg.flow(args.flow)
-    mode = args.mode or ("connect" if cfg.spark.remote or (args.master or "").startswith("sc://") else "submit")
+    cfg, flow = load_flow(args)
+    mode = copy_mode(args, cfg)
     # a bar of the planned records (rate, ETA) on a terminal; quiet with --json or without a TTY
     with records_bar(args, cfg, flow) as (log, on_plan):
         rep = backfill(

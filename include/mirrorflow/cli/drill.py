@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import argparse
 
-from mirrorflow.cli.registry import command, load_config, print_report
+from mirrorflow.cli.registry import command, load_flow, print_report
 
 
 def _args(p: argparse.ArgumentParser) -> None:
@@ -30,8 +30,7 @@ def _drill(args: argparse.Namespace) -> int:
     from mirrorflow.cli.progress import spinner
     from mirrorflow.ops.dr.drill import drill
 
-    cfg = load_config(args)
-    flow = cfg.flow(args.flow)
+    cfg, flow = load_flow(args)
     with spinner(args, f"drill of {flow.name}") as log:
         rep = drill(cfg, flow, args.groups, args.verify_from, args.shadow_suffix, log=log)
     print_report(rep, args.json)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from mirrorflow.cli.registry import add_operation_args, command, confirmed, load_config, print_report
+from mirrorflow.cli.registry import add_operation_args, command, confirmed, load_flow, print_report
 
 
 def _args(p: argparse.ArgumentParser) -> None:
@@ -25,8 +25,7 @@ def _failback(args: argparse.Namespace) -> int:
     from mirrorflow.ops.dr.failback import failback
     from mirrorflow.ops.dr.failback_report import FailbackReport
 
-    cfg = load_config(args)
-    flow = cfg.flow(args.flow)
+    cfg, flow = load_flow(args)
 
     def confirm(report: FailbackReport) -> bool:
         question = f"Start {report.reverse} as shown? Type the flow name {flow.name}: "

@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 
-from mirrorflow.cli.registry import add_operation_args, command, confirmed, load_config, print_report
+from mirrorflow.cli.registry import add_operation_args, command, confirmed, load_flow, print_report
 
 
 def _args(p: argparse.ArgumentParser) -> None:
@@ -57,8 +57,7 @@ def _failover(args: argparse.Namespace) -> int:
     from mirrorflow.ops.dr.failover_report import FailoverReport
     from mirrorflow.state.lease import whoami
 
-    cfg = load_config(args)
-    flow = cfg.flow(args.flow)
+    cfg, flow = load_flow(args)
 
     def confirm(report: FailoverReport) -> bool:
         after = report.plan is not None and report.plan.moves_after

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from mirrorflow.cli.registry import command, load_config, print_json
+from mirrorflow.cli.registry import command, load_flow, print_json
 from mirrorflow.errors import MirrorflowError
 
 
@@ -30,8 +30,7 @@ def _checkpoint(args: argparse.Namespace) -> int:
     from mirrorflow.groups.offset_sync import sync_group_offsets
     from mirrorflow.groups.render import render_checkpoints, render_group_sync
 
-    cfg = load_config(args)
-    flow = cfg.flow(args.flow)
+    cfg, flow = load_flow(args)
     run = emit_checkpoints(cfg, flow, groups=args.group)
     sync = None if args.no_sync else sync_group_offsets(cfg, flow, store=run.store, groups=args.group)
     checkpoints = render_checkpoints(run, flow.target)
@@ -59,21 +58,26 @@ def _translate_args(p: argparse.ArgumentParser) -> None:
     )
 
 
-@command("translate", "show where a consumer group resumes on the target, per partition, exactly", _translate_args)
+@command(
+    "translate",
+    "show where a consumer group resumes on the target, per partition: exactly, or earlier (reread) where the "
+    "offset map cannot say",
+    _translate_args,
+)
 def _translate(args: argparse.Namespace) -> int:
     from mirrorflow.clients import mirror_client
     from mirrorflow.groups.checkpoint import translate_group
+    from mirrorflow.groups.offset_sync import checkpoint_rereads
     from mirrorflow.groups.render import render_checkpointed_offsets, render_translation
 
-    cfg = load_config(args)
-    flow = cfg.flow(args.flow)
+    cfg, flow = load_flow(args)
     if args.from_checkpoints:
         offsets = mirror_client(cfg, flow.target).translate_offsets(flow.source, args.group)
         if not offsets:
             raise MirrorflowError(
                 f"no checkpoints for group {args.group!r} of cluster {flow.source!r} on cluster {flow.target!r}"
             )
-        rendered = render_checkpointed_offsets(offsets)
+        rendered = render_checkpointed_offsets(offsets, checkpoint_rereads(cfg, flow, args.group))
     else:
         rendered = render_translation(args.group, flow.name, translate_group(cfg, flow, args.group))
     if args.json:
@@ -93,8 +97,7 @@ def _heartbeat(args: argparse.Namespace) -> int:
     from mirrorflow.groups.heartbeat import HeartbeatRun, emit_heartbeats, replication_latency
     from mirrorflow.groups.render import render_heartbeats
 
-    cfg = load_config(args)
-    flow = cfg.flow(args.flow)
+    cfg, flow = load_flow(args)
     emitted = emit_heartbeats(cfg, flow)
     latency = replication_latency(cfg, flow)
     upstream = sorted(mirror_client(cfg, flow.target).upstream_clusters())

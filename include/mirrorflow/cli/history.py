@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from mirrorflow.cli.registry import command, load_config, print_json
+from mirrorflow.cli.registry import command, load_flow, print_json
 
 
 def _args(p: argparse.ArgumentParser) -> None:
@@ -23,8 +23,7 @@ def _history(args: argparse.Namespace) -> int:
     from mirrorflow.clients import FlowClients
     from mirrorflow.state.history import read_history
 
-    cfg = load_config(args)
-    flow = cfg.flow(args.flow)
+    cfg, flow = load_flow(args)
     with FlowClients(cfg, flow) as clients:
         ops = read_history(clients, args.limit)
     if args.json:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import re
 
-from mirrorflow.cli.registry import command, load_config, print_report
+from mirrorflow.cli.registry import add_copy_mode_args, command, copy_mode, load_flow, print_report
 from mirrorflow.errors import ConfigError
 
 
@@ -38,19 +38,7 @@ def _args(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="plan and report what would be copied; copy nothing (with --continuous too: the run then ends)",
     )
-    p.add_argument(
-        "--mode",
-        choices=["submit", "inprocess", "connect", "direct"],
-        default=None,
-        help="submit: spark-submit (the default without spark.remote); inprocess: a SparkSession in this "
-        "process; connect: the running Spark Connect server of spark.remote (the default with it); "
-        "direct: no Spark, units in threads (debugging)",
-    )
-    p.add_argument(
-        "--master",
-        help="Spark master (default: spark.master of the config, else local[*]); sc://HOST:PORT = a Spark "
-        "Connect server (connect mode)",
-    )
+    add_copy_mode_args(p)
 
 
 @command("replicate", "copy new records of a flow once: plan -> copy (Spark) -> report", _args)
@@ -74,9 +62,8 @@ def _replicate(args: argparse.Namespace) -> int:
             re.compile(args.topics)
         except re.error as exc:
             raise ConfigError([("--topics", f"not a regex ({exc}): {args.topics!r}")]) from None
-    cfg = load_config(args)
-    flow = cfg.flow(args.flow)
-    mode = args.mode or ("connect" if cfg.spark.remote or (args.master or "").startswith("sc://") else "submit")
+    cfg, flow = load_flow(args)
+    mode = copy_mode(args, cfg)
     with records_bar(args, cfg, flow) as (log, on_plan):
         opts = RunOptions(args.topics, args.max_records_per_partition, args.dry_run, on_plan)
         if args.continuous:

@@ -4,16 +4,14 @@ from __future__ import annotations
 
 import argparse
 
-from mirrorflow.cli.registry import command, load_config, print_json
+from mirrorflow.cli.registry import add_write_args, command, load_flow, print_json, say_nothing_written, writes
 from mirrorflow.errors import ConfigError
 
 
 def _args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--flow", required=True, help="the flow, e.g. A->B")
     p.add_argument("--topic", required=True, help="the SOURCE topic to re-seed")
-    p.add_argument("--dry-run", action="store_true", help="say what would be written, write nothing")
-    p.add_argument("--yes", action="store_true", help="write it (without --yes: like --dry-run)")
-    p.add_argument("--json", action="store_true", help="print JSON")
+    add_write_args(p)
 
 
 @command(
@@ -28,9 +26,8 @@ def _reseed(args: argparse.Namespace) -> int:
 
     if args.dry_run and args.yes:
         raise ConfigError([("--yes", "writes the re-seed; --dry-run writes nothing: give one of them")])
-    cfg = load_config(args)
-    flow = cfg.flow(args.flow)
-    dry = args.dry_run or not args.yes
+    cfg, flow = load_flow(args)
+    dry = not writes(args)
     with FlowClients(cfg, flow) as clients:
         plan = reseed(clients, args.topic, dry_run=dry)
     if args.json:
@@ -40,6 +37,5 @@ def _reseed(args: argparse.Namespace) -> int:
     print(f"{head} {args.topic} of flow {flow.name}; the next run copies:")
     for r in plan:
         print(f"  {r.line()}")
-    if dry and not args.dry_run:
-        print("nothing written: run again with --yes to re-seed")
+    say_nothing_written(args, "re-seed")
     return 0

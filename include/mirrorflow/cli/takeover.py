@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import argparse
 
-from mirrorflow.cli.registry import command, load_config, print_report
+from mirrorflow.cli.registry import add_write_args, command, load_flow, print_report, say_nothing_written, writes
 
 
 def _args(p: argparse.ArgumentParser) -> None:
@@ -30,9 +30,7 @@ def _args(p: argparse.ArgumentParser) -> None:
         default=30.0,
         help="MM2 counts as stopped when its heartbeat into the target is older than this (default 30)",
     )
-    p.add_argument("--dry-run", action="store_true", help="say what would be written, write nothing")
-    p.add_argument("--yes", action="store_true", help="write it (without --yes: like --dry-run)")
-    p.add_argument("--json", action="store_true", help="print JSON")
+    add_write_args(p)
 
 
 @command(
@@ -44,9 +42,8 @@ def _takeover(args: argparse.Namespace) -> int:
     from mirrorflow.clients import FlowClients
     from mirrorflow.ops.dr.takeover import takeover
 
-    cfg = load_config(args)
-    flow = cfg.flow(args.flow)
-    dry = args.dry_run or not args.yes
+    cfg, flow = load_flow(args)
+    dry = not writes(args)
     with FlowClients(cfg, flow) as clients:
         rep = takeover(
             clients,
@@ -57,6 +54,5 @@ def _takeover(args: argparse.Namespace) -> int:
             connector=args.mm2_connector,
         )
     print_report(rep, args.json)
-    if dry and not args.dry_run and not args.json:
-        print("nothing written: run again with --yes to take over")
+    say_nothing_written(args, "take over")
     return 0

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 
-from mirrorflow.cli.registry import command, load_config, print_report
+from mirrorflow.cli.registry import command, load_flow, print_report
 
 WHEN = "earliest, latest, start (where the flow's copy began), offset:N or an ISO-8601 time with a zone"
 
@@ -42,8 +42,7 @@ def _verify(args: argparse.Namespace) -> int:
     from mirrorflow.ops.verify.verify import exit_code, verify_flow
     from mirrorflow.state.lease import whoami
 
-    cfg = load_config(args)
-    flow = cfg.flow(args.flow)
+    cfg, flow = load_flow(args)
     with FlowClients(cfg, flow) as clients:
         report = verify_flow(
             clients,

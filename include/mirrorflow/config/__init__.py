@@ -13,8 +13,9 @@ additions are listed in FLOW_PROPERTIES with `mm2=False`.
 
 Owns: the model (`model`), the property table (`properties`), client overrides and their scope
 (`overrides`), whether librdkafka knows a setting (`client_settings`), loading and validation
-(`loading`), secrets (`secrets`), the mm2.properties / Strimzi / Connect import (`mm2_import`) and
-the compatibility table generated from all of them (`compat`).
+(`loading`), secrets (`secrets`), the mm2.properties / Strimzi / Connect import (`mm2_import/`, a
+module per format and per shared step) and the compatibility table generated from all of them
+(`compat`).
 May import: `mirrorflow.errors`, `mirrorflow.kafka.connection` (is a name a librdkafka setting?) and
 `mirrorflow.mm2` (to validate a policy name and a regex list as the filters join it).
 """

@@ -8,7 +8,7 @@ does with an MM2, Kafka Connect or Strimzi KafkaMirrorMaker2 property: same, map
 
 * properties.FLOW_PROPERTIES (MM2's names, `mm2=True`) with properties.MM2_DIFFERENCES;
 * properties.REFUSED;
-* mm2_import's RENAMED, DEPRECATED, EXACTLY_ONCE_VALUES, IGNORED, IGNORED_PREFIXES, STRIMZI_FIELDS;
+* mm2_import.names: RENAMED, DEPRECATED, EXACTLY_ONCE_VALUES, IGNORED, IGNORED_PREFIXES, STRIMZI_FIELDS;
 * overrides.FORMS and overrides.PROTECTED (client settings);
 * client_settings.JAVA_ONLY_HINTS (Java client settings).
 """
@@ -18,8 +18,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from mirrorflow.config import mm2_import
 from mirrorflow.config.client_settings import JAVA_ONLY_HINTS
+from mirrorflow.config.mm2_import import names
 from mirrorflow.config.overrides import FORMS, PROTECTED
 from mirrorflow.config.properties import FLOW_PROPERTIES, MM2_DIFFERENCES, REFUSED
 
@@ -30,6 +30,7 @@ SECTIONS = (
     "Client settings",
     "Strimzi KafkaMirrorMaker2 fields",
 )
+MM2, CONNECT, CLIENT, STRIMZI = SECTIONS
 
 
 @dataclass(frozen=True)
@@ -55,40 +56,48 @@ def _fmt_default(v: object) -> str:
 
 
 def rows() -> list[Row]:
-    mm2, connect, client, strimzi = SECTIONS
+    """Every row, from the code's tables (module docstring), in the order they are declared."""
+    out = _import_rows(_mm2_rows())
+    out += _fixed_rows() + _client_rows()
+    out += [Row(field, STRIMZI, verdict, what) for field, (verdict, what) in names.STRIMZI_FIELDS.items()]
+    assert all(r.verdict in VERDICTS for r in out), [r for r in out if r.verdict not in VERDICTS]
+    return out
+
+
+def _mm2_rows() -> list[Row]:
+    """MM2's connector properties as the property table holds them, and those a config refuses."""
     out: list[Row] = []
     for name, prop in FLOW_PROPERTIES.items():
         if not prop.mm2:
             continue
         verdict, why = MM2_DIFFERENCES.get(name, ("same", ""))
         what = f"`{name}`, default `{_fmt_default(prop.default)}`" + (f": {why}" if why else "")
-        out.append(Row(name, mm2, verdict, what))
+        out.append(Row(name, MM2, verdict, what))
     for name, why in REFUSED.items():
-        section = connect if name.startswith("exactly.once") else mm2
+        section = CONNECT if name.startswith("exactly.once") else MM2
         out.append(Row(name, section, "refused", why))
-    for name, (new, why) in mm2_import.RENAMED.items():
-        out = [r for r in out if r.name != name]  # refused in a config, imported under the new name
+    return out
+
+
+def _import_rows(out: list[Row]) -> list[Row]:
+    """`out` with what `config import` does with MM2 and Connect names (a renamed or exactly-once
+    name replaces its row: refused in a config, imported under mirrorflow's name)."""
+    for name, (new, why) in names.RENAMED.items():
+        out = [r for r in out if r.name != name]
         out.append(
-            Row(name, mm2, "mapped", f"refused in a mirrorflow config; `config import` makes it `{new}` ({why})")
+            Row(name, MM2, "mapped", f"refused in a mirrorflow config; `config import` makes it `{new}` ({why})")
         )
-    for name, new in mm2_import.DEPRECATED.items():
-        out.append(Row(name, mm2, "mapped", f"MM2's deprecated name: `config import` makes it `{new}`"))
-    for name, values in mm2_import.EXACTLY_ONCE_VALUES.items():
+    for name, new in names.DEPRECATED.items():
+        out.append(Row(name, MM2, "mapped", f"MM2's deprecated name: `config import` makes it `{new}`"))
+    for name, values in names.EXACTLY_ONCE_VALUES.items():
         out = [r for r in out if r.name != name]
         mapping = ", ".join(f"{v} -> {str(eos).lower()}" for v, eos in values.items())
-        out.append(
-            Row(
-                name,
-                connect,
-                "mapped",
-                f"refused in a mirrorflow config; `config import` sets `exactly.once` ({mapping})",
-            )
-        )
-    for name, why in mm2_import.IGNORED.items():
-        out.append(
-            Row(name, connect, "different", f"no effect here ({why}); `config import` leaves it out with a note")
-        )
-    for prefix in mm2_import.IGNORED_PREFIXES:
+        what = f"refused in a mirrorflow config; `config import` sets `exactly.once` ({mapping})"
+        out.append(Row(name, CONNECT, "mapped", what))
+    for name, why in names.IGNORED.items():
+        what = f"no effect here ({why}); `config import` leaves it out with a note"
+        out.append(Row(name, CONNECT, "different", what))
+    for prefix in names.IGNORED_PREFIXES:
         name = prefix + "*" if prefix.endswith(".") else prefix
         if any(name.startswith(f"{kind}.") for kind in ("source.cluster", "target.cluster")):
             what = (
@@ -97,51 +106,59 @@ def rows() -> list[Row]:
             )
         else:
             what = "no effect here (Kafka Connect plumbing); `config import` leaves it out with a note"
-        out.append(Row(name, connect, "different", what))
-    out += [
-        Row("clusters", mm2, "mapped", "mm2.properties' alias list: the `clusters` section, one entry per alias"),
+        out.append(Row(name, CONNECT, "different", what))
+    return out
+
+
+def _fixed_rows() -> list[Row]:
+    """Names no table holds: mm2.properties' structure and the client settings both sides share."""
+    return [
+        Row("clusters", MM2, "mapped", "mm2.properties' alias list: the `clusters` section, one entry per alias"),
         Row(
             "<source>-><target>.enabled",
-            mm2,
+            MM2,
             "same",
             "`flows.<source>-><target>.enabled`; MM2's dedicated mode "
             "runs a pair only with `enabled = true`, and so does an imported config",
         ),
-        Row("<alias>.bootstrap.servers", mm2, "mapped", "`clusters.<alias>.bootstrap.servers`"),
+        Row("<alias>.bootstrap.servers", MM2, "mapped", "`clusters.<alias>.bootstrap.servers`"),
         Row(
             "<alias>.<client setting>",
-            mm2,
+            MM2,
             "mapped",
             "`clusters.<alias>.<setting>` (librdkafka names; Java-only settings are translated or refused, see below)",
         ),
         Row(
             "bootstrap.servers",
-            client,
+            CLIENT,
             "mapped",
             "`clusters.<alias>.bootstrap.servers` (a Connect worker's own cluster: the target's)",
         ),
-        Row("security.protocol", client, "same", "`clusters.<alias>.security.protocol` (librdkafka's name too)"),
-        Row("sasl.mechanism", client, "same", "`clusters.<alias>.sasl.mechanism` (librdkafka's name too)"),
+        Row("security.protocol", CLIENT, "same", "`clusters.<alias>.security.protocol` (librdkafka's name too)"),
+        Row("sasl.mechanism", CLIENT, "same", "`clusters.<alias>.sasl.mechanism` (librdkafka's name too)"),
         Row(
             "batch.size",
-            client,
+            CLIENT,
             "same",
             "a producer setting librdkafka knows: `producer.batch.size` or `producer.override.batch.size`",
         ),
         Row(
             "compression.type",
-            client,
+            CLIENT,
             "same",
             "a producer setting librdkafka knows: `producer.compression.type` or `producer.override.compression.type`",
         ),
     ]
-    for name, hint in JAVA_ONLY_HINTS.items():
-        out.append(Row(name, client, "mapped", hint))
+
+
+def _client_rows() -> list[Row]:
+    """Java-only client settings, the client override forms, and the settings mirrorflow holds itself."""
+    out = [Row(name, CLIENT, "mapped", hint) for name, hint in JAVA_ONLY_HINTS.items()]
     for prefix, sides, kind, _rank in FORMS:
         out.append(
             Row(
                 prefix + "*",
-                client,
+                CLIENT,
                 "same",
                 f"librdkafka setting `*` of the {kind} clients on the {' and '.join(sides)} cluster (MM2's scoping); "
                 "Java-only settings are refused with a hint",
@@ -152,22 +169,9 @@ def rows() -> list[Row]:
             if setting == "bootstrap.servers":
                 continue
             out.append(
-                Row(f"{kind}.{setting}", client, "different", f"mirrorflow sets `{setting}` itself ({why}): refused")
+                Row(f"{kind}.{setting}", CLIENT, "different", f"mirrorflow sets `{setting}` itself ({why}): refused")
             )
-    for field, (verdict, what) in mm2_import.STRIMZI_FIELDS.items():
-        out.append(Row(field, strimzi, verdict, what))
-    assert all(r.verdict in VERDICTS for r in out), [r for r in out if r.verdict not in VERDICTS]
     return out
-
-
-def lookup(name: str, table: list[Row] | None = None) -> Row | None:
-    """The row of `name`: its own row, else the most specific prefix form matching it."""
-    table = table if table is not None else rows()
-    exact = [r for r in table if r.name == name]
-    if exact:
-        return exact[0]
-    forms = [r for r in table if r.matches(name)]
-    return max(forms, key=lambda r: len(r.name)) if forms else None
 
 
 def markdown() -> str:

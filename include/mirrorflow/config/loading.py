@@ -59,27 +59,40 @@ def load(path: str | os.PathLike[str] | None = None) -> Config:
     return parse(raw, source=str(p), path=p)
 
 
+SECTIONS = ("clusters", "defaults", "flows", "spark")
+
+
 def parse(raw: Any, source: str | None = None, path: Path | None = None) -> Config:
-    problems: list[tuple[str, str]] = []
+    """Validate a config document; raises ConfigError listing every problem (each once)."""
     if raw is None:
         raw = {}
     if not isinstance(raw, dict):
         raise ConfigError("the top level must be a mapping with clusters and flows", source=source)
-    for key in raw:
-        if key not in ("clusters", "defaults", "flows", "spark"):
-            problems.append(
-                (str(key), "unknown top-level key" + did_you_mean(str(key), ["clusters", "defaults", "flows", "spark"]))
-            )
-
-    for name in ("clusters", "defaults", "flows", "spark"):
+    problems = [
+        (str(key), "unknown top-level key" + did_you_mean(str(key), SECTIONS)) for key in raw if key not in SECTIONS
+    ]
+    for name in SECTIONS:
         if raw.get(name) is not None and not isinstance(raw[name], dict):
             problems.append((name, f"must be a mapping, got {type(raw[name]).__name__}"))
+    section = {name: raw[name] if isinstance(raw.get(name), dict) else {} for name in SECTIONS}
+    clusters, found = _clusters(section["clusters"])
+    problems += found + _flow_props(section["defaults"], "defaults", section["defaults"])[1]
+    flows, found = _flows(section["flows"], section["defaults"], clusters)
+    problems += found
+    spark, found = _spark(section["spark"])
+    problems += found
+    cfg = Config(path=path, clusters=clusters, flows=flows, spark=spark)
+    problems += _cross_checks(cfg)
+    if problems:
+        raise ConfigError(list(dict.fromkeys(problems)), source=source)  # defaults' problems once
+    return cfg
 
-    def section(name: str) -> dict[str, Any]:
-        return raw[name] if isinstance(raw.get(name), dict) else {}
 
+def _clusters(section: dict[str, Any]) -> tuple[dict[str, ClusterConfig], list[tuple[str, str]]]:
+    """The clusters section: alias -> client settings, each checked against librdkafka."""
+    problems: list[tuple[str, str]] = []
     clusters: dict[str, ClusterConfig] = {}
-    for alias, body in section("clusters").items():
+    for alias, body in section.items():
         alias = str(alias)
         if not re.fullmatch(r"[A-Za-z0-9_-]+", alias):
             problems.append((f"clusters.{alias}", "an alias may hold only letters, digits, '_' and '-'"))
@@ -96,11 +109,16 @@ def parse(raw: Any, source: str | None = None, path: Path | None = None) -> Conf
         if not client.get("bootstrap.servers") and not conn_id:
             problems.append((f"clusters.{alias}.bootstrap.servers", "missing (or set airflow.conn.id)"))
         clusters[alias] = ClusterConfig(alias, client, str(conn_id) if conn_id else None)
+    return clusters, problems
 
-    defaults = section("defaults")
-    problems += _flow_props(defaults, "defaults", defaults)[1]
+
+def _flows(
+    section: dict[str, Any], defaults: dict[str, Any], clusters: dict[str, ClusterConfig]
+) -> tuple[dict[str, FlowConfig], list[tuple[str, str]]]:
+    """The flows section: SOURCE->TARGET -> the flow's effective properties."""
+    problems: list[tuple[str, str]] = []
     flows: dict[str, FlowConfig] = {}
-    for name, body in section("flows").items():
+    for name, body in section.items():
         m = FLOW_NAME_RE.match(str(name))
         if not m:
             problems.append((f"flows.{name}", "a flow is named SOURCE->TARGET"))
@@ -118,28 +136,28 @@ def parse(raw: Any, source: str | None = None, path: Path | None = None) -> Conf
         if src == tgt:
             problems.append((fkey, "a flow cannot replicate a cluster into itself"))
         flows[f"{src}->{tgt}"] = FlowConfig(src, tgt, props)
+    return flows, problems
 
-    spark_raw = section("spark")
-    for key in spark_raw:
+
+def _spark(section: dict[str, Any]) -> tuple[SparkConfig, list[tuple[str, str]]]:
+    """The spark section: master, Spark settings, the Spark Connect URL."""
+    problems: list[tuple[str, str]] = []
+    for key in section:
         if key not in ("master", "conf", "remote"):
             problems.append((f"spark.{key}", "unknown key" + did_you_mean(str(key), ["master", "conf", "remote"])))
-    remote = spark_raw.get("remote")
+    remote = section.get("remote")
     if remote is not None and not str(remote).startswith("sc://"):
         problems.append(("spark.remote", f"must be a Spark Connect URL sc://HOST:PORT, got {remote!r}"))
-    spark_conf = spark_raw.get("conf") or {}
+    spark_conf = section.get("conf") or {}
     if not isinstance(spark_conf, dict):
         problems.append(("spark.conf", f"must be a mapping of Spark settings, got {type(spark_conf).__name__}"))
         spark_conf = {}
     spark = SparkConfig(
-        master=str(spark_raw.get("master", "local[*]")),
+        master=str(section.get("master", "local[*]")),
         conf={str(k): str(v) for k, v in spark_conf.items()},
         remote=str(remote) if remote else None,
     )
-    cfg = Config(path=path, clusters=clusters, flows=flows, spark=spark)
-    problems += _cross_checks(cfg)
-    if problems:
-        raise ConfigError(list(dict.fromkeys(problems)), source=source)  # defaults' problems once
-    return cfg
+    return spark, problems
 
 
 def _flow_props(

@@ -6,7 +6,8 @@ the translation comes from mirrorflow's offset map (exact) instead of sparse off
 1. list the groups on the source that pass `groups`/`groups.exclude`, fetch their committed
    offsets (all requests in flight at once), keep groups with an offset on a topic the flow
    replicates;
-2. translate each offset through the offset map (`PartitionMap.translate`);
+2. translate each offset through the offset map (`PartitionMap.translate`): exactly, or where the
+   map forgot (bounded by `offset.map.max.runs`) an earlier position (`reread`), never a later one;
 3. read the previous checkpoints back from `<source>.checkpoints.internal` on the target and
    apply MM2's monotonicity guard (a checkpoint never moves back unless the source group rewound);
 4. write the new ones (1 partition, compacted, created on first use) with the listing time as
@@ -54,6 +55,8 @@ class Translator(Protocol):
 
     def translate(self, source_offset: int) -> Any: ...
 
+    def rereads(self, source_offset: int, target_offset: int) -> int: ...
+
 
 @dataclass(frozen=True, slots=True)  # slots: a pass builds 100,000s of them
 class TranslatedOffset:
@@ -64,11 +67,12 @@ class TranslatedOffset:
     partition: int
     source_offset: int
     target_topic: str
-    target_offset: int | None  # None: no translation (nothing copied, or topic not replicated)
-    status: str  # exact | end | ahead | before | gap | none | not-replicated
+    target_offset: int | None  # None: no translation (nothing copied, topic not replicated, forgotten)
+    status: str  # exact | end | ahead | before | gap | reread | pruned | none | not-replicated
     missing: int = 0  # offsets the target consumer will never see (before/gap) or not yet (ahead)
     metadata: str = ""
     reordered: bool = False  # the partition's map places records out of source order (a backfill)
+    reread: int = 0  # at most this many records already read are read again from target_offset
 
     def checkpoint(self) -> Checkpoint | None:
         """The MM2 checkpoint for this offset, None when there is no translation (no checkpoint,
@@ -161,6 +165,7 @@ def translate_committed(
                 t.missing,
                 o.metadata,
                 bool(getattr(pm, "reordered", False)),
+                getattr(t, "reread", 0),
             )
         )
     return out

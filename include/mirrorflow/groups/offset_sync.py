@@ -9,7 +9,10 @@ differences that make it safe by construction instead of by broker rejection:
   "new" after a failed describe, so a target offset never moves backwards.
 
 The checkpoints come from the checkpoints topic on the target (the CheckpointStore), so this step
-needs nothing but the target cluster.
+needs nothing but the target cluster. A dry run (the plan people read: a failover's, a drill's, the
+status page's) also says per partition at most how many records the group reads again when it
+resumes at its checkpoint (`PartitionSync.reread`, from the offset map on the target): 0 where the
+checkpoint is exact, more where the map's bound made it an earlier position.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from confluent_kafka import ConsumerGroupState, ConsumerGroupTopicPartitions, Ka
 
 from mirrorflow.clients import FlowClients, flow_clients
 from mirrorflow.config import Config, FlowConfig
-from mirrorflow.groups.checkpoint import CheckpointStore, upstream_of
+from mirrorflow.groups.checkpoint import CheckpointStore, load_maps, upstream_of
 from mirrorflow.groups.group_offsets import fetch_group_offsets
 from mirrorflow.kafka.connection import ClusterConnection, kafka_error
 from mirrorflow.mm2.filters import FlowFilters
@@ -56,6 +59,10 @@ class PartitionSync:
     target_offset: int | None  # None: the group has no offset for this partition on the target
     action: str  # write | skip-equal | skip-ahead | skip-active | skip-no-topic
     metadata: str = ""
+    # at most this many records already read (on the source) are read again from the checkpoint:
+    # 0 exact; None the offset map does not place the checkpoint (MirrorMaker 2 wrote it, or an older
+    # mirrorflow pruned the map there); a sync that commits (not a dry run) does not ask, and says 0
+    reread: int | None = 0
 
 
 @dataclass(frozen=True)
@@ -76,11 +83,14 @@ def plan_group_sync(
     target: TargetGroup,
     checkpoints: Mapping[tuple[str, int], Checkpoint],
     target_partitions: set[tuple[str, int]] | None = None,
+    rereads: Mapping[tuple[str, int], int | None] | None = None,
 ) -> GroupSyncPlan:
     """Decide, per partition, whether to commit the checkpointed offset on the target (pure).
 
     With `target_partitions` (what exists on the target), partitions of missing topics are
-    skipped (`skip-no-topic`) instead of failing the whole commit."""
+    skipped (`skip-no-topic`) instead of failing the whole commit. `rereads`: per partition, what
+    resuming at its checkpoint reads again (PartitionSync.reread)."""
+    again = rereads or {}
     if target.state not in SAFE_STATES:
         why = (
             f"{target.members} active member(s) on the target"
@@ -88,7 +98,9 @@ def plan_group_sync(
             else "its state on the target could not be determined"
         )
         parts = tuple(
-            PartitionSync(t, p, c.downstream_offset, target.offsets.get((t, p)), "skip-active", c.metadata)
+            PartitionSync(
+                t, p, c.downstream_offset, target.offsets.get((t, p)), "skip-active", c.metadata, again.get((t, p), 0)
+            )
             for (t, p), c in sorted(checkpoints.items())
         )
         return GroupSyncPlan(target.group, target.state, target.members, "left-alone", parts, why)
@@ -105,7 +117,7 @@ def plan_group_sync(
             action = "skip-equal"
         else:
             action = "skip-ahead"  # never move a target offset backwards
-        parts_l.append(PartitionSync(t, p, c.downstream_offset, cur, action, c.metadata))
+        parts_l.append(PartitionSync(t, p, c.downstream_offset, cur, action, c.metadata, again.get((t, p), 0)))
     parts = tuple(parts_l)
     action = "sync" if any(x.action == "write" for x in parts) else "up-to-date"
     return GroupSyncPlan(target.group, target.state, target.members, action, parts)
@@ -284,10 +296,42 @@ def _sync(
     except KafkaException as exc:
         raise conn.describe_failure(exc) from None
     existing = {(t, p) for t, m in md.topics.items() if m.error is None for p in m.partitions}
+    rereads = _rereads(clients, wanted) if dry_run else {}
     for g in names:
         if g in described:
-            run.plans.append(plan_group_sync(described[g], wanted[g], existing))
+            run.plans.append(plan_group_sync(described[g], wanted[g], existing, rereads.get(g)))
     if not dry_run:
         run.committed, errors = commit_group_plans(admin, run.plans, timeout)
         run.errors.update(errors)
     return run
+
+
+def checkpoint_rereads(
+    cfg: Config, flow: FlowConfig, group: str, clients: FlowClients | None = None
+) -> dict[tuple[str, int], int | None]:
+    """(downstream topic, partition) -> at most how many records `group` reads again when it resumes
+    at its checkpoint there (None: the offset map does not place it): from the target alone."""
+    with flow_clients(cfg, flow, clients) as c:
+        cps = CheckpointStore.load(c).for_group(group)
+        return _rereads(c, {group: cps}).get(group, {}) if cps else {}
+
+
+def _rereads(
+    clients: FlowClients, wanted: Mapping[str, Mapping[tuple[str, int], Checkpoint]]
+) -> dict[str, dict[tuple[str, int], int | None]]:
+    """group -> (downstream topic, partition) -> at most how many records resuming at the checkpoint
+    reads again (None: the offset map does not place the checkpoint's upstream offset)."""
+    flow = clients.flow
+    policy = FlowFilters.for_flow(flow).policy
+    source_of = {t: upstream_of(policy, flow.source, t) for cps in wanted.values() for t, _ in cps}
+    maps = load_maps(clients, {(u, p) for cps in wanted.values() for t, p in cps if (u := source_of[t]) is not None})
+    out: dict[str, dict[tuple[str, int], int | None]] = {}
+    for g, cps in wanted.items():
+        for (t, p), c in cps.items():
+            up = source_of[t]
+            pm = maps.get((up, p)) if up is not None else None
+            if pm is None or pm.translate(c.upstream_offset).target_offset is None:
+                out.setdefault(g, {})[(t, p)] = None
+            else:
+                out.setdefault(g, {})[(t, p)] = pm.rereads(c.upstream_offset, c.downstream_offset)
+    return out

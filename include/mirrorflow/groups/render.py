@@ -12,7 +12,7 @@ from typing import Any
 
 from mirrorflow.groups.checkpoint import CheckpointRun, TranslatedOffset
 from mirrorflow.groups.heartbeat import HeartbeatRun
-from mirrorflow.groups.offset_sync import GroupSyncRun
+from mirrorflow.groups.offset_sync import GroupSyncRun, PartitionSync
 from mirrorflow.mm2.remote_cluster import OffsetAndMetadata, TopicPartitionKey
 
 STATUS_NOTES = {
@@ -21,10 +21,21 @@ STATUS_NOTES = {
     "ahead": "not yet replicated: the target has not received the missing records yet",
     "before": "the missing records were never replicated (source retention / initial position)",
     "gap": "the missing offsets were never copied (deleted before copy)",
-    "pruned": "below the offset map's floor (under the source's log start): resumes at the floor's record",
+    "reread": "the offset map no longer knows (or cannot express in one target offset) where the next record "
+    "is: resumes earlier, re-reading at most `reread` records, never skipping one",
+    "pruned": "below the source's log start and every group (moved there by hand): resumes at the nearest "
+    "known position at or before it, re-reading at most `reread` records (no target: forgotten by an older "
+    "mirrorflow, no checkpoint)",
     "none": "nothing copied yet for this partition: no checkpoint",
     "not-replicated": "the flow does not replicate this topic",
 }
+
+
+# a checkpoint whose upstream offset the offset map on the target cannot place
+UNPLACED = (
+    "the offset map does not place this checkpoint "
+    "(MirrorMaker 2 wrote it, or an older mirrorflow pruned the map there)"
+)
 
 
 @dataclass(frozen=True)
@@ -66,6 +77,7 @@ TRANSLATION_HEADERS = (
     "target offset",
     "status",
     "missing",
+    "reread",
 )
 
 
@@ -83,6 +95,7 @@ def translation_table(rows: Iterable[TranslatedOffset], actions: Sequence[str] |
             r.target_offset,
             r.status,
             r.missing,
+            r.reread,
         ]
         if actions is not None:
             line.append(actions[i])
@@ -106,16 +119,49 @@ def render_translation(group: str, flow: str, rows: Sequence[TranslatedOffset]) 
     return Rendered(lines, [asdict(r) for r in rows])
 
 
-def render_checkpointed_offsets(offsets: Mapping[TopicPartitionKey, OffsetAndMetadata]) -> Rendered:
-    """Where a group resumes on the target according to the checkpoints there alone."""
+def resume_note(x: PartitionSync) -> str:
+    """How a group resumes at its checkpoint, for the plans people approve (failover, drill) and the
+    status page: empty when exactly at its next unread record (or kept at its offset on the target,
+    which is ahead)."""
+    if x.target_offset is not None and x.target_offset > x.checkpoint_offset:
+        return ""
+    if x.reread is None:
+        return f" (unchecked: {UNPLACED})"
+    if x.reread:
+        return f" (earlier: re-reads at most {x.reread:,} record(s) it had read, skips none)"
+    return ""
+
+
+def render_checkpointed_offsets(
+    offsets: Mapping[TopicPartitionKey, OffsetAndMetadata], rereads: Mapping[tuple[str, int], int | None] | None = None
+) -> Rendered:
+    """Where a group resumes on the target according to the checkpoints there alone, and at most how
+    many records it reads again there (`rereads`, from the offset map on the target; '?': unknown)."""
     ordered = sorted(offsets.items())
+    again = rereads or {}
+
+    def reread(tp: TopicPartitionKey) -> int | None:
+        return again.get((tp.topic, tp.partition), 0)
+
     table = render_table(
-        ("target topic", "partition", "target offset"), [(tp.topic, tp.partition, om.offset) for tp, om in ordered]
+        ("target topic", "partition", "target offset", "reread"),
+        [(tp.topic, tp.partition, om.offset, "?" if reread(tp) is None else reread(tp)) for tp, om in ordered],
     )
+    lines = table.split("\n")
+    if any(reread(tp) for tp, _ in ordered):
+        lines.append(f"  reread: {STATUS_NOTES['reread']}")
+    if any(reread(tp) is None for tp, _ in ordered):
+        lines.append(f"  ?: {UNPLACED}: what it reads again is not known")
     return Rendered(
-        table.split("\n"),
+        lines,
         [
-            {"target_topic": tp.topic, "partition": tp.partition, "target_offset": om.offset, "metadata": om.metadata}
+            {
+                "target_topic": tp.topic,
+                "partition": tp.partition,
+                "target_offset": om.offset,
+                "metadata": om.metadata,
+                "reread": reread(tp),
+            }
             for tp, om in ordered
         ],
     )

@@ -13,7 +13,7 @@ import time
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from confluent_kafka import IsolationLevel, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import OFFSET_INVALID, IsolationLevel, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from mirrorflow.errors import ClusterError
@@ -145,7 +145,16 @@ def list_offsets(
                 futs.update(
                     admin.list_offsets(req, isolation_level=level, request_timeout=max(1.0, min(30.0, timeout)))
                 )
-            return {(tp.topic, tp.partition): f.result().offset for tp, f in futs.items()}
+            got = {(tp.topic, tp.partition): f.result().offset for tp, f in futs.items()}
+            unanswered = sorted(k for k, offset in got.items() if offset == OFFSET_INVALID)
+            if not unanswered:
+                return got
+            # an answer cut by a connection reset: librdkafka reports these partitions with no offset
+            # (-1001) and no error; taken as an end, a failback read nothing of the divergence on A
+            if time.monotonic() - started > timeout:
+                what = ", ".join(f"{t}[{p}]" for t, p in unanswered[:5])
+                raise ClusterError(conn.alias, f"cannot list offsets of {what}: no offset in the answers") from None
+            time.sleep(0.2)
         except KafkaException as exc:
             err = kafka_error(exc)
             code = err.code() if err is not None else None

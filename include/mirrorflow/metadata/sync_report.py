@@ -122,13 +122,19 @@ class SyncReport(Report):
     def changed_nothing(self) -> bool:
         return not self.changes
 
-    def to_dict(self) -> dict[str, Any]:
+    def _outcome(self) -> dict[str, Any]:
+        """What the full report and the XCom summary both start with."""
         return {
             "flow": self.flow,
             "dry_run": self.dry_run,
             "concerns": list(self.concerns),
             "ok": self.ok,
             "counts": self.counts(),
+        }
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            **self._outcome(),
             "changes": [asdict(c) for c in self.changes],
             "findings": [asdict(f) for f in self.findings],
             "skipped": [asdict(s) for s in self.skipped],
@@ -137,11 +143,7 @@ class SyncReport(Report):
     def summary(self, limit: int = 10) -> dict[str, Any]:
         """A small dict for XCom: counts plus the first few failures and findings."""
         return {
-            "flow": self.flow,
-            "dry_run": self.dry_run,
-            "concerns": list(self.concerns),
-            "ok": self.ok,
-            "counts": self.counts(),
+            **self._outcome(),
             "headline": self.headline(),
             "failures": [f"{c.resource}: {c.error}" for c in self.failed[:limit]],
             "findings": [f"{f.resource}: {f.message}" for f in self.findings[:limit]],

@@ -9,7 +9,9 @@ is all (an idle flow's pass costs one read). Otherwise, for the whole flow:
 2. read the snapshots and the tail (`StateStore.read_map`, read_committed; each offset-map
    partition up to the high watermark it had when the read began);
 3. per source partition: the snapshot plus its tail entries, pruned below the floor the caller
-   gives (offsets no translation can still need) and to at most `offset.map.max.runs` runs;
+   gives (offsets no translation can still need) and to at most `offset.map.max.runs` runs above
+   the map's floor, keeping below it the runs the groups' committed offsets (the caller's pins)
+   sit in and landmarks (state.landmarks);
 4. in ONE transaction: every snapshot that changed, then per offset-map partition a marker "folded
    below <the end read>" (last, so a reader that sees a marker saw the snapshots before it);
 5. after the commit, `delete_records` on each offset-map partition below the end read.
@@ -17,7 +19,8 @@ is all (an idle flow's pass costs one read). Otherwise, for the whole flow:
 A crash before the commit leaves the old snapshots and the whole tail (the transaction is aborted
 by the next fold's init_transactions or after its timeout); a crash after it leaves entries that
 are already folded in, which readers skip (each snapshot says up to where it folded) and the next
-fold truncates. Translation therefore never changes at or above the floor (see offset_map.Folded).
+fold truncates. Translation therefore never changes at or above the floor (see offset_map.Folded),
+nor at a pinned offset, and below the floor it resumes at an earlier known position, never later.
 The offset-map topic keeps retention.ms=-1: nothing is deleted that was not folded first.
 """
 
@@ -45,8 +48,20 @@ from mirrorflow.state.state_topics import (
 from mirrorflow.state.store import MapRead, StateStore
 
 Key = tuple[str, int]
-# Floors per source partition, asked once the fold knows the partitions of the map.
-FloorSource = Callable[[list[Key]], Mapping[Key, int]]
+
+
+@dataclass(frozen=True)
+class MapNeeds:
+    """What translations can still ask of a source partition's map: nothing below `floor` (the
+    source's log start and every group's committed offset there), exactly at each of `pins` (every
+    group's committed offset there)."""
+
+    floor: int
+    pins: tuple[int, ...] = ()
+
+
+# What translations need per source partition, asked once the fold knows the partitions of the map.
+FloorSource = Callable[[list[Key]], Mapping[Key, MapNeeds]]
 # The whole offset map as read (snapshots and tail) and the offset-map partitions' log starts.
 MapLook = tuple[MapRead, dict[int, int]]
 
@@ -72,6 +87,7 @@ class FoldReport:
     snapshots_written: int = 0
     runs: int = 0  # runs kept over all partitions
     max_runs: int = 0  # runs kept by the largest partition
+    landmarks: int = 0  # runs and spans kept below the partitions' floors (pins, landmarks)
     pruned: dict[str, int] = field(default_factory=dict)  # "topic-partition" -> floor, where it rose
     truncated: dict[int, int] = field(default_factory=dict)  # offset-map partition -> new log start
     skipped_reason: str | None = None
@@ -90,6 +106,8 @@ class FoldReport:
             f"offset map: {self.tail_entries} new entries folded into {self.snapshots_written} snapshot(s) of "
             f"{self.partitions} partition(s), {self.runs} runs kept (largest {self.max_runs})"
         )
+        if self.landmarks:
+            text += f" and {self.landmarks} below the floors (where groups sit, landmarks)"
         if self.pruned:
             text += f", floor raised on {len(self.pruned)} partition(s)"
         if self.skipped_reason:
@@ -118,8 +136,8 @@ def fold_offset_map(
     _ensure_snapshot_topic(clients, n_map)
     # a look first, without a transaction: a pass with nothing to fold costs a read, no more
     read, lows = look if look is not None else look_at_map(clients, timeout)
-    floor_of = dict(floors(sorted(read.maps))) if floors is not None and read.maps else {}
-    writes = _plan(clients, read, floor_of, report)
+    needs = dict(floors(sorted(read.maps))) if floors is not None and read.maps else {}
+    writes = _plan(clients, read, needs, report)
     if not writes and not (truncate and any(lows.get(p, 0) < end for p, end in read.ends.items())):
         return report
     producer = clients.producer(
@@ -133,7 +151,7 @@ def fold_offset_map(
         except KafkaException as exc:
             raise StateError(f"flow {flow.name}: cannot start folding the offset map: {_describe(exc)}") from None
         read, _ = look_at_map(clients, timeout)  # again, now that no other fold can commit
-        writes = _plan(clients, read, floor_of, report)
+        writes = _plan(clients, read, needs, report)
         # the markers last: a reader that sees one has seen every snapshot written before it (only
         # where the end moved: an idle partition's marker is current)
         n_snap = clients.partitions("target", snapshot_topic(flow))
@@ -163,23 +181,26 @@ def look_at_map(clients: FlowClients, timeout: float = 300.0) -> MapLook:
 
 
 def _plan(
-    clients: FlowClients, read: MapRead, floor_of: Mapping[Key, int], report: FoldReport
+    clients: FlowClients, read: MapRead, needs: Mapping[Key, MapNeeds], report: FoldReport
 ) -> list[tuple[int, bytes, bytes]]:
     """The snapshot records to write (partition, key, value), with `report` filled in; markers
-    excepted. Empty when every snapshot is current."""
+    excepted. Empty when every snapshot is current. A partition without `needs` (its source or its
+    groups unreadable) is pruned by the run bound only, keeping the pins of the last fold."""
     flow = clients.flow
     n_map = read.view.map_partitions
     n_snap = clients.partitions("target", snapshot_topic(flow))
     max_runs = int(flow.props.get("offset.map.max.runs", 0)) or None
     view = read.view
     report.partitions, report.tail_entries = len(read.maps), sum(read.tail.values())
-    report.runs, report.max_runs, report.pruned = 0, 0, {}
+    report.runs, report.max_runs, report.pruned, report.landmarks = 0, 0, {}, 0
     writes: list[tuple[int, bytes, bytes]] = []
     for k in sorted(read.maps):
-        pm = read.maps[k].pruned(floor_of.get(k), max_runs)
+        need = needs.get(k)
+        pm = read.maps[k].pruned(need.floor if need else None, max_runs, need.pins if need else None)
         folded = pm.folded()
         report.runs += len(pm.runs)
         report.max_runs = max(report.max_runs, len(pm.runs))
+        report.landmarks += len(pm.marks) + len(pm.spans)
         old = view.snapshots.get(k)
         if pm.floor > (old.folded.floor if old else 0):
             report.pruned[f"{k[0]}-{k[1]}"] = pm.floor

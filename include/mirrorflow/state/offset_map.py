@@ -14,9 +14,11 @@ would read) into the target offset of the first copied record at or after `g` --
 
 The map stays bounded: `PartitionMap.folded()` is the whole map as one value (`Folded`, what the
 snapshot topic stores, see state.snapshot), a map can be built from such a base plus the entries
-written after it, and `pruned()` drops what lies below a floor no translation can still need.
-Merging is associative (ranges merge, runs keep each offset's lowest target, `lost` adds up, each
-entry folded once), so folding never changes a translation at or above the floor.
+written after it, and `pruned()` keeps every run at or above a floor and, below it, only the runs
+groups sit in and exponentially spaced landmarks (state.landmarks). Merging is associative (ranges
+merge, runs keep each offset's lowest target, `lost` adds up, each entry folded once), so folding
+never changes a translation at or above the floor; below it a translation is exact where a group
+is pinned and otherwise an earlier position (`reread`), never a later one.
 """
 
 from __future__ import annotations
@@ -25,6 +27,9 @@ import bisect
 import heapq
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
+from functools import cached_property
+
+from mirrorflow.state.landmarks import Piece, Pieces, Span, regular, run_piece, span_piece, thin
 
 
 @dataclass(frozen=True)
@@ -71,11 +76,16 @@ class Translation:
     #           `missing` = offsets never replicated (source retention, initial position)
     # "gap":   some offsets in [source_offset, next copied record) were never covered: `missing` counts them
     # "none":  nothing copied for this partition
-    # "pruned": source_offset below the map's floor (state.snapshot prunes what no translation can
-    #           still need): target = that of the floor; `missing` = offsets between them, whose
-    #           copied records a consumer resuming there skips (the source no longer has them either)
+    # "reread": where the first record at or after source_offset landed is forgotten (the map was
+    #           thinned there) or target order is not source order (a backfill): target = the lowest
+    #           target any record at or after it may have; `reread` = at most that many records
+    #           below source_offset are read again (never a skip)
+    # "pruned": source_offset below the source's log start and every group when the map was last
+    #           folded (moved there by hand): target = the nearest known position at or before it
+    #           (None: an older snapshot forgot it, no translation); `reread` as above
     status: str
     missing: int = 0
+    reread: int = 0  # records with a lower source offset a consumer resuming at target_offset reads again
 
 
 def merge_ranges(ranges: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
@@ -171,6 +181,16 @@ def clip_runs(runs: list[Run], floor: int) -> list[Run]:
     return out
 
 
+def runs_below(runs: list[Run], floor: int) -> list[Run]:
+    """The parts of sorted runs below source offset `floor` (what clip_runs leaves out)."""
+    out = []
+    for r in runs:
+        if r.src >= floor:
+            break
+        out.append(r if r.src_end <= floor else Run(r.src, r.tgt, floor - r.src))
+    return out
+
+
 def clip_ranges(ranges: list[tuple[int, int]], floor: int) -> list[tuple[int, int]]:
     """The parts of sorted merged ranges at or above `floor`."""
     return [(max(a, floor), b) for a, b in ranges if b > floor]
@@ -180,10 +200,15 @@ def clip_ranges(ranges: list[tuple[int, int]], floor: int) -> list[tuple[int, in
 class Folded:
     """A partition's offset map merged into one value: what a snapshot record stores.
 
-    `covered` and `runs` hold only what lies at or above `floor`; `first` and `end` keep the first
+    `runs` hold every run at or above `floor`; below it `marks` (runs kept exactly: where groups
+    sat, the landmarks) and `spans` (the rest, merged) keep where a translation may resume, and
+    `pins` the group offsets the last fold that could read them kept exact; below `forgotten` (a
+    snapshot of a mirrorflow before landmarks pruned there) nothing is known. `covered` holds what
+    lies at or above `covered_from` (None: `floor`, as snapshots before landmarks; the source's log
+    start and every group's offset: no translation needs less); `first` and `end` keep the first
     covered source offset and the end of the last covered range of everything ever folded (so
-    "before", "gap" and "ahead" stay exact above the floor), `anchor` the smallest entry start
-    (for a map of empty gap events only). `entries` counts the folded entries (0: nothing copied).
+    "before", "gap" and "ahead" stay exact), `anchor` the smallest entry start (for a map of empty
+    gap events only). `entries` counts the folded entries (0: nothing copied).
     """
 
     epoch: int = 0
@@ -196,6 +221,11 @@ class Folded:
     end: int | None = None
     anchor: int | None = None
     floor: int = 0
+    covered_from: int | None = None
+    marks: tuple[Run, ...] = ()
+    spans: tuple[Span, ...] = ()
+    pins: tuple[int, ...] = ()
+    forgotten: int | None = None
 
 
 def _min(a: int | None, b: int | None) -> int | None:
@@ -213,8 +243,8 @@ class PartitionMap:
     Only the newest epoch counts: entries (or a base) of an older epoch are dropped. Overlapping
     runs only appear when the flow ran with exactly.once=false (an at-least-once retry copies some
     records twice); each source offset keeps its earliest target copy (`merge_runs`), so a resuming
-    consumer may re-read duplicates but never skips. Offsets below `floor` were pruned (see
-    `pruned`): translation is exact for every source offset at or above it.
+    consumer may re-read duplicates but never skips. At or above `floor` every run is kept and
+    translation is exact; below it only what `pruned` kept (see state.landmarks).
     """
 
     def __init__(self, entries: Iterable[MapEntry] = (), base: Folded | None = None) -> None:
@@ -226,19 +256,39 @@ class PartitionMap:
         current = [e for e in entries if e.epoch == self.epoch]
         self.count: int = base.entries + len(current)
         self.floor: int = base.floor
+        self.covered_from: int = base.floor if base.covered_from is None else base.covered_from
         nonempty = [e.src_from for e in current if e.src_to > e.src_from]
         self.first: int | None = _min(base.first, min(nonempty, default=None))
         self.anchor: int | None = _min(base.anchor, min((e.src_from for e in current), default=None))
         ranges = merge_ranges([*base.covered, *((e.src_from, e.src_to) for e in current)])
         self.end: int | None = _max(base.end, ranges[-1][1] if ranges else None)
-        self.covered: list[tuple[int, int]] = clip_ranges(ranges, self.floor)
+        self.covered: list[tuple[int, int]] = clip_ranges(ranges, self.covered_from)
         self.lost: int = base.lost + sum(e.lost for e in current)
         self.tgt_end: int | None = _max(base.tgt_end, max((e.tgt_end for e in current), default=None))
         runs = merge_runs([*base.runs, *(r for e in current for r in e.runs)])
         self.runs: list[Run] = clip_runs(runs, self.floor)
+        # below the floor: what the last fold kept, and what was copied there since (a backfill)
+        below = runs_below(runs, self.floor)
+        self.marks: list[Run] = merge_runs([*base.marks, *below]) if below else list(base.marks)
+        self.spans: list[Span] = list(base.spans)
+        self.pins: tuple[int, ...] = base.pins
+        self.forgotten: int | None = base.forgotten
         self._starts = [r.src for r in self.runs]
         # a backfill copied older records after newer ones: target order is not source order here
         self.reordered: bool = any(b.tgt < a.tgt for a, b in zip(self.runs, self.runs[1:], strict=False))
+        if self.marks or self.spans:  # and below the floor (few pieces, all before the runs)
+            low = self._below
+            self.reordered |= not regular(low) or bool(self.runs and low[-1].tgt_end > self.runs[0].tgt)
+
+    @cached_property
+    def _below(self) -> list[Piece]:
+        """The marks and spans as pieces, in source order."""
+        return sorted([*(run_piece(r.src, r.tgt, r.count) for r in self.marks), *(span_piece(s) for s in self.spans)])
+
+    @cached_property
+    def _pieces(self) -> Pieces:
+        """Every run and span, indexed (built when a translation needs more than the runs)."""
+        return Pieces([*self._below, *(run_piece(r.src, r.tgt, r.count) for r in self.runs)], in_order=True)
 
     # -- folding and pruning ------------------------------------------------------------------
     def folded(self) -> Folded:
@@ -255,18 +305,44 @@ class PartitionMap:
             self.end,
             self.anchor,
             self.floor,
+            None if self.covered_from == self.floor else self.covered_from,
+            tuple(self.marks),
+            tuple(self.spans),
+            self.pins,
+            self.forgotten,
         )
 
-    def pruned(self, floor: int | None = None, max_runs: int | None = None) -> PartitionMap:
-        """This map without what lies below `floor` (the floor never goes down), and keeping at
-        most `max_runs` runs (raising the floor to the oldest run kept). Translation stays exact
-        for every source offset at or above the new floor."""
-        f = max(self.floor, floor if floor is not None else self.floor)
-        if max_runs is not None and len(clip_runs(self.runs, f)) > max_runs:
-            f = max(f, clip_runs(self.runs, f)[-max_runs].src if max_runs > 0 else (self.end or f))
-        if f == self.floor:
+    def pruned(
+        self, floor: int | None = None, max_runs: int | None = None, pins: Iterable[int] | None = None
+    ) -> PartitionMap:
+        """This map bounded: `floor` (the source's log start and every group's committed offset: no
+        translation needs less; it never goes down) drops the covered ranges below it, and at most
+        `max_runs` runs are kept above the map's floor, which rises to the oldest run kept. Below
+        the map's floor only the runs holding a `pins` offset (the groups' committed offsets; None:
+        those of the last fold) and landmarks stay, the rest merges into spans (state.landmarks).
+        Translation stays exact at or above the floor and at every pin."""
+        low = max(self.covered_from, floor if floor is not None else self.covered_from)
+        f = max(self.floor, low)
+        dense = clip_runs(self.runs, f)
+        if max_runs is not None and len(dense) > max_runs:
+            f = max(f, dense[-max_runs].src if max_runs > 0 else (self.end or f))
+        kept_pins = self.pins if pins is None else tuple(sorted(set(pins)))
+        below = merge_runs([*self.marks, *runs_below(self.runs, f)])
+        keep, spans = thin([(r.src, r.tgt, r.count) for r in below], self.spans, kept_pins, f)
+        marks = [below[i] for i in keep]
+        if (f, low, kept_pins, marks, spans) == (self.floor, self.covered_from, self.pins, self.marks, self.spans):
             return self
-        return PartitionMap((), replace(self.folded(), floor=f))
+        base = replace(
+            self.folded(),
+            floor=f,
+            covered_from=None if low == f else low,
+            runs=tuple(clip_runs(self.runs, f)),
+            covered=tuple(clip_ranges(self.covered, low)),
+            marks=tuple(marks),
+            spans=tuple(spans),
+            pins=kept_pins,
+        )
+        return PartitionMap((), base)
 
     # -- queries ------------------------------------------------------------------------------
     @property
@@ -276,7 +352,7 @@ class PartitionMap:
 
     @property
     def records(self) -> int:
-        """Copied records the map still places (those at or above the floor)."""
+        """Copied records the map still places exactly at or above the floor."""
         return sum(r.count for r in self.runs)
 
     @property
@@ -294,7 +370,8 @@ class PartitionMap:
         return None
 
     def first_copied_at_or_after(self, source_offset: int) -> tuple[int, int] | None:
-        """(source offset, target offset) of the first copied record at or after `source_offset`."""
+        """(source offset, target offset) of the first copied record at or after `source_offset`
+        among the runs at or above the floor."""
         i = bisect.bisect_right(self._starts, source_offset) - 1
         if i >= 0 and source_offset < self.runs[i].src_end:
             r = self.runs[i]
@@ -305,15 +382,43 @@ class PartitionMap:
         return None
 
     def translate(self, source_offset: int) -> Translation:
+        """Where a group that committed `source_offset` resumes on the target: exactly at its next
+        record where the map knows it, else the lowest target any record at or after it may have
+        (status `reread`, saying how many records at most it reads again). Never later."""
         g = source_offset
         if not self.count:
             return Translation(g, None, "none")
-        if g < self.floor and self.first is not None and self.first < self.floor:
-            # pruned: where the records below the floor landed is forgotten; resume at the floor
-            t = self.translate(self.floor)
-            return Translation(g, t.target_offset, "pruned", self.floor - g)
         assert self.tgt_end is not None
-        nxt = self.first_copied_at_or_after(g)
+        # in source order, at or above the floor the runs alone say it (what lies below is read)
+        plain = not self.reordered and (g >= self.floor or not (self.marks or self.spans))
+        if self.forgotten is not None and g < self.forgotten and self.first is not None and self.first < self.forgotten:
+            return Translation(g, None, "pruned")  # a mirrorflow before landmarks pruned these: unknown
+        if g < self.covered_from and self.first is not None and self.first < self.covered_from:
+            t = self._pieces.resume(g, self.tgt_end)
+            return Translation(g, t, "pruned", 0, self._pieces.rereads(g, t))
+        tr = self._located(g, self.first_copied_at_or_after(g) if plain else self._pieces.next_known(g))
+        if plain:
+            return tr
+        assert tr.target_offset is not None
+        t = self._pieces.resume(g, tr.target_offset)
+        n = self._pieces.rereads(g, t)
+        if n or self._pieces.inside_span(g):
+            return Translation(g, t, "reread", tr.missing, n)
+        return tr if t == tr.target_offset else replace(tr, target_offset=t)
+
+    def rereads(self, source_offset: int, target_offset: int) -> int:
+        """At most how many copied records below `source_offset` lie at `target_offset` or later:
+        what a consumer that committed `source_offset` reads again when it resumes there."""
+        if not self.reordered and (source_offset >= self.floor or not (self.marks or self.spans)):
+            nxt = self.first_copied_at_or_after(source_offset)
+            exact = nxt[1] if nxt is not None else self.tgt_end
+            if exact is not None and target_offset >= exact:
+                return 0
+        return self._pieces.rereads(source_offset, target_offset)
+
+    def _located(self, g: int, nxt: tuple[int, int] | None) -> Translation:
+        """The translation of `g` given the first record known at or after it (`nxt`)."""
+        assert self.tgt_end is not None
         first_covered = self.first
         if nxt is not None:
             src, tgt = nxt
@@ -342,5 +447,5 @@ class PartitionMap:
     def __repr__(self) -> str:  # pragma: no cover - debugging aid
         return (
             f"PartitionMap(covered={self.covered}, runs={len(self.runs)}, tgt_end={self.tgt_end}, "
-            f"lost={self.lost}, floor={self.floor})"
+            f"lost={self.lost}, floor={self.floor}, marks={len(self.marks)}, spans={len(self.spans)})"
         )

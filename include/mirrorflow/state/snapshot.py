@@ -20,6 +20,10 @@ Two kinds of records, both JSON, format version `v`:
 
 A key's entries are then folded up to max(its own folded_to, its partition's marker); the tail of
 a key starts there.
+
+Snapshot format v2 adds what the map keeps below its floor (`covered_from`, `marks`, `spans`,
+`pins`; state.landmarks). A snapshot without them is written as v1, so a mirrorflow from before
+landmarks reads it; a v1 snapshot reads as one without them.
 """
 
 from __future__ import annotations
@@ -30,9 +34,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mirrorflow.errors import StateError
+from mirrorflow.state.landmarks import Span
 from mirrorflow.state.offset_map import Folded, Run
 
-SNAPSHOT_FORMAT = 1
+SNAPSHOT_FORMAT = 2  # the newest snapshot format this mirrorflow reads and writes
+MARKER_FORMAT = 1
 
 
 def marker_key(map_partition: int) -> bytes:
@@ -48,9 +54,9 @@ def parse_marker_key(key: bytes | None) -> int | None:
         return None
 
 
-def _check_version(d: dict[str, Any], what: str) -> None:
-    if int(d.get("v", 0)) > SNAPSHOT_FORMAT:
-        raise StateError(f"{what} record format v{d.get('v')} is newer than this mirrorflow (v{SNAPSHOT_FORMAT})")
+def _check_version(d: dict[str, Any], what: str, newest: int) -> None:
+    if int(d.get("v", 0)) > newest:
+        raise StateError(f"{what} record format v{d.get('v')} is newer than this mirrorflow (v{newest})")
 
 
 def encode_runs(runs: tuple[Run, ...]) -> list[int]:
@@ -76,6 +82,16 @@ def decode_runs(flat: list[int]) -> tuple[Run, ...]:
     return tuple(runs)
 
 
+def encode_spans(spans: tuple[Span, ...]) -> list[int]:
+    return [x for s in spans for x in (s.src, s.src_end, s.tgt, s.tgt_end, s.records)]
+
+
+def decode_spans(flat: list[int]) -> tuple[Span, ...]:
+    if len(flat) % 5:
+        raise StateError(f"offset-map snapshot: spans list of length {len(flat)} is not made of 5-tuples")
+    return tuple(Span(*(int(x) for x in flat[i : i + 5])) for i in range(0, len(flat), 5))
+
+
 @dataclass(frozen=True)
 class Snapshot:
     """The folded offset map of one source partition."""
@@ -88,8 +104,9 @@ class Snapshot:
 
     def to_json(self) -> bytes:
         f = self.folded
+        below = f.covered_from is not None or f.marks or f.spans or f.pins or f.forgotten is not None
         d: dict[str, Any] = {
-            "v": SNAPSHOT_FORMAT,
+            "v": SNAPSHOT_FORMAT if below else 1,
             "topic": self.topic,
             "partition": self.partition,
             "epoch": f.epoch,
@@ -105,16 +122,25 @@ class Snapshot:
             "folded_to": {str(p): o for p, o in sorted(self.folded_to.items())},
             "updated": self.updated or int(time.time() * 1000),
         }
+        if below:
+            d["covered_from"] = f.covered_from
+            d["marks"] = encode_runs(f.marks)
+            d["spans"] = encode_spans(f.spans)
+            d["pins"] = list(f.pins)
+            d["forgotten"] = f.forgotten
         return json.dumps(d, separators=(",", ":")).encode()
 
     @classmethod
     def from_json(cls, raw: bytes) -> Snapshot:
         d = json.loads(raw)
-        _check_version(d, "offset-map snapshot")
+        _check_version(d, "offset-map snapshot", SNAPSHOT_FORMAT)
 
         def opt(name: str) -> int | None:
             return None if d.get(name) is None else int(d[name])
 
+        first, floor = opt("first"), int(d.get("floor", 0))
+        # v1 pruned without landmarks: where the records below its floor landed is not known
+        old_prune = floor if int(d.get("v", 0)) < 2 and first is not None and first < floor else None
         folded = Folded(
             epoch=int(d.get("epoch", 0)),
             entries=int(d.get("entries", 0)),
@@ -126,6 +152,11 @@ class Snapshot:
             end=opt("end"),
             anchor=opt("anchor"),
             floor=int(d.get("floor", 0)),
+            covered_from=opt("covered_from"),
+            marks=decode_runs(d.get("marks", [])),
+            spans=decode_spans(d.get("spans", [])),
+            pins=tuple(int(p) for p in d.get("pins", [])),
+            forgotten=opt("forgotten") if "forgotten" in d else old_prune,
         )
         folded_to = {int(p): int(o) for p, o in d.get("folded_to", {}).items()}
         return cls(str(d["topic"]), int(d["partition"]), folded, folded_to, int(d.get("updated", 0)))
@@ -141,7 +172,7 @@ class Marker:
 
     def to_json(self) -> bytes:
         d = {
-            "v": SNAPSHOT_FORMAT,
+            "v": MARKER_FORMAT,
             "map_partition": self.map_partition,
             "folded_to": self.folded_to,
             "updated": self.updated or int(time.time() * 1000),
@@ -151,7 +182,7 @@ class Marker:
     @classmethod
     def from_json(cls, raw: bytes) -> Marker:
         d = json.loads(raw)
-        _check_version(d, "offset-map snapshot marker")
+        _check_version(d, "offset-map snapshot marker", MARKER_FORMAT)
         return cls(int(d["map_partition"]), int(d["folded_to"]), int(d.get("updated", 0)))
 
 

@@ -38,51 +38,65 @@ HISTORY_RETENTION_MS = 366 * 24 * 3600 * 1000  # the operations history: a year.
 HISTORY_RETENTION_BYTES = 64 * 1024 * 1024  # ...or 64 MiB, whichever is reached first
 
 
+def state_topic(flow: FlowConfig, kind: str) -> str:
+    """The name of one of the flow's state topics (module docstring): `mirrorflow.<flow id>.<kind>.internal`."""
+    return f"mirrorflow.{flow.state_name}.{kind}.internal"
+
+
 def progress_topic(flow: FlowConfig) -> str:
-    return f"mirrorflow.{flow.state_name}.progress.internal"
+    return state_topic(flow, "progress")
 
 
 def offset_map_topic(flow: FlowConfig) -> str:
-    return f"mirrorflow.{flow.state_name}.offset-map.internal"
+    return state_topic(flow, "offset-map")
 
 
 def snapshot_topic(flow: FlowConfig) -> str:
     """The folded offset map (state.snapshot): one record per source partition, compacted."""
-    return f"mirrorflow.{flow.state_name}.offset-map-snapshot.internal"
+    return state_topic(flow, "offset-map-snapshot")
 
 
 def lease_topic(flow: FlowConfig) -> str:
-    return f"mirrorflow.{flow.state_name}.lease.internal"
+    return state_topic(flow, "lease")
 
 
 def runs_topic(flow: FlowConfig) -> str:
-    return f"mirrorflow.{flow.state_name}.runs.internal"
+    return state_topic(flow, "runs")
 
 
 def results_topic(flow: FlowConfig) -> str:
-    return f"mirrorflow.{flow.state_name}.results.internal"
+    return state_topic(flow, "results")
 
 
 def history_topic(flow: FlowConfig) -> str:
     """The operations history (state.history): appended, never compacted."""
-    return f"mirrorflow.{flow.state_name}.operations.internal"
+    return state_topic(flow, "operations")
 
 
 def transactional_id(flow: FlowConfig, topic: str, partition: int) -> str:
     return f"mirrorflow-{flow.client_name}-{topic}-{partition}"
 
 
-def state_key(topic: str, partition: int) -> bytes:
-    """The key of both state topics: compact JSON {"partition":P,"topic":T} (sorted keys)."""
-    return json.dumps({"partition": partition, "topic": topic}, sort_keys=True, separators=(",", ":")).encode()
+def _compact_json(value: dict) -> bytes:
+    return json.dumps(value, sort_keys=True, separators=(",", ":")).encode()
 
 
-def parse_key(key: bytes | None) -> tuple[str, int] | None:
+def _topic_partition(key: bytes | None, anchor: bool) -> tuple[str, int] | None:
     try:
         d = json.loads(key or b"")
+        d = d["anchor"] if anchor else d
         return str(d["topic"]), int(d["partition"])
     except (ValueError, KeyError, TypeError):
         return None
+
+
+def state_key(topic: str, partition: int) -> bytes:
+    """The key of both state topics: compact JSON {"partition":P,"topic":T} (sorted keys)."""
+    return _compact_json({"partition": partition, "topic": topic})
+
+
+def parse_key(key: bytes | None) -> tuple[str, int] | None:
+    return _topic_partition(key, anchor=False)
 
 
 def anchor_key(topic: str, partition: int) -> bytes:
@@ -90,17 +104,11 @@ def anchor_key(topic: str, partition: int) -> bytes:
     progress of a partition with nothing copied yet, which a copy's own progress always overrides.
     It lives in the partition of `state_key` (written there explicitly), so a unit's read finds
     both; readers that do not know it skip it (it names no top-level topic and partition)."""
-    return json.dumps(
-        {"anchor": {"partition": partition, "topic": topic}}, sort_keys=True, separators=(",", ":")
-    ).encode()
+    return _compact_json({"anchor": {"partition": partition, "topic": topic}})
 
 
 def parse_anchor_key(key: bytes | None) -> tuple[str, int] | None:
-    try:
-        d = json.loads(key or b"")["anchor"]
-        return str(d["topic"]), int(d["partition"])
-    except (ValueError, KeyError, TypeError):
-        return None
+    return _topic_partition(key, anchor=True)
 
 
 def state_partition(topic: str, partition: int, num_partitions: int) -> int:

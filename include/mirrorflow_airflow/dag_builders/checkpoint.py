@@ -29,12 +29,12 @@ import logging
 from datetime import timedelta
 from typing import Any
 
-from airflow.sdk import DAG, Param, task
+from airflow.sdk import DAG, Param
 from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 
 from mirrorflow.config import Config, FlowConfig
 from mirrorflow_airflow.common import emit_samples, flow_dag, flow_dags, metric, task_config_path
-from mirrorflow_airflow.dag_builders.timers import RunTimes, period
+from mirrorflow_airflow.dag_builders.timers import RunTimes, period, timed_task
 from mirrorflow_airflow.hooks import MirrorflowHook
 from mirrorflow_airflow.operators.heartbeat import HeartbeatOperator
 from mirrorflow_airflow.params import regex, regex_or_none
@@ -77,8 +77,7 @@ def checkpoint_task(
     from mirrorflow.ops.observe.metrics import checkpoint_pass_samples
 
     times = times or RunTimes.of()
-    cfg = MirrorflowHook(config_path).get_conn()
-    flow = cfg.flow(flow_name)
+    cfg, flow = MirrorflowHook(config_path).get_flow(flow_name)
     check_rpo(cfg, flow, f"the checkpoint DAG of {flow.name}")  # every tick, due or not (rpo.seconds)
     _skip_unless_due(flow, "checkpoints", "emit.checkpoints.interval.seconds", times)
     # refresh.groups.enabled is always true here (false is refused: there is no task start to list them at)
@@ -114,8 +113,7 @@ def group_sync_task(
 
     if not enabled:
         raise AirflowSkipException(f"{flow_name}: group offset sync: off for this run (Param sync_group_offsets)")
-    cfg = MirrorflowHook(config_path).get_conn()
-    flow = cfg.flow(flow_name)
+    cfg, flow = MirrorflowHook(config_path).get_flow(flow_name)
     if flow.props["sync.group.offsets.enabled"] and not flow.props["emit.checkpoints.enabled"]:
         # MM2 runs no checkpoint task then, and its group sync works from that task's checkpoints
         raise AirflowSkipException(f"{flow.name}: group offset sync: emit.checkpoints.enabled=false")
@@ -160,30 +158,18 @@ def build_checkpoint_dag(cfg: Config, flow: FlowConfig) -> DAG:
         params=checkpoint_params(),
         doc_md=__doc__,
     ) as dag:
-
-        @task(task_id="checkpoint")
-        def checkpoint(
-            dag_run: Any = None,
-            logical_date: Any = None,
-            prev_data_interval_end_success: Any = None,
-            params: dict | None = None,
-        ) -> dict[str, Any]:
-            """Translate committed source group offsets exactly; write MM2 checkpoints on the target."""
-            times = RunTimes.of(dag_run, logical_date, prev_data_interval_end_success)
-            return checkpoint_task(name, path, times, regex_or_none(params, "groups"))
-
-        # runs when `checkpoint` was skipped as not due: the checkpoints are on the target
-        @task(task_id="sync_group_offsets", trigger_rule="none_failed")
-        def sync_group_offsets(
-            dag_run: Any = None,
-            logical_date: Any = None,
-            prev_data_interval_end_success: Any = None,
-            params: dict | None = None,
-        ) -> dict[str, Any]:
-            """Commit checkpointed offsets on the target for idle groups, never backwards."""
-            times = RunTimes.of(dag_run, logical_date, prev_data_interval_end_success)
-            return group_sync_task(name, path, times, (params or {}).get("sync_group_offsets", True))
-
+        checkpoint = timed_task(
+            "checkpoint",
+            lambda times, params: checkpoint_task(name, path, times, regex_or_none(params, "groups")),
+            doc_md="Translate committed source group offsets exactly; write MM2 checkpoints on the target.",
+        )
+        sync_group_offsets = timed_task(
+            "sync_group_offsets",
+            lambda times, params: group_sync_task(name, path, times, params.get("sync_group_offsets", True)),
+            doc_md="Commit checkpointed offsets on the target for idle groups, never backwards.",
+            # runs when `checkpoint` was skipped as not due: the checkpoints are on the target
+            trigger_rule="none_failed",
+        )
         checkpoint() >> sync_group_offsets()
         HeartbeatOperator(
             task_id="heartbeat",

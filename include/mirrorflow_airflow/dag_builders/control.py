@@ -43,8 +43,8 @@ def control_task(
 ) -> dict[str, Any]:
     from mirrorflow.ops.flow_control import control_flow
 
-    cfg = MirrorflowHook(config_path).get_conn()
-    st = control_flow(cfg, cfg.flow(flow_name), action, by, "airflow", reason or "", force)
+    cfg, flow = MirrorflowHook(config_path).get_flow(flow_name)
+    st = control_flow(cfg, flow, action, by, "airflow", reason or "", force)
     log.info("flow %s: %s by %s: now %s", flow_name, action, by, st.describe())
     return {"flow": flow_name, "action": action, "by": by, **st.to_dict()}
 

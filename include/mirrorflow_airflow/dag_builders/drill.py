@@ -35,8 +35,7 @@ def drill_task(flow_name: str, params: dict[str, Any], by: str, config_path: str
 
     from mirrorflow.ops.dr.drill import drill
 
-    cfg = MirrorflowHook(config_path).get_conn()
-    flow = cfg.flow(flow_name)
+    cfg, flow = MirrorflowHook(config_path).get_flow(flow_name)
     rep = drill(
         cfg,
         flow,

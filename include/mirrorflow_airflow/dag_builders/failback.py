@@ -39,8 +39,8 @@ def failback_task(flow_name: str, commit: bool, config_path: str | None = None, 
     """The preflight (commit=False: a dry run of the core failback) or the start."""
     from mirrorflow.ops.dr.failback import failback
 
-    cfg = MirrorflowHook(config_path).get_conn()
-    rep = failback(cfg, cfg.flow(flow_name), dry_run=not commit, reseed=reseed)
+    cfg, flow = MirrorflowHook(config_path).get_flow(flow_name)
+    rep = failback(cfg, flow, dry_run=not commit, reseed=reseed)
     text = rep.render()
     log.info("%s", text)
     if commit and not rep.done and not (rep.note or "").startswith("nothing to do"):

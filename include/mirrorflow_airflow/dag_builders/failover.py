@@ -57,8 +57,7 @@ def preflight_task(flow_name: str, params: dict[str, Any], config_path: str | No
     """Drain (planned), then the plan and its report (text, and Markdown for the approval page)."""
     from mirrorflow.ops.dr.failover_preflight import plan_failover
 
-    cfg = MirrorflowHook(config_path).get_conn()
-    flow = cfg.flow(flow_name)
+    cfg, flow = MirrorflowHook(config_path).get_flow(flow_name)
     dry = bool(params.get("dry_run"))
     rep = plan_failover(
         cfg,
@@ -98,8 +97,7 @@ def commit_task(
     from mirrorflow.ops.dr.failover_commit import commit_failover
     from mirrorflow.ops.dr.failover_plan import FailoverPlan
 
-    cfg = MirrorflowHook(config_path).get_conn()
-    flow = cfg.flow(flow_name)
+    cfg, flow = MirrorflowHook(config_path).get_flow(flow_name)
     plan = FailoverPlan.from_dict(preflight["plan"])
     if approval.get("plan_id") != plan.id:
         raise AirflowFailException(f"the approval was for plan {approval.get('plan_id')}, not {plan.id}")

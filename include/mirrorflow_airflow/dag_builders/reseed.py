@@ -30,8 +30,7 @@ def reseed_task(flow_name: str, topic: str, dry_run: bool, config_path: str | No
     from mirrorflow.clients import FlowClients
     from mirrorflow.ops.reseed import reseed, to_dicts
 
-    cfg = MirrorflowHook(config_path).get_conn()
-    flow = cfg.flow(flow_name)
+    cfg, flow = MirrorflowHook(config_path).get_flow(flow_name)
     with FlowClients(cfg, flow) as clients:
         plan = reseed(clients, topic, dry_run=dry_run)
     log.info("%s %s of flow %s; the next run copies:", "would re-seed" if dry_run else "re-seeded", topic, flow.name)

@@ -23,13 +23,13 @@ import logging
 from datetime import timedelta
 from typing import Any
 
-from airflow.sdk import DAG, task
+from airflow.sdk import DAG, chain
 from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 
 from mirrorflow.config import Config, FlowConfig
 from mirrorflow.errors import ConfigError, MirrorflowError
 from mirrorflow_airflow.common import flow_dag, flow_dags, task_config_path
-from mirrorflow_airflow.dag_builders.timers import RunTimes, period
+from mirrorflow_airflow.dag_builders.timers import RunTimes, period, timed_task
 from mirrorflow_airflow.hooks import MirrorflowHook
 from mirrorflow_airflow.lineage import report_lineage
 from mirrorflow_airflow.params import dry_run, sync_only
@@ -37,6 +37,11 @@ from mirrorflow_airflow.run_notes import skip_task
 
 log = logging.getLogger(__name__)
 TASKS = {"topics": "topics_and_partitions", "configs": "configs", "acls": "acls"}
+DOCS = {
+    "topics": "Create missing remote topics and add partitions; report orphans and larger targets.",
+    "configs": "Sync topic configs incrementally (excluded properties are never touched).",
+    "acls": "Add the source's literal topic ACLs to the remote topics (never deletes).",
+}
 # concern -> (its *.enabled toggle, its timer)
 TIMERS = {
     "topics": ("refresh.topics.enabled", "refresh.topics.interval.seconds"),
@@ -111,6 +116,17 @@ def _form(params: dict | None) -> dict[str, Any]:
     return {"dry_run": bool(p.get("dry_run")), "only": p.get("only")}
 
 
+def _concern_task(flow_name: str, concern: str, path: str | None) -> Any:
+    """The task of one concern, in a DAG being built."""
+    return timed_task(
+        TASKS[concern],
+        lambda times, params: sync_task(flow_name, concern, path, times=times, **_form(params)),
+        doc_md=DOCS[concern],
+        # a disabled (skipped) concern must not skip the next one
+        trigger_rule="all_success" if concern == "topics" else "none_failed",
+    )()
+
+
 def build_sync_dag(cfg: Config, flow: FlowConfig) -> DAG:
     name, path = flow.name, task_config_path(cfg)
     tick = sync_period(flow)
@@ -122,42 +138,7 @@ def build_sync_dag(cfg: Config, flow: FlowConfig) -> DAG:
         params=sync_params(),
         doc_md=__doc__,
     ) as dag:
-
-        @task(task_id=TASKS["topics"])
-        def topics_and_partitions(
-            params: dict | None = None,
-            dag_run: Any = None,
-            logical_date: Any = None,
-            prev_data_interval_end_success: Any = None,
-        ) -> dict[str, Any]:
-            """Create missing remote topics and add partitions; report orphans and larger targets."""
-            times = RunTimes.of(dag_run, logical_date, prev_data_interval_end_success)
-            return sync_task(name, "topics", path, times=times, **_form(params))
-
-        # a disabled (skipped) concern must not skip the next one
-        @task(task_id=TASKS["configs"], trigger_rule="none_failed")
-        def configs(
-            params: dict | None = None,
-            dag_run: Any = None,
-            logical_date: Any = None,
-            prev_data_interval_end_success: Any = None,
-        ) -> dict[str, Any]:
-            """Sync topic configs incrementally (excluded properties are never touched)."""
-            times = RunTimes.of(dag_run, logical_date, prev_data_interval_end_success)
-            return sync_task(name, "configs", path, times=times, **_form(params))
-
-        @task(task_id=TASKS["acls"], trigger_rule="none_failed")
-        def acls(
-            params: dict | None = None,
-            dag_run: Any = None,
-            logical_date: Any = None,
-            prev_data_interval_end_success: Any = None,
-        ) -> dict[str, Any]:
-            """Add the source's literal topic ACLs to the remote topics (never deletes)."""
-            times = RunTimes.of(dag_run, logical_date, prev_data_interval_end_success)
-            return sync_task(name, "acls", path, times=times, **_form(params))
-
-        topics_and_partitions() >> configs() >> acls()
+        chain(*(_concern_task(name, concern, path) for concern in TASKS))  # MM2's order
     return dag
 
 

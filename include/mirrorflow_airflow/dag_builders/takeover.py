@@ -27,8 +27,7 @@ def takeover_task(flow_name: str, params: dict[str, Any], config_path: str | Non
     from mirrorflow.clients import FlowClients
     from mirrorflow.ops.dr.takeover import takeover
 
-    cfg = MirrorflowHook(config_path).get_conn()
-    flow = cfg.flow(flow_name)
+    cfg, flow = MirrorflowHook(config_path).get_flow(flow_name)
     with FlowClients(cfg, flow) as clients:
         rep = takeover(
             clients,

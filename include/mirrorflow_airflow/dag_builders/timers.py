@@ -20,9 +20,12 @@ what Airflow keeps about its runs: losing the Airflow database only makes every 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
+
+from airflow.sdk import task
 
 TRIGGERED = ("manual", "operator_triggered")  # run types that mean "now": every job is due
 
@@ -74,3 +77,19 @@ class RunTimes:
             f"not due: {prop}={interval_s} and the last successful run "
             f"({self.last_success.isoformat() if self.last_success else '?'}) was in the same interval"
         )
+
+
+def timed_task(task_id: str, body: Callable[[RunTimes, dict[str, Any]], dict[str, Any]], **task_args: Any) -> Any:
+    """An Airflow task on an MM2 timer: `body` gets the run's RunTimes and its Params (the trigger
+    form; scheduled runs: the defaults). `task_args` go to `@task` (doc_md, trigger_rule, ...)."""
+
+    @task(task_id=task_id, **task_args)
+    def run(
+        params: dict | None = None,
+        dag_run: Any = None,
+        logical_date: Any = None,
+        prev_data_interval_end_success: Any = None,
+    ) -> dict[str, Any]:
+        return body(RunTimes.of(dag_run, logical_date, prev_data_interval_end_success), params or {})
+
+    return run

@@ -48,8 +48,7 @@ def verify_task(
     from mirrorflow.clients import FlowClients
     from mirrorflow.ops.verify.verify import verify_flow
 
-    cfg = MirrorflowHook(config_path).get_conn()
-    flow = cfg.flow(flow_name)
+    cfg, flow = MirrorflowHook(config_path).get_flow(flow_name)
     with FlowClients(cfg, flow) as clients:
         report = verify_flow(
             clients, topics or None, start, end, since_last=since_last, record=record or since_last, by=by

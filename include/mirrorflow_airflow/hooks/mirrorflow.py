@@ -43,6 +43,11 @@ class MirrorflowHook(BaseHook):
         """The loaded, validated config (a ConfigError names every problem with its key)."""
         return config_mod.load(self.mirrorflow_config)
 
+    def get_flow(self, name: str) -> tuple[config_mod.Config, config_mod.FlowConfig]:
+        """The loaded config and its flow `name` (an unknown name: a ConfigError listing the flows)."""
+        cfg = self.get_conn()
+        return cfg, cfg.flow(name)
+
     def test_connection(self) -> tuple[bool, str]:
         """Load the config and reach every cluster it names, as Airflow's connection test does."""
         from mirrorflow.clients import cluster_connection

@@ -40,8 +40,7 @@ class HeartbeatOperator(BaseOperator):
         from mirrorflow.state.flow_state import flow_state
 
         began = time.monotonic()
-        cfg = MirrorflowHook(self.config_path).get_conn()
-        flow = cfg.flow(self.flow_name)
+        cfg, flow = MirrorflowHook(self.config_path).get_flow(self.flow_name)
         prop = "emit.heartbeats.interval.seconds"
         if int(flow.props[prop]) >= self.tick_s and flow.props["emit.heartbeats.enabled"]:
             times = RunTimes.of(
@@ -83,8 +82,7 @@ class HeartbeatOperator(BaseOperator):
         from mirrorflow.groups.render import render_heartbeats
 
         began = time.monotonic() if began is None else began
-        cfg = MirrorflowHook(self.config_path).get_conn()
-        flow = cfg.flow(flow_name)
+        cfg, flow = MirrorflowHook(self.config_path).get_flow(flow_name)
         latency = replication_latency(cfg, flow)
         rendered = render_heartbeats(HeartbeatRun(flow.name, flow.target, [Emission(**e) for e in emitted], latency))
         log.info("%s", rendered.render())

@@ -28,58 +28,28 @@ missing), created with `apply` through the target admin alias, like ops.acls.req
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
 
 from confluent_kafka import KafkaException
-from confluent_kafka.admin import AclBindingFilter, AclOperation, AclPermissionType, ResourcePatternType, ResourceType
 
 from mirrorflow.clients import FlowClients, cluster_connection
 from mirrorflow.config import Config, FlowConfig
 from mirrorflow.errors import ClusterError, ConfigError
 from mirrorflow.groups.checkpoint import CheckpointStore
-from mirrorflow.metadata.acl_sync import NO_AUTHORIZER, probe
+from mirrorflow.kafka.acl_admin import NO_AUTHORIZER, AclBinding, read_acls
 from mirrorflow.mm2.filters import FlowFilters
-from mirrorflow.ops.acls.required_acls import AclsReport, Need, _create, _existing, _resname, required_acls
+from mirrorflow.ops.acls.required_acls import (
+    AclsReport,
+    Need,
+    create_missing,
+    mark_present,
+    required_acls,
+    unreadable,
+)
 from mirrorflow.state.store import StateStore
 
 READS = ("READ", "ALL")
 WRITES = ("WRITE", "ALL")
 DESCRIBE_TIMEOUT_S = 15.0  # A may be gone: how long to wait for its ACLs before reading B's
-
-
-@dataclass(frozen=True)
-class Binding:
-    """One ACL binding as read from a cluster."""
-
-    resource: str  # TOPIC | GROUP | TRANSACTIONAL_ID | CLUSTER
-    pattern: str  # LITERAL | PREFIXED
-    name: str
-    principal: str
-    operation: str
-    permission: str  # ALLOW | DENY
-
-    def matches(self, name: str) -> bool:
-        if self.pattern == "LITERAL":
-            return self.name in ("*", name)
-        return self.pattern == "PREFIXED" and name.startswith(self.name)
-
-
-def _bindings(admin: object, timeout: float) -> list[Binding]:
-    flt = AclBindingFilter(
-        ResourceType.ANY, None, ResourcePatternType.ANY, None, None, AclOperation.ANY, AclPermissionType.ANY
-    )
-    found = admin.describe_acls(flt, request_timeout=timeout).result(timeout)  # type: ignore[attr-defined]
-    return [
-        Binding(
-            _resname(b.restype),
-            b.resource_pattern_type.name,
-            b.name,
-            b.principal,
-            b.operation.name,
-            b.permission_type.name,
-        )
-        for b in found
-    ]
 
 
 def after_failover_acls(
@@ -107,11 +77,9 @@ def after_failover_acls(
         return report
     skip = set(own.values())
     source = cluster_connection(cfg.clusters[admins.get("source") or flow.source])
-    on_a: list[Binding] | None = None
+    on_a: list[AclBinding] | None = None
     try:
-        admin = source.admin()
-        on_a = _bindings(admin, DESCRIBE_TIMEOUT_S)
-        why = None if on_a else probe(admin, DESCRIBE_TIMEOUT_S)
+        on_a, why = read_acls(source.admin(), DESCRIBE_TIMEOUT_S)
     except KafkaException as exc:
         on_a, why = None, str(source.describe_failure(exc))
     except ClusterError as exc:  # A does not answer
@@ -144,10 +112,10 @@ def after_failover_acls(
     return report
 
 
-def _read_target(cfg: Config, flow: FlowConfig, admins: dict[str, str]) -> list[Binding]:
+def _read_target(cfg: Config, flow: FlowConfig, admins: dict[str, str]) -> list[AclBinding]:
     conn = cluster_connection(cfg.clusters[admins.get("target") or flow.target])
     try:
-        return _bindings(conn.admin(), 30)
+        return read_acls(conn.admin(), 30)[0]
     except KafkaException as exc:
         raise conn.describe_failure(exc) from None
 
@@ -159,7 +127,7 @@ def _topic_needs(
     out = []
 
     def need(name: str, op: str, what: str) -> None:
-        out.append(Need("target", flow.target, principal, "TOPIC", "LITERAL", name, op, f"{what} ({why})"))
+        out.append(_need(flow, "TOPIC", "LITERAL", name, principal, op, f"{what} ({why})"))
 
     if reads:
         need(remote, "READ", "consumer: the replicated records, where its group resumes")
@@ -176,7 +144,7 @@ def _from_source(
     filters: FlowFilters,
     topics: list[str],
     groups: list[str],
-    on_a: list[Binding],
+    on_a: list[AclBinding],
     skip: set[str],
 ) -> list[Need]:
     allowed = [b for b in on_a if b.permission == "ALLOW" and b.principal not in skip]
@@ -194,39 +162,19 @@ def _from_source(
         if read:
             for b in mine:
                 if b.resource == "GROUP" and b.operation in READS and any(b.matches(g) for g in groups):
-                    needs.append(
-                        Need(
-                            "target",
-                            flow.target,
-                            principal,
-                            "GROUP",
-                            b.pattern,
-                            b.name,
-                            "READ",
-                            f"consumer: its group, resumed on {flow.target} (READ on it on {flow.source})",
-                        )
-                    )
+                    why = f"consumer: its group, resumed on {flow.target} (READ on it on {flow.source})"
+                    needs.append(_need(flow, "GROUP", b.pattern, b.name, principal, "READ", why))
         if write:
             for b in mine:
                 if b.resource == "TRANSACTIONAL_ID" and b.operation in ("WRITE", "DESCRIBE", "ALL"):
+                    why = f"producer: its transactional ids (as on {flow.source})"
                     for op in ("WRITE", "DESCRIBE") if b.operation == "ALL" else (b.operation,):
-                        needs.append(
-                            Need(
-                                "target",
-                                flow.target,
-                                principal,
-                                "TRANSACTIONAL_ID",
-                                b.pattern,
-                                b.name,
-                                op,
-                                f"producer: its transactional ids (as on {flow.source})",
-                            )
-                        )
+                        needs.append(_need(flow, "TRANSACTIONAL_ID", b.pattern, b.name, principal, op, why))
     return _unique(needs)
 
 
 def _from_target(
-    flow: FlowConfig, filters: FlowFilters, topics: list[str], on_b: list[Binding], skip: set[str]
+    flow: FlowConfig, filters: FlowFilters, topics: list[str], on_b: list[AclBinding], skip: set[str]
 ) -> list[Need]:
     needs: list[Need] = []
     for t in topics:
@@ -242,35 +190,28 @@ def _from_target(
     return _unique(needs)
 
 
+def _need(flow: FlowConfig, resource: str, pattern: str, name: str, principal: str, op: str, why: str) -> Need:
+    return Need("target", flow.target, AclBinding.allow(resource, pattern, name, principal, op), why)
+
+
 def _unique(needs: Iterable[Need]) -> list[Need]:
-    seen: dict[tuple[str, str, str, str, str], Need] = {}
+    seen: dict[AclBinding, Need] = {}
     for n in needs:
-        seen.setdefault(n.key(), n)
-    return sorted(seen.values(), key=lambda n: (n.principal, n.resource, n.name, n.operation))
+        seen.setdefault(n.acl, n)
+    return sorted(seen.values(), key=lambda n: (n.acl.principal, n.acl.resource, n.acl.name, n.acl.operation))
 
 
 def _check(cfg: Config, flow: FlowConfig, report: AclsReport, apply: bool, admins: dict[str, str]) -> None:
     use = admins.get("target") or flow.target
     conn = cluster_connection(cfg.clusters[use])
     admin = conn.admin()
-    for principal in sorted({n.principal for n in report.needs}):
-        have = _existing(admin, conn, principal)
-        if have is None:
-            report.notes.append(
-                f"target cluster {flow.target!r}: its ACLs cannot be read as {use!r} (no authorizer, or not allowed "
-                "to describe ACLs)" + ("; nothing created there" if apply else "")
-            )
-            report.applied = False
-            return
-        for i, n in enumerate(report.needs):
-            if n.principal == principal:
-                report.status[i] = "present" if n.key() in have else "missing"
-    todo = [i for i, s in report.status.items() if s == "missing"]
-    if apply and todo:
-        try:
-            _create(admin, conn, report.needs, todo, report)
-        except KafkaException as exc:
-            raise conn.describe_failure(exc) from None
+    idx = list(range(len(report.needs)))
+    if not mark_present(admin, conn, report, idx):
+        report.notes.append(unreadable("target", flow.target, use, apply))
+        report.applied = False
+        return
+    if apply:
+        create_missing(admin, conn, report, idx)
     report.applied = apply
 
 

@@ -34,21 +34,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from confluent_kafka import KafkaException
-from confluent_kafka.admin import (
-    AclBinding,
-    AclBindingFilter,
-    AclOperation,
-    AclPermissionType,
-    AdminClient,
-    ResourcePatternType,
-    ResourceType,
-)
+from confluent_kafka.admin import AdminClient
 
 from mirrorflow.clients import cluster_connection
 from mirrorflow.config import Config, FlowConfig
 from mirrorflow.errors import ConfigError, MirrorflowError
+from mirrorflow.kafka.acl_admin import AclBinding, create_acls, read_acls
+from mirrorflow.kafka.connection import ClusterConnection
 from mirrorflow.kafka.log_reader import READER_GROUP
-from mirrorflow.metadata.acl_sync import probe
 from mirrorflow.mm2.filters import FlowFilters
 from mirrorflow.reporting import Report
 
@@ -60,45 +53,34 @@ CLUSTER = "kafka-cluster"
 _PLAIN = re.compile(r"(?:[A-Za-z0-9_\-]|\\[.\-_])*")
 
 
-def _restype(name: str) -> ResourceType:
-    """librdkafka calls Kafka's CLUSTER resource type BROKER."""
-    return ResourceType.BROKER if name == "CLUSTER" else ResourceType[name]
-
-
-def _resname(t: ResourceType) -> str:
-    return "CLUSTER" if t == ResourceType.BROKER else t.name
-
-
 @dataclass(frozen=True)
 class Need:
-    """One ACL binding a principal needs (ALLOW, any host)."""
+    """One ACL binding (ALLOW, any host) a principal needs on one side of the flow, and why."""
 
     side: str  # source | target
     cluster: str
-    principal: str
-    resource: str  # TOPIC | GROUP | TRANSACTIONAL_ID | CLUSTER
-    pattern: str  # LITERAL | PREFIXED
-    name: str
-    operation: str
+    acl: AclBinding
     why: str
 
-    def binding(self) -> AclBinding:
-        return AclBinding(
-            _restype(self.resource),
-            self.name,
-            ResourcePatternType[self.pattern],
-            self.principal,
-            "*",
-            AclOperation[self.operation],
-            AclPermissionType.ALLOW,
-        )
-
-    def key(self) -> tuple[str, str, str, str, str]:
-        return (self.resource, self.pattern, self.name, self.principal, self.operation)
-
     def describe(self) -> str:
-        what = f"{self.resource} {self.name!r}" + (" (prefix)" if self.pattern == "PREFIXED" else "")
-        return f"ALLOW {self.operation} on {what} for {self.principal}"
+        a = self.acl
+        what = f"{a.resource} {a.name!r}" + (" (prefix)" if a.pattern == "PREFIXED" else "")
+        return f"ALLOW {a.operation} on {what} for {a.principal}"
+
+    def to_dict(self) -> dict[str, Any]:
+        a = self.acl
+        return {
+            "side": self.side,
+            "cluster": self.cluster,
+            "principal": a.principal,
+            "resource": a.resource,
+            "pattern": a.pattern,
+            "name": a.name,
+            "operation": a.operation,
+            "why": self.why,
+            "permission": a.permission,
+            "host": a.host,
+        }
 
 
 @dataclass
@@ -139,10 +121,10 @@ class AclsReport(Report):
             f"ACLs the applications of flow {self.flow} need on cluster {cluster!r} after a failover, derived from "
             f"{self.after_failover}" + (" (applied)" if self.applied else "")
         ]
-        for principal in sorted({n.principal for n in self.needs}):
+        for principal in sorted({n.acl.principal for n in self.needs}):
             out.append(f"  {principal}:")
             for i, n in enumerate(self.needs):
-                if n.principal == principal:
+                if n.acl.principal == principal:
                     status = self.status.get(i)
                     out.append(f"    {n.describe()}" + (f" [{status}]" if status else "") + f"  -- {n.why}")
         out += [f"  note: {n}" for n in self.notes]
@@ -156,10 +138,7 @@ class AclsReport(Report):
             "applied": self.applied,
             "missing": self.missing,
             "ok": self.ok,
-            "acls": [
-                {**n.__dict__, "permission": "ALLOW", "host": "*", "status": self.status.get(i)}
-                for i, n in enumerate(self.needs)
-            ],
+            "acls": [{**n.to_dict(), "status": self.status.get(i)} for i, n in enumerate(self.needs)],
             "notes": self.notes,
         }
 
@@ -205,6 +184,23 @@ def _unescape(s: str) -> str:
     return re.sub(r"\\(.)", r"\1", s)
 
 
+def _principals(cfg: Config, flow: FlowConfig, given: dict[str, str]) -> dict[str, str]:
+    """Each side's principal: as given, else as its cluster's settings tell it (else a ConfigError)."""
+    p = dict(given)
+    for side, alias in (("source", flow.source), ("target", flow.target)):
+        if p.get(side):
+            continue
+        found = principal_of(cfg, alias)
+        if found is None:
+            why = (
+                f"the principal of cluster {alias!r} cannot be told from its settings (TLS certificate or "
+                f"GSSAPI): give it, e.g. --{side}-principal User:mirrorflow"
+            )
+            raise ConfigError([(f"--{side}-principal", why)])
+        p[side] = found
+    return p
+
+
 def required_acls(
     cfg: Config,
     flow: FlowConfig,
@@ -213,28 +209,14 @@ def required_acls(
     principals: dict[str, str] | None = None,
 ) -> tuple[list[Need], dict[str, str]]:
     """Every binding the flow's principals need (pure given the names found on the source)."""
-    p = dict(principals or {})
-    for side, alias in (("source", flow.source), ("target", flow.target)):
-        if not p.get(side):
-            found = principal_of(cfg, alias)
-            if found is None:
-                raise ConfigError(
-                    [
-                        (
-                            f"--{side}-principal",
-                            f"the principal of cluster {alias!r} cannot be told from its settings (TLS "
-                            f"certificate or GSSAPI): give it, e.g. --{side}-principal User:mirrorflow",
-                        )
-                    ]
-                )
-            p[side] = found
+    p = _principals(cfg, flow, principals or {})
     f = FlowFilters.for_flow(flow)
     props = flow.props
     needs: list[Need] = []
 
     def add(side: str, resource: str, pattern: str, name: str, ops: Iterable[str], why: str) -> None:
         alias = flow.source if side == "source" else flow.target
-        needs.extend(Need(side, alias, p[side], resource, pattern, name, op, why) for op in ops)
+        needs.extend(Need(side, alias, AclBinding.allow(resource, pattern, name, p[side], op), why) for op in ops)
 
     topics, groups = list(topics), list(groups)
     src_topics = patterns(props["topics"], topics, f.should_replicate_topic)
@@ -311,18 +293,11 @@ def flow_acls(
         conn = cluster_connection(cfg.clusters[use])
         admin = conn.admin()
         idx = [i for i, n in enumerate(needs) if n.side == side]
-        have = _existing(admin, conn, p[side])
-        if have is None:
-            report.notes.append(
-                f"{side} cluster {alias!r}: its ACLs cannot be read as {use!r} (no authorizer, or not allowed "
-                "to describe ACLs)" + ("; nothing created there" if apply else "")
-            )
+        if not mark_present(admin, conn, report, idx):
+            report.notes.append(unreadable(side, alias, use, apply))
             continue
-        for i in idx:
-            report.status[i] = "present" if needs[i].key() in have else "missing"
-        todo = [i for i in idx if report.status[i] == "missing"]
-        if apply and todo:
-            _create(admin, conn, needs, todo, report)
+        if apply:
+            create_missing(admin, conn, report, idx)
     report.applied = apply
     return report
 
@@ -332,40 +307,47 @@ def _simple(rx: str) -> bool:
     return rx in (".*", ".+") or bool(_PLAIN.fullmatch(rx)) or (rx.endswith(".*") and bool(_PLAIN.fullmatch(rx[:-2])))
 
 
-def _existing(admin: AdminClient, conn: Any, principal: str) -> set[tuple[str, str, str, str, str]] | None:
-    """The ALLOW bindings of `principal` (None: the ACLs cannot be read)."""
-    flt = AclBindingFilter(
-        ResourceType.ANY, None, ResourcePatternType.ANY, principal, None, AclOperation.ANY, AclPermissionType.ALLOW
+def unreadable(side: str, alias: str, use: str, apply: bool) -> str:
+    """The note for a cluster whose ACLs cannot be read."""
+    return (
+        f"{side} cluster {alias!r}: its ACLs cannot be read as {use!r} (no authorizer, or not allowed "
+        "to describe ACLs)" + ("; nothing created there" if apply else "")
     )
+
+
+def mark_present(admin: AdminClient, conn: ClusterConnection, report: AclsReport, idx: list[int]) -> bool:
+    """Marks the needs at `idx` present or missing on the cluster; False (nothing marked) when its
+    ACLs cannot be read. Only ALLOW bindings for any host count."""
+    have: set[AclBinding] = set()
+    for principal in sorted({report.needs[i].acl.principal for i in idx}):
+        try:
+            found, why = read_acls(admin, 30, principal=principal, permission="ALLOW")
+        except KafkaException as exc:
+            raise conn.describe_failure(exc) from None
+        if why is not None:
+            return False
+        have |= {b for b in found if b.host == "*"}
+    for i in idx:
+        report.status[i] = "present" if report.needs[i].acl in have else "missing"
+    return True
+
+
+def create_missing(admin: AdminClient, conn: ClusterConnection, report: AclsReport, idx: list[int]) -> None:
+    """Creates the needs at `idx` marked missing, marking each created or error (the error in the notes)."""
+    todo = [i for i in idx if report.status.get(i) == "missing"]
+    if not todo:
+        return
     try:
-        found = admin.describe_acls(flt, request_timeout=30).result(30)
-        if not found and probe(admin, 30) is not None:
-            return None
+        futures = create_acls(admin, [report.needs[i].acl for i in todo], 30)
     except KafkaException as exc:
         raise conn.describe_failure(exc) from None
-    return {
-        (_resname(b.restype), b.resource_pattern_type.name, b.name, b.principal, b.operation.name)
-        for b in found
-        if b.host == "*"
-    }
-
-
-def _create(admin: AdminClient, conn: Any, needs: list[Need], todo: list[int], report: AclsReport) -> None:
-    futures = admin.create_acls([needs[i].binding() for i in todo], request_timeout=30)
-    by_key = {
-        (_resname(b.restype), b.resource_pattern_type.name, b.name, b.principal, b.operation.name): f
-        for b, f in futures.items()
-    }
-    errors = []
     for i in todo:
         try:
-            by_key[needs[i].key()].result(30)
+            futures[report.needs[i].acl].result(30)
             report.status[i] = "created"
         except KafkaException as exc:
             report.status[i] = "error"
-            errors.append(f"{needs[i].describe()}: {conn.describe_failure(exc)}")
-    if errors:
-        report.notes += errors
+            report.notes.append(f"{report.needs[i].describe()}: {conn.describe_failure(exc)}")
 
 
 def acls_error(report: AclsReport) -> MirrorflowError | None:

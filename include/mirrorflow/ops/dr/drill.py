@@ -38,6 +38,7 @@ from mirrorflow.groups.offset_sync import (
     commit_group_plans,
     describe_target_groups,
 )
+from mirrorflow.groups.render import resume_note
 from mirrorflow.ops.dr.failover_plan import FailoverPlan
 from mirrorflow.ops.dr.failover_preflight import plan_failover
 from mirrorflow.ops.verify.verify import VerifyReport, verify_flow
@@ -179,9 +180,12 @@ class DrillReport(Report):
                 + ("" if p.source_end is None else f", source end {p.source_end}, {p.not_replicated:,} not replicated")
                 + ("" if behind is None else f", {behind:.0f} s behind")
             )
+        groups = self.plan.groups if self.plan else ()
+        notes = {(g.group, f"{x.topic}:{x.partition}"): resume_note(x) for g in groups for x in g.partitions}
         for g, parts in sorted(self.resumes().items()):
             out += [
-                f"  {g} would resume {tp.rsplit(':', 1)[0]}[{tp.rsplit(':', 1)[1]}] at {o}" for tp, o in parts.items()
+                f"  {g} would resume {tp.rsplit(':', 1)[0]}[{tp.rsplit(':', 1)[1]}] at {o}" + notes.get((g, tp), "")
+                for tp, o in parts.items()
             ]
         out += [f"  {g}: left alone ({why})" for g, why in sorted(self.left_alone().items())]
         if self.plan is not None:

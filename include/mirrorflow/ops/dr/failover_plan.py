@@ -141,14 +141,17 @@ class FailoverPlan:
 
 def _group_row(g: GroupSyncPlan) -> list[Any]:
     """A group of a plan, compact: [group, state, members, action, reason, [[topic, partition,
-    checkpoint offset, target offset, action, metadata], ...]]."""
+    checkpoint offset, target offset, action, metadata, reread], ...]]."""
     return [
         g.group,
         g.state,
         g.members,
         g.action,
         g.reason,
-        [[x.topic, x.partition, x.checkpoint_offset, x.target_offset, x.action, x.metadata] for x in g.partitions],
+        [
+            [x.topic, x.partition, x.checkpoint_offset, x.target_offset, x.action, x.metadata, x.reread]
+            for x in g.partitions
+        ],
     ]
 
 

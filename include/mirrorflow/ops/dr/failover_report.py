@@ -10,6 +10,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from mirrorflow.groups.offset_sync import GroupSyncRun
+from mirrorflow.groups.render import resume_note
 from mirrorflow.ops.dr.failover_plan import FailoverPlan, PartitionRPO
 from mirrorflow.ops.verify.verify_report import VerifyReport
 from mirrorflow.reporting import Report
@@ -112,7 +113,7 @@ class FailoverReport(Report):
             for x in g.partitions:
                 if x.action in ("write", "skip-equal", "skip-ahead"):
                     resume = max(x.checkpoint_offset, x.target_offset or -1)
-                    out.append(f"    {g.group} resumes {x.topic}[{x.partition}] at {resume}")
+                    out.append(f"    {g.group} resumes {x.topic}[{x.partition}] at {resume}" + resume_note(x))
         out += [f"    {g}: CANNOT be read on the target: {e}" for g, e in sorted(plan.errors.items())]
         return out
 

@@ -8,7 +8,7 @@ even when the Airflow database is gone.
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
@@ -21,6 +21,7 @@ from mirrorflow.kafka.topic_admin import list_offsets, topic_ids
 from mirrorflow.mm2.filters import FlowFilters
 from mirrorflow.ops.observe.rpo import RpoVerdict, measure, objective_s
 from mirrorflow.replication.planner import PartitionInput, identity_problem, source_offsets, stopped_message
+from mirrorflow.reporting import as_dict
 from mirrorflow.state.flow_state import flow_state, read_controls
 from mirrorflow.state.lease import current_holder
 from mirrorflow.state.records import Progress
@@ -84,12 +85,8 @@ class FlowStatus:
         return sum(p.records for p in self.partitions)
 
     def to_dict(self) -> dict:
-        d = asdict(self)
-        d["lag"] = self.lag
-        d["records"] = self.records
+        d = as_dict(self, "lag", "records", parts={"partitions": ("lag",)})
         d["rpo"] = self.rpo.to_dict() if self.rpo is not None else None
-        for p, raw in zip(self.partitions, d["partitions"], strict=True):
-            raw["lag"] = p.lag
         return d
 
 

@@ -21,6 +21,7 @@ from mirrorflow.config import Config, FlowConfig
 from mirrorflow.errors import MirrorflowError
 from mirrorflow.groups.checkpoint import CheckpointStore
 from mirrorflow.groups.offset_sync import ACTIVE, UNKNOWN, sync_group_offsets
+from mirrorflow.groups.render import resume_note
 from mirrorflow.ops.observe.status import FlowStatus, flow_status
 from mirrorflow.state import run_log
 from mirrorflow.state.history import OperationRecord, read_history
@@ -54,6 +55,7 @@ class GroupRow:
     committed: int | None  # the group's committed offset on the target now (None: none)
     state: str  # the group on the target: empty | missing | active | unknown
     action: str  # what the group offset sync does: write | skip-equal | skip-ahead | ...
+    resume: str = ""  # how it resumes there: "" exactly, else earlier and how much it re-reads (render.resume_note)
 
 
 @dataclass
@@ -137,7 +139,8 @@ def _history(clients: FlowClients, page: FlowPage) -> None:
 
 def _groups(cfg: Config, flow: FlowConfig, clients: FlowClients, page: FlowPage) -> None:
     """The groups' checkpoints and the group sync's view of them, read-only (a dry run that shows
-    every group even when the sync is off: `failover=True` only lifts that switch)."""
+    every group even when the sync is off: `failover=True` only lifts that switch), with how each
+    resumes there (exactly, or earlier re-reading at most so many records)."""
     store = CheckpointStore.load(clients)
     run = sync_group_offsets(cfg, flow, store=store, dry_run=True, clients=clients, failover=True)
     if not flow.props.get("sync.group.offsets.enabled", False):
@@ -171,6 +174,7 @@ def _groups(cfg: Config, flow: FlowConfig, clients: FlowClients, page: FlowPage)
                     p.target_offset,
                     plan.state,
                     p.action,
+                    resume_note(p).strip(" ()"),
                 )
             )
 

@@ -27,38 +27,23 @@ wrote.
 
 from __future__ import annotations
 
-import re
 import time
-from collections.abc import Iterator
 from dataclasses import replace
-from datetime import UTC, datetime
 
-from confluent_kafka import KafkaException
-from confluent_kafka.admin import ConfigResource, OffsetSpec, ResourceType
-
-from mirrorflow.clients import FlowClients, Side
+from mirrorflow.clients import FlowClients
+from mirrorflow.config import FlowConfig
 from mirrorflow.errors import ClusterError, ConfigError, StateError, TopicError
-from mirrorflow.kafka.log_reader import LogReader
-from mirrorflow.kafka.topic_admin import list_offsets, topic_ids
-from mirrorflow.mm2.filters import FlowFilters
 from mirrorflow.ops.verify.verified_marks import mark_problem, next_mark
+from mirrorflow.ops.verify.verify_reads import LATEST, Key, RecordReader, VerifyInputs, read_inputs
 from mirrorflow.ops.verify.verify_report import PartitionVerify, VerifyReport, exit_code
-from mirrorflow.ops.verify.verify_walk import Rec, Sides, clip, walk_partition
+from mirrorflow.ops.verify.verify_walk import Sides, clip, walk_partition
 from mirrorflow.replication.backfill_plan import When, topic_pattern
-from mirrorflow.replication.planner import source_offsets, source_partitions
 from mirrorflow.reporting import iso
-from mirrorflow.state.flow_state import read_control
 from mirrorflow.state.offset_map import PartitionMap, subtract_ranges
 from mirrorflow.state.records import Progress, VerifiedMark
-from mirrorflow.state.store import StateStore
-from mirrorflow.state.verified import read_marks, write_marks
+from mirrorflow.state.verified import write_marks
 
-EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-LATEST = 1 << 62  # "no upper bound" for a window
 READ_TIMEOUT_S = 1800.0  # one side of one group may take this long to read (an open transaction blocks it)
-Key = tuple[str, int]
-
-
 SINCE_LAST = "the last verify"
 
 
@@ -84,103 +69,55 @@ def verify_flow(
     pattern = topic_pattern(topics)
     window_from = SINCE_LAST if since_last else str(lo_when)
     report = VerifyReport(clients.flow.name, window_from, str(hi_when), topics, since_last=since_last)
-    Verifier(clients, pattern, lo_when, hi_when, read_timeout, since_last, record, by).run(report)
+    inputs = read_inputs(clients, pattern, lo_when, hi_when, with_marks=since_last or record)
+    if inputs is not None:
+        verifier = Verifier(RecordReader(clients, read_timeout), clients.flow, since_last, record, by)
+        new_marks = [m for k in inputs.keys if (m := verifier.check(report, k, inputs)) is not None]
+        if new_marks:
+            report.recorded = write_marks(clients, new_marks)
     report.duration_s = time.monotonic() - began
     return report
 
 
 class Verifier:
-    """Reads what verify needs in a few batched calls, then checks one partition after another."""
+    """Judges one partition after another from what verify_reads read: whether its stored mark is
+    trusted, whether its topics were recreated, the walk of its copied ranges, its new mark."""
 
-    def __init__(
-        self,
-        clients: FlowClients,
-        pattern: re.Pattern[str] | None,
-        lo: When,
-        hi: When,
-        read_timeout: float,
-        since_last: bool = False,
-        record: bool = False,
-        by: str = "",
-    ) -> None:
-        self.clients, self.flow = clients, clients.flow
-        self.filters = FlowFilters.for_flow(self.flow)
-        self.pattern, self.lo, self.hi, self.read_timeout = pattern, lo, hi, read_timeout
+    def __init__(self, records: RecordReader, flow: FlowConfig, since_last: bool, record: bool, by: str) -> None:
+        self.records, self.flow = records, flow
         self.since_last, self.record, self.by = since_last, record, by
-        self._readers: dict[Side, LogReader] = {}
 
-    def reader(self, side: Side) -> LogReader:
-        if side not in self._readers:
-            self._readers[side] = self.clients.reader(side, group=f"mirrorflow-{self.flow.client_name}-verify")
-        return self._readers[side]
-
-    def _wanted(self, topic: str) -> bool:
-        return self.filters.should_replicate_topic(topic) and (
-            self.pattern is None or self.pattern.fullmatch(topic) is not None
-        )
-
-    def run(self, report: VerifyReport) -> None:
-        store = StateStore(self.clients)
-        on_source = {(t, p): r for t, p, r in source_partitions(self.flow, self.clients.admin("source"))}
-        progress = {k: v for k, v in store.progress().items() if self._wanted(k[0])}
-        keys = sorted({k for k in on_source if self._wanted(k[0])} | set(progress))
-        if not keys:
-            return
-        maps = store.offset_map([k for k in keys if k in progress])
-        live = [k for k in keys if k in on_source]
-        starts = source_offsets(self.clients, live, OffsetSpec.earliest())
-        ends = source_offsets(self.clients, live, OffsetSpec.latest())
-        lo_of, hi_of = self._bound(self.lo, live, ends, progress), self._bound(self.hi, live, ends, progress)
-        remote = {k: self._remote(k, progress.get(k), on_source) for k in keys}
-        src_ids = topic_ids(self.clients.admin("source"), self.clients.connection("source"), {t for t, _ in live})
-        tgt_ids = topic_ids(self.clients.admin("target"), self.clients.connection("target"), set(remote.values()))
-        compacted_src = self._compacted("source", {t for t, _ in live})
-        compacted_tgt = self._compacted("target", set(remote.values()) & set(tgt_ids))
-        kept = self._kept_by_failback()
-        marks = read_marks(self.clients, [k for k in live if k in progress]) if self.since_last or self.record else {}
-        target_ends = self._target_ends([(remote[k], k[1]) for k in marks], tgt_ids)
-        new_marks: list[VerifiedMark] = []
-        for k in keys:
-            t, p = k
-            pv = PartitionVerify(t, p, remote[k])
-            report.partitions.append(pv)
-            prog = progress.get(k)
-            if k not in on_source:
-                if prog is not None and prog.records:
-                    pv.error = f"source topic {t!r} partition {p} no longer exists on cluster {self.flow.source!r}"
-                continue
-            pv.source_start, pv.source_end = starts[k], ends[k]
-            lo, hi = lo_of.get(k, 0), hi_of.get(k, LATEST)
-            base = None
-            if prog is not None and k in marks:
-                base = self._trusted(pv, marks[k], prog, src_ids.get(t, ""), tgt_ids.get(remote[k], ""), target_ends)
-            if self.since_last and base is not None:
-                lo = pv.since = base.to
-            pv.window = (lo, None if hi >= LATEST else hi)
-            self._identity(pv, prog, src_ids.get(t, ""), tgt_ids.get(remote[k], ""))
-            sides = Sides(t in compacted_src, remote[k] in compacted_tgt, kept=kept.get((remote[k], p), ()))
-            pm = maps.get(k, PartitionMap())
-            if pv.since is not None and base is not None:
-                sides = replace(sides, target_from=base.tgt_end)
-            try:
-                self._check(pv, pm, lo, hi, sides)
-            except (TopicError, ClusterError) as exc:
-                pv.error = str(exc)
-            if self.record and prog is not None and pv.ok:
-                mark = self._mark(pv, prog, pm, lo, hi, base, src_ids.get(t, ""), tgt_ids.get(remote[k], ""))
-                if mark is not None:
-                    new_marks.append(mark)
-        if new_marks:
-            report.recorded = write_marks(self.clients, new_marks)
-
-    def _target_ends(self, tps: list[tuple[str, int]], tgt_ids: dict[str, str]) -> dict[tuple[str, int], int]:
-        """The ends of the remote partitions that have a mark (whether the target still holds what
-        a mark verified)."""
-        tps = [tp for tp in tps if tp[0] in tgt_ids]
-        if not tps:
-            return {}
-        admin, conn = self.clients.admin("target"), self.clients.connection("target")
-        return list_offsets(admin, conn, tps, OffsetSpec.latest(), committed=False)
+    def check(self, report: VerifyReport, k: Key, inputs: VerifyInputs) -> VerifiedMark | None:
+        """Check partition `k` into a new PartitionVerify of `report`; returns its new mark (None: none)."""
+        t, p = k
+        pv = PartitionVerify(t, p, inputs.remote[k])
+        report.partitions.append(pv)
+        prog = inputs.progress.get(k)
+        if k not in inputs.on_source:
+            if prog is not None and prog.records:
+                pv.error = f"source topic {t!r} partition {p} no longer exists on cluster {self.flow.source!r}"
+            return None
+        pv.source_start, pv.source_end = inputs.starts[k], inputs.ends[k]
+        lo, hi = inputs.lo.get(k, 0), inputs.hi.get(k, LATEST)
+        base = None
+        if prog is not None and k in inputs.marks:
+            base = self._trusted(pv, inputs.marks[k], prog, inputs.src_id(k), inputs.tgt_id(k), inputs.target_ends)
+        if self.since_last and base is not None:
+            lo = pv.since = base.to
+        pv.window = (lo, None if hi >= LATEST else hi)
+        self._identity(pv, prog, inputs.src_id(k), inputs.tgt_id(k))
+        remote = inputs.remote[k]
+        sides = Sides(t in inputs.compacted_src, remote in inputs.compacted_tgt, kept=inputs.kept.get((remote, p), ()))
+        pm = inputs.maps.get(k, PartitionMap())
+        if pv.since is not None and base is not None:
+            sides = replace(sides, target_from=base.tgt_end)
+        try:
+            self._check(pv, pm, lo, hi, sides)
+        except (TopicError, ClusterError) as exc:
+            pv.error = str(exc)
+        if self.record and prog is not None and pv.ok:
+            return self._mark(pv, prog, pm, lo, hi, base, inputs.src_id(k), inputs.tgt_id(k))
+        return None
 
     def _trusted(
         self,
@@ -247,58 +184,6 @@ class Verifier:
             pv.source_records,
         )
 
-    def _kept_by_failback(self) -> dict[Key, tuple[tuple[int, int], ...]]:
-        """Target ranges holding records the failbacks that started this flow kept on its target:
-        the reverse flow's divergence and split brain (ops.dr.failback), reported, never copied; the
-        latest failback record carries the earlier ones' (`kept_earlier`)."""
-        record = read_control(self.clients, "failback") or {}
-        kept: dict[Key, tuple[tuple[int, int], ...]] = {}
-        for d in [
-            *(record.get("kept_earlier") or []),
-            *(record.get("divergence") or []),
-            *(record.get("split_brain") or []),
-        ]:
-            k = (str(d["topic"]), int(d["partition"]))
-            kept[k] = kept.get(k, ()) + tuple((int(a), int(b)) for a, b in d["ranges"])
-        return kept
-
-    def _remote(self, k: Key, prog: Progress | None, on_source: dict[Key, str]) -> str:
-        if prog is not None and prog.target_topic:
-            return prog.target_topic
-        return on_source.get(k) or self.filters.remote_topic(k[0])
-
-    def _bound(
-        self, when: When, keys: list[Key], ends: dict[Key, int], progress: dict[Key, Progress]
-    ) -> dict[Key, int]:
-        """The window bound as a source offset per partition (a time: the first offset at or after
-        it; `start`: where the flow's copy of the partition began)."""
-        if when.kind == "start":
-            return {k: progress[k].covered[0][0] if k in progress and progress[k].covered else 0 for k in keys}
-        if when.kind == "earliest":
-            return {k: 0 for k in keys}
-        if when.kind == "latest":
-            return {k: LATEST for k in keys}
-        if when.kind == "offset":
-            return {k: when.value for k in keys}
-        found = source_offsets(self.clients, keys, OffsetSpec.for_timestamp(when.value))
-        return {k: (off if off >= 0 else ends[k]) for k, off in found.items()}
-
-    def _compacted(self, side: Side, topics: set[str]) -> set[str]:
-        """The topics whose cleanup.policy includes compact."""
-        if not topics:
-            return set()
-        admin, conn = self.clients.admin(side), self.clients.connection(side)
-        out = set()
-        try:
-            futs = admin.describe_configs([ConfigResource(ResourceType.TOPIC, t) for t in sorted(topics)])
-            for res, fut in futs.items():
-                entry = fut.result(30).get("cleanup.policy")
-                if entry is not None and "compact" in str(entry.value):
-                    out.add(res.name)
-        except KafkaException as exc:
-            raise conn.describe_failure(exc) from None
-        return out
-
     def _identity(self, pv: PartitionVerify, prog: Progress | None, src_id: str, tgt_id: str) -> None:
         if prog is None:
             return
@@ -331,7 +216,7 @@ class Verifier:
         p, remote = pv.partition, pv.target_topic
         runs = clip(pm.runs, start, hi)
         try:
-            lo_t, _ = self.reader("target").watermarks(remote, p, wait_for_topic=False)
+            lo_t, _ = self.records.reader("target").watermarks(remote, p, wait_for_topic=False)
         except TopicError:
             if runs:
                 raise TopicError(
@@ -343,21 +228,12 @@ class Verifier:
             ranges,
             runs,
             pm.runs,
-            lambda a, b: self._records("source", pv.topic, p, a, b),
-            lambda a, b: self._records("target", remote, p, a, b),
+            lambda a, b: self.records.records("source", pv.topic, p, a, b),
+            lambda a, b: self.records.records("target", remote, p, a, b),
             replace(sides, target_log_start=lo_t),
             sides.target_from,
         )
         pv.ranges, pv.counts, pv.first_mismatch, pv.kept = tally.ranges, dict(tally.counts), tally.first, tally.kept
-
-    def _records(self, side: Side, topic: str, partition: int, a: int, b: int) -> Iterator[Rec]:
-        """The committed records of [a, b), read lazily (the read starts with the first record asked)."""
-        if b <= a:
-            return iter(())
-        messages = self.reader(side).read(
-            topic, {partition: a}, self.read_timeout, wait_for_topic=False, stops={partition: b}
-        )
-        return map(Rec.of, messages)
 
 
 __all__ = ["PartitionVerify", "VerifyReport", "When", "exit_code", "verify_flow"]

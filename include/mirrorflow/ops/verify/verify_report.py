@@ -88,10 +88,8 @@ class PartitionVerify:
         return out
 
     def to_dict(self) -> dict[str, Any]:
-        d = as_dict(self, "ok", "source_records", "target_records", "matched", "compacted", "mismatches")
-        for raw, r in zip(d["ranges"], self.ranges, strict=True):
-            raw["ok"] = r.ok
-        return d
+        derived = ("ok", "source_records", "target_records", "matched", "compacted", "mismatches")
+        return as_dict(self, *derived, parts={"ranges": ("ok",)})
 
 
 @dataclass

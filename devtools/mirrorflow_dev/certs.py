@@ -4,7 +4,7 @@ Generated with `cryptography` (pyca; already pinned in requirements.txt, where A
 so no keytool/openssl round trips: the broker reads PEM key stores directly
 (`ssl.keystore.type=PEM`) and librdkafka reads the same PEM files. Every cluster gets its own CA,
 so a client that trusts another cluster's CA fails the handshake exactly as it would in production.
-`python -m mirrorflow.dev.certs DIR HOST,...` writes a CA and a broker key store for those host
+`python -m mirrorflow_dev.certs DIR HOST,...` writes a CA and a broker key store for those host
 names (the `secure` profile of docker-compose.yaml runs it). Private keys are written with mode
 0600 into the cluster's dev folder; a client key can be encrypted with a password (librdkafka's
 `ssl.key.password`), as production client keys are.
@@ -116,10 +116,10 @@ def _san(host: str) -> x509.GeneralName:
 
 
 def main(argv: list[str]) -> int:
-    """`python -m mirrorflow.dev.certs DIR HOST,...`: DIR/ca.pem and DIR/broker.keystore.pem (kept
+    """`python -m mirrorflow_dev.certs DIR HOST,...`: DIR/ca.pem and DIR/broker.keystore.pem (kept
     if DIR/ca.pem exists already, so a restarted container keeps its clients' trust)."""
     if len(argv) != 2:
-        print("usage: python -m mirrorflow.dev.certs DIR HOST[,HOST...]", file=sys.stderr)
+        print("usage: python -m mirrorflow_dev.certs DIR HOST[,HOST...]", file=sys.stderr)
         return 2
     folder, hosts = Path(argv[0]), tuple(h for h in argv[1].split(",") if h)
     if (folder / "ca.pem").exists():

@@ -18,8 +18,8 @@ from confluent_kafka.admin import NewTopic
 
 from mirrorflow.cli.registry import command, load_config
 from mirrorflow.clients import cluster_connection
-from mirrorflow.dev.postgres import DevPostgresServer
 from mirrorflow.errors import MirrorflowError
+from mirrorflow_dev.postgres import DevPostgresServer
 
 ORDERS, PAYMENTS, GROUP = "orders", "payments", "billing"
 

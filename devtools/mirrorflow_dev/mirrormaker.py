@@ -19,10 +19,11 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from mirrorflow.dev import kafka_dist
-from mirrorflow.dev.cluster import JVM_PERF, LOG4J, free_port
-from mirrorflow.errors import DevClusterError
 from mirrorflow.process import die_with_parent
+from mirrorflow_dev import kafka_dist
+from mirrorflow_dev.broker_config import JVM_PERF, LOG4J
+from mirrorflow_dev.errors import DevClusterError
+from mirrorflow_dev.processes import free_port
 
 
 def mm2_properties(clusters: dict[str, str], flows: dict[str, dict[str, str]], extra: dict[str, str]) -> str:

@@ -25,13 +25,13 @@ from dataclasses import asdict, dataclass
 from functools import partial
 from pathlib import Path
 
-from mirrorflow.config import project_dir
-from mirrorflow.dev.cluster import _alive, _port_free, _reap, free_port
-from mirrorflow.errors import DevClusterError
 from mirrorflow.process import die_with_parent
+from mirrorflow_dev import processes
+from mirrorflow_dev.errors import DevClusterError
+from mirrorflow_dev.home import dev_home
+from mirrorflow_dev.processes import alive, free_port, port_free
 
 READY_TIMEOUT_S = 120.0
-STOP_TIMEOUT_S = 30.0
 DEFAULT_PORT = 55432  # not PostgreSQL's 5432: a developer's own server may hold that
 SUPERUSER = "mirrorflow"
 # a throw-away database: durability traded for speed; Airflow's processes hold many connections
@@ -91,8 +91,7 @@ class DevPostgresServer:
     """The one local PostgreSQL under a home folder (its data directory, log and state.json)."""
 
     def __init__(self, home: Path | str | None = None):
-        base = Path(home or os.environ.get("MIRRORFLOW_DEV_HOME") or project_dir() / ".mirrorflow" / "dev")
-        self.home = base / "postgres"
+        self.home = dev_home(home) / "postgres"
         self.state_file = self.home / "state.json"
 
     def current(self) -> DevPostgres | None:
@@ -103,13 +102,13 @@ class DevPostgresServer:
     def up(self, port: int | None = None, attached: bool = False) -> DevPostgres:
         """Start the server (or return the running one); initdb on the first start."""
         cur = self.current()
-        if cur and _alive(cur.pid):
+        if cur and alive(cur.pid):
             return cur
         programs = bin_dir()
         if programs is None:
             raise DevClusterError("PostgreSQL is not installed (scripts/bootstrap installs Debian's 'postgresql')")
-        port = port or (DEFAULT_PORT if _port_free(DEFAULT_PORT) else free_port())
-        if not _port_free(port):
+        port = port or (DEFAULT_PORT if port_free(DEFAULT_PORT) else free_port())
+        if not port_free(port):
             raise DevClusterError(f"port {port} for PostgreSQL is already in use on 127.0.0.1")
         run_as = _run_as()
         self.home.mkdir(parents=True, exist_ok=True)
@@ -167,7 +166,7 @@ class DevPostgresServer:
         its Airflow sql_alchemy_conn."""
         s = self.current()
         programs = bin_dir()
-        if s is None or not _alive(s.pid) or programs is None:
+        if s is None or not alive(s.pid) or programs is None:
             raise DevClusterError("PostgreSQL is not running (mirrorflow demo postgres up)")
         args = ["-h", "127.0.0.1", "-p", str(s.port), "-U", SUPERUSER]
         if fresh:
@@ -182,7 +181,7 @@ class DevPostgresServer:
     def down(self, remove: bool = False) -> bool:
         """Stop the server (fast shutdown); `remove` deletes its data too. False when none was running."""
         s = self.current()
-        was = bool(s and _alive(s.pid))
+        was = bool(s and alive(s.pid))
         if s:
             self._stop(s)
         if remove:
@@ -190,16 +189,5 @@ class DevPostgresServer:
         return was
 
     def _stop(self, s: DevPostgres) -> None:
-        if s.pid and _alive(s.pid):
-            try:
-                os.kill(s.pid, signal.SIGINT)
-            except ProcessLookupError:
-                pass
-            deadline = time.monotonic() + STOP_TIMEOUT_S
-            while _alive(s.pid) and time.monotonic() < deadline:
-                _reap(s.pid)
-                time.sleep(0.2)
-            if _alive(s.pid):
-                os.kill(s.pid, signal.SIGKILL)
-                _reap(s.pid)
+        processes.stop(s.pid, signal.SIGINT)  # PostgreSQL's fast shutdown: open sessions end
         self.state_file.unlink(missing_ok=True)

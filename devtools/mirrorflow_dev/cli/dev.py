@@ -1,4 +1,6 @@
-"""`mirrorflow dev up|status|down|restart`: local development clusters (real Apache Kafka, KRaft)."""
+"""`mirrorflow dev up|status|down|restart|spark`: local development clusters (real Apache Kafka, KRaft)
+and a local Spark Connect server. Registered with the product's CLI through the `mirrorflow.commands`
+entry point group (devtools/pyproject.toml): the product never imports this package."""
 
 from __future__ import annotations
 
@@ -6,12 +8,21 @@ import argparse
 
 from mirrorflow import config as config_mod
 from mirrorflow.cli.registry import command, print_json, split_list
+from mirrorflow_dev.kafka_release import DEFAULT_VERSION, supported_range
 
 
 def _dev_args(p: argparse.ArgumentParser) -> None:
     sub = p.add_subparsers(dest="dev_cmd", required=True)
     up = sub.add_parser("up", help="start local Kafka clusters (real Apache Kafka, KRaft)")
     up.add_argument("--clusters", help="comma-separated aliases (default: the clusters in the config)")
+    up.add_argument(
+        "--kafka-version",
+        default="",
+        metavar="V|ALIAS=V,...",
+        help=f"the Apache Kafka release to run ({supported_range()}; default {DEFAULT_VERSION}): one for "
+        "every cluster (4.4.0), per alias (A=3.9.2,B=4.4.0), or both (4.4.0,A=3.9.2); jars from Maven Central, "
+        "cached per release in ~/.cache/mirrorflow",
+    )
     up.add_argument("--sasl", default="", help="comma-separated aliases to run with SASL/PLAIN and ACLs enforced")
     up.add_argument("--tls", default="", help="aliases with a TLS listener (server certificate only; ACLs enforced)")
     up.add_argument(
@@ -53,7 +64,7 @@ def _spark_args(sub: argparse._SubParsersAction) -> None:
 
 
 def _dev_spark(args: argparse.Namespace) -> int:
-    from mirrorflow.dev.spark import DevSparkServer
+    from mirrorflow_dev.spark import DevSparkServer
 
     server = DevSparkServer()
     if args.spark_cmd == "up":
@@ -102,7 +113,8 @@ def dev_spark_port(cfg: config_mod.Config | None) -> int | None:
 
 @command("dev", "local development clusters", _dev_args)
 def _dev(args: argparse.Namespace) -> int:
-    from mirrorflow.dev.cluster import DevClusters
+    from mirrorflow_dev.cluster import DevClusters, kafka_versions
+    from mirrorflow_dev.dev_cluster import SECURITY_KINDS
 
     dev = DevClusters()
     if args.dev_cmd == "up":
@@ -112,8 +124,6 @@ def _dev(args: argparse.Namespace) -> int:
             else None
         )
         aliases = split_list(args.clusters) or (list(cfg.clusters) if cfg else ["A", "B"])
-        from mirrorflow.dev.cluster import SECURITY_KINDS
-
         clusters = dev.up(
             aliases,
             sasl=split_list(args.sasl),
@@ -122,10 +132,11 @@ def _dev(args: argparse.Namespace) -> int:
             mtls=split_list(args.mtls),
             scram=split_list(args.scram),
             oauth=split_list(args.oauth),
+            kafka_versions=kafka_versions(aliases, args.kafka_version),
         )
         for c in clusters.values():
             label = SECURITY_KINDS[c.security][1]
-            print(f"{c.alias}: {c.bootstrap_servers}{f'  ({label})' if label else ''}")
+            print(f"{c.alias}: {c.bootstrap_servers}  Kafka {c.kafka_version}{f'  ({label})' if label else ''}")
         if any(c.security != "plaintext" for c in clusters.values()):
             print("client settings (CA, certificates, password files): mirrorflow dev status --json")
         return 0
@@ -138,7 +149,7 @@ def _dev(args: argparse.Namespace) -> int:
         else:
             for s in status.values():
                 state = "running" if s["running"] else "STOPPED"
-                line = f"{s['alias']}: {s['bootstrap.servers']}  {state}  pid {s['pid']}"
+                line = f"{s['alias']}: {s['bootstrap.servers']}  Kafka {s['kafka.version']}  {state}  pid {s['pid']}"
                 if s.get("security", "plaintext") != "plaintext":
                     line += f"  {s['security']} ({s['security.protocol']})"
                     if s.get("ssl.ca.location"):

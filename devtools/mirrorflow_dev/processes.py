@@ -1,0 +1,96 @@
+"""The harness's server processes: free ports on loopback, whether a process lives, a bounded stop.
+
+Every server of the harness (brokers, Spark, PostgreSQL, MirrorMaker 2) is a child the harness
+started, found again through the pid a state file recorded, so `dev down` works from a later process.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import time
+from pathlib import Path
+
+STOP_TIMEOUT_S = 30.0
+
+
+def alive(pid: int | None) -> bool:
+    if not pid:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:  # a zombie child of this process counts as gone
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(") ", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def reap(pid: int) -> None:
+    """Collect a child's exit status (no zombie left); nothing for a process that is not our child."""
+    with contextlib.suppress(ChildProcessError):
+        os.waitpid(pid, os.WNOHANG)
+
+
+def port_free(port: int) -> bool:
+    with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def stop(pid: int | None, sig: int = signal.SIGTERM, group: bool = False, timeout: float = STOP_TIMEOUT_S) -> None:
+    """`sig` (the server's clean shutdown) to the process, or its process group, a bounded wait,
+    then SIGKILL, and wait until it is gone."""
+    if not alive(pid):
+        return
+    assert pid
+    send = os.killpg if group else os.kill
+    try:
+        send(pid, sig)
+    except ProcessLookupError:
+        return
+    deadline = time.monotonic() + timeout
+    while alive(pid) and time.monotonic() < deadline:
+        reap(pid)
+        time.sleep(0.2)
+    if alive(pid):
+        kill(pid, group)
+    reap(pid)
+
+
+def kill(pid: int | None, group: bool = False) -> None:
+    """SIGKILL, as a crash would, and wait until the process is gone."""
+    if not alive(pid):
+        return
+    assert pid
+    with contextlib.suppress(ProcessLookupError):
+        (os.killpg if group else os.kill)(pid, signal.SIGKILL)
+    while alive(pid):
+        reap(pid)
+        time.sleep(0.05)
+    reap(pid)
+
+
+def tail(*logs: Path, n: int = 20) -> str:
+    """The last `n` lines of the first of `logs` that has any, for an error message."""
+    for log in logs:
+        with contextlib.suppress(OSError):
+            if log.stat().st_size:
+                return "\n".join(log.read_text(errors="replace").splitlines()[-n:])
+    return "(no output)"

@@ -1,0 +1,75 @@
+"""Model-based tests: Hypothesis draws random sequences of real operations (tests/model/machine.py)
+on the session's clusters A and B and checks every step against a small reference model
+(tests/model/reference.py): no record lost or doubled, nothing changed, no group past a record it
+has not read, exactly at its next unread record where the product promises it, verify ok.
+
+Budget: the CI run draws a fixed number of short examples from a fixed seed (the same examples every
+run, so a failure is reproducible); `--long` draws many more, longer ones, from a random seed it
+prints, and shrinks a failure to its shortest sequence. MIRRORFLOW_MODEL_SEED=N runs the examples of
+seed N (a printed one, or another to search elsewhere). A failure prints the failing sequence of
+steps as Python (`state = ReplicationMachine()`, `state.write(...)`, ...).
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import time
+
+import pytest
+from hypothesis import HealthCheck, Phase, Verbosity, reproduce_failure, seed, settings
+from hypothesis.stateful import run_state_machine_as_test
+
+from tests.model.machine import KNOWN, ReplicationMachine, Setting
+
+pytestmark = pytest.mark.integration
+
+CI_SEED = 20261127
+
+
+@pytest.fixture
+def model_budget(request: pytest.FixtureRequest) -> dict:
+    """How much searching: examples, steps per example, whether a failure is shrunk, the seed."""
+    env = os.environ.get("MIRRORFLOW_MODEL_SEED")
+    if request.config.getoption("--long"):
+        return {"examples": 60, "steps": 30, "shrink": True, "seed": int(env) if env else random.randrange(1 << 32)}
+    return {"examples": 5, "steps": 14, "shrink": False, "seed": int(env) if env else CI_SEED}
+
+
+def test_random_operation_sequences_keep_every_record_and_group_where_the_model_says(
+    tmp_path, source, target, model_budget
+):
+    budget = model_budget
+    print(f"\nmodel-based: seed {budget['seed']} (MIRRORFLOW_MODEL_SEED={budget['seed']} repeats these examples), "
+          f"{budget['examples']} examples of at most {budget['steps']} steps")
+    setting = Setting({"A": source, "B": target}, tmp_path)
+    phases = [Phase.explicit, Phase.reuse, Phase.generate] + ([Phase.shrink] if budget["shrink"] else [])
+
+    def machine() -> ReplicationMachine:
+        ReplicationMachine.setting = setting
+        return ReplicationMachine()
+
+    factory = seed(budget["seed"])(machine)
+    blob = os.environ.get("MIRRORFLOW_MODEL_REPRODUCE")  # "<version> <blob>" of a failure's @reproduce_failure
+    if blob:
+        version, data = blob.split()
+        factory = reproduce_failure(version, data.encode())(factory)
+    began = time.monotonic()
+    run_state_machine_as_test(
+        factory,
+        settings=settings(
+            max_examples=budget["examples"],
+            stateful_step_count=budget["steps"],
+            deadline=None,
+            database=None,
+            phases=phases,
+            suppress_health_check=list(HealthCheck),
+            verbosity=Verbosity.normal,
+            print_blob=True,
+        ),
+    )
+    print(f"model-based: {setting.examples} examples in {time.monotonic() - began:.0f} s")
+    for kind, why in KNOWN.items():
+        hits = [h for h in setting.known_hits if h.startswith(f"{kind}:")]
+        if hits:
+            print(f"known defect met {len(hits)} time(s): {why}")
