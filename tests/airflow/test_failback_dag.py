@@ -12,6 +12,7 @@ from mirrorflow.metadata.sync import sync_flow
 from mirrorflow.ops.dr.failover import failover
 from mirrorflow.replication.runner import run_once
 from mirrorflow.state.flow_state import flow_state
+from tests.airflow.lineage_support import lineage, record_lineage
 from tests.integration.test_replicate import records
 from tests.support import consume_all, create_topic, produce, write_config
 
@@ -56,9 +57,13 @@ def test_failback_dag_dry_run_then_approved_start(tmp_path, source, target, airf
     with FlowClients(cfg, rev) as clients:
         assert flow_state(clients).state == "stopped"
 
+    record_lineage(dag)
     run = dag.test(run_conf={"dry_run": False}, mark_success_pattern="approve_.*")
     states = {ti.task_id: ti.state for ti in run.get_task_instances()}
     assert states["start"] == "success", states
+    # OpenLineage: the reverse flow it started copies the topic on KB back to KA (identity policy: same name)
+    assert lineage("mirrorflow_failback__KA-KB.start", run.run_id)[-1] == (
+        "COMPLETE", [(f"kafka://{target.bootstrap_servers}", topic)], [(f"kafka://{source.bootstrap_servers}", topic)])
     with FlowClients(cfg, rev) as clients:
         assert flow_state(clients).state == "running"
     produce(target, topic, records(6, 1, seed="onB"))

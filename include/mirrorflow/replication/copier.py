@@ -77,6 +77,7 @@ class UnitResult:
     lost: int = 0  # offsets lost to source retention, recorded as a gap event
     lost_range: tuple[int, int] | None = None
     tgt_end: int = -1
+    target_from: int = -1  # target offset of the first record this attempt wrote (-1: none)
     last_timestamp: int = -1  # source timestamp of the last copied record
     max_latency_ms: int = -1  # commit time minus source timestamp, worst record of the unit
     # MM2's replication-latency-ms and record-age-ms families (see `committed`): min, and a sum over
@@ -119,12 +120,14 @@ class UnitResult:
         ranges = list(progress.covered)
         kept = [b for b in self._batches if b[1] <= b[0] or uncovered(ranges, b[0], b[1]) == 0]
         if len(kept) != len(self._batches):
+            if not kept or kept[0] != self._batches[0]:
+                self.target_from = -1  # its first batch is copied again: the next commit says where it landed
             self._batches = kept
             self.records = sum(b[2] for b in kept)
             self.bytes = sum(b[3] for b in kept)
             self.transactions = len(kept)
 
-    def committed(self, batch: Batch, progress: Progress, opened_ms: int = 0) -> None:
+    def committed(self, batch: Batch, progress: Progress, opened_ms: int = 0, first_target: int = -1) -> None:
         """Count a batch whose transaction committed; `progress` is the progress after it. The
         latency (commit time - source timestamp) and record age (time the batch was opened -
         source timestamp) are measured on the batch's first and last records, whose timestamps
@@ -138,6 +141,8 @@ class UnitResult:
         self._batches.append((batch.src_from, batch.src_to, len(batch.records), batch.nbytes))
         self.tgt_end = progress.tgt_end
         if batch.records:
+            if self.target_from < 0:
+                self.target_from = first_target
             self.last_timestamp = batch.last_timestamp
             if batch.first_timestamp > 0:
                 self.max_latency_ms = max(self.max_latency_ms, now_ms - batch.first_timestamp)
@@ -324,7 +329,7 @@ class UnitCopier:
         for batch in self.reader.batches(a, b):
             opened_ms = int(time.time() * 1000)
             progress = self.writer.write(batch, progress, lost_range)
-            r.committed(batch, progress, opened_ms)
+            r.committed(batch, progress, opened_ms, self.writer.first_target)
             lost_range = None
         return progress
 

@@ -203,6 +203,7 @@ class TransactionWriter:
         self._to_target, self._topic, self._partition = self.producer.produce, unit.target_topic, unit.partition
         self.state: StateWriter | None = None
         self._where = f"{unit.topic}[{unit.partition}]"
+        self.first_target = -1  # target offset of the first record of the last committed transaction
 
     def start(self, state: StateWriter) -> None:
         """Exactly-once: fence older attempts, abort their open transaction and end what they left
@@ -282,6 +283,7 @@ class TransactionWriter:
         self.faults.reached("before_commit", n)
         self._commit(batch)
         self.faults.reached("after_commit", n)
+        self.first_target = runs[0].tgt if runs else -1
         return new
 
     def close(self) -> None:

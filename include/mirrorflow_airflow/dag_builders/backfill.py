@@ -13,7 +13,8 @@ ends skipped and says who holds it). A paused or stopped flow skips it with the 
 * `copy`: `spark-submit` of the same job as the replicate DAG (skipped when there is nothing to
   copy, or in a dry run).
 * `report`: reads the units' results from the target by run id (no shared disk); records and bytes
-  per partition, gaps; releases the lease.
+  per partition, gaps; releases the lease; an Asset event per remote topic it wrote records to, as
+  the replicate DAG's report emits (kind `backfill` in its extra).
 
 Backfilled records land AFTER newer ones in the target partition (Kafka appends); translation,
 checkpoints and group sync stay exact through the offset map. A second identical backfill copies
@@ -27,13 +28,14 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from airflow.sdk import DAG, Param, task
+from airflow.sdk import DAG, AssetAlias, Param, task
 from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 
 from mirrorflow.config import Config, FlowConfig
 from mirrorflow.replication.backfill_plan import WHEN_HELP, WHEN_PATTERN
 from mirrorflow.replication.spark import JOB_PATH, spark_conf, spark_env
 from mirrorflow_airflow import params as P
+from mirrorflow_airflow.assets import emit_copied
 from mirrorflow_airflow.common import flow_dag, flow_dag_id, flow_dags, log_report, task_config_path
 from mirrorflow_airflow.dag_builders.replicate import release_after_failure, release_lease
 from mirrorflow_airflow.hooks import MirrorflowHook
@@ -111,8 +113,11 @@ def plan_task(flow_name: str, run_id: str, p: dict[str, Any], config_path: str |
     }
 
 
-def report_task(flow_name: str, paths: dict[str, Any], config_path: str | None = None) -> dict[str, Any]:
-    """The backfill's report (records, bytes, gaps per partition); releases the lease."""
+def report_task(
+    flow_name: str, paths: dict[str, Any], config_path: str | None = None, outlet_events: Any = None
+) -> dict[str, Any]:
+    """The backfill's report (records, bytes, gaps per partition); releases the lease; an Asset event
+    per remote topic it wrote to (mirrorflow_airflow.assets)."""
     from mirrorflow.clients import FlowClients
     from mirrorflow.errors import MirrorflowError
     from mirrorflow.ops.backfill import BackfillReport, apply_results
@@ -138,6 +143,8 @@ def report_task(flow_name: str, paths: dict[str, Any], config_path: str | None =
             release_lease(clients, plan)
     apply_results(rep.partitions, results)
     log_report(log, rep)
+    if outlet_events is not None:
+        emit_copied(outlet_events, flow_dag_id("backfill", flow), cfg, flow, results, "backfill", paths["run"])
     if not rep.ok:
         raise AirflowFailException(rep.render())
     return rep.to_dict()
@@ -173,10 +180,10 @@ def build_backfill_dag(cfg: Config, flow: FlowConfig) -> DAG:
             on_failure_callback=release_after_failure(name, path),
         )
 
-        @task(task_id="report", trigger_rule="none_failed_min_one_success", retries=0)
-        def report(paths: dict[str, Any]) -> dict[str, Any]:
-            """Records, bytes and gaps per partition; frees the lease."""
-            return report_task(name, paths, path)
+        @task(task_id="report", trigger_rule="none_failed_min_one_success", retries=0, outlets=[AssetAlias(dag.dag_id)])
+        def report(paths: dict[str, Any], outlet_events=None) -> dict[str, Any]:
+            """Records, bytes and gaps per partition; frees the lease; Asset events."""
+            return report_task(name, paths, path, outlet_events)
 
         planned >> copy >> report(planned)
     return dag

@@ -3,7 +3,9 @@
 Tasks (thin shells over the core; all state lives on the target cluster, nothing in XCom but a
 small summary; each logs the same rendering `mirrorflow checkpoint` / `heartbeat` print):
 
-* `checkpoint`: translate committed source group offsets exactly and write MM2 checkpoints,
+* `checkpoint`: first, with `rpo.seconds` set, check the flow's recovery point objective on every
+  tick (mirrorflow_airflow.rpo_alerts: metrics, a warning and the run's note when missed, the
+  `rpo.notifier` told); then translate committed source group offsets exactly and write MM2 checkpoints,
   every `emit.checkpoints.interval.seconds` (60 s); the source's groups are listed afresh every
   `refresh.groups.interval.seconds` (600 s), runs in between checkpoint the groups already
   checkpointed (as MM2 checkpoints its known groups between refreshes);
@@ -36,6 +38,7 @@ from mirrorflow_airflow.dag_builders.timers import RunTimes, period, timed_task
 from mirrorflow_airflow.hooks import MirrorflowHook
 from mirrorflow_airflow.operators.heartbeat import HeartbeatOperator
 from mirrorflow_airflow.params import regex, regex_or_none
+from mirrorflow_airflow.rpo_alerts import check_rpo, rpo_notifier
 from mirrorflow_airflow.run_notes import skip_task
 
 log = logging.getLogger(__name__)
@@ -75,6 +78,7 @@ def checkpoint_task(
 
     times = times or RunTimes.of()
     cfg, flow = MirrorflowHook(config_path).get_flow(flow_name)
+    check_rpo(cfg, flow, f"the checkpoint DAG of {flow.name}")  # every tick, due or not (rpo.seconds)
     _skip_unless_due(flow, "checkpoints", "emit.checkpoints.interval.seconds", times)
     # refresh.groups.enabled is always true here (false is refused: there is no task start to list them at)
     refresh = flow.props["refresh.groups.enabled"] and times.due(int(flow.props["refresh.groups.interval.seconds"]))
@@ -144,6 +148,7 @@ def checkpoint_params() -> dict[str, Any]:
 
 def build_checkpoint_dag(cfg: Config, flow: FlowConfig) -> DAG:
     name, path = flow.name, task_config_path(cfg)
+    rpo_notifier(flow)  # a notifier path that does not import is this DAG file's import error, naming it
     with flow_dag(
         "checkpoint",
         flow,

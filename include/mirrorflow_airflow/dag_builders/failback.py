@@ -29,6 +29,7 @@ from airflow.sdk.exceptions import AirflowFailException
 from mirrorflow.config import Config, FlowConfig
 from mirrorflow_airflow.common import flow_dag, flow_dags, task_config_path
 from mirrorflow_airflow.hooks import MirrorflowHook
+from mirrorflow_airflow.lineage import failback_pairs, report_lineage
 from mirrorflow_airflow.params import dry_run
 
 log = logging.getLogger(__name__)
@@ -44,6 +45,8 @@ def failback_task(flow_name: str, commit: bool, config_path: str | None = None, 
     log.info("%s", text)
     if commit and not rep.done and not (rep.note or "").startswith("nothing to do"):
         raise AirflowFailException(text)
+    if commit and rep.done:  # the reverse flow's topics: from the failed-over target back to the source
+        report_lineage(cfg, cfg.flow(rep.reverse), failback_pairs(cfg.flow(rep.reverse), rep.seeds))
     return {
         "text": text,
         "done": rep.done,

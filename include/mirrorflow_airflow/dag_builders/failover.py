@@ -45,6 +45,7 @@ from airflow.sdk.exceptions import AirflowFailException
 from mirrorflow.config import Config, FlowConfig
 from mirrorflow_airflow.common import flow_dag, flow_dags, task_config_path
 from mirrorflow_airflow.hooks import MirrorflowHook
+from mirrorflow_airflow.lineage import report_lineage
 from mirrorflow_airflow.params import dry_run, optional_text, regex, regex_or_none
 
 log = logging.getLogger(__name__)
@@ -108,6 +109,7 @@ def commit_task(
     log.info("%s", text)
     if not rep.done:
         raise AirflowFailException(text)
+    report_lineage(cfg, flow, [(p.topic, p.target_topic) for p in plan.partitions])  # the groups' topics
     return {"plan_id": plan.id, "approved_by": rep.approved_by, "done": rep.done, "text": text}
 
 

@@ -13,7 +13,8 @@
   there is nothing to copy.
 * `report`: reads the results by run id from the target (a planned unit without one fails the task,
   naming it); records, bytes, duration, lag per partition, replication latency to the log and to
-  Airflow metrics; an Asset event `kafka://<target bootstrap>/<topic>` per target topic written.
+  Airflow metrics; an Asset event `kafka://<target bootstrap>/<topic>` per target topic written,
+  with the copied offsets in its extra (mirrorflow_airflow.assets).
   Releases the lease (a failed copy releases it too; a crashed run's lease expires after
   `lease.timeout.seconds`).
 
@@ -38,11 +39,12 @@ import time
 from datetime import datetime, timedelta
 from typing import Any
 
-from airflow.sdk import DAG, Asset, AssetAlias, task
+from airflow.sdk import DAG, AssetAlias, task
 from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 
 from mirrorflow.config import Config, FlowConfig
 from mirrorflow.replication.spark import JOB_PATH, spark_conf, spark_env
+from mirrorflow_airflow.assets import emit_copied
 from mirrorflow_airflow.common import (
     emit_samples,
     flow_dag,
@@ -53,8 +55,10 @@ from mirrorflow_airflow.common import (
     task_config_path,
 )
 from mirrorflow_airflow.hooks import MirrorflowHook
+from mirrorflow_airflow.lineage import report_plan_lineage
 from mirrorflow_airflow.operators.spark_submit import SPARK_CONN_ID, MirrorflowSparkSubmitOperator
 from mirrorflow_airflow.params import dry_run, max_records_per_partition, regex_or_none, topics_subset
+from mirrorflow_airflow.rpo_alerts import check_rpo
 from mirrorflow_airflow.run_notes import skip_task
 
 log = logging.getLogger(__name__)
@@ -72,10 +76,6 @@ def replicate_params() -> dict[str, Any]:
 def alias_name(flow: FlowConfig) -> str:
     """The AssetAlias through which the report task emits one Asset event per target topic."""
     return flow_dag_id("replicate", flow)
-
-
-def asset_uri(bootstrap: str, topic: str) -> str:
-    return f"kafka://{bootstrap.split(',')[0].strip()}/{topic}"
 
 
 def lease_owner(flow: FlowConfig, run_id: str) -> tuple[str, str]:
@@ -251,13 +251,8 @@ def report_task(
         metric("gauge", "replicate.partition_lag", p.lag, {**tags, "topic": p.topic, "partition": str(p.partition)})
     written = sorted({p.target_topic for p in rep.partitions if p.records})
     if outlet_events is not None:
-        target = cfg.cluster(flow.target)
-        # a cluster with airflow.conn.id has its servers in the connection (its secrets stay unread here)
-        bootstrap = target.bootstrap_servers or target.client_config().get("bootstrap.servers", "")
-        for topic in written:
-            outlet_events[AssetAlias(alias_name(flow))].add(
-                Asset(asset_uri(bootstrap, topic)), extra={"flow": flow.name}
-            )
+        emit_copied(outlet_events, alias_name(flow), cfg, flow, results, "replicate", plan.get("run", ""))
+    check_rpo(cfg, flow, f"the replicate DAG of {flow.name}")  # with rpo.seconds: after the copy, what still waits
     if not rep.ok:
         raise AirflowFailException(
             f"{flow.name}: {rep.failed_units} unit(s) failed, {rep.stopped_partitions} partition(s) stopped:\n"
@@ -310,6 +305,7 @@ def connect_copy_task(flow_name: str, paths: dict[str, Any], config_path: str | 
         raise AirflowSkipException("nothing to copy")
     cfg = MirrorflowHook(config_path).get_conn()
     results = copy_and_publish(cfg, decode_plan(paths["plan"]))
+    report_plan_lineage(decode_plan(paths["plan"]), config_path)
     log.info("%s: %d unit results from the Spark Connect server %s", flow_name, len(results), cfg.spark.remote)
 
 

@@ -31,6 +31,7 @@ from mirrorflow.errors import ConfigError, MirrorflowError
 from mirrorflow_airflow.common import flow_dag, flow_dags, task_config_path
 from mirrorflow_airflow.dag_builders.timers import RunTimes, period, timed_task
 from mirrorflow_airflow.hooks import MirrorflowHook
+from mirrorflow_airflow.lineage import report_lineage
 from mirrorflow_airflow.params import dry_run, sync_only
 from mirrorflow_airflow.run_notes import skip_task
 
@@ -90,6 +91,8 @@ def sync_task(
     except ConfigError as exc:
         raise AirflowFailException(str(exc)) from None
     log.info("%s", report.render())
+    if report.topics and not dry_run:  # OpenLineage: source topics in, remote topics out
+        report_lineage(cfg, cfg.flow(flow_name), report.topics)
     if report.skipped and all(s.resource == "*" for s in report.skipped) and not report.changes:
         skip_task("; ".join(s.reason for s in report.skipped), note=report.state_skip)
     if not report.ok:

@@ -15,6 +15,7 @@ from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 
 from mirrorflow.replication.handoff import decode_plan, write_plan_file
 from mirrorflow.replication.spark import CONNECT_CLIENT_VARS, build_pyfiles_zip, is_local_master, lease_kept
+from mirrorflow_airflow.lineage import report_plan_lineage
 
 SPARK_CONN_ID = "spark_default"
 
@@ -78,6 +79,7 @@ class MirrorflowSparkSubmitOperator(SparkSubmitOperator):
             # a busy cluster, longer than lease.timeout.seconds): no other run can take it meanwhile
             with lease_kept(plan):
                 super().execute(context)
+            report_plan_lineage(plan)  # OpenLineage: the units' source topics in, remote topics out (after the copy)
         finally:
             if not os.environ.get("MIRRORFLOW_KEEP_RUNS"):
                 shutil.rmtree(scratch, ignore_errors=True)
