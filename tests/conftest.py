@@ -49,6 +49,12 @@ class ClusterPool:
         return self.started[alias]
 
     def close(self) -> None:
+        import gc
+
+        from mirrorflow.replication.task_producer import CACHE
+
+        CACHE.clear()  # the copy tasks' producers kept for the next run: gone before their brokers
+        gc.collect()
         self.dev.down()
         shutil.rmtree(self.home, ignore_errors=True)
 

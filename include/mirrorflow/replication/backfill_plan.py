@@ -29,8 +29,9 @@ from mirrorflow.replication.planner import (
     PartitionInput,
     Plan,
     Unit,
-    balance_tasks,
     gather_inputs,
+    group_by_slot,
+    new_plan,
     identity_problem,
     source_offsets,
     stopped_message,
@@ -232,7 +233,8 @@ def plan_backfill(
     open transactions of the flow first (only under the lease; a dry run reads without it)."""
     flow = clients.flow
     pattern = topic_pattern(topics)
-    inputs = gather_inputs(clients, None if fence else StateStore(clients).progress())
+    gathered = gather_inputs(clients, None if fence else StateStore(clients).progress())
+    inputs = gathered.partitions
     if pattern is not None:
         inputs = [pi for pi in inputs if pattern.fullmatch(pi.topic)]
         if not inputs:
@@ -266,9 +268,7 @@ def plan_backfill(
         }
         for p in parts
     ]
-    tasks = balance_tasks(per_partition, flow.parallelism)
-    plan = Plan(flow.name, str(clients.cfg.path) if clients.cfg.path else None, tasks, summary)
-    return plan, parts
+    return new_plan(clients, gathered, group_by_slot(per_partition, gathered.slot_of), summary), parts
 
 
 def prepare_interval_plan(
@@ -287,7 +287,7 @@ def prepare_interval_plan(
     lo, hi = When("time", interval_ms[0]), When("time", interval_ms[1])
     plan, _ = plan_backfill(clients, lo, hi, topics, fence=not dry_run)
     if dry_run:
-        plan.tasks = []
+        plan.narrowed([])
     if lease is not None:
         plan.lease = {"owner": lease.owner, "who": lease.who}
     return plan, {**plan.to_dict(), "run": run_id or new_run_id("cli-interval")}

@@ -37,7 +37,7 @@ from mirrorflow.config import Config, FlowConfig
 from mirrorflow.errors import ConfigError
 from mirrorflow.replication.follow import STOP_REQUESTED, FollowSpec
 from mirrorflow.replication.handoff import new_run_id
-from mirrorflow.replication.planner import Plan, Unit, gather_inputs, plan_units
+from mirrorflow.replication.planner import Plan, Unit, gather_inputs, group_by_slot, new_plan, plan_units
 from mirrorflow.replication.reader import OPEN_END
 from mirrorflow.replication.run_report import RunReport
 from mirrorflow.replication.runner import RunOptions, copy_plan, finish_run, run_directory, take_lease
@@ -89,10 +89,13 @@ def continuous_plan(clients: FlowClients, topics: str | None = None) -> Plan:
     summary (lag, waiting, stopped) is a one-shot plan's."""
     flow = clients.flow
     subset = re.compile(topics) if topics else None
+    gathered = gather_inputs(clients)
     inputs = {
-        (pi.topic, pi.partition): pi for pi in gather_inputs(clients) if subset is None or subset.fullmatch(pi.topic)
+        (pi.topic, pi.partition): pi for pi in gathered.partitions if subset is None or subset.fullmatch(pi.topic)
     }
-    _, summary = plan_units(inputs.values(), flow.props["unit.max.records"], flow.parallelism, flow.name)
+    _, summary = plan_units(
+        inputs.values(), flow.props["unit.max.records"], flow.parallelism, flow.name, slot_of=gathered.slot_of
+    )
     units = []
     for s in summary:
         if s.get("waiting") or s.get("stopped"):
@@ -104,9 +107,8 @@ def continuous_plan(clients: FlowClients, topics: str | None = None) -> Plan:
                 pi.topic, pi.partition, pi.target_topic, start, OPEN_END, pi.log_start, pi.topic_id, pi.target_topic_id
             )
         )
-    n = min(max(1, flow.parallelism), len(units))
-    tasks = [units[i::n] for i in range(n)]
-    return Plan(flow.name, str(clients.cfg.path) if clients.cfg.path else None, tasks, summary)
+    tasks = group_by_slot([[u] for u in units], gathered.slot_of)
+    return new_plan(clients, gathered, tasks, summary)
 
 
 def prepare_continuous_plan(
@@ -127,7 +129,7 @@ def prepare_continuous_plan(
     opts = options or RunOptions()
     plan = continuous_plan(clients, opts.topics)
     if opts.dry_run:
-        plan.tasks = []
+        plan.narrowed([])
     if lease is not None:
         plan.lease = {"owner": lease.owner, "who": lease.who}
     spec = follow_spec(clients.flow, started, seconds, stop_file)

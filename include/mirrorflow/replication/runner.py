@@ -26,9 +26,8 @@ from confluent_kafka.admin import OffsetSpec
 from mirrorflow.clients import FlowClients
 from mirrorflow.config import Config, FlowConfig
 from mirrorflow.errors import MirrorflowError
-from mirrorflow.replication.copier import copy_units
+from mirrorflow.replication.task_copier import copy_planned
 from mirrorflow.replication.faults import from_env as faults_from_env
-from mirrorflow.replication.follow import following
 from mirrorflow.replication.handoff import check_results, new_run_id, write_plan_file
 from mirrorflow.replication.planner import Plan, Unit, make_plan, source_offsets, wait_for_clusters
 from mirrorflow.replication.run_report import RunReport, build_report
@@ -44,15 +43,13 @@ def copy_direct(cfg: Config, flow: FlowConfig, plan: dict[str, Any]) -> list[dic
     """The same tasks, in threads of this process (no Spark); each task has its own clients."""
     faults = faults_from_env()  # test crash points: read once here, never on the copy path
 
-    def task(units: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        with FlowClients(cfg, flow) as clients, following(clients, plan.get("continuous")) as follow:
-            owner = (plan.get("lease") or {}).get("owner")
-            results = copy_units(clients, [Unit.from_dict(d) for d in units], faults, follow=follow, owner=owner)
-            return [r.to_dict() for r in results]
+    def task(indexed: tuple[int, list[dict[str, Any]]]) -> list[dict[str, Any]]:
+        with FlowClients(cfg, flow) as clients:
+            return copy_planned(clients, plan, indexed[0], indexed[1], faults)
 
     tasks = plan["tasks"]
     with ThreadPoolExecutor(max_workers=max(1, len(tasks))) as pool:
-        return [r for results in pool.map(task, tasks) for r in results]
+        return [r for results in pool.map(task, enumerate(tasks)) for r in results]
 
 
 def run_dir(flow: FlowConfig, run_id: str | None = None) -> Path:
@@ -93,7 +90,7 @@ def prepare_plan(
     opts = options or RunOptions()
     plan = make_plan(clients, opts.topics, opts.partition_limit)
     if opts.dry_run:
-        plan.tasks = []
+        plan.narrowed([])
     if lease is not None:
         plan.lease = {"owner": lease.owner, "who": lease.who}
     return plan, {**plan.to_dict(), "run": run_id or new_run_id("cli")}

@@ -44,7 +44,7 @@ from typing import Any
 import mirrorflow
 from mirrorflow.config import Config, config_path
 from mirrorflow.errors import MirrorflowError
-from mirrorflow.replication.spark import _copy_task, lease_kept, lease_owner, spark_env
+from mirrorflow.replication.spark import _copy_task, lease_kept, spark_env, task_head
 
 SESSION_NS = uuid.UUID("6f2f3b4e-93a4-4a63-9d0c-5b3f1c8e0a11")  # namespace of mirrorflow's session ids
 RESULT_SCHEMA = "result string"
@@ -126,12 +126,10 @@ def task_rows(plan: dict[str, Any]) -> list[str]:
     return [json.dumps(t) for t in plan["tasks"]]
 
 
-def _arrow_task(
-    config_file: str, flow_name: str, continuous: dict[str, Any] | None = None, owner: str | None = None
-) -> Callable[[Iterator[Any]], Iterator[Any]]:
+def _arrow_task(config_file: str, head: dict[str, Any]) -> Callable[[Iterator[Any]], Iterator[Any]]:
     """mapInArrow function: the (task, units) rows of a partition -> one result row per unit
-    (`continuous`: a continuous plan's follow spec, see replication.follow; `owner`: the run's lease)."""
-    copy = _copy_task(config_file, flow_name, continuous, owner)
+    (`head`: what every task of the plan needs besides its units, spark.task_head)."""
+    copy = _copy_task(config_file, head)
 
     def run(batches: Iterator[Any]) -> Iterator[Any]:  # runs in an executor's Python worker
         import pyarrow as pa  # type: ignore[import-untyped]
@@ -259,7 +257,7 @@ class ConnectCopy:
         df = spark.range(0, n, 1, n).select(
             F.col("id").cast("int").alias("task"), F.element_at(units, (F.col("id") + 1).cast("int")).alias("units")
         )
-        task = _arrow_task(config_file, plan["flow"], plan.get("continuous"), lease_owner(plan))
+        task = _arrow_task(config_file, task_head(plan))
         out = df.mapInArrow(task, RESULT_SCHEMA).collect()
         results = [json.loads(r["result"]) for r in out]
         self.log(f"Spark Connect job: {len(results)} unit results from {n} tasks in {time.time() - t0:.2f} s")

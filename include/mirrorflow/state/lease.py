@@ -261,6 +261,12 @@ class FlowLease:
         self.holder = replay(records, self.holder, self.fenced)
         return self.holder
 
+    def close_reader(self) -> None:
+        """Close the reader of the lease topic now (it is the flow clients' otherwise)."""
+        if self._reader is not None:
+            self.clients.release(self._reader.consumer)
+            self._reader, self._next, self.holder = None, None, None
+
     @property
     def owning_deployment(self) -> str | None:
         """The deployment that owns the flow's state (None: no record yet): the latest take-over's,
@@ -457,8 +463,7 @@ class LeaseGuard:
             )
 
     def close(self) -> None:
-        if self._lease._reader is not None:
-            self.clients.release(self._lease._reader.consumer)
+        self._lease.close_reader()
 
 
 def current_holder(clients: FlowClients) -> Holder | None:

@@ -93,7 +93,7 @@ def plan_task(flow_name: str, run_id: str, p: dict[str, Any], config_path: str |
                 lease.release()
             raise
     if dry:
-        plan.tasks = []
+        plan.narrowed([])
     if lease is not None:
         plan.lease = {"owner": lease.owner, "who": lease.who}
     run = new_run_id("backfill-" + run_id)
