@@ -31,8 +31,8 @@ from mirrorflow.replication.planner import (
     Unit,
     gather_inputs,
     group_by_slot,
-    new_plan,
     identity_problem,
+    new_plan,
     source_offsets,
     stopped_message,
 )

@@ -28,7 +28,7 @@ from mirrorflow.clients import FlowClients
 from mirrorflow.errors import MirrorflowError
 from mirrorflow.replication.anchors import is_anchor, write_anchors
 from mirrorflow.replication.planner import Unit
-from mirrorflow.replication.reader import OPEN_END, Batch, Follow
+from mirrorflow.replication.reader import OPEN_END, Batch
 from mirrorflow.state.offset_map import subtract_ranges, uncovered
 from mirrorflow.state.records import Progress
 

@@ -117,7 +117,7 @@ class Plan:
 
     def to_dict(self) -> dict[str, Any]:
         """What the plan file holds: flow name, config path and units -- never secrets."""
-        d = {
+        d: dict[str, Any] = {
             "flow": self.flow,
             "config": self.config_path,
             "planned_at": self.planned_at,
@@ -345,7 +345,11 @@ def ran_before(clients: FlowClients) -> bool:
     if n:
         tps = [(topic, p) for p in range(n)]
         ends = list_offsets(
-            clients.admin("target"), clients.connection("target"), tps, OffsetSpec.latest(), False,
+            clients.admin("target"),
+            clients.connection("target"),
+            tps,
+            OffsetSpec.latest(),
+            False,
             clients.outage_timeout,
         )
         if any(e > 0 for e in ends.values()):
@@ -443,9 +447,7 @@ def gather_inputs(clients: FlowClients, progress: dict[tuple[str, int], Progress
 def new_plan(clients: FlowClients, inputs: Inputs, tasks: list[list[Unit]], summary: list[dict[str, Any]]) -> Plan:
     """A plan of the flow of `clients` copying `tasks` with the task slots of `inputs`."""
     path = str(clients.cfg.path) if clients.cfg.path else None
-    return Plan(
-        clients.flow.name, path, tasks, summary, layout=inputs.layout, slots=task_slots(tasks, inputs.slot_of)
-    )
+    return Plan(clients.flow.name, path, tasks, summary, layout=inputs.layout, slots=task_slots(tasks, inputs.slot_of))
 
 
 def make_plan(clients: FlowClients, topics: str | None = None, partition_limit: int | None = None) -> Plan:

@@ -67,8 +67,8 @@ def _copy_task(config_path: str | None, head: dict[str, Any]) -> Callable[[Any],
     def task(rows: Any) -> list[dict]:  # runs inside a Spark task: clients are built here
         from mirrorflow import config as config_mod
         from mirrorflow.clients import FlowClients
-        from mirrorflow.replication.task_copier import copy_planned
         from mirrorflow.replication.faults import from_env as faults_from_env
+        from mirrorflow.replication.task_copier import copy_planned
 
         faults = faults_from_env()  # test crash points: read once per task, never on the copy path
         cfg = config_mod.load(config_path)

@@ -177,10 +177,22 @@ def reachable(remote: str) -> bool:
         return False
 
 
+def _tag(text: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_" else "_" for c in text)
+
+
 def job_tag(plan: dict[str, Any]) -> str:
     """The tag of a run's operations on the server (its session is shared with other flows' runs, so
     an abandoned job is interrupted by this tag, never by interrupting the whole session)."""
-    return "mirrorflow-" + "".join(c if c.isalnum() or c in "-_" else "_" for c in str(plan.get("run") or uuid.uuid4()))
+    return "mirrorflow-" + _tag(str(plan.get("run") or uuid.uuid4()))
+
+
+def flow_tag(plan: dict[str, Any], cfg: Config | None = None) -> str:
+    """The tag every copy job of the plan's flow carries. The run that holds the flow's lease
+    interrupts what still runs under it before its own job starts: the job of a run that was
+    killed (SIGKILL of the CLI, of an Airflow worker) and could not interrupt it itself."""
+    flow = cfg.flow(plan["flow"]).client_name if cfg is not None else str(plan["flow"])
+    return "mirrorflow-flow-" + _tag(flow)
 
 
 @dataclass
@@ -205,7 +217,7 @@ class ConnectCopy:
         spark.client.set_retry_policies([DefaultPolicy(**UNAVAILABLE_RETRIES)])
         return spark
 
-    def run(self, plan: dict[str, Any], config_file: str) -> list[dict]:
+    def run(self, plan: dict[str, Any], config_file: str, cfg: Config | None = None) -> list[dict]:
         probe(self.remote)
         # PySpark warns when its retries run out; the error below says it once, naming the server
         warnings.filterwarnings("ignore", message=r"\[RETRIES_EXCEEDED\]")
@@ -216,6 +228,8 @@ class ConnectCopy:
             spark = self.session(session_id(self.remote, pkg.digest, gen))
             tag = job_tag(plan)
             try:
+                self._stop_abandoned(spark, flow_tag(plan, cfg), plan["flow"])
+                spark.addTag(flow_tag(plan, cfg))
                 return self._job(spark, plan, config_file, pkg, tag)
             except Exception as exc:  # noqa: BLE001
                 if attempt == 0 and is_closed_session(exc):
@@ -239,6 +253,14 @@ class ConnectCopy:
             finally:
                 spark.stop()
         raise AssertionError("unreachable")
+
+    def _stop_abandoned(self, spark: Any, tag: str, flow: str) -> None:
+        """Interrupt the flow's jobs still running on the server (this run holds the flow's lease,
+        so they belong to runs that are gone); their tasks commit nothing more once interrupted,
+        and were fenced anyway by this run's tasks."""
+        gone = spark.interruptTag(tag)
+        if gone:
+            self.log(f"interrupted {len(gone)} copy job operation(s) of flow {flow} left by a run that is gone")
 
     @staticmethod
     def _interrupt(spark: Any, tag: str) -> None:
@@ -311,9 +333,9 @@ def copy_with_connect(
         return []
     job = ConnectCopy(remote, log)
     if not keep_lease:
-        return job.run(plan, resolved_config(plan))
+        return job.run(plan, resolved_config(plan), cfg)
     with lease_kept(plan):
-        return job.run(plan, resolved_config(plan))
+        return job.run(plan, resolved_config(plan), cfg)
 
 
 def copy_and_publish(cfg: Config, plan: dict[str, Any], remote: str | None = None) -> list[dict]:

@@ -91,7 +91,9 @@ class TaskCopier:
         self.layout, self.slot, self.owner, self.attempt = layout, slot, owner, attempt
         self.tid = layout.transactional_id(self.flow, slot)
         self.units = units
-        self.results = [UnitResult(u.topic, u.partition, u.target_topic, "ok", u.start, u.end, started=time.time()) for u in units]
+        self.results = [
+            UnitResult(u.topic, u.partition, u.target_topic, "ok", u.start, u.end, started=time.time()) for u in units
+        ]
         self.parts = PartitionCopy.of(units, self.results)
         self.outage = Outage(outage_bound_s(self.flow))
         lanes = in_flight or int(self.flow.props["task.partitions.in.flight"])
@@ -149,7 +151,13 @@ class TaskCopier:
             except MirrorflowError as exc:
                 self._end(live, "failed", str(exc), type(exc).__name__)
                 return
-            # an outage: the old producer goes first, a new one fences its epoch, progress is read again
+            # an outage: the old producer goes first, a new one fences its epoch, progress is read again --
+            # unless this attempt is the zombie now (a transaction the broker aborted for its timeout may
+            # hide a fencing): a new producer would fence the attempt that owns the slot
+            why = self._superseded()
+            if why is not None:
+                self._end(live, "fenced", why, "FencedError")
+                return
             if sum(r.transactions for r in self.results) > done:  # progress since the last failure: a new outage
                 self.outage.over()
             self._drop()
@@ -224,14 +232,20 @@ class TaskCopier:
         if not keys:
             return {}
         c = self.clients
-        return list_offsets(c.admin("source"), c.connection("source"), keys, OffsetSpec.earliest(), False, c.outage_timeout)
+        return list_offsets(
+            c.admin("source"), c.connection("source"), keys, OffsetSpec.earliest(), False, c.outage_timeout
+        )
 
-    def _rounds(self, writer: TransactionWriter, todo: list[PartitionCopy], progress: dict[tuple[str, int], Progress]) -> None:
+    def _rounds(
+        self, writer: TransactionWriter, todo: list[PartitionCopy], progress: dict[tuple[str, int], Progress]
+    ) -> None:
         """Rounds until every partition is done (or failed); each round one transaction."""
         follow = self.follow is not None
         limits = BatchLimits.of(self.flow, self.budget.batch_bytes)
         if not self.lanes:
-            self.lanes = [Lane(self._consumer(), self.flow, limits, self.follow) for _ in range(min(self.lanes_n, len(todo)))]
+            self.lanes = [
+                Lane(self._consumer(), self.flow, limits, self.follow) for _ in range(min(self.lanes_n, len(todo)))
+            ]
         for lane in self.lanes:
             lane.reset()
         queue = list(todo)
@@ -263,25 +277,40 @@ class TaskCopier:
     # -- fencing ------------------------------------------------------------------------------------
     def _may_reinit(self) -> bool:
         """A cached producer found fenced while establishing its epoch: re-initialise unless this
-        attempt is the zombie (its run lost the lease, or a newer attempt of its run claimed the slot)."""
+        attempt is the zombie (`_superseded`)."""
         sp = self.sp
         if sp is None or sp.fresh or self.established:
             return False
+        return self._superseded() is None
+
+    def _superseded(self) -> str | None:
+        """Why this attempt is a zombie (its run lost the flow's lease, or a newer attempt of its run
+        claimed the slot), else None: only then may it initialise the slot's producer again."""
         if self.guard is not None:
             try:
                 self.guard.check()
-            except LeaseError:
-                return False
+            except LeaseError as exc:
+                return str(exc)
         claim = read_claim(self.clients, self.slot)
-        return not (claim is not None and self.owner and claim.owner == self.owner and claim.attempt > self.attempt)
+        if claim is not None and self.owner and claim.owner == self.owner and claim.attempt > self.attempt:
+            return (
+                f"fenced by attempt {claim.attempt} of the same run (transactional.id {self.tid}); "
+                "it owns this partition now"
+            )
+        return None
 
     def _end(self, live: list[PartitionCopy], status: str, error: str | None, error_type: str) -> None:
         """Every partition not finished ends `status` (fenced: named with the slot's id)."""
         for pc in live:
             if pc.finished:
                 continue
-            msg = error if error is not None else (
-                f"{u_where(pc.unit)}: fenced by another attempt (transactional.id {self.tid}); it owns this partition now"
+            msg = (
+                error
+                if error is not None
+                else (
+                    f"{u_where(pc.unit)}: fenced by another attempt (transactional.id {self.tid}); "
+                    "it owns this partition now"
+                )
             )
             if status == "fenced" and error is not None and not error.startswith(u_where(pc.unit)):
                 msg = f"{u_where(pc.unit)}: {error}"
@@ -304,15 +333,19 @@ class TaskCopier:
             if 0 < n <= u.partition:  # partitions added since this run first looked
                 n = c.partitions("target", u.target_topic, refresh=True)
             if n == 0:
-                pc.fail(TopicError(
-                    f"target topic {u.target_topic!r} is missing on cluster {flow.target!r} "
-                    f"(source {u.topic}[{u.partition}]): run `mirrorflow sync` first"
-                ))
+                pc.fail(
+                    TopicError(
+                        f"target topic {u.target_topic!r} is missing on cluster {flow.target!r} "
+                        f"(source {u.topic}[{u.partition}]): run `mirrorflow sync` first"
+                    )
+                )
             elif n <= u.partition:
-                pc.fail(TopicError(
-                    f"target topic {u.target_topic!r} on cluster {flow.target!r} has {n} partitions, "
-                    f"source {u.topic!r} has partition {u.partition}: run `mirrorflow sync` first"
-                ))
+                pc.fail(
+                    TopicError(
+                        f"target topic {u.target_topic!r} on cluster {flow.target!r} has {n} partitions, "
+                        f"source {u.topic!r} has partition {u.partition}: run `mirrorflow sync` first"
+                    )
+                )
             else:
                 live.append(pc)
         return live
@@ -400,7 +433,12 @@ def task_layout(plan: dict[str, Any]) -> tuple[TaskLayout, list[int]]:
 
 
 def copy_planned(
-    clients: FlowClients, plan: dict[str, Any], index: int, units: list[dict[str, Any]], faults: Faults, attempt: int = 0
+    clients: FlowClients,
+    plan: dict[str, Any],
+    index: int,
+    units: list[dict[str, Any]],
+    faults: Faults,
+    attempt: int = 0,
 ) -> list[dict[str, Any]]:
     """Task `index` of a plan (its units as the plan holds them), copied: the one way every mode
     (a Spark task, a Spark Connect task, a thread of direct mode) runs a planned task."""

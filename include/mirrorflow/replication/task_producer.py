@@ -127,9 +127,13 @@ class ProducerCache:
         self._idle: dict[str, tuple[float, SlotProducer]] = {}
         self._lock = threading.Lock()
 
-    def checkout(self, clients: FlowClients, tid: str, defaults: dict[str, Any], required: dict[str, Any]) -> SlotProducer:
+    def checkout(
+        self, clients: FlowClients, tid: str, defaults: dict[str, Any], required: dict[str, Any]
+    ) -> SlotProducer:
         """The idle producer of `tid` with these settings, else a new one (not initialised yet)."""
-        conf = clients.connection("target").settings({**defaults, **clients.overrides("target", "producer"), **required})
+        conf = clients.connection("target").settings(
+            {**defaults, **clients.overrides("target", "producer"), **required}
+        )
         # the settings (the cluster's, secrets included) only as a digest: the key is never logged either
         key = tid + "|" + hashlib.sha256(repr(sorted((k, str(v)) for k, v in conf.items())).encode()).hexdigest()
         with self._lock:

@@ -45,7 +45,7 @@ from confluent_kafka import KafkaError, KafkaException
 from mirrorflow.config import FlowConfig
 from mirrorflow.errors import MirrorflowError, TransactionAbortedError
 from mirrorflow.kafka.connection import kafka_error
-from mirrorflow.kafka.retry import FENCING_CODES, Outage, describe, transient_error
+from mirrorflow.kafka.retry import FENCING_CODES, Outage, transient_error
 from mirrorflow.replication.faults import NO_FAULTS, Faults
 from mirrorflow.replication.planner import Unit
 from mirrorflow.replication.reader import Batch
@@ -204,7 +204,9 @@ class TransactionWriter:
         except Abortable as exc:
             raise aborted_error(parts, self.flow.target, exc) from None
         except KafkaException as exc:
-            raise timed_out(exc, self._open_s(), self.txn_timeout_s, self.eos, describe_parts(parts), self.flow) from None
+            raise timed_out(
+                exc, self._open_s(), self.txn_timeout_s, self.eos, describe_parts(parts), self.flow
+            ) from None
 
     def _open_s(self) -> float:
         return time.monotonic() - self._began if self._began else 0.0
@@ -244,7 +246,9 @@ class TransactionWriter:
         """The batch's offset-map entry and the partition's progress after it, into the transaction."""
         b, u = p.batch, p.unit
         runs = p.runs
-        tgt_end = runs[-1].tgt + runs[-1].count if runs else (before.tgt_end if before.tgt_end >= 0 else self._target_end(u))
+        tgt_end = (
+            runs[-1].tgt + runs[-1].count if runs else (before.tgt_end if before.tgt_end >= 0 else self._target_end(u))
+        )
         lost = p.lost_range[1] - p.lost_range[0] if p.lost_range else 0
         entry = MapEntry(u.topic, u.partition, b.src_from, b.src_to, tuple(runs), tgt_end, lost, before.epoch)
         new = before.advanced(b.src_from, b.src_to, tgt_end, len(b.records), b.last_timestamp, p.lost_range)

@@ -71,7 +71,9 @@ def fatal_cause(producer: Any, fatal: FatalError, eos: bool, exc: KafkaException
     return exc
 
 
-def timed_out(exc: KafkaException, open_s: float, txn_timeout_s: float, eos: bool, what: str, flow: FlowConfig) -> Exception:
+def timed_out(
+    exc: KafkaException, open_s: float, txn_timeout_s: float, eos: bool, what: str, flow: FlowConfig
+) -> Exception:
     """A fatal error (fenced, or INVALID_TXN_STATE at the commit) on a transaction open longer than
     transaction.timeout.ms is the broker's timeout abort (it bumps the producer epoch, so the
     producer reads as fenced): say so; anything else stays as it is."""
@@ -132,4 +134,3 @@ def _too_large(writer: Any, part: Any, rejected: list[tuple[Any, KafkaError]]) -
         if err is not None and err.code() in TOO_LARGE_CODES:
             return m, err
     return None
-

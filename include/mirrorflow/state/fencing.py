@@ -197,7 +197,7 @@ def ensure_layout(
     if flow.exactly_once and current is not None:
         n = fence_ids(clients, current.transactional_ids(flow))
         if log:
-            log(f"flow {flow.name}: the task layout changed; fenced the {n} copy tasks of generation {current.generation}")
+            log(f"flow {flow.name}: the task layout changed; fenced the {n} tasks of generation {current.generation}")
     elif flow.exactly_once and ran_before():
         ids = {transactional_id(flow, t, p): [(r, p), *state_parts(clients, [(t, p)])] for t, p, r in partitions}
         n = fence_ids(clients, ids, ids)

@@ -16,9 +16,9 @@ from mirrorflow.config import FlowConfig
 from mirrorflow.errors import MirrorflowError, StateError
 from mirrorflow.kafka.retry import OUTAGE_BOUND, retry_call
 from mirrorflow.kafka.topic_admin import produce_all
+from mirrorflow.state.fencing import copy_ids, fence_ids
 from mirrorflow.state.offset_map import MapEntry
 from mirrorflow.state.records import Progress, encode_entry
-from mirrorflow.state.fencing import copy_ids, fence_ids
 from mirrorflow.state.state_topics import anchor_key, offset_map_topic, progress_topic, state_key, state_partition
 from mirrorflow.state.task_slots import read_layout
 
