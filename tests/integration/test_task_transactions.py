@@ -77,7 +77,7 @@ def test_a_task_commits_many_partitions_in_one_transaction_with_one_producer_kep
     assert_map_exact(cfg, flow, source, target, t, 24)
     (kept,) = [sp for _, sp in CACHE._idle.values()]  # the slot's producer, kept for the next run
     assert kept.transactional_id == inputs.layout.transactional_id(flow, 0) == (
-        f"mirrorflow-{flow.client_name}/g{inputs.layout.generation}/task-0")
+        f"mirrorflow-{flow.client_name}-task/g{inputs.layout.generation}/0")
 
     produce(source, t, [{"partition": p, "key": b"k", "value": f"second-{p}".encode()} for p in range(0, 24, 2)])
     count = Count()

@@ -191,7 +191,7 @@ def writer_for(producer: FakeProducer) -> tuple[TransactionWriter, FakeState]:
                            name="A->B", props={"task.memory.bytes": 256 << 20, "transaction.max.bytes": 32 << 20},
                            client_overrides=lambda side, kind: {})
     clients = SimpleNamespace(flow=flow, partitions=lambda side, topic, refresh=False: 1)
-    slot = SlotProducer("mirrorflow-a-b/g1/task-0", producer, FatalError(), "key")
+    slot = SlotProducer("mirrorflow-a-b-task/g1/0", producer, FatalError(), "key")
     parts = [("A.t", 0), ("mirrorflow.a-b.progress.internal", 0), ("mirrorflow.a-b.offset-map.internal", 0)]
     establish(clients, slot, 0, parts, Claim("", 0), Outage(300))
     state = FakeState()

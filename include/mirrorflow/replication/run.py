@@ -134,7 +134,7 @@ class ReplicationRun:
             plan = make_plan(clients, opts.topics, opts.partition_limit)
         elif self.kind == "continuous":
             plan = continuous_plan(clients, opts.topics)
-            spec = follow_spec(self.flow, self.started, self.seconds, self.stop_file)
+            spec = follow_spec(self.flow, time.time(), self.seconds, self.stop_file)  # from the plan, as before
             extra["continuous"] = spec.to_dict()
         else:
             assert self.window is not None, "an interval or backfill run needs its window"

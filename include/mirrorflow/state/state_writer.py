@@ -98,7 +98,7 @@ def write_acknowledged(
 
 def state_transactional_id(flow: FlowConfig) -> str:
     """The transactional.id of `write_partition_state` (never a copy's: a `/` is in no topic name)."""
-    return f"mirrorflow-{flow.client_name}/state"
+    return f"mirrorflow-{flow.client_name}-state/write"
 
 
 def write_partition_state(

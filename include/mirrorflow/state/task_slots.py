@@ -6,9 +6,9 @@ every attempt at a partition, in every run, to use the same transactional.id (a 
 init_transactions then fences every older one), so the partitions are dealt onto `tasks.max` task
 SLOTS by a stable rule, MM2's: the flow's source partitions sorted by (topic, partition), dealt
 round-robin (`deal`). Slot s of generation g has the transactional.id
-`mirrorflow-<client_name>/g<g>/task-<s>` (`TaskLayout.transactional_id`; a `/` cannot occur in a
-topic name, so it never equals a per-partition id of the scheme before slots,
-`state_topics.transactional_id`).
+`mirrorflow-<client_name>-task/g<g>/<s>` (`TaskLayout.transactional_id`: under the prefix the
+flow's ACLs grant, ops.required_acls; a `/` cannot occur in a topic name, so it never equals a
+per-partition id of the scheme before slots, `state_topics.transactional_id`).
 
 The deal is a GENERATION, recorded on the target: a `TaskLayout` record (JSON, format version
 `FORMAT_VERSION`) in the progress topic under the key `LAYOUT_KEY`, written outside transactions
@@ -114,7 +114,7 @@ class TaskLayout:
 
 
 def task_transactional_id(flow: FlowConfig, generation: int, slot: int) -> str:
-    return f"mirrorflow-{flow.client_name}/g{generation}/task-{slot}"
+    return f"mirrorflow-{flow.client_name}-task/g{generation}/{slot}"
 
 
 def provisional(partitions: Sequence[Key], slots: int) -> TaskLayout:
