@@ -51,9 +51,10 @@ class ClusterPool:
     def close(self) -> None:
         import gc
 
-        from mirrorflow.replication.task_producer import CACHE
+        from mirrorflow.replication.task_producer import CACHE, LANES
 
-        CACHE.clear()  # the copy tasks' producers kept for the next run: gone before their brokers
+        CACHE.clear()  # the copy tasks' producers and consumers kept for the next run: gone before their brokers
+        LANES.clear()
         gc.collect()
         self.dev.down()
         shutil.rmtree(self.home, ignore_errors=True)

@@ -4,7 +4,6 @@ run, a retried attempt of the same run, a layout change while a zombie of the ol
 record or a batch too large for the target."""
 from __future__ import annotations
 
-import threading
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -18,6 +17,7 @@ from mirrorflow.replication.task_producer import CACHE
 from mirrorflow.state.state_topics import ensure_state_topics
 from mirrorflow.state.task_slots import read_layout
 from tests.integration.replicate_helpers import assert_copied, assert_map_exact, make_flow, mirror_topic
+from tests.integration.test_replicate import _PauseAt as PauseAt
 from tests.integration.test_replicate import records
 from tests.support import consume_all, produce, read_progress, write_config
 
@@ -33,21 +33,6 @@ class Count:
     def reached(self, point: str, n: int = 0) -> None:
         if point == "before_commit":
             self.commits.append(n)
-
-
-class PauseAt:
-    """Faults seam: the copy stops before its `commits`-th commit until told to go on."""
-
-    def __init__(self, commits: int) -> None:
-        self.commits, self.seen = commits, 0
-        self.paused, self.go = threading.Event(), threading.Event()
-
-    def reached(self, point: str, n: int = 0) -> None:
-        if point == "before_commit":
-            self.seen += 1
-            if self.seen == self.commits:
-                self.paused.set()
-                assert self.go.wait(120), "never told to go on"
 
 
 def planned(cfg, flow):

@@ -83,6 +83,7 @@ class ReplicationRun:
     handed: dict[str, Any] = field(default_factory=dict)  # the plan as handed on (`handoff`)
     parts: list[BackfillPartition] = field(default_factory=list)  # interval and backfill runs' view
     stop_file: Path | None = None  # continuous runs whose copy runs on this host (the CLI)
+    _plan_file: bool = False  # the plan file is in the scratch directory already
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
@@ -158,6 +159,7 @@ class ReplicationRun:
         if self.plan is None or not self.plan.units:
             return [], 0.0
         t0 = time.time()
+        self._plan_file = mode == "submit"  # spark-submit ships the plan file it gets from here
         results = copy_plan(clients, mode, master, self.handed, scratch.path, self.log)
         return results, time.time() - t0
 
@@ -241,7 +243,8 @@ class ReplicationRun:
     def finish(self, clients: FlowClients, scratch: Scratch, results: list[dict], spark_s: float) -> RunReport:
         """Write the run's plan, results and report files (this process's copy, for inspection),
         report, and remove the files of a run that went well (unless kept)."""
-        write_plan_file(self.handed, scratch.path)
+        if not self._plan_file:  # spark-submit's copy wrote it already
+            write_plan_file(self.handed, scratch.path)
         (scratch.path / "results.json").write_text(json.dumps({"flow": self.flow.name, "results": results}))
         rep = self.report(clients, results, spark_s)
         (scratch.path / "report.json").write_text(json.dumps(rep.to_dict()))

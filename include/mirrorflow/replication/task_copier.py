@@ -51,6 +51,7 @@ from mirrorflow.replication.planner import Unit, stopped_message
 from mirrorflow.replication.reader import BatchLimits, Follow, consumer_required, outage_bound_s
 from mirrorflow.replication.task_producer import (
     CACHE,
+    LANES,
     Claim,
     SlotProducer,
     establish,
@@ -161,7 +162,7 @@ class TaskCopier:
             if sum(r.transactions for r in self.results) > done:  # progress since the last failure: a new outage
                 self.outage.over()
             self._drop()
-            self._close_lanes()
+            self._close_lanes(reuse=False)
             self.outage.wait(self.flow.target, f"copying task {self.slot} of flow {self.flow.name}", failure)
 
     def _attempt(self, live: list[PartitionCopy]) -> None:
@@ -243,9 +244,7 @@ class TaskCopier:
         follow = self.follow is not None
         limits = BatchLimits.of(self.flow, self.budget.batch_bytes)
         if not self.lanes:
-            self.lanes = [
-                Lane(self._consumer(), self.flow, limits, self.follow) for _ in range(min(self.lanes_n, len(todo)))
-            ]
+            self.lanes = [self._lane(limits) for _ in range(min(self.lanes_n, len(todo)))]
         for lane in self.lanes:
             lane.reset()
         queue = list(todo)
@@ -350,8 +349,10 @@ class TaskCopier:
                 live.append(pc)
         return live
 
-    def _consumer(self) -> Any:
-        return self.clients.consumer("source", self.budget.consumer(), consumer_required(self.flow))
+    def _lane(self, limits: BatchLimits) -> Lane:
+        """A lane, its source consumer from the process's pool (the lanes of earlier runs)."""
+        key, consumer = LANES.checkout(self.clients, self.budget.consumer(), consumer_required(self.flow))
+        return Lane(consumer, self.flow, limits, self.follow, key)
 
     def _txn_timeout_s(self) -> float:
         conf = {**self.defaults, **self.flow.client_overrides("target", "producer")}
@@ -374,9 +375,9 @@ class TaskCopier:
                     self.sp.producer.flush(30)
             self.sp = None
 
-    def _close_lanes(self) -> None:
+    def _close_lanes(self, reuse: bool = True) -> None:
         for lane in self.lanes:
-            lane.close(self.clients)
+            lane.close(self.clients, reuse)
         self.lanes = []
 
     def _close(self) -> None:

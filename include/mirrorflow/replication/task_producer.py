@@ -29,6 +29,7 @@ stopped committing: a zombie never commits after a newer attempt has read its pr
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import threading
@@ -50,7 +51,7 @@ from mirrorflow.replication.reader import TRANSACTION_TIMEOUT_MS
 from mirrorflow.replication.write_failures import FatalError
 from mirrorflow.state.fencing import abort_pending
 from mirrorflow.state.state_topics import progress_topic
-from mirrorflow.state.task_slots import claim_key, key_partition
+from mirrorflow.state.task_slots import claim_key, key_partition, last_value
 
 MAX_MESSAGE_BYTES = 1_000_000_000  # librdkafka's maximum: let the BROKER decide what is too large
 BATCH_BYTES = 1_000_000  # a producer batch (MessageSet) at most...
@@ -144,7 +145,7 @@ class ProducerCache:
             return cached[1]
         fatal = FatalError()
         producer = clients.producer("target", defaults, {**required, "error_cb": fatal})
-        clients.release(producer)  # it outlives these clients (the cache owns it)
+        clients.detach(producer)  # it outlives these clients (the cache owns it)
         return SlotProducer(tid, producer, fatal, key)
 
     def give_back(self, sp: SlotProducer) -> None:
@@ -172,6 +173,68 @@ class ProducerCache:
 
 
 CACHE = ProducerCache()  # this process's (a Spark Connect server's Python worker lives on between runs)
+
+
+class ConsumerPool:
+    """The lanes' source consumers of this process (assign mode: a consumer is not tied to a
+    partition), kept between runs like the slot producers: a run over many quiet partitions does
+    not build a consumer per lane again. One idle longer than `idle_s` (or past `size`) is closed."""
+
+    def __init__(self, size: int = 4 * CACHE_SIZE, idle_s: float = CACHE_IDLE_S) -> None:
+        self.size, self.idle_s = size, idle_s
+        self._idle: dict[str, list[tuple[float, Any]]] = {}
+        self._lock = threading.Lock()
+
+    @staticmethod
+    def key(clients: FlowClients, defaults: dict[str, Any], required: dict[str, Any]) -> str:
+        conf = {**defaults, **clients.overrides("source", "consumer"), **required}
+        conf = clients.connection("source").settings(conf)
+        return hashlib.sha256(repr(sorted((k, str(v)) for k, v in conf.items())).encode()).hexdigest()
+
+    def checkout(self, clients: FlowClients, defaults: dict[str, Any], required: dict[str, Any]) -> tuple[str, Any]:
+        key = self.key(clients, defaults, required)
+        with self._lock:
+            idle = self._idle.get(key)
+            if idle:
+                return key, idle.pop()[1]
+        consumer = clients.consumer("source", defaults, required)
+        clients.detach(consumer)
+        return key, consumer
+
+    def give_back(self, key: str, consumer: Any) -> None:
+        """Keep a consumer for the next lane (unassigned); close what is too old or too many."""
+        try:
+            consumer.unassign()
+        except Exception:  # noqa: BLE001 - a consumer that cannot be unassigned is not reused
+            self._close(consumer)
+            return
+        gone = []
+        with self._lock:
+            self._idle.setdefault(key, []).append((time.monotonic(), consumer))
+            now = time.monotonic()
+            for items in self._idle.values():
+                gone += [c for t, c in items if now - t > self.idle_s]
+                items[:] = [(t, c) for t, c in items if now - t <= self.idle_s]
+            while sum(len(v) for v in self._idle.values()) > self.size:
+                k = min((k for k in self._idle if self._idle[k]), key=lambda k: self._idle[k][0][0])
+                gone.append(self._idle[k].pop(0)[1])
+        for c in gone:
+            self._close(c)
+
+    @staticmethod
+    def _close(consumer: Any) -> None:
+        with contextlib.suppress(Exception):
+            consumer.close()
+
+    def clear(self) -> None:
+        with self._lock:
+            items = [c for v in self._idle.values() for _, c in v]
+            self._idle.clear()
+        for c in items:
+            self._close(c)
+
+
+LANES = ConsumerPool()
 
 
 @dataclass(frozen=True)
@@ -254,14 +317,4 @@ def commit(pr: Any, outage: Outage, target: str, what: str) -> None:
 
 def read_claim(clients: FlowClients, slot: int) -> Claim | None:
     """The slot's last committed claim (None: none, or unreadable)."""
-    topic = progress_topic(clients.flow)
-    n = clients.partitions("target", topic)
-    reader = clients.reader("target", group=f"mirrorflow-{clients.flow.client_name}-claims")
-    key = claim_key(slot)
-    try:
-        raw = None
-        for m in reader.read(topic, [key_partition(key, n)], clients.admin_timeout, keys={key}):
-            raw = m.value()
-    finally:
-        clients.release(reader.consumer)
-    return Claim.from_json(raw)
+    return Claim.from_json(last_value(clients, claim_key(slot)))

@@ -27,6 +27,7 @@ from mirrorflow.config import FlowConfig
 from mirrorflow.errors import MirrorflowError
 from mirrorflow.replication.copier import PartitionCopy, Range
 from mirrorflow.replication.reader import BatchLimits, Follow, RangeReader, Room
+from mirrorflow.replication.task_producer import LANES
 from mirrorflow.replication.transaction_writer import PartBatch, TransactionWriter, aborted_error
 from mirrorflow.replication.write_failures import Abortable
 
@@ -89,8 +90,11 @@ class Round:
 class Lane:
     """One source consumer of a task, reading its partitions one after another."""
 
-    def __init__(self, consumer: Any, flow: FlowConfig, limits: BatchLimits, follow: Follow | None = None) -> None:
+    def __init__(
+        self, consumer: Any, flow: FlowConfig, limits: BatchLimits, follow: Follow | None = None, key: str = ""
+    ) -> None:
         self.consumer, self.flow, self.limits, self.follow = consumer, flow, limits, follow
+        self.key = key  # its ConsumerPool key (replication.task_producer.LANES)
         self.pc: PartitionCopy | None = None
         self.reader: RangeReader | None = None
         self._reader_unit = -1
@@ -158,5 +162,10 @@ class Lane:
             self.reader.open(rng.a, rng.b)
         return self.reader
 
-    def close(self, clients: FlowClients) -> None:
-        clients.release(self.consumer)
+    def close(self, clients: FlowClients, reuse: bool = True) -> None:
+        """Hand the consumer back to the process's pool (or close it: after a failure)."""
+        if reuse:
+            LANES.give_back(self.key, self.consumer)
+        else:
+            with contextlib.suppress(Exception):
+                self.consumer.close()

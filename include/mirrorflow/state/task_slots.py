@@ -126,18 +126,24 @@ def provisional(partitions: Sequence[Key], slots: int) -> TaskLayout:
 def read_layout(clients: FlowClients) -> TaskLayout | None:
     """The recorded generation (None: none yet). Read uncommitted: the record is never written in a
     transaction, and a copy transaction open on its partition must not hold the read back."""
+    raw = last_value(clients, LAYOUT_KEY, committed=False)
+    return TaskLayout.from_json(raw) if raw else None
+
+
+def last_value(clients: FlowClients, key: bytes, committed: bool = True) -> bytes | None:
+    """The latest value under `key` in the flow's progress topic (the layout, a slot's claim)."""
     topic = progress_topic(clients.flow)
     n = clients.partitions("target", topic)
     if not n:
         return None
-    reader = clients.reader("target", group=f"mirrorflow-{clients.flow.client_name}-layout", committed=False)
+    reader = clients.reader("target", group=f"mirrorflow-{clients.flow.client_name}-slots", committed=committed)
+    raw = None
     try:
-        raw = None
-        for m in reader.read(topic, [key_partition(LAYOUT_KEY, n)], clients.admin_timeout, keys={LAYOUT_KEY}):
+        for m in reader.read(topic, [key_partition(key, n)], clients.admin_timeout, keys={key}):
             raw = m.value()
     finally:
         clients.release(reader.consumer)
-    return TaskLayout.from_json(raw) if raw else None
+    return raw
 
 
 def write_layout(clients: FlowClients, layout: TaskLayout) -> None:
