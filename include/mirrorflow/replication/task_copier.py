@@ -102,6 +102,7 @@ class TaskCopier:
         self.budget = CopyBudget.of(self.flow, reading_at_once(units, self.lanes_n), follow is not None)
         self.guard = LeaseGuard(clients, owner) if owner else None
         self.sp: SlotProducer | None = None
+        self.clean = False  # the task ended without a failure: its producer may serve the next run
         self.lanes: list[Lane] = []
         self.store = StateStore(clients)
 
@@ -132,6 +133,7 @@ class TaskCopier:
             done = sum(r.transactions for r in self.results)
             try:
                 self._attempt(live)
+                self.clean = True
                 return
             except FencedError as exc:
                 self._end(live, "fenced", str(exc), "FencedError")
@@ -163,7 +165,11 @@ class TaskCopier:
                 self.outage.over()
             self._drop()
             self._close_lanes(reuse=False)
-            self.outage.wait(self.flow.target, f"copying task {self.slot} of flow {self.flow.name}", failure)
+            try:
+                self.outage.wait(self.flow.target, f"copying task {self.slot} of flow {self.flow.name}", failure)
+            except MirrorflowError as exc:  # past broker.outage.max.seconds: one error naming the cluster
+                self._end(live, "failed", str(exc), type(exc).__name__)
+                return
 
     def _attempt(self, live: list[PartitionCopy]) -> None:
         """Establish the producer's epoch, read every partition's progress, copy in rounds."""
@@ -381,12 +387,12 @@ class TaskCopier:
         self.lanes = []
 
     def _close(self) -> None:
-        self._close_lanes()
+        self._close_lanes(reuse=self.clean)
         if self.sp is not None:
             if not self.flow.exactly_once:
                 with contextlib.suppress(Exception):
                     self.sp.producer.flush(30)
-            if all(not pc.failed or pc.status != "fenced" for pc in self.parts):
+            if self.clean:  # never a producer a failure may have left mid-transaction
                 CACHE.give_back(self.sp)
             self.sp = None
         if self.guard is not None:

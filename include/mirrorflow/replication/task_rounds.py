@@ -98,6 +98,7 @@ class Lane:
         self.pc: PartitionCopy | None = None
         self.reader: RangeReader | None = None
         self._reader_unit = -1
+        self._first_batch = True  # the next batch is its range's first (it carries the range's gap)
 
     @property
     def busy(self) -> bool:
@@ -132,7 +133,9 @@ class Lane:
                         pc.advance(False)
                         continue
                     return  # followed: nothing new before the round's deadline
-                part = PartBatch(pc.units[rng.unit], batch, rng.lost)
+                # the range's gap event goes with its first batch only
+                part = PartBatch(pc.units[rng.unit], batch, rng.lost if self._first_batch else None)
+                self._first_batch = False
                 try:
                     rnd.writer.send(part)
                 except MirrorflowError as exc:  # the source failed this partition: it fails alone
@@ -160,6 +163,7 @@ class Lane:
                 )
                 self._reader_unit = rng.unit
             self.reader.open(rng.a, rng.b)
+            self._first_batch = True
         return self.reader
 
     def close(self, clients: FlowClients, reuse: bool = True) -> None:
