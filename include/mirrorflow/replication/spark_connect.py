@@ -19,7 +19,9 @@ A server that goes away during a job (killed, restarted) fails the run within UN
 the flow's lease held all along. Units end only through their own transactions, so what the job
 had not committed stays uncopied and the next run continues exactly; a job this client gives up on
 (interrupted, the Airflow task killed) is interrupted on the server by its tag, so it does not copy
-on unseen (and were it to, the next run's units fence it).
+on unseen. A client killed outright (SIGKILL) interrupts nothing: the next run of the flow, which
+holds the flow's lease, interrupts the flow's jobs still running (`flow_tag`) before starting its
+own, and its tasks fence whatever those had started.
 """
 
 from __future__ import annotations
@@ -336,16 +338,3 @@ def copy_with_connect(
         return job.run(plan, resolved_config(plan), cfg)
     with lease_kept(plan):
         return job.run(plan, resolved_config(plan), cfg)
-
-
-def copy_and_publish(cfg: Config, plan: dict[str, Any], remote: str | None = None) -> list[dict]:
-    """The replicate DAG's copy task in connect mode: copy the plan (handed over in XCom) and write
-    its results to the target for the report task (replication.handoff), like spark_job.py."""
-    from mirrorflow.clients import FlowClients
-    from mirrorflow.replication.handoff import publish_results
-
-    t0 = time.time()
-    results = copy_with_connect(cfg, plan, remote)
-    with FlowClients(cfg, cfg.flow(plan["flow"])) as clients:
-        publish_results(clients, plan, results, job_started=t0, job_finished=time.time())
-    return results

@@ -1,5 +1,9 @@
 """Replicate DAGs: one per enabled flow, `mirrorflow_replicate__<flow.id>`: plan -> copy -> report.
 
+Each task is a shell over one step of the run object, `mirrorflow.replication.run.ReplicationRun`,
+which the CLI runs in one process: the plan task its `begin` and `make_plan`, the copy task its
+`copy` (rebuilt from the plan handed on in XCom), the report task its `report` and `release`.
+
 * `plan`: ensure the flow's state topics on the target, take the flow's lease (one run of a flow at a
   time: while a CLI run or another scheduler's run holds it, the DAG run ends skipped with who holds
   it since when; a run of `airflow backfill create` waits for it instead, see wait_for_lease), read
