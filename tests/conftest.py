@@ -70,6 +70,13 @@ class ClusterPool:
         return {a: self.started[a] for a in versions}
 
     def close(self) -> None:
+        import gc
+
+        from mirrorflow.replication.task_producer import CACHE, LANES
+
+        CACHE.clear()  # the copy tasks' producers and consumers kept for the next run: gone before their brokers
+        LANES.clear()
+        gc.collect()
         self.dev.down()
         shutil.rmtree(self.home, ignore_errors=True)
 

@@ -15,7 +15,10 @@ from mirrorflow.replication import faults
 from mirrorflow.replication.copier import ranges_to_copy, retention_gap
 from mirrorflow.replication.planner import Unit
 from mirrorflow.replication.reader import BatchLimits, RangeReader, segments
-from mirrorflow.replication.transaction_writer import TransactionWriter, runs_at, runs_of
+from mirrorflow.kafka.retry import Outage
+from mirrorflow.replication.task_producer import Claim, SlotProducer, establish
+from mirrorflow.replication.transaction_writer import PartBatch, TransactionWriter, runs_at, runs_of
+from mirrorflow.replication.write_failures import FatalError
 from mirrorflow.state.offset_map import Run
 from mirrorflow.state.records import Progress
 
@@ -187,26 +190,37 @@ def writer_for(producer: FakeProducer) -> tuple[TransactionWriter, FakeState]:
     flow = SimpleNamespace(exactly_once=True, id="a-b", client_name="a-b", state_name="a-b", target="B",
                            name="A->B", props={"task.memory.bytes": 256 << 20, "transaction.max.bytes": 32 << 20},
                            client_overrides=lambda side, kind: {})
-    clients = SimpleNamespace(flow=flow, producer=lambda side, defaults, required: producer)
-    w = TransactionWriter(clients, Unit("t", 0, "A.t", 0, 100))
+    clients = SimpleNamespace(flow=flow, partitions=lambda side, topic, refresh=False: 1)
+    slot = SlotProducer("mirrorflow-a-b-task/g1/0", producer, FatalError(), "key")
+    parts = [("A.t", 0), ("mirrorflow.a-b.progress.internal", 0), ("mirrorflow.a-b.offset-map.internal", 0)]
+    establish(clients, slot, 0, parts, Claim("", 0), Outage(300))
     state = FakeState()
-    w.start(state)
-    # every unit first writes one aborted transaction over its target, progress and map partitions
-    # (it ends what an earlier attempt of the transactional.id left pending) before its first commit
+    # every task first writes one aborted transaction over its target, progress and map partitions
+    # (it ends what an earlier attempt of the transactional.id left pending), then commits its claim,
+    # before its first batch
     assert producer.calls == [("init_transactions",), ("begin_transaction",),
                               ("state", "mirrorflow.a-b.progress.internal"),
-                              ("state", "mirrorflow.a-b.offset-map.internal"), ("abort_transaction",)]
+                              ("state", "mirrorflow.a-b.offset-map.internal"), ("abort_transaction",),
+                              ("begin_transaction",), ("commit_transaction",)]
     assert [(off, value) for off, value, *_ in producer.log] == [(100, b"")]
     producer.log.clear()  # the fake does not model aborted records: start the copy's log afresh
     producer.next, producer.calls = 100, []
+    w = TransactionWriter(flow, producer, slot.fatal, state, lambda unit: 100)
     return w, state
 
 
 def write_all(w: TransactionWriter, log: list[Message], limits: BatchLimits = NO_LIMITS) -> Progress:
-    progress = Progress("t", 0, 0, (), 100)
+    """The task's rounds, one partition: each batch one round (begin, send while read, commit)."""
+    unit = Unit("t", 0, "A.t", 0, 100)
+    progress = {("t", 0): Progress("t", 0, 0, (), 100)}
     for batch in RangeReader(FakeConsumer(log), "t", 0, limits).batches(0, log[-1].offset() + 1):
-        progress = w.write(batch, progress)
-    return progress
+        w.begin()
+        part = PartBatch(unit, batch)
+        w.send(part)
+        w.commit([part], progress)
+        if part.error is not None:
+            raise part.error
+    return progress[("t", 0)]
 
 
 def test_fast_path_maps_source_segments_onto_target_offsets():
