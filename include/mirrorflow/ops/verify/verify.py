@@ -33,13 +33,12 @@ from collections.abc import Iterator
 from dataclasses import replace
 from datetime import UTC, datetime
 
-from confluent_kafka import KafkaException
-from confluent_kafka.admin import ConfigResource, OffsetSpec, ResourceType
+from confluent_kafka.admin import OffsetSpec
 
 from mirrorflow.clients import FlowClients, Side
 from mirrorflow.errors import ClusterError, ConfigError, StateError, TopicError
 from mirrorflow.kafka.log_reader import LogReader
-from mirrorflow.kafka.topic_admin import list_offsets, topic_ids
+from mirrorflow.kafka.topic_admin import compacted_topics, list_offsets, topic_ids
 from mirrorflow.mm2.filters import FlowFilters
 from mirrorflow.ops.verify.verified_marks import mark_problem, next_mark
 from mirrorflow.ops.verify.verify_report import PartitionVerify, VerifyReport, exit_code
@@ -285,19 +284,7 @@ class Verifier:
 
     def _compacted(self, side: Side, topics: set[str]) -> set[str]:
         """The topics whose cleanup.policy includes compact."""
-        if not topics:
-            return set()
-        admin, conn = self.clients.admin(side), self.clients.connection(side)
-        out = set()
-        try:
-            futs = admin.describe_configs([ConfigResource(ResourceType.TOPIC, t) for t in sorted(topics)])
-            for res, fut in futs.items():
-                entry = fut.result(30).get("cleanup.policy")
-                if entry is not None and "compact" in str(entry.value):
-                    out.add(res.name)
-        except KafkaException as exc:
-            raise conn.describe_failure(exc) from None
-        return out
+        return compacted_topics(self.clients.admin(side), self.clients.connection(side), topics)
 
     def _identity(self, pv: PartitionVerify, prog: Progress | None, src_id: str, tgt_id: str) -> None:
         if prog is None:
