@@ -121,7 +121,7 @@ def test_failback_dag_dry_run_then_approved_start(tmp_path, source, target, airf
         assert flow_state(clients).state == "running"
         record = read_control(clients, "failback")
     assert record["plan"] == pre["plan_id"] and record["approved_by"] == "erin", record
-    assert [(s["topic"], s["to_copy"]) for s in record["seeds"]] == [(new_topic, 0), (topic, 3)], record
+    assert [(s["topic"], s["to_copy"]) for s in record["seeds"]] == [(topic, 3), (new_topic, 0)], record
     [line] = json.loads(cli(cfg, "status", "--flow", "KB->KA", "--json").stdout)[0]["operations"]
     assert line.startswith("started by the failback of KA->KB at ") and (
         f", plan {pre['plan_id']} approved by erin") in line, line
