@@ -65,6 +65,8 @@ class Api:
                 if exc.code not in (404, 500, 503):  # not there yet, or SQLite busy beside the scheduler
                     raise
                 got = None
+            except TimeoutError:  # the api-server did not answer within a minute (a loaded machine): ask again
+                got = None
             if got:
                 return got
             assert time.monotonic() < deadline, f"timed out waiting for {what}"

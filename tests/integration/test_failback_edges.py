@@ -294,21 +294,25 @@ def test_a_target_truncated_since_the_failover_is_found_by_its_leader_epochs(tmp
     t = f"{pfx}.orders"
     cfg, fwd, rev = identity_pair(tmp_path, source, b, pfx, "TRA", "TRB")
     create_topic(source, t, 1)
-    create_topic(b, t, 1, config={"segment.ms": "100"})  # the copies land in segments of their own
+    # segment.ms rolls by record time: each copy's records (2 s apart, later than any marker's time) open a
+    # segment of their own on B, so removing the last segment removes exactly the last copy and its marker
+    create_topic(b, t, 1, config={"segment.ms": "100"})
+    soon = int(time.time() * 1000) + 10_000
     for i in range(3):
-        produce(source, t, batch(5, 1, f"a{i}", NOW + 100 * i))
+        produce(source, t, batch(5, 1, f"a{i}", soon + 2000 * i))
         assert replicate(cfg, fwd, mode="direct").records == 5
-        time.sleep(0.3)
     assert failover(cfg, fwd).done
-    last = consume_all(b, t)[-1].offset  # A->B's last copy
+    copies = consume_all(b, t)
+    last = copies[-1].offset  # A->B's last copy
+    first = next(r.offset for r in copies if r.value and r.value.startswith(b"a2"))  # its last copy run's first
     dev = kafka_pool.dev
     dev._kill(dev.clusters()["P"])
     try:
         folder = dev.home / "P" / "data" / f"{t}-0"
         bases = sorted(int(f.stem) for f in folder.glob("*.log"))
-        drop = max(x for x in bases if 6 <= x <= last)  # A->B's last transaction(s): gone
+        assert first in bases, (first, bases)
         for f in folder.iterdir():
-            if f.suffix in (".log", ".index", ".timeindex", ".txnindex", ".snapshot") and int(f.stem) >= drop:
+            if f.suffix in (".log", ".index", ".timeindex", ".txnindex", ".snapshot") and int(f.stem) >= first:
                 f.unlink()
     finally:
         dev.restart("P", attached=True)

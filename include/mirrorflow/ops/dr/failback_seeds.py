@@ -158,6 +158,15 @@ def _partition(
         prev, runs, pruned_map = None, [], False
     elif runs and last is not None:
         runs = _truncated(out, k, reader, where, fwd_name, runs, last, high)
+    elif runs and fp is not None and 0 <= high < fp.tgt_end:
+        out.losses.append(
+            Loss(t, p, "truncated", ((high, fp.tgt_end),), -1,
+                 f"{where} ends at offset {high}, below the {fp.tgt_end} {fwd_name} wrote: it was truncated since, and "
+                 "its failover was recorded by a mirrorflow that did not keep the leader epoch of the last copy, so "
+                 "where it was cut cannot be told. The failback cannot start; copy what was written there since "
+                 f"by other means, or drop the topic from {fwd_name}'s filter and fail back without it",
+                 acceptable=False)
+        )  # fmt: skip
     base = prev.next if prev is not None else start
     keep = [r for r in runs if r.tgt + r.count > base]
     owned = [(max(r.tgt, base), r.tgt + r.count) for r in keep]
