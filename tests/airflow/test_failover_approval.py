@@ -176,9 +176,9 @@ def test_failover_approval_and_rejection_through_the_rest_api(tmp_path, source, 
         assert answer(run_id, "Approve", back_runs, "approve_failback") == "success"
         with FlowClients(cfg, rev) as clients:
             assert flow_state(clients).state == "running"
-            started = read_control(clients, "failback")
-        assert started["plan"] == back_plan and started["approved_by"] == "admin", started
-        assert [(s["topic"], s["to_copy"]) for s in started["seeds"]] == [(topic, 3)], started
+            back_record = read_control(clients, "failback")
+        assert back_record["plan"] == back_plan and back_record["approved_by"] == "admin", back_record
+        assert [(s["topic"], s["to_copy"]) for s in back_record["seeds"]] == [(topic, 3)], back_record
     after = {g: committed_offsets(target, g, remote, 2) for g in before}
     assert {(g, p): o for g, offs in after.items() for p, o in offs.items() if o >= 0} == shown
     with FlowClients(cfg, flow) as clients:

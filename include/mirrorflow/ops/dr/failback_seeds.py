@@ -177,8 +177,12 @@ def _partition(
         below = [(base, pruned)] if pruned > base else []
     else:
         below = []
+    # the commit marker after each of the forward flow's copy transactions (exactly once): never a record,
+    # so neither lost nor removed by the cleaner. Only for counting: a run the forward flow's map got from a
+    # failback's inverse seed (A's original records) has no marker after it, and the offset there may hold
+    # a record written on B, which must be read like any other
     marks = _markers(runs) if exactly_once else []
-    done = merge_ranges([*owned, *below, *marks, *kept])
+    done = merge_ranges([*owned, *below, *kept])
     # offsets below the log start that the failed-over flow did not write: deleted before the failback
     origin = prev.next if prev is not None else (min((r.tgt for r in runs), default=0) if pruned < 0 else start)
     everything = merge_ranges([*((r.tgt, r.tgt + r.count) for r in runs), *marks, *kept])
@@ -206,8 +210,8 @@ def _partition(
             count += n
         else:
             empty.append((a, b))
+    holes = _without(merge_ranges(holes), marks)
     if compacted and holes:
-        holes = merge_ranges(holes)
         out.losses.append(
             Loss(t, p, "compaction", tuple(holes), sum(b - a for a, b in holes),
                  f"no record left at these offsets of {where} outside {fwd_name}'s writes: removed by the log cleaner "
@@ -219,7 +223,7 @@ def _partition(
     inv = [Run(max(r.tgt, base), r.src + (max(r.tgt, base) - r.tgt), r.tgt + r.count - max(r.tgt, base)) for r in keep]
     # the map entries cover what the forward flow wrote and B still holds, the stretches between, never the
     # pruned stretch below its first run (never copied, in the ledger: verify says not checkable, not missing)
-    out.inverse[k] = (sorted(inv, key=lambda r: r.src), _without(merge_ranges([*owned, *marks, *empty]), below))
+    out.inverse[k] = (sorted(inv, key=lambda r: r.src), _without(merge_ranges([*owned, *empty]), below))
     out.read_to[f"{t}:{p}"] = stable
     out.seeds.append(
         Seed(t, p, nxt, base, sum(r.count for r in inv), rev_end, count, tuple(todo), tuple(ledger), pruned)
@@ -277,9 +281,9 @@ def _without(ranges: list[tuple[int, int]], out: list[tuple[int, int]]) -> list[
 
 
 def _markers(runs: list[Run]) -> list[tuple[int, int]]:
-    """The commit marker after each exactly-once transaction of the failed-over flow: the offset right
-    after a run that the next run does not continue (a transaction's records are one or more runs on
-    consecutive target offsets, its marker follows them)."""
+    """Where the commit marker after each exactly-once transaction of the failed-over flow lies: the
+    offset right after a run that the next run does not continue (a transaction's records are one or
+    more runs on consecutive target offsets, its marker follows them)."""
     ordered = sorted(runs, key=lambda r: r.tgt)
     out = []
     for i, a in enumerate(ordered):
