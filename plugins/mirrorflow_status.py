@@ -31,6 +31,7 @@ KINDS = (
     "replicate",
     "sync",
     "checkpoint",
+    "heartbeat",
     "verify",
     "backfill",
     "control",
