@@ -222,8 +222,10 @@ def fmt(xs: list[float]) -> str:
 
 def breakdown(runs: list[dict]) -> str:
     """Per task: median queued / start / end offsets in the run (s); skipped tasks marked."""
-    tasks = sorted({t for r in runs for t in r["tasks"]}, key=lambda t: statistics.median(
-        [r["tasks"][t]["start"] or 0 for r in runs if t in r["tasks"]]))
+    tasks = sorted(
+        {t for r in runs for t in r["tasks"]},
+        key=lambda t: statistics.median([r["tasks"][t]["start"] or 0 for r in runs if t in r["tasks"]]),
+    )
     out = []
     for t in tasks:
         cells = {}
@@ -284,11 +286,21 @@ def main() -> int:
                 AIRFLOW__CORE__DAGS_FOLDER=str(tree / "dags"),
                 AIRFLOW__CORE__PLUGINS_FOLDER=str(tree / "plugins"),
                 PYTHONPATH=os.pathsep.join(p for p in paths if p),
+                # the scheduler's and triggerer's log servers: not Airflow's fixed 8793/8794 (shared machine)
+                AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT=str(free_port()),
+                AIRFLOW__LOGGING__TRIGGER_LOG_SERVER_PORT=str(free_port()),
             )
             airflows.append(Airflow(name, f"{source}-B", port, env, home / f"standalone-{source}.log"))
         t0 = time.time()
-        migrations = [subprocess.Popen([str(Path(sys.executable).parent / "airflow"), "db", "migrate"], env=af.env,
-                                       stdout=subprocess.DEVNULL, stderr=subprocess.PIPE) for af in airflows]
+        migrations = [
+            subprocess.Popen(
+                [str(Path(sys.executable).parent / "airflow"), "db", "migrate"],
+                env=af.env,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE,
+            )
+            for af in airflows
+        ]
         for m in migrations:
             assert m.wait(900) == 0, m.stderr.read()[-3000:] if m.stderr else ""
         print(f"Airflow databases migrated in {time.time() - t0:.0f} s")
@@ -298,7 +310,8 @@ def main() -> int:
                 db = af.env["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"]
                 unpause_when_ready(proc, af.log, db, af.port, [af.dag_id(k) for k in KINDS])
                 # every other DAG of the flow too (a heartbeat DAG of its own, where there is one), as the demo does
-                write(db, "UPDATE dag SET is_paused = ? WHERE dag_id LIKE ?", False, f"mirrorflow\\_%\\_\\_{af.flow_id}")
+                ours = f"mirrorflow\\_%\\_\\_{af.flow_id}"
+                write(db, "UPDATE dag SET is_paused = ? WHERE dag_id LIKE ?", False, ours)
             started = time.time()
             print(f"{len(airflows)} Airflow standalone(s) up; load average {load()}")
             loads = []
@@ -310,13 +323,18 @@ def main() -> int:
                             new_records(a)
                         t = af.trigger_and_wait(kind)
                         label = "warm-up" if rnd == 0 else f"round {rnd}"
-                        print(f"  {label:8} {kind:10} {af.name:14} {t['state']:7} {t['wall']:6.1f} s  "
-                              f"({breakdown([t])})  load {load()}", flush=True)
+                        print(
+                            f"  {label:8} {kind:10} {af.name:14} {t['state']:7} {t['wall']:6.1f} s  "
+                            f"({breakdown([t])})  load {load()}",
+                            flush=True,
+                        )
                         if rnd:
                             af.runs.setdefault(kind, []).append(t)
                 loads.append(load())
-            print(f"\n{args.rounds} rounds after a warm-up; {os.cpu_count()} cores; load average per round: "
-                  + ", ".join(loads))
+            print(
+                f"\n{args.rounds} rounds after a warm-up; {os.cpu_count()} cores; load average per round: "
+                + ", ".join(loads)
+            )
             print("wall time of a manually triggered run (run start to end, REST API): median (min-max)")
             for kind in kinds:
                 print(f"\n{kind}:")
