@@ -352,17 +352,17 @@ def main() -> int:
                 meter.groups["target broker"] = [t.pid]
                 before = load()
                 meter.start()
+                spy = Profiler(home / f"{alias}.spy", server.pid) if c in variants and args.profile and rnd else None
                 if c in variants:
-                    spy = Profiler(home / f"{alias}.spy", server.pid) if args.profile and rnd else None
                     whole, copy = mirrorflow_run(home, a, t, server.remote, variants[c], n)
-                    if spy:
-                        spy.stop()
-                        profiles.setdefault(c, []).append(spy.out)
                 elif c == "raw":
                     whole, copy = raw_run(a, t, parts, n)
                 else:
                     whole, copy = mm2_run(home / alias, a, t, TOPIC, parts, n)
-                cpu = meter.stop(server.pid if server else None)
+                cpu = meter.stop(server.pid if server else None)  # before py-spy exits: its CPU is no contender's
+                if spy:
+                    spy.stop()
+                    profiles.setdefault(c, []).append(spy.out)
                 run = Run(c, rnd, whole, copy, before, load(), cpu)
                 dev.down([alias])
                 shutil.rmtree(home / alias, ignore_errors=True)
@@ -417,47 +417,30 @@ def summary(runs: list[Run], contenders: list[str], n: int, size: int, parts: in
             for c, rs in by.items()
         )
     )
-    for v in [c for c in by if c.startswith("mirrorflow:")]:
+    for v in [c for c in by if c.startswith("mirrorflow")]:
         if "raw" in by:
-            xs = [
-                next(r for r in by["raw"] if r.round == rnd).copy / next(r for r in by[v] if r.round == rnd).copy
-                for rnd in rounds
-            ]
+            xs = ratios(by["raw"], by[v], "copy")
+            met = statistics.median(xs) >= 0.95 and min(xs) > 0.8
             print(
-                f"copy phase {v} vs raw pipe per round: "
-                + ", ".join(f"{x:.2f}x" for x in xs)
-                + f"; median {statistics.median(xs):.2f}x"
+                f"copy phase {v} vs raw pipe (raw s / {v} s) per round: {spread(xs)}"
+                + (f"; goal: median >= 0.95x, worst > 0.8x: {'met' if met else 'MISSED'}" if v == "mirrorflow" else "")
             )
-    if "mirrorflow" in by and "raw" in by:
-        per_round = {
-            rnd: (
-                next(r for r in by["raw"] if r.round == rnd).copy
-                / next(r for r in by["mirrorflow"] if r.round == rnd).copy
-            )
-            for rnd in rounds
-        }
-        ratios = list(per_round.values())
-        met = statistics.median(ratios) >= 0.95 and min(ratios) > 0.8
-        print(
-            "copy phase mirrorflow vs raw pipe (raw s / mirrorflow s) per round: "
-            + ", ".join(f"{rnd}: {x:.2f}x" for rnd, x in per_round.items())
-            + f"; median {statistics.median(ratios):.2f}x (min {min(ratios):.2f}, max {max(ratios):.2f}); "
-            f"goal: median >= 0.95x, worst > 0.8x: {'met' if met else 'MISSED'}"
-        )
     if "mirrorflow" in by and "mm2" in by:
-        per_round = {
-            rnd: (
-                next(r for r in by["mm2"] if r.round == rnd).whole
-                / next(r for r in by["mirrorflow"] if r.round == rnd).whole
-            )
-            for rnd in rounds
-        }
-        ratios = list(per_round.values())
-        print(
-            "whole run mirrorflow vs MM2 tuned (MM2 s / mirrorflow s) per round: "
-            + ", ".join(f"{rnd}: {x:.2f}x" for rnd, x in per_round.items())
-            + f"; median {statistics.median(ratios):.2f}x (min {min(ratios):.2f}, max {max(ratios):.2f})"
-        )
+        xs = ratios(by["mm2"], by["mirrorflow"], "whole")
+        print(f"whole run mirrorflow vs MM2 tuned (MM2 s / mirrorflow s) per round: {spread(xs)}")
+
+
+def ratios(base: list[Run], other: list[Run], attr: str) -> list[float]:
+    """Per round: the base's time / the other's (1.00 = as fast; above: the other is faster)."""
+    of = {r.round: getattr(r, attr) for r in other}
+    return [getattr(r, attr) / of[r.round] for r in sorted(base, key=lambda r: r.round)]
+
+
+def spread(xs: list[float]) -> str:
+    return (
+        ", ".join(f"{x:.2f}x" for x in xs)
+        + f"; median {statistics.median(xs):.2f}x (min {min(xs):.2f}, max {max(xs):.2f})"
+    )
 
 
 if __name__ == "__main__":
