@@ -37,6 +37,7 @@ KINDS = (
     "replicate",
     "sync",
     "checkpoint",
+    "heartbeat",
     "verify",
     "backfill",
     "control",
