@@ -92,6 +92,11 @@ def test_a_partitions_units_never_plan_a_hole_below_the_progress_twice():
     progress = Progress("t", 0, 18, ((0, 18), (20, 31), (42, 47)), 30)
     assert pc.plan(progress, 0, follow=False)
     assert [(r.unit, r.a, r.b) for r in pc.ranges] == [(0, 18, 20), (1, 31, 42), (1, 47, 54)]
+    # a backlog cut into units of max records: the second starts where the first ends, not at next
+    units = [Unit("t", 0, "t", 40, 50), Unit("t", 0, "t", 50, 60)]
+    [pc] = PartitionCopy.of(units, [UnitResult("t", 0, "t", "ok", u.start, u.end) for u in units])
+    assert pc.plan(Progress("t", 0, 40, ((0, 40),), 40), 0, follow=False)
+    assert [(r.unit, r.a, r.b) for r in pc.ranges] == [(0, 40, 50), (1, 50, 60)]
     # a fresh partition's anchor (an empty range) is kept
     anchor = [Unit("t", 1, "t", 7, 7)]
     [pa] = PartitionCopy.of(anchor, [UnitResult("t", 1, "t", "ok", 7, 7)])
