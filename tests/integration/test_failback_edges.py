@@ -241,8 +241,12 @@ def test_records_compacted_away_on_the_target_are_named(tmp_path, target, third,
     rep = run_once(cfg, rev, mode="direct")
     assert rep.ok and rep.records == len(kept), rep.render()
     markers_written(source, t)
-    # exactly what the cleaner kept, once, in B's order
-    assert [content(r) for r in consume_all(source, t)] == [content(r) for r in consume_all(target, t)]
+    # what the cleaner kept, once, in B's order: A's copy of the topic is compacted too (its config was
+    # synced), so A may hold fewer of them by now, never another one, and the same latest value per key
+    on_a, on_b = consume_all(source, t), consume_all(target, t)
+    rest = iter([content(r) for r in on_b])
+    assert all(content(r) in rest for r in on_a), (on_a, on_b)  # in B's order, none twice
+    assert {r.key: r.value for r in on_a} == {r.key: r.value for r in on_b}
 
 
 def test_a_failback_refuses_an_at_least_once_flow_and_a_reseed_under_the_default_policy(tmp_path, source, target,

@@ -234,10 +234,13 @@ class Model:
     # -- failback ----------------------------------------------------------------------------------
     def kept_now(self, side: str, on_side: Snapshot, other: Snapshot, failover_step: int) -> dict[str, list[Written]]:
         """`side`'s records (the failed-over flow's source) that the other side does not have and no
-        earlier failback kept: divergence (written before the failover) and split brain (after)."""
+        earlier failback kept: divergence (written before the failover) and split brain (after). Only
+        records produced on `side`: one the other side's producers wrote, copied here, and then removed
+        there by its own log cleaner (a compacted topic keeps the latest value of a key) is that side's
+        own business, not a record the failback keeps apart."""
         there = {uid_of(r) for recs in other.values() for r in recs}
         mine = [self.acked[uid_of(r)] for recs in on_side.values() for r in recs if uid_of(r) in self.acked]
-        kept = [w for w in mine if w.uid not in there and w.uid not in self.kept]
+        kept = [w for w in mine if w.side == side and w.uid not in there and w.uid not in self.kept]
         return {
             "divergence": [w for w in kept if w.step < failover_step],
             "split brain": [w for w in kept if w.step >= failover_step],

@@ -11,11 +11,13 @@ when it ends well, and drops it when it failed or was fenced.
 Before it reads any progress, an attempt ESTABLISHES its producer's epoch (`establish`):
 
 * a new producer: init_transactions (fencing every older producer of the slot and aborting its
-  open transaction), then one aborted transaction over the partitions it will write (its target
-  partitions and their progress and offset-map partitions: what an earlier epoch left pending
-  there ends as aborted, state.fencing.abort_pending);
-* a cached producer: that aborted transaction over the partitions it has not covered yet in its
-  epoch, if any;
+  open transaction), then, over those of the partitions it will write (its target partitions and
+  their progress and offset-map partitions) that still hold a transaction open, one aborted
+  transaction: what an earlier epoch left pending there ends as aborted
+  (state.fencing.abort_pending). A partition with nothing pending gets no aborted record: its
+  offsets stay what the copies committed (a failback counts every other offset of a compacted
+  topic as removed by the cleaner), and a quiet partition costs no write;
+* a cached producer: the same over the partitions it has not looked at yet in its epoch;
 * both: a CLAIM committed with it: a record in the progress topic (key `task_slots.claim_key`)
   naming the run's lease owner and the attempt (Spark's attempt number). A producer that a newer
   epoch fenced fails this commit, before anything was read.
@@ -49,7 +51,7 @@ from mirrorflow.replication.budget import CopyBudget
 from mirrorflow.replication.faults import NO_FAULTS, Faults
 from mirrorflow.replication.reader import TRANSACTION_TIMEOUT_MS
 from mirrorflow.replication.write_failures import FatalError
-from mirrorflow.state.fencing import abort_pending
+from mirrorflow.state.fencing import abort_pending, open_transactions
 from mirrorflow.state.state_topics import progress_topic
 from mirrorflow.state.task_slots import claim_key, key_partition, last_value
 
@@ -270,7 +272,8 @@ def establish(
     faults: Faults = NO_FAULTS,
 ) -> None:
     """Establish the attempt's epoch with `sp` (module doc): init_transactions when it is new, an
-    aborted transaction over the `parts` its epoch has not covered, the claim committed. Fencing
+    aborted transaction over those of the `parts` its epoch has not covered that hold a transaction
+    open, the claim committed. Fencing
     surfaces as the KafkaException of the call that found it; an outage is ridden through up to
     `outage`'s bound (a TransactionAbortedError when the aborted transaction did not reach every
     partition: the caller starts again with a new producer)."""
@@ -287,10 +290,11 @@ def establish(
         retrying(lambda: pr.init_transactions(60), outage, target, f"init_transactions ({where})")
         sp.initialised = True
     todo = [p for p in dict.fromkeys(parts) if p not in sp.closed]
-    if todo:
+    pending = open_transactions(clients, todo)
+    if pending:
         abort = lambda: retrying(lambda: pr.abort_transaction(60), outage, target, f"aborting ({where})")  # noqa: E731
-        abort_pending(pr, todo, abort, where, target)
-        sp.closed.update(todo)
+        abort_pending(pr, pending, abort, where, target)
+    sp.closed.update(todo)
     nprog = clients.partitions("target", progress_topic(flow))
     pr.begin_transaction()
     pr.produce(progress_topic(flow), claim.to_json(), claim_key(slot), key_partition(claim_key(slot), nprog))

@@ -14,8 +14,10 @@ transaction's records pending on a partition the coordinator no longer lists (Ka
 reproduced with a bare producer); the next COMMIT marker of the same transactional.id then makes
 them visible. `abort_pending` writes one aborted transaction over the partitions an id writes to:
 its abort marker ends such records as aborted, and its new epoch on those partitions rejects any
-late write of an older attempt. Every copy unit does this once, after `init_transactions` and
-before its first commit (see docs/replicate.md, "Fencing").
+late write of an older attempt. A copy task does this once per epoch, after `init_transactions`
+and before its first commit, on the partitions such records hold open (`open_transactions`): a
+partition with nothing pending gets no aborted record, so the target's offsets hold only what
+the copies committed and their markers (see docs/replicate.md, "Fencing").
 """
 
 from __future__ import annotations
@@ -73,18 +75,23 @@ def abort_pending(
         )
 
 
-def blocked_state_partitions(clients: FlowClients) -> set[int]:
-    """Progress partitions with an open transaction (last stable offset < high watermark)."""
-    admin, topic = clients.admin("target"), progress_topic(clients.flow)
-    n = clients.partitions("target", topic)
-    if not n:
-        return set()
-    tps = [(topic, p) for p in range(n)]
-    conn = clients.connection("target")
-    # a broker restart (the state topics' leaders coming back) is ridden through, not failed
+def open_transactions(clients: FlowClients, tps: Sequence[Key]) -> list[Key]:
+    """The target partitions among `tps` that hold records of a transaction not ended yet (last
+    stable offset < high watermark), in the order of `tps`."""
+    if not tps:
+        return []
+    admin, conn = clients.admin("target"), clients.connection("target")
+    # a broker restart (the leaders coming back) is ridden through, not failed
     hw = list_offsets(admin, conn, tps, OffsetSpec.latest(), committed=False, timeout=clients.outage_timeout)
     lso = list_offsets(admin, conn, tps, OffsetSpec.latest(), committed=True, timeout=clients.outage_timeout)
-    return {p for (_, p), h in hw.items() if lso.get((topic, p), h) < h}
+    return [k for k in tps if lso.get(k, hw[k]) < hw[k]]
+
+
+def blocked_state_partitions(clients: FlowClients) -> set[int]:
+    """Progress partitions with an open transaction."""
+    topic = progress_topic(clients.flow)
+    n = clients.partitions("target", topic)
+    return {p for _, p in open_transactions(clients, [(topic, p) for p in range(n)])}
 
 
 def fence_ids(
