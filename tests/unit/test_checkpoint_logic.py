@@ -7,8 +7,8 @@ import pytest
 from confluent_kafka import ConsumerGroupState
 
 from mirrorflow import config as config_mod
-from mirrorflow.groups.checkpoint import (CheckpointStore, TranslatedOffset, plan_checkpoints, rename_topic,
-                                          translate_committed)
+from mirrorflow.groups.checkpoint_store import CheckpointStore, plan_checkpoints
+from mirrorflow.groups.translation import TranslatedOffset, rename_topic, translate_committed
 from mirrorflow.groups.group_offsets import CommittedOffset
 from mirrorflow.mm2.filters import FlowFilters
 from mirrorflow.groups.offset_sync import (ACTIVE, EMPTY, MISSING, UNKNOWN, TargetGroup, classify_state, plan_group_sync)
@@ -180,7 +180,7 @@ def test_group_sync_skips_partitions_missing_on_the_target():
 
 
 def test_upstream_of_inverts_the_rename():
-    from mirrorflow.groups.checkpoint import upstream_of
+    from mirrorflow.groups.translation import upstream_of
     p = DefaultReplicationPolicy()
     assert upstream_of(p, "A", "A.orders") == "orders" and upstream_of(p, "A", "A.C.orders") == "C.orders"
     assert upstream_of(p, "A", "orders") is None and upstream_of(p, "A", "B.orders") is None

@@ -24,226 +24,27 @@ import time
 from collections.abc import Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 from mirrorflow.clients import FlowClients, flow_clients
 from mirrorflow.config import Config, FlowConfig
-from mirrorflow.errors import MirrorflowError, TopicError
+from mirrorflow.errors import MirrorflowError
+from mirrorflow.groups.checkpoint_store import CheckpointStore, plan_checkpoints
 from mirrorflow.groups.group_offsets import CommittedOffset, fetch_group_offsets, list_groups
 from mirrorflow.groups.map_upkeep import fold_after_checkpoint
-from mirrorflow.kafka.log_reader import read_partition
+from mirrorflow.groups.translation import TopicRules, TranslatedOffset, Translator, load_maps, translate_committed
 from mirrorflow.kafka.topic_admin import ensure_compacted_topic, produce_all
 from mirrorflow.mm2.filters import FlowFilters
-from mirrorflow.mm2.formats import Checkpoint, FormatError
-from mirrorflow.mm2.policy import DefaultReplicationPolicy
+from mirrorflow.mm2.formats import Checkpoint
 from mirrorflow.state import run_log
 from mirrorflow.state.compaction import look_at_map
 from mirrorflow.state.flow_state import flow_state
 from mirrorflow.state.run_log import MAX_ERRORS, GroupCheckpoints, RunRecord
-from mirrorflow.state.store import StateStore
 
-# Translation statuses that come from the offset map, plus ours for topics the flow skips.
-NOT_REPLICATED = "not-replicated"
 # (group, partition) checkpoints a pass records in the run log (~40 bytes each: 200 KB, well under
 # the broker's 1 MiB message.max.bytes; 1,000 groups x 100 partitions would be 4 MB and refused)
 RUN_LOG_CHECKPOINTS = 5000
 log = logging.getLogger(__name__)
-
-
-class Translator(Protocol):
-    """What checkpointing needs of offset_map.PartitionMap."""
-
-    def translate(self, source_offset: int) -> Any: ...
-
-    def rereads(self, source_offset: int, target_offset: int) -> int: ...
-
-
-@dataclass(frozen=True, slots=True)  # slots: a pass builds 100,000s of them
-class TranslatedOffset:
-    """A committed source offset and where the same position is on the target."""
-
-    group: str
-    source_topic: str
-    partition: int
-    source_offset: int
-    target_topic: str
-    target_offset: int | None  # None: no translation (nothing copied, topic not replicated, forgotten)
-    status: str  # exact | end | ahead | before | gap | reread | pruned | none | not-replicated
-    missing: int = 0  # offsets the target consumer will never see (before/gap) or not yet (ahead)
-    metadata: str = ""
-    reordered: bool = False  # the partition's map places records out of source order (a backfill)
-    reread: int = 0  # at most this many records already read are read again from target_offset
-
-    def checkpoint(self) -> Checkpoint | None:
-        """The MM2 checkpoint for this offset, None when there is no translation (no checkpoint,
-        as MM2 since 3.3 emits none for a partition without offset syncs)."""
-        if self.target_offset is None or self.target_offset < 0 or self.status == NOT_REPLICATED:
-            return None
-        return Checkpoint(
-            self.group, self.target_topic, self.partition, self.source_offset, self.target_offset, self.metadata
-        )
-
-
-def rename_topic(policy: DefaultReplicationPolicy, source: str, target: str, topic: str) -> str:
-    """MirrorCheckpointTask.renameTopicPartition: the downstream name of a source topic."""
-    if policy.topic_source(topic) == target:
-        return policy.original_topic(topic)
-    return policy.format_remote_topic(source, topic)
-
-
-class TopicRules:
-    """The flow's per-topic decisions (replicated? downstream name?), each worked out once per
-    topic: a pass over 1,000 groups x 100 partitions asks them 100,000 times of a few topics."""
-
-    def __init__(self, filters: FlowFilters) -> None:
-        self.filters = filters
-        self._replicated: dict[str, bool] = {}
-        self._renamed: dict[str, str] = {}
-
-    def replicated(self, topic: str) -> bool:
-        r = self._replicated.get(topic)
-        if r is None:
-            r = self._replicated[topic] = self.filters.should_replicate_topic(topic)
-        return r
-
-    def renamed(self, topic: str) -> str:
-        r = self._renamed.get(topic)
-        if r is None:
-            f = self.filters
-            r = self._renamed[topic] = rename_topic(f.policy, f.source, f.target, topic)
-        return r
-
-
-def upstream_of(policy: DefaultReplicationPolicy, source: str, downstream: str) -> str | None:
-    """The source topic a checkpoint's downstream topic was renamed from, None if not from `source`."""
-    if policy.topic_source(downstream) != source:
-        return None
-    return policy.upstream_topic(downstream)
-
-
-def translate_committed(
-    filters: FlowFilters, offsets: Iterable[CommittedOffset], maps: Mapping[tuple[str, int], Translator]
-) -> list[TranslatedOffset]:
-    """Translate committed source offsets through the offset map (pure).
-
-    `maps` is keyed by (SOURCE topic, partition). Offsets on topics the flow does not replicate
-    get status `not-replicated`; partitions without any copied data get `none`.
-    """
-    out: list[TranslatedOffset] = []
-    rules = TopicRules(filters)
-    # groups that consume the same partitions often sit at the same offset: translate each once
-    done: dict[tuple[str, int, int], Any] = {}
-    for o in sorted(offsets, key=lambda o: (o.group, o.topic, o.partition)):
-        if o.offset < 0:
-            continue  # no committed position (librdkafka's OFFSET_INVALID)
-        target_topic = rules.renamed(o.topic)
-        if not rules.replicated(o.topic):
-            out.append(
-                TranslatedOffset(
-                    o.group, o.topic, o.partition, o.offset, target_topic, None, NOT_REPLICATED, 0, o.metadata
-                )
-            )
-            continue
-        pm = maps.get((o.topic, o.partition))
-        if pm is None:
-            out.append(
-                TranslatedOffset(o.group, o.topic, o.partition, o.offset, target_topic, None, "none", 0, o.metadata)
-            )
-            continue
-        t = done.get((o.topic, o.partition, o.offset))
-        if t is None:
-            t = done[(o.topic, o.partition, o.offset)] = pm.translate(o.offset)
-        out.append(
-            TranslatedOffset(
-                o.group,
-                o.topic,
-                o.partition,
-                o.offset,
-                target_topic,
-                t.target_offset,
-                t.status,
-                t.missing,
-                o.metadata,
-                bool(getattr(pm, "reordered", False)),
-                getattr(t, "reread", 0),
-            )
-        )
-    return out
-
-
-# -- the checkpoint store ---------------------------------------------------------------------
-EMIT_ACTIONS = ("new", "advanced", "rewound")
-
-
-class CheckpointStore:
-    """The newest checkpoint per (group, downstream topic, partition), as MM2's CheckpointStore.
-
-    Loaded by reading the checkpoints topic on the target from the beginning; records that do not
-    decode are skipped (and counted), as MM2 skips them.
-    """
-
-    def __init__(self, checkpoints: Iterable[Checkpoint] = (), skipped: int = 0) -> None:
-        self.latest: dict[tuple[str, str, int], Checkpoint] = {}
-        # the same checkpoints by group: for_group() without a scan of every group's (O(groups^2))
-        self._by_group: dict[str, dict[tuple[str, int], Checkpoint]] = {}
-        self.skipped = skipped
-        for c in checkpoints:
-            self.update(c)
-
-    @classmethod
-    def load(cls, clients: FlowClients) -> CheckpointStore:
-        flow = clients.flow
-        topic = FlowFilters.for_flow(flow).policy.checkpoints_topic(flow.source)
-        try:
-            records = read_partition(
-                clients.connection("target"),
-                topic,
-                0,
-                timeout=clients.admin_timeout,
-                consumer_conf=clients.overrides("target", "consumer"),
-            )
-        except TopicError:
-            return cls()  # first use: nothing checkpointed yet
-        cps: list[Checkpoint] = []
-        skipped = 0
-        for r in records:
-            try:
-                cps.append(Checkpoint.decode(r.key, r.value))
-            except FormatError:
-                skipped += 1
-        return cls(cps, skipped)
-
-    def update(self, c: Checkpoint) -> None:
-        self.latest[(c.group, c.topic, c.partition)] = c
-        self._by_group.setdefault(c.group, {})[(c.topic, c.partition)] = c
-
-    def previous(self, c: Checkpoint) -> Checkpoint | None:
-        return self.latest.get((c.group, c.topic, c.partition))
-
-    def decide(self, c: Checkpoint) -> str:
-        """MM2's monotonicity guard (MirrorCheckpointTask.checkpointsForGroup). Emitting actions:
-        new, advanced, rewound; skipping: `unchanged` (same downstream position) and `held` (would
-        move the target position back although the source group did not rewind)."""
-        return self.decide_after(c, self.previous(c))
-
-    @staticmethod
-    def decide_after(c: Checkpoint, prev: Checkpoint | None) -> str:
-        """`decide` with the previous checkpoint already looked up."""
-        if prev is None:
-            return "new"
-        if c.upstream_offset < prev.upstream_offset:
-            return "rewound"
-        if c.downstream_offset > prev.downstream_offset:
-            return "advanced"
-        if c.downstream_offset == prev.downstream_offset:
-            return "unchanged"
-        return "held"
-
-    def groups(self) -> list[str]:
-        return sorted(self._by_group)
-
-    def for_group(self, group: str) -> dict[tuple[str, int], Checkpoint]:
-        return dict(self._by_group.get(group, {}))
 
 
 # -- source side --------------------------------------------------------------------------------
@@ -262,12 +63,6 @@ def source_group_offsets(
     rules = TopicRules(filters)
     keep = {g: offs for g, offs in offsets.items() if any(o.offset >= 0 and rules.replicated(o.topic) for o in offs)}
     return keep, errors
-
-
-def load_maps(clients: FlowClients, partitions: Iterable[tuple[str, int]]) -> Mapping[tuple[str, int], Translator]:
-    """The offset map of the given SOURCE partitions (read from the target's state)."""
-    parts = sorted(set(partitions))
-    return StateStore(clients).offset_map(parts) if parts else {}
 
 
 # -- emission -------------------------------------------------------------------------------------
@@ -317,31 +112,6 @@ class CheckpointRun:
             "offsets": [{**asdict(t), "action": a} for t, a in self.rows],
             "offset_map": self.offset_map.to_dict() if self.offset_map is not None else None,
         }
-
-
-def plan_checkpoints(
-    store: CheckpointStore, rows: Iterable[TranslatedOffset]
-) -> tuple[list[tuple[TranslatedOffset, str]], list[Checkpoint]]:
-    """Apply the monotonicity guard to translated offsets (pure): (row, action) pairs and the
-    checkpoints to write. Rows without a translation get action `no-translation` or
-    `not-replicated`."""
-    decided: list[tuple[TranslatedOffset, str]] = []
-    emit: list[Checkpoint] = []
-    for row in rows:
-        cp = row.checkpoint()
-        if cp is None:
-            decided.append((row, NOT_REPLICATED if row.status == NOT_REPLICATED else "no-translation"))
-            continue
-        prev = store.previous(cp)
-        action = store.decide_after(cp, prev)
-        if action == "held" and row.reordered and prev is not None and cp.upstream_offset > prev.upstream_offset:
-            # a backfill put older records after newer ones: a group moving on from the backfilled
-            # range into the live one lands lower on the target, exactly; not a regression to hold
-            action = "advanced"
-        decided.append((row, action))
-        if action in EMIT_ACTIONS:
-            emit.append(cp)
-    return decided, emit
 
 
 def emit_checkpoints(

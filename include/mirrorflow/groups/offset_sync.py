@@ -26,8 +26,9 @@ from confluent_kafka import ConsumerGroupState, ConsumerGroupTopicPartitions, Ka
 
 from mirrorflow.clients import FlowClients, flow_clients
 from mirrorflow.config import Config, FlowConfig
-from mirrorflow.groups.checkpoint import CheckpointStore, load_maps, upstream_of
+from mirrorflow.groups.checkpoint_store import CheckpointStore
 from mirrorflow.groups.group_offsets import fetch_group_offsets
+from mirrorflow.groups.translation import load_maps, upstream_of
 from mirrorflow.kafka.connection import ClusterConnection, kafka_error
 from mirrorflow.mm2.filters import FlowFilters
 from mirrorflow.mm2.formats import Checkpoint

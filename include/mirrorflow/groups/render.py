@@ -10,9 +10,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from mirrorflow.groups.checkpoint import CheckpointRun, TranslatedOffset
+from mirrorflow.groups.checkpoint import CheckpointRun
 from mirrorflow.groups.heartbeat import HeartbeatRun
 from mirrorflow.groups.offset_sync import GroupSyncRun, PartitionSync
+from mirrorflow.groups.translation import TranslatedOffset
 from mirrorflow.mm2.remote_cluster import OffsetAndMetadata, TopicPartitionKey
 
 STATUS_NOTES = {
