@@ -24,6 +24,7 @@ import time
 from collections.abc import Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
+from functools import partial
 from typing import Any
 
 from mirrorflow.clients import FlowClients, flow_clients
@@ -33,6 +34,7 @@ from mirrorflow.groups.checkpoint_store import CheckpointStore, plan_checkpoints
 from mirrorflow.groups.group_offsets import CommittedOffset, fetch_group_offsets, list_groups
 from mirrorflow.groups.map_upkeep import fold_after_checkpoint
 from mirrorflow.groups.translation import TopicRules, TranslatedOffset, Translator, load_maps, translate_committed
+from mirrorflow.kafka.retry import StepRetry
 from mirrorflow.kafka.topic_admin import ensure_compacted_topic, produce_all
 from mirrorflow.mm2.filters import FlowFilters
 from mirrorflow.mm2.formats import Checkpoint
@@ -82,6 +84,7 @@ class CheckpointRun:
     store: CheckpointStore | None = None
     offset_map: Any = None  # the fold of the offset map after the pass (map_upkeep.FoldReport)
     latency_ms: int = -1  # checkpoint-latency-ms of the pass (-1: nothing emitted)
+    target: str = ""  # the target cluster's alias, where the checkpoints are written
 
     def run_record(self, at: int) -> RunRecord:
         """The pass's summary for the flow's run log: the checkpoints it emitted and their latency
@@ -146,11 +149,17 @@ def _emit(
     flow = clients.flow
     filters = FlowFilters.for_flow(flow)
     topic = filters.policy.checkpoints_topic(flow.source)
-    run = CheckpointRun(flow.name, topic)
+    run = CheckpointRun(flow.name, topic, target=flow.target)
     if not flow.enabled:
         run.skipped_reason = "the flow is disabled (enabled=false)"
         return run
-    state_skip = flow_state(clients).skip_reason(flow.name, "checkpoint")
+    # every step that reads or writes a cluster rides out broker outages (a connection reset, a
+    # restart) up to broker.outage.max.seconds; past it the pass fails naming the cluster and the step
+    steps = StepRetry(f"checkpoint pass of flow {flow.name}", clients.outage_timeout)
+    source, target = flow.source, flow.target
+    state_skip = steps.run(
+        target, "reading the flow's state", lambda: flow_state(clients).skip_reason(flow.name, "checkpoint")
+    )
     if state_skip:
         run.skipped_reason = run.state_skip = state_skip
         return run
@@ -158,18 +167,28 @@ def _emit(
         run.skipped_reason = "emit.checkpoints.enabled=false"
         run.offset_map = fold_after_checkpoint(clients)  # the map stays bounded without checkpoints too
         return run
+
+    def load_store() -> CheckpointStore:
+        return steps.run(target, f"reading the checkpoints in {topic!r}", lambda: CheckpointStore.load(clients))
+
     store: CheckpointStore | None = None
     if groups is None and not refresh_groups:
-        store = CheckpointStore.load(clients)
+        store = load_store()
         groups = store.groups()
     ts = int(time.time() * 1000) if now_ms is None else now_ms  # MM2: the time offsets were listed
     # the pass's reads do not wait for each other: the checkpoints and the whole offset map (which
     # the fold below looks at too) are read on the target while the source's group offsets come in
     look = None
     with ThreadPoolExecutor(max_workers=2) as pool:
-        stored = pool.submit(CheckpointStore.load, clients) if store is None else None
-        looked = pool.submit(look_at_map, clients) if maps is None else None
-        offsets, run.errors = source_group_offsets(clients, groups, only)
+        stored = pool.submit(load_store) if store is None else None
+        looked = (
+            pool.submit(steps.run, target, "reading the offset map", partial(look_at_map, clients))
+            if maps is None
+            else None
+        )
+        offsets, run.errors = steps.run(
+            source, "reading the groups' committed offsets", lambda: source_group_offsets(clients, groups, only)
+        )
         store = stored.result() if stored is not None else store
         if looked is not None:
             look = looked.result()
@@ -179,17 +198,8 @@ def _emit(
     committed = [o for offs in offsets.values() for o in offs]
     rows = translate_committed(filters, committed, maps)
     run.rows, run.emitted = plan_checkpoints(store, rows)
-    if run.emitted:
-        conn, timeout = clients.connection("target"), clients.admin_timeout
-        rf = int(flow.props.get("checkpoints.topic.replication.factor", -1))
-        run.created_topic = ensure_compacted_topic(clients.admin("target"), conn, topic, rf, timeout=timeout)
-        produce_all(
-            conn,
-            topic,
-            [(c.key(), c.value(), ts) for c in run.emitted],
-            producer_conf=clients.overrides("target", "producer"),
-            timeout=timeout,
-        )
+    if run.emitted:  # all translated and guarded: written together, again after a transient failure
+        steps.run(target, f"writing {len(run.emitted)} checkpoint(s) to {topic!r}", lambda: _write(clients, run, ts))
         # MM2's checkpoint-latency-ms: acknowledged minus the checkpoint's timestamp; one flush
         # acknowledges the pass's checkpoints together, so each gets this value (min/avg/max per
         # group and partition span the passes: ops.observe.metrics.checkpoint_samples)
@@ -207,6 +217,16 @@ def _emit(
         run.offset_map = fold_after_checkpoint(clients, offsets, look)
         logged.result()
     return run
+
+
+def _write(clients: FlowClients, run: CheckpointRun, ts: int) -> None:
+    """The pass's checkpoints to partition 0 of the checkpoints topic (created on first use)."""
+    conn, timeout = clients.connection("target"), clients.admin_timeout
+    rf = int(clients.flow.props.get("checkpoints.topic.replication.factor", -1))
+    created = ensure_compacted_topic(clients.admin("target"), conn, run.topic, rf, timeout=timeout)
+    run.created_topic = run.created_topic or created  # an attempt before may have created it
+    records = [(c.key(), c.value(), ts) for c in run.emitted]
+    produce_all(conn, run.topic, records, producer_conf=clients.overrides("target", "producer"), timeout=timeout)
 
 
 def translate_group(

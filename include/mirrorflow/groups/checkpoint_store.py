@@ -24,7 +24,10 @@ class CheckpointStore:
     """The newest checkpoint per (group, downstream topic, partition), as MM2's CheckpointStore.
 
     Loaded by reading the checkpoints topic on the target from the beginning; records that do not
-    decode are skipped (and counted), as MM2 skips them.
+    decode are skipped (and counted), as MM2 skips them. Only a topic the cluster's metadata says
+    does not exist is an empty store (first use); a read that fails otherwise raises, also one whose
+    client said "unknown topic" after a connection reset: read as empty, the guard would let a
+    checkpoint go backwards.
     """
 
     def __init__(self, checkpoints: Iterable[Checkpoint] = (), skipped: int = 0) -> None:
@@ -47,8 +50,8 @@ class CheckpointStore:
                 timeout=clients.admin_timeout,
                 consumer_conf=clients.overrides("target", "consumer"),
             )
-        except TopicError:
-            return cls()  # first use: nothing checkpointed yet
+        except TopicError:  # the cluster's metadata says there is no such topic (LogReader): first use
+            return cls()
         cps: list[Checkpoint] = []
         skipped = 0
         for r in records:
