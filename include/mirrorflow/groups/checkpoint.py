@@ -33,11 +33,19 @@ from mirrorflow.errors import MirrorflowError
 from mirrorflow.groups.checkpoint_store import CheckpointStore, plan_checkpoints
 from mirrorflow.groups.group_offsets import CommittedOffset, fetch_group_offsets, list_groups
 from mirrorflow.groups.map_upkeep import fold_after_checkpoint
-from mirrorflow.groups.translation import TopicRules, TranslatedOffset, Translator, load_maps, translate_committed
+from mirrorflow.groups.translation import (
+    TopicRules,
+    TranslatedOffset,
+    Translator,
+    load_maps,
+    translate_committed,
+    translation_table,
+)
 from mirrorflow.kafka.retry import StepRetry
 from mirrorflow.kafka.topic_admin import ensure_compacted_topic, produce_all
 from mirrorflow.mm2.filters import FlowFilters
 from mirrorflow.mm2.formats import Checkpoint
+from mirrorflow.reporting import Report
 from mirrorflow.state import run_log
 from mirrorflow.state.compaction import look_at_map
 from mirrorflow.state.flow_state import flow_state
@@ -69,8 +77,9 @@ def source_group_offsets(
 
 # -- emission -------------------------------------------------------------------------------------
 @dataclass
-class CheckpointRun:
-    """What one checkpoint pass did, for the CLI, the DAG logs and tests."""
+class CheckpointRun(Report):
+    """What one checkpoint pass did, for the CLI, the DAG logs and tests: the headline, then per
+    group its translation and checkpoint decision, then the fold of the offset map."""
 
     flow: str
     topic: str
@@ -102,6 +111,27 @@ class CheckpointRun:
         ]
         errors = [f"group {g}: {e}" for g, e in sorted(self.errors.items())][:MAX_ERRORS]
         return RunRecord("checkpoint", at, not self.errors, errors=errors, checkpoints=cps)
+
+    def lines(self) -> list[str]:
+        if self.skipped_reason:
+            out = [f"{self.flow}: checkpoints skipped: {self.skipped_reason}"]
+        else:
+            out = [
+                f"{self.flow}: {len(self.groups)} group(s), {len(self.emitted)} checkpoint(s) written to "
+                f"{self.topic} on {self.target}" + (" (topic created)" if self.created_topic else "")
+            ]
+            by_group: dict[str, list[tuple[TranslatedOffset, str]]] = {}
+            for row, action in self.rows:
+                by_group.setdefault(row.group, []).append((row, action))
+            for g in self.groups:
+                mine = by_group.get(g, [])
+                out += ["", f"group {g}", *translation_table([r for r, _ in mine], [a for _, a in mine]).split("\n")]
+        if self.offset_map is not None:  # the fold that keeps the offset map bounded (map_upkeep)
+            out += ["", self.offset_map.line()]
+        return out
+
+    def brief(self) -> dict[str, Any]:
+        return {"groups": len(self.groups), "emitted": len(self.emitted), "topic": self.topic}
 
     def to_dict(self) -> dict[str, Any]:
         return {

@@ -35,6 +35,7 @@ from mirrorflow.kafka.connection import ClusterConnection, kafka_error
 from mirrorflow.kafka.retry import Outage, StepRetry, backoff_s, failure, transient_error
 from mirrorflow.mm2.filters import FlowFilters
 from mirrorflow.mm2.formats import Checkpoint
+from mirrorflow.reporting import Report
 from mirrorflow.state.flow_state import flow_state
 
 # Target group states as this module sees them.
@@ -145,13 +146,43 @@ def classify_state(state: Any, members: int) -> str:
 
 
 @dataclass
-class GroupSyncRun:
+class GroupSyncRun(Report):
+    """What one group offset sync did: per group, what was committed on the target and what was kept."""
+
     flow: str
     plans: list[GroupSyncPlan] = field(default_factory=list)
     committed: dict[str, int] = field(default_factory=dict)  # group -> partitions written
     errors: dict[str, str] = field(default_factory=dict)
     skipped_reason: str | None = None
     state_skip: str | None = None  # the flow's state stopped the sync: why, and the next step (FlowState)
+
+    def lines(self) -> list[str]:
+        if self.skipped_reason:
+            return [f"{self.flow}: group offset sync skipped: {self.skipped_reason}"]
+        out = [
+            f"{self.flow}: group offset sync on the target: {sum(self.committed.values())} offset(s) committed "
+            f"for {len(self.committed)} group(s)"
+        ]
+        for p in self.plans:
+            if p.action == "left-alone":
+                out.append(f"  {p.group}: left alone ({p.reason})")
+                continue
+            line = f"  {p.group}: {len(p.writes)} partition(s) committed" if p.writes else f"  {p.group}: up to date"
+            ahead = [x for x in p.partitions if x.action == "skip-ahead"]
+            if ahead:
+                line += f"; kept {len(ahead)} target offset(s) that are ahead: " + ", ".join(
+                    f"{x.topic}[{x.partition}] {x.target_offset} > {x.checkpoint_offset}" for x in ahead
+                )
+            no_topic = [x for x in p.partitions if x.action == "skip-no-topic"]
+            if no_topic:
+                line += "; not on the target (run `mirrorflow sync`): " + ", ".join(
+                    f"{x.topic}[{x.partition}]" for x in no_topic
+                )
+            out.append(line)
+        return out
+
+    def brief(self) -> dict[str, Any]:
+        return {"committed": self.committed, "left_alone": [p.group for p in self.plans if p.action == "left-alone"]}
 
     def to_dict(self) -> dict[str, Any]:
         return {

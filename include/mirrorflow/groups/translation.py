@@ -9,8 +9,8 @@ is the target offset of the first copied record at or after `g`, or, where the m
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass
 from typing import Any, Protocol
 
 from mirrorflow.clients import FlowClients
@@ -18,6 +18,7 @@ from mirrorflow.groups.group_offsets import CommittedOffset
 from mirrorflow.mm2.filters import FlowFilters
 from mirrorflow.mm2.formats import Checkpoint
 from mirrorflow.mm2.policy import DefaultReplicationPolicy
+from mirrorflow.reporting import Report, table
 from mirrorflow.state.store import StateStore
 
 # Translation statuses that come from the offset map, plus ours for topics the flow skips.
@@ -149,3 +150,78 @@ def load_maps(clients: FlowClients, partitions: Iterable[tuple[str, int]]) -> Ma
     """The offset map of the given SOURCE partitions (read from the target's state)."""
     parts = sorted(set(partitions))
     return StateStore(clients).offset_map(parts) if parts else {}
+
+
+# -- how translations read ----------------------------------------------------------------------------
+STATUS_NOTES = {
+    "exact": "resumes at the next unread record",
+    "end": "caught up: resumes at the end of the copied data",
+    "ahead": "not yet replicated: the target has not received the missing records yet",
+    "before": "the missing records were never replicated (source retention / initial position)",
+    "gap": "the missing offsets were never copied (deleted before copy)",
+    "reread": "the offset map no longer knows (or cannot express in one target offset) where the next record "
+    "is: resumes earlier, re-reading at most `reread` records, never skipping one",
+    "pruned": "below the source's log start and every group (moved there by hand): resumes at the nearest "
+    "known position at or before it, re-reading at most `reread` records (no target: forgotten by an older "
+    "mirrorflow, no checkpoint)",
+    "none": "nothing copied yet for this partition: no checkpoint",
+    "not-replicated": "the flow does not replicate this topic",
+}
+TRANSLATION_HEADERS = (
+    "source topic",
+    "partition",
+    "source offset",
+    "target topic",
+    "target offset",
+    "status",
+    "missing",
+    "reread",
+)
+
+
+def translation_table(rows: Iterable[TranslatedOffset], actions: Sequence[str] | None = None) -> str:
+    """One line per partition: where the group is on the source and where it resumes on the target
+    (with `actions`: what the checkpoint pass did with each)."""
+    rows = list(rows)
+    headers = list(TRANSLATION_HEADERS) + (["checkpoint"] if actions is not None else [])
+    body = []
+    for i, r in enumerate(rows):
+        line: list[object] = [
+            r.source_topic,
+            r.partition,
+            r.source_offset,
+            r.target_topic,
+            r.target_offset,
+            r.status,
+            r.missing,
+            r.reread,
+        ]
+        if actions is not None:
+            line.append(actions[i])
+        body.append(line)
+    return "\n".join(table(headers, body))
+
+
+def status_notes(rows: Iterable[TranslatedOffset]) -> list[str]:
+    """A short explanation of every non-exact status that occurs, in table order."""
+    seen: list[str] = []
+    for r in rows:
+        if r.status != "exact" and r.status not in seen:
+            seen.append(r.status)
+    return [f"{s}: {STATUS_NOTES.get(s, s)}" for s in seen]
+
+
+@dataclass(frozen=True)
+class Translation(Report):
+    """Where `group` resumes on the target, per partition (`mirrorflow translate`); its JSON is the rows."""
+
+    group: str
+    flow: str
+    rows: Sequence[TranslatedOffset]
+
+    def lines(self) -> list[str]:
+        out = [f"group {self.group}, flow {self.flow}", *translation_table(self.rows).split("\n")]
+        return out + [f"  {note}" for note in status_notes(self.rows)]
+
+    def to_json(self) -> list[dict[str, Any]]:
+        return [asdict(r) for r in self.rows]
