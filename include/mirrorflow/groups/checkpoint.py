@@ -47,7 +47,7 @@ from mirrorflow.mm2.filters import FlowFilters
 from mirrorflow.mm2.formats import Checkpoint
 from mirrorflow.reporting import Report
 from mirrorflow.state import run_log
-from mirrorflow.state.compaction import look_at_map
+from mirrorflow.state.compaction import MapLook, look_at_map
 from mirrorflow.state.flow_state import flow_state
 from mirrorflow.state.run_log import MAX_ERRORS, GroupCheckpoints, RunRecord
 
@@ -178,65 +178,28 @@ def _emit(
 ) -> CheckpointRun:
     flow = clients.flow
     filters = FlowFilters.for_flow(flow)
-    topic = filters.policy.checkpoints_topic(flow.source)
-    run = CheckpointRun(flow.name, topic, target=flow.target)
-    if not flow.enabled:
-        run.skipped_reason = "the flow is disabled (enabled=false)"
-        return run
+    run = CheckpointRun(flow.name, filters.policy.checkpoints_topic(flow.source), target=flow.target)
     # every step that reads or writes a cluster rides out broker outages (a connection reset, a
     # restart) up to broker.outage.max.seconds; past it the pass fails naming the cluster and the step
     steps = StepRetry(f"checkpoint pass of flow {flow.name}", clients.outage_timeout)
-    source, target = flow.source, flow.target
-    state_skip = steps.run(
-        target, "reading the flow's state", lambda: flow_state(clients).skip_reason(flow.name, "checkpoint")
-    )
-    if state_skip:
-        run.skipped_reason = run.state_skip = state_skip
+    if _skipped(clients, steps, run):
         return run
-    if not flow.props.get("emit.checkpoints.enabled", True):
-        run.skipped_reason = "emit.checkpoints.enabled=false"
-        run.offset_map = fold_after_checkpoint(clients)  # the map stays bounded without checkpoints too
-        return run
-
-    def load_store() -> CheckpointStore:
-        return steps.run(target, f"reading the checkpoints in {topic!r}", lambda: CheckpointStore.load(clients))
-
-    store: CheckpointStore | None = None
-    if groups is None and not refresh_groups:
-        store = load_store()
-        groups = store.groups()
     ts = int(time.time() * 1000) if now_ms is None else now_ms  # MM2: the time offsets were listed
-    # the pass's reads do not wait for each other: the checkpoints and the whole offset map (which
-    # the fold below looks at too) are read on the target while the source's group offsets come in
-    look = None
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        stored = pool.submit(load_store) if store is None else None
-        looked = (
-            pool.submit(steps.run, target, "reading the offset map", partial(look_at_map, clients))
-            if maps is None
-            else None
-        )
-        offsets, run.errors = steps.run(
-            source, "reading the groups' committed offsets", lambda: source_group_offsets(clients, groups, only)
-        )
-        store = stored.result() if stored is not None else store
-        if looked is not None:
-            look = looked.result()
-            maps = look[0].maps
-    assert store is not None and maps is not None
-    run.groups = sorted(offsets)
-    committed = [o for offs in offsets.values() for o in offs]
-    rows = translate_committed(filters, committed, maps)
-    run.rows, run.emitted = plan_checkpoints(store, rows)
+    got = _read(clients, steps, run.topic, groups, maps, refresh_groups, only)
+    run.groups, run.errors = sorted(got.offsets), got.errors
+    rows = translate_committed(filters, [o for offs in got.offsets.values() for o in offs], got.maps)
+    run.rows, run.emitted = plan_checkpoints(got.store, rows)
     if run.emitted:  # all translated and guarded: written together, again after a transient failure
-        steps.run(target, f"writing {len(run.emitted)} checkpoint(s) to {topic!r}", lambda: _write(clients, run, ts))
+        steps.run(
+            flow.target, f"writing {len(run.emitted)} checkpoint(s) to {run.topic!r}", lambda: _write(clients, run, ts)
+        )
         # MM2's checkpoint-latency-ms: acknowledged minus the checkpoint's timestamp; one flush
         # acknowledges the pass's checkpoints together, so each gets this value (min/avg/max per
         # group and partition span the passes: ops.observe.metrics.checkpoint_samples)
         run.latency_ms = int(time.time() * 1000) - ts
         for c in run.emitted:
-            store.update(c)
-    run.store = store
+            got.store.update(c)
+    run.store = got.store
     with ThreadPoolExecutor(max_workers=1) as pool:
         # every pass goes to the run log, also one that moved no group: the status page's "last
         # checkpoint pass" must say the checkpoints are alive, not when a group last moved
@@ -244,9 +207,79 @@ def _emit(
         logged = pool.submit(run_log.append, clients, run.run_record(at))
         # meanwhile keep the offset map bounded: fold it into its snapshots, prune what no
         # translation needs (from the look at the map taken at the start of the pass)
-        run.offset_map = fold_after_checkpoint(clients, offsets, look)
+        run.offset_map = fold_after_checkpoint(clients, got.offsets, got.look)
         logged.result()
     return run
+
+
+def _skipped(clients: FlowClients, steps: StepRetry, run: CheckpointRun) -> bool:
+    """Whether the pass does not run (the flow disabled, paused, failed over; checkpoints off), with
+    the reason in `run`."""
+    flow = clients.flow
+    if not flow.enabled:
+        run.skipped_reason = "the flow is disabled (enabled=false)"
+        return True
+    state_skip = steps.run(
+        flow.target, "reading the flow's state", lambda: flow_state(clients).skip_reason(flow.name, "checkpoint")
+    )
+    if state_skip:
+        run.skipped_reason = run.state_skip = state_skip
+        return True
+    if not flow.props.get("emit.checkpoints.enabled", True):
+        run.skipped_reason = "emit.checkpoints.enabled=false"
+        run.offset_map = fold_after_checkpoint(clients)  # the map stays bounded without checkpoints too
+        return True
+    return False
+
+
+@dataclass
+class PassReads:
+    """What a checkpoint pass reads before it translates anything."""
+
+    store: CheckpointStore  # the checkpoints on the target
+    offsets: dict[str, list[CommittedOffset]]  # the groups' committed offsets on the source
+    errors: dict[str, str]  # group -> why its offsets could not be read
+    maps: Mapping[tuple[str, int], Translator]  # the offset map
+    look: MapLook | None = None  # the whole map as read, for the fold after the pass
+
+
+def _read(
+    clients: FlowClients,
+    steps: StepRetry,
+    topic: str,
+    groups: Iterable[str] | None,
+    maps: Mapping[tuple[str, int], Translator] | None,
+    refresh_groups: bool,
+    only: str | None,
+) -> PassReads:
+    """The pass's reads, which do not wait for each other: the checkpoints and the whole offset map
+    (which the fold looks at too) are read on the target while the source's group offsets come in."""
+    source, target = clients.flow.source, clients.flow.target
+
+    def load_store() -> CheckpointStore:
+        return steps.run(target, f"reading the checkpoints in {topic!r}", lambda: CheckpointStore.load(clients))
+
+    store: CheckpointStore | None = None
+    if groups is None and not refresh_groups:  # between refreshes: the groups already checkpointed
+        store = load_store()
+        groups = store.groups()
+    look: MapLook | None = None
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        stored = pool.submit(load_store) if store is None else None
+        looked = (
+            pool.submit(steps.run, target, "reading the offset map", partial(look_at_map, clients))
+            if maps is None
+            else None
+        )
+        offsets, errors = steps.run(
+            source, "reading the groups' committed offsets", lambda: source_group_offsets(clients, groups, only)
+        )
+        store = stored.result() if stored is not None else store
+        if looked is not None:
+            look = looked.result()
+            maps = look[0].maps
+    assert store is not None and maps is not None
+    return PassReads(store, offsets, errors, maps, look)
 
 
 def _write(clients: FlowClients, run: CheckpointRun, ts: int) -> None:

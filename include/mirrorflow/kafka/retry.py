@@ -154,9 +154,10 @@ def describe(exc: BaseException) -> str:
 
 @dataclass
 class Outage:
-    """The wait for an unavailable broker: starts at the first failure, ends at the next progress
-    (`over()`); `wait()` sleeps a little (`backoff_s`), or raises once the wait is past `bound_s`.
-    `bound_name` is what the final message calls the bound."""
+    """The wait for an unavailable broker: starts at the first failure (or at `started`, where the
+    caller counts from earlier), ends at the next progress (`over()`); `wait()` sleeps a little
+    (`backoff_s`), or raises once the wait is past `bound_s`. `bound_name` is what the final
+    message calls the bound."""
 
     bound_s: float
     started: float | None = None
@@ -173,8 +174,9 @@ class Outage:
 
     def wait(self, alias: str, what: str, exc: BaseException) -> None:
         """`what` failed on cluster `alias` with the transient `exc`: back off, or raise past the bound."""
-        if self.started is None:
-            self.started = time.monotonic()
+        if self.failures == 0:
+            if self.started is None:
+                self.started = time.monotonic()
             # said at once, so an address that is simply wrong does not look like a hang
             log.warning(
                 "cluster %r: %s failed (%s); retrying for up to %.0f s (%s)",
@@ -231,4 +233,6 @@ class StepRetry:
     def run(self, alias: str, step: str, call: Callable[[], T]) -> T:
         if self.bound_s <= 0:
             return call()
-        return retry_call(call, alias, f"{self.operation}: {step}", self.bound_s)
+        # the bound counts from the step's start: a first attempt that hangs until its own timeout
+        # (a black-holed broker) is part of the wait
+        return retrying(call, Outage(self.bound_s, started=time.monotonic()), alias, f"{self.operation}: {step}")
