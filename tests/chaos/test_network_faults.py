@@ -417,20 +417,25 @@ def checkpoints_on(cluster: DevCluster, topic: str) -> dict[tuple[str, str, int]
             for c in (Checkpoint.decode(r.key, r.value) for r in consume_all(cluster, topic))}
 
 
+def copied_partition(tmp_path, pair: Pair, pfx: str, n: int, **props):
+    """Topic `<pfx>.t` (1 partition) with `n` records copied to NB by flow NA->NB in a state namespace of
+    its own (NA->NB of the tests before may be failed over): (topic, group, cfg, flow)."""
+    topic = f"{pfx}.t"
+    create_topic(pair.direct["A"], topic, 1)
+    create_topic(pair.direct["B"], f"NA.{topic}", 1)
+    cfg, flow = default_flow(tmp_path, pair, pfx, {"state.namespace": pfx}, **props)
+    write(pair.direct["A"], topic, records("a", n, 1))
+    assert run_once(cfg, flow, mode="direct").records == n
+    return topic, f"{pfx}-app", cfg, flow
+
+
 def test_checkpoints_read_under_resets_are_whole_or_an_error_and_never_go_backwards(tmp_path, pair, unique):
     # a client whose connection was reset reports a partition it knows as unknown (_UNKNOWN_PARTITION);
     # the checkpoints read took that for "no checkpoints topic yet", loaded an empty store, and MM2's
     # guard then let a held checkpoint be overwritten by a lower one
-    pfx = unique("cb")
-    topic, group = f"{pfx}.t", f"{pfx}-app"
+    topic, group, cfg, flow = copied_partition(tmp_path, pair, unique("cb"), 40,
+                                               **{"broker.outage.max.seconds": 30, "admin.timeout.ms": 5000})
     a, b = pair.direct["A"], pair.direct["B"]
-    create_topic(a, topic, 1)
-    create_topic(b, f"NA.{topic}", 1)
-    # a state namespace of its own: NA->NB of the tests before may be failed over
-    cfg, flow = default_flow(tmp_path, pair, pfx, {"state.namespace": pfx},
-                             **{"broker.outage.max.seconds": 30, "admin.timeout.ms": 5000})
-    write(a, topic, records("a", 40, 1))
-    assert run_once(cfg, flow, mode="direct").records == 40
     commit(a, group, {(topic, 0): 12})
     run = emit_checkpoints(cfg, flow)
     (exact_cp,) = run.emitted
@@ -453,23 +458,16 @@ def test_checkpoints_read_under_resets_are_whole_or_an_error_and_never_go_backwa
     with Resetter([pair.proxy["B"]], 0.5):  # whole passes (their admin requests too) under resets
         for _ in range(2):
             run = emit_checkpoints(cfg, flow)
-            passes.append([a for _, a in run.rows])
+            passes.append([action for _, action in run.rows])
             assert checkpoints_on(b, run.topic)[(group, f"NA.{topic}", 0)] == held, "the checkpoint went backwards"
     print(f"\n{loads} whole checkpoint reads under resets, {len(failed)} clear errors {failed[:1]}; passes {passes}")
     assert passes == [["held"]] * 2
 
 
 def test_a_checkpoint_pass_past_the_outage_bound_fails_naming_the_cluster_and_writes_nothing(tmp_path, pair, unique):
-    pfx = unique("cbh")
-    topic, group = f"{pfx}.t", f"{pfx}-app"
+    topic, group, cfg, flow = copied_partition(tmp_path, pair, unique("cbh"), 20, **{
+        "broker.outage.max.seconds": 4, "admin.timeout.ms": 3000, "sync.group.offsets.enabled": True})
     a, b = pair.direct["A"], pair.direct["B"]
-    create_topic(a, topic, 1)
-    create_topic(b, f"NA.{topic}", 1)
-    cfg, flow = default_flow(tmp_path, pair, pfx, {"state.namespace": pfx},
-                             **{"broker.outage.max.seconds": 4, "admin.timeout.ms": 3000,
-                                "sync.group.offsets.enabled": True})
-    write(a, topic, records("a", 20, 1))
-    assert run_once(cfg, flow, mode="direct").records == 20
     commit(a, group, {(topic, 0): 5})
     before = emit_checkpoints(cfg, flow)
     assert sync_group_offsets(cfg, flow, store=before.store).committed == {group: 1}
