@@ -1,39 +1,45 @@
-"""Benchmark: a replicate run over many partitions with little traffic (the per-partition fixed cost).
+"""Benchmark: `mirrorflow replicate --once` over many partitions with little traffic, as a user runs it:
+a CLI process per run, timed from outside, against a baseline of the same runs.
 
     .venv/bin/python bench/bench_many_partitions.py [--topics 40] [--partitions 50] [--active 200]
-                                                    [--tasks 8] [--mode submit|connect|direct]
-                                                    [--seed active|all] [--no-warm-up]
-                                                    [--spark-master local[*]]
+        [--tasks 8] [--mode connect|direct|submit] [--reps 5] [--baseline-ref REF] [--spark-master local[*]]
 
-Starts its own local clusters A (source) and B (target) in a temporary home (and, with `--mode
-connect`, a local Spark Connect server), creates TOPICS x PARTITIONS partitions on A, syncs them to B
-(`mirrorflow sync`), writes one record to each of ACTIVE partitions (`--seed all`: to every
-partition) and times, exactly-once on:
+Starts its own local clusters A (source) and B (target) and, in connect mode (the default path), a
+local Spark Connect server on a free port, in a temporary home. Creates TOPICS x PARTITIONS
+partitions on A and two flows over them, each with its own state and target topics on B:
 
-* `first`:  the first run (no unit state yet: every partition's first unit, its transactional.id
-            never used; the partitions without records get an empty unit that anchors their
-            progress) -- goal <= 10 s;
-* `idle`:   a run with nothing new (the per-run fixed cost only);
-* `active`: a run after one new record in each of the same ACTIVE partitions (spread over all
-            topics), once every partition has its progress: the baseline of `first`.
+* `baseline`: the code of BASELINE_REF (default: where this branch left main, `git merge-base HEAD
+  main`), unpacked from git into the temporary home and run from there (`python -m mirrorflow.cli`
+  with its `include/` first on PYTHONPATH; its own Spark Connect session, as its package differs);
+* `current`: this checkout's code, the same way.
 
-and prints them, the ratios first/active and active/idle and the cost per active partition, and
-the first run's phases (creating the flow's state topics, which only a flow's very first run does,
-plan and report, the copy job). After the first and the active run it checks that every record
-written is on B exactly once. Before the first run a warm-up replicates one record of another topic
-with another flow (`W->B`, W being A under another alias) in the same mode: what a deployment that
-already runs has (the clusters' transaction and group coordinators loaded, the Spark Connect
-server's Python workers started), not the flow's state (`--no-warm-up` skips it). The brokers stop
-when the benchmark ends. It prints figures; it is not a test.
+Each flow first gets a warm-up run of a one-partition flow of its code (the Connect session and
+its Python workers started, as a deployment that already runs has them). Then, per flow, timed as
+a process from outside, exactly-once:
+
+* `first`:  the flow's first run, one record in each of ACTIVE partitions, none in the others
+            (the goal: <= 3 s);
+* `steady`: REPS runs, each after one new record in each ACTIVE partition (goal: <= 3 s);
+* `idle`:   REPS runs with nothing new (goal: <= 1 s).
+
+The two flows' runs alternate (baseline, current, then current, baseline, ...), each printed with
+the load average before it; the summary gives per run kind the median and min-max of each flow,
+and the ratio baseline / current of the medians. After every run with records it checks that the
+records are on B exactly once (per flow). The brokers and the server stop at the end. It prints
+figures; it is not a test.
 """
 from __future__ import annotations
 
 import argparse
 import os
 import shutil
+import statistics
+import subprocess
 import sys
+import tarfile
 import tempfile
 import time
+from io import BytesIO
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -43,6 +49,9 @@ from confluent_kafka import Producer  # noqa: E402
 from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 
 from mirrorflow_dev.cluster import DevClusters  # noqa: E402
+from mirrorflow_dev.processes import free_port  # noqa: E402
+
+FLOWS = {"baseline": ("O", "P"), "current": ("N", "Q")}  # source alias of the flow, of its warm-up flow
 
 
 def create_topics(cluster, names: list[str], partitions: int) -> None:
@@ -65,143 +74,131 @@ def write_one(cluster, tps: list[tuple[str, int]], tag: str) -> None:
     assert p.flush(120) == 0
 
 
-STATE_TOPICS_S: list[float] = []  # how long each run's ensure_state_topics took
+def unpack(ref: str, dest: Path) -> Path:
+    """The `include/` tree of git ref `ref`, unpacked under `dest` (its code, nothing installed)."""
+    rev = subprocess.run(["git", "-C", str(ROOT), "rev-parse", ref], capture_output=True, text=True, check=True)
+    data = subprocess.run(["git", "-C", str(ROOT), "archive", rev.stdout.strip(), "include"], capture_output=True,
+                          check=True).stdout
+    with tarfile.open(fileobj=BytesIO(data)) as tar:
+        tar.extractall(dest, filter="data")
+    return dest / "include"
 
 
-def time_state_topics() -> None:
-    """Record how long the runner's ensure_state_topics takes (a flow's first run creates them)."""
-    from mirrorflow.replication import runner
-
-    inner = runner.ensure_state_topics
-
-    def timed(*a, **k):
-        t0 = time.time()
-        try:
-            return inner(*a, **k)
-        finally:
-            STATE_TOPICS_S.append(time.time() - t0)
-
-    runner.ensure_state_topics = timed
-
-
-def run(cfg_path: Path, mode: str, flow: str = "A->B"):
-    from mirrorflow import config as config_mod
-    from mirrorflow.replication.runner import run_once
-
-    cfg = config_mod.load(cfg_path)
-    STATE_TOPICS_S.clear()
+def cli(include: Path, cfg_path: Path, flow: str, mode: str, env: dict[str, str]) -> float:
+    """One `mirrorflow replicate --once` process of the code in `include`, timed from outside."""
+    cmd = [sys.executable, "-m", "mirrorflow.cli", "--config", str(cfg_path), "replicate", "--flow", flow,
+           "--once", "--mode", mode, "--json"]
     t0 = time.time()
-    rep = run_once(cfg, cfg.flow(flow), mode=mode)
+    proc = subprocess.run(cmd, capture_output=True, text=True, env={**env, "PYTHONPATH": str(include)}, timeout=1800)
     took = time.time() - t0
-    assert rep.ok, rep.render()
-    return rep, took
+    if proc.returncode != 0:
+        raise SystemExit(f"{flow} failed (exit {proc.returncode}):\n{proc.stderr[-3000:]}\n{proc.stdout[-2000:]}")
+    return took
 
 
-def count_on_target(cluster, topics: list[str], partitions: int, tag: str) -> int:
-    """Records on B whose value starts with `tag` (read_committed, whole topics)."""
+def count_on_target(cluster, alias: str, topics: list[str], partitions: int, tag: str) -> int:
     from tests.support import consume_all
 
-    n = 0
-    for t in topics:
-        for r in consume_all(cluster, f"A.{t}", list(range(partitions))):
-            if r.value.startswith(tag.encode()):
-                n += 1
-    return n
+    return sum(1 for t in topics for r in consume_all(cluster, f"{alias}.{t}", list(range(partitions)))
+               if r.value.startswith(tag.encode()))
+
+
+def load() -> str:
+    return f"{os.getloadavg()[0]:.1f}"
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--topics", type=int, default=40)
     ap.add_argument("--partitions", type=int, default=50)
-    ap.add_argument("--active", type=int, default=200, help="partitions that get one new record")
+    ap.add_argument("--active", type=int, default=200, help="partitions that get one new record per run")
     ap.add_argument("--tasks", type=int, default=8, help="tasks.max")
-    ap.add_argument("--mode", choices=["submit", "connect", "direct"], default="submit")
-    ap.add_argument("--spark-master", default="local[*]",
-                    help="the Spark master of submit and connect (local[N]: N task slots; tasks.max needs as many "
-                         "to run its tasks at once)")
-    ap.add_argument("--no-warm-up", dest="warm_up", action="store_false",
-                    help="no warm-up run of another flow before the first run")
-    ap.add_argument("--seed", choices=["active", "all"], default="active",
-                    help="before the first run, one record in the ACTIVE partitions (default) or in every one")
+    ap.add_argument("--mode", choices=["connect", "direct", "submit"], default="connect")
+    ap.add_argument("--reps", type=int, default=5, help="steady and idle runs per flow")
+    ap.add_argument("--baseline-ref", default=None, help="git ref of the baseline (default: merge-base HEAD main)")
+    ap.add_argument("--spark-master", default="local[*]")
     args = ap.parse_args()
+    ref = args.baseline_ref or subprocess.run(["git", "-C", str(ROOT), "merge-base", "HEAD", "main"],
+                                              capture_output=True, text=True, check=True).stdout.strip()
     topics = [f"many.t{i:03d}" for i in range(args.topics)]
     all_tps = [(t, p) for p in range(args.partitions) for t in topics]  # round robin over topics
     active = all_tps[: args.active]
-
     home = Path(tempfile.mkdtemp(prefix="mirrorflow-bench-"))
+    code = {"baseline": unpack(ref, home / "baseline"), "current": ROOT / "include"}
     dev = DevClusters(home)
     spark = None
+    times: dict[tuple[str, str], list[float]] = {}
     try:
         clusters = dev.up(["A", "B"], attached=True)
         a, b = clusters["A"], clusters["B"]
-        t0 = time.time()
         create_topics(a, topics, args.partitions)
+        create_topics(a, ["warm.t"], 1)
         import yaml
 
-        raw_cfg = {
-            "clusters": {**{x.alias: x.client_config() for x in (a, b)}, "W": a.client_config()},
-            "defaults": {"topics": r"many\..*", "tasks.max": args.tasks, "sync.topic.acls.enabled": False},
-            "flows": {"A->B": {}, "W->B": {"topics": r"warm\..*"}},
+        aliases = {x for pair in FLOWS.values() for x in pair}
+        raw_cfg: dict = {
+            "clusters": {"B": b.client_config(), **{x: a.client_config() for x in aliases}},
+            "defaults": {"tasks.max": args.tasks, "sync.topic.acls.enabled": False},
+            "flows": {**{f"{src}->B": {"topics": r"many\..*"} for src, _ in FLOWS.values()},
+                      **{f"{warm}->B": {"topics": r"warm\..*"} for _, warm in FLOWS.values()}},
             "spark": {"master": args.spark_master},
         }
         if args.mode == "connect":
             from mirrorflow_dev.spark import DevSparkServer
 
             spark = DevSparkServer(home)
-            t1 = time.time()
-            server = spark.up(master=args.spark_master, attached=True)
+            server = spark.up(port=free_port(), master=args.spark_master, attached=True)
             raw_cfg["spark"] = {"remote": server.remote}
-            print(f"Spark Connect server {server.remote} started in {time.time() - t1:.1f} s (once, not per run)")
-        time_state_topics()
         cfg_path = home / "bench.yaml"
         cfg_path.write_text(yaml.safe_dump(raw_cfg))
-        os.environ["MIRRORFLOW_RUN_DIR"] = str(home / "runs")
+        env = {**os.environ, "MIRRORFLOW_RUN_DIR": str(home / "runs")}
         from mirrorflow import config as config_mod
         from mirrorflow.metadata.sync import sync_flow
 
         cfg = config_mod.load(cfg_path)
-        assert sync_flow(cfg, "A->B").ok
-        if args.warm_up:
-            create_topics(a, ["warm.t"], 1)
-            assert sync_flow(cfg, "W->B").ok
-            write_one(a, [("warm.t", 0)], "warm")
-            warm, warm_s = run(cfg_path, args.mode, "W->B")
-            print(f"warm-up: flow W->B, 1 partition, {warm.records} record, {args.mode}: {warm_s:.1f} s")
-        seeded = all_tps if args.seed == "all" else active
-        write_one(a, seeded, "first")
-        print(f"set-up: {len(all_tps):,} partitions created, synced, {len(seeded):,} seeded "
-              f"in {time.time() - t0:.1f} s")
-        load = os.getloadavg()[0]
-        first, first_s = run(cfg_path, args.mode)
-        first_topics_s = sum(STATE_TOPICS_S)
-        copied = count_on_target(b, sorted({t for t, _ in seeded}), args.partitions, "first")
-        assert first.records == len(seeded) and copied == len(seeded), (first.records, copied, len(seeded))
-        print(f"first run ({first.units:,} units, {first.records:,} records): {first_s:.1f} s "
-              f"(load average {load:.1f} before, {os.getloadavg()[0]:.1f} after)")
+        for name in cfg.flows:
+            assert sync_flow(cfg, name).ok, name
+        write_one(a, [("warm.t", 0)], "warm")
+        for kind, (_, warm) in FLOWS.items():
+            took = cli(code[kind], cfg_path, f"{warm}->B", args.mode, env)
+            print(f"warm-up of {kind} ({warm}->B, 1 record): {took:.2f} s")
+        print(f"{len(all_tps):,} partitions ({args.topics} topics x {args.partitions}), {len(active)} active, "
+              f"tasks.max {args.tasks}, mode {args.mode}, {os.cpu_count()} cores, exactly-once; baseline = {ref[:12]}")
 
-        idle, idle_s = run(cfg_path, args.mode)
-        write_one(a, active, "new")
-        load_act = os.getloadavg()[0]
-        act, act_s = run(cfg_path, args.mode)
-        copied = count_on_target(b, sorted({t for t, _ in active}), args.partitions, "new")
-        assert act.records == len(active) and copied == len(active), (act.records, copied, len(active))
+        def timed(kind: str, what: str, tag: str | None) -> None:
+            src = FLOWS[kind][0]
+            at = load()
+            took = cli(code[kind], cfg_path, f"{src}->B", args.mode, env)
+            times.setdefault((kind, what), []).append(took)
+            check = ""
+            if tag is not None:
+                copied = count_on_target(b, src, sorted({t for t, _ in active}), args.partitions, tag)
+                assert copied == len(active), (kind, what, copied, len(active))
+                check = f", {copied} records on B exactly once"
+            print(f"  {what:7} {kind:9} {took:7.2f} s (load average {at} before{check})")
 
-        spark_at = "" if args.mode == "direct" else f" on {args.spark_master}"
-        print(f"\n{len(all_tps):,} partitions ({args.topics} topics x {args.partitions}), tasks.max {args.tasks}, "
-              f"mode {args.mode}{spark_at}, {os.cpu_count()} cores, exactly-once")
-        print(f"{'run':8} {'seconds':>8} {'units':>6} {'records':>8}")
-        print(f"{'first':8} {first_s:8.2f} {first.units:6d} {first.records:8d}   "
-              f"ratio {first_s / act_s:.2f}x the active run (goal: <= 10 s); load average {load:.1f}")
-        print(f"{'idle':8} {idle_s:8.2f} {idle.units:6d} {idle.records:8d}")
-        print(f"{'active':8} {act_s:8.2f} {act.units:6d} {act.records:8d}   "
-              f"ratio {act_s / idle_s:.2f}x the idle run; {(act_s - idle_s) / len(active) * 1000:.0f} ms per "
-              f"active partition; load average {load_act:.1f}")
-        print(f"first run: creating the flow's state topics {first_topics_s:.2f} s, plan + report "
-              f"{first_s - first.spark_s - first_topics_s:.2f} s, copy job {first.spark_s:.2f} s (of which the units' "
-              f"copy phase {first.copy_phase_s:.2f} s); without the state topics {first_s - first_topics_s:.2f} s")
-        print(f"active run: plan + report {act_s - act.spark_s:.2f} s, copy job {act.spark_s:.2f} s (of which the "
-              f"units' copy phase {act.copy_phase_s:.2f} s; the rest is starting Spark and its tasks)")
-        print(f"every new record is on B exactly once ({copied} of {len(active)})")
+        write_one(a, active, "first")
+        order = ["baseline", "current"]
+        for kind in order:
+            timed(kind, "first", "first")
+        for i in range(args.reps):
+            tag = f"steady{i}"
+            write_one(a, active, tag)
+            for kind in order if i % 2 else order[::-1]:
+                timed(kind, "steady", tag)
+        for i in range(args.reps):
+            for kind in order if i % 2 else order[::-1]:
+                timed(kind, "idle", None)
+
+        print(f"\nsummary: {len(all_tps):,} partitions, {len(active)} active, mode {args.mode}, a `mirrorflow "
+              f"replicate --once` process timed from outside; load average now {load()}")
+        goals = {"first": 3.0, "steady": 3.0, "idle": 1.0}
+        for what, goal in goals.items():
+            med = {k: statistics.median(times[(k, what)]) for k in order}
+            span = {k: f"{min(times[(k, what)]):.2f}-{max(times[(k, what)]):.2f}" for k in order}
+            met = "met" if med["current"] <= goal else "MISSED"
+            print(f"  {what:7} baseline {med['baseline']:6.2f} s ({span['baseline']}), current {med['current']:6.2f} s "
+                  f"({span['current']}): {med['baseline'] / med['current']:.1f}x faster; goal <= {goal:.0f} s {met}")
         return 0
     finally:
         if spark is not None:

@@ -110,8 +110,8 @@ class History:
     def state_left(self) -> tuple[int, int, int]:
         """(offsets still in the offset-map topic, runs in the snapshots, runs and spans they keep below
         their floors: where groups sit, landmarks)."""
-        from mirrorflow.state.store import StateStore
         from mirrorflow.state.state_topics import offset_map_topic
+        from mirrorflow.state.store import StateStore
 
         topic = offset_map_topic(self.flow)
         store = StateStore(self.clients)

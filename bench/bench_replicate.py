@@ -326,13 +326,13 @@ def replicate(cfg_path: Path, flow_name: str, mode: str):
 
 def profile_copy(cfg_path: Path, raw_cfg: dict, a, b, topic: str, parts: int, n: int, top: int) -> None:
     """A direct-mode copy of the same data (flow P->B, one unit at a time: tasks.max 1, one partition
-    in flight) with cProfile around each unit's loop (UnitCopier.run), merged: where the copy's time goes."""
+    in flight) with cProfile around each task's loop (TaskCopier.run), merged: where the copy's time goes."""
     import cProfile
     import pstats
 
     import yaml
 
-    from mirrorflow.replication import copier
+    from mirrorflow.replication import task_copier
 
     for alias in ("Q", "P"):  # Q: the same copy without the profiler, to see what the profiler adds
         create(b, f"{alias}.{topic}", parts)
@@ -342,18 +342,18 @@ def profile_copy(cfg_path: Path, raw_cfg: dict, a, b, topic: str, parts: int, n:
     plain, plain_whole = replicate(cfg_path, "Q->B", "direct")
     assert plain.records == n, (plain.records, n)
     profiles: list[cProfile.Profile] = []
-    run = copier.UnitCopier.run
+    run = task_copier.TaskCopier.run
 
-    def profiled(self: copier.UnitCopier) -> copier.UnitResult:
+    def profiled(self: task_copier.TaskCopier) -> list:
         prof = cProfile.Profile()
         profiles.append(prof)
         return prof.runcall(run, self)
 
-    copier.UnitCopier.run = profiled  # type: ignore[method-assign]
+    task_copier.TaskCopier.run = profiled  # type: ignore[method-assign]
     try:
         rep, whole = replicate(cfg_path, "P->B", "direct")
     finally:
-        copier.UnitCopier.run = run  # type: ignore[method-assign]
+        task_copier.TaskCopier.run = run  # type: ignore[method-assign]
     assert rep.records == n, (rep.records, n)
     stats = pstats.Stats(profiles[0])
     for prof in profiles[1:]:

@@ -6,6 +6,7 @@ process (PR_SET_PDEATHSIG), so none is left behind even when pytest is killed.
 """
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -25,6 +26,16 @@ os.environ.update({
     "AIRFLOW__CORE__PLUGINS_FOLDER": str(ROOT / "plugins"),
     "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{_AIRFLOW_HOME}/airflow.db",
     "AIRFLOW__CORE__UNIT_TEST_MODE": "False",
+    # OpenLineage (apache-airflow-providers-openlineage): the task events of the DAGs a test selects
+    # (emission off by default: tests/airflow/lineage_support.record_lineage) go to one file of this session's
+    # Airflow home, the provider's file transport; emitted from a thread, not a fork of the pytest process.
+    # The provider reads this once, when its plugin loads, so it is set for the session; the standalone
+    # Airflow of the scheduler tests leaves it out.
+    "AIRFLOW__OPENLINEAGE__TRANSPORT": json.dumps(
+        {"type": "file", "log_file_path": f"{_AIRFLOW_HOME}/openlineage.jsonl", "append": True}),
+    "AIRFLOW__OPENLINEAGE__NAMESPACE": "mirrorflow-tests",
+    "AIRFLOW__OPENLINEAGE__EXECUTE_IN_THREAD": "True",
+    "AIRFLOW__OPENLINEAGE__EMISSION_POLICY": json.dumps([{"scope": {}, "controls": {"emit": False}}]),
 })
 sys.path[:0] = [str(ROOT / "include"), str(ROOT / "devtools"), str(ROOT)]
 
@@ -59,6 +70,13 @@ class ClusterPool:
         return {a: self.started[a] for a in versions}
 
     def close(self) -> None:
+        import gc
+
+        from mirrorflow.replication.task_producer import CACHE, LANES
+
+        CACHE.clear()  # the copy tasks' producers and consumers kept for the next run: gone before their brokers
+        LANES.clear()
+        gc.collect()
         self.dev.down()
         shutil.rmtree(self.home, ignore_errors=True)
 

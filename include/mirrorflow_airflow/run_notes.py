@@ -1,4 +1,4 @@
-"""Why a DAG run did nothing, on the run itself: its note in the Airflow UI.
+"""Why a DAG run did nothing (or what it found, e.g. a missed RPO), on the run itself: its note in the Airflow UI.
 
 A run of a paused, stopped or failed-over flow ends with every task skipped, which Airflow counts as
 "success": the DAG's runs stay green and the reason sat only in each task's log. Airflow 3.3's Task
@@ -29,13 +29,19 @@ def skip_task(reason: str, note: str | None = None) -> NoReturn:
     from airflow.sdk.exceptions import AirflowSkipException
 
     if note:
-        try:
-            from airflow.sdk import get_current_context
-
-            get_current_context()["ti"].xcom_push(key=RUN_NOTE_KEY, value=note)
-        except Exception:  # noqa: BLE001 - a note that cannot be left must not fail a skip
-            log.warning("the run's note could not be left: %s", note, exc_info=True)
+        leave_note(note)
     raise AirflowSkipException(reason)
+
+
+def leave_note(note: str) -> None:
+    """Leave `note` for the running task's DAG run (its note in the UI once the run ends). Never
+    fails the task for the note's sake."""
+    try:
+        from airflow.sdk import get_current_context
+
+        get_current_context()["ti"].xcom_push(key=RUN_NOTE_KEY, value=note)
+    except Exception:  # noqa: BLE001 - a note that cannot be left must not fail the task
+        log.warning("the run's note could not be left: %s", note, exc_info=True)
 
 
 def run_note_text(value: Any) -> str | None:

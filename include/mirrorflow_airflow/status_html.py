@@ -40,6 +40,7 @@ h1{font-size:20px;font-weight:600;margin:0 0 4px}
 .tile .l{color:var(--muted);font-size:12px}.tile .v{font-size:18px;font-weight:600}
 .problems{margin:8px 0;padding-left:18px}.problems li{color:var(--bad);margin:2px 0}
 .fine{color:var(--ok);margin:8px 0}
+.rpo{margin:8px 0;font-weight:600}.rpo.missed{color:var(--bad)}.rpo.met{color:var(--ok)}.rpo.unknown{color:var(--warn)}
 .charts{display:flex;gap:16px;flex-wrap:wrap}.chart{flex:1;min-width:280px}
 .chart .l,.axis{color:var(--muted);font-size:12px}.axis{display:flex;justify-content:space-between}
 svg{width:100%;height:120px;background:var(--chip);border-radius:6px}
@@ -303,12 +304,13 @@ def render_flow(page: FlowPage, links: Links, can_control: bool = False) -> str:
     dag_links = "".join(f'<a href="{_e(url)}" target="_top">{_e(label)}</a>' for label, url in links(page.flow))
     running = f'<span class="note">{_e(s.running)}</span>' if s.running else ""
     ops = f'<p class="note" data-k="operations">{_e("; ".join(s.operations))}</p>' if s.operations else ""
+    rpo = f'<p class="rpo {s.rpo.state}" data-k="rpo">{_e(s.rpo.line())}</p>' if s.rpo is not None else ""
     return (
         f'<section class="card" id="flow-{fid}" data-flow="{_e(page.flow)}"><div class="head">'
         f'<h2>{_e(page.flow)}</h2><span class="badge {state}" data-k="state">'
         f"{_e(badge)}</span>"
         f'{running}<span class="links">{dag_links}</span></div>'
-        f'{problems}{ops}<div class="tiles">{tiles}</div>'
+        f'{rpo}{problems}{ops}<div class="tiles">{tiles}</div>'
         f'<div class="charts">{chart_svg(page.chart, "lag", "Lag after each run", "#017cee")}'
         f"{chart_svg(page.chart, 'rate', 'Throughput of each run', '#38a169')}</div>"
         f"<h3>Operations (last {len(page.operations)})</h3>{_operations(page)}"

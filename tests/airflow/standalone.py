@@ -166,7 +166,7 @@ def airflow_env(home: Path, port: int, config: Path, run_dir: Path, database: st
     """The environment of a test's Airflow: its home, database (SQLite in the home unless `database`
     gives a sql_alchemy_conn), port, DAGs, plugins and config."""
     return {
-        **os.environ,
+        **{k: v for k, v in os.environ.items() if not k.startswith("AIRFLOW__OPENLINEAGE__")},
         "AIRFLOW_HOME": str(home),
         "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": database or f"sqlite:///{home}/airflow.db",
         "AIRFLOW__CORE__DAGS_FOLDER": str(ROOT / "dags"),

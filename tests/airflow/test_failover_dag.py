@@ -20,6 +20,7 @@ from mirrorflow.groups.checkpoint import emit_checkpoints
 from mirrorflow.metadata.sync import sync_flow
 from mirrorflow.replication.runner import run_once
 from mirrorflow.state.flow_state import flow_state, read_control
+from tests.airflow.lineage_support import lineage, record_lineage
 from tests.integration.test_failover import commit, committed_offsets, first_record_after_resume
 from tests.integration.test_replicate import records
 from tests.support import consume_all, create_topic, produce, write_config
@@ -29,12 +30,12 @@ pytestmark = pytest.mark.airflow
 DAG_FILE = os.path.join(os.path.dirname(__file__), "..", "..", "dags", "mirrorflow_failover.py")
 
 
-def answer_when_asked(dag_id: str, option: str, user: str, seen: dict) -> threading.Thread:
+def answer_when_asked(dag_id: str, option: str, user: str, seen: dict, task_id: str = "approve_failover",
+                      before=None) -> threading.Thread:
     """In a thread: wait for the approval task to park in AWAITING_INPUT, keep the page's subject and
-    body in `seen`, then record `option` by `user` as the HITL PATCH endpoint does (response columns,
-    then handle_event_submit, which resumes the task)."""
-    from sqlalchemy import select
-
+    body in `seen`, call `before()` (something that happens while the approval waits), then record
+    `option` by `user` as the HITL PATCH endpoint does (response columns, then handle_event_submit,
+    which resumes the task)."""
     from airflow.models.hitl import HITLDetail
     from airflow.models.taskinstance import TaskInstance as TI
     from airflow.models.trigger import handle_event_submit
@@ -42,16 +43,19 @@ def answer_when_asked(dag_id: str, option: str, user: str, seen: dict) -> thread
     from airflow.utils import timezone
     from airflow.utils.session import create_session
     from airflow.utils.state import TaskInstanceState
+    from sqlalchemy import select
 
     def run() -> None:
-        deadline = time.monotonic() + 300
+        deadline, waited = time.monotonic() + 300, before is None
         while time.monotonic() < deadline:
             with create_session() as session:
                 ti = session.scalar(select(TI).where(
-                    TI.dag_id == dag_id, TI.task_id == "approve_failover",
+                    TI.dag_id == dag_id, TI.task_id == task_id,
                     TI.state == TaskInstanceState.AWAITING_INPUT))
                 detail = None if ti is None else session.scalar(select(HITLDetail).where(HITLDetail.ti_id == ti.id))
-                if detail is not None:
+                if detail is not None and not waited:
+                    seen.update(subject=detail.subject, body=detail.body)
+                elif detail is not None:
                     seen.update(subject=detail.subject, body=detail.body, timeout=ti.trigger_timeout,
                                 asked=timezone.utcnow())
                     detail.responded_by = {"id": user, "name": user}
@@ -61,6 +65,10 @@ def answer_when_asked(dag_id: str, option: str, user: str, seen: dict) -> thread
                     handle_event_submit(TriggerEvent(detail.as_resume_event_payload()), task_instance=ti,
                                         session=session)
                     return
+            if detail is not None and not waited:  # outside the session: it may take a while
+                before()
+                waited = True
+                continue
             time.sleep(0.5)
 
     t = threading.Thread(target=run, daemon=True)
@@ -129,6 +137,7 @@ def test_failover_dag_dry_run_then_approved_commit(tmp_path, source, target, air
             break
         member.poll(0.2)
     answer = answer_when_asked(dag.dag_id, "Approve", "carol", seen)
+    record_lineage(dag)
     run = dag.test(run_conf={"mode": "unplanned", "groups": None, "max_lag": None, "take_over": True,
                              "dry_run": False, "approval_timeout_minutes": 7, "approvers": None})
     answer.join(5)
@@ -151,6 +160,10 @@ def test_failover_dag_dry_run_then_approved_commit(tmp_path, source, target, air
     assert timedelta(minutes=6) < seen["timeout"] - seen["asked"] <= timedelta(minutes=7), seen
     done = tis["commit"].xcom_pull(task_ids="commit")
     assert done["plan_id"] == plan_id and done["approved_by"] == "carol"
+    # OpenLineage: the commit moved the groups of the source topic onto its remote topic
+    assert lineage("mirrorflow_failover__F-B.commit", run.run_id)[-1] == (
+        "COMPLETE", [(f"kafka://{source.bootstrap_servers}", topic)],
+        [(f"kafka://{target.bootstrap_servers}", f"F.{topic}")])
     with FlowClients(cfg, flow) as clients:
         assert flow_state(clients).state == "stopped"
         record = read_control(clients, "failover")

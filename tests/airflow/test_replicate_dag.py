@@ -1,5 +1,6 @@
 """The replicate DAG per flow: shape, a clear failure without the Spark connection, and a dag.test()
-run that copies through spark-submit and emits an Asset event per target topic."""
+run that copies through spark-submit and emits an Asset event per target topic (with the copied
+offsets in its extra; none from a run that copied nothing)."""
 from __future__ import annotations
 
 import os
@@ -9,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.airflow.lineage_support import lineage, record_lineage
 from tests.integration.replicate_helpers import assert_copied, assert_map_exact, mirror_topic
-from tests.support import produce, write_config
+from tests.support import consume_all, produce, write_config
 
 pytestmark = pytest.mark.airflow
 
@@ -93,6 +95,7 @@ def test_dag_run_copies_through_spark_submit(dagbag, source, target, monkeypatch
     for kind in ("incr", "gauge", "timing"):
         monkeypatch.setattr(stats, kind, lambda name, value=None, *a, _k=kind, **kw: sent.append((_k, name, value)))
     machines.clear()
+    record_lineage(dag)
     run = dag.test()
     states = {ti.task_id: ti.state for ti in run.get_task_instances()}
     assert states == {"plan": "success", "copy": "success", "report": "success"}, states
@@ -124,13 +127,32 @@ def test_dag_run_copies_through_spark_submit(dagbag, source, target, monkeypatch
     from airflow.models.asset import AssetEvent, AssetModel
     from airflow.utils.session import create_session
 
-    with create_session() as s:
-        uris = {u for (u,) in s.query(AssetModel.uri).join(AssetEvent, AssetEvent.asset_id == AssetModel.id).all()}
-    assert any(u.endswith(f"/A.{topic}") and u.startswith("kafka://") for u in uris), uris
-    # nothing new: copy is skipped, the report still runs
+    uri = f"kafka://{target.bootstrap_servers.split(',')[0]}/A.{topic}"  # the Kafka provider's form
+
+    def events() -> list[dict]:
+        with create_session() as s:
+            return [e for (e,) in s.query(AssetEvent.extra).join(AssetModel, AssetEvent.asset_id == AssetModel.id)
+                    .filter(AssetModel.uri == uri).all()]
+
+    [extra] = events()
+    # per partition: the source range copied, the target range holding exactly those records, the count
+    on_target = consume_all(target, f"A.{topic}")
+    ranges = [{"partition": p, "source_offsets": [0, 150],
+               "target_offsets": [min(r.offset for r in on_target if r.partition == p),
+                                  max(r.offset for r in on_target if r.partition == p) + 1],
+               "records": 150} for p in (0, 1)]
+    assert extra == {"flow": "A->B", "source_cluster": "A", "target_cluster": "B", "kind": "replicate",
+                     "run": planned["run"], "source_topic": topic, "target_topic": f"A.{topic}", "records": 300,
+                     "partitions": ranges}, extra
+    # OpenLineage: the copy task of the flow's DAG read the source topic and wrote the remote topic
+    assert lineage("mirrorflow_replicate__A-B.copy", run.run_id)[-1] == (
+        "COMPLETE", [(f"kafka://{source.bootstrap_servers}", topic)],
+        [(f"kafka://{target.bootstrap_servers}", f"A.{topic}")])
+    # nothing new: copy is skipped, the report still runs, and emits no event
     run = dag.test()
     states = {ti.task_id: ti.state for ti in run.get_task_instances()}
     assert states == {"plan": "success", "copy": "skipped", "report": "success"}, states
+    assert len(events()) == 1
 
 
 def test_dag_run_is_skipped_while_the_flow_is_paused_or_another_run_holds_it(dagbag, source, target, monkeypatch):

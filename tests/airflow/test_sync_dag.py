@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.airflow.lineage_support import lineage, record_lineage
 from tests.support import create_topic, write_config
 
 pytestmark = pytest.mark.airflow
@@ -32,9 +33,12 @@ def test_one_dag_per_enabled_flow_with_schedule_tags_retries_and_tasks(airflow_d
     assert type(dag.timetable).__name__ == "DeltaTriggerTimetable" and dag.timetable.delta == timedelta(seconds=120)
     assert dag.max_active_runs == 1
     assert set(dag.tags) == {"mirrorflow", "sync", "A->B"}
-    assert [t.task_id for t in dag.topological_sort()] == ["topics_and_partitions", "configs", "acls"]
+    assert set(dag.task_ids) == {"topics_and_partitions", "configs", "acls"}
+    # topics first; configs and ACLs side by side after it (two task starts in a row, not three)
+    assert dag.get_task("configs").upstream_task_ids == dag.get_task("acls").upstream_task_ids == {
+        "topics_and_partitions"}
     assert all(t.retries == 2 for t in dag.tasks)
-    assert dag.get_task("acls").trigger_rule == "none_failed"
+    assert dag.get_task("acls").trigger_rule == dag.get_task("configs").trigger_rule == "none_failed"
     # refresh.topics.enabled: false: configs and ACLs still sync on their 600 s timers
     assert bag.get_dag("mirrorflow_sync__A-C").timetable.delta == timedelta(seconds=600)
 
@@ -64,9 +68,11 @@ def test_dag_test_run_creates_the_remote_topics(airflow_db, tmp_path, monkeypatc
     monkeypatch.setenv("MIRRORFLOW_CONFIG", str(cfg_path))
     dag = dagbag().get_dag("mirrorflow_sync__A-B")
     from tests.support import admin
+    record_lineage(dag)
     dry = dag.test(run_conf={"dry_run": True})
     assert dry.state == "success"
     assert f"A.{topic_name}" not in admin(target).list_topics(timeout=10).topics  # the dry run changed nothing
+    record_lineage(dag)
     run = dag.test(run_conf={"dry_run": False})  # explicit: a second dag.test() here reused the first run's conf
     assert run.state == "success"
     states = {ti.task_id: ti.state for ti in run.get_task_instances()}
@@ -78,3 +84,13 @@ def test_dag_test_run_creates_the_remote_topics(airflow_db, tmp_path, monkeypatc
     from mirrorflow import config as config_mod
     from mirrorflow.metadata.sync import sync_flow
     assert sync_flow(config_mod.load(cfg_path), "A->B", "topics,configs").changed_nothing
+    # OpenLineage: the topics task of the flow's DAG read the source topic and wrote its remote topic
+    events = lineage("mirrorflow_sync__A-B.topics_and_partitions", run.run_id)
+    assert [e[0] for e in events] == ["START", "COMPLETE"], events
+    _, inputs, outputs = events[1]
+    assert (f"kafka://{source.bootstrap_servers}", topic_name) in inputs, events
+    # every source topic the flow selects (also `heartbeats`, when another test made one on A) -> its remote topic
+    assert outputs == [(f"kafka://{target.bootstrap_servers}", f"A.{name}") for ns, name in inputs], events
+    assert {ns for ns, _ in inputs} == {f"kafka://{source.bootstrap_servers}"}
+    # a dry run moved nothing
+    assert lineage("mirrorflow_sync__A-B.topics_and_partitions", dry.run_id)[-1][1:] == ([], [])

@@ -20,7 +20,11 @@ Two flows of their own (aliases unique to the test, the session's clusters):
   shows its note: why, and that the next step is the failback;
 * flow 2, started at `latest`: the manual **backfill** DAG from its form with its defaults (earliest
   to where the flow began) copies exactly the history; then the control DAG's form pauses it with a
-  reason, and a replicate run's page shows the note naming the pause, the user and the resume.
+  reason, and a replicate run's page shows the note naming the pause, the user and the resume;
+* data-aware scheduling: a user's DAG scheduled on flow 1's remote topic (its Asset, the Kafka
+  provider's `kafka://<target>/<topic>`) runs once, after the replicate run that copied the records,
+  and gets the copied offsets in the triggering event's extra; a second replicate run that copied
+  nothing and the skipped runs trigger nothing; the backfill's event carries what it copied.
 """
 from __future__ import annotations
 
@@ -205,6 +209,42 @@ def page_kept_on_failure(browser, where: Path):  # noqa: F811
         raise
 
 
+DOWNSTREAM = '''
+import json
+from pathlib import Path
+
+import pendulum
+from airflow.sdk import DAG, task
+
+from mirrorflow_airflow.assets import remote_topic_asset
+from mirrorflow_airflow.hooks import MirrorflowHook
+
+cfg = MirrorflowHook().get_conn()
+ORDERS = remote_topic_asset(cfg, cfg.flow({flow!r}), {topic!r})
+
+with DAG("downstream_of_replication", schedule=[ORDERS], start_date=pendulum.datetime(2026, 1, 1), catchup=False):
+
+    @task
+    def consume(triggering_asset_events=None):
+        Path({out!r}).write_text(json.dumps([e.extra for e in triggering_asset_events[ORDERS]]))
+
+    consume()
+'''
+
+
+def dags_with_downstream(where: Path, flow: str, topic: str, out: Path) -> Path:
+    """A DAGs folder: the repository's DAG files and a user's DAG scheduled on `topic`'s remote topic."""
+    import shutil
+
+    from tests.airflow.standalone import ROOT
+
+    where.mkdir()
+    for f in (ROOT / "dags").glob("*.py"):
+        shutil.copy(f, where / f.name)
+    (where / "downstream_of_replication.py").write_text(DOWNSTREAM.format(flow=flow, topic=topic, out=str(out)))
+    return where
+
+
 def iso(ms: int) -> str:
     return datetime.fromtimestamp(ms / 1000, tz=UTC).isoformat(timespec="seconds")
 
@@ -235,7 +275,10 @@ def test_operator_journeys_through_the_ui_under_the_real_scheduler(tmp_path, sou
     home.mkdir()
     (home / "passwords.json").write_text(json.dumps({USER: PASSWORD}))
     port = free_port()
+    consumed = tmp_path / "consumed.json"  # what the downstream DAG's task got
+    dags = dags_with_downstream(tmp_path / "dags", f1.name, topic, consumed)
     env = airflow_env(home, port, cfg.path, tmp_path / "runs", database=airflow_postgres(),
+                      AIRFLOW__CORE__DAGS_FOLDER=str(dags),
                       AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS="False",
                       AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS=f"{USER}:admin",
                       AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE=str(home / "passwords.json"))
@@ -256,7 +299,7 @@ def test_operator_journeys_through_the_ui_under_the_real_scheduler(tmp_path, sou
                                         for i in range(6) for p in (0, 1)])
         assert run_once(cfg, f2, mode="direct").records == 0
         produce(source, history_topic, [{"partition": p, "value": f"live{p}".encode()} for p in (0, 1)])
-        unpause_when_ready(proc, af.log, af.db, port, [*dag.values(), *dag2.values()])
+        unpause_when_ready(proc, af.log, af.db, port, [*dag.values(), *dag2.values(), "downstream_of_replication"])
         up = time.monotonic()
         log_in_with_password(browser, af.base, USER, PASSWORD)
 
@@ -276,6 +319,7 @@ def test_operator_journeys_through_the_ui_under_the_real_scheduler(tmp_path, sou
         pause_run = af.trigger(browser, dag2["control"], reason="B maintenance")
 
         assert set(af.succeeded(dag["replicate"], replicate_run).values()) == {"success"}
+        noop_run = af.trigger(browser, dag["replicate"])  # nothing new to copy: no Asset event
         src, dst = consume_all(source, topic), consume_all(target, remote)
         assert [r.content() for r in dst] == [r.content() for r in src]  # each record once, in order
         card = status_card(browser, af.base, f1.name)
@@ -294,6 +338,18 @@ def test_operator_journeys_through_the_ui_under_the_real_scheduler(tmp_path, sou
         resumes = {(app, 0): (3, copy_of[(0, b"p0-3")]), (app, 1): (5, copy_of[(1, b"p1-5")]),
                    (other, 0): (2, copy_of[(0, b"p0-2")])}
         assert group_rows(browser, status_card(browser, af.base, f1.name)) == resumes
+        assert af.succeeded(dag["replicate"], noop_run) == {"plan": "success", "copy": "skipped", "report": "success"}
+        # the user's DAG ran once, after the copy: the event's extra says what was copied where
+        [(downstream_run,)] = wait_for("the downstream DAG's run", lambda: query(
+            af.db, "SELECT run_id FROM dag_run WHERE dag_id = 'downstream_of_replication'"), RUN_S)
+        assert af.succeeded("downstream_of_replication", downstream_run) == {"consume": "success"}
+        [extra] = json.loads(consumed.read_text())
+        assert extra == {"flow": f1.name, "source_cluster": a1, "target_cluster": b, "kind": "replicate",
+                         "run": extra["run"], "source_topic": topic, "target_topic": remote, "records": 20,
+                         "partitions": [{"partition": p, "source_offsets": [0, 10], "records": 10,
+                                         "target_offsets": [min(r.offset for r in dst if r.partition == p),
+                                                            max(r.offset for r in dst if r.partition == p) + 1]}
+                                        for p in (0, 1)]}, extra
         assert af.succeeded(dag["verify"], verify_run)["verify"] == "success"
         verified = af.log_of(dag["verify"], verify_run, "verify")
         assert "MATCH: every copied record is on the target, exactly" in verified
@@ -356,5 +412,12 @@ def test_operator_journeys_through_the_ui_under_the_real_scheduler(tmp_path, sou
         assert af.note(dag2["replicate"], paused_run) == resume
         assert latest_run_note(browser, af.base, dag2["replicate"]) == resume.replace("`", "")
         done = time.monotonic()
+        # one downstream run in all: the no-op and the skipped replicate runs emitted no event
+        assert query(af.db, "SELECT count(*) FROM dag_run WHERE dag_id = 'downstream_of_replication'") == [(1,)]
+        [(backfilled,)] = query(af.db, "SELECT e.extra FROM asset_event e JOIN asset a ON a.id = e.asset_id "
+                                       "WHERE a.uri LIKE ?", f"%/{history_remote}")
+        backfilled = json.loads(backfilled) if isinstance(backfilled, str) else backfilled
+        assert (backfilled["kind"], backfilled["records"], [p["records"] for p in backfilled["partitions"]]) == \
+            ("backfill", 12, [6, 6])
     assert len(consume_all(target, history_remote)) == 12  # the live records wait for a replicate run
     print(f"journeys: {done - up:.0f} s with Airflow up, {done - started:.0f} s in all")

@@ -8,6 +8,26 @@ from confluent_kafka.admin import NewTopic
 from tests.support import admin, consume_all, create_topic, load_offset_map, write_config
 
 
+def unit_slot(cfg, flow, unit):
+    """(task layout, slot) a plan of the flow gives `unit`'s partition now (the layout ensured)."""
+    from mirrorflow.clients import FlowClients
+    from mirrorflow.replication.planner import gather_inputs
+
+    with FlowClients(cfg, flow) as clients:
+        inputs = gather_inputs(clients)
+    return inputs.layout, inputs.slot_of[(unit.topic, unit.partition)]
+
+
+def copy_unit(clients, unit, faults=None, at=None):
+    """One unit copied as a task of its own, as a Spark task holding only it would (`at`: the
+    (layout, slot) to copy with, default `unit_slot`); its UnitResult."""
+    from mirrorflow.replication.faults import NO_FAULTS
+    from mirrorflow.replication.task_copier import copy_task
+
+    layout, slot = at or unit_slot(clients.cfg, clients.flow, unit)
+    return copy_task(clients, layout, slot, [unit], faults or NO_FAULTS)[0]
+
+
 def make_flow(tmp_path, source, target, prefix: str, **props):
     """A config with flow A->B replicating topics `<prefix>.*` (state topics with 2 partitions)."""
     # a crash test's next run may start at once: a killed run's lease lapses after a second

@@ -155,7 +155,8 @@ def test_a_run_taken_over_copies_nothing_more_and_never_gets_the_lease_back(tmp_
     """A take-over (a failover's --take-over) between a run's plan and its copy: every unit, once it
     has fenced its partition, finds its run no longer holds the lease and stops (fenced), copying
     nothing; the run's claims never count again, even once the lease is free."""
-    from mirrorflow.replication.runner import copy_direct, prepare_plan
+    from mirrorflow.replication.run import ReplicationRun
+    from mirrorflow.replication.runner import copy_direct
     from mirrorflow.state.lease import FlowLease
 
     pfx = unique("lease")
@@ -165,7 +166,9 @@ def test_a_run_taken_over_copies_nothing_more_and_never_gets_the_lease_back(tmp_
     cfg, flow = make_flow(tmp_path, source, target, pfx, **{"lease.timeout.seconds": 120})
     with FlowClients(cfg, flow) as clients:
         old = take_lease(clients, "old-run", "the run taken over")
-        _, handed = prepare_plan(clients, old)
+        run = ReplicationRun(cfg, flow, owner="old-run", who="the run taken over", lease=old)
+        run.make_plan(clients)
+        handed = run.handed
         new = FlowLease(clients, "failover", "the failover")
         assert new.take_over().owner == "old-run"
         new.release()

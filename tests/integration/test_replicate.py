@@ -14,13 +14,12 @@ import pytest
 from confluent_kafka import Producer
 
 from mirrorflow.clients import FlowClients
-from mirrorflow.replication.copier import copy_unit
 from mirrorflow.replication.faults import NO_FAULTS
 from mirrorflow.replication.planner import Unit
 from mirrorflow.replication.runner import run_once
-from mirrorflow.state.state_topics import ensure_state_topics, transactional_id
-from tests.integration.replicate_helpers import (add_partitions, assert_copied, assert_map_exact, delete_records,
-                                                 make_flow, mirror_topic)
+from mirrorflow.state.state_topics import ensure_state_topics
+from tests.integration.replicate_helpers import (add_partitions, assert_copied, assert_map_exact, copy_unit,
+                                                 delete_records, make_flow, mirror_topic, unit_slot)
 from tests.support import consume_all, create_topic, end_transaction, load_offset_map, produce, read_progress
 
 pytestmark = pytest.mark.integration
@@ -302,11 +301,12 @@ def test_fencing_two_copies_of_the_same_unit(tmp_path, source, target, unique):
     with FlowClients(cfg, flow) as clients:
         ensure_state_topics(clients)
     unit = Unit(t, 0, f"A.{t}", 0, 4000)
+    layout, slot = unit_slot(cfg, flow, unit)
     from concurrent.futures import ThreadPoolExecutor
 
     def attempt(faults=NO_FAULTS):
         with FlowClients(cfg, flow) as clients:
-            return copy_unit(clients, unit, faults)
+            return copy_unit(clients, unit, faults, (layout, slot))
 
     pause = _PauseAt(commits=4)
     with ThreadPoolExecutor(1) as pool:
@@ -318,7 +318,7 @@ def test_fencing_two_copies_of_the_same_unit(tmp_path, source, target, unique):
             pause.go.set()
         r1 = f1.result()
     assert (r1.status, r2.status) == ("fenced", "ok"), (r1.status, r1.error, r2.status, r2.error)
-    assert r1.error == (f"{t}[0]: fenced by another attempt (transactional.id {transactional_id(flow, t, 0)}); "
+    assert r1.error == (f"{t}[0]: fenced by another attempt (transactional.id {layout.transactional_id(flow, slot)}); "
                         "it owns this partition now"), r1.error
     assert r1.error_type == "FencedError"
     # the fenced attempt's committed transactions count, the other continued right after them
@@ -351,13 +351,14 @@ def test_a_copy_fenced_at_any_step_reports_fenced_and_commits_nothing(tmp_path, 
     with FlowClients(cfg, flow) as clients:
         ensure_state_topics(clients)
     unit = Unit(t, 0, f"A.{t}", 0, 3000)
-    rival = _FenceAt(point, {"bootstrap.servers": target.bootstrap_servers}, transactional_id(flow, t, 0))
+    layout, slot = unit_slot(cfg, flow, unit)
+    rival = _FenceAt(point, {"bootstrap.servers": target.bootstrap_servers}, layout.transactional_id(flow, slot))
     with FlowClients(cfg, flow) as clients:
-        r = copy_unit(clients, unit, rival)
+        r = copy_unit(clients, unit, rival, (layout, slot))
     assert rival.done
     assert (r.status, r.error_type, r.records) == ("fenced", "FencedError", 0), (r.status, r.error)
     with FlowClients(cfg, flow) as clients:
-        again = copy_unit(clients, unit)
+        again = copy_unit(clients, unit, at=(layout, slot))
     assert (again.status, again.records) == ("ok", 3000), (again.status, again.error)
     assert_copied(source, target, t)
     assert_map_exact(cfg, flow, source, target, t)

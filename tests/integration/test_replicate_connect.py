@@ -145,3 +145,38 @@ def test_a_connect_server_killed_mid_run_fails_the_run_naming_it_and_the_next_ru
         assert_map_exact(cfg, flow, source, target, t, 2)
     finally:
         server.down()
+
+
+def test_a_killed_clis_connect_job_is_interrupted_by_the_next_run_and_never_blocks_it(
+        tmp_path, source, target, unique, connect_server):
+    """`kill -9` of a continuous `mirrorflow replicate` (an OOM kill of the CLI): its job follows on
+    without it on the session's Spark Connect server, holding both of the server's task slots (it
+    would until its deadline, an hour away). The next run takes the flow at once (the holder's
+    process is gone), fences the flow's copy tasks and interrupts the flow's job on the server
+    before starting its own: it copies the new records itself, each once, instead of waiting for
+    slots the killed run's job holds (whichever copies the new records, each is on the target once)."""
+    pfx = unique("killcli")
+    t = f"{pfx}.orders"
+    mirror_topic(source, target, t, 2)
+    produce(source, t, rows(40, 2, "before"))
+    cfg, flow = make_flow(tmp_path, source, target, pfx, **{"tasks.max": 2, "lease.timeout.seconds": 600})
+    cfg = with_remote(cfg, connect_server.remote)
+    proc = subprocess.Popen([*CLI, "--config", str(cfg.path), "replicate", "--flow", "A->B", "--continuous",
+                             "--seconds", "3600"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            start_new_session=True)
+    try:
+        deadline = time.monotonic() + 300
+        while sum(p.next for p in read_progress(cfg, flow, [(t, 0), (t, 1)]).values()) < 40:
+            assert proc.poll() is None, proc.stderr.read()[-3000:]
+            assert time.monotonic() < deadline, "the continuous run never copied its first records"
+            time.sleep(0.5)
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)  # the CLI; its job on the server is in no process of ours
+        proc.wait(30)
+    produce(source, t, rows(30, 2, "after"))
+    out = replicate_cli(cfg)  # within its 300 s timeout: never waits for the killed run's job
+    assert out["ok"] and out["lag"] == 0, out
+    assert_copied(source, target, t)
+    assert_map_exact(cfg, flow, source, target, t, 2)
+    with FlowClients(cfg, flow) as clients:
+        assert current_holder(clients) is None

@@ -106,6 +106,9 @@ def test_identity_cycle_through_three_clusters_and_disabled_flows():
     ("replication.policy.separator", "", "the separator may not be empty"),
     ("initial.position", "yesterday",
      "expected earliest, latest, or a timestamp (ms since epoch or ISO-8601), got 'yesterday'"),
+    ("rpo.seconds", -1, "expected 0 or a positive integer, got -1"),
+    ("rpo.seconds", "5m", "expected an integer, got '5m'"),
+    ("rpo.notifier", "notify", "expected a dotted path such as my_alerts.rpo_notifier, got 'notify'"),
 ])
 def test_bad_values_name_the_key(key, value, message):
     assert problems({"clusters": CLUSTERS, "flows": {"A->B": {key: value}}}) == [(f"flows.A->B.{key}", message)]

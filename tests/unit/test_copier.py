@@ -12,10 +12,13 @@ from confluent_kafka import KafkaError, Message
 
 from mirrorflow.errors import MirrorflowError, RecordTooLargeError, TransactionAbortedError
 from mirrorflow.replication import faults
-from mirrorflow.replication.copier import ranges_to_copy, retention_gap
+from mirrorflow.replication.copier import PartitionCopy, UnitResult, ranges_to_copy, retention_gap
 from mirrorflow.replication.planner import Unit
 from mirrorflow.replication.reader import BatchLimits, RangeReader, segments
-from mirrorflow.replication.transaction_writer import TransactionWriter, runs_at, runs_of
+from mirrorflow.kafka.retry import Outage
+from mirrorflow.replication.task_producer import Claim, SlotProducer, establish
+from mirrorflow.replication.transaction_writer import PartBatch, TransactionWriter, runs_at, runs_of
+from mirrorflow.replication.write_failures import FatalError
 from mirrorflow.state.offset_map import Run
 from mirrorflow.state.records import Progress
 
@@ -77,6 +80,27 @@ def test_ranges_to_copy_continue_after_the_committed_progress():
     assert ranges_to_copy(u, Progress("t", 0, 100, ((0, 100),), 5)) == []
     # a fresh partition with nothing to copy anchors its progress at the initial position
     assert ranges_to_copy(Unit("t", 0, "A.t", 7, 7), Progress.empty("t", 0)) == [(7, 7)]
+
+
+def test_a_partitions_units_never_plan_a_hole_below_the_progress_twice():
+    """A failback seeds a ledger with holes (records written on B outside A->B) below the reverse
+    flow's next; the planner cut two units of the partition. Every unit copies from the progress's
+    next, so both would read the hole: the second leaves out what the first reads."""
+    units = [Unit("t", 0, "t", 18, 31), Unit("t", 0, "t", 31, 54)]
+    results = [UnitResult("t", 0, "t", "ok", u.start, u.end) for u in units]
+    [pc] = PartitionCopy.of(units, results)
+    progress = Progress("t", 0, 18, ((0, 18), (20, 31), (42, 47)), 30)
+    assert pc.plan(progress, 0, follow=False)
+    assert [(r.unit, r.a, r.b) for r in pc.ranges] == [(0, 18, 20), (1, 31, 42), (1, 47, 54)]
+    # a backlog cut into units of max records: the second starts where the first ends, not at next
+    units = [Unit("t", 0, "t", 40, 50), Unit("t", 0, "t", 50, 60)]
+    [pc] = PartitionCopy.of(units, [UnitResult("t", 0, "t", "ok", u.start, u.end) for u in units])
+    assert pc.plan(Progress("t", 0, 40, ((0, 40),), 40), 0, follow=False)
+    assert [(r.unit, r.a, r.b) for r in pc.ranges] == [(0, 40, 50), (1, 50, 60)]
+    # a fresh partition's anchor (an empty range) is kept
+    anchor = [Unit("t", 1, "t", 7, 7)]
+    [pa] = PartitionCopy.of(anchor, [UnitResult("t", 1, "t", "ok", 7, 7)])
+    assert pa.plan(Progress.empty("t", 1), 0, follow=False) and [(r.a, r.b) for r in pa.ranges] == [(7, 7)]
 
 
 def test_retention_gap():
@@ -187,26 +211,37 @@ def writer_for(producer: FakeProducer) -> tuple[TransactionWriter, FakeState]:
     flow = SimpleNamespace(exactly_once=True, id="a-b", client_name="a-b", state_name="a-b", target="B",
                            name="A->B", props={"task.memory.bytes": 256 << 20, "transaction.max.bytes": 32 << 20},
                            client_overrides=lambda side, kind: {})
-    clients = SimpleNamespace(flow=flow, producer=lambda side, defaults, required: producer)
-    w = TransactionWriter(clients, Unit("t", 0, "A.t", 0, 100))
+    clients = SimpleNamespace(flow=flow, partitions=lambda side, topic, refresh=False: 1)
+    slot = SlotProducer("mirrorflow-a-b-task/g1/0", producer, FatalError(), "key")
+    parts = [("A.t", 0), ("mirrorflow.a-b.progress.internal", 0), ("mirrorflow.a-b.offset-map.internal", 0)]
+    establish(clients, slot, 0, parts, Claim("", 0), Outage(300))
     state = FakeState()
-    w.start(state)
-    # every unit first writes one aborted transaction over its target, progress and map partitions
-    # (it ends what an earlier attempt of the transactional.id left pending) before its first commit
+    # every task first writes one aborted transaction over its target, progress and map partitions
+    # (it ends what an earlier attempt of the transactional.id left pending), then commits its claim,
+    # before its first batch
     assert producer.calls == [("init_transactions",), ("begin_transaction",),
                               ("state", "mirrorflow.a-b.progress.internal"),
-                              ("state", "mirrorflow.a-b.offset-map.internal"), ("abort_transaction",)]
+                              ("state", "mirrorflow.a-b.offset-map.internal"), ("abort_transaction",),
+                              ("begin_transaction",), ("commit_transaction",)]
     assert [(off, value) for off, value, *_ in producer.log] == [(100, b"")]
     producer.log.clear()  # the fake does not model aborted records: start the copy's log afresh
     producer.next, producer.calls = 100, []
+    w = TransactionWriter(flow, producer, slot.fatal, state, lambda unit: 100)
     return w, state
 
 
 def write_all(w: TransactionWriter, log: list[Message], limits: BatchLimits = NO_LIMITS) -> Progress:
-    progress = Progress("t", 0, 0, (), 100)
+    """The task's rounds, one partition: each batch one round (begin, send while read, commit)."""
+    unit = Unit("t", 0, "A.t", 0, 100)
+    progress = {("t", 0): Progress("t", 0, 0, (), 100)}
     for batch in RangeReader(FakeConsumer(log), "t", 0, limits).batches(0, log[-1].offset() + 1):
-        progress = w.write(batch, progress)
-    return progress
+        w.begin()
+        part = PartBatch(unit, batch)
+        w.send(part)
+        w.commit([part], progress)
+        if part.error is not None:
+            raise part.error
+    return progress[("t", 0)]
 
 
 def test_fast_path_maps_source_segments_onto_target_offsets():

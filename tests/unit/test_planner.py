@@ -52,12 +52,14 @@ def test_tasks_are_at_most_parallelism_and_keep_each_partitions_units_together_i
             ends[key] = u.end
 
 
-def test_tasks_are_balanced_by_offsets():
+def test_tasks_are_the_slots_of_a_round_robin_deal():
+    """A partition's task is its slot (its transactional producer's), the same whatever the load:
+    the sorted partitions dealt round-robin (MM2's assignment), not balanced by offsets per run."""
     sizes = [100, 90, 10, 10, 10, 10, 5, 5]
     inputs = [PartitionInput("t", p, "A.t", 0, n, None, 0) for p, n in enumerate(sizes)]
     tasks, _ = plan_units(inputs, max_records=1000, parallelism=3)
-    loads = sorted(sum(u.records for u in t) for t in tasks)
-    assert loads == [50, 90, 100]  # the two big partitions alone, the small ones together
+    assert [[u.partition for u in t] for t in tasks] == [[0, 3, 6], [1, 4, 7], [2, 5]]
+    assert [sum(u.records for u in t) for t in tasks] == [115, 105, 20]
     many, _ = plan_units([PartitionInput("t", p, "A.t", 0, 1, None, 0) for p in range(200)], 1000, 8)
     assert [len(t) for t in many] == [25] * 8  # 200 quiet partitions: 8 tasks of 25 units, not 25 waves
 

@@ -44,8 +44,8 @@ def _args(p: argparse.ArgumentParser) -> None:
 @command("replicate", "copy new records of a flow once: plan -> copy (Spark) -> report", _args)
 def _replicate(args: argparse.Namespace) -> int:
     from mirrorflow.cli.progress import records_bar
-    from mirrorflow.replication.continuous import check_options, run_continuous
-    from mirrorflow.replication.runner import RunOptions, run_once
+    from mirrorflow.replication.continuous import check_options
+    from mirrorflow.replication.runner import RunOptions, run_continuous, run_once
 
     if args.continuous and args.once:
         raise ConfigError([("--once", "one run or a continuous run: give --once or --continuous, not both")])

@@ -77,6 +77,12 @@ class FlowClients:
         self._admins.clear()
         self._ends.clear()
 
+    def detach(self, client: Consumer | Producer) -> None:
+        """Stop owning a client without closing it: a cache outliving these clients owns it now
+        (a copy task's producer and lane consumers, kept for the next run in the process)."""
+        with self._lock:
+            self._owned = [c for c in self._owned if c is not client]
+
     def release(self, client: Consumer | Producer) -> None:
         """Close a consumer now (or forget a producer), before the run ends."""
         with self._lock:

@@ -51,6 +51,21 @@ def _positive_int(v: Any) -> int:
     return n
 
 
+def _non_negative_int(v: Any) -> int:
+    n = _int(v)
+    if n < 0:
+        raise ValueError(f"expected 0 or a positive integer, got {v!r}")
+    return n
+
+
+def _dotted_path(v: Any) -> str:
+    """`package.module.name` (an importable object's path; resolved where it is called), or empty."""
+    s = _str(v)
+    if s and not re.fullmatch(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)+", s):
+        raise ValueError(f"expected a dotted path such as my_alerts.rpo_notifier, got {v!r}")
+    return s
+
+
 def _replication_factor(v: Any) -> int:
     n = _int(v)
     if n != -1 and n < 1:
@@ -266,6 +281,20 @@ FLOW_PROPERTIES: dict[str, Prop] = {
     "offset.map.max.runs": Prop(
         20_000, _positive_int, mm2=False, doc="offset-map runs kept per source partition (older ones are pruned)"
     ),
+    "rpo.seconds": Prop(
+        0,
+        _non_negative_int,
+        mm2=False,
+        doc="recovery point objective: no source record older than this may wait unreplicated (0: none); "
+        "checked by every replicate run and checkpoint pass (ops.observe.rpo)",
+    ),
+    "rpo.notifier": Prop(
+        "",
+        _dotted_path,
+        mm2=False,
+        doc="dotted path of an Airflow notifier (a BaseNotifier instance or class) or a callable(context), "
+        "told when rpo.seconds is first missed and when it is met again",
+    ),
     "broker.outage.max.seconds": Prop(
         300, _positive_int, mm2=False, doc="a copy waits this long for an unavailable broker, then fails"
     ),
@@ -303,7 +332,8 @@ MM2_DIFFERENCES: dict[str, tuple[str, str]] = {
     ),
     "emit.heartbeats.interval.seconds": (
         "same",
-        "heartbeats are emitted at this interval during each tick of the flow's checkpoint DAG",
+        "heartbeats are emitted at this interval during each 60 s window of the flow's heartbeat DAG "
+        "(`@continuous`, waiting on Airflow's triggerer)",
     ),
 }
 

@@ -80,6 +80,7 @@ class SyncReport(Report):
     findings: list[Finding] = field(default_factory=list)
     skipped: list[Skip] = field(default_factory=list)
     state_skip: str | None = None  # the flow's state stopped the sync: why, and the next step (FlowState)
+    topics: list[tuple[str, str]] = field(default_factory=list)  # (source, remote) the topics concern selected
 
     def change(self, concern: str, kind: str, resource: str, detail: str) -> Change:
         c = Change(concern, kind, resource, detail)

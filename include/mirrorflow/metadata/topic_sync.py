@@ -311,6 +311,9 @@ class TopicSync:
     # -- the two concerns -------------------------------------------------------------------------
     def sync_topics(self, report: SyncReport, dry_run: bool) -> None:
         src_parts, tgt_parts = self.partitions(self.source), self.partitions(self.target)
+        report.topics = sorted(
+            (t, self.filters.remote_topic(t)) for t in src_parts if skip_reason(self.filters, t) is None
+        )
         state = TopicPlanInput(src_parts, tgt_parts)
         missing = [
             t

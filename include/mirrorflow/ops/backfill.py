@@ -20,7 +20,6 @@ The plan (WHEN bounds, the ledger subtracted, gaps, units) is `replication.backf
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,15 +27,13 @@ from typing import Any
 
 from mirrorflow.clients import FlowClients
 from mirrorflow.config import Config, FlowConfig
-from mirrorflow.replication import runner
-from mirrorflow.replication.backfill_plan import BackfillPartition, When, plan_backfill, topic_pattern
-from mirrorflow.replication.handoff import new_run_id
+from mirrorflow.replication.backfill_plan import BackfillPartition, When, topic_pattern
 from mirrorflow.replication.planner import Plan
+from mirrorflow.replication.run import ReplicationRun, RunSkipped
+from mirrorflow.replication.run_options import RunOptions
 from mirrorflow.replication.run_report import RunReport
-from mirrorflow.replication.runner import take_lease
+from mirrorflow.replication.scratch import Scratch
 from mirrorflow.reporting import Report
-from mirrorflow.state.flow_state import flow_state
-from mirrorflow.state.lease import local_owner
 
 
 @dataclass
@@ -142,53 +139,43 @@ def backfill(
     directory: Path | None = None,
     on_plan: Callable[[Plan], None] | None = None,
 ) -> BackfillReport:
-    """Plan and (unless `dry_run`) copy [start, end) of every partition of the flow minus its ledger.
-    Bad WHEN values or regex: one ConfigError before any cluster is asked."""
+    """Plan and (unless `dry_run`) copy [start, end) of every partition of the flow minus its ledger,
+    as a backfill run (replication.run.ReplicationRun). Bad WHEN values or regex: one ConfigError
+    before any cluster is asked."""
     lo, hi = When.parse(start, "--from"), When.parse(end, "--to")
     topic_pattern(topics)
     report = BackfillReport(flow.name, str(lo), str(hi), topics, dry_run)
+    run = ReplicationRun.local(
+        cfg,
+        flow,
+        f"mirrorflow backfill --mode {mode}",
+        kind="backfill",
+        window=(lo, hi),
+        options=RunOptions(topics, None, dry_run, on_plan),
+        log=log,
+        label="cli-backfill",
+    )
+    scratch = Scratch.of(flow, directory)
+    results: list[dict[str, Any]] = []
     with FlowClients(cfg, flow) as clients:
-        skip = flow_state(clients).skip_reason(flow.name, "copy")
-        if skip:
-            report.skipped = skip
-            return report
-        if dry_run:
-            _, report.partitions = plan_backfill(clients, lo, hi, topics, fence=False)
-            return report
-        lease = take_lease(clients, *local_owner(f"mirrorflow backfill --mode {mode}"))
-        lease.start_renewing()
         try:
-            plan, report.partitions = plan_backfill(clients, lo, hi, topics)
-            plan.lease = {"owner": lease.owner, "who": lease.who}
-            if on_plan is not None:  # e.g. the CLI's progress bar
-                on_plan(plan)
-            report.run, results = copy_plan(clients, plan, mode, master, log, directory)
+            run.begin(clients)
+        except RunSkipped as skipped:
+            report.skipped = str(skipped)
+            return report
+        if run.lease is not None:
+            run.lease.start_renewing()
+        try:
+            plan = run.make_plan(clients)
+            report.partitions = run.parts
+            if dry_run:
+                return report
+            offsets = sum(u.records for u in plan.units)
+            log(f"backfill: {len(plan.units)} units in {len(plan.tasks)} tasks ({offsets:,} offsets)")
+            results, spark_s = run.copy(clients, mode, master, scratch)
+            report.run = run.report(clients, results, spark_s)
+            scratch.done(report.run.ok)
         finally:
-            lease.release()
+            run.release_lease(clients)
     apply_results(report.partitions, results)
     return report
-
-
-def copy_plan(
-    clients: FlowClients,
-    plan: Plan,
-    mode: str,
-    master: str | None,
-    log: Callable[[str], None],
-    directory: Path | None = None,
-) -> tuple[RunReport, list[dict[str, Any]]]:
-    """Copy a plan's units exactly as a replicate run does (`runner.copy_plan`: spark-submit,
-    in-process Spark, Spark Connect or threads); the run's report and the units' results."""
-    started = time.time()
-    directory, keep = runner.run_directory(clients.flow, directory)
-    pd = {**plan.to_dict(), "run": new_run_id("cli-backfill")}
-    log(
-        f"backfill: {len(plan.units)} units in {len(plan.tasks)} tasks ({sum(u.records for u in plan.units):,} offsets)"
-    )
-    t0 = time.time()
-    results = runner.copy_plan(clients, mode, master, pd, directory, log) if plan.units else []
-    spark_s = time.time() - t0 if plan.units else 0.0
-    rep = runner.report_run(clients, pd, results, started, spark_s)
-    if rep.ok and not keep:
-        runner.cleanup(directory)
-    return rep, results

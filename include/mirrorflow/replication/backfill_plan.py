@@ -1,7 +1,7 @@
 """The plan of a backfill: a historical source range, per partition, minus what the flow copied.
 
 A backfill (`ops.backfill`, `mirrorflow backfill`, the backfill DAG) and an Airflow backfill of the
-replicate DAG (`prepare_interval_plan`: the records of a past data interval) plan here: per source
+replicate DAG (an `interval` run, replication.run: the records of a past data interval) plan here: per source
 partition the range [from, to) is resolved (`When`), the ledger of what the flow already copied
 (`Progress.covered`) is subtracted, what source retention already removed is a gap (reported, never
 copied, never written to the state), and the rest is cut into units flagged `backfill`, which the
@@ -24,20 +24,19 @@ from confluent_kafka.admin import OffsetSpec
 
 from mirrorflow.clients import FlowClients
 from mirrorflow.errors import ConfigError
-from mirrorflow.replication.handoff import new_run_id
 from mirrorflow.replication.planner import (
     PartitionInput,
     Plan,
     Unit,
-    balance_tasks,
     gather_inputs,
+    group_by_slot,
     identity_problem,
+    new_plan,
     source_offsets,
     stopped_message,
 )
 from mirrorflow.reporting import as_dict
 from mirrorflow.state.offset_map import subtract_ranges
-from mirrorflow.state.state_topics import ensure_state_topics
 from mirrorflow.state.store import StateStore
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -232,7 +231,8 @@ def plan_backfill(
     open transactions of the flow first (only under the lease; a dry run reads without it)."""
     flow = clients.flow
     pattern = topic_pattern(topics)
-    inputs = gather_inputs(clients, None if fence else StateStore(clients).progress())
+    gathered = gather_inputs(clients, None if fence else StateStore(clients).progress())
+    inputs = gathered.partitions
     if pattern is not None:
         inputs = [pi for pi in inputs if pattern.fullmatch(pi.topic)]
         if not inputs:
@@ -266,31 +266,7 @@ def plan_backfill(
         }
         for p in parts
     ]
-    tasks = balance_tasks(per_partition, flow.parallelism)
-    plan = Plan(flow.name, str(clients.cfg.path) if clients.cfg.path else None, tasks, summary)
-    return plan, parts
-
-
-def prepare_interval_plan(
-    clients: FlowClients,
-    lease: Any,
-    interval_ms: tuple[int, int],
-    topics: str | None = None,
-    dry_run: bool = False,
-    run_id: str | None = None,
-) -> tuple[Plan, dict[str, Any]]:
-    """The plan of an Airflow backfill run of the replicate DAG: the records whose timestamps fall
-    in the run's data interval [start, end) (`offsets_for_times` on both bounds) that the ledger does
-    not hold yet -- nothing when the flow already copied them. Returns the plan and what is handed
-    to the copy, like `runner.prepare_plan`."""
-    ensure_state_topics(clients)
-    lo, hi = When("time", interval_ms[0]), When("time", interval_ms[1])
-    plan, _ = plan_backfill(clients, lo, hi, topics, fence=not dry_run)
-    if dry_run:
-        plan.tasks = []
-    if lease is not None:
-        plan.lease = {"owner": lease.owner, "who": lease.who}
-    return plan, {**plan.to_dict(), "run": run_id or new_run_id("cli-interval")}
+    return new_plan(clients, gathered, group_by_slot(per_partition, gathered.slot_of), summary), parts
 
 
 def partitions_of(plan: dict[str, Any]) -> list[BackfillPartition]:

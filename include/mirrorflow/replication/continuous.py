@@ -26,24 +26,17 @@ import contextlib
 import re
 import signal
 import threading
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from types import FrameType
-from typing import Any
 
 from mirrorflow.clients import FlowClients
-from mirrorflow.config import Config, FlowConfig
+from mirrorflow.config import FlowConfig
 from mirrorflow.errors import ConfigError
 from mirrorflow.replication.follow import STOP_REQUESTED, FollowSpec
-from mirrorflow.replication.handoff import new_run_id
-from mirrorflow.replication.planner import Plan, Unit, gather_inputs, plan_units
+from mirrorflow.replication.planner import Plan, Unit, gather_inputs, group_by_slot, new_plan, plan_units
 from mirrorflow.replication.reader import OPEN_END
-from mirrorflow.replication.run_report import RunReport
-from mirrorflow.replication.runner import RunOptions, copy_plan, finish_run, run_directory, take_lease
-from mirrorflow.state.flow_state import flow_state
-from mirrorflow.state.lease import FlowLease, local_owner
-from mirrorflow.state.state_topics import ensure_state_topics
+from mirrorflow.replication.run_options import RunOptions
 
 CONTINUOUS_SCHEDULE = "@continuous"
 STOP_FILE = "stop"
@@ -89,10 +82,13 @@ def continuous_plan(clients: FlowClients, topics: str | None = None) -> Plan:
     summary (lag, waiting, stopped) is a one-shot plan's."""
     flow = clients.flow
     subset = re.compile(topics) if topics else None
+    gathered = gather_inputs(clients)
     inputs = {
-        (pi.topic, pi.partition): pi for pi in gather_inputs(clients) if subset is None or subset.fullmatch(pi.topic)
+        (pi.topic, pi.partition): pi for pi in gathered.partitions if subset is None or subset.fullmatch(pi.topic)
     }
-    _, summary = plan_units(inputs.values(), flow.props["unit.max.records"], flow.parallelism, flow.name)
+    _, summary = plan_units(
+        inputs.values(), flow.props["unit.max.records"], flow.parallelism, flow.name, slot_of=gathered.slot_of
+    )
     units = []
     for s in summary:
         if s.get("waiting") or s.get("stopped"):
@@ -104,35 +100,8 @@ def continuous_plan(clients: FlowClients, topics: str | None = None) -> Plan:
                 pi.topic, pi.partition, pi.target_topic, start, OPEN_END, pi.log_start, pi.topic_id, pi.target_topic_id
             )
         )
-    n = min(max(1, flow.parallelism), len(units))
-    tasks = [units[i::n] for i in range(n)]
-    return Plan(flow.name, str(clients.cfg.path) if clients.cfg.path else None, tasks, summary)
-
-
-def prepare_continuous_plan(
-    clients: FlowClients,
-    lease: FlowLease | None,
-    seconds: float | None = None,
-    stop_file: Path | None = None,
-    run_id: str | None = None,
-    options: RunOptions | None = None,
-) -> tuple[Plan, dict[str, Any], FollowSpec]:
-    """Plan a continuous run; returns the plan, what is handed to the copy (units, the lease's
-    owner, the run's id, the follow spec: deadline, micro-batch interval, stop file; never secrets)
-    and the spec. `stop_file`: only where the copy runs on this host (the CLI). `options`: its
-    topics subset; a dry run's plan holds no tasks (its summary says what would be copied now)."""
-    check_options(options)
-    started = time.time()
-    ensure_state_topics(clients)
-    opts = options or RunOptions()
-    plan = continuous_plan(clients, opts.topics)
-    if opts.dry_run:
-        plan.tasks = []
-    if lease is not None:
-        plan.lease = {"owner": lease.owner, "who": lease.who}
-    spec = follow_spec(clients.flow, started, seconds, stop_file)
-    handed = {**plan.to_dict(), "continuous": spec.to_dict(), "run": run_id or new_run_id("cli-continuous")}
-    return plan, handed, spec
+    tasks = group_by_slot([[u] for u in units], gathered.slot_of)
+    return new_plan(clients, gathered, tasks, summary)
 
 
 @contextlib.contextmanager
@@ -154,51 +123,3 @@ def stop_on_signals(stop_file: Path) -> Iterator[None]:
     finally:
         for s, h in old.items():
             signal.signal(s, h)
-
-
-def run_continuous(
-    cfg: Config,
-    flow: FlowConfig,
-    mode: str = "submit",
-    master: str | None = None,
-    log: Callable[[str], None] = lambda s: None,
-    seconds: float | None = None,
-    directory: Path | None = None,
-    options: RunOptions | None = None,
-) -> RunReport:
-    """One continuous run: take the lease, plan every partition (of `options.topics`), copy until
-    the deadline (or a pause, a stop, SIGTERM), report, release the lease. A dry run plans and
-    reports what would be copied, copies nothing and ends. A stop requested before the run started
-    (SIGTERM) still ends it at once."""
-    check_options(options)
-    started = time.time()
-    directory, keep = run_directory(flow, directory)
-    with FlowClients(cfg, flow) as clients:
-        skip = flow_state(clients).skip_reason(flow.name, "copy")
-        if skip:
-            return RunReport(flow.name, bool(flow.exactly_once), skipped=skip)
-        lease = take_lease(clients, *local_owner(f"mirrorflow replicate --continuous --mode {mode}"))
-        lease.start_renewing()
-        try:
-            with stop_on_signals(directory / STOP_FILE):
-                plan, pd, spec = prepare_continuous_plan(
-                    clients, lease, seconds, directory / STOP_FILE, options=options
-                )
-                if options is not None and options.dry_run:
-                    would = sum(p["planned"] for p in plan.partitions)
-                    log(
-                        f"dry run: would follow {len(plan.partitions)} partitions of {flow.name}, {would:,} "
-                        "offsets behind now; copying nothing"
-                    )
-                else:
-                    log(
-                        f"continuous run of flow {flow.name}: {len(plan.units)} partitions in {len(plan.tasks)} "
-                        f"tasks, until {time.strftime('%H:%M:%S', time.localtime(spec.deadline))}"
-                    )
-                t0 = time.time()
-                results = copy_plan(clients, mode, master, pd, directory, log) if plan.units else []
-                spark_s = time.time() - t0 if plan.units else 0.0
-            return finish_run(clients, directory, keep, pd, results, started, spark_s)
-        finally:
-            STOP_REQUESTED.clear()
-            lease.release()

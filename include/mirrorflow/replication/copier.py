@@ -1,64 +1,39 @@
-"""Copy one work unit: the unit loop that runs inside a Spark task (or a thread of `copy_direct`).
+"""Copying a task's units: their results, and where each partition's copy stands.
 
-A unit is a planned source range of one partition. The plan is advisory: after init_transactions
-(which fences older attempts, see `writer`) the unit re-reads its committed progress
-(read_committed) and copies only what the progress's ledger does not cover yet, continuing right
-after the committed progress: never a hole, never a covered range twice. Offsets that source
-retention deleted before they were copied become a gap event (an offset-map entry with `lost`, and
-the progress's `lost`/`gaps`), and the copy continues at the log start. Each range is read in
-batches (`reader`) and each batch is one transaction (`writer`); a unit that reaches
-`unit.max.bytes` stops after its current batch (status `partial`) and the next run continues.
+A unit is a planned source range of one partition; a task (one task slot, replication.task_copier)
+copies all its units with one transactional producer, many partitions per transaction. The plan is
+advisory: once the task has established its producer's epoch (older attempts fenced) it re-reads
+its partitions' committed progress (read_committed) and copies only what the progress's ledger does
+not cover yet, continuing right after the committed progress: never a hole, never a covered range
+twice (`ranges_to_copy`). Offsets that source retention deleted before they were copied become a
+gap event (an offset-map entry with `lost`, and the progress's `lost`/`gaps`), and the copy
+continues at the log start (`retention_gap`). A unit that reaches `unit.max.bytes` stops after its
+current batch (status `partial`) and the next run continues. `PartitionCopy` holds one partition's
+ranges and its units' results (`UnitResult`, what reports and the run log need).
 
 Clients are built inside the task (they cannot be pickled) by the task's FlowClients; executors
 load the config themselves, so secrets never travel in the plan. Test crash points come in as a
-`faults.Faults` chosen where the task starts (production: `NO_FAULTS`).
+`faults.Faults` chosen where the task starts (production: `NO_FAULTS`). The entry of every mode is
+`task_copier.copy_planned`.
 """
 
 from __future__ import annotations
 
-import contextlib
-import queue
-import threading
 import time
-from collections.abc import Callable, Iterable
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
-from typing import Any
-
-from confluent_kafka import KafkaException
+from typing import TYPE_CHECKING, Any
 
 from mirrorflow.clients import FlowClients
-from mirrorflow.errors import (
-    FencedError,
-    LeaseError,
-    MirrorflowError,
-    StateError,
-    TopicError,
-    TransactionAbortedError,
-)
-from mirrorflow.kafka.connection import kafka_error
-from mirrorflow.kafka.log_reader import LogReader
-from mirrorflow.kafka.retry import Outage, transient
+from mirrorflow.errors import MirrorflowError
 from mirrorflow.replication.anchors import is_anchor, write_anchors
-from mirrorflow.replication.budget import CopyBudget
-from mirrorflow.replication.faults import NO_FAULTS, Faults
-from mirrorflow.replication.planner import Unit, stopped_message
-from mirrorflow.replication.reader import (
-    OPEN_END,
-    Batch,
-    BatchLimits,
-    Follow,
-    RangeReader,
-    consumer_required,
-    outage_bound_s,
-)
-from mirrorflow.replication.transaction_writer import TransactionWriter, is_fenced
-from mirrorflow.state.lease import LeaseGuard
-from mirrorflow.state.offset_map import subtract_ranges, uncovered
+from mirrorflow.replication.planner import Unit
+from mirrorflow.replication.reader import OPEN_END, Batch
+from mirrorflow.state.offset_map import merge_ranges, subtract_ranges, uncovered
 from mirrorflow.state.records import Progress
-from mirrorflow.state.state_topics import offset_map_topic, progress_topic, transactional_id
-from mirrorflow.state.state_writer import StateWriter
-from mirrorflow.state.store import StateStore
+
+if TYPE_CHECKING:
+    from mirrorflow.replication.transaction_writer import PartBatch
 
 
 @dataclass
@@ -77,6 +52,7 @@ class UnitResult:
     lost: int = 0  # offsets lost to source retention, recorded as a gap event
     lost_range: tuple[int, int] | None = None
     tgt_end: int = -1
+    target_from: int = -1  # target offset of the first record this attempt wrote (-1: none)
     last_timestamp: int = -1  # source timestamp of the last copied record
     max_latency_ms: int = -1  # commit time minus source timestamp, worst record of the unit
     # MM2's replication-latency-ms and record-age-ms families (see `committed`): min, and a sum over
@@ -119,12 +95,14 @@ class UnitResult:
         ranges = list(progress.covered)
         kept = [b for b in self._batches if b[1] <= b[0] or uncovered(ranges, b[0], b[1]) == 0]
         if len(kept) != len(self._batches):
+            if not kept or kept[0] != self._batches[0]:
+                self.target_from = -1  # its first batch is copied again: the next commit says where it landed
             self._batches = kept
             self.records = sum(b[2] for b in kept)
             self.bytes = sum(b[3] for b in kept)
             self.transactions = len(kept)
 
-    def committed(self, batch: Batch, progress: Progress, opened_ms: int = 0) -> None:
+    def committed(self, batch: Batch, progress: Progress, opened_ms: int = 0, first_target: int = -1) -> None:
         """Count a batch whose transaction committed; `progress` is the progress after it. The
         latency (commit time - source timestamp) and record age (time the batch was opened -
         source timestamp) are measured on the batch's first and last records, whose timestamps
@@ -138,30 +116,11 @@ class UnitResult:
         self._batches.append((batch.src_from, batch.src_to, len(batch.records), batch.nbytes))
         self.tgt_end = progress.tgt_end
         if batch.records:
+            if self.target_from < 0:
+                self.target_from = first_target
             self.last_timestamp = batch.last_timestamp
             if batch.first_timestamp > 0:
                 self.max_latency_ms = max(self.max_latency_ms, now_ms - batch.first_timestamp)
-
-
-def background(call: Callable[[], None]) -> Callable[[], None]:
-    """Start `call` in a thread now; the function returned waits for it and raises what it raised."""
-    failed: list[BaseException] = []
-
-    def run() -> None:
-        try:
-            call()
-        except BaseException as exc:  # noqa: BLE001 - handed to the waiter
-            failed.append(exc)
-
-    t = threading.Thread(target=run, name="mirrorflow-lease-guard", daemon=True)
-    t.start()
-
-    def wait() -> None:
-        t.join()
-        if failed:
-            raise failed[0]
-
-    return wait
 
 
 def u_where(unit: Unit) -> str:
@@ -180,6 +139,12 @@ def ranges_to_copy(unit: Unit, progress: Progress) -> list[tuple[int, int]]:
     return todo
 
 
+def unclaimed(todo: list[tuple[int, int]], claimed: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """The parts of `todo` that the merged `claimed` ranges leave; an empty range (a fresh
+    partition's anchor) stays as it is."""
+    return [piece for a, b in todo for piece in ([(a, b)] if a == b else subtract_ranges(a, b, claimed))]
+
+
 def retention_gap(a: int, b: int, log_start: int) -> tuple[int, tuple[int, int] | None]:
     """Where copying [a, b) can start, and the range source retention deleted before it was copied."""
     if a >= log_start:
@@ -188,259 +153,122 @@ def retention_gap(a: int, b: int, log_start: int) -> tuple[int, tuple[int, int] 
     return start, (a, start)
 
 
-class UnitCopier:
-    """Copies one unit; `run()` returns a UnitResult and never raises for expected failures."""
+@dataclass(frozen=True)
+class Range:
+    """A source range of one unit to read: [a, b), and the gap event its first batch carries."""
 
-    def __init__(
-        self,
-        clients: FlowClients,
-        unit: Unit,
-        faults: Faults = NO_FAULTS,
-        store: StateStore | None = None,
-        source_consumer: Any = None,
-        follow: Follow | None = None,
-        budget: CopyBudget | None = None,
-        guard: Callable[[], None] | None = None,
-    ) -> None:
-        self.clients, self.flow, self.unit, self.faults = clients, clients.flow, unit, faults
-        self.guard = guard  # raises LeaseError when the run no longer holds the flow's lease (LeaseGuard)
-        self.follow = follow  # continuous runs: a unit ending at OPEN_END copies until follow.stop()
-        # the task's memory budget sizes the clients (copy_units: over the partitions read at once)
-        self.budget = budget or CopyBudget.of(self.flow, follow=follow is not None)
-        # a task's units share its state reader and source consumer (see copy_units)
-        self.store = store or StateStore(clients)
-        self._shared_consumer = source_consumer
-        self.result = UnitResult(
-            unit.topic, unit.partition, unit.target_topic, "ok", unit.start, unit.end, started=time.time()
-        )
-        self.writer: TransactionWriter | None = None
-        self.reader: RangeReader | None = None
-        self.outage = Outage(outage_bound_s(self.flow))  # broker.outage.max.seconds, for the whole unit
+    unit: int  # index of the unit in its PartitionCopy
+    a: int
+    b: int
+    lost: tuple[int, int] | None = None
 
-    def run(self) -> UnitResult:
-        r = self.result
-        try:
-            self._run_through_outages()
-        except FencedError as exc:
-            r.status, r.error, r.error_type = "fenced", str(exc), "FencedError"
-        except MirrorflowError as exc:
-            r.status, r.error, r.error_type = "failed", str(exc), type(exc).__name__
-        except KafkaException as exc:
-            if is_fenced(exc):
-                r.status, r.error_type, r.error = "fenced", "FencedError", self._fenced_message()
-            else:
-                e = kafka_error(exc)
-                r.status, r.error_type = "failed", "KafkaException"
-                r.error = f"{self.unit.topic}[{self.unit.partition}]: {e.str() if e else exc}"
-        finally:
-            self._close()
-            r.finished = time.time()
-        return r
 
-    def _run_through_outages(self) -> None:
-        """`_run`, resumed after a broker outage or a transaction it cost: the old producer goes
-        first, a new one fences its epoch, the committed progress is read again (the outcome of
-        the last commit may be unknown) and the copy goes on from there, up to
-        broker.outage.max.seconds (then one BrokerUnavailableError naming the cluster)."""
-        r = self.result
-        while True:
-            done = r.transactions
-            try:
-                self._run()
-                break
-            except (KafkaException, TransactionAbortedError) as exc:
-                if not transient(exc):
-                    raise
-                failure = exc.with_traceback(None)  # its frames hold the old producer
-            if r.transactions > done:  # progress since the last failure: a new outage
-                self.outage.over()
-            self._close()
-            self.outage.wait(self.flow.target, f"copying {u_where(self.unit)}", failure)
-        if r.status == "skipped" and r.transactions:  # an earlier attempt copied it all
+class PartitionCopy:
+    """One source partition of a task: its units (in order) and their results, the ranges left to
+    read from its committed progress, and how it ended."""
+
+    def __init__(self, units: list[Unit], results: list[UnitResult]) -> None:
+        self.units, self.results = units, results
+        self.unit = units[0]
+        self.key = (self.unit.topic, self.unit.partition)
+        self.ranges: list[Range] = []
+        self.at = 0  # the range being read
+        self.failed = False
+        self.status: str | None = None  # how it ended early: failed | fenced
+        self.done_units: set[int] = set()  # units whose last batch was committed
+        self.planned = False  # its ranges were read off its committed progress
+
+    @classmethod
+    def of(cls, units: list[Unit], results: list[UnitResult]) -> list[PartitionCopy]:
+        """The partitions of a task's units, in the order they first appear (units in order)."""
+        by_key: dict[tuple[str, int], tuple[list[Unit], list[UnitResult]]] = {}
+        for u, r in zip(units, results, strict=True):
+            us, rs = by_key.setdefault((u.topic, u.partition), ([], []))
+            us.append(u)
+            rs.append(r)
+        return [cls(us, rs) for us, rs in by_key.values()]
+
+    def plan(self, progress: Progress, log_start: int, follow: bool) -> bool:
+        """The ranges to read from `progress` (the committed truth); whether there are any. All of a
+        partition's units are planned from the same progress, so a later unit leaves out what an
+        earlier one reads: a unit copies from the progress's `next` (not from its planned start), and
+        a ledger with holes below it would otherwise put a hole in two units and copy it twice."""
+        self.ranges, self.at, self.planned = [], 0, True
+        claimed: list[tuple[int, int]] = []  # merged, what earlier units of this partition read
+        for i, (u, r) in enumerate(zip(self.units, self.results, strict=True)):
+            if r.status in ("failed", "fenced"):
+                continue
+            if r.transactions:  # resumed after an outage: what the broker kept is the truth
+                r.recount(progress)
+            todo = unclaimed(ranges_to_copy(u, progress), claimed)
+            claimed = merge_ranges([*claimed, *todo])
+            if not todo:
+                r.status = "skipped"
+                continue
             r.status = "ok"
+            for a, b in todo:
+                start, lost = retention_gap(a, b, log_start)
+                if r.copied_from < 0:
+                    r.copied_from = lost[0] if lost else a
+                if follow and b >= OPEN_END and (progress.next < 0 or lost):
+                    # followed: anchor a fresh partition's start (and record a gap) now, not with its
+                    # first new record, so the next run continues from here even if none comes
+                    self.ranges.append(Range(i, start, start, lost))
+                    lost = None
+                self.ranges.append(Range(i, start, b, lost))
+        return bool(self.ranges)
 
-    def _run(self) -> None:
-        u, r = self.unit, self.result
-        writer = self.writer = TransactionWriter(self.clients, u, self.faults, self.outage, self.budget)
-        nprog, nmap = self._state_partitions()
-        writer.start(StateWriter(self.flow, nprog, nmap))
-        # after fencing: does the run still hold the flow's lease (state.lease.LeaseGuard)? Asked beside
-        # the progress read (a task's first read of a topic waits for its connection), awaited before copying
-        guard = background(self.guard) if self.guard is not None else None
-        # re-read the progress AFTER fencing: the committed progress is the truth, the plan is advisory.
-        # The read ends at the progress partition's high watermark: it waits for the transactions open
-        # below it (another unit's, caught by an outage; a dead writer's is aborted at its timeout)
-        bound = max(outage_bound_s(self.flow), writer.txn_timeout_s + 30)
-        progress = self.store.progress([(u.topic, u.partition)], timeout=bound).get((u.topic, u.partition))
-        if guard is not None:
-            try:
-                guard()
-            except LeaseError as exc:  # a run taken over since commits nothing
-                raise FencedError(f"{u_where(u)}: {exc}") from None
-        progress = progress or Progress.empty(u.topic, u.partition)
-        why = progress.identity_problem(u.topic_id, u.target_topic, u.target_topic_id) if progress.next >= 0 else None
-        if why is not None:  # the topics changed since the progress was written (or since planning)
-            raise StateError(stopped_message(why, self.flow.name, u.topic, u.target_topic))
-        progress = progress.with_identity(u.topic_id, u.target_topic, u.target_topic_id)
-        if r.transactions:  # resumed after an outage: what the broker kept is the truth
-            r.recount(progress)
-        todo = ranges_to_copy(u, progress)
-        if not todo:
-            r.status = "skipped"
-            return
-        consumer = self._shared_consumer
-        if consumer is None:
-            consumer = self.clients.consumer("source", self.budget.consumer(), consumer_required(self.flow))
-        limits = BatchLimits.of(self.flow, self.budget.batch_bytes)
-        reader = self.reader = RangeReader(
-            consumer, u.topic, u.partition, limits, cluster=self.flow.source, follow=self.follow
-        )
-        # a source restart makes the partition briefly unknown: wait up to the outage bound, not 60 s
-        log_start = LogReader(self.clients.connection("source"), consumer).log_start(
-            u.topic, u.partition, timeout=self.clients.outage_timeout
-        )
-        r.copy_started = time.time()
-        for a, b in todo:
-            start, lost_range = retention_gap(a, b, log_start)
-            if b >= OPEN_END and (progress.next < 0 or lost_range):
-                # followed: anchor a fresh partition's start (and record a gap) now, not with its
-                # first new record, so the next run continues from here even if none comes
-                progress = self._copy_range(start, start, lost_range, progress)
-                lost_range = None
-            progress = self._copy_range(start, b, lost_range, progress)
-            if reader.unit_full:
-                r.status = "partial"
-                break
+    @property
+    def current(self) -> Range | None:
+        return self.ranges[self.at] if not self.failed and self.at < len(self.ranges) else None
 
-    def _copy_range(self, a: int, b: int, lost_range: tuple[int, int] | None, progress: Progress) -> Progress:
-        """Copy [a, b), batch by batch; the first batch carries the range's gap event, if any."""
-        assert self.reader is not None and self.writer is not None
-        r = self.result
-        if r.copied_from < 0:
-            r.copied_from = lost_range[0] if lost_range else a
-        if lost_range:
-            r.lost += lost_range[1] - lost_range[0]
-            r.lost_range = lost_range
-        for batch in self.reader.batches(a, b):
-            opened_ms = int(time.time() * 1000)
-            progress = self.writer.write(batch, progress, lost_range)
-            r.committed(batch, progress, opened_ms)
-            lost_range = None
-        return progress
+    def advance(self, unit_full: bool) -> None:
+        """The current range was read to its end (or its unit to unit.max.bytes: the unit is partial,
+        its other ranges wait for the next run)."""
+        done = self.ranges[self.at]
+        self.at += 1
+        if unit_full:
+            self.results[done.unit].status = "partial"
+            while self.at < len(self.ranges) and self.ranges[self.at].unit == done.unit:
+                self.at += 1
 
-    def _state_partitions(self) -> tuple[int, int]:
-        """Check the target topic (synced, with this partition) and the state topics; the state
-        topics' partition counts."""
-        u, flow = self.unit, self.flow
-        n = self.clients.partitions("target", u.target_topic)
-        if 0 < n <= u.partition:  # partitions added since this run first looked
-            n = self.clients.partitions("target", u.target_topic, refresh=True)
-        if n == 0:
-            raise TopicError(
-                f"target topic {u.target_topic!r} is missing on cluster {flow.target!r} "
-                f"(source {u.topic}[{u.partition}]): run `mirrorflow sync` first"
-            )
-        if n <= u.partition:
-            raise TopicError(
-                f"target topic {u.target_topic!r} on cluster {flow.target!r} has {n} partitions, "
-                f"source {u.topic!r} has partition {u.partition}: run `mirrorflow sync` first"
-            )
-        nprog = self.clients.partitions("target", progress_topic(flow))
-        nmap = self.clients.partitions("target", offset_map_topic(flow))
-        if not nprog or not nmap:
-            raise StateError(f"state topics of flow {flow.name} are missing on cluster {flow.target!r}")
-        return nprog, nmap
+    def last_of_unit(self) -> bool:
+        """The current range is its unit's last."""
+        nxt = self.at + 1
+        return nxt >= len(self.ranges) or self.ranges[nxt].unit != self.ranges[self.at].unit
 
-    def _fenced_message(self) -> str:
-        u = self.unit
-        return (
-            f"{u.topic}[{u.partition}]: fenced by another attempt "
-            f"(transactional.id {transactional_id(self.flow, u.topic, u.partition)}); it owns this partition now"
-        )
+    @property
+    def read_all(self) -> bool:
+        return self.current is None
 
-    def _close(self) -> None:
-        if self.reader is not None:
-            with contextlib.suppress(Exception):  # best effort: the unit's outcome is decided
-                if self._shared_consumer is None:
-                    self.reader.consumer.close()
-                else:
-                    self.reader.consumer.unassign()
-        if self.writer is not None:
-            self.writer.close()
-        self.reader = self.writer = None
+    @property
+    def finished(self) -> bool:
+        """Failed, or every unit with something to copy committed to its end."""
+        todo = {rng.unit for rng in self.ranges}
+        return self.failed or (self.planned and todo <= self.done_units)
 
+    def committed(self, part: PartBatch, rng: Range, ends_unit: bool = False) -> None:
+        r = self.results[rng.unit]
+        if ends_unit:
+            self.done_units.add(rng.unit)
+        if part.lost_range:
+            r.lost += part.lost_range[1] - part.lost_range[0]
+            r.lost_range = part.lost_range
+        assert part.progress is not None
+        r.committed(part.batch, part.progress, part.opened_ms, part.runs[0].tgt if part.runs else -1)
 
-def copy_unit(clients: FlowClients, unit: Unit, faults: Faults = NO_FAULTS) -> UnitResult:
-    return UnitCopier(clients, unit, faults).run()
+    def fail(self, err: MirrorflowError) -> None:
+        self.end("failed", str(err), type(err).__name__)
 
-
-def copy_units(
-    clients: FlowClients,
-    units: Iterable[Unit],
-    faults: Faults = NO_FAULTS,
-    in_flight: int | None = None,
-    follow: Follow | None = None,
-    owner: str | None = None,
-) -> list[UnitResult]:
-    """Copy a task's units, up to `in_flight` partitions at a time (default: the flow's
-    `task.partitions.in.flight`; a unit mostly waits on the brokers); the units of one partition run
-    one after another, in order. Each lane reuses one state reader and one source consumer, so a
-    unit costs its own transactional producer (whose transactional.id fences zombies of its
-    partition) and its transactions, not a set of new clients. Results come in the units' order.
-    `follow` (continuous runs): every partition gets its own lane, its unit copies until told to stop.
-    The task's memory budget (`task.memory.bytes`) is split over the partitions it reads at once:
-    its lanes, or fewer when fewer of its partitions have records to copy (`reading_at_once`).
-    `owner`: the run's lease owner; each unit, once it has fenced its partition, checks that the run
-    still holds the flow's lease (state.lease.LeaseGuard) and stops (fenced) when not."""
-    units = list(units)
-    results: list[UnitResult | None] = [None] * len(units)
-    if follow is None:  # units that only anchor a fresh partition: all at once (replication.anchors)
-        anchor_all(clients, units, results)
-    by_partition: dict[tuple[str, int], list[int]] = {}
-    for i, u in enumerate(units):
-        if results[i] is None:
-            by_partition.setdefault((u.topic, u.partition), []).append(i)
-    lanes: queue.SimpleQueue[list[int]] = queue.SimpleQueue()
-    for indexes in by_partition.values():
-        lanes.put(indexes)
-    if not by_partition:
-        return [r for r in results if r is not None]
-    in_flight = in_flight or int(clients.flow.props["task.partitions.in.flight"])
-    if follow is not None:  # followed partitions never finish: each needs a lane of its own
-        in_flight = len(by_partition)
-    workers = max(1, min(in_flight, len(by_partition)))
-    budget = CopyBudget.of(clients.flow, reading_at_once(units, workers), follow is not None)
-
-    guard = LeaseGuard(clients, owner) if owner else None
-
-    def lane() -> None:
-        store = StateStore(clients)
-        consumer = clients.consumer("source", budget.consumer(), consumer_required(clients.flow))
-        try:
-            while True:
-                try:
-                    indexes = lanes.get_nowait()
-                except queue.Empty:
-                    return
-                for i in indexes:
-                    check = guard.check if guard is not None else None
-                    results[i] = UnitCopier(clients, units[i], faults, store, consumer, follow, budget, check).run()
-        finally:
-            clients.release(consumer)
-            if store.has_reader:
-                clients.release(store.reader.consumer)
-
-    try:
-        if workers == 1:
-            lane()
-        else:
-            with ThreadPoolExecutor(max_workers=workers) as pool:
-                for f in [pool.submit(lane) for _ in range(workers)]:
-                    f.result()
-    finally:
-        if guard is not None:
-            guard.close()
-    return [r for r in results if r is not None]
+    def end(self, status: str, error: str, error_type: str) -> None:
+        """The partition stops here: its units not done end `status` with `error`."""
+        self.failed, self.status = True, status
+        for i, r in enumerate(self.results):
+            if i in self.done_units:
+                continue  # all of it committed before
+            if r.status == "skipped" and not r.transactions:
+                continue
+            r.status, r.error, r.error_type = status, error, error_type
 
 
 def anchor_all(clients: FlowClients, units: list[Unit], results: list[UnitResult | None]) -> None:

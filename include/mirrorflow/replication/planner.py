@@ -3,12 +3,15 @@
 `plan_units` is pure: from each source partition's offsets (log start, end = last stable offset)
 and its committed progress (or the flow's initial position) it plans the ranges not yet covered
 by the ledger, cut into units of at most `unit.max.records`, grouped into at most `tasks.max`
-tasks (all units of a partition in one task, in order; tasks balanced by offsets).
+tasks: a partition's units go to the task of its SLOT (state.task_slots: the flow's partitions
+dealt round-robin, MM2's assignment), in order, so every attempt at a partition commits with the
+same transactional producer.
 `unit.max.bytes` cannot be known before reading (Kafka has no cheap per-range size), so the
 copier enforces it: a unit that reaches it stops early and the next run plans the rest.
 
-`gather_inputs` is the thin I/O part: one metadata call, batched `AdminClient.list_offsets`
-calls (all partitions in one request each) and one read of the progress topic.
+`gather_inputs` is the thin I/O part: one metadata call, the task layout (its generation, recorded
+on the target), batched `AdminClient.list_offsets` calls (all partitions in one request each) and
+one read of the progress topic.
 
 The plan is advisory: each unit re-reads its progress before copying.
 """
@@ -32,10 +35,15 @@ from mirrorflow.errors import ConfigError
 from mirrorflow.kafka.retry import retry_call
 from mirrorflow.kafka.topic_admin import list_offsets, topic_ids
 from mirrorflow.mm2.filters import FlowFilters
-from mirrorflow.state.fencing import fence_open_transactions
+from mirrorflow.state.fencing import ensure_layout, fence_open_transactions
+from mirrorflow.state.lease import FlowLease
 from mirrorflow.state.offset_map import subtract_ranges
 from mirrorflow.state.records import Progress
+from mirrorflow.state.state_topics import progress_topic
 from mirrorflow.state.store import StateStore
+from mirrorflow.state.task_slots import TaskLayout, deal, provisional
+
+Key = tuple[str, int]
 
 
 @dataclass(frozen=True)
@@ -100,6 +108,8 @@ class Plan:
     partitions: list[dict[str, Any]] = field(default_factory=list)  # per-partition summary for the report
     planned_at: float = field(default_factory=time.time)
     lease: dict[str, str] | None = None  # {"owner", "who"} of the run's lease (state.lease), kept by the copy job
+    layout: TaskLayout | None = None  # the generation of task slots the tasks copy with (state.task_slots)
+    slots: list[int] = field(default_factory=list)  # each task's slot in `layout`
 
     @property
     def units(self) -> list[Unit]:
@@ -107,7 +117,7 @@ class Plan:
 
     def to_dict(self) -> dict[str, Any]:
         """What the plan file holds: flow name, config path and units -- never secrets."""
-        return {
+        d: dict[str, Any] = {
             "flow": self.flow,
             "config": self.config_path,
             "planned_at": self.planned_at,
@@ -115,9 +125,13 @@ class Plan:
             "partitions": self.partitions,
             "lease": self.lease,
         }
+        if self.layout is not None:
+            d["layout"] = {**self.layout.to_dict(), "task_slots": list(self.slots)}
+        return d
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Plan:
+        layout = d.get("layout")
         return cls(
             d["flow"],
             d.get("config"),
@@ -125,7 +139,15 @@ class Plan:
             d.get("partitions", []),
             d.get("planned_at", time.time()),
             d.get("lease"),
+            TaskLayout.from_dict(layout) if layout else None,
+            list(layout.get("task_slots", [])) if layout else [],
         )
+
+    def narrowed(self, tasks: list[list[Unit]]) -> None:
+        """Keep only `tasks` (some of this plan's, or none: a dry run), with their slots."""
+        slot_of = dict(zip((id(t) for t in self.tasks), self.slots, strict=False))
+        self.slots = [slot_of[id(t)] for t in tasks if id(t) in slot_of]
+        self.tasks = tasks
 
 
 def plan_units(
@@ -134,39 +156,42 @@ def plan_units(
     parallelism: int,
     flow_name: str = "A->B",
     partition_limit: int | None = None,
+    slot_of: dict[Key, int] | None = None,
 ) -> tuple[list[list[Unit]], list[dict]]:
     """Pure planning: (tasks of units, per-partition summary).
 
-    At most `parallelism` tasks. All units of one source partition sit in one task, in order (they
-    must run in order); partitions are spread so that tasks get similar numbers of offsets (the
-    largest first, onto the least loaded task). One task copies its units one after another with
-    one set of clients, so a partition with one new record costs one transaction, not a Spark job.
-    `partition_limit`: at most this many offsets of each partition in this run (the next run
-    continues from where it stopped).
+    At most `parallelism` tasks: a partition's units go, together and in order, to the task of its
+    slot (`slot_of`; default: the inputs dealt round-robin, state.task_slots.deal), tasks in slot
+    order. One task copies all its partitions with one transactional producer, many partitions'
+    batches per transaction, so a partition with one new record costs a share of a transaction,
+    not a Spark job. `partition_limit`: at most this many offsets of each partition in this run
+    (the next run continues from where it stopped).
     """
     max_records = max(1, int(max_records))
-    parallelism = max(1, int(parallelism))
+    inputs = sorted(inputs, key=lambda x: (x.topic, x.partition))
+    slot_of = slot_of if slot_of is not None else deal([(pi.topic, pi.partition) for pi in inputs], parallelism)
     per_partition: list[list[Unit]] = []
     summary: list[dict] = []
-    for pi in sorted(inputs, key=lambda x: (x.topic, x.partition)):
+    for pi in inputs:
         units, entry = _partition_units(pi, max_records, flow_name, partition_limit)
         summary.append(entry)
         if units:
             per_partition.append(units)
-    return balance_tasks(per_partition, parallelism), summary
+    return group_by_slot(per_partition, slot_of), summary
 
 
-def balance_tasks(per_partition: list[list[Unit]], parallelism: int) -> list[list[Unit]]:
-    """At most `parallelism` tasks; each partition's units stay together and in order, the largest
-    partitions first onto the least loaded task."""
-    parallelism = max(1, int(parallelism))
-    tasks: list[list[Unit]] = [[] for _ in range(min(parallelism, len(per_partition)))]
-    loads = [0] * len(tasks)
-    for units in sorted(per_partition, key=lambda us: -sum(u.records for u in us)):  # stable: ties keep order
-        i = min(range(len(tasks)), key=lambda k: (loads[k], len(tasks[k]), k))
-        tasks[i].extend(units)
-        loads[i] += sum(u.records for u in units)
-    return tasks
+def group_by_slot(per_partition: list[list[Unit]], slot_of: dict[Key, int]) -> list[list[Unit]]:
+    """The units of each slot that has any, as one task per slot (in slot order); each partition's
+    units stay together and in order."""
+    by_slot: dict[int, list[Unit]] = {}
+    for units in per_partition:
+        by_slot.setdefault(slot_of[(units[0].topic, units[0].partition)], []).extend(units)
+    return [by_slot[s] for s in sorted(by_slot)]
+
+
+def task_slots(tasks: list[list[Unit]], slot_of: dict[Key, int]) -> list[int]:
+    """The slot of each task (the slot of its first unit's partition: a task holds one slot)."""
+    return [slot_of[(t[0].topic, t[0].partition)] for t in tasks]
 
 
 def identity_problem(pi: PartitionInput) -> str | None:
@@ -311,6 +336,32 @@ def target_partitions(clients: FlowClients) -> dict[str, int]:
     return {t: len(m.partitions) for t, m in md.topics.items() if m.error is None and m.partitions}
 
 
+def ran_before(clients: FlowClients) -> bool:
+    """Whether the flow was copied before this run (state.fencing.ensure_layout asks it once, when
+    the flow has no task layout yet): its progress topic holds records, or the oldest record of its
+    lease topic is not by the run holding the lease now."""
+    topic = progress_topic(clients.flow)
+    n = clients.partitions("target", topic)
+    if n:
+        tps = [(topic, p) for p in range(n)]
+        ends = list_offsets(
+            clients.admin("target"),
+            clients.connection("target"),
+            tps,
+            OffsetSpec.latest(),
+            False,
+            clients.outage_timeout,
+        )
+        if any(e > 0 for e in ends.values()):
+            return True
+    lease = FlowLease(clients, "history", "history", 1)
+    try:
+        holder = lease.read_holder()
+    finally:
+        lease.close_reader()
+    return lease.first is not None and (holder is None or lease.first.owner != holder.owner)
+
+
 def wait_for_clusters(clients: FlowClients) -> None:
     """Both clusters of the flow answer. A broker restarting as a run starts is waited for up to
     broker.outage.max.seconds (then one BrokerUnavailableError naming the cluster and the last
@@ -319,10 +370,20 @@ def wait_for_clusters(clients: FlowClients) -> None:
         retry_call(partial(clients.admin, side), clients.alias(side), "connecting", clients.outage_timeout)
 
 
-def gather_inputs(
-    clients: FlowClients, progress: dict[tuple[str, int], Progress] | None = None
-) -> list[PartitionInput]:
-    """Everything `plan_units` needs, read in a few batched calls (see the module docstring)."""
+@dataclass
+class Inputs:
+    """What a plan is made from: every partition of the flow, and the task slots to copy them with."""
+
+    partitions: list[PartitionInput]
+    layout: TaskLayout
+    slot_of: dict[Key, int]
+
+
+def gather_inputs(clients: FlowClients, progress: dict[tuple[str, int], Progress] | None = None) -> Inputs:
+    """Everything `plan_units` needs, read in a few batched calls (see the module docstring).
+    Without `progress` (a run under the flow's lease) the task layout is ensured (a new generation
+    recorded when the deal changed, state.fencing.ensure_layout) and open copy transactions are
+    fenced before the progress is read; with it (a dry run) nothing is written."""
     flow = clients.flow
     bound = clients.outage_timeout  # a broker restart during planning is waited out, as during the copy
     # the run's first call to the source: a source broker restarting is waited for, not failed
@@ -332,8 +393,11 @@ def gather_inputs(
     starts = source_offsets(clients, tps, OffsetSpec.earliest())
     ends = source_offsets(clients, tps, OffsetSpec.latest())
     if progress is None:
-        fence_open_transactions(clients, tps)
+        layout = ensure_layout(clients, parts, lambda: ran_before(clients))
+        fence_open_transactions(clients, tps, layout)
         progress = StateStore(clients).progress()
+    else:
+        layout = provisional(tps, flow.parallelism)
     kind, ts = parse_initial_position(flow.props["initial.position"])
     fresh = [tp for tp in tps if tp not in progress or progress[tp].next < 0]
     initial: dict[tuple[str, int], int] = {}
@@ -361,7 +425,7 @@ def gather_inputs(
         committed=False,
         timeout=clients.outage_timeout,
     )
-    return [
+    partitions = [
         PartitionInput(
             t,
             p,
@@ -377,6 +441,13 @@ def gather_inputs(
         )
         for t, p, remote in parts
     ]
+    return Inputs(partitions, layout, deal(tps, layout.slots))
+
+
+def new_plan(clients: FlowClients, inputs: Inputs, tasks: list[list[Unit]], summary: list[dict[str, Any]]) -> Plan:
+    """A plan of the flow of `clients` copying `tasks` with the task slots of `inputs`."""
+    path = str(clients.cfg.path) if clients.cfg.path else None
+    return Plan(clients.flow.name, path, tasks, summary, layout=inputs.layout, slots=task_slots(tasks, inputs.slot_of))
 
 
 def make_plan(clients: FlowClients, topics: str | None = None, partition_limit: int | None = None) -> Plan:
@@ -384,8 +455,11 @@ def make_plan(clients: FlowClients, topics: str | None = None, partition_limit: 
     topics this regex fully matches; `partition_limit`: at most this many offsets per partition."""
     flow = clients.flow
     inputs = gather_inputs(clients)
+    parts = inputs.partitions
     if topics:
         subset = re.compile(topics)
-        inputs = [pi for pi in inputs if subset.fullmatch(pi.topic)]
-    tasks, summary = plan_units(inputs, flow.props["unit.max.records"], flow.parallelism, flow.name, partition_limit)
-    return Plan(flow.name, str(clients.cfg.path) if clients.cfg.path else None, tasks, summary)
+        parts = [pi for pi in parts if subset.fullmatch(pi.topic)]
+    tasks, summary = plan_units(
+        parts, flow.props["unit.max.records"], flow.parallelism, flow.name, partition_limit, inputs.slot_of
+    )
+    return new_plan(clients, inputs, tasks, summary)

@@ -113,6 +113,18 @@ class BatchLimits:
 BatchEnd = Literal["open", "range", "unit", "full", "time", "stop"]
 
 
+@dataclass(frozen=True)
+class Room:
+    """What a round of a copy task (one transaction) leaves a batch: records, bytes, and when it
+    must end (time.monotonic()); `until_deadline`: a followed batch keeps reading until then (it
+    does not end when the source is quiet for a moment: the round commits at its deadline)."""
+
+    records: int
+    bytes: int
+    deadline: float
+    until_deadline: bool = False
+
+
 class Batch:
     """The source records of one transaction: [src_from, src_to), gaps included. Iterate it once,
     to the end; what it holds is final then."""
@@ -183,48 +195,79 @@ class RangeReader:
         self.cluster = cluster  # the source's alias, for messages
         self.unit_bytes = 0  # read by this unit so far, all ranges
         self.unit_full = False  # unit.max.bytes reached: the unit stops after the current batch
+        self.done = True  # nothing open to read (see `open`)
 
     def batches(self, a: int, b: int) -> Iterator[Batch]:
         """The batches covering [a, b), in order (one empty batch when a >= b, e.g. a gap event).
         Iterate each batch to its end before taking the next one."""
-        records = self._records(a, b)
-        pos = a
-        following = self.follow is not None and b >= OPEN_END
+        self.open(a, b)
         while True:
-            first = None
-            if following:  # the transaction starts with a record: wait for one (or the stop)
-                first = next((m for m in records if m is not None), None)
-                if first is None:
-                    return
-            batch = Batch(pos)
-            batch._filler = self._fill(batch, records, b, first)
-            yield batch
-            self.unit_bytes += batch.nbytes
-            if batch.end not in ("full", "time"):
-                self.unit_full = batch.end == "unit"
+            batch = self.next_batch()
+            if batch is None:
                 return
-            pos = batch.src_to
+            yield batch
+            self.batch_done(batch)
 
-    def _fill(self, batch: Batch, records: Iterator[Any], b: int, first: Any = None) -> Iterator[Any]:
+    def open(self, a: int, b: int) -> None:
+        """Start reading [a, b): `next_batch` then hands out its batches, one per transaction."""
+        self._records_of = self._records(a, b)
+        self._pos, self._b, self.done = a, b, False
+        self._following = self.follow is not None and b >= OPEN_END
+
+    def next_batch(self, room: Room | None = None) -> Batch | None:
+        """The next batch of the open range, bounded by `room` too (a round's share of its task's
+        transaction: records, bytes, when it must end); None when the range is done, or (a followed
+        range) when no record came before the room's deadline."""
+        if self.done:
+            return None
+        first = None
+        if self._following:  # the transaction starts with a record: wait for one (or the stop)
+            for m in self._records_of:
+                if m is not None:
+                    first = m
+                    break
+                if room is not None and time.monotonic() >= room.deadline:
+                    return None
+            else:
+                self.done = True
+                return None
+        batch = Batch(self._pos)
+        batch._filler = self._fill(batch, self._records_of, self._b, first, room)
+        return batch
+
+    def batch_done(self, batch: Batch) -> None:
+        """`batch` was iterated to its end: account for it, and whether the range goes on."""
+        self.unit_bytes += batch.nbytes
+        self._pos = batch.src_to
+        if batch.end not in ("full", "time"):
+            self.unit_full = batch.end == "unit"
+            self.done = True
+
+    def _fill(
+        self, batch: Batch, records: Iterator[Any], b: int, first: Any = None, room: Room | None = None
+    ) -> Iterator[Any]:
         """Moves records into `batch` while the caller iterates it; the one place a batch ends."""
         following = self.follow is not None and b >= OPEN_END
+        in_round = room is not None and room.until_deadline  # a followed round: read until its deadline
         every = 1 if following else 1000  # how often (records) the clock is read
         source = records if first is None else itertools.chain((first,), records)
-        max_records = self.limits.records
+        max_records = self.limits.records if room is None else min(self.limits.records, room.records)
         unit_room = self.limits.unit_bytes - self.unit_bytes
-        byte_room = min(self.limits.bytes, unit_room)
+        byte_room = min(self.limits.bytes, unit_room, room.bytes if room is not None else unit_room)
         add = batch.records.append
         n = nbytes = 0
         end: BatchEnd = "range"
         deadline = float("inf")  # the first record opens the transaction on the broker
         for m in source:
             if m is None:  # an idle poll: a batch with records must not stay open too long
-                if time.monotonic() >= deadline or (following and n):  # following: commit what is there
+                if time.monotonic() >= deadline or (following and n and not in_round):  # commit what is there
                     end = "time"
                     break
                 continue
             if not n:
                 deadline = time.monotonic() + self.limits.open_s
+                if room is not None:
+                    deadline = min(deadline, room.deadline)
             add(m)
             n += 1
             v, k = m.value(), m.key()  # record_size(), inlined: this loop runs per record

@@ -49,22 +49,32 @@ JOB_PATH = job_path()
 VENV_BIN = Path(sys.executable).parent
 
 
-def _copy_task(
-    config_path: str | None, flow_name: str, continuous: dict[str, Any] | None = None, owner: str | None = None
-) -> Callable[[Any], list[dict]]:
+def task_head(plan: dict[str, Any]) -> dict[str, Any]:
+    """What every task of a plan needs besides its units: the flow, its task layout, the lease's
+    owner and a continuous run's follow spec (small, never secrets)."""
+    return {k: plan.get(k) for k in ("flow", "layout", "lease", "continuous")}
+
+
+def spark_attempt() -> int:
+    """This Spark task's attempt number (0: the first; a retry of a failed task counts up)."""
+    from pyspark import TaskContext
+
+    ctx = TaskContext.get()
+    return int(ctx.attemptNumber()) if ctx is not None else 0
+
+
+def _copy_task(config_path: str | None, head: dict[str, Any]) -> Callable[[Any], list[dict]]:
     def task(rows: Any) -> list[dict]:  # runs inside a Spark task: clients are built here
         from mirrorflow import config as config_mod
         from mirrorflow.clients import FlowClients
-        from mirrorflow.replication.copier import copy_units
         from mirrorflow.replication.faults import from_env as faults_from_env
-        from mirrorflow.replication.follow import following
-        from mirrorflow.replication.planner import Unit
+        from mirrorflow.replication.task_copier import copy_planned
 
         faults = faults_from_env()  # test crash points: read once per task, never on the copy path
         cfg = config_mod.load(config_path)
-        with FlowClients(cfg, cfg.flow(flow_name)) as clients, following(clients, continuous) as follow:
-            units = [Unit.from_dict(d) for _, task_units in rows for d in task_units]
-            return [r.to_dict() for r in copy_units(clients, units, faults, follow=follow, owner=owner)]
+        attempt = spark_attempt()
+        with FlowClients(cfg, cfg.flow(head["flow"])) as clients:
+            return [r for i, units in rows for r in copy_planned(clients, head, i, units, faults, attempt)]
 
     return task
 
@@ -106,13 +116,7 @@ def copy_in_spark(spark: Any, plan: dict[str, Any], clients: Any = None) -> list
     sc.setJobDescription(f"mirrorflow {plan['flow']}: {sum(len(t) for t in tasks)} units in {len(tasks)} tasks")
     rdd = sc.parallelize(list(enumerate(tasks)), max(1, len(tasks)))
     with lease_kept(plan, clients):
-        task = _copy_task(plan.get("config"), plan["flow"], plan.get("continuous"), lease_owner(plan))
-        return list(rdd.mapPartitions(task).collect())
-
-
-def lease_owner(plan: dict[str, Any]) -> str | None:
-    """The owner of the run's lease, which its copy units check they still hold (state.lease.LeaseGuard)."""
-    return (plan.get("lease") or {}).get("owner")
+        return list(rdd.mapPartitions(_copy_task(plan.get("config"), task_head(plan))).collect())
 
 
 def shipped_file(path: str) -> Path:

@@ -19,15 +19,19 @@ A server that goes away during a job (killed, restarted) fails the run within UN
 the flow's lease held all along. Units end only through their own transactions, so what the job
 had not committed stays uncopied and the next run continues exactly; a job this client gives up on
 (interrupted, the Airflow task killed) is interrupted on the server by its tag, so it does not copy
-on unseen (and were it to, the next run's units fence it).
+on unseen. A client killed outright (SIGKILL) interrupts nothing: the next run of the flow, which
+holds the flow's lease, interrupts the flow's jobs still running (`flow_tag`) before starting its
+own, and its tasks fence whatever those had started.
 """
 
 from __future__ import annotations
 
 import contextlib
 import hashlib
+import importlib.util
 import json
 import os
+import py_compile
 import re
 import socket
 import tempfile
@@ -44,7 +48,7 @@ from typing import Any
 import mirrorflow
 from mirrorflow.config import Config, config_path
 from mirrorflow.errors import MirrorflowError
-from mirrorflow.replication.spark import _copy_task, lease_kept, lease_owner, spark_env
+from mirrorflow.replication.spark import _copy_task, lease_kept, spark_env, task_head
 
 SESSION_NS = uuid.UUID("6f2f3b4e-93a4-4a63-9d0c-5b3f1c8e0a11")  # namespace of mirrorflow's session ids
 RESULT_SCHEMA = "result string"
@@ -81,10 +85,17 @@ def package_files(pkg: Path | None = None) -> list[Path]:
 
 def package_zip(dest_dir: Path | None = None, pkg: Path | None = None) -> PackageZip:
     """Zip the package once per content: `mirrorflow-<hash>.zip` (an edited package is a new zip,
-    hence a new artifact name and a new session: a server never mixes two versions)."""
+    hence a new artifact name and a new session: a server never mixes two versions).
+
+    Each module goes in with its bytecode beside it (`x.pyc`, unchecked-hash: the zip is named by
+    its sources), which zipimport loads instead of compiling the source: a Python worker that
+    imports the package from the artifact cannot write a bytecode cache, and compiling it took a
+    fifth of the workers' samples in a copy of 100 MB (bench/bench_vs_raw.py --profile). Bytecode
+    of another Python version is skipped by zipimport, which then compiles the source as before;
+    the hash covers this Python's bytecode version, so two versions never share a zip's name."""
     pkg = pkg or Path(mirrorflow.__file__).parent
     files = package_files(pkg)
-    h = hashlib.sha256()
+    h = hashlib.sha256(b"pyc:" + importlib.util.MAGIC_NUMBER + b"\0")
     for f in files:
         h.update(str(f.relative_to(pkg)).encode() + b"\0" + f.read_bytes() + b"\0")
     digest = h.hexdigest()[:16]
@@ -93,9 +104,26 @@ def package_zip(dest_dir: Path | None = None, pkg: Path | None = None) -> Packag
         tmp = dest.with_suffix(f".{os.getpid()}.tmp")
         with zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED) as z:
             for f in files:
-                z.write(f, f.relative_to(pkg.parent))
+                name = f.relative_to(pkg.parent)
+                z.write(f, name)
+                if f.suffix == ".py":
+                    z.writestr(str(name.with_suffix(".pyc")), bytecode(f, str(name)))
         tmp.replace(dest)
     return PackageZip(dest, digest)
+
+
+def bytecode(source: Path, name: str) -> bytes:
+    """A module's .pyc as zipimport reads it (unchecked hash: valid whatever the file times)."""
+    with tempfile.TemporaryDirectory() as d:
+        out = Path(d) / "m.pyc"
+        py_compile.compile(
+            str(source),
+            cfile=str(out),
+            dfile=name,
+            doraise=True,
+            invalidation_mode=py_compile.PycInvalidationMode.UNCHECKED_HASH,
+        )
+        return out.read_bytes()
 
 
 def session_id(remote: str, digest: str, generation: int) -> str:
@@ -126,12 +154,10 @@ def task_rows(plan: dict[str, Any]) -> list[str]:
     return [json.dumps(t) for t in plan["tasks"]]
 
 
-def _arrow_task(
-    config_file: str, flow_name: str, continuous: dict[str, Any] | None = None, owner: str | None = None
-) -> Callable[[Iterator[Any]], Iterator[Any]]:
+def _arrow_task(config_file: str, head: dict[str, Any]) -> Callable[[Iterator[Any]], Iterator[Any]]:
     """mapInArrow function: the (task, units) rows of a partition -> one result row per unit
-    (`continuous`: a continuous plan's follow spec, see replication.follow; `owner`: the run's lease)."""
-    copy = _copy_task(config_file, flow_name, continuous, owner)
+    (`head`: what every task of the plan needs besides its units, spark.task_head)."""
+    copy = _copy_task(config_file, head)
 
     def run(batches: Iterator[Any]) -> Iterator[Any]:  # runs in an executor's Python worker
         import pyarrow as pa  # type: ignore[import-untyped]
@@ -179,10 +205,22 @@ def reachable(remote: str) -> bool:
         return False
 
 
+def _tag(text: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_" else "_" for c in text)
+
+
 def job_tag(plan: dict[str, Any]) -> str:
     """The tag of a run's operations on the server (its session is shared with other flows' runs, so
     an abandoned job is interrupted by this tag, never by interrupting the whole session)."""
-    return "mirrorflow-" + "".join(c if c.isalnum() or c in "-_" else "_" for c in str(plan.get("run") or uuid.uuid4()))
+    return "mirrorflow-" + _tag(str(plan.get("run") or uuid.uuid4()))
+
+
+def flow_tag(plan: dict[str, Any], cfg: Config | None = None) -> str:
+    """The tag every copy job of the plan's flow carries. The run that holds the flow's lease
+    interrupts what still runs under it before its own job starts: the job of a run that was
+    killed (SIGKILL of the CLI, of an Airflow worker) and could not interrupt it itself."""
+    flow = cfg.flow(plan["flow"]).client_name if cfg is not None else str(plan["flow"])
+    return "mirrorflow-flow-" + _tag(flow)
 
 
 @dataclass
@@ -207,7 +245,7 @@ class ConnectCopy:
         spark.client.set_retry_policies([DefaultPolicy(**UNAVAILABLE_RETRIES)])
         return spark
 
-    def run(self, plan: dict[str, Any], config_file: str) -> list[dict]:
+    def run(self, plan: dict[str, Any], config_file: str, cfg: Config | None = None) -> list[dict]:
         probe(self.remote)
         # PySpark warns when its retries run out; the error below says it once, naming the server
         warnings.filterwarnings("ignore", message=r"\[RETRIES_EXCEEDED\]")
@@ -218,6 +256,8 @@ class ConnectCopy:
             spark = self.session(session_id(self.remote, pkg.digest, gen))
             tag = job_tag(plan)
             try:
+                self._stop_abandoned(spark, flow_tag(plan, cfg), plan["flow"])
+                spark.addTag(flow_tag(plan, cfg))
                 return self._job(spark, plan, config_file, pkg, tag)
             except Exception as exc:  # noqa: BLE001
                 if attempt == 0 and is_closed_session(exc):
@@ -242,6 +282,14 @@ class ConnectCopy:
                 spark.stop()
         raise AssertionError("unreachable")
 
+    def _stop_abandoned(self, spark: Any, tag: str, flow: str) -> None:
+        """Interrupt the flow's jobs still running on the server (this run holds the flow's lease,
+        so they belong to runs that are gone); their tasks commit nothing more once interrupted,
+        and were fenced anyway by this run's tasks."""
+        gone = spark.interruptTag(tag)
+        if gone:
+            self.log(f"interrupted {len(gone)} copy job operation(s) of flow {flow} left by a run that is gone")
+
     @staticmethod
     def _interrupt(spark: Any, tag: str) -> None:
         with contextlib.suppress(Exception):  # best effort: the server may be gone
@@ -259,7 +307,7 @@ class ConnectCopy:
         df = spark.range(0, n, 1, n).select(
             F.col("id").cast("int").alias("task"), F.element_at(units, (F.col("id") + 1).cast("int")).alias("units")
         )
-        task = _arrow_task(config_file, plan["flow"], plan.get("continuous"), lease_owner(plan))
+        task = _arrow_task(config_file, task_head(plan))
         out = df.mapInArrow(task, RESULT_SCHEMA).collect()
         results = [json.loads(r["result"]) for r in out]
         self.log(f"Spark Connect job: {len(results)} unit results from {n} tasks in {time.time() - t0:.2f} s")
@@ -313,19 +361,6 @@ def copy_with_connect(
         return []
     job = ConnectCopy(remote, log)
     if not keep_lease:
-        return job.run(plan, resolved_config(plan))
+        return job.run(plan, resolved_config(plan), cfg)
     with lease_kept(plan):
-        return job.run(plan, resolved_config(plan))
-
-
-def copy_and_publish(cfg: Config, plan: dict[str, Any], remote: str | None = None) -> list[dict]:
-    """The replicate DAG's copy task in connect mode: copy the plan (handed over in XCom) and write
-    its results to the target for the report task (replication.handoff), like spark_job.py."""
-    from mirrorflow.clients import FlowClients
-    from mirrorflow.replication.handoff import publish_results
-
-    t0 = time.time()
-    results = copy_with_connect(cfg, plan, remote)
-    with FlowClients(cfg, cfg.flow(plan["flow"])) as clients:
-        publish_results(clients, plan, results, job_started=t0, job_finished=time.time())
-    return results
+        return job.run(plan, resolved_config(plan), cfg)

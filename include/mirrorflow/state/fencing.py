@@ -1,10 +1,12 @@
-"""Aborting what a crashed copy left open, so state reads need not wait for the broker.
+"""Fencing copies: aborting what a crashed copy left open, ending a generation of task slots, a take-over.
 
 A copy that dies mid-transaction leaves its transaction open until the broker aborts it after
 transaction.timeout.ms; meanwhile read_committed readers of that state partition block. Before a
 run reads progress, the planner finds state partitions with an open transaction (last stable
-offset below the high watermark) and re-initialises the transactional ids whose keys live there,
-which fences the zombie and aborts its transaction.
+offset below the high watermark) and re-initialises the copy tasks' transactional ids
+(state.task_slots), which fences the zombie and aborts its transaction (`fence_open_transactions`).
+The same re-initialisation ends a generation of task slots before the next is recorded
+(`ensure_layout`) and fences a run that a failover took over (`fence_copies`).
 
 `init_transactions` alone does not end every open transaction: a target broker SIGKILLed while a
 copy transaction was open, and down longer than transaction.timeout.ms, can leave that
@@ -19,7 +21,7 @@ before its first commit (see docs/replicate.md, "Fencing").
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -28,8 +30,13 @@ from confluent_kafka.admin import OffsetSpec
 
 from mirrorflow.clients import FlowClients
 from mirrorflow.errors import StateError, TransactionAbortedError
+from mirrorflow.kafka.connection import kafka_error
 from mirrorflow.kafka.topic_admin import list_offsets
 from mirrorflow.state.state_topics import offset_map_topic, progress_topic, state_partition, transactional_id
+from mirrorflow.state.task_slots import TaskLayout, fingerprint, read_layout, write_layout
+
+Key = tuple[str, int]
+FENCE_THREADS = 16  # init_transactions mostly waits on the transaction coordinator
 
 ABORTED_VALUE = b"mirrorflow-aborted"  # never read: no read_committed reader sees an aborted record
 
@@ -80,12 +87,69 @@ def blocked_state_partitions(clients: FlowClients) -> set[int]:
     return {p for (_, p), h in hw.items() if lso.get((topic, p), h) < h}
 
 
-def fence_open_transactions(
-    clients: FlowClients, keys: Iterable[tuple[str, int]], log: Callable[[str], Any] | None = None
+def fence_ids(
+    clients: FlowClients, ids: Iterable[str], pending: Mapping[str, list[tuple[str, int]]] | None = None
 ) -> int:
-    """init_transactions for every source partition whose progress partition has an open
-    transaction. A copy still running for that partition is fenced too (it stops cleanly); only
-    call this while no run of the flow is active. Returns how many ids were fenced."""
+    """init_transactions with each transactional id (in parallel): every producer holding one is
+    fenced and its open transaction aborted. `pending`: partitions per id over which an aborted
+    transaction also ends what an earlier epoch of it left pending there (`abort_pending`). Returns
+    how many ids were fenced; StateError naming the first id that could not be (whoever fences must
+    not go on unsure)."""
+    flow = clients.flow
+    todo = sorted(set(ids))
+
+    def fence(tid: str) -> None:
+        pr = clients.producer("target", required={"transactional.id": tid})
+        try:
+            pr.init_transactions(60)
+            parts = (pending or {}).get(tid)
+            if parts:
+                with contextlib.suppress(TransactionAbortedError):  # best effort: the records stay pending
+                    abort_pending(pr, parts, lambda: pr.abort_transaction(60), tid, flow.target)
+        except KafkaException as exc:
+            err = kafka_error(exc)
+            raise StateError(
+                f"cannot fence the copies with transactional.id {tid} on cluster {flow.target!r}: "
+                f"{err.str() if err is not None else exc}"
+            ) from None
+        finally:
+            clients.release(pr)
+
+    with ThreadPoolExecutor(max_workers=FENCE_THREADS) as pool:
+        list(pool.map(fence, todo))
+    return len(todo)
+
+
+def state_parts(clients: FlowClients, keys: Iterable[Key]) -> list[tuple[str, int]]:
+    """The progress and offset-map partitions the state of `keys` lives in."""
+    flow = clients.flow
+    nprog = clients.partitions("target", progress_topic(flow))
+    nmap = clients.partitions("target", offset_map_topic(flow))
+    out = {(progress_topic(flow), state_partition(t, p, nprog)) for t, p in keys}
+    return sorted(out | {(offset_map_topic(flow), state_partition(t, p, nmap)) for t, p in keys})
+
+
+def copy_ids(clients: FlowClients, keys: Iterable[Key], layout: TaskLayout | None) -> dict[str, list[Key]]:
+    """The transactional ids that may write the state of `keys` now: every slot of the recorded
+    generation, or (a flow without one yet, copied per partition) each key's own id."""
+    flow = clients.flow
+    if layout is not None:
+        return {tid: list(keys) for tid in layout.transactional_ids(flow)}
+    return {transactional_id(flow, t, p): [(t, p)] for t, p in keys}
+
+
+def fence_open_transactions(
+    clients: FlowClients,
+    keys: Iterable[Key],
+    layout: TaskLayout | None = None,
+    log: Callable[[str], Any] | None = None,
+) -> int:
+    """Fence the copies whose open transaction blocks a progress partition of `keys` (last stable
+    offset below the high watermark): a copy still running is fenced too (it stops cleanly), so
+    only call this under the flow's lease. The ids are `copy_ids` (the slots of `layout`, else
+    per partition); records an earlier epoch left pending on those state partitions are ended too,
+    so the partition's last stable offset moves and the plan reads the whole progress. Returns
+    how many ids were fenced."""
     flow = clients.flow
     if not flow.exactly_once:
         return 0
@@ -94,54 +158,51 @@ def fence_open_transactions(
         return 0
     n = clients.partitions("target", progress_topic(flow))
     todo = [(t, p) for t, p in keys if state_partition(t, p, n) in blocked]
-
-    nmap = clients.partitions("target", offset_map_topic(flow))
-
-    def fence(tp: tuple[str, int]) -> None:
-        pr = clients.producer("target", required={"transactional.id": transactional_id(flow, *tp)})
-        try:
-            pr.init_transactions(60)
-            # records a killed broker left pending on the state partitions are ended too, so the
-            # progress partition's last stable offset moves and the plan reads the whole progress
-            parts = [
-                (progress_topic(flow), state_partition(*tp, n)),
-                (offset_map_topic(flow), state_partition(*tp, nmap)),
-            ]
-            with contextlib.suppress(TransactionAbortedError):  # best effort: the unit does it again
-                abort_pending(pr, parts, lambda: pr.abort_transaction(60), f"{tp[0]}[{tp[1]}]", flow.target)
-        finally:
-            clients.release(pr)
-
-    with ThreadPoolExecutor(max_workers=8) as pool:
-        list(pool.map(fence, todo))
+    ids = copy_ids(clients, todo, layout)
+    fenced = fence_ids(clients, ids, {tid: state_parts(clients, ks) for tid, ks in ids.items()})
     if log:
         log(f"aborted open transactions of {len(todo)} source partitions (a crashed copy)")
-    return len(todo)
+    return fenced
 
 
-def fence_copies(clients: FlowClients, keys: Iterable[tuple[str, int]]) -> int:
-    """init_transactions with the transactional id of every source partition in `keys`: every copy
-    of the flow that holds one of them now (a run taken over, state.lease) is fenced, its open
-    transaction aborted, and none of its later commits can succeed (a copy that fences back later
-    first checks its run still holds the lease: copier). Only with exactly-once (idempotent
-    producers cannot be fenced). Returns how many ids were fenced; StateError naming the partition
-    when one cannot be (the take-over must not go on unsure)."""
-    flow = clients.flow
+def fence_copies(clients: FlowClients, keys: Iterable[Key]) -> int:
+    """Fence every copy of the flow (a run taken over, state.lease): init_transactions with each
+    transactional id that may copy `keys` (`copy_ids`), so its open transaction is aborted and none
+    of its later commits can succeed (a copy that starts later first checks its run still holds
+    the lease: replication.task_producer). Only with exactly-once (idempotent producers cannot be
+    fenced). Returns how many source partitions are covered; StateError naming the id when one
+    cannot be fenced (the take-over must not go on unsure)."""
     todo = sorted(set(keys))
-
-    def fence(tp: tuple[str, int]) -> None:
-        pr = clients.producer("target", required={"transactional.id": transactional_id(flow, *tp)})
-        try:
-            pr.init_transactions(60)
-        except KafkaException as exc:
-            err = exc.args[0] if exc.args else exc
-            raise StateError(
-                f"cannot fence the copies of {tp[0]}[{tp[1]}] (transactional.id {transactional_id(flow, *tp)}) on "
-                f"cluster {flow.target!r}: {err}"
-            ) from None
-        finally:
-            clients.release(pr)
-
-    with ThreadPoolExecutor(max_workers=8) as pool:
-        list(pool.map(fence, todo))
+    fence_ids(clients, copy_ids(clients, todo, read_layout(clients)))
     return len(todo)
+
+
+def ensure_layout(
+    clients: FlowClients,
+    partitions: Sequence[tuple[str, int, str]],
+    ran_before: Callable[[], bool],
+    log: Callable[[str], Any] | None = None,
+) -> TaskLayout:
+    """The generation of task slots this run copies with (only under the flow's lease): the recorded
+    one when it deals `partitions` (source topic, partition, target topic: every partition of the
+    flow) onto tasks.max slots, else the next one, recorded only after every transactional id that
+    may still commit under the old deal is fenced (state.task_slots). A flow without a layout record
+    that `ran_before()` was copied with per-partition ids: each of its partitions' id is fenced
+    once, with what it left pending on its target and state partitions ended."""
+    flow = clients.flow
+    slots, print_ = max(1, int(flow.parallelism)), fingerprint((t, p) for t, p, _ in partitions)
+    current = read_layout(clients)
+    if current is not None and current.matches(slots, print_):
+        return current
+    if flow.exactly_once and current is not None:
+        n = fence_ids(clients, current.transactional_ids(flow))
+        if log:
+            log(f"flow {flow.name}: the task layout changed; fenced the {n} tasks of generation {current.generation}")
+    elif flow.exactly_once and ran_before():
+        ids = {transactional_id(flow, t, p): [(r, p), *state_parts(clients, [(t, p)])] for t, p, r in partitions}
+        n = fence_ids(clients, ids, ids)
+        if log:
+            log(f"flow {flow.name}: first run with task slots; fenced the per-partition copy ids of {n} partitions")
+    layout = TaskLayout((current.generation if current else 0) + 1, slots, print_)
+    write_layout(clients, layout)
+    return layout

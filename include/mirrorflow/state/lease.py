@@ -204,6 +204,7 @@ class FlowLease:
         self.taken: LeaseRecord | None = None  # the latest take-over read: its deployment owns the flow then
         self.fenced: set[str] = set()  # owners taken over (replay)
         self.lost: str | None = None  # why this owner lost the lease while renewing
+        self.took_from: Holder | None = None  # acquire: the last holder, when it had not released the lease
         self.kept_until = 0.0  # time.monotonic() before which the lease is surely still this owner's
         self.acknowledged = 0.0  # time.monotonic() when the last claim or renewal was acknowledged
         self._next: int | None = None  # replayed up to here
@@ -261,6 +262,12 @@ class FlowLease:
         self.holder = replay(records, self.holder, self.fenced)
         return self.holder
 
+    def close_reader(self) -> None:
+        """Close the reader of the lease topic now (it is the flow clients' otherwise)."""
+        if self._reader is not None:
+            self.clients.release(self._reader.consumer)
+            self._reader, self._next, self.holder = None, None, None
+
     @property
     def owning_deployment(self) -> str | None:
         """The deployment that owns the flow's state (None: no record yet): the latest take-over's,
@@ -307,6 +314,8 @@ class FlowLease:
             gone = self.read_holder()
         self.check_deployment()
         now = int(time.time() * 1000)
+        if gone is not None and gone.owner != self.owner:  # a holder that did not release: broken or lapsed
+            self.took_from = gone
         if gone is not None and gone.owner != self.owner and gone.expires > now and provably_gone(gone.proc):
             log.warning(
                 "flow %s: %s holds the lease until %s, but its process no longer exists on this host: "
@@ -457,8 +466,7 @@ class LeaseGuard:
             )
 
     def close(self) -> None:
-        if self._lease._reader is not None:
-            self.clients.release(self._lease._reader.consumer)
+        self._lease.close_reader()
 
 
 def current_holder(clients: FlowClients) -> Holder | None:

@@ -16,16 +16,11 @@ from mirrorflow.config import FlowConfig
 from mirrorflow.errors import MirrorflowError, StateError
 from mirrorflow.kafka.retry import OUTAGE_BOUND, retry_call
 from mirrorflow.kafka.topic_admin import produce_all
+from mirrorflow.state.fencing import copy_ids, fence_ids
 from mirrorflow.state.offset_map import MapEntry
 from mirrorflow.state.records import Progress, encode_entry
-from mirrorflow.state.state_topics import (
-    anchor_key,
-    offset_map_topic,
-    progress_topic,
-    state_key,
-    state_partition,
-    transactional_id,
-)
+from mirrorflow.state.state_topics import anchor_key, offset_map_topic, progress_topic, state_key, state_partition
+from mirrorflow.state.task_slots import read_layout
 
 
 @dataclass
@@ -101,19 +96,27 @@ def write_acknowledged(
     retry_call(lambda: produce_all(conn, topic, records, partition, conf, flush_s), conn.alias, what, bound, bound_name)
 
 
+def state_transactional_id(flow: FlowConfig) -> str:
+    """The transactional.id of `write_partition_state` (never a copy's: a `/` is in no topic name)."""
+    return f"mirrorflow-{flow.client_name}-state/write"
+
+
 def write_partition_state(
     clients: FlowClients, writer: StateWriter, progress: Progress, markers: MapEntry | Sequence[MapEntry]
 ) -> None:
-    """Replace a partition's progress and open its map with `markers` (in order), in one transaction
-    with the partition's transactional.id (a copy still running for it is fenced): a re-seed, a
-    takeover, a failback's seed. Either all of it is written or none."""
+    """Replace a partition's progress and open its map with `markers` (in order), in one transaction,
+    after fencing every copy that may write the partition's state (fencing.copy_ids: a copy still
+    running for it stops): a re-seed, a takeover, a failback's seed. Either all of it is written or
+    none."""
     flow, where = clients.flow, f"{progress.topic}[{progress.partition}]"
+    key = (progress.topic, progress.partition)
+    if flow.exactly_once:  # idempotent copies have no transactional id to fence
+        fence_ids(clients, copy_ids(clients, [key], read_layout(clients)))
     producer: Any = clients.producer(
-        "target",
-        required={"transactional.id": transactional_id(flow, progress.topic, progress.partition), "acks": "all"},
+        "target", required={"transactional.id": state_transactional_id(flow), "acks": "all"}
     )
     try:
-        producer.init_transactions(60)  # fences a copy still running for this partition
+        producer.init_transactions(60)
         producer.begin_transaction()
         for entry in [markers] if isinstance(markers, MapEntry) else markers:
             writer.write_entry(producer, entry)

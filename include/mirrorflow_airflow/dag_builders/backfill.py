@@ -13,7 +13,8 @@ ends skipped and says who holds it). A paused or stopped flow skips it with the 
 * `copy`: `spark-submit` of the same job as the replicate DAG (skipped when there is nothing to
   copy, or in a dry run).
 * `report`: reads the units' results from the target by run id (no shared disk); records and bytes
-  per partition, gaps; releases the lease.
+  per partition, gaps; releases the lease; an Asset event per remote topic it wrote records to, as
+  the replicate DAG's report emits (kind `backfill` in its extra).
 
 Backfilled records land AFTER newer ones in the target partition (Kafka appends); translation,
 checkpoints and group sync stay exact through the offset map. A second identical backfill copies
@@ -27,15 +28,21 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from airflow.sdk import DAG, Param, task
+from airflow.sdk import DAG, AssetAlias, Param, task
 from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 
+from mirrorflow.clients import FlowClients
 from mirrorflow.config import Config, FlowConfig
-from mirrorflow.replication.backfill_plan import WHEN_HELP, WHEN_PATTERN
+from mirrorflow.errors import LeaseError, MirrorflowError
+from mirrorflow.ops.backfill import BackfillReport, apply_results
+from mirrorflow.replication.backfill_plan import WHEN_HELP, WHEN_PATTERN, When, partitions_of
+from mirrorflow.replication.run import ReplicationRun, RunSkipped
+from mirrorflow.replication.run_options import RunOptions
 from mirrorflow.replication.spark import JOB_PATH, spark_conf, spark_env
 from mirrorflow_airflow import params as P
+from mirrorflow_airflow.assets import emit_copied
 from mirrorflow_airflow.common import flow_dag, flow_dag_id, flow_dags, log_report, task_config_path
-from mirrorflow_airflow.dag_builders.replicate import release_after_failure, release_lease
+from mirrorflow_airflow.dag_builders.replicate import lease_owner, release_after_failure
 from mirrorflow_airflow.hooks import MirrorflowHook
 from mirrorflow_airflow.operators.spark_submit import SPARK_CONN_ID, MirrorflowSparkSubmitOperator
 from mirrorflow_airflow.run_notes import skip_task
@@ -57,87 +64,59 @@ def backfill_params() -> dict[str, Param]:
     }
 
 
-def lease_owner(flow: FlowConfig, run_id: str) -> tuple[str, str]:
-    dag_id = flow_dag_id("backfill", flow)
-    return f"airflow:{dag_id}:{run_id}", f"Airflow DAG run {dag_id} / {run_id}"
-
-
 def plan_task(flow_name: str, run_id: str, p: dict[str, Any], config_path: str | None = None) -> dict[str, Any]:
-    """Plan the backfill (under the flow's lease unless a dry run); the plan goes to XCom."""
-    from mirrorflow.clients import FlowClients
-    from mirrorflow.errors import LeaseError
-    from mirrorflow.ops.backfill import BackfillReport
-    from mirrorflow.replication.backfill_plan import When, plan_backfill
-    from mirrorflow.replication.handoff import encode_plan, new_run_id
-    from mirrorflow.replication.runner import take_lease
-    from mirrorflow.state.flow_state import flow_state
-
+    """The backfill run's `begin` and `make_plan` (replication.run; a dry run takes no lease); the
+    plan handed on in XCom, with the range as parsed."""
     cfg = MirrorflowHook(config_path).get_conn()
     flow = cfg.flow(flow_name)
     lo, hi = When.parse(p.get("from"), "from"), When.parse(p.get("to"), "to")
-    topics, dry = P.regex_or_none(p, "topics"), bool(p.get("dry_run", False))
+    opts = RunOptions(P.regex_or_none(p, "topics"), None, bool(p.get("dry_run", False)))
+    run = ReplicationRun(
+        cfg, flow, "backfill", *lease_owner(flow, run_id, "backfill"), opts, "backfill-" + run_id, (lo, hi)
+    )
     with FlowClients(cfg, flow) as clients:
-        skip = flow_state(clients).skip_reason(flow.name, "copy")
-        if skip:
-            skip_task(skip, note=skip)
-        lease = None
-        if not dry:
-            try:
-                lease = take_lease(clients, *lease_owner(flow, run_id))
-            except LeaseError as exc:
-                raise AirflowSkipException(str(exc)) from None
         try:
-            plan, parts = plan_backfill(clients, lo, hi, topics, fence=not dry)
+            run.begin(clients)
+        except RunSkipped as exc:
+            skip_task(str(exc), note=str(exc))
+        except LeaseError as exc:
+            raise AirflowSkipException(str(exc)) from None
+        try:
+            plan = run.make_plan(clients)
         except BaseException:
-            if lease is not None:
-                lease.release()
+            run.release_lease(clients)
             raise
-    if dry:
-        plan.tasks = []
-    if lease is not None:
-        plan.lease = {"owner": lease.owner, "who": lease.who}
-    run = new_run_id("backfill-" + run_id)
-    rep = BackfillReport(flow.name, str(lo), str(hi), topics, dry, parts)
+    rep = BackfillReport(flow.name, str(lo), str(hi), opts.topics, opts.dry_run, run.parts)
     log_report(log, rep)
     return {
-        "plan": encode_plan({**plan.to_dict(), "run": run}),
-        "run": run,
+        "plan": run.handoff(),
+        "run": run.handed["run"],
         "units": len(plan.units),
         "offsets": rep.offsets,
-        "dry_run": dry,
+        "dry_run": opts.dry_run,
         "from": str(lo),
         "to": str(hi),
-        "topics": topics,
+        "topics": opts.topics,
     }
 
 
-def report_task(flow_name: str, paths: dict[str, Any], config_path: str | None = None) -> dict[str, Any]:
-    """The backfill's report (records, bytes, gaps per partition); releases the lease."""
-    from mirrorflow.clients import FlowClients
-    from mirrorflow.errors import MirrorflowError
-    from mirrorflow.ops.backfill import BackfillReport, apply_results
-    from mirrorflow.replication.backfill_plan import partitions_of
-    from mirrorflow.replication.handoff import collect_results, decode_plan
-    from mirrorflow.replication.runner import report_run
-
+def report_task(
+    flow_name: str, paths: dict[str, Any], config_path: str | None = None, outlet_events: Any = None
+) -> dict[str, Any]:
+    """The backfill run's `report` (records, bytes, gaps per partition); releases the lease; an Asset
+    event per remote topic it wrote to (mirrorflow_airflow.assets)."""
     cfg = MirrorflowHook(config_path).get_conn()
-    flow = cfg.flow(flow_name)
-    plan = decode_plan(paths["plan"])
-    rep = BackfillReport(flow.name, paths["from"], paths["to"], paths.get("topics"), paths["dry_run"])
-    rep.partitions = partitions_of(plan)
-    results: list[dict[str, Any]] = []
-    with FlowClients(cfg, flow) as clients:
-        try:
-            try:  # written to the target by the copy job under the run's id (no shared disk)
-                results = collect_results(clients, plan)
-            except MirrorflowError as exc:
-                raise AirflowFailException(str(exc)) from None
-            if not paths["dry_run"]:
-                rep.run = report_run(clients, plan, results, plan.get("planned_at", 0))
-        finally:
-            release_lease(clients, plan)
+    run = ReplicationRun.from_handoff(cfg, paths["plan"])
+    rep = BackfillReport(run.flow.name, paths["from"], paths["to"], paths.get("topics"), paths["dry_run"])
+    rep.partitions = partitions_of(run.handed)
+    try:  # written to the target by the copy job under the run's id (no shared disk)
+        rep.run, results = run.collect_and_report(report=not paths["dry_run"])
+    except MirrorflowError as exc:
+        raise AirflowFailException(str(exc)) from None
     apply_results(rep.partitions, results)
     log_report(log, rep)
+    if outlet_events is not None:
+        emit_copied(outlet_events, flow_dag_id("backfill", run.flow), cfg, run.flow, results, "backfill", paths["run"])
     if not rep.ok:
         raise AirflowFailException(rep.render())
     return rep.to_dict()
@@ -170,13 +149,13 @@ def build_backfill_dag(cfg: Config, flow: FlowConfig) -> DAG:
             env_vars=env,
             name=f"mirrorflow-backfill-{flow.id}",
             retries=0,  # a rerun plans again: what the first attempt copied is in the ledger
-            on_failure_callback=release_after_failure(name, path),
+            on_failure_callback=release_after_failure(path),
         )
 
-        @task(task_id="report", trigger_rule="none_failed_min_one_success", retries=0)
-        def report(paths: dict[str, Any]) -> dict[str, Any]:
-            """Records, bytes and gaps per partition; frees the lease."""
-            return report_task(name, paths, path)
+        @task(task_id="report", trigger_rule="none_failed_min_one_success", retries=0, outlets=[AssetAlias(dag.dag_id)])
+        def report(paths: dict[str, Any], outlet_events=None) -> dict[str, Any]:
+            """Records, bytes and gaps per partition; frees the lease; Asset events."""
+            return report_task(name, paths, path, outlet_events)
 
         planned >> copy >> report(planned)
     return dag

@@ -1,5 +1,9 @@
 """Replicate DAGs: one per enabled flow, `mirrorflow_replicate__<flow.id>`: plan -> copy -> report.
 
+Each task is a shell over one step of the run object, `mirrorflow.replication.run.ReplicationRun`,
+which the CLI runs in one process: the plan task its `begin` and `make_plan`, the copy task its
+`copy` (rebuilt from the plan handed on in XCom), the report task its `report` and `release`.
+
 * `plan`: ensure the flow's state topics on the target, take the flow's lease (one run of a flow at a
   time: while a CLI run or another scheduler's run holds it, the DAG run ends skipped with who holds
   it since when; a run of `airflow backfill create` waits for it instead, see wait_for_lease), read
@@ -13,7 +17,8 @@
   there is nothing to copy.
 * `report`: reads the results by run id from the target (a planned unit without one fails the task,
   naming it); records, bytes, duration, lag per partition, replication latency to the log and to
-  Airflow metrics; an Asset event `kafka://<target bootstrap>/<topic>` per target topic written.
+  Airflow metrics; an Asset event `kafka://<target bootstrap>/<topic>` per target topic written,
+  with the copied offsets in its extra (mirrorflow_airflow.assets).
   Releases the lease (a failed copy releases it too; a crashed run's lease expires after
   `lease.timeout.seconds`).
 
@@ -36,13 +41,22 @@ from __future__ import annotations
 import logging
 import time
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, NoReturn
 
-from airflow.sdk import DAG, Asset, AssetAlias, task
+from airflow.sdk import DAG, AssetAlias, task
 from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 
+from mirrorflow.clients import FlowClients
 from mirrorflow.config import Config, FlowConfig
-from mirrorflow.replication.spark import JOB_PATH, spark_conf, spark_env
+from mirrorflow.errors import ConfigError, LeaseError, MirrorflowError
+from mirrorflow.ops.observe.metrics import run_samples, source_samples
+from mirrorflow.replication.backfill_plan import When
+from mirrorflow.replication.continuous import is_continuous
+from mirrorflow.replication.run import ReplicationRun, RunSkipped
+from mirrorflow.replication.run_options import RunOptions
+from mirrorflow.replication.spark import JOB_PATH, lease_kept, spark_conf, spark_env
+from mirrorflow.state.run_lease import wait_for_lease  # noqa: F401 - where a backfill run waits (state.lease)
+from mirrorflow_airflow.assets import emit_copied
 from mirrorflow_airflow.common import (
     emit_samples,
     flow_dag,
@@ -53,8 +67,10 @@ from mirrorflow_airflow.common import (
     task_config_path,
 )
 from mirrorflow_airflow.hooks import MirrorflowHook
+from mirrorflow_airflow.lineage import report_plan_lineage
 from mirrorflow_airflow.operators.spark_submit import SPARK_CONN_ID, MirrorflowSparkSubmitOperator
 from mirrorflow_airflow.params import dry_run, max_records_per_partition, regex_or_none, topics_subset
+from mirrorflow_airflow.rpo_alerts import check_rpo
 from mirrorflow_airflow.run_notes import skip_task
 
 log = logging.getLogger(__name__)
@@ -74,59 +90,20 @@ def alias_name(flow: FlowConfig) -> str:
     return flow_dag_id("replicate", flow)
 
 
-def asset_uri(bootstrap: str, topic: str) -> str:
-    return f"kafka://{bootstrap.split(',')[0].strip()}/{topic}"
-
-
-def lease_owner(flow: FlowConfig, run_id: str) -> tuple[str, str]:
+def lease_owner(flow: FlowConfig, run_id: str, kind: str = "replicate") -> tuple[str, str]:
     """(owner, who) of a DAG run's lease on its flow: shared by its plan, copy and report tasks."""
-    dag_id = flow_dag_id("replicate", flow)
+    dag_id = flow_dag_id(kind, flow)
     return f"airflow:{dag_id}:{run_id}", f"Airflow DAG run {dag_id} / {run_id}"
 
 
-def run_options(params: dict[str, Any] | None) -> Any:
+def run_options(params: dict[str, Any] | None) -> RunOptions:
     """The run's RunOptions from the trigger form's Params (scheduled runs: the defaults)."""
-    from mirrorflow.replication.runner import RunOptions
-
     p = params or {}
     limit = p.get("max_records_per_partition")
     return RunOptions(regex_or_none(p, "topics"), int(limit) if limit else None, bool(p.get("dry_run")))
 
 
 BACKFILL_LEASE_WAIT_S = 3600.0  # how long a run of `airflow backfill create` waits for the flow's lease
-
-
-def wait_for_lease(
-    clients: Any, owner: str, who: str, wait_s: float = BACKFILL_LEASE_WAIT_S, poll_s: float = 5.0
-) -> Any:
-    """The flow's lease for a run of `airflow backfill create`, waiting while another run holds it.
-
-    Airflow starts a backfill's runs side by side (up to the backfill's own --max-active-runs,
-    default 10, not the DAG's max_active_runs=1) and beside the scheduled runs, so without waiting
-    all but one would end skipped -- "success" in Airflow with their intervals never copied. Reads
-    who holds the lease and claims only once it is free (no claim record per poll); LeaseError
-    naming the holder after `wait_s`."""
-    from mirrorflow.errors import LeaseError
-    from mirrorflow.replication.runner import take_lease
-    from mirrorflow.state.lease import current_holder
-    from mirrorflow.state.state_topics import ensure_state_topics
-
-    ensure_state_topics(clients)
-    deadline, seen = time.monotonic() + wait_s, ""
-    while True:
-        holder = current_holder(clients)
-        if holder is None or holder.owner == owner:
-            try:
-                return take_lease(clients, owner, who)
-            except LeaseError:  # another run claimed it in between
-                if time.monotonic() >= deadline:
-                    raise
-        elif time.monotonic() >= deadline:
-            raise LeaseError(holder.describe(clients.flow.name))
-        elif holder.owner != seen:  # once per holder, not per poll
-            seen = holder.owner
-            log.info("%s; waiting for it", holder.describe(clients.flow.name))
-        time.sleep(poll_s)
 
 
 def plan_task(
@@ -136,131 +113,89 @@ def plan_task(
     params: dict[str, Any] | None = None,
     interval_ms: tuple[int, int] | None = None,
 ) -> dict[str, Any]:
-    """Take the flow's lease and cut the run's work units; returns the plan (compressed, for XCom:
-    replication.handoff) and a summary. Skipped (with the reason) while another run of the flow
-    holds the lease (a run of `airflow backfill create` waits for it). Both clusters are waited for
-    first, up to broker.outage.max.seconds, as the CLI's run does."""
-    from mirrorflow.clients import FlowClients
-    from mirrorflow.errors import ConfigError, LeaseError
-    from mirrorflow.replication.backfill_plan import prepare_interval_plan
-    from mirrorflow.replication.continuous import check_options, is_continuous, prepare_continuous_plan, run_seconds
-    from mirrorflow.replication.handoff import encode_plan, new_run_id
-    from mirrorflow.replication.planner import wait_for_clusters
-    from mirrorflow.replication.runner import prepare_plan, take_lease
-    from mirrorflow.state.flow_state import flow_state
-
+    """The run's `begin` and `make_plan` (replication.run); the plan handed on in XCom, a summary."""
     cfg = MirrorflowHook(config_path).get_conn()
     flow = cfg.flow(flow_name)
-    run = new_run_id(run_id)
-    options = run_options(params)
-    if is_continuous(flow):
-        try:
-            check_options(options)  # before the lease: a Param a continuous run cannot honour fails the run
-        except ConfigError as exc:
-            raise AirflowFailException(f"{flow.name} runs continuously: {exc}") from None
+    kind = "continuous" if is_continuous(flow) else "interval" if interval_ms is not None else "once"
+    window = (When("time", interval_ms[0]), When("time", interval_ms[1])) if interval_ms is not None else None
+    run = ReplicationRun(cfg, flow, kind, *lease_owner(flow, run_id), run_options(params), run_id, window)
     with FlowClients(cfg, flow) as clients:
-        wait_for_clusters(clients)  # as `mirrorflow replicate`: a broker restarting now is waited for, not failed
-        skip = flow_state(clients).skip_reason(flow.name, "copy")
-        if skip:
-            skip_task(skip, note=skip)
+        try:  # a run of `airflow backfill create` waits for the lease: a skipped one would look done
+            run.begin(clients, BACKFILL_LEASE_WAIT_S if interval_ms is not None else None)
+        except (RunSkipped, ConfigError, LeaseError) as exc:
+            shell_refusal(exc, flow, interval_ms is not None)
         try:
-            if interval_ms is None:
-                lease = take_lease(clients, *lease_owner(flow, run_id))
-            else:  # a skipped backfill run would look done while its interval stays uncopied
-                lease = wait_for_lease(clients, *lease_owner(flow, run_id), wait_s=BACKFILL_LEASE_WAIT_S)
-        except LeaseError as exc:
-            if interval_ms is not None:
-                raise AirflowFailException(
-                    f"{exc}; waited {BACKFILL_LEASE_WAIT_S:.0f} s for it: run the same `airflow backfill create` "
-                    "again with --reprocess-behavior failed (it copies only what is still missing)"
-                ) from None
-            raise AirflowSkipException(str(exc)) from None
-        try:
-            if is_continuous(flow):  # every partition (of the topics Param), copied until continuous.run.seconds
-                plan, handed, _ = prepare_continuous_plan(clients, lease, run_id=run, options=options)
-                if not plan.units and not options.dry_run:  # nothing to follow yet: do not let @continuous spin
-                    time.sleep(min(30.0, run_seconds(flow)))
-            elif interval_ms is not None:  # `airflow backfill create`: the data interval's records (backfill.py)
-                plan, handed = prepare_interval_plan(
-                    clients, lease, interval_ms, regex_or_none(params, "topics"), options.dry_run, run
-                )
-            else:
-                plan, handed = prepare_plan(clients, lease, options, run)
+            plan = run.make_plan(clients)
         except BaseException:
-            lease.release()
+            run.release_lease(clients)
             raise
+    run.nothing_to_follow()  # @continuous with nothing to follow yet: no spinning
+    log_plan(run, plan)
+    offsets = sum(u.records for u in plan.units)
+    would = sum(p["planned"] for p in plan.partitions)
+    return {
+        "plan": run.handoff(),
+        "run": run.handed["run"],
+        "units": len(plan.units),
+        "offsets": offsets,
+        "would_copy": would,
+    }
+
+
+def shell_refusal(exc: Exception, flow: FlowConfig, interval: bool) -> NoReturn:
+    """The Airflow outcome of a run that cannot begin: skipped (paused, stopped, another run holds
+    the lease), or failed (an option a continuous run cannot honour; a backfill run that waited)."""
+    if isinstance(exc, RunSkipped):
+        skip_task(str(exc), note=str(exc))
+    if isinstance(exc, ConfigError):
+        raise AirflowFailException(f"{flow.name} runs continuously: {exc}") from None
+    if interval:
+        raise AirflowFailException(
+            f"{exc}; waited {BACKFILL_LEASE_WAIT_S:.0f} s for it: run the same `airflow backfill create` "
+            "again with --reprocess-behavior failed (it copies only what is still missing)"
+        ) from None
+    raise AirflowSkipException(str(exc)) from None
+
+
+def log_plan(run: ReplicationRun, plan: Any) -> None:
+    name = run.flow.name
     log.info(
         "%s: planned %d units in %d tasks, %d offsets",
-        flow.name,
+        name,
         len(plan.units),
         len(plan.tasks),
         sum(u.records for u in plan.units),
     )
-    would = sum(p["planned"] for p in plan.partitions)
-    if options.dry_run:
-        log.info("%s: dry run: would copy %d offsets; copying nothing", flow.name, would)
+    if run.dry_run:
+        log.info(
+            "%s: dry run: would copy %d offsets; copying nothing", name, sum(p["planned"] for p in plan.partitions)
+        )
         for p in plan.partitions:
             if p["planned"]:
                 log.info("  %s-%d: would copy %d offsets from %d", p["topic"], p["partition"], p["planned"], p["start"])
-    return {
-        "plan": encode_plan(handed),
-        "run": run,
-        "units": len(plan.units),
-        "offsets": sum(u.records for u in plan.units),
-        "would_copy": would,
-    }
 
 
 def report_task(
     flow_name: str, paths: dict[str, Any], outlet_events: Any = None, config_path: str | None = None
 ) -> dict[str, Any]:
-    """Report the copy's results: logs, metrics, an Asset event per target topic written."""
-    import time
-
-    from mirrorflow.clients import FlowClients
-    from mirrorflow.errors import MirrorflowError
-    from mirrorflow.ops.observe.metrics import run_samples, source_samples
-    from mirrorflow.replication.handoff import collect_results, decode_plan
-    from mirrorflow.replication.runner import report_run
-
+    """The run's `report` (replication.run): logs, metrics, an Asset event per target topic written."""
     cfg = MirrorflowHook(config_path).get_conn()
-    flow = cfg.flow(flow_name)
-    plan = decode_plan(paths["plan"])
-    with FlowClients(cfg, flow) as clients:
-        try:
-            try:  # the copy job wrote them to the target under the run's id (any host, no shared disk)
-                results = collect_results(clients, plan)
-            except MirrorflowError as exc:
-                raise AirflowFailException(str(exc)) from None
-            rep = report_run(clients, plan, results, plan.get("planned_at", 0))
-        finally:
-            release_lease(clients, plan)
+    run = ReplicationRun.from_handoff(cfg, paths["plan"])
+    try:  # the copy job wrote the results to the target under the run's id (any host, no shared disk)
+        rep, results = run.collect_and_report()
+    except MirrorflowError as exc:
+        raise AirflowFailException(str(exc)) from None
+    assert rep is not None
     log_report(log, rep)
-    tags = {"flow": flow.id}
-    metric("incr", "replicate.records", rep.records, tags)
-    metric("incr", "replicate.bytes", rep.bytes, tags)
-    metric("timing", "replicate.duration", timedelta(seconds=rep.duration_s), tags)
-    metric("gauge", "replicate.lag", rep.lag, tags)
-    record = rep.run_record(int(time.time() * 1000))
-    emit_samples(run_samples(flow, record) + source_samples(flow, record))
-    if rep.max_latency_ms >= 0:
-        metric("gauge", "replicate.latency_ms", rep.max_latency_ms, tags)
-    if rep.lost:
-        metric("incr", "replicate.lost_offsets", rep.lost, tags)
-    for p in rep.partitions:
-        metric("gauge", "replicate.partition_lag", p.lag, {**tags, "topic": p.topic, "partition": str(p.partition)})
+    emit_run_metrics(run.flow, rep)
     written = sorted({p.target_topic for p in rep.partitions if p.records})
     if outlet_events is not None:
-        target = cfg.cluster(flow.target)
-        # a cluster with airflow.conn.id has its servers in the connection (its secrets stay unread here)
-        bootstrap = target.bootstrap_servers or target.client_config().get("bootstrap.servers", "")
-        for topic in written:
-            outlet_events[AssetAlias(alias_name(flow))].add(
-                Asset(asset_uri(bootstrap, topic)), extra={"flow": flow.name}
-            )
+        emit_copied(outlet_events, alias_name(run.flow), cfg, run.flow, results, "replicate", run.handed.get("run", ""))
+    # with rpo.seconds: after the copy, what still waits
+    check_rpo(cfg, run.flow, f"the replicate DAG of {run.flow.name}")
     if not rep.ok:
         raise AirflowFailException(
-            f"{flow.name}: {rep.failed_units} unit(s) failed, {rep.stopped_partitions} partition(s) stopped:\n"
+            f"{run.flow.name}: {rep.failed_units} unit(s) failed, {rep.stopped_partitions} partition(s) stopped:\n"
             + rep.render()
         )
     return {
@@ -275,41 +210,46 @@ def report_task(
     }
 
 
-def release_lease(clients: Any, plan: dict[str, Any]) -> None:
-    """Free the DAG run's lease (the plan names its owner); best effort: it expires anyway."""
-    from mirrorflow.state.lease import FlowLease
+def emit_run_metrics(flow: FlowConfig, rep: Any) -> None:
+    """A run's figures as Airflow metrics (StatsD/OpenTelemetry) and status-page samples."""
+    tags = {"flow": flow.id}
+    metric("incr", "replicate.records", rep.records, tags)
+    metric("incr", "replicate.bytes", rep.bytes, tags)
+    metric("timing", "replicate.duration", timedelta(seconds=rep.duration_s), tags)
+    metric("gauge", "replicate.lag", rep.lag, tags)
+    record = rep.run_record(int(time.time() * 1000))
+    emit_samples(run_samples(flow, record) + source_samples(flow, record))
+    if rep.max_latency_ms >= 0:
+        metric("gauge", "replicate.latency_ms", rep.max_latency_ms, tags)
+    if rep.lost:
+        metric("incr", "replicate.lost_offsets", rep.lost, tags)
+    for p in rep.partitions:
+        metric("gauge", "replicate.partition_lag", p.lag, {**tags, "topic": p.topic, "partition": str(p.partition)})
 
-    if plan.get("lease"):
-        FlowLease(clients, plan["lease"]["owner"], plan["lease"]["who"]).release()
 
-
-def release_after_failure(flow_name: str, config_path: str | None) -> Any:
-    """on_failure_callback of the copy task: free the lease now rather than after its timeout."""
+def release_after_failure(config_path: str | None) -> Any:
+    """on_failure_callback of the copy task: free the run's lease now rather than after its timeout."""
 
     def callback(context: Any) -> None:
-        from mirrorflow.clients import FlowClients
-        from mirrorflow.replication.handoff import decode_plan
-
-        paths = context["ti"].xcom_pull(task_ids="plan") or {}
-        if not paths.get("plan"):
-            return
-        cfg = MirrorflowHook(config_path).get_conn()
-        with FlowClients(cfg, cfg.flow(flow_name)) as clients:
-            release_lease(clients, decode_plan(paths["plan"]))
+        handed = context["ti"].xcom_pull(task_ids="plan") or {}
+        if handed.get("plan"):
+            ReplicationRun.from_handoff(MirrorflowHook(config_path).get_conn(), handed["plan"]).release_lease()
 
     return callback
 
 
 def connect_copy_task(flow_name: str, paths: dict[str, Any], config_path: str | None = None) -> None:
-    """The copy task with spark.remote: the plan's units on the running Spark Connect server (the
-    lease kept renewed meanwhile), results written to the target, where the report task reads them."""
-    from mirrorflow.replication.handoff import decode_plan
-    from mirrorflow.replication.spark_connect import copy_and_publish
-
+    """The run's `copy` on the Spark Connect server of spark.remote; results to the target."""
     if not paths.get("units"):
         raise AirflowSkipException("nothing to copy")
     cfg = MirrorflowHook(config_path).get_conn()
-    results = copy_and_publish(cfg, decode_plan(paths["plan"]))
+    run = ReplicationRun.from_handoff(cfg, paths["plan"])
+    if run.lease is None and run.owner:  # keep the run's lease renewed while the job copies
+        with lease_kept(run.handed):
+            results = run.copy_and_publish("connect")
+    else:
+        results = run.copy_and_publish("connect")
+    report_plan_lineage(run.handed, config_path)
     log.info("%s: %d unit results from the Spark Connect server %s", flow_name, len(results), cfg.spark.remote)
 
 
@@ -366,7 +306,7 @@ def build_replicate_dag(cfg: Config, flow: FlowConfig) -> DAG:
         planned: Any = plan()  # an XComArg: its task's return value at run time
         if cfg.spark.remote:  # a running Spark Connect server: no Spark application started per run
 
-            @task(task_id="copy", retries=0, on_failure_callback=release_after_failure(name, path))
+            @task(task_id="copy", retries=0, on_failure_callback=release_after_failure(path))
             def copy_connect(paths: dict[str, Any]) -> None:
                 """Copy the planned units on the Spark Connect server of spark.remote."""
                 connect_copy_task(name, paths, path)
@@ -383,7 +323,7 @@ def build_replicate_dag(cfg: Config, flow: FlowConfig) -> DAG:
                 env_vars=env,
                 name=f"mirrorflow-copy-{flow.id}",
                 retries=0,  # a rerun is a new plan: the next scheduled run continues exactly
-                on_failure_callback=release_after_failure(name, path),
+                on_failure_callback=release_after_failure(path),
             )
 
         @task(task_id="report", trigger_rule="none_failed_min_one_success", outlets=[AssetAlias(alias_name(flow))])

@@ -3,10 +3,7 @@
 from __future__ import annotations
 
 import os
-import shutil
-import tempfile
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
@@ -14,7 +11,9 @@ from airflow.sdk import BaseHook
 from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 
 from mirrorflow.replication.handoff import decode_plan, write_plan_file
+from mirrorflow.replication.scratch import Scratch
 from mirrorflow.replication.spark import CONNECT_CLIENT_VARS, build_pyfiles_zip, is_local_master, lease_kept
+from mirrorflow_airflow.lineage import report_plan_lineage
 
 SPARK_CONN_ID = "spark_default"
 
@@ -25,8 +24,8 @@ class MirrorflowSparkSubmitOperator(SparkSubmitOperator):
     include/mirrorflow as --py-files to non-local masters.
 
     The plan comes from the plan task's XCom (replication.handoff), never from a file another task
-    wrote: it is written to a private scratch directory of this task (under $MIRRORFLOW_RUN_DIR if
-    set, else the system's temp directory; removed afterwards unless MIRRORFLOW_KEEP_RUNS) and
+    wrote: it is written to a scratch directory private to this task (replication.scratch: under
+    $MIRRORFLOW_RUN_DIR if set; removed afterwards unless MIRRORFLOW_KEEP_RUNS) and
     handed to spark-submit as `--files PLAN` and the job's argument, so a driver on another host
     (--deploy-mode cluster) gets it too. The driver writes the results to the target cluster.
 
@@ -62,14 +61,14 @@ class MirrorflowSparkSubmitOperator(SparkSubmitOperator):
         handed = context["ti"].xcom_pull(task_ids=self.plan_task_id) or {}
         if not handed.get("units"):
             raise AirflowSkipException("nothing to copy")
-        scratch = scratch_dir()
+        scratch = Scratch.for_task("copy")
         try:
             plan = decode_plan(handed["plan"])
-            plan_path = write_plan_file(plan, scratch)
+            plan_path = write_plan_file(plan, scratch.path)
             self.files = str(plan_path)
             self.application_args = [str(plan_path)]
             if not is_local_master(conn.host or ""):
-                self.py_files = str(build_pyfiles_zip(scratch))
+                self.py_files = str(build_pyfiles_zip(scratch.path))
             else:
                 self.env_vars = {**(self.env_vars or {}), **kafka_connections_env(self.kafka_conn_ids)}
             for var in CONNECT_CLIENT_VARS:  # the Spark provider hands spark-submit this whole environment
@@ -78,17 +77,9 @@ class MirrorflowSparkSubmitOperator(SparkSubmitOperator):
             # a busy cluster, longer than lease.timeout.seconds): no other run can take it meanwhile
             with lease_kept(plan):
                 super().execute(context)
+            report_plan_lineage(plan)  # OpenLineage: the units' source topics in, remote topics out (after the copy)
         finally:
-            if not os.environ.get("MIRRORFLOW_KEEP_RUNS"):
-                shutil.rmtree(scratch, ignore_errors=True)
-
-
-def scratch_dir() -> Path:
-    """A new directory private to this task (mode 0700) for the plan file and the --py-files zip."""
-    base = os.environ.get("MIRRORFLOW_RUN_DIR")
-    if base:
-        Path(base).mkdir(parents=True, exist_ok=True)
-    return Path(tempfile.mkdtemp(prefix="mirrorflow-copy-", dir=base or None))
+            scratch.done()
 
 
 def kafka_connections_env(conn_ids: Sequence[str]) -> dict[str, str]:

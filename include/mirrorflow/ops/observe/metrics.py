@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from mirrorflow.clients import FlowClients
 from mirrorflow.config import Config, FlowConfig
 from mirrorflow.errors import MirrorflowError
+from mirrorflow.ops.observe.rpo import UNKNOWN, RpoVerdict
 from mirrorflow.ops.observe.status import FlowStatus, flow_status
 from mirrorflow.state import run_log
 from mirrorflow.state.run_log import RunRecord
@@ -62,6 +63,9 @@ HELP = {
     "mirrorflow_flow_lag_records": "Source offsets not replicated yet, whole flow",
     "mirrorflow_flow_lag_seconds": "Seconds of lag (RPO), worst partition of the flow",
     "mirrorflow_flow_state": "1 for the flow's current state (running, paused, stopped)",
+    "mirrorflow_flow_rpo_objective_seconds": "The flow's recovery point objective (rpo.seconds)",
+    "mirrorflow_flow_rpo_age_seconds": "Age of the oldest source record not replicated yet, worst partition (0: none)",
+    "mirrorflow_flow_rpo_missed": "1 when that age is above the objective, 0 when within it (absent: unknown)",
     "mirrorflow_flow_up": "1 when the flow's state could be read from the target",
     "mirrorflow_run_duration_seconds": "Duration of the flow's last run (plan, copy, report)",
     "mirrorflow_run_records": "Records copied by the flow's last run",
@@ -181,6 +185,18 @@ def status_samples(flow: FlowConfig, status: FlowStatus, now_ms: int | None = No
         out.append(Sample("mirrorflow_flow_lag_records", flab, status.lag))
     if worst is not None:
         out.append(Sample("mirrorflow_flow_lag_seconds", flab, round(worst, 3)))
+    return out + (rpo_samples(flow, status.rpo) if status.rpo is not None else [])
+
+
+def rpo_samples(flow: FlowConfig, verdict: RpoVerdict) -> list[Sample]:
+    """The recovery point objective (ops.observe.rpo): the objective, the measured age and whether it is
+    missed; an unknown age or verdict is left out (never a made-up 0)."""
+    flab = _labels(flow=flow.name, source=flow.source, target=flow.target)
+    out = [Sample("mirrorflow_flow_rpo_objective_seconds", flab, verdict.objective_s)]
+    if verdict.age_s is not None:
+        out.append(Sample("mirrorflow_flow_rpo_age_seconds", flab, round(verdict.age_s, 3)))
+    if verdict.state != UNKNOWN:
+        out.append(Sample("mirrorflow_flow_rpo_missed", flab, 1 if verdict.missed else 0))
     return out
 
 

@@ -19,6 +19,7 @@ from mirrorflow.config import Config, FlowConfig
 from mirrorflow.errors import MirrorflowError
 from mirrorflow.kafka.topic_admin import list_offsets, topic_ids
 from mirrorflow.mm2.filters import FlowFilters
+from mirrorflow.ops.observe.rpo import RpoVerdict, measure, objective_s
 from mirrorflow.replication.planner import PartitionInput, identity_problem, source_offsets, stopped_message
 from mirrorflow.reporting import as_dict
 from mirrorflow.state.flow_state import flow_state, read_controls
@@ -72,6 +73,7 @@ class FlowStatus:
     next_step: str | None = None  # what gets the flow copying again (FlowState.next_step); None: running
     failed_over: bool = False  # stopped by its failover: the next step is the failback
     operations: list[str] = field(default_factory=list)  # the last failover, failback, takeover, in words
+    rpo: RpoVerdict | None = None  # the RPO verdict (ops.observe.rpo); None: no objective, or stopped
 
     @property
     def lag(self) -> int | None:
@@ -83,7 +85,9 @@ class FlowStatus:
         return sum(p.records for p in self.partitions)
 
     def to_dict(self) -> dict:
-        return as_dict(self, "lag", "records", parts={"partitions": ("lag",)})
+        d = as_dict(self, "lag", "records", parts={"partitions": ("lag",)})
+        d["rpo"] = self.rpo.to_dict() if self.rpo is not None else None
+        return d
 
 
 def flow_status(cfg: Config, flow: FlowConfig) -> FlowStatus:
@@ -128,6 +132,9 @@ def flow_status(cfg: Config, flow: FlowConfig) -> FlowStatus:
             )
         )
         status.last_copy_ms = max(status.last_copy_ms, p.updated)
+    if objective_s(flow) and flow.enabled and not status.state.startswith("stopped") and not status.failed_over:
+        with FlowClients(cfg, flow) as clients:
+            status.rpo = measure(clients, status.partitions)
     return status
 
 
@@ -201,6 +208,8 @@ def render_text(statuses: list[FlowStatus], now_ms: int | None = None) -> str:
             continue
         lag = "unknown" if s.lag is None else s.lag
         lines.append(f"{head}, {s.records} records copied, lag {lag}, last copy {age}")
+        if s.rpo is not None:
+            lines.append(f"  {s.rpo.line()}")
         if s.next_step:
             lines.append(f"  next step: {s.next_step}")
         if s.running:

@@ -184,6 +184,8 @@ def _problems(page: FlowPage) -> list[str]:
     s, out = page.status, []
     if s.error:
         return [f"The flow's state on its target cluster cannot be read, so nothing below is known: {s.error}"]
+    if s.rpo is not None and s.rpo.missed:
+        out.append(f"{s.rpo.line()}: records older than the objective are not on the target yet.")
     if s.state != "running":
         step = f" Next step: {s.next_step}." if s.next_step else ""
         out.append(f"The flow is not copying: it is {s.state}.{step}")

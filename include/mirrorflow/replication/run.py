@@ -1,0 +1,284 @@
+"""One replicate run of a flow, in one place: its steps, whoever runs them.
+
+A run is of one KIND: `once` (the flow's new records: `mirrorflow replicate`, a scheduled DAG run),
+`continuous` (every partition until a deadline, replication.continuous), `interval` (the records of
+an Airflow backfill run's data interval) or `backfill` (a historical range, ops.backfill). Its steps:
+
+1. `begin`: wait for both clusters (a broker restarting as the run starts is waited for, not
+   failed), read the flow's state (paused or stopped: the run is skipped, with the reason), take
+   the flow's lease (state.lease; an interval run waits for it);
+2. `make_plan`: what to copy, as a plan (replication.planner), handed on as `handoff()`: the plan's
+   one encoding (replication.handoff), with the run's id and the lease's owner -- never secrets;
+3. `copy`: the plan's tasks in a copy mode (replication.copy_modes: spark-submit, an in-process
+   SparkSession, a Spark Connect server, threads);
+4. `report`: the copy's results against the plan, to the flow's run log (replication.run_report);
+5. `release`: the lease freed (a crashed run's lapses after lease.timeout.seconds).
+
+The CLI runs every step in one process (`run`). The replicate and backfill DAGs run plan, copy and
+report as three tasks, each maybe on its own machine: the plan task hands `handoff()` on in XCom,
+and the copy and report tasks rebuild the run from it (`from_handoff`); the results come back
+through the target (replication.handoff), never through a shared disk.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from confluent_kafka.admin import OffsetSpec
+
+from mirrorflow.clients import FlowClients
+from mirrorflow.config import Config, FlowConfig
+from mirrorflow.errors import MirrorflowError
+from mirrorflow.replication.backfill_plan import BackfillPartition, When, plan_backfill
+from mirrorflow.replication.continuous import check_options, continuous_plan, follow_spec, run_seconds
+from mirrorflow.replication.copy_modes import copy_plan
+from mirrorflow.replication.handoff import (
+    collect_results,
+    decode_plan,
+    encode_plan,
+    new_run_id,
+    publish_results,
+    write_plan_file,
+)
+from mirrorflow.replication.planner import Plan, make_plan, source_offsets, wait_for_clusters
+from mirrorflow.replication.run_options import RunOptions
+from mirrorflow.replication.run_report import RunReport, build_report
+from mirrorflow.replication.scratch import Scratch
+from mirrorflow.replication.spark_connect import preload
+from mirrorflow.state import run_log
+from mirrorflow.state.flow_state import flow_state
+from mirrorflow.state.lease import FlowLease, local_owner
+from mirrorflow.state.run_lease import take_lease, wait_for_lease
+from mirrorflow.state.state_topics import ensure_state_topics
+
+KINDS = ("once", "continuous", "interval", "backfill")
+
+
+class RunSkipped(MirrorflowError):
+    """The run copies nothing on purpose: the flow is paused or stopped (the message says so)."""
+
+
+@dataclass
+class ReplicationRun:
+    """One run of `flow` (see the module doc); `owner`/`who`: its lease's (state.lease)."""
+
+    cfg: Config
+    flow: FlowConfig
+    kind: str = "once"
+    owner: str = ""
+    who: str = ""
+    options: RunOptions = field(default_factory=RunOptions)
+    label: str = "cli"  # what the run's id starts with (a DAG run's id)
+    window: tuple[When, When] | None = None  # interval and backfill runs: [from, to)
+    seconds: float | None = None  # continuous runs: how long (default continuous.run.seconds)
+    log: Callable[[str], None] = lambda s: None
+    started: float = field(default_factory=time.time)
+    lease: FlowLease | None = None
+    plan: Plan | None = None
+    handed: dict[str, Any] = field(default_factory=dict)  # the plan as handed on (`handoff`)
+    parts: list[BackfillPartition] = field(default_factory=list)  # interval and backfill runs' view
+    stop_file: Path | None = None  # continuous runs whose copy runs on this host (the CLI)
+    _plan_file: bool = False  # the plan file is in the scratch directory already
+
+    def __post_init__(self) -> None:
+        if self.kind not in KINDS:
+            raise MirrorflowError(f"unknown kind of run {self.kind!r} ({', '.join(KINDS)})")
+
+    @classmethod
+    def local(cls, cfg: Config, flow: FlowConfig, purpose: str, **kw: Any) -> ReplicationRun:
+        """A run whose lease lives in this process (the CLI: state.lease.local_owner)."""
+        owner, who = local_owner(purpose)
+        return cls(cfg, flow, owner=owner, who=who, **kw)
+
+    @classmethod
+    def from_handoff(cls, cfg: Config, text: str) -> ReplicationRun:
+        """The run a plan task handed on (a DAG's copy or report task, in another process)."""
+        handed = decode_plan(text)
+        lease = handed.get("lease") or {}
+        run = cls(cfg, cfg.flow(handed["flow"]), owner=lease.get("owner", ""), who=lease.get("who", ""))
+        run.handed, run.plan = handed, Plan.from_dict(handed)
+        run.started = float(handed.get("planned_at", time.time()))
+        return run
+
+    @property
+    def dry_run(self) -> bool:
+        return self.options.dry_run
+
+    # -- the steps ----------------------------------------------------------------------------------
+    def begin(self, clients: FlowClients, lease_wait_s: float | None = None) -> None:
+        """Wait for the clusters, check the flow's state (RunSkipped), take the lease (LeaseError
+        naming its holder; `lease_wait_s`: wait that long for it). A dry backfill takes no lease."""
+        if self.kind == "continuous":
+            check_options(self.options)  # before the lease: an option a continuous run cannot honour
+        wait_for_clusters(clients)
+        skip = flow_state(clients).skip_reason(self.flow.name, "copy")
+        if skip:
+            raise RunSkipped(skip)
+        if self.kind == "backfill" and self.dry_run:
+            return
+        if lease_wait_s is not None:
+            self.lease = wait_for_lease(clients, self.owner, self.who, lease_wait_s)
+        else:
+            self.lease = take_lease(clients, self.owner, self.who)
+
+    def make_plan(self, clients: FlowClients) -> Plan:
+        """Plan the run (a dry run's plan holds no tasks; its summary says what would be copied)."""
+        if self.lease is not None:
+            ensure_state_topics(clients)
+        opts, extra = self.options, {}
+        if self.kind == "once":
+            plan = make_plan(clients, opts.topics, opts.partition_limit)
+        elif self.kind == "continuous":
+            plan = continuous_plan(clients, opts.topics)
+            spec = follow_spec(self.flow, time.time(), self.seconds, self.stop_file)  # from the plan, as before
+            extra["continuous"] = spec.to_dict()
+        else:
+            assert self.window is not None, "an interval or backfill run needs its window"
+            plan, self.parts = plan_backfill(clients, *self.window, opts.topics, fence=self.lease is not None)
+        if self.dry_run:
+            plan.narrowed([])
+        if self.lease is not None:
+            plan.lease = {"owner": self.owner, "who": self.who}
+        self.plan = plan
+        self.handed = {**plan.to_dict(), **extra, "run": new_run_id(self.label)}
+        if opts.on_plan is not None:
+            opts.on_plan(plan)
+        return plan
+
+    def handoff(self) -> str:
+        """The plan as the copy and report tasks get it (XCom; spark-submit's plan file)."""
+        return encode_plan(self.handed)
+
+    def copy(self, clients: FlowClients, mode: str, master: str | None, scratch: Scratch) -> tuple[list[dict], float]:
+        """Copy the plan's tasks in `mode`; the units' results and how long the copy took."""
+        if self.plan is None or not self.plan.units:
+            return [], 0.0
+        t0 = time.time()
+        self._plan_file = mode == "submit"  # spark-submit ships the plan file it gets from here
+        results = copy_plan(clients, mode, master, self.handed, scratch.path, self.log)
+        return results, time.time() - t0
+
+    def copy_and_publish(self, mode: str = "connect", master: str | None = None) -> list[dict]:
+        """The DAG's copy task in connect mode: copy, and hand the results to the report task
+        through the target (replication.handoff), as spark-submit's driver does."""
+        t0 = time.time()
+        with FlowClients(self.cfg, self.flow) as clients:
+            results, _ = self.copy(clients, mode, master, Scratch.for_task("copy"))
+            publish_results(clients, self.handed, results, job_started=t0, job_finished=time.time())
+        return results
+
+    def report(self, clients: FlowClients, results: list[dict], spark_s: float = 0.0) -> RunReport:
+        """The run's report: the plan's partitions, the units' results and the source ends now. Its
+        summary goes to the flow's run log (state.run_log) for the status page and metrics."""
+        plan = self.handed
+        keys = [(p["topic"], p["partition"]) for p in plan.get("partitions", [])]
+        try:
+            ends = source_offsets(clients, keys, OffsetSpec.latest()) if keys else {}
+        except MirrorflowError:
+            ends = {}
+        rep = build_report(
+            self.flow.name,
+            bool(self.flow.exactly_once),
+            plan.get("partitions", []),
+            results,
+            ends,
+            time.time() - self.started,
+            spark_s,
+        )
+        run_log.append(clients, rep.run_record(int(time.time() * 1000)))
+        return rep
+
+    def collect_and_report(self, report: bool = True) -> tuple[RunReport | None, list[dict]]:
+        """The DAG's report task: the results the copy wrote to the target (a planned unit without
+        one: MirrorflowError naming it), reported unless `report` is false (a dry backfill); the
+        lease released whatever happens."""
+        with FlowClients(self.cfg, self.flow) as clients:
+            try:
+                results = collect_results(clients, self.handed)
+                return (self.report(clients, results) if report else None), results
+            finally:
+                self.release_lease(clients)
+
+    def release_lease(self, clients: FlowClients | None = None) -> None:
+        """Free the run's lease (best effort: it lapses anyway); from any task of the run."""
+        if self.lease is not None:
+            self.lease.release()
+            return
+        if not self.owner or not self.handed.get("lease"):
+            return
+        if clients is None:
+            with FlowClients(self.cfg, self.flow) as own:
+                FlowLease(own, self.owner, self.who).release()
+        else:
+            FlowLease(clients, self.owner, self.who).release()
+
+    # -- all of it, in this process -----------------------------------------------------------------
+    def run(
+        self, mode: str, master: str | None = None, directory: Path | None = None, scratch: Scratch | None = None
+    ) -> RunReport:
+        """Every step in this process (the CLI): begin, plan, copy, report, release."""
+        if mode == "connect":
+            preload()  # the Connect client's imports overlap the lease and the plan
+        scratch = scratch or Scratch.of(self.flow, directory)
+        with FlowClients(self.cfg, self.flow) as clients:
+            try:
+                self.begin(clients)
+            except RunSkipped as skipped:
+                return RunReport(self.flow.name, bool(self.flow.exactly_once), skipped=str(skipped))
+            if self.lease is not None:
+                self.lease.start_renewing()
+            try:
+                plan = self.make_plan(clients)
+                self._say_planned(plan)
+                results, spark_s = self.copy(clients, mode, master, scratch)
+                return self.finish(clients, scratch, results, spark_s)
+            finally:
+                self.release_lease(clients)
+
+    def finish(self, clients: FlowClients, scratch: Scratch, results: list[dict], spark_s: float) -> RunReport:
+        """Write the run's plan, results and report files (this process's copy, for inspection),
+        report, and remove the files of a run that went well (unless kept)."""
+        if not self._plan_file:  # spark-submit's copy wrote it already
+            write_plan_file(self.handed, scratch.path)
+        (scratch.path / "results.json").write_text(json.dumps({"flow": self.flow.name, "results": results}))
+        rep = self.report(clients, results, spark_s)
+        (scratch.path / "report.json").write_text(json.dumps(rep.to_dict()))
+        scratch.done(rep.ok)
+        return rep
+
+    def _say_planned(self, plan: Plan) -> None:
+        name = self.flow.name
+        if self.kind == "continuous":
+            if self.dry_run:
+                would = sum(p["planned"] for p in plan.partitions)
+                self.log(
+                    f"dry run: would follow {len(plan.partitions)} partitions of {name}, {would:,} offsets behind "
+                    "now; copying nothing"
+                )
+            else:
+                deadline = self.handed["continuous"]["deadline"]
+                self.log(
+                    f"continuous run of flow {name}: {len(plan.units)} partitions in {len(plan.tasks)} tasks, "
+                    f"until {time.strftime('%H:%M:%S', time.localtime(deadline))}"
+                )
+            return
+        if self.dry_run:
+            self.log(
+                f"dry run: would copy {sum(p['planned'] for p in plan.partitions):,} offsets of {name}; copying nothing"
+            )
+        self.log(
+            f"planned {len(plan.units)} units in {len(plan.tasks)} tasks "
+            f"({sum(u.records for u in plan.units):,} offsets) for flow {name}"
+        )
+
+    def nothing_to_follow(self) -> bool:
+        """A continuous plan with nothing to follow yet: the DAG waits a little (no spinning)."""
+        if self.kind == "continuous" and self.plan is not None and not self.plan.units and not self.dry_run:
+            time.sleep(min(30.0, run_seconds(self.flow)))
+            return True
+        return False

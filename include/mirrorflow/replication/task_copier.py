@@ -1,0 +1,481 @@
+"""Copy one task: its partitions read in lanes, many partitions' batches committed in one transaction.
+
+A copy task holds the partitions of one task slot (state.task_slots) and copies them with the
+slot's ONE transactional producer (replication.task_producer), as MirrorMaker 2's exactly-once
+task does. After establishing its epoch (older attempts fenced) it re-reads the committed progress
+of all its partitions at once (read_committed: the plan is advisory) and copies what their ledgers
+do not cover yet, in ROUNDS: each round is one transaction holding a batch of every partition that
+had one ready (its records, its offset-map entry, its new progress). Up to `task.partitions.in.flight`
+lanes read at once, each with its own source consumer, one partition after another (a partition's
+units in order); a lane goes on to its next partition in the same round while the round has room
+(transaction.max.records / its share of the memory budget / time), so a run over many quiet
+partitions commits a few transactions per task, not one per partition. A followed partition
+(continuous runs) has a lane of its own, and a round lasts `continuous.poll.ms`: one transaction
+per task per interval covering every partition that had new records.
+
+Fencing: a fenced producer stops the task (every partition it had not finished ends `fenced`),
+except when the producer came from the cache and was found fenced while establishing its epoch --
+its epoch predates another producer's of the slot: the task re-initialises (fencing that one) when
+its run still holds the flow's lease and no newer attempt of the same run claimed the slot
+(task_producer.read_claim), at most twice. A fenced error is never a failure of the run by itself.
+A run that lost the flow's lease (a failover's take-over) commits nothing more.
+
+Broker outages are ridden through up to `broker.outage.max.seconds`: the producer goes, a new one
+is established, the committed progress of every partition is read again (the outcome of the last
+commit may be unknown) and the copy goes on from there. A partition that fails for good (a record
+too large, its source range deleted while being copied, its target partition missing) fails alone:
+the round is written again without it, nothing of it marked done.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from confluent_kafka import KafkaException
+from confluent_kafka.admin import OffsetSpec
+
+from mirrorflow.clients import FlowClients
+from mirrorflow.errors import FencedError, LeaseError, MirrorflowError, StateError, TopicError, TransactionAbortedError
+from mirrorflow.kafka.connection import kafka_error
+from mirrorflow.kafka.retry import Outage, transient
+from mirrorflow.kafka.topic_admin import list_offsets
+from mirrorflow.replication.budget import CopyBudget
+from mirrorflow.replication.copier import PartitionCopy, UnitResult, anchor_all, reading_at_once, u_where
+from mirrorflow.replication.faults import NO_FAULTS, Faults
+from mirrorflow.replication.follow import following
+from mirrorflow.replication.planner import Unit, stopped_message
+from mirrorflow.replication.reader import BatchLimits, Follow, consumer_required, outage_bound_s
+from mirrorflow.replication.task_producer import (
+    CACHE,
+    LANES,
+    Claim,
+    SlotProducer,
+    establish,
+    producer_defaults,
+    producer_required,
+    read_claim,
+    target_limits,
+)
+from mirrorflow.replication.task_rounds import Lane, Round
+from mirrorflow.replication.transaction_writer import TransactionWriter, is_fenced
+from mirrorflow.state.fencing import state_parts
+from mirrorflow.state.lease import LeaseGuard
+from mirrorflow.state.records import Progress
+from mirrorflow.state.state_topics import offset_map_topic, progress_topic
+from mirrorflow.state.state_writer import StateWriter
+from mirrorflow.state.store import StateStore
+from mirrorflow.state.task_slots import TaskLayout
+
+REINITS = 2  # a stale cached producer re-initialised at most this often per attempt
+
+
+class TaskCopier:
+    """Copies one task's units; `run()` returns their results and never raises for expected failures."""
+
+    def __init__(
+        self,
+        clients: FlowClients,
+        layout: TaskLayout,
+        slot: int,
+        units: list[Unit],
+        faults: Faults = NO_FAULTS,
+        follow: Follow | None = None,
+        owner: str | None = None,
+        attempt: int = 0,
+        in_flight: int | None = None,
+    ) -> None:
+        self.clients, self.flow, self.faults, self.follow = clients, clients.flow, faults, follow
+        self.layout, self.slot, self.owner, self.attempt = layout, slot, owner, attempt
+        self.tid = layout.transactional_id(self.flow, slot)
+        self.units = units
+        self.results = [
+            UnitResult(u.topic, u.partition, u.target_topic, "ok", u.start, u.end, started=time.time()) for u in units
+        ]
+        self.parts = PartitionCopy.of(units, self.results)
+        self.outage = Outage(outage_bound_s(self.flow))
+        lanes = in_flight or int(self.flow.props["task.partitions.in.flight"])
+        self.lanes_n = len(self.parts) if follow is not None else max(1, min(lanes, len(self.parts)))
+        self.budget = CopyBudget.of(self.flow, reading_at_once(units, self.lanes_n), follow is not None)
+        self.guard = LeaseGuard(clients, owner) if owner else None
+        self.sp: SlotProducer | None = None
+        self.clean = False  # the task ended without a failure: its producer may serve the next run
+        self.lanes: list[Lane] = []
+        self.store = StateStore(clients)
+
+    # -- the task ---------------------------------------------------------------------------------
+    def run(self) -> list[UnitResult]:
+        try:
+            live = self._check_topics()
+            if live:
+                self._copy(live)
+        finally:
+            self._close()
+            for r in self.results:
+                r.finished = time.time()
+                if r.status == "skipped" and r.transactions:  # an earlier attempt in this task copied it
+                    r.status = "ok"
+        return self.results
+
+    def _copy(self, live: list[PartitionCopy]) -> None:
+        limits = target_limits(self.clients, {pc.unit.target_topic for pc in live})
+        self.limits = limits
+        smallest = min(limits.values()) if limits else None
+        self.defaults = producer_defaults(self.flow, self.budget, smallest)
+        self.required = producer_required(self.flow, self.tid)
+        reinits = 0
+        while True:
+            if self.sp is None:
+                self.sp = CACHE.checkout(self.clients, self.tid, self.defaults, self.required)
+            done = sum(r.transactions for r in self.results)
+            try:
+                self._attempt(live)
+                self.clean = True
+                return
+            except FencedError as exc:
+                self._end(live, "fenced", str(exc), "FencedError")
+                return
+            except (KafkaException, TransactionAbortedError) as exc:
+                if isinstance(exc, KafkaException) and is_fenced(exc):
+                    if self._may_reinit() and reinits < REINITS:
+                        reinits += 1
+                        self._drop()
+                        continue
+                    self._end(live, "fenced", None, "FencedError")
+                    return
+                if not transient(exc):
+                    e = kafka_error(exc)
+                    self._end(live, "failed", f"{e.str() if e else exc}", "KafkaException")
+                    return
+                failure = exc.with_traceback(None)  # its frames hold the old producer
+            except MirrorflowError as exc:
+                self._end(live, "failed", str(exc), type(exc).__name__)
+                return
+            # an outage: the old producer goes first, a new one fences its epoch, progress is read again --
+            # unless this attempt is the zombie now (a transaction the broker aborted for its timeout may
+            # hide a fencing): a new producer would fence the attempt that owns the slot
+            why = self._superseded()
+            if why is not None:
+                self._end(live, "fenced", why, "FencedError")
+                return
+            if sum(r.transactions for r in self.results) > done:  # progress since the last failure: a new outage
+                self.outage.over()
+            self._drop()
+            self._close_lanes(reuse=False)
+            try:
+                self.outage.wait(self.flow.target, f"copying task {self.slot} of flow {self.flow.name}", failure)
+            except MirrorflowError as exc:  # past broker.outage.max.seconds: one error naming the cluster
+                self._end(live, "failed", str(exc), type(exc).__name__)
+                return
+
+    def _attempt(self, live: list[PartitionCopy]) -> None:
+        """Establish the producer's epoch, read every partition's progress, copy in rounds."""
+        sp = self.sp
+        assert sp is not None
+        self.established = False
+        keys = [pc.key for pc in live]
+        parts = [(pc.unit.target_topic, pc.unit.partition) for pc in live] + state_parts(self.clients, keys)
+        claim = Claim(self.owner or "", self.attempt)
+        establish(self.clients, sp, self.slot, parts, claim, self.outage, self.faults)
+        self.established = True
+        # does the run still hold the flow's lease (state.lease.LeaseGuard)? Asked beside the progress
+        # read (a task's first read of a topic waits for its connection), awaited before copying
+        guard = background(self.guard.check) if self.guard is not None else None
+        # read AFTER the epoch is established: the committed progress is the truth, the plan is advisory.
+        # The read ends at the progress partitions' high watermarks: it waits for transactions open below
+        bound = max(outage_bound_s(self.flow), self._txn_timeout_s() + 30)
+        progress = self.store.progress(keys, timeout=bound)
+        if guard is not None:
+            try:
+                guard()
+            except LeaseError as exc:  # a run taken over since commits nothing
+                raise FencedError(str(exc)) from None
+        todo = self._plan_ranges(live, progress)
+        if not todo:
+            return
+        nprog = self.clients.partitions("target", progress_topic(self.flow))
+        nmap = self.clients.partitions("target", offset_map_topic(self.flow))
+        writer = TransactionWriter(
+            self.flow,
+            sp.producer,
+            sp.fatal,
+            StateWriter(self.flow, nprog, nmap),
+            self._target_end,
+            self.faults,
+            self._txn_timeout_s(),
+            self.limits,
+        )
+        self._rounds(writer, todo, progress)
+
+    def _plan_ranges(self, live: list[PartitionCopy], progress: dict[tuple[str, int], Progress]) -> list[PartitionCopy]:
+        """Each partition's ranges to read from its committed progress (identity checked); the
+        partitions with something to copy."""
+        keys = [pc.key for pc in live if not pc.failed]
+        starts = self._log_starts(keys)
+        todo = []
+        for pc in live:
+            if pc.failed:
+                continue
+            p = progress.get(pc.key) or Progress.empty(*pc.key)
+            u = pc.unit
+            why = p.identity_problem(u.topic_id, u.target_topic, u.target_topic_id) if p.next >= 0 else None
+            if why is not None:  # the topics changed since the progress was written (or since planning)
+                pc.fail(StateError(stopped_message(why, self.flow.name, u.topic, u.target_topic)))
+                continue
+            progress[pc.key] = p.with_identity(u.topic_id, u.target_topic, u.target_topic_id)
+            if pc.plan(progress[pc.key], starts.get(pc.key, 0), self.follow is not None):
+                todo.append(pc)
+        now = time.time()
+        for pc in todo:
+            for r in pc.results:
+                r.copy_started = r.copy_started or now
+        return todo
+
+    def _log_starts(self, keys: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
+        """Each partition's source log start (one request; a source restart waited out up to the bound)."""
+        if not keys:
+            return {}
+        c = self.clients
+        return list_offsets(
+            c.admin("source"), c.connection("source"), keys, OffsetSpec.earliest(), False, c.outage_timeout
+        )
+
+    def _rounds(
+        self, writer: TransactionWriter, todo: list[PartitionCopy], progress: dict[tuple[str, int], Progress]
+    ) -> None:
+        """Rounds until every partition is done (or failed); each round one transaction."""
+        follow = self.follow is not None
+        limits = BatchLimits.of(self.flow, self.budget.batch_bytes)
+        if not self.lanes:
+            self.lanes = [self._lane(limits) for _ in range(min(self.lanes_n, len(todo)))]
+        for lane in self.lanes:
+            lane.reset()
+        queue = list(todo)
+        if follow:  # each followed partition has a lane of its own
+            for lane, pc in zip(self.lanes, queue, strict=False):
+                lane.pc = pc
+            queue = []
+        batch_s = self.follow.batch_s if self.follow is not None else 0.0
+        with ThreadPoolExecutor(max_workers=len(self.lanes)) as pool:
+            while any(lane.busy for lane in self.lanes) or queue:
+                rnd = Round(writer, limits, queue, batch_s)
+                writer.begin()
+                for f in [pool.submit(lane.fill, rnd) for lane in self.lanes]:
+                    f.result()
+                rnd.raise_failure()
+                if not rnd.parts:
+                    writer.abort()
+                    if follow and not any(lane.busy for lane in self.lanes):
+                        return
+                    continue
+                for p in writer.commit(rnd.parts, progress):
+                    pc, rng, ends_unit = rnd.owner[id(p)]
+                    pc.committed(p, rng, ends_unit)
+                for p in rnd.parts:
+                    if p.error is not None:
+                        rnd.owner[id(p)][0].fail(p.error)
+                self.outage.over()
+
+    # -- fencing ------------------------------------------------------------------------------------
+    def _may_reinit(self) -> bool:
+        """A cached producer found fenced while establishing its epoch: re-initialise unless this
+        attempt is the zombie (`_superseded`)."""
+        sp = self.sp
+        if sp is None or sp.fresh or self.established:
+            return False
+        return self._superseded() is None
+
+    def _superseded(self) -> str | None:
+        """Why this attempt is a zombie (its run lost the flow's lease, or a newer attempt of its run
+        claimed the slot), else None: only then may it initialise the slot's producer again."""
+        if self.guard is not None:
+            try:
+                self.guard.check()
+            except LeaseError as exc:
+                return str(exc)
+        claim = read_claim(self.clients, self.slot)
+        if claim is not None and self.owner and claim.owner == self.owner and claim.attempt > self.attempt:
+            return (
+                f"fenced by attempt {claim.attempt} of the same run (transactional.id {self.tid}); "
+                "it owns this partition now"
+            )
+        return None
+
+    def _end(self, live: list[PartitionCopy], status: str, error: str | None, error_type: str) -> None:
+        """Every partition not finished ends `status` (fenced: named with the slot's id)."""
+        for pc in live:
+            if pc.finished:
+                continue
+            msg = (
+                error
+                if error is not None
+                else (
+                    f"{u_where(pc.unit)}: fenced by another attempt (transactional.id {self.tid}); "
+                    "it owns this partition now"
+                )
+            )
+            if status == "fenced" and error is not None and not error.startswith(u_where(pc.unit)):
+                msg = f"{u_where(pc.unit)}: {error}"
+            pc.end(status, msg, error_type)
+
+    # -- clients ------------------------------------------------------------------------------------
+    def _check_topics(self) -> list[PartitionCopy]:
+        """The partitions whose target topic has the partition and whose state topics exist; the
+        others fail naming what is missing."""
+        flow, c = self.flow, self.clients
+        if not c.partitions("target", progress_topic(flow)) or not c.partitions("target", offset_map_topic(flow)):
+            err = StateError(f"state topics of flow {flow.name} are missing on cluster {flow.target!r}")
+            for pc in self.parts:
+                pc.fail(err)
+            return []
+        live = []
+        for pc in self.parts:
+            u = pc.unit
+            n = c.partitions("target", u.target_topic)
+            if 0 < n <= u.partition:  # partitions added since this run first looked
+                n = c.partitions("target", u.target_topic, refresh=True)
+            if n == 0:
+                pc.fail(
+                    TopicError(
+                        f"target topic {u.target_topic!r} is missing on cluster {flow.target!r} "
+                        f"(source {u.topic}[{u.partition}]): run `mirrorflow sync` first"
+                    )
+                )
+            elif n <= u.partition:
+                pc.fail(
+                    TopicError(
+                        f"target topic {u.target_topic!r} on cluster {flow.target!r} has {n} partitions, "
+                        f"source {u.topic!r} has partition {u.partition}: run `mirrorflow sync` first"
+                    )
+                )
+            else:
+                live.append(pc)
+        return live
+
+    def _lane(self, limits: BatchLimits) -> Lane:
+        """A lane, its source consumer from the process's pool (the lanes of earlier runs)."""
+        key, consumer = LANES.checkout(self.clients, self.budget.consumer(), consumer_required(self.flow))
+        return Lane(consumer, self.flow, limits, self.follow, key)
+
+    def _txn_timeout_s(self) -> float:
+        conf = {**self.defaults, **self.flow.client_overrides("target", "producer")}
+        return int(conf.get("transaction.timeout.ms", 0)) / 1000
+
+    def _target_end(self, unit: Unit) -> int:
+        """Target end for a partition's batch without records and nothing copied yet: the target
+        partition's high watermark."""
+        reader = self.clients.reader("target", group=f"mirrorflow-{self.flow.client_name}-copier")
+        try:
+            return reader.watermarks(unit.target_topic, unit.partition)[1]
+        finally:
+            self.clients.release(reader.consumer)
+
+    def _drop(self) -> None:
+        """Let the slot producer go (failed, fenced, or an outage: never back to the cache)."""
+        if self.sp is not None:
+            with contextlib.suppress(Exception):
+                if not self.flow.exactly_once:
+                    self.sp.producer.flush(30)
+            self.sp = None
+
+    def _close_lanes(self, reuse: bool = True) -> None:
+        for lane in self.lanes:
+            lane.close(self.clients, reuse)
+        self.lanes = []
+
+    def _close(self) -> None:
+        self._close_lanes(reuse=self.clean)
+        if self.sp is not None:
+            if not self.flow.exactly_once:
+                with contextlib.suppress(Exception):
+                    self.sp.producer.flush(30)
+            if self.clean:  # never a producer a failure may have left mid-transaction
+                CACHE.give_back(self.sp)
+            self.sp = None
+        if self.guard is not None:
+            self.guard.close()
+        if self.store.has_reader:
+            self.clients.release(self.store.reader.consumer)
+
+
+def copy_task(
+    clients: FlowClients,
+    layout: TaskLayout,
+    slot: int,
+    units: Iterable[Unit],
+    faults: Faults = NO_FAULTS,
+    follow: Follow | None = None,
+    owner: str | None = None,
+    attempt: int = 0,
+    in_flight: int | None = None,
+) -> list[UnitResult]:
+    """Copy a task's units (all of task slot `slot` of `layout`): the fresh partitions with nothing
+    to copy are anchored at once (replication.anchors), the others copied by one TaskCopier. Results
+    come in the units' order. `owner`: the run's lease owner (the task stops when its run no longer
+    holds the lease); `attempt`: Spark's attempt number of this task (0 elsewhere); `in_flight`:
+    partitions read at once (default: task.partitions.in.flight)."""
+    units = list(units)
+    results: list[UnitResult | None] = [None] * len(units)
+    if follow is None:  # units that only anchor a fresh partition: all at once (replication.anchors)
+        anchor_all(clients, units, results)
+    rest = [i for i, r in enumerate(results) if r is None]
+    if rest:
+        copier = TaskCopier(clients, layout, slot, [units[i] for i in rest], faults, follow, owner, attempt, in_flight)
+        for i, r in zip(rest, copier.run(), strict=True):
+            results[i] = r
+    return [r for r in results if r is not None]
+
+
+def task_layout(plan: dict[str, Any]) -> tuple[TaskLayout, list[int]]:
+    """The plan's task layout and each task's slot (MirrorflowError for a plan without them)."""
+    d = plan.get("layout")
+    if not d:
+        raise MirrorflowError(
+            f"the plan of flow {plan.get('flow')} has no task layout (planned by an older mirrorflow?): plan again"
+        )
+    return TaskLayout.from_dict(d), [int(s) for s in d.get("task_slots", [])]
+
+
+def copy_planned(
+    clients: FlowClients,
+    plan: dict[str, Any],
+    index: int,
+    units: list[dict[str, Any]],
+    faults: Faults,
+    attempt: int = 0,
+) -> list[dict[str, Any]]:
+    """Task `index` of a plan (its units as the plan holds them), copied: the one way every mode
+    (a Spark task, a Spark Connect task, a thread of direct mode) runs a planned task."""
+    layout, slots = task_layout(plan)
+    owner = (plan.get("lease") or {}).get("owner")
+    with following(clients, plan.get("continuous")) as follow:
+        results = copy_task(
+            clients, layout, slots[index], [Unit.from_dict(d) for d in units], faults, follow, owner, attempt
+        )
+    return [r.to_dict() for r in results]
+
+
+def background(call: Callable[[], None]) -> Callable[[], None]:
+    """Start `call` in a thread now; the function returned waits for it and raises what it raised."""
+    import threading
+
+    failed: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            call()
+        except BaseException as exc:  # noqa: BLE001 - handed to the waiter
+            failed.append(exc)
+
+    t = threading.Thread(target=run, name="mirrorflow-lease-guard", daemon=True)
+    t.start()
+
+    def wait() -> None:
+        t.join()
+        if failed:
+            raise failed[0]
+
+    return wait

@@ -1,0 +1,136 @@
+"""What went wrong writing a copy task's transaction, as the error to raise or report.
+
+The writer (replication.transaction_writer) produces and commits; this module classifies what it
+gets back: a transaction an outage made abortable (`Abortable`: the task goes on with a new
+producer), the broker's timeout abort of a transaction open too long (`timed_out`), the fatal cause
+behind produce()'s bare "Fatal error" (`fatal_cause`), and a partition's batch that the target
+refused for good (`batch_failure`): a record too large for the target topic, named with its size
+and the topic's max.message.bytes (a batch the broker refused although each of its records alone
+is accepted is said to be the batch, never blamed on a record), or the target partition missing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any
+
+from confluent_kafka import KafkaError, KafkaException
+
+from mirrorflow.config import FlowConfig
+from mirrorflow.errors import MirrorflowError, RecordTooLargeError, TopicError, TransactionTimeoutError
+from mirrorflow.kafka.connection import kafka_error
+from mirrorflow.kafka.retry import FENCING_CODES, describe
+from mirrorflow.replication.reader import record_size
+
+TOO_LARGE_CODES = {KafkaError.MSG_SIZE_TOO_LARGE, KafkaError.RECORD_LIST_TOO_LARGE}
+MISSING_CODES = {KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_PARTITION, KafkaError._UNKNOWN_TOPIC}
+PROBES = 8  # rejected records tried alone, largest first
+
+
+class Abortable(Exception):
+    """The transaction cannot commit, the producer is fine: abort it and write the round again."""
+
+    def __init__(self, cause: BaseException | KafkaError | str) -> None:
+        if isinstance(cause, KafkaError):
+            cause = cause.str()
+        super().__init__(cause if isinstance(cause, str) else describe(cause))
+
+
+class FatalError:
+    """The producer's error_cb: keeps its first fatal error. It holds nothing of the writer, so the
+    producer (and its threads) go away with whoever drops it."""
+
+    __slots__ = ("error",)
+
+    def __init__(self) -> None:
+        self.error: KafkaError | None = None
+
+    def __call__(self, err: KafkaError) -> None:
+        if err.fatal() and self.error is None:
+            self.error = err
+
+
+def _fenced(exc: BaseException) -> bool:
+    e = kafka_error(exc)
+    return e is not None and (e.code() in FENCING_CODES or (e.fatal() and "fenc" in e.str().lower()))
+
+
+def fatal_cause(producer: Any, fatal: FatalError, eos: bool, exc: KafkaException) -> KafkaException:
+    """produce() says only "Fatal error" (_FATAL); the cause (e.g. _FENCED when another attempt
+    fenced this one) reaches error_cb on the next poll, or is what the transactional API raises."""
+    with contextlib.suppress(Exception):
+        producer.poll(0)
+    if fatal.error is not None:
+        return KafkaException(fatal.error)
+    if eos:
+        try:
+            producer.abort_transaction(10)
+        except KafkaException as abort_exc:
+            if _fenced(abort_exc):
+                return abort_exc
+    return exc
+
+
+def timed_out(
+    exc: KafkaException, open_s: float, txn_timeout_s: float, eos: bool, what: str, flow: FlowConfig
+) -> Exception:
+    """A fatal error (fenced, or INVALID_TXN_STATE at the commit) on a transaction open longer than
+    transaction.timeout.ms is the broker's timeout abort (it bumps the producer epoch, so the
+    producer reads as fenced): say so; anything else stays as it is."""
+    e = kafka_error(exc)
+    fatal = _fenced(exc) or (e is not None and e.fatal())
+    if not (eos and open_s and fatal and open_s >= txn_timeout_s):
+        return exc
+    return TransactionTimeoutError(
+        f"the transaction of {what} on cluster {flow.target!r} was open for {open_s:.0f} s, longer than "
+        f"transaction.timeout.ms ({txn_timeout_s * 1000:.0f}), and the broker aborted it ({describe(exc)})"
+    )
+
+
+def batch_failure(writer: Any, part: Any, failed: list[Any]) -> MirrorflowError:
+    """Why the target refused `part`'s batch for good (a transaction_writer.PartBatch, `failed` its
+    records' failed delivery reports), as the partition's error (its transaction is aborted;
+    nothing from the batch's first offset on is marked copied). `writer` probes records alone."""
+    u, flow = part.unit, writer.flow
+    rejected = [(r, r.error) for r in failed if r.error is not None and r.error.code() in TOO_LARGE_CODES]
+    limit = writer.limits.get(u.target_topic)
+    said = f"max.message.bytes {limit}" if limit else "its max.message.bytes"
+    if rejected:
+        found = _too_large(writer, part, rejected)
+        if found is not None:
+            m, err = found
+            return RecordTooLargeError(
+                f"record {part.where} offset {m.offset()} ({record_size(m)} bytes) is larger than target topic "
+                f"{u.target_topic!r} on cluster {flow.target!r} accepts ({said}; {err.str()}): raise the target "
+                f"topic's max.message.bytes (and the broker's); nothing from offset {part.batch.src_from} on was "
+                "marked copied"
+            )
+        size = sum(record_size(m) for m in part.batch.records)
+        return RecordTooLargeError(
+            f"a batch of {len(part.batch.records)} records of {part.where} (offsets {part.batch.src_from}.."
+            f"{part.batch.src_to}, {size} bytes) was larger than target topic {u.target_topic!r} on cluster "
+            f"{flow.target!r} accepts ({said}; {rejected[0][1].str()}), although each record alone fits: "
+            f"lower producer.batch.size below it; nothing from offset {part.batch.src_from} on was marked copied"
+        )
+    bad = failed[0] if failed else None
+    if bad is not None and bad.error is not None and bad.error.code() in MISSING_CODES:
+        return TopicError(
+            f"target topic {u.target_topic!r} partition {u.partition} is missing on cluster {flow.target!r}: "
+            "run `mirrorflow sync` first"
+        )
+    what = bad.error.str() if bad is not None and bad.error is not None else "not delivered"
+    return MirrorflowError(
+        f"{part.where}: writing offset {bad.src if bad else part.batch.src_from} to {u.target_topic!r} failed: {what}"
+    )
+
+
+def _too_large(writer: Any, part: Any, rejected: list[tuple[Any, KafkaError]]) -> Any:
+    """The record the broker rejects as too large (tried alone, largest first: a rejected request
+    also fails the small records batched with it), and its error; None when each one alone fits."""
+    by_offset = {m.offset(): m for m in part.batch.records}
+    candidates = sorted((by_offset[r.src] for r, _ in rejected), key=lambda m: (-record_size(m), m.offset()))
+    for m in candidates[:PROBES]:
+        err = writer.probe(part.unit.target_topic, part.unit.partition, m)
+        if err is not None and err.code() in TOO_LARGE_CODES:
+            return m, err
+    return None

@@ -1,0 +1,288 @@
+"""One transaction per copy task, on real brokers: many partitions per transaction, one producer per
+task slot kept across runs, and fencing that stays exact for every partition: a zombie of an older
+run, a retried attempt of the same run, a layout change while a zombie of the old layout lives, a
+record or a batch too large for the target."""
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from mirrorflow.clients import FlowClients
+from mirrorflow.replication.faults import NO_FAULTS
+from mirrorflow.replication.planner import Unit, gather_inputs
+from mirrorflow.replication.runner import run_once, take_lease
+from mirrorflow.replication.task_copier import copy_task
+from mirrorflow.replication.task_producer import CACHE
+from mirrorflow.state.state_topics import ensure_state_topics
+from mirrorflow.state.task_slots import read_layout
+from tests.integration.replicate_helpers import assert_copied, assert_map_exact, make_flow, mirror_topic
+from tests.integration.test_replicate import _PauseAt as PauseAt
+from tests.integration.test_replicate import records
+from tests.support import consume_all, produce, read_progress, write_config
+
+pytestmark = pytest.mark.integration
+
+
+class Count:
+    """Faults seam: counts the commits a task makes (and the records in each)."""
+
+    def __init__(self) -> None:
+        self.commits: list[int] = []
+
+    def reached(self, point: str, n: int = 0) -> None:
+        if point == "before_commit":
+            self.commits.append(n)
+
+
+def planned(cfg, flow):
+    """The flow's task (layout, slot, units) per slot, as a plan would cut them now."""
+    with FlowClients(cfg, flow) as clients:
+        ensure_state_topics(clients)
+        inputs = gather_inputs(clients)
+    return inputs
+
+
+def test_a_task_commits_many_partitions_in_one_transaction_with_one_producer_kept_across_runs(
+        tmp_path, source, target, unique):
+    pfx = unique("onetxn")
+    t = f"{pfx}.quiet"
+    mirror_topic(source, target, t, 24)
+    produce(source, t, [{"partition": p, "key": b"k", "value": f"first-{p}".encode()} for p in range(24)])
+    cfg, flow = make_flow(tmp_path, source, target, pfx, **{"tasks.max": 1, "task.partitions.in.flight": 4})
+    inputs = planned(cfg, flow)
+    units = [Unit(t, p, f"A.{t}", 0, 1) for p in range(24)]
+    CACHE.clear()
+    count = Count()
+    with FlowClients(cfg, flow) as clients:
+        results = copy_task(clients, inputs.layout, 0, units, count)
+    assert [r.status for r in results] == ["ok"] * 24 and sum(r.records for r in results) == 24
+    assert count.commits == [24]  # 24 partitions, one record each: ONE transaction
+    assert_copied(source, target, t)
+    assert_map_exact(cfg, flow, source, target, t, 24)
+    (kept,) = [sp for _, sp in CACHE._idle.values()]  # the slot's producer, kept for the next run
+    assert kept.transactional_id == inputs.layout.transactional_id(flow, 0) == (
+        f"mirrorflow-{flow.client_name}-task/g{inputs.layout.generation}/0")
+
+    produce(source, t, [{"partition": p, "key": b"k", "value": f"second-{p}".encode()} for p in range(0, 24, 2)])
+    count = Count()
+    with FlowClients(cfg, flow) as clients:
+        again = copy_task(clients, inputs.layout, 0, [Unit(t, p, f"A.{t}", 1, 2) for p in range(0, 24, 2)], count)
+    assert sum(r.records for r in again) == 12 and count.commits == [12]
+    assert [sp for _, sp in CACHE._idle.values()] == [kept]  # the same producer: no init_transactions
+    assert not kept.fresh
+    assert_copied(source, target, t)
+    assert_map_exact(cfg, flow, source, target, t, 24)
+
+
+def test_a_zombie_of_an_older_run_never_commits_after_a_newer_run_took_its_partitions(tmp_path, source, target,
+                                                                                    unique):
+    """The newer run's task takes the slot's producer from the cache, whose epoch is OLDER than the
+    zombie's (the zombie initialised the slot afresh after it): establishing its epoch fails as
+    fenced, its run holds the lease, no newer attempt of its run claimed the slot, so it
+    re-initialises -- fencing the zombie -- and copies the rest; the zombie's commit then fails,
+    and the zombie never re-initialises (its run lost the lease)."""
+    pfx = unique("zombie")
+    t = f"{pfx}.orders"
+    mirror_topic(source, target, t, 2)
+    produce(source, t, records(2000, 2))
+    cfg, flow = make_flow(tmp_path, source, target, pfx, **{
+        "tasks.max": 1, "transaction.max.records": 100, "task.partitions.in.flight": 2, "lease.timeout.seconds": 120})
+    inputs = planned(cfg, flow)
+    layout = inputs.layout
+    CACHE.clear()
+    # an earlier run leaves the slot's producer in the cache (epoch e0)
+    with FlowClients(cfg, flow) as clients:
+        first = copy_task(clients, layout, 0, [Unit(t, p, f"A.{t}", 0, 100) for p in range(2)])
+    assert sum(r.records for r in first) == 200
+    stale = dict(CACHE._idle)
+    CACHE.clear()  # the zombie's worker has none: it initialises afresh (epoch e1 > e0)
+    units = [Unit(t, p, f"A.{t}", 100, 1000) for p in range(2)]
+    pause = PauseAt(commits=3)
+    with FlowClients(cfg, flow) as clients, ThreadPoolExecutor(1) as pool:
+        old = take_lease(clients, "old-run", "the older run")
+        zombie = pool.submit(lambda: _copy(cfg, flow, layout, units, pause, "old-run"))
+        assert pause.paused.wait(120), zombie.result() if zombie.done() else "the zombie never reached its commit"
+        old.stop_renewing()  # the old run is gone; a newer run takes the flow
+        CACHE._idle.update(stale)  # the newer run's worker has the slot's older producer
+        new = take_lease_when_free(clients, "new-run")
+        try:
+            newer = _copy(cfg, flow, layout, units, NO_FAULTS, "new-run")
+        finally:
+            pause.go.set()
+            new.release()
+        older = zombie.result()
+    assert {r.status for r in newer} == {"ok"}, [(r.status, r.error) for r in newer]
+    assert {r.status for r in older} == {"fenced"}, [(r.status, r.error) for r in older]
+    # fenced by the newer run's producer (or, its transaction held open past transaction.timeout.ms on
+    # a loaded machine, found to have lost the lease before it would initialise the slot again)
+    assert all(f"fenced by another attempt (transactional.id {layout.transactional_id(flow, 0)}); it owns this "
+               "partition now" in r.error or "this run no longer holds the flow's lease" in r.error for r in older)
+    # the zombie's two committed transactions count, the newer run copied the rest: each record once
+    assert sum(r.records for r in older) + sum(r.records for r in newer) == 1800
+    assert_copied(source, target, t)
+    assert_map_exact(cfg, flow, source, target, t, 2)
+
+
+def _copy(cfg, flow, layout, units, faults, owner, attempt=0):
+    with FlowClients(cfg, flow) as clients:
+        return copy_task(clients, layout, 0, units, faults, owner=owner, attempt=attempt)
+
+
+def take_lease_when_free(clients, owner):
+    import time
+
+    from mirrorflow.errors import LeaseError
+    from mirrorflow.state.lease import FlowLease
+
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            return FlowLease(clients, owner, owner, ttl_s=120).acquire()
+        except LeaseError:
+            assert time.monotonic() < deadline
+            # the old run's lease: released as its process would be found gone
+            FlowLease(clients, "old-run", "the older run").release()
+
+
+def test_a_retried_attempt_of_the_same_run_wins_over_the_zombie_attempt(tmp_path, source, target, unique):
+    """Spark retries a task (attempt 1) while attempt 0 still lives. Attempt 1 claimed the slot;
+    attempt 0, starting late with a cached producer that attempt 1's init fenced, finds the newer
+    attempt's claim and stops fenced without re-initialising (which would fence attempt 1)."""
+    pfx = unique("retry")
+    t = f"{pfx}.orders"
+    mirror_topic(source, target, t, 1)
+    produce(source, t, records(300, 1))
+    cfg, flow = make_flow(tmp_path, source, target, pfx, **{"tasks.max": 1, "lease.timeout.seconds": 120})
+    layout = planned(cfg, flow).layout
+    CACHE.clear()
+    with FlowClients(cfg, flow) as clients:  # a producer of the slot in attempt 0's worker (older epoch)
+        copy_task(clients, layout, 0, [Unit(t, 0, f"A.{t}", 0, 100)])
+    stale = dict(CACHE._idle)
+    CACHE.clear()
+    units = [Unit(t, 0, f"A.{t}", 100, 300)]
+    with FlowClients(cfg, flow) as clients:
+        lease = take_lease(clients, "run-1", "the run")
+        try:
+            retried = _copy(cfg, flow, layout, units, NO_FAULTS, "run-1", attempt=1)  # fresh producer, newer epoch
+            CACHE._idle.update(stale)
+            late = _copy(cfg, flow, layout, units, NO_FAULTS, "run-1", attempt=0)
+        finally:
+            lease.release()
+    assert [(r.status, r.records) for r in retried] == [("ok", 200)]
+    assert [(r.status, r.records) for r in late] == [("fenced", 0)], [(r.status, r.error) for r in late]
+    assert_copied(source, target, t)
+
+
+def test_a_layout_change_fences_a_zombie_of_the_old_layout(tmp_path, source, target, unique):
+    """tasks.max changes while a task of the old layout is paused mid-transaction: the next run
+    fences every id of the old generation before it records the new one, so the zombie's commit
+    fails and every record is on the target once."""
+    pfx = unique("relayout")
+    t = f"{pfx}.orders"
+    mirror_topic(source, target, t, 3)
+    produce(source, t, records(1500, 3))
+    cfg, flow = make_flow(tmp_path, source, target, pfx, **{"tasks.max": 1, "transaction.max.records": 100})
+    old = planned(cfg, flow).layout
+    pause = PauseAt(commits=2)
+    units = [Unit(t, p, f"A.{t}", 0, 500) for p in range(3)]
+    with ThreadPoolExecutor(1) as pool:
+        zombie = pool.submit(lambda: _copy(cfg, flow, old, units, pause, None))
+        assert pause.paused.wait(120), zombie.result() if zombie.done() else "the zombie never reached its commit"
+        try:
+            cfg3, flow3 = make_flow(tmp_path, source, target, pfx, **{"tasks.max": 3, "transaction.max.records": 100})
+            rep = run_once(cfg3, flow3, mode="direct")
+        finally:
+            pause.go.set()
+        late = zombie.result()
+    assert rep.ok, rep.render()
+    with FlowClients(cfg3, flow3) as clients:
+        new = read_layout(clients)
+    assert (new.generation, new.slots) == (old.generation + 1, 3)
+    assert {r.status for r in late} == {"fenced"}, [(r.status, r.error) for r in late]
+    assert sum(r.records for r in late) + rep.records == 1500
+    assert_copied(source, target, t)
+    assert_map_exact(cfg3, flow3, source, target, t, 3)
+
+
+def test_a_target_topic_with_a_small_max_message_bytes_gets_batches_below_it(tmp_path, source, target, unique):
+    """The target topic accepts 20,000 bytes; every record has 1,000: producer batches stay below
+    the topic's limit, so nothing is refused and no innocent record is blamed."""
+    pfx = unique("smallmsg")
+    t = f"{pfx}.lines"
+    mirror_topic(source, target, t, 1, target_config={"max.message.bytes": "20000"})
+    produce(source, t, [{"partition": 0, "key": f"k{i}".encode(), "value": b"v" * 1000} for i in range(400)])
+    cfg, flow = make_flow(tmp_path, source, target, pfx)
+    rep = run_once(cfg, flow, mode="direct")
+    assert rep.ok and rep.records == 400, rep.render()
+    assert_copied(source, target, t)
+    assert_map_exact(cfg, flow, source, target, t, 1)
+
+
+def test_a_record_too_large_fails_its_partition_alone_and_the_rest_of_the_transaction_commits(
+        tmp_path, source, target, unique):
+    pfx = unique("toolarge")
+    t = f"{pfx}.mixed"
+    mirror_topic(source, target, t, 2, config={"max.message.bytes": "3000000"},
+                 target_config={"max.message.bytes": "200000"})
+    produce(source, t, [{"partition": 0, "key": b"a", "value": b"small"},
+                        {"partition": 0, "key": b"b", "value": b"x" * 600_000},
+                        {"partition": 0, "key": b"c", "value": b"after"}]
+            + [{"partition": 1, "key": f"k{i}".encode(), "value": f"v{i}".encode()} for i in range(50)])
+    cfg, flow = make_flow(tmp_path, source, target, pfx, **{"tasks.max": 1})
+    rep = run_once(cfg, flow, mode="direct")
+    text = rep.render()
+    assert not rep.ok and rep.failed_units == 1, text
+    assert (f"record {t}[0] offset 1 (600001 bytes) is larger than target topic 'A.{t}' on cluster 'B' accepts "
+            "(max.message.bytes 200000; ") in text, text
+    assert "nothing from offset 0 on was marked copied" in text
+    by_p = {p.partition: p for p in rep.partitions}
+    assert (by_p[0].status, by_p[1].status, by_p[1].records) == ("failed", "ok", 50), text
+    progress = read_progress(cfg, flow, [(t, 0), (t, 1)])
+    assert (t, 0) not in progress and progress[(t, 1)].next == 50
+    assert [r.partition for r in consume_all(target, f"A.{t}")] == [1] * 50
+    src1 = [r.content() for r in consume_all(source, t) if r.partition == 1]
+    assert [r.content() for r in consume_all(target, f"A.{t}")] == src1
+
+
+def test_a_flow_copied_per_partition_before_slots_has_those_ids_fenced_once(tmp_path, source, target, unique):
+    """A flow that ran before task slots (progress on the target, no layout record) with a copy of
+    that version still holding a transaction open: the first run with slots fences every partition's
+    old per-partition transactional.id, ends its transaction, and records the first generation."""
+    from confluent_kafka import Producer
+
+    from mirrorflow.state.records import Progress
+    from mirrorflow.state.state_topics import progress_topic, state_key, state_partition, transactional_id
+
+    pfx = unique("upgrade")
+    t = f"{pfx}.orders"
+    cfg = write_config(tmp_path / "mf.yaml", {"KU": source, "B": target},
+                       {"KU->B": {"topics": f"{pfx}\\..*", "state.topic.partitions": 2,
+                                  "heartbeats.replication.enabled": False, "tasks.max": 2}})
+    flow = cfg.flow("KU->B")
+    from tests.support import create_topic
+
+    create_topic(source, t, 2)
+    create_topic(target, f"KU.{t}", 2)
+    produce(source, t, records(40, 2))
+    with FlowClients(cfg, flow) as clients:
+        ensure_state_topics(clients)
+        n = clients.partitions("target", progress_topic(flow))
+    written = Producer({**target.client_config(), "enable.idempotence": True, "acks": "all"})
+    written.produce(progress_topic(flow), Progress(t, 0, 0, (), -1).to_json(), state_key(t, 0), state_partition(t, 0, n))
+    assert written.flush(30) == 0
+    old = Producer({**target.client_config(), "transactional.id": transactional_id(flow, t, 1),
+                    "transaction.timeout.ms": 600000})
+    old.init_transactions(30)
+    old.begin_transaction()
+    old.produce(f"KU.{t}", b"from-the-old-version", b"k", 1)
+    old.produce(progress_topic(flow), b"half-written", state_key(t, 1), state_partition(t, 1, n))
+    assert old.flush(30) == 0
+    rep = run_once(cfg, flow, mode="direct")
+    assert rep.ok and rep.records == 40, rep.render()
+    with pytest.raises(Exception):  # fenced by the first run with task slots: it can commit nothing now
+        old.commit_transaction(30)
+    with FlowClients(cfg, flow) as clients:
+        layout = read_layout(clients)
+    assert (layout.generation, layout.slots) == (1, 2)
+    assert [r.content() for r in consume_all(target, f"KU.{t}")] == [r.content() for r in consume_all(source, t)]
