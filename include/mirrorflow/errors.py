@@ -51,9 +51,21 @@ class AuthenticationError(ClusterError):
     untrusted broker certificate or a client certificate the broker rejects (TLS handshake)."""
 
 
+class TransientError(ClusterError):
+    """A call failed for a reason a broker coming back cures (a connection reset in the middle of a
+    request, a leadership or coordinator move, a broker loading), after the caller's own short
+    retries: a checkpoint pass tries the step again up to broker.outage.max.seconds; a one-off
+    command reports it."""
+
+
 class BrokerUnavailableError(ClusterError):
     """A cluster did not answer for longer than broker.outage.max.seconds (a restart or a
-    leadership move that did not end in time); shorter outages are ridden through."""
+    leadership move that did not end in time); shorter outages are ridden through. `final` False:
+    the bound was a call's own timeout, shorter than that; a caller riding out outages tries again."""
+
+    def __init__(self, alias: str, message: str, final: bool = True):
+        super().__init__(alias, message)
+        self.final = final
 
 
 class TransactionAbortedError(MirrorflowError):

@@ -4,12 +4,15 @@ A report is a dataclass that says what it holds and how it reads (`lines()`); `R
 the rest, the same way for every report: `render()`, the lines as one text (what the CLI prints and
 a failed DAG task says), and `to_dict()`, the JSON of `--json` and XCom: the dataclass's fields
 (nested ones too, private `_fields` left out) plus the derived figures `DERIVED` names. A report
-whose JSON has its own shape (renamed keys, a summary of its parts) overrides `to_dict()` only.
-`as_dict` is the same JSON for a report's parts (a partition of it).
+whose JSON has its own shape (renamed keys, a summary of its parts) overrides `to_dict()` only; one
+whose JSON is not an object (a translation's rows) overrides `to_json()`, what `--json` prints. A
+DAG task hands `brief()` to XCom: the few figures of a result that is too large for it. `as_dict`
+is the same JSON for a report's parts (a partition of it); `table` lays rows out in columns.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict
 from datetime import UTC, datetime
 from typing import Any, ClassVar
@@ -44,6 +47,31 @@ class Report:
 
     def to_dict(self) -> dict[str, Any]:
         return as_dict(self, *self.DERIVED)
+
+    def to_json(self) -> Any:
+        """What `--json` prints: `to_dict()`, unless the report's JSON is not an object."""
+        return self.to_dict()
+
+    def brief(self) -> dict[str, Any]:
+        """The few figures a DAG task returns to XCom (small, JSON-able): none unless the report says."""
+        return {}
+
+
+def table(headers: Sequence[str], rows: Iterable[Sequence[object]]) -> list[str]:
+    """Rows under their headers and a rule, in columns: text left-aligned, numbers right-aligned,
+    '-' for None."""
+    cells = [[("-" if v is None else str(v)) for v in row] for row in rows]
+    widths = [max([len(h)] + [len(r[i]) for r in cells]) for i, h in enumerate(headers)]
+    numeric = [
+        all(r[i].lstrip("-").isdigit() or r[i] == "-" for r in cells) and bool(cells) for i in range(len(headers))
+    ]
+
+    def fmt(row: Sequence[str]) -> str:
+        return "  ".join(
+            v.rjust(w) if num else v.ljust(w) for v, w, num in zip(row, widths, numeric, strict=False)
+        ).rstrip()
+
+    return [fmt(list(headers)), fmt(["-" * w for w in widths]), *(fmt(r) for r in cells)]
 
 
 def iso(ms: int) -> str:

@@ -214,7 +214,8 @@ def test_unknown_group_and_unreachable_cluster_are_one_clear_error(tmp_path, sou
     cfg = flow_cfg(tmp_path, source, target, topic_name)
     with pytest.raises(MirrorflowError, match="has no committed offsets on cluster 'A'"):
         translate_group(cfg, cfg.flow("A->B"), f"nobody-{topic_name}", maps={})
-    dead = write_config(tmp_path / "dead.yaml", {"A": source, "B": target}, {"A->B": {}})
+    # a checkpoint pass waits for a cluster up to broker.outage.max.seconds, then names it
+    dead = write_config(tmp_path / "dead.yaml", {"A": source, "B": target}, {"A->B": {"broker.outage.max.seconds": 2}})
     raw = dead.clusters["A"]
     import dataclasses
     bad = dataclasses.replace(dead, clusters={**dead.clusters, "A": dataclasses.replace(

@@ -132,7 +132,8 @@ def test_offset_map_over_runs_out_of_target_order_never_skips_the_live_range(mak
 
 
 def test_a_group_moving_from_the_backfilled_range_into_the_live_one_is_not_held():
-    from mirrorflow.groups.checkpoint import CheckpointStore, TranslatedOffset, plan_checkpoints
+    from mirrorflow.groups.checkpoint_store import CheckpointStore, plan_checkpoints
+    from mirrorflow.groups.translation import TranslatedOffset
     from mirrorflow.mm2.formats import Checkpoint
 
     assert out_of_order_map().reordered

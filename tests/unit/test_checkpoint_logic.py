@@ -7,8 +7,8 @@ import pytest
 from confluent_kafka import ConsumerGroupState
 
 from mirrorflow import config as config_mod
-from mirrorflow.groups.checkpoint import (CheckpointStore, TranslatedOffset, plan_checkpoints, rename_topic,
-                                          translate_committed)
+from mirrorflow.groups.checkpoint_store import CheckpointStore, plan_checkpoints
+from mirrorflow.groups.translation import TranslatedOffset, rename_topic, translate_committed
 from mirrorflow.groups.group_offsets import CommittedOffset
 from mirrorflow.mm2.filters import FlowFilters
 from mirrorflow.groups.offset_sync import (ACTIVE, EMPTY, MISSING, UNKNOWN, TargetGroup, classify_state, plan_group_sync)
@@ -20,7 +20,7 @@ from mirrorflow.mm2.policy import DefaultReplicationPolicy, IdentityReplicationP
 from mirrorflow.mm2.remote_cluster import (OffsetAndMetadata, TopicPartitionKey, checkpoint_topics_of, count_hops,
                                        heartbeat_topics_of, offsets_from_checkpoints, replication_hops_of,
                                        upstream_clusters_of)
-from mirrorflow.groups.render import status_notes, translation_table
+from mirrorflow.groups.translation import status_notes, translation_table
 
 
 def cfg_of(flows: dict, defaults: dict | None = None) -> config_mod.Config:
@@ -180,7 +180,7 @@ def test_group_sync_skips_partitions_missing_on_the_target():
 
 
 def test_upstream_of_inverts_the_rename():
-    from mirrorflow.groups.checkpoint import upstream_of
+    from mirrorflow.groups.translation import upstream_of
     p = DefaultReplicationPolicy()
     assert upstream_of(p, "A", "A.orders") == "orders" and upstream_of(p, "A", "A.C.orders") == "C.orders"
     assert upstream_of(p, "A", "orders") is None and upstream_of(p, "A", "B.orders") is None
@@ -251,16 +251,17 @@ def test_translation_table_rendering():
     assert translation_table([row]).splitlines()[2].split()[-3:] == ["reread", "0", str(row.reread)]
     assert status_notes([row])[0].startswith("reread: the offset map no longer knows")
     # from the checkpoints alone (the source lost): what each resumes at, and what it re-reads there
-    from mirrorflow.groups.render import render_checkpointed_offsets
+    from mirrorflow.groups.render import CheckpointedOffsets
 
     cps = {TopicPartitionKey("A.orders", 0): OffsetAndMetadata(104, ""),
            TopicPartitionKey("A.orders", 1): OffsetAndMetadata(90, ""),
            TopicPartitionKey("A.orders", 2): OffsetAndMetadata(7, "")}
-    shown = render_checkpointed_offsets(cps, {("A.orders", 1): 12, ("A.orders", 2): None})
-    assert [line.split() for line in shown.lines[2:5]] == [["A.orders", "0", "104", "0"], ["A.orders", "1", "90", "12"],
-                                                           ["A.orders", "2", "7", "?"]]
-    assert shown.lines[5].startswith("  reread: the offset map no longer knows") and shown.lines[6].startswith("  ?: ")
-    assert [r["reread"] for r in shown.data] == [0, 12, None]
+    shown = CheckpointedOffsets(cps, {("A.orders", 1): 12, ("A.orders", 2): None})
+    assert [line.split() for line in shown.lines()[2:5]] == [["A.orders", "0", "104", "0"],
+                                                             ["A.orders", "1", "90", "12"], ["A.orders", "2", "7", "?"]]
+    assert shown.lines()[5].startswith("  reread: the offset map no longer knows")
+    assert shown.lines()[6].startswith("  ?: ")
+    assert [r["reread"] for r in shown.to_json()] == [0, 12, None]
     with_actions = translation_table(rows, ["new", "unchanged"]).splitlines()
     assert with_actions[0].endswith("checkpoint") and with_actions[3].endswith("unchanged")
 

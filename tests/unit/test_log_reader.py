@@ -7,9 +7,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from confluent_kafka import KafkaError, Message, TopicPartition
+from confluent_kafka import OFFSET_INVALID, KafkaError, Message, TopicPartition
 
-from mirrorflow.errors import ClusterError
+from mirrorflow.errors import ClusterError, TransientError
 from mirrorflow.kafka.connection import ClusterConnection
 from mirrorflow.kafka.log_reader import EARLIEST, LATEST, LogReader
 
@@ -84,3 +84,38 @@ def test_a_read_whose_open_transaction_does_not_end_fails_and_says_why():
         "cluster 'B': timed out reading topic 's' partitions [0] (an open transaction? a crashed writer's "
         "transaction is aborted after transaction.timeout.ms)"
     )
+
+
+class CutAnswers(Ends):
+    """An ends consumer whose first `cut` answers come back without an offset (-1001, OFFSET_INVALID,
+    and no error): what librdkafka reports for partitions of an answer cut by a connection reset."""
+
+    def __init__(self, calls: list[str], cut: int) -> None:
+        super().__init__(calls)
+        self.cut = cut
+
+    def offsets_for_times(self, tps: list[TopicPartition], timeout: float) -> list[TopicPartition]:
+        got = super().offsets_for_times(tps, timeout)
+        if self.cut:
+            self.cut -= 1
+            return [TopicPartition(tp.topic, tp.partition, OFFSET_INVALID if tp.partition else tp.offset) for tp in got]
+        return got
+
+
+def test_a_partition_answered_without_an_offset_is_asked_again_never_taken_as_its_end(monkeypatch):
+    """An unknown end taken as an offset: a read of (0, -1001) reads nothing and says it read it all."""
+    monkeypatch.setattr("mirrorflow.kafka.log_reader.time.sleep", lambda s: None)
+    calls: list[str] = []
+    ends = CutAnswers(calls, cut=2)
+    r = LogReader(ClusterConnection("B", {}), ReadCommitted(iter([9]), calls), lambda: ends)  # type: ignore[arg-type,return-value]
+    assert r.offsets("s", [0, 1], timeout=10) == {0: (0, HIGH), 1: (0, HIGH)}
+    assert calls.count("high watermark") == 3  # two answers cut, the third whole
+
+
+def test_offsets_never_answered_fail_naming_the_cluster_and_the_partitions(monkeypatch):
+    monkeypatch.setattr("mirrorflow.kafka.log_reader.time.sleep", lambda s: None)
+    ends = CutAnswers([], cut=10**6)
+    r = LogReader(ClusterConnection("B", {}), ReadCommitted(iter([9]), []), lambda: ends)  # type: ignore[arg-type,return-value]
+    with pytest.raises(TransientError) as caught:
+        r.offsets("s", [0, 1, 2], timeout=0.05)
+    assert str(caught.value) == "cluster 'B': cannot list offsets of topic 's' partitions [1, 2]: no offset in the answers"

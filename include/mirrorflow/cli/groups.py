@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from mirrorflow.cli.registry import command, load_flow, print_json
+from mirrorflow.cli.registry import command, load_flow, print_json, print_report
 from mirrorflow.errors import MirrorflowError
 
 
@@ -28,20 +28,17 @@ def _checkpoint_args(p: argparse.ArgumentParser) -> None:
 def _checkpoint(args: argparse.Namespace) -> int:
     from mirrorflow.groups.checkpoint import emit_checkpoints
     from mirrorflow.groups.offset_sync import sync_group_offsets
-    from mirrorflow.groups.render import render_checkpoints, render_group_sync
 
     cfg, flow = load_flow(args)
     run = emit_checkpoints(cfg, flow, groups=args.group)
     sync = None if args.no_sync else sync_group_offsets(cfg, flow, store=run.store, groups=args.group)
-    checkpoints = render_checkpoints(run, flow.target)
-    group_sync = render_group_sync(sync) if sync else None
     if args.json:
-        print_json({"checkpoints": checkpoints.data, "group_sync": group_sync.data if group_sync else None})
+        print_json({"checkpoints": run.to_json(), "group_sync": sync.to_json() if sync else None})
     else:
-        print(checkpoints.render())
-        if group_sync is not None:
+        print(run.render())
+        if sync is not None:
             print()
-            print(group_sync.render())
+            print(sync.render())
     errors = {**run.errors, **(sync.errors if sync else {})}
     for g, e in sorted(errors.items()):
         print(f"mirrorflow: error: group {g!r}: {e}", file=sys.stderr)
@@ -68,22 +65,22 @@ def _translate(args: argparse.Namespace) -> int:
     from mirrorflow.clients import mirror_client
     from mirrorflow.groups.checkpoint import translate_group
     from mirrorflow.groups.offset_sync import checkpoint_rereads
-    from mirrorflow.groups.render import render_checkpointed_offsets, render_translation
+    from mirrorflow.groups.render import CheckpointedOffsets
+    from mirrorflow.groups.translation import Translation
+    from mirrorflow.reporting import Report
 
     cfg, flow = load_flow(args)
+    report: Report
     if args.from_checkpoints:
         offsets = mirror_client(cfg, flow.target).translate_offsets(flow.source, args.group)
         if not offsets:
             raise MirrorflowError(
                 f"no checkpoints for group {args.group!r} of cluster {flow.source!r} on cluster {flow.target!r}"
             )
-        rendered = render_checkpointed_offsets(offsets, checkpoint_rereads(cfg, flow, args.group))
+        report = CheckpointedOffsets(offsets, checkpoint_rereads(cfg, flow, args.group))
     else:
-        rendered = render_translation(args.group, flow.name, translate_group(cfg, flow, args.group))
-    if args.json:
-        print_json(rendered.data)
-    else:
-        print(rendered.render())
+        report = Translation(args.group, flow.name, translate_group(cfg, flow, args.group))
+    print_report(report, args.json)
     return 0
 
 
@@ -95,15 +92,10 @@ def _heartbeat_args(p: argparse.ArgumentParser) -> None:
 def _heartbeat(args: argparse.Namespace) -> int:
     from mirrorflow.clients import mirror_client
     from mirrorflow.groups.heartbeat import HeartbeatRun, emit_heartbeats, replication_latency
-    from mirrorflow.groups.render import render_heartbeats
 
     cfg, flow = load_flow(args)
     emitted = emit_heartbeats(cfg, flow)
     latency = replication_latency(cfg, flow)
     upstream = sorted(mirror_client(cfg, flow.target).upstream_clusters())
-    rendered = render_heartbeats(HeartbeatRun(flow.name, flow.target, emitted, latency, upstream))
-    if args.json:
-        print_json(rendered.data)
-    else:
-        print(rendered.render())
+    print_report(HeartbeatRun(flow.name, flow.target, emitted, latency, upstream), args.json)
     return 0

@@ -32,7 +32,7 @@ def print_report(report: Report, as_json: bool) -> None:
     """A report as every command prints it: its to_dict() with --json, else its text (the lines a
     DAG task logs)."""
     if as_json:
-        print_json(report.to_dict())
+        print_json(report.to_json())
     else:
         print(report.render())
 

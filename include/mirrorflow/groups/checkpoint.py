@@ -24,226 +24,37 @@ import time
 from collections.abc import Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
-from typing import Any, Protocol
+from functools import partial
+from typing import Any
 
 from mirrorflow.clients import FlowClients, flow_clients
 from mirrorflow.config import Config, FlowConfig
-from mirrorflow.errors import MirrorflowError, TopicError
+from mirrorflow.errors import MirrorflowError
+from mirrorflow.groups.checkpoint_store import CheckpointStore, plan_checkpoints
 from mirrorflow.groups.group_offsets import CommittedOffset, fetch_group_offsets, list_groups
 from mirrorflow.groups.map_upkeep import fold_after_checkpoint
-from mirrorflow.kafka.log_reader import read_partition
+from mirrorflow.groups.translation import (
+    TopicRules,
+    TranslatedOffset,
+    Translator,
+    load_maps,
+    translate_committed,
+    translation_table,
+)
+from mirrorflow.kafka.retry import StepRetry
 from mirrorflow.kafka.topic_admin import ensure_compacted_topic, produce_all
 from mirrorflow.mm2.filters import FlowFilters
-from mirrorflow.mm2.formats import Checkpoint, FormatError
-from mirrorflow.mm2.policy import DefaultReplicationPolicy
+from mirrorflow.mm2.formats import Checkpoint
+from mirrorflow.reporting import Report
 from mirrorflow.state import run_log
-from mirrorflow.state.compaction import look_at_map
+from mirrorflow.state.compaction import MapLook, look_at_map
 from mirrorflow.state.flow_state import flow_state
 from mirrorflow.state.run_log import MAX_ERRORS, GroupCheckpoints, RunRecord
-from mirrorflow.state.store import StateStore
 
-# Translation statuses that come from the offset map, plus ours for topics the flow skips.
-NOT_REPLICATED = "not-replicated"
 # (group, partition) checkpoints a pass records in the run log (~40 bytes each: 200 KB, well under
 # the broker's 1 MiB message.max.bytes; 1,000 groups x 100 partitions would be 4 MB and refused)
 RUN_LOG_CHECKPOINTS = 5000
 log = logging.getLogger(__name__)
-
-
-class Translator(Protocol):
-    """What checkpointing needs of offset_map.PartitionMap."""
-
-    def translate(self, source_offset: int) -> Any: ...
-
-    def rereads(self, source_offset: int, target_offset: int) -> int: ...
-
-
-@dataclass(frozen=True, slots=True)  # slots: a pass builds 100,000s of them
-class TranslatedOffset:
-    """A committed source offset and where the same position is on the target."""
-
-    group: str
-    source_topic: str
-    partition: int
-    source_offset: int
-    target_topic: str
-    target_offset: int | None  # None: no translation (nothing copied, topic not replicated, forgotten)
-    status: str  # exact | end | ahead | before | gap | reread | pruned | none | not-replicated
-    missing: int = 0  # offsets the target consumer will never see (before/gap) or not yet (ahead)
-    metadata: str = ""
-    reordered: bool = False  # the partition's map places records out of source order (a backfill)
-    reread: int = 0  # at most this many records already read are read again from target_offset
-
-    def checkpoint(self) -> Checkpoint | None:
-        """The MM2 checkpoint for this offset, None when there is no translation (no checkpoint,
-        as MM2 since 3.3 emits none for a partition without offset syncs)."""
-        if self.target_offset is None or self.target_offset < 0 or self.status == NOT_REPLICATED:
-            return None
-        return Checkpoint(
-            self.group, self.target_topic, self.partition, self.source_offset, self.target_offset, self.metadata
-        )
-
-
-def rename_topic(policy: DefaultReplicationPolicy, source: str, target: str, topic: str) -> str:
-    """MirrorCheckpointTask.renameTopicPartition: the downstream name of a source topic."""
-    if policy.topic_source(topic) == target:
-        return policy.original_topic(topic)
-    return policy.format_remote_topic(source, topic)
-
-
-class TopicRules:
-    """The flow's per-topic decisions (replicated? downstream name?), each worked out once per
-    topic: a pass over 1,000 groups x 100 partitions asks them 100,000 times of a few topics."""
-
-    def __init__(self, filters: FlowFilters) -> None:
-        self.filters = filters
-        self._replicated: dict[str, bool] = {}
-        self._renamed: dict[str, str] = {}
-
-    def replicated(self, topic: str) -> bool:
-        r = self._replicated.get(topic)
-        if r is None:
-            r = self._replicated[topic] = self.filters.should_replicate_topic(topic)
-        return r
-
-    def renamed(self, topic: str) -> str:
-        r = self._renamed.get(topic)
-        if r is None:
-            f = self.filters
-            r = self._renamed[topic] = rename_topic(f.policy, f.source, f.target, topic)
-        return r
-
-
-def upstream_of(policy: DefaultReplicationPolicy, source: str, downstream: str) -> str | None:
-    """The source topic a checkpoint's downstream topic was renamed from, None if not from `source`."""
-    if policy.topic_source(downstream) != source:
-        return None
-    return policy.upstream_topic(downstream)
-
-
-def translate_committed(
-    filters: FlowFilters, offsets: Iterable[CommittedOffset], maps: Mapping[tuple[str, int], Translator]
-) -> list[TranslatedOffset]:
-    """Translate committed source offsets through the offset map (pure).
-
-    `maps` is keyed by (SOURCE topic, partition). Offsets on topics the flow does not replicate
-    get status `not-replicated`; partitions without any copied data get `none`.
-    """
-    out: list[TranslatedOffset] = []
-    rules = TopicRules(filters)
-    # groups that consume the same partitions often sit at the same offset: translate each once
-    done: dict[tuple[str, int, int], Any] = {}
-    for o in sorted(offsets, key=lambda o: (o.group, o.topic, o.partition)):
-        if o.offset < 0:
-            continue  # no committed position (librdkafka's OFFSET_INVALID)
-        target_topic = rules.renamed(o.topic)
-        if not rules.replicated(o.topic):
-            out.append(
-                TranslatedOffset(
-                    o.group, o.topic, o.partition, o.offset, target_topic, None, NOT_REPLICATED, 0, o.metadata
-                )
-            )
-            continue
-        pm = maps.get((o.topic, o.partition))
-        if pm is None:
-            out.append(
-                TranslatedOffset(o.group, o.topic, o.partition, o.offset, target_topic, None, "none", 0, o.metadata)
-            )
-            continue
-        t = done.get((o.topic, o.partition, o.offset))
-        if t is None:
-            t = done[(o.topic, o.partition, o.offset)] = pm.translate(o.offset)
-        out.append(
-            TranslatedOffset(
-                o.group,
-                o.topic,
-                o.partition,
-                o.offset,
-                target_topic,
-                t.target_offset,
-                t.status,
-                t.missing,
-                o.metadata,
-                bool(getattr(pm, "reordered", False)),
-                getattr(t, "reread", 0),
-            )
-        )
-    return out
-
-
-# -- the checkpoint store ---------------------------------------------------------------------
-EMIT_ACTIONS = ("new", "advanced", "rewound")
-
-
-class CheckpointStore:
-    """The newest checkpoint per (group, downstream topic, partition), as MM2's CheckpointStore.
-
-    Loaded by reading the checkpoints topic on the target from the beginning; records that do not
-    decode are skipped (and counted), as MM2 skips them.
-    """
-
-    def __init__(self, checkpoints: Iterable[Checkpoint] = (), skipped: int = 0) -> None:
-        self.latest: dict[tuple[str, str, int], Checkpoint] = {}
-        # the same checkpoints by group: for_group() without a scan of every group's (O(groups^2))
-        self._by_group: dict[str, dict[tuple[str, int], Checkpoint]] = {}
-        self.skipped = skipped
-        for c in checkpoints:
-            self.update(c)
-
-    @classmethod
-    def load(cls, clients: FlowClients) -> CheckpointStore:
-        flow = clients.flow
-        topic = FlowFilters.for_flow(flow).policy.checkpoints_topic(flow.source)
-        try:
-            records = read_partition(
-                clients.connection("target"),
-                topic,
-                0,
-                timeout=clients.admin_timeout,
-                consumer_conf=clients.overrides("target", "consumer"),
-            )
-        except TopicError:
-            return cls()  # first use: nothing checkpointed yet
-        cps: list[Checkpoint] = []
-        skipped = 0
-        for r in records:
-            try:
-                cps.append(Checkpoint.decode(r.key, r.value))
-            except FormatError:
-                skipped += 1
-        return cls(cps, skipped)
-
-    def update(self, c: Checkpoint) -> None:
-        self.latest[(c.group, c.topic, c.partition)] = c
-        self._by_group.setdefault(c.group, {})[(c.topic, c.partition)] = c
-
-    def previous(self, c: Checkpoint) -> Checkpoint | None:
-        return self.latest.get((c.group, c.topic, c.partition))
-
-    def decide(self, c: Checkpoint) -> str:
-        """MM2's monotonicity guard (MirrorCheckpointTask.checkpointsForGroup). Emitting actions:
-        new, advanced, rewound; skipping: `unchanged` (same downstream position) and `held` (would
-        move the target position back although the source group did not rewind)."""
-        return self.decide_after(c, self.previous(c))
-
-    @staticmethod
-    def decide_after(c: Checkpoint, prev: Checkpoint | None) -> str:
-        """`decide` with the previous checkpoint already looked up."""
-        if prev is None:
-            return "new"
-        if c.upstream_offset < prev.upstream_offset:
-            return "rewound"
-        if c.downstream_offset > prev.downstream_offset:
-            return "advanced"
-        if c.downstream_offset == prev.downstream_offset:
-            return "unchanged"
-        return "held"
-
-    def groups(self) -> list[str]:
-        return sorted(self._by_group)
-
-    def for_group(self, group: str) -> dict[tuple[str, int], Checkpoint]:
-        return dict(self._by_group.get(group, {}))
 
 
 # -- source side --------------------------------------------------------------------------------
@@ -264,16 +75,11 @@ def source_group_offsets(
     return keep, errors
 
 
-def load_maps(clients: FlowClients, partitions: Iterable[tuple[str, int]]) -> Mapping[tuple[str, int], Translator]:
-    """The offset map of the given SOURCE partitions (read from the target's state)."""
-    parts = sorted(set(partitions))
-    return StateStore(clients).offset_map(parts) if parts else {}
-
-
 # -- emission -------------------------------------------------------------------------------------
 @dataclass
-class CheckpointRun:
-    """What one checkpoint pass did, for the CLI, the DAG logs and tests."""
+class CheckpointRun(Report):
+    """What one checkpoint pass did, for the CLI, the DAG logs and tests: the headline, then per
+    group its translation and checkpoint decision, then the fold of the offset map."""
 
     flow: str
     topic: str
@@ -287,6 +93,7 @@ class CheckpointRun:
     store: CheckpointStore | None = None
     offset_map: Any = None  # the fold of the offset map after the pass (map_upkeep.FoldReport)
     latency_ms: int = -1  # checkpoint-latency-ms of the pass (-1: nothing emitted)
+    target: str = ""  # the target cluster's alias, where the checkpoints are written
 
     def run_record(self, at: int) -> RunRecord:
         """The pass's summary for the flow's run log: the checkpoints it emitted and their latency
@@ -305,6 +112,27 @@ class CheckpointRun:
         errors = [f"group {g}: {e}" for g, e in sorted(self.errors.items())][:MAX_ERRORS]
         return RunRecord("checkpoint", at, not self.errors, errors=errors, checkpoints=cps)
 
+    def lines(self) -> list[str]:
+        if self.skipped_reason:
+            out = [f"{self.flow}: checkpoints skipped: {self.skipped_reason}"]
+        else:
+            out = [
+                f"{self.flow}: {len(self.groups)} group(s), {len(self.emitted)} checkpoint(s) written to "
+                f"{self.topic} on {self.target}" + (" (topic created)" if self.created_topic else "")
+            ]
+            by_group: dict[str, list[tuple[TranslatedOffset, str]]] = {}
+            for row, action in self.rows:
+                by_group.setdefault(row.group, []).append((row, action))
+            for g in self.groups:
+                mine = by_group.get(g, [])
+                out += ["", f"group {g}", *translation_table([r for r, _ in mine], [a for _, a in mine]).split("\n")]
+        if self.offset_map is not None:  # the fold that keeps the offset map bounded (map_upkeep)
+            out += ["", self.offset_map.line()]
+        return out
+
+    def brief(self) -> dict[str, Any]:
+        return {"groups": len(self.groups), "emitted": len(self.emitted), "topic": self.topic}
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "flow": self.flow,
@@ -317,31 +145,6 @@ class CheckpointRun:
             "offsets": [{**asdict(t), "action": a} for t, a in self.rows],
             "offset_map": self.offset_map.to_dict() if self.offset_map is not None else None,
         }
-
-
-def plan_checkpoints(
-    store: CheckpointStore, rows: Iterable[TranslatedOffset]
-) -> tuple[list[tuple[TranslatedOffset, str]], list[Checkpoint]]:
-    """Apply the monotonicity guard to translated offsets (pure): (row, action) pairs and the
-    checkpoints to write. Rows without a translation get action `no-translation` or
-    `not-replicated`."""
-    decided: list[tuple[TranslatedOffset, str]] = []
-    emit: list[Checkpoint] = []
-    for row in rows:
-        cp = row.checkpoint()
-        if cp is None:
-            decided.append((row, NOT_REPLICATED if row.status == NOT_REPLICATED else "no-translation"))
-            continue
-        prev = store.previous(cp)
-        action = store.decide_after(cp, prev)
-        if action == "held" and row.reordered and prev is not None and cp.upstream_offset > prev.upstream_offset:
-            # a backfill put older records after newer ones: a group moving on from the backfilled
-            # range into the live one lands lower on the target, exactly; not a regression to hold
-            action = "advanced"
-        decided.append((row, action))
-        if action in EMIT_ACTIONS:
-            emit.append(cp)
-    return decided, emit
 
 
 def emit_checkpoints(
@@ -375,58 +178,28 @@ def _emit(
 ) -> CheckpointRun:
     flow = clients.flow
     filters = FlowFilters.for_flow(flow)
-    topic = filters.policy.checkpoints_topic(flow.source)
-    run = CheckpointRun(flow.name, topic)
-    if not flow.enabled:
-        run.skipped_reason = "the flow is disabled (enabled=false)"
+    run = CheckpointRun(flow.name, filters.policy.checkpoints_topic(flow.source), target=flow.target)
+    # every step that reads or writes a cluster rides out broker outages (a connection reset, a
+    # restart) up to broker.outage.max.seconds; past it the pass fails naming the cluster and the step
+    steps = StepRetry(f"checkpoint pass of flow {flow.name}", clients.outage_timeout)
+    if _skipped(clients, steps, run):
         return run
-    state_skip = flow_state(clients).skip_reason(flow.name, "checkpoint")
-    if state_skip:
-        run.skipped_reason = run.state_skip = state_skip
-        return run
-    if not flow.props.get("emit.checkpoints.enabled", True):
-        run.skipped_reason = "emit.checkpoints.enabled=false"
-        run.offset_map = fold_after_checkpoint(clients)  # the map stays bounded without checkpoints too
-        return run
-    store: CheckpointStore | None = None
-    if groups is None and not refresh_groups:
-        store = CheckpointStore.load(clients)
-        groups = store.groups()
     ts = int(time.time() * 1000) if now_ms is None else now_ms  # MM2: the time offsets were listed
-    # the pass's reads do not wait for each other: the checkpoints and the whole offset map (which
-    # the fold below looks at too) are read on the target while the source's group offsets come in
-    look = None
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        stored = pool.submit(CheckpointStore.load, clients) if store is None else None
-        looked = pool.submit(look_at_map, clients) if maps is None else None
-        offsets, run.errors = source_group_offsets(clients, groups, only)
-        store = stored.result() if stored is not None else store
-        if looked is not None:
-            look = looked.result()
-            maps = look[0].maps
-    assert store is not None and maps is not None
-    run.groups = sorted(offsets)
-    committed = [o for offs in offsets.values() for o in offs]
-    rows = translate_committed(filters, committed, maps)
-    run.rows, run.emitted = plan_checkpoints(store, rows)
-    if run.emitted:
-        conn, timeout = clients.connection("target"), clients.admin_timeout
-        rf = int(flow.props.get("checkpoints.topic.replication.factor", -1))
-        run.created_topic = ensure_compacted_topic(clients.admin("target"), conn, topic, rf, timeout=timeout)
-        produce_all(
-            conn,
-            topic,
-            [(c.key(), c.value(), ts) for c in run.emitted],
-            producer_conf=clients.overrides("target", "producer"),
-            timeout=timeout,
+    got = _read(clients, steps, run.topic, groups, maps, refresh_groups, only)
+    run.groups, run.errors = sorted(got.offsets), got.errors
+    rows = translate_committed(filters, [o for offs in got.offsets.values() for o in offs], got.maps)
+    run.rows, run.emitted = plan_checkpoints(got.store, rows)
+    if run.emitted:  # all translated and guarded: written together, again after a transient failure
+        steps.run(
+            flow.target, f"writing {len(run.emitted)} checkpoint(s) to {run.topic!r}", lambda: _write(clients, run, ts)
         )
         # MM2's checkpoint-latency-ms: acknowledged minus the checkpoint's timestamp; one flush
         # acknowledges the pass's checkpoints together, so each gets this value (min/avg/max per
         # group and partition span the passes: ops.observe.metrics.checkpoint_samples)
         run.latency_ms = int(time.time() * 1000) - ts
         for c in run.emitted:
-            store.update(c)
-    run.store = store
+            got.store.update(c)
+    run.store = got.store
     with ThreadPoolExecutor(max_workers=1) as pool:
         # every pass goes to the run log, also one that moved no group: the status page's "last
         # checkpoint pass" must say the checkpoints are alive, not when a group last moved
@@ -434,9 +207,89 @@ def _emit(
         logged = pool.submit(run_log.append, clients, run.run_record(at))
         # meanwhile keep the offset map bounded: fold it into its snapshots, prune what no
         # translation needs (from the look at the map taken at the start of the pass)
-        run.offset_map = fold_after_checkpoint(clients, offsets, look)
+        run.offset_map = fold_after_checkpoint(clients, got.offsets, got.look)
         logged.result()
     return run
+
+
+def _skipped(clients: FlowClients, steps: StepRetry, run: CheckpointRun) -> bool:
+    """Whether the pass does not run (the flow disabled, paused, failed over; checkpoints off), with
+    the reason in `run`."""
+    flow = clients.flow
+    if not flow.enabled:
+        run.skipped_reason = "the flow is disabled (enabled=false)"
+        return True
+    state_skip = steps.run(
+        flow.target, "reading the flow's state", lambda: flow_state(clients).skip_reason(flow.name, "checkpoint")
+    )
+    if state_skip:
+        run.skipped_reason = run.state_skip = state_skip
+        return True
+    if not flow.props.get("emit.checkpoints.enabled", True):
+        run.skipped_reason = "emit.checkpoints.enabled=false"
+        run.offset_map = fold_after_checkpoint(clients)  # the map stays bounded without checkpoints too
+        return True
+    return False
+
+
+@dataclass
+class PassReads:
+    """What a checkpoint pass reads before it translates anything."""
+
+    store: CheckpointStore  # the checkpoints on the target
+    offsets: dict[str, list[CommittedOffset]]  # the groups' committed offsets on the source
+    errors: dict[str, str]  # group -> why its offsets could not be read
+    maps: Mapping[tuple[str, int], Translator]  # the offset map
+    look: MapLook | None = None  # the whole map as read, for the fold after the pass
+
+
+def _read(
+    clients: FlowClients,
+    steps: StepRetry,
+    topic: str,
+    groups: Iterable[str] | None,
+    maps: Mapping[tuple[str, int], Translator] | None,
+    refresh_groups: bool,
+    only: str | None,
+) -> PassReads:
+    """The pass's reads, which do not wait for each other: the checkpoints and the whole offset map
+    (which the fold looks at too) are read on the target while the source's group offsets come in."""
+    source, target = clients.flow.source, clients.flow.target
+
+    def load_store() -> CheckpointStore:
+        return steps.run(target, f"reading the checkpoints in {topic!r}", lambda: CheckpointStore.load(clients))
+
+    store: CheckpointStore | None = None
+    if groups is None and not refresh_groups:  # between refreshes: the groups already checkpointed
+        store = load_store()
+        groups = store.groups()
+    look: MapLook | None = None
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        stored = pool.submit(load_store) if store is None else None
+        looked = (
+            pool.submit(steps.run, target, "reading the offset map", partial(look_at_map, clients))
+            if maps is None
+            else None
+        )
+        offsets, errors = steps.run(
+            source, "reading the groups' committed offsets", lambda: source_group_offsets(clients, groups, only)
+        )
+        store = stored.result() if stored is not None else store
+        if looked is not None:
+            look = looked.result()
+            maps = look[0].maps
+    assert store is not None and maps is not None
+    return PassReads(store, offsets, errors, maps, look)
+
+
+def _write(clients: FlowClients, run: CheckpointRun, ts: int) -> None:
+    """The pass's checkpoints to partition 0 of the checkpoints topic (created on first use)."""
+    conn, timeout = clients.connection("target"), clients.admin_timeout
+    rf = int(clients.flow.props.get("checkpoints.topic.replication.factor", -1))
+    created = ensure_compacted_topic(clients.admin("target"), conn, run.topic, rf, timeout=timeout)
+    run.created_topic = run.created_topic or created  # an attempt before may have created it
+    records = [(c.key(), c.value(), ts) for c in run.emitted]
+    produce_all(conn, run.topic, records, producer_conf=clients.overrides("target", "producer"), timeout=timeout)
 
 
 def translate_group(

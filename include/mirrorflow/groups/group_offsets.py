@@ -16,7 +16,7 @@ from typing import Any
 from confluent_kafka import ConsumerGroupTopicPartitions, KafkaError, KafkaException
 
 from mirrorflow.kafka.connection import ClusterConnection, kafka_error
-from mirrorflow.kafka.retry import backoff_s, transient_error
+from mirrorflow.kafka.retry import backoff_s, failure, transient_error
 
 
 @dataclass(frozen=True, slots=True)  # slots: a pass builds 100,000s of them
@@ -35,7 +35,7 @@ def list_groups(admin: Any, conn: ClusterConnection, timeout: float) -> list[str
     try:
         res = admin.list_consumer_groups(request_timeout=timeout).result(timeout + 5)
     except KafkaException as exc:
-        raise conn.describe_failure(exc) from None
+        raise failure(conn, exc) from None
     return sorted(g.group_id for g in res.valid)
 
 
@@ -118,7 +118,7 @@ def fetch_group_offsets(
                     KafkaError._TIMED_OUT,
                     KafkaError._ALL_BROKERS_DOWN,
                 ):
-                    raise conn.describe_failure(exc) from None
+                    raise failure(conn, exc) from None
                 if transient_error(err) and time.monotonic() < deadline:
                     pending.append(g)  # e.g. COORDINATOR_LOAD_IN_PROGRESS on a just-started broker
                     continue

@@ -38,6 +38,7 @@ from mirrorflow.kafka.log_reader import read_partition
 from mirrorflow.kafka.topic_admin import ensure_compacted_topic, produce_all
 from mirrorflow.mm2.filters import FlowFilters
 from mirrorflow.mm2.formats import FormatError, Heartbeat
+from mirrorflow.reporting import Report
 
 log = logging.getLogger(__name__)
 
@@ -188,7 +189,7 @@ class Latency:
 
 
 @dataclass(frozen=True)
-class HeartbeatRun:
+class HeartbeatRun(Report):
     """One heartbeat emission of a flow and the replication latency measured after it."""
 
     flow: str
@@ -196,6 +197,32 @@ class HeartbeatRun:
     emitted: list[Emission]  # empty: emit.heartbeats.enabled=false
     latency: Latency
     upstream_clusters: list[str] | None = None  # of the target, from its heartbeats topics; None: not looked up
+
+    def lines(self) -> list[str]:
+        """The heartbeats written, the replication latency they show and, when looked up, the upstream clusters."""
+        out = [] if self.emitted else [f"{self.flow}: heartbeats disabled (emit.heartbeats.enabled=false)"]
+        out += [
+            f"{self.flow}: heartbeat ({e.source},{e.target}) written to {e.topic} on {e.cluster}" for e in self.emitted
+        ]
+        lat = self.latency
+        if lat.latency_ms is None:
+            out.append(f"{self.flow}: no replicated heartbeat in {lat.topic} on {self.target} yet")
+        else:
+            out.append(f"{self.flow}: replication latency {lat.latency_ms} ms (newest heartbeat in {lat.topic})")
+        if self.upstream_clusters is not None:
+            out.append(f"{self.target}: upstream clusters: {', '.join(self.upstream_clusters) or 'none'}")
+        return out
+
+    def brief(self) -> dict[str, Any]:
+        return {"emitted": len(self.emitted), "latency_ms": self.latency.latency_ms}
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "flow": self.flow,
+            "emitted": [asdict(e) for e in self.emitted],
+            "latency": self.latency.to_dict(),
+            "upstream_clusters": self.upstream_clusters,
+        }
 
 
 def newest_heartbeat(records: list[Any]) -> Heartbeat | None:

@@ -22,11 +22,11 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, OFFSET_INVALID, Consumer, KafkaError, KafkaException, TopicPartition
 
-from mirrorflow.errors import ClusterError, TopicError
+from mirrorflow.errors import ClusterError, TopicError, TransientError
 from mirrorflow.kafka.connection import ClusterConnection, kafka_error, warm_metadata
-from mirrorflow.kafka.retry import TRANSIENT_CODES, refresh_metadata, transient_error
+from mirrorflow.kafka.retry import TRANSIENT_CODES, failure, refresh_metadata, transient_error
 
 # librdkafka needs a group.id even for assign(); readers never subscribe or commit with it.
 READER_GROUP = "mirrorflow-internal-reader"
@@ -54,6 +54,9 @@ POLL_RECORDS = 1000  # at most this many messages per consume() call
 # a message, so a short timeout, then the position, tells when a partition is read to its end
 POLL_TIMEOUT_S = 0.05
 MISSING = {KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_PARTITION, KafkaError._UNKNOWN_TOPIC}
+# "does not exist" is believed when the cluster's metadata has said so for this long (a broker
+# restarting may answer "unknown topic" for a moment)
+MISSING_CONFIRM_S = 0.5
 
 
 @dataclass(frozen=True)
@@ -94,7 +97,10 @@ class LogReader:
         tp = TopicPartition(topic, partition)
 
         def ask(t: float) -> int:
-            return int(self.consumer.get_watermark_offsets(tp, timeout=t, cached=False)[0])
+            low = int(self.consumer.get_watermark_offsets(tp, timeout=t, cached=False)[0])
+            if low == OFFSET_INVALID:
+                raise Unanswered([partition])
+            return low
 
         return self._retried(topic, [partition], timeout, True, ask, self.consumer)
 
@@ -109,8 +115,10 @@ class LogReader:
     ) -> dict[int, tuple[int, int]]:
         """(log start, high watermark) of each partition: two ListOffsets requests per leader for
         all of them (not one per partition) through the read_uncommitted ends consumer, retried
-        while a partition gets its leader. A topic that does not exist is a TopicError (at once,
-        unless `wait_for_topic`: a just-created topic may not be known to every broker yet)."""
+        while a partition gets its leader. A partition answered without an offset (-1001: an answer
+        cut by a connection reset) is asked again: an unknown end is never taken as an offset. A
+        topic that does not exist is a TopicError (once the cluster's metadata says so, unless
+        `wait_for_topic`: a just-created topic may not be known to every broker yet)."""
         parts = sorted(set(partitions))
         if not parts:
             return {}
@@ -121,6 +129,9 @@ class LogReader:
             failed = next((tp.error for tp in got if tp.error is not None), None)
             if failed is not None:
                 raise KafkaException(failed)
+            unanswered = sorted(tp.partition for tp in got if tp.offset == OFFSET_INVALID)
+            if unanswered:
+                raise Unanswered(unanswered)
             return {tp.partition: int(tp.offset) for tp in got}
 
         def both(t: float) -> dict[int, tuple[int, int]]:
@@ -138,25 +149,48 @@ class LogReader:
         call: Callable[[float], T],
         via: Consumer,
     ) -> T:
-        """`call(request timeout)`, retried through retriable errors until `timeout`."""
+        """`call(request timeout)`, retried through retriable errors until `timeout`. "This topic
+        or partition does not exist" is believed only from the cluster's metadata: a client whose
+        connection was reset reports a partition it knows as unknown (_UNKNOWN_PARTITION), and a
+        broker restarting may answer "unknown topic" for a moment. Past `timeout` a failure that a
+        broker coming back may cure is a TransientError."""
         deadline = time.monotonic() + timeout
+        absent_since: float | None = None  # when the metadata first said the topic is not there
         while True:
             try:
                 return call(max(1.0, min(10.0, deadline - time.monotonic())))
+            except Unanswered as exc:
+                if time.monotonic() > deadline:
+                    raise TransientError(
+                        self.conn.alias,
+                        f"cannot list offsets of topic {topic!r} {_which(exc.partitions)}: no offset in the answers",
+                    ) from None
             except KafkaException as exc:
                 err = kafka_error(exc)
                 code = err.code() if err is not None else None
-                missing = code in MISSING
-                if missing and (not wait_for_topic or time.monotonic() > deadline):
-                    which = f"partition {parts[0]}" if len(parts) == 1 else f"partitions {parts}"
-                    raise TopicError(f"topic {topic!r} {which} does not exist on cluster {self.conn.alias!r}") from None
-                if code not in RETRIABLE and not missing or time.monotonic() > deadline:
+                past = time.monotonic() > deadline
+                if code in MISSING:
+                    absent = missing_partitions(via, topic, parts)  # None: the metadata did not answer
+                    absent_since = (absent_since or time.monotonic()) if absent else None
+                    held = absent_since is not None and time.monotonic() - absent_since >= MISSING_CONFIRM_S
+                    if absent and (past or held and not wait_for_topic):
+                        raise TopicError(
+                            f"topic {topic!r} {_which(absent)} does not exist on cluster {self.conn.alias!r}"
+                        ) from None
+                    if past:
+                        said = "its metadata did not answer" if absent is None else "its metadata lists it"
+                        raise TransientError(
+                            self.conn.alias, f"topic {topic!r} {_which(parts)}: {err.str() if err else exc} ({said})"
+                        ) from None
+                elif code not in RETRIABLE:
                     raise self.conn.describe_failure(exc) from None
-                # ask for the topic's metadata again, not from the cache: a restarted broker said "missing"
-                # while loading, or the leaders and leader epochs cached before a restart are stale
-                # (FENCED_LEADER_EPOCH until the client's metadata is refreshed)
-                refresh_metadata(via, [topic])
-                time.sleep(0.2)
+                elif past:
+                    raise failure(self.conn, exc) from None
+                else:
+                    # the leaders and leader epochs cached before a restart are stale (FENCED_LEADER_EPOCH
+                    # until the client's metadata is refreshed): ask for the topic's metadata again
+                    refresh_metadata(via, [topic])
+            time.sleep(0.2)
 
     def read(
         self,
@@ -175,69 +209,118 @@ class LogReader:
         starts = dict(starts) if isinstance(starts, Mapping) else {p: None for p in starts}
         deadline = time.monotonic() + timeout  # one bound for the ends and the read
         marks = self.offsets(topic, starts, timeout, wait_for_topic)
-        ends: dict[int, int] = {}
-        assign = []
-        for p, start in starts.items():
-            lo, hi = marks[p]
-            if stops is not None and p in stops:
-                hi = min(hi, stops[p])
-            begin = lo if start is None else max(lo, start)
-            if last is not None:
-                begin = max(begin, hi - last)
-            if begin < hi:
-                ends[p] = hi
-                assign.append(TopicPartition(topic, p, begin if begin > 0 else OFFSET_BEGINNING))
-        if not ends:
+        assign = read_span(topic, starts, marks, last, stops)
+        if not assign:
             return
         c = self.consumer
         if topic not in self._warm:
             warm_metadata(c, topic, max(0.1, min(1.0, deadline - time.monotonic())))
             self._warm.add(topic)
-        c.assign(assign)
-        todo = dict(ends)
-        nxt = {tp.partition: max(tp.offset, 0) for tp in assign}  # next offset expected per partition
-        unanswered: KafkaError | None = None  # the last transient error (a broker restarting)
+        c.assign(
+            [TopicPartition(topic, p, begin if begin > 0 else OFFSET_BEGINNING) for p, (begin, _) in assign.items()]
+        )
         try:
-            while todo:
-                if time.monotonic() > deadline:
-                    why = (
-                        f"last error: {unanswered.str()}"
-                        if unanswered is not None
-                        else "an open transaction? a crashed writer's transaction is aborted after "
-                        "transaction.timeout.ms"
-                    )
-                    raise ClusterError(
-                        self.conn.alias, f"timed out reading topic {topic!r} partitions {sorted(todo)} ({why})"
-                    )
-                # consume() waits until it has `num_messages` or the timeout passed: never ask for more
-                # than can still come (records and end-of-partition events), or every read of a
-                # short partition would wait the whole timeout
-                want = max(1, min(POLL_RECORDS, sum(todo[p] - nxt[p] for p in todo)))
-                for m in c.consume(want, timeout=POLL_TIMEOUT_S):
-                    err = m.error()
-                    p = m.partition()
-                    if err is not None:
-                        if err.code() == KafkaError._PARTITION_EOF:
-                            if p in todo and m.offset() >= todo[p]:
-                                del todo[p]
-                            continue
-                        if transient_error(err):  # the consumer reconnects on its own: the deadline bounds it
-                            unanswered = err
-                            continue
-                        raise ClusterError(self.conn.alias, f"reading topic {topic!r} partition {p}: {err.str()}")
-                    if p not in todo or m.offset() >= todo[p]:
-                        continue  # past the end we took: newer than this read
-                    nxt[p] = m.offset() + 1
-                    if m.offset() + 1 >= todo[p]:
-                        del todo[p]
-                    if keys is None or m.key() in keys:
-                        yield m
-                if todo:  # the position may pass the end without a message (trailing markers)
-                    for tp in c.position([TopicPartition(topic, p) for p in todo]):
-                        if tp.offset >= 0 and tp.offset >= todo.get(tp.partition, 1 << 62):
-                            del todo[tp.partition]
+            yield from self._to_the_ends(topic, assign, deadline, keys)
         finally:
             c.unassign()
+
+    def _to_the_ends(
+        self, topic: str, span: Mapping[int, tuple[int, int]], deadline: float, keys: set[bytes] | None
+    ) -> Iterator[Any]:
+        """The assigned partitions' messages (of `keys`) until each reaches its end (`span`: partition
+        -> (first offset, end)): a record at or past it, end-of-partition there, or a position past it."""
+        c = self.consumer
+        todo = {p: end for p, (_, end) in span.items()}
+        nxt = {p: max(begin, 0) for p, (begin, _) in span.items()}  # next offset expected per partition
+        unanswered: KafkaError | None = None  # the last transient error (a broker restarting)
+        while todo:
+            if time.monotonic() > deadline:
+                raise self._timed_out(topic, todo, unanswered)
+            # consume() waits until it has `num_messages` or the timeout passed: never ask for more
+            # than can still come (records and end-of-partition events), or every read of a
+            # short partition would wait the whole timeout
+            want = max(1, min(POLL_RECORDS, sum(todo[p] - nxt[p] for p in todo)))
+            for m in c.consume(want, timeout=POLL_TIMEOUT_S):
+                err = m.error()
+                p = m.partition()
+                if err is not None:
+                    if err.code() == KafkaError._PARTITION_EOF:
+                        if p in todo and m.offset() >= todo[p]:
+                            del todo[p]
+                        continue
+                    if transient_error(err):  # the consumer reconnects on its own: the deadline bounds it
+                        unanswered = err
+                        continue
+                    raise ClusterError(self.conn.alias, f"reading topic {topic!r} partition {p}: {err.str()}")
+                if p not in todo or m.offset() >= todo[p]:
+                    continue  # past the end we took: newer than this read
+                nxt[p] = m.offset() + 1
+                if m.offset() + 1 >= todo[p]:
+                    del todo[p]
+                if keys is None or m.key() in keys:
+                    yield m
+            if todo:  # the position may pass the end without a message (trailing markers)
+                for tp in c.position([TopicPartition(topic, p) for p in todo]):
+                    if tp.offset >= 0 and tp.offset >= todo.get(tp.partition, 1 << 62):
+                        del todo[tp.partition]
+
+    def _timed_out(self, topic: str, todo: Mapping[int, int], unanswered: KafkaError | None) -> TransientError:
+        """A read that did not reach its ends in time: a broker away, or a transaction open below
+        an end (both end in time: a caller riding out outages tries again)."""
+        why = (
+            f"last error: {unanswered.str()}"
+            if unanswered is not None
+            else "an open transaction? a crashed writer's transaction is aborted after transaction.timeout.ms"
+        )
+        return TransientError(self.conn.alias, f"timed out reading topic {topic!r} partitions {sorted(todo)} ({why})")
+
+
+class Unanswered(Exception):
+    """Partitions a ListOffsets answer left without an offset (OFFSET_INVALID): asked again."""
+
+    def __init__(self, partitions: list[int]) -> None:
+        super().__init__(partitions)
+        self.partitions = partitions
+
+
+def _which(parts: Iterable[int]) -> str:
+    ps = sorted(parts)
+    return f"partition {ps[0]}" if len(ps) == 1 else f"partitions {ps}"
+
+
+def read_span(
+    topic: str,
+    starts: Mapping[int, int | None],
+    marks: Mapping[int, tuple[int, int]],
+    last: int | None,
+    stops: Mapping[int, int] | None,
+) -> dict[int, tuple[int, int]]:
+    """Partition -> (first offset to read, end) of a read (pure; see LogReader.read), for the
+    partitions with anything to read."""
+    span: dict[int, tuple[int, int]] = {}
+    for p, start in starts.items():
+        lo, hi = marks[p]
+        if stops is not None and p in stops:
+            hi = min(hi, stops[p])
+        begin = lo if start is None else max(lo, start)
+        if last is not None:
+            begin = max(begin, hi - last)
+        if begin < hi:
+            span[p] = (begin, hi)
+    return span
+
+
+def missing_partitions(client: Any, topic: str, parts: Iterable[int], timeout: float = 5.0) -> list[int] | None:
+    """Which of `parts` of `topic` the cluster's metadata (asked now, not the client's cache) says do
+    not exist (all of them when the topic does not); None when it did not answer."""
+    try:
+        md = client.list_topics(topic, timeout=timeout).topics.get(topic)
+    except KafkaException:
+        return None
+    if md is not None and md.error is not None and md.error.code() != KafkaError.UNKNOWN_TOPIC_OR_PART:
+        return None  # an answer for the topic, but not a usable one (a leader not elected yet): ask again
+    known = set(md.partitions) if md is not None and md.error is None else set()
+    return [p for p in parts if p not in known]
 
 
 def read_partition(
@@ -250,9 +333,10 @@ def read_partition(
     last: int | None = None,
 ) -> list[RawRecord]:
     """Every record of one partition from `start` (default: the log start) to its current end, with
-    a consumer of its own (MM2's single-partition topics: checkpoints, heartbeats). A missing topic
-    is a TopicError; not reaching the end within `timeout` is a ClusterError (a partial read would
-    break the checkpoint monotonicity guard)."""
+    a consumer of its own (MM2's single-partition topics: checkpoints, heartbeats). A topic the
+    cluster's metadata says does not exist is a TopicError; not reaching the end within `timeout`
+    is a TransientError (a partial read, or an empty one, would break the checkpoint monotonicity
+    guard)."""
     consumer = conn.consumer({**(consumer_conf or {}), **READER_SETTINGS})
     ends = conn.consumer({**(consumer_conf or {}), **ENDS_SETTINGS})
     try:

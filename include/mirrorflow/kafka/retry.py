@@ -19,8 +19,14 @@ from typing import Any, TypeVar
 
 from confluent_kafka import KafkaError, KafkaException
 
-from mirrorflow.errors import BrokerUnavailableError, ClusterError, TransactionAbortedError, UnreachableError
-from mirrorflow.kafka.connection import kafka_error
+from mirrorflow.errors import (
+    BrokerUnavailableError,
+    ClusterError,
+    TransactionAbortedError,
+    TransientError,
+    UnreachableError,
+)
+from mirrorflow.kafka.connection import ClusterConnection, kafka_error
 
 log = logging.getLogger(__name__)
 
@@ -57,6 +63,9 @@ TRANSIENT_CODES = {
     KafkaError.OFFSET_NOT_AVAILABLE,
     KafkaError.KAFKA_STORAGE_ERROR,
     KafkaError.NOT_CONTROLLER,
+    # a request in flight on a broker connection librdkafka tore down (a connection reset, a broker
+    # handle decommissioned): "Local: Broker handle destroyed without termination"
+    KafkaError._DESTROY_BROKER,
 }
 # "the client's idea of who leads the partition is out of date". librdkafka keeps the leader epochs
 # it cached before a broker restart: through the same AdminClient, ListOffsets kept failing with
@@ -89,18 +98,31 @@ def transient_error(err: KafkaError | None) -> bool:
     return err.code() in TRANSIENT_CODES or err.retriable() or err.txn_requires_abort()
 
 
-class UnacknowledgedError(ClusterError):
+class UnacknowledgedError(TransientError):
     """A write the cluster did not acknowledge for a reason a broker coming back cures (no answer
     within the flush timeout, or a transient delivery error): the writer may write it again."""
 
 
 def transient(exc: BaseException) -> bool:
     """An exception that means "retry after the outage", not "give up": a transient Kafka error, a
-    transaction lost to an outage, a cluster none of whose brokers answered, a write not
-    acknowledged. (A BrokerUnavailableError is raised past the bound only: it is final.)"""
-    if isinstance(exc, (TransactionAbortedError, UnreachableError, UnacknowledgedError)):
+    transaction lost to an outage, a cluster none of whose brokers answered, a call that failed
+    transiently past its own retries (TransientError, e.g. a write not acknowledged), a call past
+    its own timeout. (A BrokerUnavailableError past broker.outage.max.seconds is final.)"""
+    if isinstance(exc, (TransactionAbortedError, UnreachableError, TransientError)):
         return True
+    if isinstance(exc, BrokerUnavailableError):
+        return not exc.final
     return isinstance(exc, KafkaException) and transient_error(kafka_error(exc))
+
+
+def failure(conn: ClusterConnection, exc: BaseException) -> ClusterError:
+    """`conn.describe_failure(exc)`, a TransientError when a broker coming back may cure it (the
+    caller's own retries ran out; a caller that rides out outages tries again)."""
+    described = conn.describe_failure(exc)
+    err = kafka_error(exc)
+    if type(described) is ClusterError and err is not None and transient_error(err):
+        return TransientError(conn.alias, err.str())
+    return described
 
 
 def stale_metadata(err: KafkaError | None) -> bool:
@@ -132,9 +154,10 @@ def describe(exc: BaseException) -> str:
 
 @dataclass
 class Outage:
-    """The wait for an unavailable broker: starts at the first failure, ends at the next progress
-    (`over()`); `wait()` sleeps a little (`backoff_s`), or raises once the wait is past `bound_s`.
-    `bound_name` is what the final message calls the bound."""
+    """The wait for an unavailable broker: starts at the first failure (or at `started`, where the
+    caller counts from earlier), ends at the next progress (`over()`); `wait()` sleeps a little
+    (`backoff_s`), or raises once the wait is past `bound_s`. `bound_name` is what the final
+    message calls the bound."""
 
     bound_s: float
     started: float | None = None
@@ -151,8 +174,9 @@ class Outage:
 
     def wait(self, alias: str, what: str, exc: BaseException) -> None:
         """`what` failed on cluster `alias` with the transient `exc`: back off, or raise past the bound."""
-        if self.started is None:
-            self.started = time.monotonic()
+        if self.failures == 0:
+            if self.started is None:
+                self.started = time.monotonic()
             # said at once, so an address that is simply wrong does not look like a hang
             log.warning(
                 "cluster %r: %s failed (%s); retrying for up to %.0f s (%s)",
@@ -165,9 +189,8 @@ class Outage:
         self.failures += 1
         waited = self.waited_s
         if waited >= self.bound_s:
-            raise BrokerUnavailableError(
-                alias, final_message(what, waited, self.bound_s, self.bound_name, exc)
-            ) from None
+            message = final_message(what, waited, self.bound_s, self.bound_name, exc)
+            raise BrokerUnavailableError(alias, message, final=self.bound_name == OUTAGE_BOUND) from None
         time.sleep(min(backoff_s(self.failures, cap=self.backoff_s), self.bound_s - waited))
 
 
@@ -195,3 +218,21 @@ def retry_call(call: Callable[[], T], alias: str, what: str, bound_s: float, bou
     broker restart) with a doubling backoff, for up to `bound_s`; then one BrokerUnavailableError
     naming the cluster, what was tried and the last error. Other failures are raised at once."""
     return retrying(call, Outage(bound_s, bound_name=bound_name), alias, what)
+
+
+@dataclass(frozen=True)
+class StepRetry:
+    """The steps of one operation over a flow's clusters (a checkpoint pass, a group offset sync),
+    each tried again after a transient failure until `bound_s` passes without success; then one
+    BrokerUnavailableError naming the cluster, the operation and the step. `bound_s` 0: no retry
+    (a dry run, which someone waits for, reports the first failure as it is)."""
+
+    operation: str  # e.g. "checkpoint pass of flow A->B"
+    bound_s: float
+
+    def run(self, alias: str, step: str, call: Callable[[], T]) -> T:
+        if self.bound_s <= 0:
+            return call()
+        # the bound counts from the step's start: a first attempt that hangs until its own timeout
+        # (a black-holed broker) is part of the wait
+        return retrying(call, Outage(self.bound_s, started=time.monotonic()), alias, f"{self.operation}: {step}")

@@ -169,50 +169,62 @@ def plan_topics(
     broker defaults it could, say, delete what should be compacted (KAFKA-12254)."""
     existing: list[tuple[str, str]] = []
     for topic in sorted(state.source_partitions):
-        why = skip_reason(filters, topic)
-        if why:
-            report.skip("topics", topic, why)
-            continue
-        remote = filters.remote_topic(topic)
-        n = state.source_partitions[topic]
-        have = state.target_partitions.get(remote)
-        if have is None and topic in unreadable:
-            report.skip(
-                "topics", topic, "its configs could not be read, so it is not created without them (see the log)"
-            )
-            continue
-        if have is None:
-            cfgs = source_configs.get(topic, {})
-            rf = "broker default" if replication_factor == -1 else str(replication_factor)
-            shown = ", ".join(f"{k}={v}" for k, v in cfgs.items()) or "none"
-            report.change(
-                "topics",
-                CREATE_TOPIC,
-                remote,
-                f"{n} partitions, replication factor {rf}, configs: {shown} (from {topic})",
-            )
-            continue
-        existing.append((topic, remote))
-        if have < n:
-            report.change("topics", ADD_PARTITIONS, remote, f"{have} -> {n} partitions (source {topic} has {n})")
-        elif have > n:
-            report.find(
-                "topics",
-                MORE_PARTITIONS,
-                remote,
-                f"the target has {have} partitions, the source {topic} has {n}; partitions are never removed",
-            )
+        remote = _plan_topic(filters, state, report, topic, replication_factor, source_configs, unreadable)
+        if remote is not None:
+            existing.append((topic, remote))
     if detect_orphans:
-        for remote in sorted(state.target_partitions):
-            up = orphan_source(filters, remote)
-            if up is not None and up not in state.source_partitions:
-                report.find(
-                    "topics",
-                    ORPHAN,
-                    remote,
-                    f"its source topic {up!r} no longer exists on {filters.source}; left in place",
-                )
+        _find_orphans(filters, state, report)
     return existing
+
+
+def _plan_topic(
+    filters: FlowFilters,
+    state: TopicPlanInput,
+    report: SyncReport,
+    topic: str,
+    replication_factor: int,
+    source_configs: dict[str, dict[str, str]],
+    unreadable: frozenset[str],
+) -> str | None:
+    """One source topic's change or finding in `report`; its remote topic when that exists on the target."""
+    why = skip_reason(filters, topic)
+    if why:
+        report.skip("topics", topic, why)
+        return None
+    remote = filters.remote_topic(topic)
+    n = state.source_partitions[topic]
+    have = state.target_partitions.get(remote)
+    if have is None and topic in unreadable:
+        report.skip("topics", topic, "its configs could not be read, so it is not created without them (see the log)")
+        return None
+    if have is None:
+        cfgs = source_configs.get(topic, {})
+        rf = "broker default" if replication_factor == -1 else str(replication_factor)
+        shown = ", ".join(f"{k}={v}" for k, v in cfgs.items()) or "none"
+        report.change(
+            "topics", CREATE_TOPIC, remote, f"{n} partitions, replication factor {rf}, configs: {shown} (from {topic})"
+        )
+        return None
+    if have < n:
+        report.change("topics", ADD_PARTITIONS, remote, f"{have} -> {n} partitions (source {topic} has {n})")
+    elif have > n:
+        report.find(
+            "topics",
+            MORE_PARTITIONS,
+            remote,
+            f"the target has {have} partitions, the source {topic} has {n}; partitions are never removed",
+        )
+    return remote
+
+
+def _find_orphans(filters: FlowFilters, state: TopicPlanInput, report: SyncReport) -> None:
+    """Remote topics on the target whose source topic is gone: reported, never deleted."""
+    for remote in sorted(state.target_partitions):
+        up = orphan_source(filters, remote)
+        if up is not None and up not in state.source_partitions:
+            report.find(
+                "topics", ORPHAN, remote, f"its source topic {up!r} no longer exists on {filters.source}; left in place"
+            )
 
 
 T = TypeVar("T")

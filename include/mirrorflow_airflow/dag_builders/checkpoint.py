@@ -69,7 +69,6 @@ def checkpoint_task(
     import time
 
     from mirrorflow.groups.checkpoint import emit_checkpoints
-    from mirrorflow.groups.render import render_checkpoints
     from mirrorflow.ops.observe.metrics import checkpoint_pass_samples
 
     times = times or RunTimes.of()
@@ -79,10 +78,9 @@ def checkpoint_task(
     # refresh.groups.enabled is always true here (false is refused: there is no task start to list them at)
     refresh = flow.props["refresh.groups.enabled"] and times.due(int(flow.props["refresh.groups.interval.seconds"]))
     run = emit_checkpoints(cfg, flow, refresh_groups=refresh, only=groups)
-    rendered = render_checkpoints(run, flow.target)
     if run.skipped_reason:
-        skip_task(rendered.render(), note=run.state_skip)
-    log.info("%s", rendered.render())
+        skip_task(run.render(), note=run.state_skip)
+    log.info("%s", run.render())
     if not refresh:
         log.info("%s: groups not refreshed (refresh.groups.interval.seconds not due): known groups only", flow.name)
     tags = {"flow": flow.id}
@@ -95,7 +93,7 @@ def checkpoint_task(
         raise AirflowFailException(
             f"{flow.name}: checkpoints written for the other groups; failed for " + _failed_groups(run.errors)
         )
-    return rendered.summary
+    return run.brief()
 
 
 def group_sync_task(
@@ -105,7 +103,6 @@ def group_sync_task(
     sync.group.offsets.interval.seconds is due. `enabled` False (the `sync_group_offsets` Param
     off): skipped for this run."""
     from mirrorflow.groups.offset_sync import sync_group_offsets
-    from mirrorflow.groups.render import render_group_sync
 
     if not enabled:
         raise AirflowSkipException(f"{flow_name}: group offset sync: off for this run (Param sync_group_offsets)")
@@ -115,14 +112,13 @@ def group_sync_task(
         raise AirflowSkipException(f"{flow.name}: group offset sync: emit.checkpoints.enabled=false")
     _skip_unless_due(flow, "group offset sync", "sync.group.offsets.interval.seconds", times or RunTimes.of())
     run = sync_group_offsets(cfg, flow)
-    rendered = render_group_sync(run)
     if run.skipped_reason:
-        skip_task(rendered.render(), note=run.state_skip)
-    log.info("%s", rendered.render())
+        skip_task(run.render(), note=run.state_skip)
+    log.info("%s", run.render())
     metric("incr", "group_sync.committed", sum(run.committed.values()), {"flow": flow.id})
     if run.errors:
         raise AirflowFailException(f"{flow.name}: group offset sync failed for " + _failed_groups(run.errors))
-    return rendered.summary
+    return run.brief()
 
 
 def checkpoint_params() -> dict[str, Any]:

@@ -96,15 +96,14 @@ class HeartbeatOperator(BaseOperator):
         self, flow_name: str, emitted: list[dict[str, Any]], worker_s: float, began: float | None = None
     ) -> dict[str, Any]:
         from mirrorflow.groups.heartbeat import Emission, HeartbeatRun, replication_latency
-        from mirrorflow.groups.render import render_heartbeats
 
         began = time.monotonic() if began is None else began
         cfg, flow = MirrorflowHook(self.config_path).get_flow(flow_name)
         latency = replication_latency(cfg, flow)
-        rendered = render_heartbeats(HeartbeatRun(flow.name, flow.target, [Emission(**e) for e in emitted], latency))
-        log.info("%s", rendered.render())
+        run = HeartbeatRun(flow.name, flow.target, [Emission(**e) for e in emitted], latency)
+        log.info("%s", run.render())
         if latency.latency_ms is not None:
             metric("gauge", "replication.latency_ms", latency.latency_ms, {"flow": flow.id})
         worker_s += time.monotonic() - began
         metric("timing", "heartbeat.worker_slot", timedelta(seconds=worker_s), {"flow": flow.id})
-        return {**rendered.summary, "worker_s": round(worker_s, 3)}
+        return {**run.brief(), "worker_s": round(worker_s, 3)}

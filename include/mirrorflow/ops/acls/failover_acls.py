@@ -76,29 +76,9 @@ def after_failover_acls(
         report.notes.append(f"flow {flow.name} has replicated nothing to {flow.target!r}: no application needs")
         return report
     skip = set(own.values())
-    source = cluster_connection(cfg.clusters[admins.get("source") or flow.source])
-    on_a: list[AclBinding] | None = None
-    try:
-        on_a, why = read_acls(source.admin(), DESCRIBE_TIMEOUT_S)
-    except KafkaException as exc:
-        on_a, why = None, str(source.describe_failure(exc))
-    except ClusterError as exc:  # A does not answer
-        on_a, why = None, str(exc)
+    on_a, why = _read_source(cfg, flow, admins)
     if on_a is None or why is not None:
-        report.after_failover = f"the replicated ACLs on cluster {flow.target!r}"
-        report.notes.append(
-            f"the ACLs of cluster {flow.source!r} cannot be read ({why or 'no answer'}): derived from the topic "
-            f"READ ACLs the ACL sync replicated to {flow.target!r}; which groups the consumers use and which "
-            f"principals write cannot be told from {flow.target!r} (MM2's ACL sync copies neither): grant those "
-            "by hand or run this again when A answers"
-        )
-        if why == NO_AUTHORIZER:
-            report.notes[-1] = (
-                f"cluster {flow.source!r} has no authorizer: its applications had no ACLs to carry over; "
-                f"derived from the topic READ ACLs replicated to {flow.target!r} only"
-            )
-        on_b = _read_target(cfg, flow, admins)
-        report.needs = _from_target(flow, filters, topics, on_b, skip)
+        _derive_from_target(cfg, flow, admins, report, why, topics, skip)
     else:
         report.needs = _from_source(flow, filters, topics, groups, on_a, skip)
         deny = sum(1 for b in on_a if b.permission == "DENY" and b.principal not in skip)
@@ -110,6 +90,45 @@ def after_failover_acls(
         return report
     _check(cfg, flow, report, apply, admins)
     return report
+
+
+def _read_source(cfg: Config, flow: FlowConfig, admins: dict[str, str]) -> tuple[list[AclBinding] | None, str | None]:
+    """A's ACLs, or None and why not (A may be gone: it is waited for DESCRIBE_TIMEOUT_S at most)."""
+    source = cluster_connection(cfg.clusters[admins.get("source") or flow.source])
+    try:
+        return read_acls(source.admin(), DESCRIBE_TIMEOUT_S)
+    except KafkaException as exc:
+        return None, str(source.describe_failure(exc))
+    except ClusterError as exc:  # A does not answer
+        return None, str(exc)
+
+
+def _derive_from_target(
+    cfg: Config,
+    flow: FlowConfig,
+    admins: dict[str, str],
+    report: AclsReport,
+    why: str | None,
+    topics: list[str],
+    skip: set[str],
+) -> None:
+    """A's ACLs cannot be read: the needs from the topic READ ACLs the ACL sync replicated to B, and
+    a note saying what that cannot tell."""
+    report.after_failover = f"the replicated ACLs on cluster {flow.target!r}"
+    if why == NO_AUTHORIZER:
+        report.notes.append(
+            f"cluster {flow.source!r} has no authorizer: its applications had no ACLs to carry over; "
+            f"derived from the topic READ ACLs replicated to {flow.target!r} only"
+        )
+    else:
+        report.notes.append(
+            f"the ACLs of cluster {flow.source!r} cannot be read ({why or 'no answer'}): derived from the topic "
+            f"READ ACLs the ACL sync replicated to {flow.target!r}; which groups the consumers use and which "
+            f"principals write cannot be told from {flow.target!r} (MM2's ACL sync copies neither): grant those "
+            "by hand or run this again when A answers"
+        )
+    on_b = _read_target(cfg, flow, admins)
+    report.needs = _from_target(flow, FlowFilters.for_flow(flow), topics, on_b, skip)
 
 
 def _read_target(cfg: Config, flow: FlowConfig, admins: dict[str, str]) -> list[AclBinding]:
