@@ -143,18 +143,43 @@ def test_replicate_runs_of_an_airflow_backfill_copy_their_intervals_records(tmp_
     assert read_progress(cfg, flow)[(t, 0)].covered == ((0, 30), (40, 45))
 
 
+def until_done(step, *args):
+    """Call a DeferrableTask's function as Airflow does: each wait it defers to the triggerer runs its
+    trigger here (as the triggerer would), then the function again with the event and what it passed
+    on. Returns (its result, the triggers it waited on)."""
+    import asyncio
+
+    from airflow.sdk.exceptions import TaskDeferred
+
+    waits, passed = [], {}
+
+    async def first_event(trigger):
+        async for event in trigger.run():
+            return event.payload
+
+    while True:
+        try:
+            return step(*args, **passed), waits
+        except TaskDeferred as deferred:
+            waits.append(deferred.trigger)
+            passed = {**deferred.kwargs, "event": asyncio.run(first_event(deferred.trigger))}
+
+
 def test_a_backfill_run_waits_for_the_flows_lease(tmp_path, source, target, unique, monkeypatch):
     """Airflow starts a backfill's runs side by side and beside scheduled runs: a run of `airflow
     backfill create` waits for the lease another run holds (a skipped run would show "success" with
-    its interval never copied), and fails naming the holder once it has waited long enough."""
+    its interval never copied), on the triggerer, and fails naming the holder once it has waited
+    long enough."""
     import threading
 
-    from airflow.sdk.exceptions import AirflowFailException
+    from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 
     from mirrorflow.clients import FlowClients
-    from mirrorflow.errors import LeaseError
     from mirrorflow.replication.runner import take_lease
+    from mirrorflow.replication.run import ReplicationRun
+    from mirrorflow.state.lease import current_holder
     from mirrorflow_airflow.dag_builders import replicate
+    from mirrorflow_airflow.triggers.run_wait import LEASE
     from tests.integration.test_replicate import NOW
 
     pfx = unique("bflease")
@@ -167,12 +192,16 @@ def test_a_backfill_run_waits_for_the_flows_lease(tmp_path, source, target, uniq
     with FlowClients(cfg, flow) as clients:
         other = take_lease(clients, "scheduled-run", "another run of the DAG")
         threading.Timer(3.0, other.release).start()
-        lease = replicate.wait_for_lease(clients, "backfill-run", "a backfill run", wait_s=60, poll_s=0.5)
-        assert lease.holder is not None and lease.holder.owner == "backfill-run"
-        with pytest.raises(LeaseError, match="is being replicated by a backfill run"):
-            replicate.wait_for_lease(clients, "third", "a third run", wait_s=0)
-        lease.release()
+        planned, waits = until_done(replicate.plan_task, flow.name, "backfill__w", str(cfg.path), {}, (NOW, NOW + 100))
+        assert [w.what for w in waits] == [LEASE]  # it waited on the triggerer, not in its task
+        holder = current_holder(clients)
+        assert holder is not None and holder.owner == "airflow:mirrorflow_replicate__KL-B:backfill__w"
+        assert planned["units"] == 0  # the plan went on once the lease was free
+        with pytest.raises(AirflowSkipException, match="is being replicated by Airflow DAG run "
+                           "mirrorflow_replicate__KL-B / backfill__w"):  # a run that does not wait: skipped
+            replicate.plan_task(flow.name, "scheduled__y", str(cfg.path), {}, None)
+        ReplicationRun.from_handoff(cfg, planned["plan"]).release_lease(clients)
         take_lease(clients, "scheduled-run", "another run of the DAG")  # held until it expires: 60 s
     monkeypatch.setattr(replicate, "BACKFILL_LEASE_WAIT_S", 1.0)
     with pytest.raises(AirflowFailException, match=r"another run of the DAG.*--reprocess-behavior failed"):
-        replicate.plan_task(flow.name, "backfill__x", str(cfg.path), {}, (NOW, NOW + 100))
+        until_done(replicate.plan_task, flow.name, "backfill__x", str(cfg.path), {}, (NOW, NOW + 100))
