@@ -84,7 +84,8 @@ def give_up(run: ReplicationRun, what: str | None, why: str, lease_wait_s: float
             f"{why}; waited {lease_wait_s or 0:.0f} s for it: run the same `airflow backfill create` "
             "again with --reprocess-behavior failed (it copies only what is still missing)"
         )
-    raise AirflowFailException(f"flow {run.flow.name}: {why}")
+    bound = run.flow.props.get("broker.outage.max.seconds", 300)
+    raise AirflowFailException(f"flow {run.flow.name}: {why} (waited broker.outage.max.seconds, {bound} s)")
 
 
 def submit_copy(cfg: Config, flow: FlowConfig, kind: str, config_path: str | None) -> MirrorflowSparkSubmitOperator:

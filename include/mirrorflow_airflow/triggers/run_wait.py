@@ -59,15 +59,15 @@ class RunWaitTrigger(BaseTrigger):
         """What is still missing ("" : nothing)."""
         from mirrorflow.clients import FlowClients
         from mirrorflow.errors import MirrorflowError
-        from mirrorflow.replication.planner import wait_for_clusters
         from mirrorflow.state.run_lease import blocking_holder
         from mirrorflow_airflow.hooks import MirrorflowHook
 
         try:
             cfg, flow = MirrorflowHook(self.config_path).get_flow(self.flow_name)
             with FlowClients(cfg, flow) as clients:
-                if self.what == CLUSTERS:
-                    wait_for_clusters(clients, 0.0)
+                if self.what == CLUSTERS:  # each answers (ClusterError naming the one that does not)
+                    for side in ("target", "source"):
+                        clients.admin(side)
                     return ""
                 holder = blocking_holder(clients, self.owner)
                 return "" if holder is None else holder.describe(flow.name)
