@@ -306,7 +306,7 @@ def test_a_target_truncated_since_the_failover_is_found_by_its_leader_epochs(tmp
     last = copies[-1].offset  # A->B's last copy
     first = next(r.offset for r in copies if r.value and r.value.startswith(b"a2"))  # its last copy run's first
     dev = kafka_pool.dev
-    dev._kill(dev.clusters()["P"])
+    dev.kill("P")
     try:
         folder = dev.home / "P" / "data" / f"{t}-0"
         bases = sorted(int(f.stem) for f in folder.glob("*.log"))
