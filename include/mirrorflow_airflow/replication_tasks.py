@@ -53,7 +53,7 @@ def begin(
     if event is not None and not event["ready"]:
         give_up(run, waited, event["why"], lease_wait_s)
     try:
-        run.begin(clients, cluster_wait_s=CLUSTER_TRY_S)
+        run.begin(clients, cluster_wait_s=min(CLUSTER_TRY_S, clients.outage_timeout))
     except RunSkipped as exc:
         skip_task(str(exc), note=str(exc))
     except ConfigError as exc:  # an option a continuous run cannot honour
