@@ -8,7 +8,8 @@ listener turns them into the task's OpenLineage events: the job is the task of t
 provider names a topic's Asset (namespace `kafka://<first bootstrap server>`, name = the topic;
 mirrorflow_airflow.assets). Without the provider the collector is a no-op.
 
-* replicate and backfill `copy`: the plan's units (source topic -> remote topic);
+* replicate and backfill: the task that copies (`replicate` / `backfill` with spark.remote, else `copy`):
+  the plan's units (source topic -> remote topic), after the copy;
 * sync `topics_and_partitions`: the source topics the flow selects now -> their remote topics;
 * failover `commit`: the replicated partitions whose groups move (source -> remote topic);
 * failback `start`: the reverse flow's source topics (on the failed-over target) -> its remote topics.

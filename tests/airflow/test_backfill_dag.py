@@ -146,15 +146,19 @@ def test_replicate_runs_of_an_airflow_backfill_copy_their_intervals_records(tmp_
 def test_a_backfill_run_waits_for_the_flows_lease(tmp_path, source, target, unique, monkeypatch):
     """Airflow starts a backfill's runs side by side and beside scheduled runs: a run of `airflow
     backfill create` waits for the lease another run holds (a skipped run would show "success" with
-    its interval never copied), and fails naming the holder once it has waited long enough."""
+    its interval never copied), on the triggerer, and fails naming the holder once it has waited
+    long enough."""
     import threading
 
-    from airflow.sdk.exceptions import AirflowFailException
+    from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 
     from mirrorflow.clients import FlowClients
-    from mirrorflow.errors import LeaseError
     from mirrorflow.replication.runner import take_lease
+    from mirrorflow.replication.run import ReplicationRun
+    from mirrorflow.state.lease import current_holder
     from mirrorflow_airflow.dag_builders import replicate
+    from mirrorflow_airflow.triggers.run_wait import LEASE
+    from tests.airflow.deferral_support import until_done
     from tests.integration.test_replicate import NOW
 
     pfx = unique("bflease")
@@ -167,12 +171,70 @@ def test_a_backfill_run_waits_for_the_flows_lease(tmp_path, source, target, uniq
     with FlowClients(cfg, flow) as clients:
         other = take_lease(clients, "scheduled-run", "another run of the DAG")
         threading.Timer(3.0, other.release).start()
-        lease = replicate.wait_for_lease(clients, "backfill-run", "a backfill run", wait_s=60, poll_s=0.5)
-        assert lease.holder is not None and lease.holder.owner == "backfill-run"
-        with pytest.raises(LeaseError, match="is being replicated by a backfill run"):
-            replicate.wait_for_lease(clients, "third", "a third run", wait_s=0)
-        lease.release()
+        planned, waits = until_done(replicate.plan_task, flow.name, "backfill__w", str(cfg.path), {}, (NOW, NOW + 100))
+        assert [w.what for w in waits] == [LEASE]  # it waited on the triggerer, not in its task
+        holder = current_holder(clients)
+        assert holder is not None and holder.owner == "airflow:mirrorflow_replicate__KL-B:backfill__w"
+        assert planned["units"] == 0  # the plan went on once the lease was free
+        with pytest.raises(AirflowSkipException, match="is being replicated by Airflow DAG run "
+                           "mirrorflow_replicate__KL-B / backfill__w"):  # a run that does not wait: skipped
+            replicate.plan_task(flow.name, "scheduled__y", str(cfg.path), {}, None)
+        ReplicationRun.from_handoff(cfg, planned["plan"]).release_lease(clients)
         take_lease(clients, "scheduled-run", "another run of the DAG")  # held until it expires: 60 s
     monkeypatch.setattr(replicate, "BACKFILL_LEASE_WAIT_S", 1.0)
     with pytest.raises(AirflowFailException, match=r"another run of the DAG.*--reprocess-behavior failed"):
-        replicate.plan_task(flow.name, "backfill__x", str(cfg.path), {}, (NOW, NOW + 100))
+        until_done(replicate.plan_task, flow.name, "backfill__x", str(cfg.path), {}, (NOW, NOW + 100))
+
+
+class Via:
+    """A test cluster as clients reach it through `port` (its bootstrap; the brokers it advertises after)."""
+
+    def __init__(self, cluster, port: int) -> None:
+        self.cluster, self.port = cluster, port
+
+    def client_config(self) -> dict:
+        return {**self.cluster.client_config(), "bootstrap.servers": f"127.0.0.1:{self.port}"}
+
+
+def test_a_run_waits_for_a_cluster_that_does_not_answer_on_the_triggerer(tmp_path, source, target, unique,
+                                                                        monkeypatch):
+    """A replicate run whose target does not answer as it starts (every connection refused) waits for
+    it on the triggerer, not in its task, and begins once it answers; a cluster that stays away past
+    broker.outage.max.seconds fails the run naming it."""
+    import threading
+
+    from airflow.sdk.exceptions import AirflowFailException
+
+    from mirrorflow.clients import FlowClients
+    from mirrorflow.replication.run import ReplicationRun
+    from mirrorflow_airflow.dag_builders import replicate
+    from mirrorflow_airflow.triggers.run_wait import CLUSTERS
+    from tests.airflow.deferral_support import until_done
+    from tests.fault_proxy import FaultProxy
+
+    pfx = unique("cwait")
+    create_topic(source, f"{pfx}.t", 1)
+    proxy = FaultProxy("target").start(int(target.bootstrap_servers.split(",")[0].rsplit(":", 1)[1]))
+    try:
+        proxy.resetting(True)  # the target's bootstrap refuses every connection
+        cfg = write_config(tmp_path / "mf.yaml", {"KW": source, "B": Via(target, proxy.port)},
+                           {"KW->B": {"topics": f"{pfx}.*", "state.topic.partitions": 1,
+                                      "heartbeats.replication.enabled": False, "broker.outage.max.seconds": 60}})
+        flow = cfg.flow("KW->B")
+        monkeypatch.setenv("MIRRORFLOW_CONFIG", str(cfg.path))
+        back = lambda trigger: threading.Timer(3.0, proxy.heal).start()  # noqa: E731 - while the run waits
+        planned, waits = until_done(replicate.plan_task, flow.name, "scheduled__cw", str(cfg.path), {}, None,
+                                    on_wait=back)
+        assert [w.what for w in waits] == [CLUSTERS], waits
+        assert planned["units"] == 0 and planned["run"].startswith("scheduled__cw")
+        with FlowClients(cfg, flow) as clients:
+            ReplicationRun.from_handoff(cfg, planned["plan"]).release_lease(clients)
+
+        proxy.resetting(True)  # away for longer than the bound: the run fails naming the cluster
+        raw = cfg.path.read_text().replace("broker.outage.max.seconds: 60", "broker.outage.max.seconds: 1")
+        cfg.path.write_text(raw)
+        with pytest.raises(AirflowFailException, match=r"flow KW->B: cluster 'B': .*\(waited broker\.outage\.max"
+                                                        r"\.seconds, 1 s\)"):
+            until_done(replicate.plan_task, flow.name, "scheduled__cx", str(cfg.path), {}, None)
+    finally:
+        proxy.close()

@@ -37,15 +37,20 @@ def rows(n: int, partitions: int, seed: str) -> list[dict]:
     ]
 
 
-def replicate_cli(cfg) -> dict:
+def replicate_cli(cfg, imported: list[str] | None = None) -> dict:
+    """`mirrorflow replicate --once --json` as a process; `imported` gets the modules it imported."""
+    env = {**os.environ, "PYTHONPROFILEIMPORTTIME": "1"} if imported is not None else dict(os.environ)
     proc = subprocess.run(
         [*CLI, "--config", str(cfg.path), "replicate", "--flow", "A->B", "--once", "--json"],
         capture_output=True,
         text=True,
         timeout=300,
-        env=dict(os.environ),
+        env=env,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
+    if imported is not None:
+        imported += [line.rsplit("|", 1)[1].strip() for line in proc.stderr.splitlines()
+                     if line.startswith("import time:") and "|" in line]
     return json.loads(proc.stdout)
 
 
@@ -57,8 +62,10 @@ def test_connect_mode_copies_exactly_across_two_runs(tmp_path, source, target, u
     cfg, flow = make_flow(tmp_path, source, target, pfx, **{"tasks.max": 3})
     cfg = with_remote(cfg, connect_server.remote)
 
-    out = replicate_cli(cfg)  # spark.remote set: the CLI's default mode is connect
+    imported: list[str] = []
+    out = replicate_cli(cfg, imported)  # spark.remote set: the CLI's default mode is connect
     assert out["ok"] and out["records"] == 90 and out["lag"] == 0, out
+    assert "pyspark.sql.connect.session" in imported
     assert_copied(source, target, t)
     prog = read_progress(cfg, flow, [(t, p) for p in range(3)])
     assert {k: v.next for k, v in prog.items()} == {(t, p): 30 for p in range(3)}
@@ -73,6 +80,10 @@ def test_connect_mode_copies_exactly_across_two_runs(tmp_path, source, target, u
 
     rep = run_once(cfg, flow, mode="connect")  # nothing new: no job at all
     assert rep.ok and rep.records == 0 and rep.units == 0
+    imported.clear()  # nor the Connect client's imports (PySpark, pandas, pyarrow: ~0.8 s of CPU)
+    out = replicate_cli(cfg, imported)
+    assert out["ok"] and out["records"] == 0 and out["units"] == 0, out
+    assert "mirrorflow.replication.run" in imported and not [m for m in imported if m.startswith("pyspark")]
 
 
 def test_connect_mode_unreachable_server_is_a_clear_error(tmp_path, source, target, unique):

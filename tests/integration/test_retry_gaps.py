@@ -22,7 +22,7 @@ from confluent_kafka.admin import OffsetSpec
 from mirrorflow.clients import FlowClients
 from mirrorflow_dev.dev_cluster import DevCluster
 from mirrorflow_dev.processes import free_port
-from mirrorflow.errors import BrokerUnavailableError, ClusterError, StateError
+from mirrorflow.errors import ClusterError, StateError
 from mirrorflow.kafka.topic_admin import list_offsets
 from mirrorflow.state.flow_state import read_control, write_control
 from tests.integration.replicate_helpers import make_flow
@@ -185,9 +185,11 @@ def test_a_control_write_rides_through_a_restart_or_fails_past_the_bound(
 
 
 def test_the_dag_plan_task_waits_for_a_restarting_target(tmp_path, source, restartable, kafka_pool, unique):
-    """The replicate DAG's plan task waits for both clusters as `mirrorflow replicate` does
-    (planner.wait_for_clusters): started while the target restarts, it plans once it is back."""
+    """The replicate DAG's plan task waits for both clusters as `mirrorflow replicate` does (a blip in
+    the task, longer on the triggerer: RunWaitTrigger): started while the target restarts, it plans once
+    it is back."""
     from mirrorflow_airflow.dag_builders.replicate import plan_task
+    from tests.airflow.deferral_support import until_done
 
     pfx = unique("dagplan")
     topic = f"{pfx}.orders"
@@ -195,16 +197,19 @@ def test_the_dag_plan_task_waits_for_a_restarting_target(tmp_path, source, resta
     create_topic(restartable, f"A.{topic}", 2)
     produce(source, topic, records(30, 2))
     cfg, flow = make_flow(tmp_path, source, restartable, pfx)
-    planned = during_restart(
-        kafka_pool, restartable, lambda: plan_task("A->B", "manual__restart", str(cfg.path)), down_s=12.0
+    planned, _ = during_restart(
+        kafka_pool, restartable, lambda: until_done(plan_task, "A->B", "manual__restart", str(cfg.path)), down_s=12.0
     )
     assert (planned["units"], planned["offsets"]) == (2, 30)
 
 
 def test_the_dag_plan_task_names_an_unreachable_cluster_past_the_bound(tmp_path, source, target, unique):
-    """The replicate DAG's plan task, the error path: a target that never answers fails the plan task with one
-    BrokerUnavailableError naming the cluster and the bound (not a first-call "cannot reach")."""
+    """The replicate DAG's plan task, the error path: a target that never answers fails the plan task, after
+    its wait on the triggerer, with one error naming the flow, the cluster and the bound."""
+    from airflow.sdk.exceptions import AirflowFailException
+
     from mirrorflow_airflow.dag_builders.replicate import plan_task
+    from tests.airflow.deferral_support import until_done
 
     pfx = unique("dagdown")
     cfg = write_config(
@@ -214,8 +219,8 @@ def test_the_dag_plan_task_names_an_unreachable_cluster_past_the_bound(tmp_path,
     )
     text = cfg.path.read_text().replace(target.bootstrap_servers, f"127.0.0.1:{free_port()}")
     cfg.path.write_text(text)
-    with pytest.raises(BrokerUnavailableError) as exc:
-        plan_task("A->B", "manual__down", str(cfg.path))
+    with pytest.raises(AirflowFailException) as exc:
+        until_done(plan_task, "A->B", "manual__down", str(cfg.path))
     msg = str(exc.value)
-    assert msg.startswith("cluster 'B': connecting: no success for "), msg
-    assert "longer than broker.outage.max.seconds (2); last error: cluster 'B': cannot reach 127.0.0.1:" in msg, msg
+    assert msg.startswith("flow A->B: cluster 'B': cannot reach 127.0.0.1:"), msg
+    assert msg.endswith(" (waited broker.outage.max.seconds, 2 s)"), msg

@@ -155,27 +155,35 @@ def backfill(
         log=log,
         label="cli-backfill",
     )
-    scratch = Scratch.of(flow, directory)
-    results: list[dict[str, Any]] = []
     with FlowClients(cfg, flow) as clients:
         try:
             run.begin(clients)
         except RunSkipped as skipped:
             report.skipped = str(skipped)
             return report
-        if run.lease is not None:
-            run.lease.start_renewing()
-        try:
-            plan = run.make_plan(clients)
-            report.partitions = run.parts
-            if dry_run:
-                return report
-            offsets = sum(u.records for u in plan.units)
-            log(f"backfill: {len(plan.units)} units in {len(plan.tasks)} tasks ({offsets:,} offsets)")
-            results, spark_s = run.copy(clients, mode, master, scratch)
-            report.run = run.report(clients, results, spark_s)
-            scratch.done(report.run.ok)
-        finally:
-            run.release_lease(clients)
+        return carry_out_backfill(run, clients, report, mode, master, Scratch.of(flow, directory))
+
+
+def carry_out_backfill(
+    run: ReplicationRun, clients: FlowClients, report: BackfillReport, mode: str, master: str | None, scratch: Scratch
+) -> BackfillReport:
+    """After the run's `begin`: plan and (unless a dry run) copy and report, then release the lease
+    (`mirrorflow backfill`, and the backfill DAG's one task when the copy runs on a Spark Connect
+    server). `report` gets the plan's partitions and what the copy did to them."""
+    results: list[dict[str, Any]] = []
+    if run.lease is not None:
+        run.lease.start_renewing()
+    try:
+        plan = run.make_plan(clients)
+        report.partitions = run.parts
+        if run.dry_run:
+            return report
+        offsets = sum(u.records for u in plan.units)
+        run.log(f"backfill: {len(plan.units)} units in {len(plan.tasks)} tasks ({offsets:,} offsets)")
+        results, spark_s = run.copy(clients, mode, master, scratch)
+        report.run = run.report(clients, results, spark_s)
+        scratch.done(report.run.ok)
+    finally:
+        run.release_lease(clients)
     apply_results(report.partitions, results)
     return report

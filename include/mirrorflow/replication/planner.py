@@ -362,12 +362,13 @@ def ran_before(clients: FlowClients) -> bool:
     return lease.first is not None and (holder is None or lease.first.owner != holder.owner)
 
 
-def wait_for_clusters(clients: FlowClients) -> None:
+def wait_for_clusters(clients: FlowClients, bound_s: float | None = None) -> None:
     """Both clusters of the flow answer. A broker restarting as a run starts is waited for up to
-    broker.outage.max.seconds (then one BrokerUnavailableError naming the cluster and the last
-    error); a refused login or TLS handshake fails at once."""
+    `bound_s` (default broker.outage.max.seconds; 0: one try), then one BrokerUnavailableError
+    naming the cluster and the last error; a refused login or TLS handshake fails at once."""
+    bound = clients.outage_timeout if bound_s is None else bound_s
     for side in ("target", "source"):
-        retry_call(partial(clients.admin, side), clients.alias(side), "connecting", clients.outage_timeout)
+        retry_call(partial(clients.admin, side), clients.alias(side), "connecting", bound)
 
 
 @dataclass

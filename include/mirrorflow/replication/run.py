@@ -6,7 +6,8 @@ an Airflow backfill run's data interval) or `backfill` (a historical range, ops.
 
 1. `begin`: wait for both clusters (a broker restarting as the run starts is waited for, not
    failed), read the flow's state (paused or stopped: the run is skipped, with the reason), take
-   the flow's lease (state.lease; an interval run waits for it);
+   the flow's lease (state.lease; a DAG's run of `airflow backfill create` waits for it on the
+   triggerer, polling state.run_lease.blocking_holder);
 2. `make_plan`: what to copy, as a plan (replication.planner), handed on as `handoff()`: the plan's
    one encoding (replication.handoff), with the run's id and the lease's owner -- never secrets;
 3. `copy`: the plan's tasks in a copy mode (replication.copy_modes: spark-submit, an in-process
@@ -14,10 +15,16 @@ an Airflow backfill run's data interval) or `backfill` (a historical range, ops.
 4. `report`: the copy's results against the plan, to the flow's run log (replication.run_report);
 5. `release`: the lease freed (a crashed run's lapses after lease.timeout.seconds).
 
-The CLI runs every step in one process (`run`). The replicate and backfill DAGs run plan, copy and
-report as three tasks, each maybe on its own machine: the plan task hands `handoff()` on in XCom,
-and the copy and report tasks rebuild the run from it (`from_handoff`); the results come back
-through the target (replication.handoff), never through a shared disk.
+The CLI runs every step in one process (`run`), and so does a replicate or backfill DAG whose copy
+runs on a Spark Connect server (`spark.remote`: the copy happens on the server, so the DAG's one
+task runs `begin`, then `carry_out`). With spark-submit the copy is a Spark application of its own
+and the DAG runs plan, copy and report as three tasks, each maybe on its own machine: the plan task
+hands `handoff()` on in XCom, and the copy and report tasks rebuild the run from it
+(`from_handoff`); the results come back through the target (replication.handoff), never through a
+shared disk.
+
+Nothing imports the Spark Connect client (PySpark, pandas, pyarrow: ~0.8 s of CPU) before the plan
+has something to copy: a run with nothing new never pays it.
 """
 
 from __future__ import annotations
@@ -42,18 +49,16 @@ from mirrorflow.replication.handoff import (
     decode_plan,
     encode_plan,
     new_run_id,
-    publish_results,
     write_plan_file,
 )
 from mirrorflow.replication.planner import Plan, make_plan, source_offsets, wait_for_clusters
 from mirrorflow.replication.run_options import RunOptions
 from mirrorflow.replication.run_report import RunReport, build_report
 from mirrorflow.replication.scratch import Scratch
-from mirrorflow.replication.spark_connect import preload
 from mirrorflow.state import run_log
 from mirrorflow.state.flow_state import flow_state
 from mirrorflow.state.lease import FlowLease, local_owner
-from mirrorflow.state.run_lease import take_lease, wait_for_lease
+from mirrorflow.state.run_lease import take_lease
 from mirrorflow.state.state_topics import ensure_state_topics
 
 KINDS = ("once", "continuous", "interval", "backfill")
@@ -82,6 +87,7 @@ class ReplicationRun:
     plan: Plan | None = None
     handed: dict[str, Any] = field(default_factory=dict)  # the plan as handed on (`handoff`)
     parts: list[BackfillPartition] = field(default_factory=list)  # interval and backfill runs' view
+    results: list[dict] = field(default_factory=list)  # the units' results, once copied in this process
     stop_file: Path | None = None  # continuous runs whose copy runs on this host (the CLI)
     _plan_file: bool = False  # the plan file is in the scratch directory already
 
@@ -110,21 +116,19 @@ class ReplicationRun:
         return self.options.dry_run
 
     # -- the steps ----------------------------------------------------------------------------------
-    def begin(self, clients: FlowClients, lease_wait_s: float | None = None) -> None:
-        """Wait for the clusters, check the flow's state (RunSkipped), take the lease (LeaseError
-        naming its holder; `lease_wait_s`: wait that long for it). A dry backfill takes no lease."""
+    def begin(self, clients: FlowClients, cluster_wait_s: float | None = None) -> None:
+        """Wait for the clusters (up to `cluster_wait_s`, default broker.outage.max.seconds: then
+        BrokerUnavailableError), check the flow's state (RunSkipped), take the lease (LeaseError
+        naming its holder). A dry backfill takes no lease."""
         if self.kind == "continuous":
             check_options(self.options)  # before the lease: an option a continuous run cannot honour
-        wait_for_clusters(clients)
+        wait_for_clusters(clients, cluster_wait_s)
         skip = flow_state(clients).skip_reason(self.flow.name, "copy")
         if skip:
             raise RunSkipped(skip)
         if self.kind == "backfill" and self.dry_run:
             return
-        if lease_wait_s is not None:
-            self.lease = wait_for_lease(clients, self.owner, self.who, lease_wait_s)
-        else:
-            self.lease = take_lease(clients, self.owner, self.who)
+        self.lease = take_lease(clients, self.owner, self.who)
 
     def make_plan(self, clients: FlowClients) -> Plan:
         """Plan the run (a dry run's plan holds no tasks; its summary says what would be copied)."""
@@ -150,9 +154,31 @@ class ReplicationRun:
             opts.on_plan(plan)
         return plan
 
+    def plan_for_handoff(self, clients: FlowClients) -> Plan:
+        """`make_plan` in a run whose other steps run elsewhere (a DAG's plan task): a plan that
+        fails frees the lease `begin` took, as no later step of this run will."""
+        try:
+            plan = self.make_plan(clients)
+        except BaseException:
+            self.release_lease(clients)
+            raise
+        self._say_planned(plan)
+        return plan
+
     def handoff(self) -> str:
         """The plan as the copy and report tasks get it (XCom; spark-submit's plan file)."""
         return encode_plan(self.handed)
+
+    def plan_summary(self) -> dict[str, Any]:
+        """What a person reads of the plan: the run's id, its units, the offsets they cover and (a
+        dry run) the offsets it would copy."""
+        assert self.plan is not None, "make_plan first"
+        return {
+            "run": self.handed["run"],
+            "units": len(self.plan.units),
+            "offsets": sum(u.records for u in self.plan.units),
+            "would_copy": sum(p["planned"] for p in self.plan.partitions),
+        }
 
     def copy(self, clients: FlowClients, mode: str, master: str | None, scratch: Scratch) -> tuple[list[dict], float]:
         """Copy the plan's tasks in `mode`; the units' results and how long the copy took."""
@@ -160,17 +186,8 @@ class ReplicationRun:
             return [], 0.0
         t0 = time.time()
         self._plan_file = mode == "submit"  # spark-submit ships the plan file it gets from here
-        results = copy_plan(clients, mode, master, self.handed, scratch.path, self.log)
-        return results, time.time() - t0
-
-    def copy_and_publish(self, mode: str = "connect", master: str | None = None) -> list[dict]:
-        """The DAG's copy task in connect mode: copy, and hand the results to the report task
-        through the target (replication.handoff), as spark-submit's driver does."""
-        t0 = time.time()
-        with FlowClients(self.cfg, self.flow) as clients:
-            results, _ = self.copy(clients, mode, master, Scratch.for_task("copy"))
-            publish_results(clients, self.handed, results, job_started=t0, job_finished=time.time())
-        return results
+        self.results = copy_plan(clients, mode, master, self.handed, scratch.path, self.log)
+        return self.results, time.time() - t0
 
     def report(self, clients: FlowClients, results: list[dict], spark_s: float = 0.0) -> RunReport:
         """The run's report: the plan's partitions, the units' results and the source ends now. Its
@@ -222,23 +239,26 @@ class ReplicationRun:
         self, mode: str, master: str | None = None, directory: Path | None = None, scratch: Scratch | None = None
     ) -> RunReport:
         """Every step in this process (the CLI): begin, plan, copy, report, release."""
-        if mode == "connect":
-            preload()  # the Connect client's imports overlap the lease and the plan
         scratch = scratch or Scratch.of(self.flow, directory)
         with FlowClients(self.cfg, self.flow) as clients:
             try:
                 self.begin(clients)
             except RunSkipped as skipped:
                 return RunReport(self.flow.name, bool(self.flow.exactly_once), skipped=str(skipped))
-            if self.lease is not None:
-                self.lease.start_renewing()
-            try:
-                plan = self.make_plan(clients)
-                self._say_planned(plan)
-                results, spark_s = self.copy(clients, mode, master, scratch)
-                return self.finish(clients, scratch, results, spark_s)
-            finally:
-                self.release_lease(clients)
+            return self.carry_out(clients, mode, master, scratch)
+
+    def carry_out(self, clients: FlowClients, mode: str, master: str | None, scratch: Scratch) -> RunReport:
+        """After `begin`: plan, copy, report and release, the lease renewed meanwhile (the CLI, and a
+        DAG's one task when the copy runs on a Spark Connect server)."""
+        if self.lease is not None:
+            self.lease.start_renewing()
+        try:
+            plan = self.make_plan(clients)
+            self._say_planned(plan)
+            results, spark_s = self.copy(clients, mode, master, scratch)
+            return self.finish(clients, scratch, results, spark_s)
+        finally:
+            self.release_lease(clients)
 
     def finish(self, clients: FlowClients, scratch: Scratch, results: list[dict], spark_s: float) -> RunReport:
         """Write the run's plan, results and report files (this process's copy, for inspection),
@@ -271,14 +291,17 @@ class ReplicationRun:
             self.log(
                 f"dry run: would copy {sum(p['planned'] for p in plan.partitions):,} offsets of {name}; copying nothing"
             )
+            for p in plan.partitions:
+                if p["planned"]:
+                    self.log(f"  {p['topic']}-{p['partition']}: would copy {p['planned']:,} offsets from {p['start']}")
         self.log(
             f"planned {len(plan.units)} units in {len(plan.tasks)} tasks "
             f"({sum(u.records for u in plan.units):,} offsets) for flow {name}"
         )
 
-    def nothing_to_follow(self) -> bool:
-        """A continuous plan with nothing to follow yet: the DAG waits a little (no spinning)."""
+    def idle_wait_s(self) -> float:
+        """How long a continuous DAG run with nothing to follow yet waits before it ends, so that
+        Airflow does not start run after run (0: the run has something to follow, or is dry)."""
         if self.kind == "continuous" and self.plan is not None and not self.plan.units and not self.dry_run:
-            time.sleep(min(30.0, run_seconds(self.flow)))
-            return True
-        return False
+            return min(30.0, run_seconds(self.flow))
+        return 0.0

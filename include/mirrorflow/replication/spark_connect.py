@@ -35,7 +35,6 @@ import py_compile
 import re
 import socket
 import tempfile
-import threading
 import time
 import uuid
 import warnings
@@ -323,20 +322,6 @@ def first_line(exc: BaseException) -> str:
         return details.group(1)[:300]
     lines = [x.strip() for x in text.splitlines() if x.strip()]
     return lines[0][:300] if lines else type(exc).__name__
-
-
-def preload() -> threading.Thread:
-    """Import the Connect client (pyspark.sql.connect, pyarrow, pandas: ~0.5-1 s) in the background
-    while the run takes its lease and plans, which mostly waits on the brokers."""
-
-    def load() -> None:
-        with contextlib.suppress(Exception):  # the run imports them again and reports what fails
-            import pyspark.sql.connect.functions  # noqa: F401
-            import pyspark.sql.connect.session  # noqa: F401
-
-    t = threading.Thread(target=load, name="spark-connect-preload", daemon=True)
-    t.start()
-    return t
 
 
 def resolved_config(plan: dict[str, Any]) -> str:

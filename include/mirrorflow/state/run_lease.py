@@ -1,19 +1,13 @@
-"""Taking a run's lease: at once (a run refused while another holds it), or waiting for it (a run
-of `airflow backfill create`), and fencing what a holder that never released it may have left
-running (state.lease holds the protocol)."""
+"""Taking a run's lease (a run refused while another holds it; a run that waits for it polls
+`blocking_holder`), and fencing what a holder that never released it may have left running
+(state.lease holds the protocol)."""
 
 from __future__ import annotations
 
-import logging
-import time
-
 from mirrorflow.clients import FlowClients
-from mirrorflow.errors import LeaseError
 from mirrorflow.state.fencing import fence_copies
-from mirrorflow.state.lease import FlowLease, current_holder
+from mirrorflow.state.lease import FlowLease, Holder, current_holder
 from mirrorflow.state.state_topics import ensure_state_topics
-
-log = logging.getLogger(__name__)
 
 
 def take_lease(clients: FlowClients, owner: str, who: str) -> FlowLease:
@@ -28,25 +22,11 @@ def take_lease(clients: FlowClients, owner: str, who: str) -> FlowLease:
     return lease
 
 
-def wait_for_lease(clients: FlowClients, owner: str, who: str, wait_s: float, poll_s: float = 5.0) -> FlowLease:
-    """The flow's lease, waiting up to `wait_s` while another run holds it (a run of `airflow
-    backfill create`: Airflow starts a backfill's runs side by side and beside the scheduled runs,
-    so without waiting all but one would end skipped -- "success" with their intervals never
-    copied). Reads who holds the lease and claims only once it is free (no claim record per poll);
-    LeaseError naming the holder after `wait_s`."""
-    ensure_state_topics(clients)
-    deadline, seen = time.monotonic() + wait_s, ""
-    while True:
-        holder = current_holder(clients)
-        if holder is None or holder.owner == owner:
-            try:
-                return take_lease(clients, owner, who)
-            except LeaseError:  # another run claimed it in between
-                if time.monotonic() >= deadline:
-                    raise
-        elif time.monotonic() >= deadline:
-            raise LeaseError(holder.describe(clients.flow.name))
-        elif holder.owner != seen:  # once per holder, not per poll
-            seen = holder.owner
-            log.info("%s; waiting for it", holder.describe(clients.flow.name))
-        time.sleep(poll_s)
+def blocking_holder(clients: FlowClients, owner: str) -> Holder | None:
+    """Who holds the flow's lease against `owner` (None: free, or `owner`'s own). What a run that
+    waits for the lease polls (a run of `airflow backfill create`: Airflow starts a backfill's runs
+    side by side and beside the scheduled runs, so without waiting all but one would end skipped --
+    "success" with their intervals never copied); it claims only once the lease is free, so a wait
+    writes no claim record per poll."""
+    holder = current_holder(clients)
+    return None if holder is None or holder.owner == owner else holder

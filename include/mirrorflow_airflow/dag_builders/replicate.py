@@ -1,39 +1,44 @@
-"""Replicate DAGs: one per enabled flow, `mirrorflow_replicate__<flow.id>`: plan -> copy -> report.
+"""Replicate DAGs: one per enabled flow, `mirrorflow_replicate__<flow.id>`.
 
-Each task is a shell over one step of the run object, `mirrorflow.replication.run.ReplicationRun`,
-which the CLI runs in one process: the plan task its `begin` and `make_plan`, the copy task its
-`copy` (rebuilt from the plan handed on in XCom), the report task its `report` and `release`.
+Each task is a shell over the run object, `mirrorflow.replication.run.ReplicationRun`, which the CLI
+runs in one process; the shells add what is Airflow's: Params, XCom, skipped or failed, waits on the
+triggerer, Asset events, lineage, the RPO check, metrics. Two shapes, by where the copy runs:
 
-* `plan`: ensure the flow's state topics on the target, take the flow's lease (one run of a flow at a
-  time: while a CLI run or another scheduler's run holds it, the DAG run ends skipped with who holds
-  it since when; a run of `airflow backfill create` waits for it instead, see wait_for_lease), read
-  progress and source offsets, cut work units; returns the plan (flow name, config path, units,
-  the lease's owner, a run id -- never secrets) compressed in XCom, and a summary.
-* `copy`: writes the plan to a private scratch file of its own and runs `spark-submit --files PLAN
-  .../mirrorflow/replication/spark_job.py PLAN` through the `spark_default` connection (e.g.
-  AIRFLOW_CONN_SPARK_DEFAULT='{"conn_type": "spark", "host": "local[*]"}'); the driver (any host,
-  also --deploy-mode cluster) writes the units' results to the target under the run id. The task
-  fails clearly when the connection is missing (the provider would silently use yarn). Skipped when
-  there is nothing to copy.
-* `report`: reads the results by run id from the target (a planned unit without one fails the task,
-  naming it); records, bytes, duration, lag per partition, replication latency to the log and to
-  Airflow metrics; an Asset event `kafka://<target bootstrap>/<topic>` per target topic written,
-  with the copied offsets in its extra (mirrorflow_airflow.assets).
-  Releases the lease (a failed copy releases it too; a crashed run's lease expires after
-  `lease.timeout.seconds`).
+* `spark.remote` (a Spark Connect server; the default config's path): ONE task, `replicate`, runs
+  the whole run as the CLI does: begin, plan, copy on the server, report, release. Nothing is
+  handed between tasks; a run with nothing new copies nothing and never imports the Connect client.
+* without it, the copy is a Spark application of its own: `plan` -> `copy` -> `report`.
+  * `plan`: begin and plan; the plan (flow name, config path, units, the lease's owner, a run id --
+    never secrets) goes on compressed in XCom, with a summary;
+  * `copy`: writes the plan to a private scratch file of its own and runs `spark-submit --files PLAN
+    .../mirrorflow/replication/spark_job.py PLAN` through the `spark_default` connection (e.g.
+    AIRFLOW_CONN_SPARK_DEFAULT='{"conn_type": "spark", "host": "local[*]"}'); the driver (any host,
+    also --deploy-mode cluster) writes the units' results to the target under the run id. The task
+    fails clearly when the connection is missing (the provider would silently use yarn). Skipped
+    when there is nothing to copy;
+  * `report`: reads the results by run id from the target (a planned unit without one fails the
+    task, naming it) and releases the lease (a failed copy releases it too).
+  No task reads a file another task wrote (replication.handoff), so each may run on its own machine
+  or pod (Celery, Kubernetes executors).
 
-No task reads a file another task wrote (replication.handoff), so each may run on its own machine or
-pod (Celery, Kubernetes executors). All replication state lives on the target cluster; XCom carries
-the plan and small reports.
-`max_active_runs=1`; the schedule is the flow's `schedule` property.
+Either way: the flow's lease makes one run of a flow at a time (while a CLI run or another
+scheduler's run holds it, the DAG run ends skipped with who holds it since when; a run of `airflow
+backfill create` waits for it instead, on the triggerer); a paused, stopped or failed-over flow ends
+the run skipped with its note; clusters that do not answer as the run starts are waited for on the
+triggerer. The report -- records, bytes, duration, lag per partition, replication latency -- goes to
+the log and Airflow metrics, with an Asset event `kafka://<target bootstrap>/<topic>` per target
+topic written (the copied offsets in its extra, mirrorflow_airflow.assets), OpenLineage for the
+topics copied, and the flow's RPO checked after the copy. All replication state lives on the target
+cluster. `max_active_runs=1`; the schedule is the flow's `schedule` property.
 
 `schedule: "@continuous"` makes each run a continuous run (`mirrorflow.replication.continuous`):
 the plan holds every partition without an end, the copy job keeps copying micro-batches until
 `continuous.run.seconds` (or the flow is paused/stopped, read every
 `continuous.state.check.seconds`), and Airflow starts the next run as soon as one ends; the lease
-hands the flow from one run to the next. New topics and partitions join at the next run. A triggered
-run's `topics` narrows what it follows, `dry_run` plans and logs what would be copied and copies
-nothing; `max_records_per_partition` fails the run (a followed partition has no end to cap).
+hands the flow from one run to the next (a run with nothing to follow yet ends after a wait on the
+triggerer). New topics and partitions join at the next run. A triggered run's `topics` narrows what
+it follows, `dry_run` plans and logs what would be copied and copies nothing;
+`max_records_per_partition` fails the run (a followed partition has no end to cap).
 """
 
 from __future__ import annotations
@@ -41,21 +46,21 @@ from __future__ import annotations
 import logging
 import time
 from datetime import datetime, timedelta
-from typing import Any, NoReturn
+from typing import Any
 
 from airflow.sdk import DAG, AssetAlias, task
-from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
+from airflow.sdk.exceptions import AirflowFailException
 
 from mirrorflow.clients import FlowClients
 from mirrorflow.config import Config, FlowConfig
-from mirrorflow.errors import ConfigError, LeaseError, MirrorflowError
+from mirrorflow.errors import MirrorflowError
 from mirrorflow.ops.observe.metrics import run_samples, source_samples
 from mirrorflow.replication.backfill_plan import When
 from mirrorflow.replication.continuous import is_continuous
-from mirrorflow.replication.run import ReplicationRun, RunSkipped
+from mirrorflow.replication.run import ReplicationRun
 from mirrorflow.replication.run_options import RunOptions
-from mirrorflow.replication.spark import JOB_PATH, lease_kept, spark_conf, spark_env
-from mirrorflow.state.run_lease import wait_for_lease  # noqa: F401 - where a backfill run waits (state.lease)
+from mirrorflow.replication.run_report import RunReport
+from mirrorflow.replication.scratch import Scratch
 from mirrorflow_airflow.assets import emit_copied
 from mirrorflow_airflow.common import (
     emit_samples,
@@ -68,12 +73,14 @@ from mirrorflow_airflow.common import (
 )
 from mirrorflow_airflow.hooks import MirrorflowHook
 from mirrorflow_airflow.lineage import report_plan_lineage
-from mirrorflow_airflow.operators.spark_submit import SPARK_CONN_ID, MirrorflowSparkSubmitOperator
+from mirrorflow_airflow.operators.deferrable import DeferrableTask, end_after
 from mirrorflow_airflow.params import dry_run, max_records_per_partition, regex_or_none, topics_subset
+from mirrorflow_airflow.replication_tasks import begin, lease_owner, submit_copy
 from mirrorflow_airflow.rpo_alerts import check_rpo
-from mirrorflow_airflow.run_notes import skip_task
 
 log = logging.getLogger(__name__)
+
+BACKFILL_LEASE_WAIT_S = 3600.0  # how long a run of `airflow backfill create` waits for the flow's lease
 
 
 def replicate_params() -> dict[str, Any]:
@@ -86,14 +93,8 @@ def replicate_params() -> dict[str, Any]:
 
 
 def alias_name(flow: FlowConfig) -> str:
-    """The AssetAlias through which the report task emits one Asset event per target topic."""
+    """The AssetAlias through which the run emits one Asset event per target topic."""
     return flow_dag_id("replicate", flow)
-
-
-def lease_owner(flow: FlowConfig, run_id: str, kind: str = "replicate") -> tuple[str, str]:
-    """(owner, who) of a DAG run's lease on its flow: shared by its plan, copy and report tasks."""
-    dag_id = flow_dag_id(kind, flow)
-    return f"airflow:{dag_id}:{run_id}", f"Airflow DAG run {dag_id} / {run_id}"
 
 
 def run_options(params: dict[str, Any] | None) -> RunOptions:
@@ -103,7 +104,21 @@ def run_options(params: dict[str, Any] | None) -> RunOptions:
     return RunOptions(regex_or_none(p, "topics"), int(limit) if limit else None, bool(p.get("dry_run")))
 
 
-BACKFILL_LEASE_WAIT_S = 3600.0  # how long a run of `airflow backfill create` waits for the flow's lease
+def new_run(
+    flow_name: str, run_id: str, config_path: str | None, params: dict[str, Any] | None, interval_ms: Any
+) -> ReplicationRun:
+    """The run of a DAG run: `once`, `continuous` (`@continuous`) or, for a run of `airflow backfill
+    create`, `interval` (the records of [interval_ms), not copied yet)."""
+    cfg, flow = MirrorflowHook(config_path).get_flow(flow_name)
+    kind = "continuous" if is_continuous(flow) else "interval" if interval_ms is not None else "once"
+    window = (When("time", interval_ms[0]), When("time", interval_ms[1])) if interval_ms is not None else None
+    owner, who = lease_owner(flow, run_id)
+    return ReplicationRun(cfg, flow, kind, owner, who, run_options(params), run_id, window, log=log.info)
+
+
+def lease_wait_s(run: ReplicationRun) -> float | None:
+    """A run of `airflow backfill create` waits for the lease: a skipped one would look done."""
+    return BACKFILL_LEASE_WAIT_S if run.kind == "interval" else None
 
 
 def plan_task(
@@ -112,87 +127,61 @@ def plan_task(
     config_path: str | None = None,
     params: dict[str, Any] | None = None,
     interval_ms: tuple[int, int] | None = None,
+    **waited: Any,
 ) -> dict[str, Any]:
-    """The run's `begin` and `make_plan` (replication.run); the plan handed on in XCom, a summary."""
-    cfg = MirrorflowHook(config_path).get_conn()
-    flow = cfg.flow(flow_name)
-    kind = "continuous" if is_continuous(flow) else "interval" if interval_ms is not None else "once"
-    window = (When("time", interval_ms[0]), When("time", interval_ms[1])) if interval_ms is not None else None
-    run = ReplicationRun(cfg, flow, kind, *lease_owner(flow, run_id), run_options(params), run_id, window)
-    with FlowClients(cfg, flow) as clients:
-        try:  # a run of `airflow backfill create` waits for the lease: a skipped one would look done
-            run.begin(clients, BACKFILL_LEASE_WAIT_S if interval_ms is not None else None)
-        except (RunSkipped, ConfigError, LeaseError) as exc:
-            shell_refusal(exc, flow, interval_ms is not None)
-        try:
-            plan = run.make_plan(clients)
-        except BaseException:
-            run.release_lease(clients)
-            raise
-    run.nothing_to_follow()  # @continuous with nothing to follow yet: no spinning
-    log_plan(run, plan)
-    offsets = sum(u.records for u in plan.units)
-    would = sum(p["planned"] for p in plan.partitions)
-    return {
-        "plan": run.handoff(),
-        "run": run.handed["run"],
-        "units": len(plan.units),
-        "offsets": offsets,
-        "would_copy": would,
-    }
+    """The run's `begin` and `make_plan`; the plan handed on in XCom (spark-submit's path)."""
+    run = new_run(flow_name, run_id, config_path, params, interval_ms)
+    with FlowClients(run.cfg, run.flow) as clients:
+        begin(run, clients, config_path, lease_wait_s(run), **waited)
+        run.plan_for_handoff(clients)
+    planned = {"plan": run.handoff(), **run.plan_summary()}
+    if run.idle_wait_s():  # @continuous with nothing to follow yet: no spinning
+        end_after(run.idle_wait_s(), planned)
+    return planned
 
 
-def shell_refusal(exc: Exception, flow: FlowConfig, interval: bool) -> NoReturn:
-    """The Airflow outcome of a run that cannot begin: skipped (paused, stopped, another run holds
-    the lease), or failed (an option a continuous run cannot honour; a backfill run that waited)."""
-    if isinstance(exc, RunSkipped):
-        skip_task(str(exc), note=str(exc))
-    if isinstance(exc, ConfigError):
-        raise AirflowFailException(f"{flow.name} runs continuously: {exc}") from None
-    if interval:
-        raise AirflowFailException(
-            f"{exc}; waited {BACKFILL_LEASE_WAIT_S:.0f} s for it: run the same `airflow backfill create` "
-            "again with --reprocess-behavior failed (it copies only what is still missing)"
-        ) from None
-    raise AirflowSkipException(str(exc)) from None
-
-
-def log_plan(run: ReplicationRun, plan: Any) -> None:
-    name = run.flow.name
-    log.info(
-        "%s: planned %d units in %d tasks, %d offsets",
-        name,
-        len(plan.units),
-        len(plan.tasks),
-        sum(u.records for u in plan.units),
-    )
-    if run.dry_run:
-        log.info(
-            "%s: dry run: would copy %d offsets; copying nothing", name, sum(p["planned"] for p in plan.partitions)
-        )
-        for p in plan.partitions:
-            if p["planned"]:
-                log.info("  %s-%d: would copy %d offsets from %d", p["topic"], p["partition"], p["planned"], p["start"])
+def replicate_task(
+    flow_name: str,
+    run_id: str,
+    config_path: str | None = None,
+    params: dict[str, Any] | None = None,
+    interval_ms: tuple[int, int] | None = None,
+    outlet_events: Any = None,
+    **waited: Any,
+) -> dict[str, Any]:
+    """The whole run in one task (spark.remote: the copy runs on the Spark Connect server)."""
+    run = new_run(flow_name, run_id, config_path, params, interval_ms)
+    with FlowClients(run.cfg, run.flow) as clients:
+        begin(run, clients, config_path, lease_wait_s(run), **waited)
+        rep = run.carry_out(clients, "connect", None, Scratch.for_task("replicate"))
+    report_plan_lineage(run.handed, config_path)
+    done = {**run.plan_summary(), **publish(run, rep, run.results, outlet_events)}
+    if run.idle_wait_s():
+        end_after(run.idle_wait_s(), done)
+    return done
 
 
 def report_task(
     flow_name: str, paths: dict[str, Any], outlet_events: Any = None, config_path: str | None = None
 ) -> dict[str, Any]:
-    """The run's `report` (replication.run): logs, metrics, an Asset event per target topic written."""
-    cfg = MirrorflowHook(config_path).get_conn()
-    run = ReplicationRun.from_handoff(cfg, paths["plan"])
+    """The run's `report` and `release` after a spark-submit copy (results read from the target)."""
+    run = ReplicationRun.from_handoff(MirrorflowHook(config_path).get_conn(), paths["plan"])
     try:  # the copy job wrote the results to the target under the run's id (any host, no shared disk)
         rep, results = run.collect_and_report()
     except MirrorflowError as exc:
         raise AirflowFailException(str(exc)) from None
     assert rep is not None
+    return publish(run, rep, results, outlet_events)
+
+
+def publish(run: ReplicationRun, rep: RunReport, results: list[dict], outlet_events: Any) -> dict[str, Any]:
+    """The run's report in the task log, Airflow metrics, an Asset event per target topic written,
+    the RPO check (after the copy: what still waits); fails the task when the run did not go well."""
     log_report(log, rep)
     emit_run_metrics(run.flow, rep)
-    written = sorted({p.target_topic for p in rep.partitions if p.records})
     if outlet_events is not None:
-        emit_copied(outlet_events, alias_name(run.flow), cfg, run.flow, results, "replicate", run.handed.get("run", ""))
-    # with rpo.seconds: after the copy, what still waits
-    check_rpo(cfg, run.flow, f"the replicate DAG of {run.flow.name}")
+        emit_copied(outlet_events, alias_name(run.flow), run.cfg, run.flow, results, "replicate", run.handed["run"])
+    check_rpo(run.cfg, run.flow, f"the replicate DAG of {run.flow.name}")
     if not rep.ok:
         raise AirflowFailException(
             f"{run.flow.name}: {rep.failed_units} unit(s) failed, {rep.stopped_partitions} partition(s) stopped:\n"
@@ -206,7 +195,7 @@ def report_task(
         "duration_s": round(rep.duration_s, 3),
         "copy_phase_s": round(rep.copy_phase_s, 3),
         "max_latency_ms": rep.max_latency_ms,
-        "topics": written,
+        "topics": sorted({p.target_topic for p in rep.partitions if p.records}),
     }
 
 
@@ -225,38 +214,6 @@ def emit_run_metrics(flow: FlowConfig, rep: Any) -> None:
         metric("incr", "replicate.lost_offsets", rep.lost, tags)
     for p in rep.partitions:
         metric("gauge", "replicate.partition_lag", p.lag, {**tags, "topic": p.topic, "partition": str(p.partition)})
-
-
-def release_after_failure(config_path: str | None) -> Any:
-    """on_failure_callback of the copy task: free the run's lease now rather than after its timeout."""
-
-    def callback(context: Any) -> None:
-        handed = context["ti"].xcom_pull(task_ids="plan") or {}
-        if handed.get("plan"):
-            ReplicationRun.from_handoff(MirrorflowHook(config_path).get_conn(), handed["plan"]).release_lease()
-
-    return callback
-
-
-def connect_copy_task(flow_name: str, paths: dict[str, Any], config_path: str | None = None) -> None:
-    """The run's `copy` on the Spark Connect server of spark.remote; results to the target."""
-    if not paths.get("units"):
-        raise AirflowSkipException("nothing to copy")
-    cfg = MirrorflowHook(config_path).get_conn()
-    run = ReplicationRun.from_handoff(cfg, paths["plan"])
-    if run.lease is None and run.owner:  # keep the run's lease renewed while the job copies
-        with lease_kept(run.handed):
-            results = run.copy_and_publish("connect")
-    else:
-        results = run.copy_and_publish("connect")
-    report_plan_lineage(run.handed, config_path)
-    log.info("%s: %d unit results from the Spark Connect server %s", flow_name, len(results), cfg.spark.remote)
-
-
-def flow_conn_ids(cfg: Config, flow: FlowConfig) -> list[str]:
-    """The Airflow connections (`airflow.conn.id`) of the flow's two clusters."""
-    ids = (cfg.cluster(alias).airflow_conn_id for alias in (flow.source, flow.target))
-    return sorted({i for i in ids if i})
 
 
 def airflow_backfill_interval(
@@ -278,60 +235,40 @@ def airflow_backfill_interval(
     return int(start.timestamp() * 1000), int(interval_end.timestamp() * 1000)
 
 
+def of_context(step: Any, schedule: str | None) -> Any:
+    """`step(flow_name, run_id, config_path, params, interval_ms, ...)` as a DeferrableTask's function."""
+
+    def call(context: Any, flow_name: str, config_path: str | None, **kw: Any) -> dict[str, Any]:
+        ends = context.get("data_interval_start"), context.get("data_interval_end")
+        interval = airflow_backfill_interval(context.get("dag_run"), *ends, schedule)
+        return step(flow_name, context.get("run_id") or "manual", config_path, context.get("params"), interval, **kw)
+
+    return call
+
+
 def build_replicate_dag(cfg: Config, flow: FlowConfig) -> DAG:
     name, path, schedule = flow.name, task_config_path(cfg), flow.props["schedule"] or None
-    env = {k: v for k, v in spark_env().items() if k in ("PATH", "PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON")}
-    with flow_dag(
-        "replicate",
-        flow,
-        "copy new records exactly once (plan -> Spark copy -> report)",
-        flow.props["schedule"] or None,
-        params=replicate_params(),
-        doc_md=__doc__,
-    ) as dag:
+    steps = "plan, copy on the Spark Connect server, report" if cfg.spark.remote else "plan -> Spark copy -> report"
+    description = f"copy new records exactly once ({steps})"
+    with flow_dag("replicate", flow, description, schedule, params=replicate_params(), doc_md=__doc__) as dag:
+        args = {"flow_name": name, "config_path": path}
+        outlets = [AssetAlias(alias_name(flow))]
+        if cfg.spark.remote:  # the copy runs on the server: no task of its own, no file, no XCom hand-off
 
-        @task(task_id="plan")
-        def plan(
-            run_id: str | None = None,
-            params: dict | None = None,
-            dag_run: Any = None,
-            data_interval_start: Any = None,
-            data_interval_end: Any = None,
-        ) -> dict[str, Any]:
-            """Read progress (target) and source offsets; cut work units; write the plan file (a run
-            of `airflow backfill create`: the records of its data interval not copied yet)."""
-            interval = airflow_backfill_interval(dag_run, data_interval_start, data_interval_end, schedule)
-            return plan_task(name, run_id or "manual", path, params, interval)
+            def whole(context: Any, **kw: Any) -> dict[str, Any]:
+                return of_context(replicate_task, schedule)(context, outlet_events=context["outlet_events"], **kw)
 
-        planned: Any = plan()  # an XComArg: its task's return value at run time
-        if cfg.spark.remote:  # a running Spark Connect server: no Spark application started per run
+            DeferrableTask(task_id="replicate", python_callable=whole, op_kwargs=args, outlets=outlets, retries=0)
+            return dag
+        planned: Any = DeferrableTask(task_id="plan", python_callable=of_context(plan_task, schedule), op_kwargs=args)
+        copy = submit_copy(cfg, flow, "replicate", path)
 
-            @task(task_id="copy", retries=0, on_failure_callback=release_after_failure(path))
-            def copy_connect(paths: dict[str, Any]) -> None:
-                """Copy the planned units on the Spark Connect server of spark.remote."""
-                connect_copy_task(name, paths, path)
-
-            copy: Any = copy_connect(planned)
-        else:
-            copy = MirrorflowSparkSubmitOperator(
-                task_id="copy",
-                application=str(JOB_PATH),  # its argument, the plan file, is set at execute time
-                spark_conn_id=SPARK_CONN_ID,
-                plan_task_id="plan",
-                kafka_conn_ids=flow_conn_ids(cfg, flow),
-                conf=spark_conf(cfg),
-                env_vars=env,
-                name=f"mirrorflow-copy-{flow.id}",
-                retries=0,  # a rerun is a new plan: the next scheduled run continues exactly
-                on_failure_callback=release_after_failure(path),
-            )
-
-        @task(task_id="report", trigger_rule="none_failed_min_one_success", outlets=[AssetAlias(alias_name(flow))])
+        @task(task_id="report", trigger_rule="none_failed_min_one_success", outlets=outlets)
         def report(paths: dict[str, Any], outlet_events=None) -> dict[str, Any]:
             """Records, bytes, duration, lag, latency: logs, metrics and an Asset event per target topic."""
             return report_task(name, paths, outlet_events, path)
 
-        planned >> copy >> report(planned)
+        planned >> copy >> report(planned.output)
     return dag
 
 
