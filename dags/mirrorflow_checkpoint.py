@@ -1,4 +1,4 @@
-"""Checkpoint DAGs (one per flow): exact MM2 checkpoints, group offset sync and heartbeats.
+"""Checkpoint DAGs (one per flow): exact MM2 checkpoints and group offset sync (heartbeats: mirrorflow_heartbeat.py).
 
 Built from the mirrorflow config ($MIRRORFLOW_CONFIG, else include/config/mirrorflow.yaml); see
 include/mirrorflow_airflow/dag_builders/checkpoint.py. Parsing touches no cluster. A config that

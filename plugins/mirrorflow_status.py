@@ -2,8 +2,13 @@
 
 Thin: the config comes through MirrorflowHook, the page's contents from mirrorflow.ops.observe.status_page
 (the target clusters' state topics, cached a few seconds so a refresh storm reads Kafka once) and
-its HTML from mirrorflow_airflow.status_html. Every route requires an Airflow login (Depends(get_user):
+its HTML from mirrorflow_airflow.status_html. Every route requires an Airflow login (GetUserDep:
 the UI's JWT cookie or a bearer token); plugin routes are public otherwise.
+
+A user sees a flow (its card on the page, its entry in GET /api/flows: topics, groups, who operated
+it) only when the auth manager lets them read one of the flow's DAGs (`mirrorflow_<kind>__<flow.id>`,
+DAG-level GET: Simple's viewer reads every DAG, a team's users the DAGs of their team's bundles; FAB
+and Keycloak per DAG), the same unit Airflow's own UI filters DAGs by.
 
 Pause, resume and stop (POST /api/flows/<flow.id>/control, a JSON body: a cross-site form cannot send
 one) need the permission to trigger the flow's control DAG (`mirrorflow_control__<flow.id>`, DAG run
@@ -13,14 +18,15 @@ the target with the Airflow user's name (ops.flow_control), like a run of that D
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import Literal
 
 from airflow.api_fastapi.auth.managers.models.base_user import BaseUser
 from airflow.api_fastapi.auth.managers.models.resource_details import DagAccessEntity
-from airflow.api_fastapi.core_api.security import GetUserDep, get_user, requires_access_dag
+from airflow.api_fastapi.core_api.security import GetUserDep, requires_access_dag
 from airflow.configuration import conf
 from airflow.plugins_manager import AirflowPlugin
-from fastapi import Depends, FastAPI, HTTPException, Request
+from fastapi import FastAPI, HTTPException, Request
 from fastapi.responses import HTMLResponse
 from pydantic import BaseModel
 
@@ -31,6 +37,7 @@ KINDS = (
     "replicate",
     "sync",
     "checkpoint",
+    "heartbeat",
     "verify",
     "backfill",
     "control",
@@ -66,6 +73,32 @@ def control_dag_id(flow_id: str) -> str:
     return f"mirrorflow_control__{flow_id}"
 
 
+def may_read(request: Request, user: BaseUser, flow_id: str, known: Collection[str]) -> bool:
+    """Whether `user` may read one of the flow's DAGs that Airflow knows (`known`: in its database, where
+    their teams are; the auth manager's own DAG-level check). A flow none of whose DAGs Airflow has
+    parsed yet is checked as its control DAG without a team, as Airflow checks a DAG it does not know."""
+    ids = [f"mirrorflow_{kind}__{flow_id}" for kind in KINDS]
+    for dag_id in [i for i in ids if i in known] or [control_dag_id(flow_id)]:
+        try:
+            requires_access_dag("GET", param_dag_id=dag_id)(request, user)
+        except HTTPException:
+            continue
+        return True
+    return False
+
+
+def _readable(request: Request, user: BaseUser) -> list:
+    """The flows' pages this user may read (may_read)."""
+    from airflow.models.dag import DagModel
+    from airflow.utils.session import create_session
+    from sqlalchemy import select
+
+    pages = _pages()
+    with create_session() as session:
+        known = set(session.scalars(select(DagModel.dag_id).where(DagModel.dag_id.like("mirrorflow\\_%", escape="\\"))))
+    return [p for p in pages if may_read(request, user, p.flow.replace("->", "-"), known)]
+
+
 def may_control(request: Request, user: BaseUser, flow_id: str) -> bool:
     """Whether `user` may trigger the flow's control DAG (the auth manager's own check, teams included)."""
     try:
@@ -78,11 +111,13 @@ def may_control(request: Request, user: BaseUser, flow_id: str) -> bool:
 class ControlRequest(BaseModel):
     action: Literal["pause", "resume", "stop"]
     reason: str | None = None
+    force: bool = False  # resume a flow its failover stopped (its applications never moved), as the CLI's --force
 
 
-@app.get("/api/flows", dependencies=[Depends(get_user)])
-def flows() -> list[dict]:
-    return [p.status.to_dict() for p in _pages()]
+@app.get("/api/flows")
+def flows(request: Request, user: GetUserDep) -> list[dict]:
+    """The flows this user may read (may_read)."""
+    return [p.status.to_dict() for p in _readable(request, user)]
 
 
 @app.post("/api/flows/{flow_id}/control")
@@ -98,7 +133,7 @@ def control(flow_id: str, body: ControlRequest, request: Request, user: GetUserD
     if flow is None:
         raise HTTPException(404, f"no flow {flow_id!r} in the config")
     try:
-        st = control_flow(cfg, flow, body.action, user.get_name(), "status-page", body.reason or "")
+        st = control_flow(cfg, flow, body.action, user.get_name(), "status-page", body.reason or "", body.force)
     except MirrorflowError as exc:
         raise HTTPException(409, str(exc)) from None
     finally:
@@ -110,7 +145,7 @@ def control(flow_id: str, body: ControlRequest, request: Request, user: GetUserD
 def index(request: Request, user: GetUserDep, fragment: bool = False) -> str:
     from mirrorflow_airflow import status_html
 
-    pages = _pages()
+    pages = _readable(request, user)
     # buttons only on the flows this user may control (the POST checks again)
     controls = {p.flow for p in pages if may_control(request, user, p.flow.replace("->", "-"))}
     if fragment:

@@ -22,11 +22,8 @@ def dagbag(tmp_path, source, target, airflow_db, unique, monkeypatch):
     prefix = unique("dag")
     cfg = write_config(tmp_path / "mf.yaml", {"A": source, "B": target},
                        {"A->B": {"topics": f"{prefix}\\..*", "sync.group.offsets.enabled": True,
-                                 "emit.checkpoints.interval.seconds": 30, "state.topic.partitions": 1,
-                                 "emit.heartbeats.interval.seconds": 30},  # one heartbeat per run
-                        # a short tick: its heartbeat task emits for the length of one (60 s by default)
-                        "B->A": {"enabled": False, "topics": f"{prefix}\\..*", "emit.checkpoints.interval.seconds": 5,
-                                 "emit.heartbeats.interval.seconds": 5}})
+                                 "emit.checkpoints.interval.seconds": 30, "state.topic.partitions": 1},
+                        "B->A": {"enabled": False, "topics": f"{prefix}\\..*", "emit.checkpoints.interval.seconds": 5}})
     monkeypatch.setenv("MIRRORFLOW_CONFIG", str(cfg.path))
     from airflow.dag_processing.dagbag import DagBag
 
@@ -41,12 +38,12 @@ def test_one_checkpoint_dag_per_flow(dagbag):
     dag = bag.get_dag("mirrorflow_checkpoint__A-B")
     assert dag.max_active_runs == 1 and dag.catchup is False
     assert type(dag.timetable).__name__ == "DeltaTriggerTimetable" and dag.timetable.delta == timedelta(seconds=30)
-    assert set(dag.task_ids) == {"checkpoint", "sync_group_offsets", "heartbeat"}
+    assert set(dag.task_ids) == {"checkpoint", "sync_group_offsets"}  # heartbeats: a DAG of their own
     assert dag.get_task("sync_group_offsets").upstream_task_ids == {"checkpoint"}
     assert dag.default_args["retries"] >= 2 and "mirrorflow" in dag.tags
 
 
-def test_dag_run_writes_checkpoints_syncs_the_group_and_emits_heartbeats(dagbag, source, target):
+def test_dag_run_writes_checkpoints_and_syncs_the_group(dagbag, source, target):
     cfg, prefix, bag = dagbag
     topic = f"{prefix}.orders"
     create_topic(source, topic)
@@ -62,7 +59,7 @@ def test_dag_run_writes_checkpoints_syncs_the_group_and_emits_heartbeats(dagbag,
     run = bag.get_dag("mirrorflow_checkpoint__A-B").test()
     assert run.state == "success"
     states = {ti.task_id: ti.state for ti in run.get_task_instances()}
-    assert states == {"checkpoint": "success", "sync_group_offsets": "success", "heartbeat": "success"}
+    assert states == {"checkpoint": "success", "sync_group_offsets": "success"}
     with FlowClients(cfg, flow) as clients:
         store = CheckpointStore.load(clients)
     cp = store.for_group(group)[(f"A.{topic}", 0)]
@@ -74,8 +71,8 @@ def test_dag_run_writes_checkpoints_syncs_the_group_and_emits_heartbeats(dagbag,
     t.close()
 
 
-def test_disabled_flow_skips_checkpoints_but_still_emits_heartbeats(dagbag):
+def test_disabled_flow_skips_checkpoints(dagbag):
     _, _, bag = dagbag
     run = bag.get_dag("mirrorflow_checkpoint__B-A").test()
     states = {ti.task_id: ti.state for ti in run.get_task_instances()}
-    assert states == {"checkpoint": "skipped", "sync_group_offsets": "skipped", "heartbeat": "success"}
+    assert states == {"checkpoint": "skipped", "sync_group_offsets": "skipped"}

@@ -78,3 +78,39 @@ def test_control_dag_stops_and_resumes_with_the_triggering_user(tmp_path, source
         (flow.name, "stop", "dag_test", "airflow", "maintenance of B"),
         (flow.name, "resume", "dag_test", "airflow", "done"),
     ]
+
+
+def test_control_dag_refuses_to_pause_or_stop_a_failed_over_flow(tmp_path, source, target, airflow_db, unique,
+                                                                  monkeypatch, capfd):
+    from mirrorflow.metadata.sync import sync_flow
+    from mirrorflow.ops.dr.failover import failover
+    from mirrorflow.replication.runner import run_once
+    from tests.integration.test_replicate import records
+    from tests.support import create_topic, produce
+
+    src, tgt = unique("DA"), unique("DB")  # a flow of its own: its failover touches no other test's flow
+    topic = unique("ctlfo")
+    cfg = write_config(tmp_path / "mf.yaml", {src: source, tgt: target},
+                       {f"{src}->{tgt}": {"topics": topic, "heartbeats.replication.enabled": False,
+                                          "state.topic.partitions": 1}})
+    flow = cfg.flow(f"{src}->{tgt}")
+    create_topic(source, topic, 1)
+    assert sync_flow(cfg, flow, ["topics"]).ok
+    produce(source, topic, records(3, 1))
+    assert run_once(cfg, flow, mode="direct").records == 3
+    assert failover(cfg, flow).done
+    with FlowClients(cfg, flow) as clients:
+        before = flow_state(clients), read_history(clients)
+    monkeypatch.setenv("MIRRORFLOW_CONFIG", str(cfg.path))
+    from airflow.dag_processing.dagbag import DagBag
+
+    dag = DagBag(dag_folder=DAG_FILE).get_dag(f"mirrorflow_control__{flow.id}")
+    for action in ("pause", "stop"):
+        capfd.readouterr()
+        run = dag.test(run_conf={"action": action, "reason": "maintenance", "force": False})
+        assert run.get_task_instances()[0].state == "failed"
+        out = "".join(capfd.readouterr())
+        assert f"cannot {action} flow {flow.name}: it is stopped by " in out and (
+            f"Next step: fail back once {src} is back") in out, out[-3000:]
+    with FlowClients(cfg, flow) as clients:
+        assert (flow_state(clients), read_history(clients)) == before  # nothing written

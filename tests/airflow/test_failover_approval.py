@@ -1,9 +1,11 @@
-"""The failover's human step under Airflow's real scheduler: `airflow standalone` with a
-logged-in user `admin` (the simple auth manager, not all-admins), the failover DAG triggered and
+"""The failover's and the failback's human step under Airflow's real scheduler: `airflow standalone`
+with a logged-in user `admin` (the simple auth manager, not all-admins), the DAGs triggered and
 answered through the REST API the Required Actions page uses (PATCH .../hitlDetails). One Airflow
-for both: a rejection changes nothing (group offsets, flow state, no failover record) and the run
+for all: a rejection changes nothing (group offsets, flow state, no failover record) and the run
 fails saying "rejected by admin"; then an approval commits on the target exactly the offsets the
-approval page showed, and the failover record names admin as the approver."""
+approval page showed, and the failover record names admin as the approver. Then the failback the
+same way: rejected, the run fails and the reverse flow stays stopped; approved, it starts exactly the
+plan the page showed and its record names admin."""
 from __future__ import annotations
 
 import json
@@ -63,6 +65,8 @@ class Api:
                 if exc.code not in (404, 500, 503):  # not there yet, or SQLite busy beside the scheduler
                     raise
                 got = None
+            except TimeoutError:  # the api-server did not answer within a minute (a loaded machine): ask again
+                got = None
             if got:
                 return got
             assert time.monotonic() < deadline, f"timed out waiting for {what}"
@@ -75,10 +79,11 @@ def test_failover_approval_and_rejection_through_the_rest_api(tmp_path, source, 
     src, tgt = f"HA{tag}", f"HB{tag}"
     pfx = unique("hitl")
     topic, app, moved = f"{pfx}.orders", f"{pfx}-app", f"{pfx}-moved"
-    cfg = write_config(tmp_path / "mf.yaml", {src: source, tgt: target}, {f"{src}->{tgt}": {
-        "topics": f"{pfx}\\..*", "groups": f"{pfx}-.*", "state.topic.partitions": 2,
-        "heartbeats.replication.enabled": False, "emit.heartbeats.enabled": False}})
-    flow = cfg.flow(f"{src}->{tgt}")
+    props = {"topics": f"{pfx}\\..*", "groups": f"{pfx}-.*", "state.topic.partitions": 2,
+             "heartbeats.replication.enabled": False, "emit.heartbeats.enabled": False}
+    cfg = write_config(tmp_path / "mf.yaml", {src: source, tgt: target},
+                       {f"{src}->{tgt}": props, f"{tgt}->{src}": {**props, "standby": True}})
+    flow, rev = cfg.flow(f"{src}->{tgt}"), cfg.flow(f"{tgt}->{src}")
     remote = f"{src}.{topic}"
     create_topic(source, topic, 2)
     assert sync_flow(cfg, flow, ["topics"]).ok
@@ -99,18 +104,18 @@ def test_failover_approval_and_rejection_through_the_rest_api(tmp_path, source, 
                       AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS="False",
                       AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS="admin:admin",
                       AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE=str(home / "passwords.json"))
-    dag_id = f"mirrorflow_failover__{flow.id}"
+    dag_id, back_id = f"mirrorflow_failover__{flow.id}", f"mirrorflow_failback__{flow.id}"
     log = tmp_path / "standalone.log"
     airflow(env, "db", "migrate")
     with standalone(env, log) as proc:
-        unpause_when_ready(proc, log, home / "airflow.db", port, [dag_id])
+        unpause_when_ready(proc, log, home / "airflow.db", port, [dag_id, back_id])
         api = Api(port, "admin", "approve-me")
         runs = f"/api/v2/dags/{dag_id}/dagRuns"
 
-        def ask(conf: dict) -> tuple[str, dict]:
+        def ask(conf: dict, runs: str = runs, task: str = "approve_failover") -> tuple[str, dict]:
             """Trigger a run; wait until its approval is pending; return (run id, the approval's details)."""
             run_id = api.call("POST", runs, {"logical_date": None, "conf": conf})["dag_run_id"]
-            ti = f"{runs}/{run_id}/taskInstances/approve_failover"
+            ti = f"{runs}/{run_id}/taskInstances/{task}"
 
             def pending() -> dict | None:
                 state = api.call("GET", ti)["state"]
@@ -119,11 +124,11 @@ def test_failover_approval_and_rejection_through_the_rest_api(tmp_path, source, 
 
             detail = api.wait("the approval", pending, 600, log)
             api.wait("the scheduler to see the task paused",
-                     lambda: scheduler_saw_pause(log, "approve_failover", run_id), 60, log)
+                     lambda: scheduler_saw_pause(log, task, run_id), 60, log)
             return run_id, detail
 
-        def answer(run_id: str, option: str) -> str:
-            api.call("PATCH", f"{runs}/{run_id}/taskInstances/approve_failover/-1/hitlDetails",
+        def answer(run_id: str, option: str, runs: str = runs, task: str = "approve_failover") -> str:
+            api.call("PATCH", f"{runs}/{run_id}/taskInstances/{task}/-1/hitlDetails",
                      {"chosen_options": [option], "params_input": {}})
             return api.wait("the run's end", lambda: (s := api.call("GET", f"{runs}/{run_id}")["state"]) in (
                 "success", "failed") and s, 600, log)
@@ -151,6 +156,29 @@ def test_failover_approval_and_rejection_through_the_rest_api(tmp_path, source, 
             rf"    ({re.escape(pfx)}-\w+) resumes {re.escape(remote)}\[(\d)\] at (\d+)", body)}
         assert set(shown) == {(app, 0), (app, 1), (moved, 0)}, body
         assert answer(run_id, "Approve") == "success"
+
+        # 3. the failback, bound the same way: B's own records wait to go back to A
+        create_topic(target, topic, 1)
+        produce(target, topic, records(3, 1, seed="onB"))
+        back_runs = f"/api/v2/dags/{back_id}/dagRuns"
+        run_id, detail = ask({}, back_runs, "approve_failback")
+        assert answer(run_id, "Reject", back_runs, "approve_failback") == "failed"
+        back_plan = detail["subject"].rsplit(" ", 1)[1]
+        assert re.fullmatch(r"[0-9a-f]{12}", back_plan) and detail["body"].startswith(
+            f"**Failback plan `{back_plan}`** of flow `{flow.name}`: starts `{rev.name}`"), detail
+        refused = f"failback plan {back_plan} rejected by admin: nothing started, {rev.name} is unchanged"
+        api.wait("the failback's rejection in the task's log", lambda: refused in json.dumps(
+            api.call("GET", f"{back_runs}/{run_id}/taskInstances/approve_failback/logs/1")), 60, log)
+        with FlowClients(cfg, rev) as clients:
+            assert flow_state(clients).state == "stopped" and read_control(clients, "failback") is None
+        run_id, detail = ask({"approvers": "admin", "approval_timeout_minutes": 30}, back_runs, "approve_failback")
+        assert detail["subject"].endswith(f"plan {back_plan}") and "written on " in detail["body"], detail
+        assert answer(run_id, "Approve", back_runs, "approve_failback") == "success"
+        with FlowClients(cfg, rev) as clients:
+            assert flow_state(clients).state == "running"
+            back_record = read_control(clients, "failback")
+        assert back_record["plan"] == back_plan and back_record["approved_by"] == "admin", back_record
+        assert [(s["topic"], s["to_copy"]) for s in back_record["seeds"]] == [(topic, 3)], back_record
     after = {g: committed_offsets(target, g, remote, 2) for g in before}
     assert {(g, p): o for g, offs in after.items() for p, o in offs.items() if o >= 0} == shown
     with FlowClients(cfg, flow) as clients:

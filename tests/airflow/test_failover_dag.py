@@ -30,10 +30,12 @@ pytestmark = pytest.mark.airflow
 DAG_FILE = os.path.join(os.path.dirname(__file__), "..", "..", "dags", "mirrorflow_failover.py")
 
 
-def answer_when_asked(dag_id: str, option: str, user: str, seen: dict) -> threading.Thread:
+def answer_when_asked(dag_id: str, option: str, user: str, seen: dict, task_id: str = "approve_failover",
+                      before=None) -> threading.Thread:
     """In a thread: wait for the approval task to park in AWAITING_INPUT, keep the page's subject and
-    body in `seen`, then record `option` by `user` as the HITL PATCH endpoint does (response columns,
-    then handle_event_submit, which resumes the task)."""
+    body in `seen`, call `before()` (something that happens while the approval waits), then record
+    `option` by `user` as the HITL PATCH endpoint does (response columns, then handle_event_submit,
+    which resumes the task)."""
     from airflow.models.hitl import HITLDetail
     from airflow.models.taskinstance import TaskInstance as TI
     from airflow.models.trigger import handle_event_submit
@@ -44,14 +46,16 @@ def answer_when_asked(dag_id: str, option: str, user: str, seen: dict) -> thread
     from sqlalchemy import select
 
     def run() -> None:
-        deadline = time.monotonic() + 300
+        deadline, waited = time.monotonic() + 300, before is None
         while time.monotonic() < deadline:
             with create_session() as session:
                 ti = session.scalar(select(TI).where(
-                    TI.dag_id == dag_id, TI.task_id == "approve_failover",
+                    TI.dag_id == dag_id, TI.task_id == task_id,
                     TI.state == TaskInstanceState.AWAITING_INPUT))
                 detail = None if ti is None else session.scalar(select(HITLDetail).where(HITLDetail.ti_id == ti.id))
-                if detail is not None:
+                if detail is not None and not waited:
+                    seen.update(subject=detail.subject, body=detail.body)
+                elif detail is not None:
                     seen.update(subject=detail.subject, body=detail.body, timeout=ti.trigger_timeout,
                                 asked=timezone.utcnow())
                     detail.responded_by = {"id": user, "name": user}
@@ -61,6 +65,10 @@ def answer_when_asked(dag_id: str, option: str, user: str, seen: dict) -> thread
                     handle_event_submit(TriggerEvent(detail.as_resume_event_payload()), task_instance=ti,
                                         session=session)
                     return
+            if detail is not None and not waited:  # outside the session: it may take a while
+                before()
+                waited = True
+                continue
             time.sleep(0.5)
 
     t = threading.Thread(target=run, daemon=True)

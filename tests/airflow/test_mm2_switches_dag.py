@@ -1,5 +1,5 @@
 """MM2's six `*.enabled` switches, each off and on, through the DAGs: a dag.test()
-run of the checkpoint or sync DAG; off: the switch's task ends skipped with the reason and writes
+run of the checkpoint, heartbeat or sync DAG; off: the switch's task ends skipped with the reason and writes
 nothing; on: its effect is on the cluster.
 
 Each case has its own source alias (its own flow: state, heartbeats key and checkpoint topic are
@@ -32,7 +32,7 @@ DAGS = os.path.join(os.path.dirname(__file__), "..", "..", "dags")
 # switch -> (DAG kind, the task it governs, the reason an `off` run's task is skipped with)
 SWITCHES = {
     "emit.checkpoints.enabled": ("checkpoint", "checkpoint", "emit.checkpoints.enabled=false"),
-    "emit.heartbeats.enabled": ("checkpoint", "heartbeat", "emit.heartbeats.enabled=false"),
+    "emit.heartbeats.enabled": ("heartbeat", "heartbeat", "emit.heartbeats.enabled=false"),
     "sync.group.offsets.enabled": ("checkpoint", "sync_group_offsets", "sync.group.offsets.enabled=false"),
     "refresh.topics.enabled": ("sync", "topics_and_partitions", "refresh.topics.enabled=false"),
     "sync.topic.configs.enabled": ("sync", "configs", "disabled by sync.topic.configs.enabled=false"),
@@ -76,8 +76,9 @@ def test_switch_through_its_dag(switch, on, request, tmp_path, airflow_db, monke
     src = f"S{tag}"  # this case's own flow
     topic = f"sw-{tag}.orders"
     remote = f"{src}.{topic}"
+    # heartbeats every 60 s: one per run of the heartbeat DAG (its window), nothing deferred
     props = {"topics": f"sw-{tag}\\..*", "state.topic.partitions": 1, "emit.checkpoints.interval.seconds": 5,
-             "emit.heartbeats.interval.seconds": 5, "sync.group.offsets.enabled": True,
+             "emit.heartbeats.interval.seconds": 60, "sync.group.offsets.enabled": True,
              "heartbeats.replication.enabled": False, switch: on}
     cfg = write_config(tmp_path / "mf.yaml", {src: source, "B": target}, {f"{src}->B": props})
     flow = cfg.flow(f"{src}->B")
@@ -103,6 +104,8 @@ def test_switch_through_its_dag(switch, on, request, tmp_path, airflow_db, monke
         for f in a.create_acls([binding]).values():
             f.result(15)
         create_topic(target, remote)
+    elif kind == "heartbeat":  # nothing to set up: the run writes to `heartbeats` on both clusters
+        pass
     else:  # refresh.topics: a source topic without its remote topic; the run counts as scheduled
         create_topic(source, topic, partitions=2)
         from mirrorflow_airflow.dag_builders import timers

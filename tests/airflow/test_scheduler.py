@@ -2,8 +2,9 @@
 dag-processor, api-server, triggerer; LocalExecutor on PostgreSQL, as production Airflow runs,
 from the `airflow_postgres` fixture) runs the sync, replicate and checkpoint DAGs of a flow,
 unpaused, for several schedule intervals while records arrive, a new topic appears mid-way and the
-checkpoint DAG's heartbeats create `heartbeats` on the source: every run succeeds (a topic the
-target lacks waits for the sync DAG instead of failing a run), and every record arrives exactly once.
+heartbeat DAG's heartbeats (its @continuous windows, on the triggerer) create `heartbeats` on the
+source: every run succeeds (a topic the target lacks waits for the sync DAG instead of failing a
+run), and every record arrives exactly once.
 
 In the same Airflow (starting one costs minutes), beside the running scheduler, a backfill created
 through the REST API (POST /api/v2/backfills) on the replicate DAG of a second flow, started at
@@ -168,7 +169,8 @@ def test_dags_under_the_real_scheduler(tmp_path, source, target, unique, airflow
     backfill = AirflowBackfill(db, port, f"mirrorflow_replicate__{bflow.id}", top - 4 * HOUR, top - HOUR)
     producer = threading.Thread(target=keep_producing, daemon=True)
     ids = {k: f"mirrorflow_{k}__{flow_id}" for k in KINDS}
-    ours = [*ids.values(), *(f"mirrorflow_{k}__{bflow.id}" for k in KINDS)]
+    # the heartbeat DAG of the first flow too (the second's has heartbeats off: no schedule)
+    ours = [*ids.values(), *(f"mirrorflow_{k}__{bflow.id}" for k in KINDS), f"mirrorflow_heartbeat__{flow_id}"]
     with standalone(env, tmp_path / "standalone.log") as proc:
         producer.start()
         try:
@@ -217,7 +219,7 @@ def test_dags_under_the_real_scheduler(tmp_path, source, target, unique, airflow
             stop.set()
     assert_copied(source, target, first, remote=f"{src}.{first}")
     assert_copied(source, target, later, remote=f"{src}.{later}")
-    # the checkpoint DAG's heartbeats made `heartbeats` on the source: synced and copied, never a failed run
+    # the heartbeat DAG's heartbeats made `heartbeats` on the source: synced and copied, never a failed run
     assert consume_all(target, f"{src}.heartbeats")
 
     # the backfill: every run planned (none skipped while the scheduled run held the lease: they wait

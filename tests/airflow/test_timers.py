@@ -1,6 +1,6 @@
 """MM2's *.interval.seconds run as timers on the DAG schedules: each job runs
 once per interval in scheduled runs, every job on a manual trigger, and heartbeats every
-emit.heartbeats.interval.seconds during the heartbeat task."""
+emit.heartbeats.interval.seconds during the heartbeat DAG's task."""
 
 from __future__ import annotations
 
@@ -118,8 +118,12 @@ def test_checkpoint_dag_ticks_at_the_shortest_job_and_group_sync_survives_a_skip
         "A->B: checkpoints: not due: emit.checkpoints.interval.seconds=120 and the last "
         "successful run (2026-03-01T10:00:00+00:00) was in the same interval"
     )
-    with pytest.raises(AirflowSkipException) as exc:  # 90 s >= the 30 s tick: one emission when due
-        dag.get_task("heartbeat").execute(ctx)
+    # heartbeats: a DAG of their own; an interval of 90 s (not below its 60 s window) is its schedule,
+    # one emission per run, once per 90 s window as the other timers
+    beats = bag(cfg, monkeypatch, "mirrorflow_heartbeat.py").get_dag("mirrorflow_heartbeat__A-B")
+    assert beats.timetable.delta == timedelta(seconds=90) and "heartbeat" not in dag.task_ids
+    with pytest.raises(AirflowSkipException) as exc:
+        beats.get_task("heartbeat").execute(ctx)
     assert str(exc.value).startswith("A->B: heartbeats: not due: emit.heartbeats.interval.seconds=90 ")
 
 
@@ -194,9 +198,9 @@ def test_heartbeats_are_emitted_every_interval_for_one_tick(tmp_path, source, ta
 def test_the_heartbeat_task_defers_the_ticks_later_heartbeats_to_the_triggerer(
     airflow_db, tmp_path, monkeypatch, source, target, unique
 ):
-    """A 60 s tick with a 20 s interval: the task emits the first heartbeat and defers (no worker
-    slot while it waits); the trigger, run here as the triggerer runs it, sends the other two; the
-    task resumes only to report. Every heartbeat is on the clusters, each once."""
+    """The heartbeat DAG's 60 s window with a 20 s interval: the task emits the first heartbeat and
+    defers (no worker slot while it waits); the trigger, run here as the triggerer runs it, sends
+    the other two; the task resumes only to report. Every heartbeat is on the clusters, each once."""
     import asyncio
 
     from airflow.sdk.exceptions import TaskDeferred
@@ -204,10 +208,9 @@ def test_the_heartbeat_task_defers_the_ticks_later_heartbeats_to_the_triggerer(
     cfg = write_config(
         tmp_path / "mf.yaml",
         {"A": source, "B": target},
-        {"A->B": {"topics": f"{unique('hb')}\\..*", "emit.heartbeats.interval.seconds": 20,
-                  "emit.checkpoints.interval.seconds": 60}},
+        {"A->B": {"topics": f"{unique('hb')}\\..*", "emit.heartbeats.interval.seconds": 20}},
     )
-    task = bag(cfg.path, monkeypatch, "mirrorflow_checkpoint.py").get_dag("mirrorflow_checkpoint__A-B").get_task(
+    task = bag(cfg.path, monkeypatch, "mirrorflow_heartbeat.py").get_dag("mirrorflow_heartbeat__A-B").get_task(
         "heartbeat")
     before = (_ends(target, "heartbeats"), _ends(source, "heartbeats"))
     with pytest.raises(TaskDeferred) as deferred:

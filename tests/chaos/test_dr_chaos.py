@@ -550,7 +550,7 @@ class DrChaos:
         self.fig.group_moves += 1
 
     # -- the failover, the way the CLI and the DAG run it ----------------------------------------
-    def fail_over(self, flow, mode: str, during_approval) -> int:
+    def fail_over(self, flow, mode: str, during_approval) -> dict:
         """plan_failover, `during_approval()` (producers move), commit_failover of exactly that
         plan; the CLI's way (its report) or the DAG's (the plan through JSON, as XCom holds it)."""
         began = time.monotonic()
@@ -574,7 +574,7 @@ class DrChaos:
         # the failover's time is when its plan was made (docs/state.md): it splits divergence and split brain
         assert t0 <= int(record["at"]) <= t1, (t0, record["at"], t1)
         self.timed(f"failover {mode}", began)
-        return int(record["at"])
+        return record
 
     # -- the failback and its report against the ledger ------------------------------------------
     def check_failback(self, rep, expect_kept: dict[str, list[Written]], copies: list[Written]) -> None:
@@ -597,10 +597,12 @@ class DrChaos:
         got_copy = {(s.topic, s.partition): s.to_copy for s in rep.seeds}
         assert got_copy == model, f"to copy: failback reports {got_copy}, the ledger says {model}\n{rep.render()}"
 
-    def kept_now(self, at: int) -> dict[str, list[Written]]:
+    def kept_now(self, failover: dict) -> dict[str, list[Written]]:
         """A's records that are not on B and no earlier failback kept: checked to be the tail of
-        each partition's records in A's order (A->B copies in order, without holes), split at the
-        failover's time into the divergence and the split brain."""
+        each partition's records in A's order (A->B copies in order, without holes), split into the
+        divergence and the split brain where A's end was when the failover's plan was made (the
+        failover record's `source_ends`; a partition it does not name was born after), or, when A did
+        not answer then (killed, stopped), at the failover's time by the records' timestamps."""
         on_b = {uid_of(r) for recs in self.snap("B").values() for r in recs}
         mine = sorted(
             (w for w in self.ledger.of("A") if w.uid not in self.kept), key=lambda w: (w.topic, w.partition, w.offset)
@@ -609,10 +611,14 @@ class DrChaos:
             seq = [w.uid in on_b for w in mine if (w.topic, w.partition) == tp]
             assert seq == sorted(seq, reverse=True), f"{tp}: A's records on B are not a prefix of A's: {seq}"
         kept = [w for w in mine if w.uid not in on_b]
-        return {
-            "divergence": [w for w in kept if w.ts < at],
-            "split brain": [w for w in kept if w.ts >= at],
-        }
+        ends, at = failover.get("source_ends") or {}, int(failover["at"])
+
+        def after(w: Written) -> bool:
+            if ends:
+                return w.offset >= ends.get(f"{w.topic}:{w.partition}", -1)
+            return w.ts >= at
+
+        return {"divergence": [w for w in kept if not after(w)], "split brain": [w for w in kept if after(w)]}
 
     def topics_parts(self) -> list[TP]:
         return [(t, p) for t, n in self.topics.items() for p in range(n)]
@@ -669,15 +675,15 @@ class DrChaos:
                 dev.stop("DA")
                 self.fig.stops += 1
             a_writer.stop()
-            at = self.fail_over(self.fwd, "unplanned", approval)
+            failover = self.fail_over(self.fwd, "unplanned", approval)
         elif kind == "partition":  # A up and written to through the failover: split brain
-            at = self.fail_over(self.fwd, "unplanned", approval)
+            failover = self.fail_over(self.fwd, "unplanned", approval)
             time.sleep(rng.uniform(0.3, 1.5))
             a_writer.stop()
         else:  # planned: A's producers stopped first (the runbook's step), the drain checkpoints last
             a_writer.stop()
             offsets = self.committed("A")
-            at = self.fail_over(self.fwd, "planned", approval)
+            failover = self.fail_over(self.fwd, "planned", approval)
             # the drain's last checkpoint pass translated exactly these offsets (B writes only after the plan)
             self.model_checkpoint(self.fwd, "A", offsets, *drained[0])
         bw = b_writer[0]
@@ -697,7 +703,7 @@ class DrChaos:
             time.sleep(rng.uniform(0.5, 2.0))
             w.stop()
 
-        kept = self.kept_now(at)
+        kept = self.kept_now(failover)
         bw.pause()
         began = time.monotonic()
         rep = failback(self.cfg, self.fwd)

@@ -66,3 +66,63 @@ def test_a_state_declared_in_the_config_applies_over_running(tmp_path, source, t
     assert rep.skipped and "is stopped (in the config (state property))" in rep.skipped and rep.records == 0
     out = cli(cfg, "flow", "resume", "--flow", "A->B").stdout
     assert "the config declares state 'stopped'" in out
+
+
+def test_a_failed_over_flow_refuses_pause_and_stop_through_every_door(tmp_path, source, target, unique,
+                                                                       airflow_db, monkeypatch):
+    """A pause or stop of a failed-over flow would erase what its failover recorded (a stop replaces
+    the state that names the failback, a pause lets group sync move the failed-over groups again):
+    the CLI and the status page's API refuse both, naming the failback, and change nothing; the
+    failback still sees the flow as its failover left it. A forced resume is recorded as forced."""
+    from fastapi.testclient import TestClient
+
+    from airflow.api_fastapi.app import create_app, get_auth_manager
+    from airflow.api_fastapi.auth.managers.simple.user import SimpleAuthManagerUser
+    from mirrorflow.ops.dr.failover import failover
+    from mirrorflow.state.history import read_history
+    from tests.support import write_config
+
+    pfx = unique("fsfo")
+    topic = f"{pfx}.orders"
+    src, tgt = unique("XA"), unique("XB")  # aliases of its own: its failover touches no other test's flow
+    cfg = write_config(tmp_path / "mf.yaml", {src: source, tgt: target}, {f"{src}->{tgt}": {
+        "topics": f"{pfx}\\..*", "state.topic.partitions": 1, "heartbeats.replication.enabled": False}})
+    flow = cfg.flow(f"{src}->{tgt}")
+    create_topic(source, topic, 1)
+    assert sync_flow(cfg, flow, ["topics"]).ok
+    produce(source, topic, records(5, 1))
+    assert run_once(cfg, flow, mode="direct").records == 5
+    assert failover(cfg, flow).done
+
+    def state_and_history():
+        with FlowClients(cfg, flow) as clients:
+            return flow_state(clients), read_history(clients)
+
+    before = state_and_history()
+    assert before[0].failed_over and [o.kind for o in before[1]] == ["failover"], before
+    for action in ("pause", "stop"):
+        proc = cli(cfg, "flow", action, "--flow", flow.name, "--reason", "maintenance", check=False)
+        assert proc.returncode == 1, proc.stdout
+        assert f"cannot {action} flow {flow.name}: it is stopped by " in proc.stderr, proc.stderr
+        assert f"Next step: fail back once {src} is back: `mirrorflow failback --flow {flow.name}`" in proc.stderr
+    # the status page's API (and so its buttons): the same refusal, 409
+    monkeypatch.setenv("MIRRORFLOW_CONFIG", str(cfg.path))
+    client = TestClient(create_app())
+    token = get_auth_manager().generate_jwt(SimpleAuthManagerUser(username="ada", role="admin"))
+    for action in ("pause", "stop"):
+        resp = client.post(f"/mirrorflow/api/flows/{flow.id}/control", json={"action": action, "reason": "x"},
+                           headers={"Authorization": f"Bearer {token}"})
+        assert resp.status_code == 409, resp.text
+        assert resp.json()["detail"].startswith(f"cannot {action} flow {flow.name}: it is stopped by "), resp.text
+    assert state_and_history() == before  # nothing written
+    assert "is stopped" in (emit_checkpoints(cfg, flow).skipped_reason or "")  # no group sync over the moved groups
+
+    # --force is for a resume only (the applications never moved), and the history says it was forced
+    proc = cli(cfg, "flow", "stop", "--flow", flow.name, "--force", check=False)
+    assert proc.returncode == 2 and "--force: only with `mirrorflow flow resume`, not stop" in proc.stderr
+    cli(cfg, "flow", "resume", "--flow", flow.name, "--force", "--reason", "the applications never moved")
+    st, ops = state_and_history()
+    assert st.state == "running" and [o.kind for o in ops] == ["failover", "resume"], ops
+    assert ops[-1].reason == "the applications never moved" and ops[-1].summary.startswith(
+        f"forced resume of a failed-over flow (failed over to {tgt!r} at "), ops[-1]
+    assert ops[-1].summary.endswith("): its failback is not done"), ops[-1]

@@ -198,3 +198,59 @@ def test_every_checkpoint_pass_is_on_the_page_also_one_that_moved_no_group(sourc
     assert page.last_checkpoint.ok and page.now_ms - page.last_checkpoint.at < 60_000
     html = status_html.render_flow(page, lambda f: [])
     assert re.search(r"Consumer groups \(0; last checkpoint pass \d+ s ago\)", html)
+
+
+def test_the_page_and_its_api_show_a_user_only_the_flows_whose_dags_they_may_read(source, target, unique, tmp_path,
+                                                                                 monkeypatch, airflow_db):
+    """Airflow's teams own DAG bundles, and the auth manager lets a team's users read only their
+    bundles' DAGs: the status page and GET /api/flows show each user only the flows one of whose DAGs
+    they may read (their topics, groups and operators are no one else's business). A flow whose DAGs
+    belong to no team is everyone's, as in Airflow's own DAG list."""
+    import html
+
+    from fastapi.testclient import TestClient
+
+    from airflow.api_fastapi.app import create_app, get_auth_manager
+    from airflow.api_fastapi.auth.managers.simple.user import SimpleAuthManagerUser
+    from airflow.models.dag import DagModel
+    from airflow.models.dagbundle import DagBundleModel
+    from airflow.models.team import Team
+    from airflow.utils.session import create_session
+
+    topic = unique("teams")
+    create_topic(source, topic)
+    aliases = {name: (unique(f"{name}A"), unique(f"{name}B")) for name in ("red", "blue", "open")}
+    clusters = {a: c for a, b in aliases.values() for a, c in ((a, source), (b, target))}
+    flows = {f"{a}->{b}": {"topics": topic, "heartbeats.replication.enabled": False} for a, b in aliases.values()}
+    cfg = write_config(tmp_path / "mf.yaml", clusters, flows)
+    ids = {name: f"{a}-{b}" for name, (a, b) in aliases.items()}
+    teams = {name: unique(name) for name in ("red", "blue")}
+    with create_session() as session:  # what the dag processor records for bundles owned by teams
+        for name in ("red", "blue"):
+            team = Team(name=teams[name])
+            bundle = DagBundleModel(name=unique(f"{name}-bundle"))
+            bundle.teams = [team]
+            session.add_all([team, bundle])
+            session.flush()
+            for kind in ("replicate", "control"):
+                session.add(DagModel(dag_id=f"mirrorflow_{kind}__{ids[name]}", bundle_name=bundle.name,
+                                     fileloc=f"/dags/mirrorflow_{kind}.py"))
+    monkeypatch.setenv("MIRRORFLOW_CONFIG", str(cfg.path))
+    client = TestClient(create_app())
+
+    def seen(user: SimpleAuthManagerUser) -> tuple[list[str], str]:
+        token = {"Authorization": f"Bearer {get_auth_manager().generate_jwt(user)}"}
+        listed = client.get("/mirrorflow/api/flows", headers=token)
+        page = client.get("/mirrorflow/?fragment=1", headers=token)
+        assert listed.status_code == page.status_code == 200, (listed.text, page.text)
+        return sorted(f["flow"] for f in listed.json()), page.text
+
+    names = {name: f"{a}->{b}" for name, (a, b) in aliases.items()}
+    shown = {name: html.escape(n) for name, n in names.items()}  # as the page writes them
+    rita = SimpleAuthManagerUser(username="rita", role="viewer", teams=[teams["red"]])
+    listed, page = seen(rita)
+    assert listed == sorted([names["red"], names["open"]]), listed
+    assert shown["red"] in page and shown["open"] in page and shown["blue"] not in page, page
+    listed, page = seen(SimpleAuthManagerUser(username="vera", role="viewer"))
+    assert listed == [names["open"]] and shown["red"] not in page and shown["blue"] not in page
+    assert seen(SimpleAuthManagerUser(username="ada", role="admin"))[0] == sorted(names.values())

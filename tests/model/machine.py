@@ -17,8 +17,8 @@ group's committed offset, after a failback its report's counts. Every flow that 
 at the end. Topic `plain` (2 partitions) takes everything; `compact` (1 partition, compacted on A,
 a plain topic on B: the copy is never cleaned) takes plain writes on A with few keys and tombstones.
 
-The known defect the machine finds is named in KNOWN: violations it explains are printed, not
-failed, so the search goes on for others (tests/model/test_model_based.py says when it is removed).
+A defect the machine finds while another branch fixes it can be named in KNOWN: violations it
+explains are printed, not failed, so the search goes on for others. None is known now.
 """
 
 from __future__ import annotations
@@ -50,11 +50,7 @@ from tests.model.reference import TP, Group, Model, Snapshot, Written, uid_of
 from tests.support import Rec, consume_all, create_topic, end_transaction, write_config
 
 # A defect the machine finds that another branch fixes: its violations are reported, not failed.
-KNOWN = {
-    "failback-pruned": "after a failback over a pruned offset map, verify of the reverse flow reports the "
-    "records below the pruned floor as 'missing' and a planned failover back is refused "
-    "(tests/model/test_found.py)",
-}
+KNOWN: dict[str, str] = {}
 APPROVER = "model-approver"
 
 
@@ -137,7 +133,6 @@ class ReplicationMachine(RuleBasedStateMachine):
         self.failed_over: object | None = None  # the flow failed over, waiting for its failback
         self.failover_step = 0
         self.flows_run: set[str] = set()
-        self.pruned_seeded: set[str] = set()  # flows a failback started over a pruned map (KNOWN)
         self.setting.examples += 1
 
     # -- set-up ------------------------------------------------------------------------------
@@ -274,14 +269,8 @@ class ReplicationMachine(RuleBasedStateMachine):
         print(f"KNOWN DEFECT ({KNOWN[kind]}): {what}")
 
     def verified(self, flow, rep) -> bool:
-        """verify found nothing wrong, or only what the known defect explains ('missing' records of a
-        flow a failback started over a pruned map)."""
-        if rep.ok:
-            return True
-        if flow.name in self.pruned_seeded and all(set(pv.counts) == {"missing"} for pv in rep.mismatched):
-            self.known("failback-pruned", f"verify of {flow.name}: {rep.render().splitlines()[0]}")
-            return True
-        return False
+        """verify found nothing wrong."""
+        return bool(rep.ok)
 
     # -- writes ------------------------------------------------------------------------------
     @rule(n=st.integers(1, 5), partition=st.integers(0, 1), kind=st.sampled_from(["commit", "abort"]))
@@ -406,10 +395,6 @@ class ReplicationMachine(RuleBasedStateMachine):
         pre = plan_failover(self.cfg, flow, mode, copy_mode="direct")
         drained = planned
         assert pre.plan is not None, pre.render()
-        if planned and pre.plan.blocked and pre.verify is not None and self.verified(flow, pre.verify):
-            self.known("failback-pruned", f"planned failover of {flow.name} refused: failing over unplanned")
-            planned, mode = False, "unplanned"
-            pre = plan_failover(self.cfg, flow, mode, copy_mode="direct")
         assert pre.plan is not None and not pre.plan.blocked, pre.render()
         if drained:
             assert planned is False or (pre.verify is not None and pre.verify.ok), pre.render()
@@ -471,8 +456,6 @@ class ReplicationMachine(RuleBasedStateMachine):
             problems.setdefault("to copy", []).append(f"the failback reports {got_copy}, the model {copy}")
         self.fail(f"failback of {flow.name}\n{rep.render()}", problems)
         self.model.kept |= {w.uid for ws in kept.values() for w in ws}
-        if any(x.pruned_below >= 0 for x in rep.seeds):
-            self.pruned_seeded.add(self.flows[t].name)
         self.running, self.failed_over = self.flows[t], None
         self.flows_run.add(self.running.name)  # seeded by the failback
         self.model.step += 1

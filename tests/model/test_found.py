@@ -1,6 +1,6 @@
 """Defects the searching tools found (the model-based tests, the network faults), each as the
-shortest real-broker test that shows it. A defect in code other work owns stays `xfail(strict=True)`
-naming it until that work fixes it (then the test passes, strict xfail fails, and the mark goes)."""
+shortest real-broker test that shows it, kept once fixed so that it stays fixed. A defect in code other
+work owns is marked `xfail(strict=True)` naming it until that work fixes it."""
 
 from __future__ import annotations
 
@@ -30,9 +30,6 @@ def identity_pair(tmp_path, a, b, pfx: str, x: str, y: str, **props):
     return cfg, cfg.flow(f"{x}->{y}"), cfg.flow(f"{y}->{x}")
 
 
-@pytest.mark.xfail(strict=True, reason="defect (ops/failback.py, ops/verify.py): a failback over a pruned offset "
-                   "map seeds no inverse map below the pruned floor, so verify of the reverse flow reports A's own "
-                   "records there as 'missing' and the planned failover back to A is refused")
 def test_after_a_failback_over_a_pruned_map_the_reverse_flow_verifies_and_fails_back_over(
         tmp_path, source, target, unique):
     # found by the model-based test (seed 20261127): start(max_runs=2, txn_records=3), writes, a planned

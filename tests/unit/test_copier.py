@@ -12,7 +12,7 @@ from confluent_kafka import KafkaError, Message
 
 from mirrorflow.errors import MirrorflowError, RecordTooLargeError, TransactionAbortedError
 from mirrorflow.replication import faults
-from mirrorflow.replication.copier import ranges_to_copy, retention_gap
+from mirrorflow.replication.copier import PartitionCopy, UnitResult, ranges_to_copy, retention_gap
 from mirrorflow.replication.planner import Unit
 from mirrorflow.replication.reader import BatchLimits, RangeReader, segments
 from mirrorflow.kafka.retry import Outage
@@ -80,6 +80,27 @@ def test_ranges_to_copy_continue_after_the_committed_progress():
     assert ranges_to_copy(u, Progress("t", 0, 100, ((0, 100),), 5)) == []
     # a fresh partition with nothing to copy anchors its progress at the initial position
     assert ranges_to_copy(Unit("t", 0, "A.t", 7, 7), Progress.empty("t", 0)) == [(7, 7)]
+
+
+def test_a_partitions_units_never_plan_a_hole_below_the_progress_twice():
+    """A failback seeds a ledger with holes (records written on B outside A->B) below the reverse
+    flow's next; the planner cut two units of the partition. Every unit copies from the progress's
+    next, so both would read the hole: the second leaves out what the first reads."""
+    units = [Unit("t", 0, "t", 18, 31), Unit("t", 0, "t", 31, 54)]
+    results = [UnitResult("t", 0, "t", "ok", u.start, u.end) for u in units]
+    [pc] = PartitionCopy.of(units, results)
+    progress = Progress("t", 0, 18, ((0, 18), (20, 31), (42, 47)), 30)
+    assert pc.plan(progress, 0, follow=False)
+    assert [(r.unit, r.a, r.b) for r in pc.ranges] == [(0, 18, 20), (1, 31, 42), (1, 47, 54)]
+    # a backlog cut into units of max records: the second starts where the first ends, not at next
+    units = [Unit("t", 0, "t", 40, 50), Unit("t", 0, "t", 50, 60)]
+    [pc] = PartitionCopy.of(units, [UnitResult("t", 0, "t", "ok", u.start, u.end) for u in units])
+    assert pc.plan(Progress("t", 0, 40, ((0, 40),), 40), 0, follow=False)
+    assert [(r.unit, r.a, r.b) for r in pc.ranges] == [(0, 40, 50), (1, 50, 60)]
+    # a fresh partition's anchor (an empty range) is kept
+    anchor = [Unit("t", 1, "t", 7, 7)]
+    [pa] = PartitionCopy.of(anchor, [UnitResult("t", 1, "t", "ok", 7, 7)])
+    assert pa.plan(Progress.empty("t", 1), 0, follow=False) and [(r.a, r.b) for r in pa.ranges] == [(7, 7)]
 
 
 def test_retention_gap():

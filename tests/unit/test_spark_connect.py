@@ -59,13 +59,39 @@ def test_package_zip_is_named_by_content_and_rebuilt_only_when_it_changes(tmp_pa
     out.mkdir()
     first = package_zip(out, pkg)
     assert first.path.name == f"mirrorflow-{first.digest}.zip"
-    assert sorted(zipfile.ZipFile(first.path).namelist()) == ["mirrorflow/__init__.py", "mirrorflow/sub/a.py"]
+    assert sorted(zipfile.ZipFile(first.path).namelist()) == [
+        "mirrorflow/__init__.py", "mirrorflow/__init__.pyc", "mirrorflow/sub/a.py", "mirrorflow/sub/a.pyc"]
     mtime = first.path.stat().st_mtime_ns
     assert package_zip(out, pkg) == first and first.path.stat().st_mtime_ns == mtime  # reused, not rebuilt
     (pkg / "sub" / "a.py").write_text("X = 2\n")
     second = package_zip(out, pkg)
     assert second.digest != first.digest and second.path != first.path
     assert zipfile.ZipFile(second.path).read("mirrorflow/sub/a.py") == b"X = 2\n"
+
+
+def test_workers_import_the_package_zip_from_its_bytecode_without_compiling(tmp_path, monkeypatch):
+    """A Python worker imports the artifact through zipimport, which cannot cache what it compiles:
+    the zip carries each module's bytecode, used whatever the files' times."""
+    import zipimport
+
+    z = package_zip(tmp_path)
+    compiled: list[str] = []
+    real = zipimport._compile_source
+    monkeypatch.setattr(zipimport, "_compile_source", lambda path, src: compiled.append(path) or real(path, src))
+    importer = zipimport.zipimporter(f"{z.path}/mirrorflow/replication/")  # as the package's __path__ holds it
+    code = importer.get_code("mirrorflow.replication.copier")
+    assert compiled == [] and "PartitionCopy" in code.co_names
+    assert code.co_filename == "mirrorflow/replication/copier.py"  # tracebacks name the source
+    assert "class PartitionCopy" in importer.get_source("mirrorflow.replication.copier")  # and show its lines
+    # bytecode of another Python version is skipped: the source is compiled as before
+    bad = tmp_path / "other.zip"
+    with zipfile.ZipFile(z.path) as src, zipfile.ZipFile(bad, "w") as dst:
+        for name in src.namelist():
+            data = src.read(name)
+            dst.writestr(name, b"\0\0\r\n" + data[4:] if name.endswith(".pyc") else data)
+    assert zipimport.zipimporter(f"{bad}/mirrorflow/").get_code("mirrorflow.errors").co_filename.endswith(
+        "mirrorflow/errors.py")
+    assert compiled and compiled[-1].endswith("mirrorflow/errors.py")
 
 
 def test_the_real_package_zip_holds_the_copier(tmp_path):

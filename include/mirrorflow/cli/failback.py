@@ -1,4 +1,5 @@
-"""`mirrorflow failback --flow A->B [--reseed] [--dry-run] [--yes] [--json]`: start B->A after A->B's failover."""
+"""`mirrorflow failback --flow A->B [--reseed] [--accept-loss] [--plan-id ID] [--dry-run] [--yes] [--json]`:
+prints the plan (with its id), asks, starts B->A with exactly that plan (mirrorflow.ops.dr.failback)."""
 
 from __future__ import annotations
 
@@ -11,12 +12,23 @@ def _args(p: argparse.ArgumentParser) -> None:
     add_operation_args(
         p,
         "the failed-over flow, e.g. A->B (its reverse flow B->A starts)",
-        "print the divergence and where B->A starts, change nothing",
+        "print the plan: the divergence, what B->A copies and where it starts, what B no longer holds; change nothing",
     )
     p.add_argument(
         "--reseed",
         action="store_true",
         help="A was rebuilt empty: B->A copies all of B's topics from their start (refused if A's topics hold records)",
+    )
+    p.add_argument(
+        "--accept-loss",
+        action="store_true",
+        help="start even though B no longer holds records the failback would copy (deleted by retention, removed by "
+        "compaction) or cannot tell them from A->B's (a topic recreated, a partition truncated on B): the plan "
+        "counts and names them; without this flag such a plan is not started",
+    )
+    p.add_argument(
+        "--plan-id",
+        help="start only if the plan is still this one (the id a --dry-run printed); otherwise nothing is started",
     )
 
 
@@ -24,13 +36,24 @@ def _args(p: argparse.ArgumentParser) -> None:
 def _failback(args: argparse.Namespace) -> int:
     from mirrorflow.ops.dr.failback import failback
     from mirrorflow.ops.dr.failback_report import FailbackReport
+    from mirrorflow.state.lease import whoami
 
     cfg, flow = load_flow(args)
 
     def confirm(report: FailbackReport) -> bool:
-        question = f"Start {report.reverse} as shown? Type the flow name {flow.name}: "
+        plan = report.plan.id if report.plan else "?"
+        question = f"Start {report.reverse} with plan {plan} as shown? Type the flow name {flow.name}: "
         return confirmed(args, report.render(), question, flow.name)
 
-    rep = failback(cfg, flow, args.dry_run, confirm, reseed=args.reseed)
+    rep = failback(
+        cfg,
+        flow,
+        args.dry_run,
+        confirm,
+        reseed=args.reseed,
+        accept_loss=args.accept_loss,
+        plan_id=args.plan_id,
+        approved_by=whoami() + (" (--yes)" if args.yes else ""),
+    )
     print_report(rep, args.json)
     return 0 if rep.done or args.dry_run or (rep.note or "").startswith("nothing to do") else 1

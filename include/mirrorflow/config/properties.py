@@ -332,7 +332,8 @@ MM2_DIFFERENCES: dict[str, tuple[str, str]] = {
     ),
     "emit.heartbeats.interval.seconds": (
         "same",
-        "heartbeats are emitted at this interval during each tick of the flow's checkpoint DAG",
+        "heartbeats are emitted at this interval during each 60 s window of the flow's heartbeat DAG "
+        "(`@continuous`, waiting on Airflow's triggerer)",
     ),
 }
 

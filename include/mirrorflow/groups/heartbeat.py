@@ -15,9 +15,9 @@ Replication latency of A->B = now - the newest heartbeat timestamp found in `A.h
 
 MM2's heartbeat task emits every `emit.heartbeats.interval.seconds` (1 s) for as long as it runs;
 `emit_heartbeats_for` does the same for the length of one scheduled run (the CLI), so the cadence
-holds across runs without a task that never ends. The checkpoint DAG emits the first heartbeat in
-its task and the rest from a trigger on Airflow's triggerer (mirrorflow_airflow.triggers), both
-through `HeartbeatSender`, so a flow at rest holds no worker slot between heartbeats.
+holds across runs without a task that never ends. The heartbeat DAG emits the first heartbeat of
+a window in its task and the rest from a trigger on Airflow's triggerer (mirrorflow_airflow.triggers),
+both through `HeartbeatSender`, so a flow at rest holds no worker slot between heartbeats.
 """
 
 from __future__ import annotations

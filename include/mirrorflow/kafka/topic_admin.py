@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from confluent_kafka import OFFSET_INVALID, IsolationLevel, KafkaError, KafkaException, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic, ResourceType
 
 from mirrorflow.errors import ClusterError
 from mirrorflow.kafka.connection import ClusterConnection, kafka_error, warm_metadata
@@ -293,3 +293,21 @@ def topic_ids(
 
     what = f"describing topic {names[0]!r}" if len(names) == 1 else f"describing {len(names)} topics"
     return retry_call(describe, conn.alias, what, timeout, bound_name="the timeout")
+
+
+def compacted_topics(admin: AdminClient, conn: ClusterConnection, topics: Iterable[str]) -> set[str]:
+    """The topics of `topics` whose cleanup.policy includes compact (the log cleaner may remove
+    records from them: superseded values, and tombstones after delete.retention.ms)."""
+    names = sorted(set(topics))
+    if not names:
+        return set()
+    out = set()
+    try:
+        futs = admin.describe_configs([ConfigResource(ResourceType.TOPIC, t) for t in names])
+        for res, fut in futs.items():
+            entry = fut.result(30).get("cleanup.policy")
+            if entry is not None and "compact" in str(entry.value):
+                out.add(res.name)
+    except KafkaException as exc:
+        raise conn.describe_failure(exc) from None
+    return out

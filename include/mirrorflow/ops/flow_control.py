@@ -3,7 +3,11 @@ the status page's buttons, so every door checks the same things and leaves the s
 
 A resume is refused where it would be unsafe (ops.dr.failback.resume_problem: a flow failed over and
 not restarted since, unless forced; the identity policy both ways; a reverse flow failed over since
-this one last ran); nothing is written then.
+this one last ran); nothing is written then. A flow its failover stopped refuses a pause and a stop
+too, whoever asks: a stop would replace the state that says it was failed over (every skipped run and
+the status then name a resume instead of the failback), and a pause would let its checkpoints and
+group sync run again over the groups the failover moved; the failback needs the flow as its failover
+left it. A forced resume (the applications never moved) is recorded in the history as forced.
 """
 
 from __future__ import annotations
@@ -12,7 +16,8 @@ from mirrorflow.clients import FlowClients
 from mirrorflow.config import Config, FlowConfig
 from mirrorflow.errors import ConfigError, StateError
 from mirrorflow.ops.dr.failback import resume_problem
-from mirrorflow.state.flow_state import FlowState, set_flow_state
+from mirrorflow.reporting import iso
+from mirrorflow.state.flow_state import FlowState, flow_state, read_control, set_flow_state
 
 # action -> the state it leaves the flow in
 ACTIONS = {"pause": "paused", "resume": "running", "stop": "stopped"}
@@ -40,4 +45,22 @@ def control_flow(
         if why is not None:
             raise StateError(f"cannot resume flow {flow.name}: {why}")
     with FlowClients(cfg, flow) as clients:
-        return set_flow_state(clients, state, reason.strip(), by, via=via)
+        now = flow_state(clients)
+        summary = ""
+        if now.failed_over and state != "running":
+            harm = (
+                "a pause would let its checkpoints and group sync run again over the groups its failover moved"
+                if state == "paused"
+                else "a stop would replace the record that its failover stopped it"
+            )
+            raise StateError(
+                f"cannot {action} flow {flow.name}: it is {now.describe()}; {harm}, and its failback needs it "
+                f"as the failover left it. Next step: {now.next_step(flow.name)}"
+            )
+        if now.failed_over and force:
+            record = read_control(clients, "failover") or {}
+            summary = (
+                f"forced resume of a failed-over flow (failed over to {flow.target!r} at "
+                f"{iso(int(record.get('at', now.at)))}, plan {record.get('plan', '?')}): its failback is not done"
+            )
+        return set_flow_state(clients, state, reason.strip(), by, via=via, summary=summary)

@@ -29,7 +29,7 @@ from mirrorflow.errors import MirrorflowError
 from mirrorflow.replication.anchors import is_anchor, write_anchors
 from mirrorflow.replication.planner import Unit
 from mirrorflow.replication.reader import OPEN_END, Batch
-from mirrorflow.state.offset_map import subtract_ranges, uncovered
+from mirrorflow.state.offset_map import merge_ranges, subtract_ranges, uncovered
 from mirrorflow.state.records import Progress
 
 if TYPE_CHECKING:
@@ -139,6 +139,12 @@ def ranges_to_copy(unit: Unit, progress: Progress) -> list[tuple[int, int]]:
     return todo
 
 
+def unclaimed(todo: list[tuple[int, int]], claimed: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """The parts of `todo` that the merged `claimed` ranges leave; an empty range (a fresh
+    partition's anchor) stays as it is."""
+    return [piece for a, b in todo for piece in ([(a, b)] if a == b else subtract_ranges(a, b, claimed))]
+
+
 def retention_gap(a: int, b: int, log_start: int) -> tuple[int, tuple[int, int] | None]:
     """Where copying [a, b) can start, and the range source retention deleted before it was copied."""
     if a >= log_start:
@@ -183,14 +189,19 @@ class PartitionCopy:
         return [cls(us, rs) for us, rs in by_key.values()]
 
     def plan(self, progress: Progress, log_start: int, follow: bool) -> bool:
-        """The ranges to read from `progress` (the committed truth); whether there are any."""
+        """The ranges to read from `progress` (the committed truth); whether there are any. All of a
+        partition's units are planned from the same progress, so a later unit leaves out what an
+        earlier one reads: a unit copies from the progress's `next` (not from its planned start), and
+        a ledger with holes below it would otherwise put a hole in two units and copy it twice."""
         self.ranges, self.at, self.planned = [], 0, True
+        claimed: list[tuple[int, int]] = []  # merged, what earlier units of this partition read
         for i, (u, r) in enumerate(zip(self.units, self.results, strict=True)):
             if r.status in ("failed", "fenced"):
                 continue
             if r.transactions:  # resumed after an outage: what the broker kept is the truth
                 r.recount(progress)
-            todo = ranges_to_copy(u, progress)
+            todo = unclaimed(ranges_to_copy(u, progress), claimed)
+            claimed = merge_ranges([*claimed, *todo])
             if not todo:
                 r.status = "skipped"
                 continue

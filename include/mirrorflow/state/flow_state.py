@@ -210,11 +210,13 @@ def set_flow_state(
     via: str = "",
     record: bool = True,
     cause: str = "",
+    summary: str = "",
 ) -> FlowState:
     """Record `state` on the target (idempotent producer, acks=all) and, with `record`, append the
     pause/resume/stop to the flow's operations history (state.history) with who, through which door
     (`via`) and why, so every door (CLI, DAG, status page, a failover) leaves the same trail.
     `cause` "failover": the flow's failover stopped it (its next step is the failback, not a resume).
+    `summary`: what the history line says it did beyond the state (e.g. a forced resume).
     Returns the state that applies. The state is written first: a history write the target does
     not acknowledge is a StateError that says the state itself was recorded."""
     if state not in STATES:
@@ -224,7 +226,7 @@ def set_flow_state(
     write_control(clients, "flow-state", value)
     if record:
         try:
-            record_operation(clients, OPERATION[state], by, via=via, reason=reason, at=at)
+            record_operation(clients, OPERATION[state], by, via=via, reason=reason, summary=summary, at=at)
         except StateError as exc:
             raise StateError(f"flow {clients.flow.name} is now {state}, but {exc}") from None
     return flow_state(clients)

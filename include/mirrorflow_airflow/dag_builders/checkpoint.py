@@ -12,14 +12,11 @@ small summary; each logs the same rendering `mirrorflow checkpoint` / `heartbeat
 * `sync_group_offsets` (after `checkpoint`, which may be skipped): commit them on the target for
   groups without active members there, never backwards, every `sync.group.offsets.interval.seconds`
   (60 s); skipped when `sync.group.offsets.enabled` or `emit.checkpoints.enabled` is false;
-* `heartbeat` (independent): emit MM2 heartbeats every `emit.heartbeats.interval.seconds` (1 s)
-  for the length of one tick, then report the flow's replication latency. With an interval longer
-  than the tick it emits once, in the runs where that interval is due. Between the first and the
-  last heartbeat the task is deferred to Airflow's triggerer (HeartbeatOperator/HeartbeatTrigger),
-  so it holds a worker slot for about a second per tick, not the whole tick.
+MM2's heartbeats have a DAG of their own (heartbeat.py): a run here lasts as long as its two tasks,
+seconds, not a window of heartbeats.
 
-The DAG ticks at the shortest of the checkpoint and group-sync intervals of the enabled jobs
-(else `emit.checkpoints.interval.seconds`); a task whose interval is not due in a scheduled run
+The DAG ticks at the shortest of the checkpoint and group-sync intervals of the enabled jobs (with
+neither enabled it runs only when triggered); a task whose interval is not due in a scheduled run
 ends *skipped* with that reason (timers.py). A manual trigger runs every job.
 """
 
@@ -36,7 +33,6 @@ from mirrorflow.config import Config, FlowConfig
 from mirrorflow_airflow.common import emit_samples, flow_dag, flow_dags, metric, task_config_path
 from mirrorflow_airflow.dag_builders.timers import RunTimes, period, timed_task
 from mirrorflow_airflow.hooks import MirrorflowHook
-from mirrorflow_airflow.operators.heartbeat import HeartbeatOperator
 from mirrorflow_airflow.params import regex, regex_or_none
 from mirrorflow_airflow.rpo_alerts import check_rpo, rpo_notifier
 from mirrorflow_airflow.run_notes import skip_task
@@ -44,14 +40,14 @@ from mirrorflow_airflow.run_notes import skip_task
 log = logging.getLogger(__name__)
 
 
-def checkpoint_period(flow: FlowConfig) -> int:
+def checkpoint_period(flow: FlowConfig) -> int | None:
     """The checkpoint DAG's tick in seconds: the shortest interval of the enabled checkpoint and
-    group-sync jobs, else emit.checkpoints.interval.seconds (heartbeats still need runs)."""
+    group-sync jobs (None: neither is enabled, the DAG runs only when triggered)."""
     p = flow.props
     timers = [int(p["emit.checkpoints.interval.seconds"])] if p["emit.checkpoints.enabled"] else []
     if p["sync.group.offsets.enabled"]:
         timers.append(int(p["sync.group.offsets.interval.seconds"]))
-    return period(timers) or int(p["emit.checkpoints.interval.seconds"])
+    return period(timers)
 
 
 def _skip_unless_due(flow: FlowConfig, job: str, prop: str, times: RunTimes) -> None:
@@ -147,13 +143,13 @@ def checkpoint_params() -> dict[str, Any]:
 
 
 def build_checkpoint_dag(cfg: Config, flow: FlowConfig) -> DAG:
-    name, path = flow.name, task_config_path(cfg)
+    name, path, tick = flow.name, task_config_path(cfg), checkpoint_period(flow)
     rpo_notifier(flow)  # a notifier path that does not import is this DAG file's import error, naming it
     with flow_dag(
         "checkpoint",
         flow,
-        "exact MM2 checkpoints, group offset sync, heartbeats",
-        timedelta(seconds=checkpoint_period(flow)),
+        "exact MM2 checkpoints and group offset sync",
+        timedelta(seconds=tick) if tick else None,
         retry_delay_s=10,
         params=checkpoint_params(),
         doc_md=__doc__,
@@ -171,17 +167,9 @@ def build_checkpoint_dag(cfg: Config, flow: FlowConfig) -> DAG:
             trigger_rule="none_failed",
         )
         checkpoint() >> sync_group_offsets()
-        HeartbeatOperator(
-            task_id="heartbeat",
-            flow_name=name,
-            config_path=path,
-            tick_s=checkpoint_period(flow),
-            doc_md="Emit MM2 heartbeats for the flow (on the triggerer between the first and the last) "
-            "and log its replication latency.",
-        )
     return dag
 
 
 def build_checkpoint_dags(cfg: Config | None = None) -> dict[str, DAG]:
-    """One checkpoint DAG per configured flow, disabled ones too (they still emit heartbeats)."""
+    """One checkpoint DAG per configured flow, disabled ones too (their tasks end skipped, saying why)."""
     return flow_dags(cfg, build_checkpoint_dag, enabled_only=False)

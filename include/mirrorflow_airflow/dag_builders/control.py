@@ -11,6 +11,9 @@ user who triggered the run (the DAG run's triggering user) and the reason given.
   after the flow's own failover its next step is the failback, unless `force` says its applications
   never moved; after the reverse flow was failed over that flow restarts through its failback).
 
+A flow its failover stopped refuses `pause` and `stop` too (the run fails naming the failback): they
+would overwrite what its failover recorded, which the failback needs.
+
 Params: `action`, `reason` (optional, recorded and shown on the status page and in skipped runs) and
 `force` (resume a flow its failover stopped).
 """

@@ -1,20 +1,31 @@
 """Failback DAGs: one per enabled flow, `mirrorflow_failback__<flow.id>`, manual trigger only.
 
-Starts the reverse flow of a failed-over flow from its failover record -- the same core function as
-`mirrorflow failback` (mirrorflow.ops.dr.failback):
+Starts the reverse flow of a failed-over flow from its failover record -- the same core functions as
+`mirrorflow failback` (mirrorflow.ops.dr.failback: plan_failback, commit_failback), bound the way the
+failover DAG is:
 
-* `preflight`: the report: per partition, the records on the target the failed-over flow did not
-  write (from its offset map; the reverse flow copies them), the divergence (records the source had
-  that never reached the target) and the split brain (records the source accepted after the
-  failover), as offset ranges and counts; nothing is deleted.
-* `go_on`: ends the run here for a dry run.
-* `approve_failback`: Airflow's human-in-the-loop ApprovalOperator shows the report; the decision
-  is recorded in Airflow. Reject skips the start.
-* `start`: seeds the reverse flow's progress (its ledger) and offset map, sets it running and
-  records the failback on its target. Its own DAGs (sync, replicate, checkpoint) copy from there.
+* `preflight`: the **plan** (id derived from its content): per partition, the records on the target
+  the failed-over flow did not write (from its offset map; the reverse flow copies them, also in
+  topics and partitions created on the target during the outage), what the target no longer holds
+  (deleted by retention, removed by compaction, a topic recreated or a partition truncated since the
+  failed-over flow wrote it), the divergence (records the source had that never reached the target)
+  and the split brain (records the source accepted after the failover), as offset ranges and counts;
+  nothing is deleted. The plan travels in XCom. A plan that cannot be started (the target lost records
+  and `accept_loss` is off) fails here.
+* `go_on`: ends the run here for a dry run, or when the reverse flow was already started by a
+  failback of the same failover.
+* `approve_failback`: Airflow's human-in-the-loop approval (Required Actions) shows the report as the
+  preflight prints it, with the plan id. Reject fails the run with "rejected by <user>"; no answer
+  within `approval_timeout_minutes` fails it too; nothing is started either way.
+* `start`: starts exactly the approved plan: it reads again what the plan was built from and, if
+  anything moved, fails naming what moved (nothing started: trigger a new preflight); else seeds the
+  reverse flow's progress (its ledger) and offset map, sets it running and records the failback on its
+  target with the approver's Airflow user name. Its own DAGs (sync, replicate, checkpoint) copy from there.
 
 Params: `dry_run`, `reseed` (the source was rebuilt empty: the reverse flow copies all of the
-target's topics from their start; see `mirrorflow failback --reseed`).
+target's topics from their start; see `mirrorflow failback --reseed`), `accept_loss` (start although
+the target lost records the plan names), `approval_timeout_minutes` (default 60), `approvers`
+(Airflow user ids allowed to answer; empty: any user who may act on the DAG).
 """
 
 from __future__ import annotations
@@ -22,7 +33,6 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from airflow.providers.standard.operators.hitl import ApprovalOperator
 from airflow.sdk import DAG, Param, task
 from airflow.sdk.exceptions import AirflowFailException
 
@@ -30,31 +40,56 @@ from mirrorflow.config import Config, FlowConfig
 from mirrorflow_airflow.common import flow_dag, flow_dags, task_config_path
 from mirrorflow_airflow.hooks import MirrorflowHook
 from mirrorflow_airflow.lineage import failback_pairs, report_lineage
+from mirrorflow_airflow.operators.approval import FailbackApproval, approval_params
 from mirrorflow_airflow.params import dry_run
 
 log = logging.getLogger(__name__)
 
 
-def failback_task(flow_name: str, commit: bool, config_path: str | None = None, reseed: bool = False) -> dict[str, Any]:
-    """The preflight (commit=False: a dry run of the core failback) or the start."""
-    from mirrorflow.ops.dr.failback import failback
+def preflight_task(flow_name: str, params: dict[str, Any], config_path: str | None = None) -> dict[str, Any]:
+    """The plan and its report (text, and Markdown for the approval page)."""
+    from mirrorflow.ops.dr.failback_preflight import plan_failback
 
-    cfg, flow = MirrorflowHook(config_path).get_flow(flow_name)
-    rep = failback(cfg, flow, dry_run=not commit, reseed=reseed)
+    cfg = MirrorflowHook(config_path).get_conn()
+    dry = bool(params.get("dry_run"))
+    rep = plan_failback(
+        cfg, cfg.flow(flow_name), bool(params.get("reseed")), bool(params.get("accept_loss")), dry_run=dry
+    )
+    if dry and rep.plan is not None:
+        rep.note = "dry run: nothing changed"
     text = rep.render()
     log.info("%s", text)
-    if commit and not rep.done and not (rep.note or "").startswith("nothing to do"):
+    figures = {"to_copy": rep.to_copy, "diverged": rep.diverged, "split": rep.split, "done": False, "note": rep.note}
+    if rep.plan is None:  # already started by a failback of this failover (as the CLI, not an error)
+        return {"plan_id": None, "text": text, **figures}
+    if rep.plan.blocked and not dry:
         raise AirflowFailException(text)
-    if commit and rep.done:  # the reverse flow's topics: from the failed-over target back to the source
+    return {"plan_id": rep.plan.id, "plan": rep.plan.to_dict(), "text": text, "markdown": rep.markdown(), **figures}
+
+
+def start_task(
+    flow_name: str, preflight: dict[str, Any], approval: dict[str, Any] | None, config_path: str | None = None
+) -> dict[str, Any]:
+    """Start exactly the approved plan (fails, starting nothing, when the state moved)."""
+    from mirrorflow.errors import MirrorflowError
+    from mirrorflow.ops.dr.failback_commit import commit_failback
+    from mirrorflow.ops.dr.failback_plan import FailbackPlan
+
+    cfg = MirrorflowHook(config_path).get_conn()
+    plan = FailbackPlan.from_dict(preflight["plan"])
+    if not approval or approval.get("plan_id") != plan.id:
+        raise AirflowFailException(f"the approval was for plan {(approval or {}).get('plan_id')}, not {plan.id}")
+    try:
+        rep = commit_failback(cfg, cfg.flow(flow_name), plan, str(approval["approved_by"]), via="airflow")
+    except MirrorflowError as exc:
+        raise AirflowFailException(str(exc)) from None
+    text = rep.render()
+    log.info("%s", text)
+    if not rep.done and not (rep.note or "").startswith("nothing to do"):
+        raise AirflowFailException(text)
+    if rep.done:  # the reverse flow's topics: from the failed-over target back to the source
         report_lineage(cfg, cfg.flow(rep.reverse), failback_pairs(cfg.flow(rep.reverse), rep.seeds))
-    return {
-        "text": text,
-        "done": rep.done,
-        "note": rep.note,
-        "to_copy": rep.to_copy,
-        "diverged": rep.diverged,
-        "split": rep.split,
-    }
+    return {"plan_id": plan.id, "approved_by": rep.approved_by, "done": rep.done, "text": text, "to_copy": rep.to_copy}
 
 
 def missing_reverse_flow(reverse: str) -> Param:
@@ -76,7 +111,7 @@ def build_failback_dag(cfg: Config, flow: FlowConfig) -> DAG:
     name, path = flow.name, task_config_path(cfg)
     reverse = f"{flow.target}->{flow.source}"
     params: dict[str, Any] = {
-        "dry_run": dry_run("Divergence report only"),
+        "dry_run": dry_run("Preflight report only"),
         "reseed": Param(
             False,
             type="boolean",
@@ -84,6 +119,15 @@ def build_failback_dag(cfg: Config, flow: FlowConfig) -> DAG:
             description=f"{flow.source} was rebuilt empty: {reverse} copies all of {flow.target}'s topics "
             f"from their start (refused if {flow.source}'s topics hold records)",
         ),
+        "accept_loss": Param(
+            False,
+            type="boolean",
+            title="Accept what the target lost",
+            description=f"Start although {flow.target} no longer holds records the failback would copy (deleted by "
+            "retention, removed by compaction) or cannot tell them from the failed-over flow's (a topic recreated, "
+            "a partition truncated): the preflight counts and names them; without this the run fails there",
+        ),
+        **approval_params(),
     }
     missing = reverse not in cfg.flows
     if missing:
@@ -100,24 +144,29 @@ def build_failback_dag(cfg: Config, flow: FlowConfig) -> DAG:
 
         @task(task_id="preflight", retries=0)
         def preflight(params: dict | None = None) -> dict[str, Any]:
-            """The divergence report and where the reverse flow starts."""
-            return failback_task(name, False, path, bool((params or {}).get("reseed")))
+            """The plan: the divergence, what the reverse flow copies and where it starts, what was lost."""
+            return preflight_task(name, params or {}, path)
 
         @task.short_circuit(task_id="go_on")
-        def go_on(params: dict | None = None) -> bool:
-            """A dry run ends after the preflight."""
-            return not bool((params or {}).get("dry_run"))
+        def go_on(params: dict | None = None, ti: Any = None) -> bool:
+            """A dry run, or a reverse flow already started by this failover's failback, ends here."""
+            return not (params or {}).get("dry_run") and bool(ti.xcom_pull(task_ids="preflight")["plan_id"])
 
-        approve = ApprovalOperator(
+        approve = FailbackApproval(
+            reverse=reverse,
             task_id="approve_failback",
-            subject=f"Start {reverse} (failback of {flow.name})?",
-            body="{{ ti.xcom_pull(task_ids='preflight')['text'] }}",
+            subject=f"Start {reverse} (failback of {flow.name}): plan "
+            "{{ ti.xcom_pull(task_ids='preflight')['plan_id'] }}",
+            body="{{ ti.xcom_pull(task_ids='preflight')['markdown'] }}",
+            retries=0,
         )
 
         @task(task_id="start", retries=0)
-        def start(params: dict | None = None) -> dict[str, Any]:
-            """Seed and start the reverse flow, record the failback."""
-            return failback_task(name, True, path, bool((params or {}).get("reseed")))
+        def start(ti: Any = None) -> dict[str, Any]:
+            """Start exactly the approved plan, record the failback and its approver."""
+            return start_task(
+                name, ti.xcom_pull(task_ids="preflight"), ti.xcom_pull(task_ids="approve_failback"), config_path=path
+            )
 
         preflight() >> go_on() >> approve >> start()
     return dag

@@ -35,10 +35,8 @@ user who may act on the DAG).
 from __future__ import annotations
 
 import logging
-from datetime import timedelta
 from typing import Any
 
-from airflow.providers.standard.operators.hitl import ApprovalOperator, HITLOperator
 from airflow.sdk import DAG, Param, task
 from airflow.sdk.exceptions import AirflowFailException
 
@@ -46,11 +44,10 @@ from mirrorflow.config import Config, FlowConfig
 from mirrorflow_airflow.common import flow_dag, flow_dags, task_config_path
 from mirrorflow_airflow.hooks import MirrorflowHook
 from mirrorflow_airflow.lineage import report_lineage
-from mirrorflow_airflow.params import dry_run, optional_text, regex, regex_or_none
+from mirrorflow_airflow.operators.approval import FailoverApproval, approval_params
+from mirrorflow_airflow.params import dry_run, regex, regex_or_none
 
 log = logging.getLogger(__name__)
-
-APPROVAL_TIMEOUT_MINUTES = 60
 
 
 def preflight_task(flow_name: str, params: dict[str, Any], config_path: str | None = None) -> dict[str, Any]:
@@ -113,39 +110,6 @@ def commit_task(
     return {"plan_id": plan.id, "approved_by": rep.approved_by, "done": rep.done, "text": text}
 
 
-class FailoverApproval(ApprovalOperator):
-    """ApprovalOperator whose response timeout and assignees come from the run's Params, and whose
-    Reject or timeout fails the run naming who rejected (or that nobody answered): a failover that did
-    not happen must not look like a green run in the DAG list."""
-
-    def execute(self, context: Any) -> Any:
-        params = context["params"]
-        minutes = params.get("approval_timeout_minutes") or APPROVAL_TIMEOUT_MINUTES
-        self.response_timeout = timedelta(minutes=float(minutes))
-        users = [u.strip() for u in str(params.get("approvers") or "").split(",") if u.strip()]
-        self.assigned_users = [{"id": u, "name": u} for u in users] or None
-        return super().execute(context)
-
-    def execute_complete(self, context: Any, event: dict[str, Any]) -> Any:
-        plan_id = context["ti"].xcom_pull(task_ids="preflight")["plan_id"]
-        if event.get("error_type") == "timeout":
-            minutes = context["params"].get("approval_timeout_minutes") or APPROVAL_TIMEOUT_MINUTES
-            raise AirflowFailException(
-                f"failover plan {plan_id}: no answer within {minutes} min: nothing committed, the flow is unchanged "
-                "(trigger the DAG again for a new preflight)"
-            )
-        # HITLOperator's, not ApprovalOperator's: that one would mark `commit` skipped on a Reject, and a
-        # run whose leaf is skipped ends "success" although this task failed
-        ret = HITLOperator.execute_complete(self, context, event)  # validates the answer
-        user = (ret.get("responded_by_user") or {}).get("name") or "?"
-        if ret["chosen_options"] != [self.APPROVE]:
-            raise AirflowFailException(
-                f"failover plan {plan_id} rejected by {user}: nothing committed, the flow is unchanged"
-            )
-        log.info("failover plan %s approved by %s", plan_id, user)
-        return {"plan_id": plan_id, "approved_by": user}
-
-
 def build_failover_dag(cfg: Config, flow: FlowConfig) -> DAG:
     name, path = flow.name, task_config_path(cfg)
     with flow_dag(
@@ -185,16 +149,7 @@ def build_failover_dag(cfg: Config, flow: FlowConfig) -> DAG:
                 "took it from whom. Without it such a failover fails in the preflight, naming the holder",
             ),
             "dry_run": dry_run("Preflight report only"),
-            "approval_timeout_minutes": Param(
-                APPROVAL_TIMEOUT_MINUTES,
-                type="integer",
-                minimum=1,
-                title="Approval timeout (minutes)",
-                description="No answer in Required Actions within this time fails the run, nothing committed",
-            ),
-            "approvers": optional_text(
-                "Approvers", "Airflow user ids allowed to approve, comma-separated; empty: any user with access"
-            ),
+            **approval_params(),
         },
         doc_md=__doc__,
     ) as dag:

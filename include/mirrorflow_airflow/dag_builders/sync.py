@@ -1,6 +1,8 @@
 """Sync DAGs: one per enabled flow, `mirrorflow_sync__<flow.id>`, generated from the config.
 
-One task per concern, in MM2's order, so a failure shows where it happened:
+One task per concern, so a failure shows where it happened; topics first (the other two work on
+the remote topics it creates), then configs and ACLs side by side (a run costs two task starts in a
+row, not three):
 
 * `topics_and_partitions`: create missing remote topics (partitions, replication factor, configs)
   and add partitions when the source grew; orphans and larger targets are reported;
@@ -23,7 +25,7 @@ import logging
 from datetime import timedelta
 from typing import Any
 
-from airflow.sdk import DAG, chain
+from airflow.sdk import DAG
 from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 
 from mirrorflow.config import Config, FlowConfig
@@ -122,7 +124,7 @@ def _concern_task(flow_name: str, concern: str, path: str | None) -> Any:
         TASKS[concern],
         lambda times, params: sync_task(flow_name, concern, path, times=times, **_form(params)),
         doc_md=DOCS[concern],
-        # a disabled (skipped) concern must not skip the next one
+        # a disabled (skipped) topics concern must not skip the others
         trigger_rule="all_success" if concern == "topics" else "none_failed",
     )()
 
@@ -138,7 +140,9 @@ def build_sync_dag(cfg: Config, flow: FlowConfig) -> DAG:
         params=sync_params(),
         doc_md=__doc__,
     ) as dag:
-        chain(*(_concern_task(name, concern, path) for concern in TASKS))  # MM2's order
+        # topics first (a config or ACL needs its topic), then configs and ACLs side by side
+        topics = _concern_task(name, "topics", path)
+        topics >> [_concern_task(name, concern, path) for concern in ("configs", "acls")]
     return dag
 
 

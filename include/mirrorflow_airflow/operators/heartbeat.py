@@ -1,9 +1,10 @@
-"""HeartbeatOperator: one checkpoint-DAG tick of MM2 heartbeats without holding a worker slot.
+"""HeartbeatOperator: one window of MM2 heartbeats without holding a worker slot.
 
 The task emits the tick's first heartbeat (creating the heartbeats topics), defers the rest to
 HeartbeatTrigger on the triggerer, and resumes only to report the flow's replication latency. A
-flow at rest therefore costs a worker slot for about a second per tick, not the whole tick; the
-summary's `worker_s` says how long this task held one.
+flow at rest therefore costs a worker slot for about a second per window, not the whole window; the
+summary's `worker_s` says how long this task held one. It runs as the heartbeat DAG's only task
+(dag_builders/heartbeat.py), a window (`tick_s`) per run.
 """
 
 from __future__ import annotations
@@ -52,7 +53,7 @@ class HeartbeatOperator(BaseOperator):
         with FlowClients(cfg, flow) as clients:
             skip = flow_state(clients).skip_reason(flow.name, "checkpoint")
             if skip:
-                skip_task(f"heartbeats: {skip}", note=skip)
+                self._skip(context, f"heartbeats: {skip}", skip)
             start = time.time()
             first = emit_heartbeats(cfg, flow, clients=clients)
         if not first:
@@ -68,6 +69,22 @@ class HeartbeatOperator(BaseOperator):
                 timeout=timedelta(seconds=self.tick_s + 300),  # a triggerer that never runs it
             )
         return self._finish(flow.name, [asdict(e) for e in first], worker_s)
+
+    def _skip(self, context: Any, reason: str, note: str) -> None:
+        """End skipped; a scheduled run first waits out its window on the triggerer, so that a
+        `@continuous` heartbeat DAG of a paused flow does not start run after run."""
+        from airflow.providers.standard.triggers.temporal import TimeDeltaTrigger
+
+        if not RunTimes.of(context.get("dag_run")).manual:
+            self.defer(
+                trigger=TimeDeltaTrigger(timedelta(seconds=self.tick_s)),
+                method_name="skip_after_wait",
+                kwargs={"reason": reason, "note": note},
+            )
+        skip_task(reason, note=note)
+
+    def skip_after_wait(self, context: Any, event: Any = None, reason: str = "", note: str | None = None) -> None:
+        skip_task(reason, note=note)
 
     def execute_complete(self, context: Any, event: dict[str, Any]) -> dict[str, Any]:
         began = time.monotonic()

@@ -1,4 +1,4 @@
-"""HeartbeatTrigger: the rest of a checkpoint DAG tick's heartbeats, emitted on the triggerer.
+"""HeartbeatTrigger: the rest of a heartbeat DAG window's heartbeats, emitted on the triggerer.
 
 MM2's heartbeat task writes a heartbeat every `emit.heartbeats.interval.seconds` (1 s) for as long
 as it runs. A task doing the same for a 60 s tick held a worker slot for the whole tick, so every

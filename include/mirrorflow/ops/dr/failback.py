@@ -24,14 +24,24 @@ the failover committed, while its approval waited, after), and nothing X already
 Records on X that are not on Y, two categories, both kept on X (never deleted) and never copied to
 Y by any later step (a failback back records them as done for X->Y):
 
-* **divergence**: written on X before the failover (record timestamp before the failover record's
-  `at`, when its plan was made) and never copied by X->Y: lost from Y's point of view.
-* **split brain**: accepted by X after the failover (timestamp at or after `at`), i.e. producers
-  that still wrote to X while the applications moved to Y. MirrorMaker 2 users expect a
-  failback not to merge these silently; the report names them (ranges, counts) so the operator
-  decides (re-produce them on Y, or drop them).
-Both: per partition, X offsets at or above X->Y's progress that its ledger does not cover, up to
-X's end now.
+* **divergence**: held by X when the failover plan was made (below X's end then, which the
+  failover record keeps) and never copied by X->Y: lost from Y's point of view.
+* **split brain**: accepted by X after that (from that end on, and every record of a topic or
+  partition created on X since), i.e. producers that still wrote to X while the applications moved
+  to Y. MirrorMaker 2 users expect a failback not to merge these silently; the report names them
+  (ranges, counts) so the operator decides (re-produce them on Y, or drop them).
+Both: per partition X->Y's filter matches on X now, X offsets at or above X->Y's progress that its
+ledger does not cover (a partition it never copied: from its log start), up to X's end now; by
+offsets, not the records' timestamps (failback_divergence).
+
+The whole flow as it is at the failback: Y's topics and partitions the reverse filter matches, also
+those created on Y during the outage, are copied back and counted; what Y no longer holds (deleted by
+retention, removed by compaction, a topic recreated, a partition truncated since X->Y wrote it) is
+counted and named, and stops the failback until the operator accepts it (failback_seeds).
+
+Two steps, as a failover: `plan_failback` (failback_preflight) makes the plan, with an id derived from
+its content; `commit_failback(plan)` (failback_commit) starts exactly that plan or, when what it was
+built from moved, nothing. `failback` composes them for the CLI (plan, confirm, commit).
 
 X rebuilt empty (`failback --reseed`): nothing of X's is kept, so Y->X starts each partition of Y's
 topics at Y's log start in a new map epoch (as `mirrorflow reseed` does) and copies all of it; its
@@ -54,39 +64,16 @@ away from and a failback refuses to start the reverse flow of a flow that is not
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 from mirrorflow.clients import FlowClients
 from mirrorflow.config import Config, FlowConfig
-from mirrorflow.errors import ConfigError, StateError
-from mirrorflow.mm2.filters import FlowFilters
-from mirrorflow.ops.dr.failback_plan import Inverse, Key, divergence, plan_reseed, plan_seeds
-from mirrorflow.ops.dr.failback_report import FailbackReport, divergence_dict, divergence_from, seed_dict, seed_from
-from mirrorflow.ops.dr.failover_record import offsets
-from mirrorflow.ops.dr.seed_writer import write_reseed, write_seeds
+from mirrorflow.ops.dr.failback_commit import commit_failback
+from mirrorflow.ops.dr.failback_preflight import is_identity, plan_failback
+from mirrorflow.ops.dr.failback_report import FailbackReport
+from mirrorflow.ops.dr.failover_plan import PlanMovedError
 from mirrorflow.reporting import iso
-from mirrorflow.state.flow_state import flow_state, read_control, read_controls, set_flow_state, write_control
-from mirrorflow.state.history import record_operation
-from mirrorflow.state.lease import FlowLease, local_owner, whoami
-from mirrorflow.state.offset_map import merge_ranges
-from mirrorflow.state.state_topics import ensure_state_topics
-
-
-def reverse_flow(cfg: Config, flow: FlowConfig) -> FlowConfig:
-    """The flow target->source of `flow`; a ConfigError saying how to add it when there is none."""
-    for f in cfg.flows.values():
-        if f.source == flow.target and f.target == flow.source:
-            return f
-    raise ConfigError(
-        [
-            (
-                f"flows.{flow.target}->{flow.source}",
-                f"failback of {flow.name} starts the reverse flow {flow.target}->{flow.source}, which is not "
-                f"in the config: add it with the same topics, groups and replication.policy.class as "
-                f"{flow.name} and `standby: true` (it stays stopped until the failback starts it)",
-            )
-        ]
-    )
+from mirrorflow.state.flow_state import flow_state, read_control, read_controls
+from mirrorflow.state.lease import whoami
 
 
 def failback(
@@ -95,121 +82,35 @@ def failback(
     dry_run: bool = False,
     confirm: Callable[[FailbackReport], bool] = lambda r: True,
     reseed: bool = False,
+    *,
+    accept_loss: bool = False,
+    plan_id: str | None = None,
+    approved_by: str | None = None,
+    via: str = "cli",
 ) -> FailbackReport:
-    """Preflight (divergence, split brain, what the reverse flow copies), confirm, start the reverse
-    flow (module docstring); `reseed`: the source was rebuilt empty (`failback_plan.plan_reseed`). Raises a
-    MirrorflowError for bad input (no failover yet, flow not stopped, source unreachable, --reseed
-    into a source that holds records)."""
-    rev = reverse_flow(cfg, flow)
-    if _is_identity(flow) != _is_identity(rev):
-        raise ConfigError(
-            [
-                (
-                    f"flows.{rev.name}.replication.policy.class",
-                    f"the reverse flow must use the same replication policy as {flow.name} (identity on one side "
-                    "only would copy what the target got from the source back to it, under another name)",
-                )
-            ]
+    """Plan, confirm, start that plan (the CLI; see the module docstring). Never raises for a refusal
+    the report can explain (already started, not confirmed, a plan that cannot be started: what the
+    target lost and `accept_loss` was not given); raises MirrorflowError for bad input,
+    PlanMovedError when the state moved after the plan or the plan is not `plan_id`."""
+    report = plan_failback(cfg, flow, reseed, accept_loss, dry_run)
+    if report.plan is None:  # nothing to do
+        return report
+    if plan_id and plan_id != report.plan.id:
+        raise PlanMovedError(
+            f"failback of {flow.name}: the plan is {report.plan.id} now, not {plan_id}: the state moved since that "
+            "preflight (see this report); nothing started"
         )
-    identity = _is_identity(flow)
-    report = FailbackReport(flow.name, rev.name, identity, dry_run, reseed=reseed)
-    with FlowClients(cfg, flow) as fc, FlowClients(cfg, rev) as rc:
-        record = read_control(fc, "failover")
-        if record is None:
-            raise StateError(
-                f"flow {flow.name} was never failed over (no failover record on cluster {flow.target!r}): "
-                f"failback starts {rev.name} from that record; run `mirrorflow failover --flow {flow.name}` first"
-            )
-        report.failover_at = int(record.get("at", 0))
-        previous = read_control(rc, "failback")
-        if previous is not None and int(previous.get("failover_at", -1)) == report.failover_at:
-            report.note = (
-                f"nothing to do: {rev.name} was already started by a failback of {flow.name} at "
-                f"{iso(int(previous.get('at', 0)))}"
-            )
-            report.divergence = [divergence_from(d) for d in previous.get("divergence", [])]
-            report.split_brain = [divergence_from(d) for d in previous.get("split_brain", [])]
-            report.seeds = [seed_from(s) for s in previous.get("seeds", [])]
-            return report
-        state = flow_state(fc)
-        if state.state != "stopped":
-            raise StateError(
-                f"flow {flow.name} is {state.describe()}: a failback starts {rev.name}, and both running "
-                f"would copy records back and forth; stop it first (`mirrorflow flow stop --flow {flow.name}`)"
-            )
-        inverse: dict[Key, Inverse] = {}
-        if reseed:
-            report.seeds = plan_reseed(rc, record)
-        else:
-            report.divergence, report.split_brain = divergence(fc, record, report.failover_at)
-            report.seeds, inverse = plan_seeds(fc, rc, record, identity)
-        if dry_run:
-            report.note = "dry run: nothing changed"
-            return report
-        if not confirm(report):
-            report.note = "not confirmed: nothing changed"
-            return report
-        ensure_state_topics(rc)  # the reverse flow may never have run
-        lease = FlowLease(rc, *local_owner("mirrorflow failback")).acquire()
-        try:
-            if reseed:
-                write_reseed(fc, rc, report.seeds, sorted(offsets(record, "replicated_to")))
-            else:
-                write_seeds(rc, report.seeds, inverse)
-            set_flow_state(
-                rc, "running", f"failback of {flow.name} (failed over at {iso(report.failover_at)})", whoami()
-            )
-            write_control(
-                rc,
-                "failback",
-                {
-                    "at": report.at_ms,
-                    "of": flow.name,
-                    "failover_at": report.failover_at,
-                    "by": whoami(),
-                    "reseed": reseed,
-                    "divergence": [divergence_dict(d) for d in report.divergence],
-                    "split_brain": [divergence_dict(d) for d in report.split_brain],
-                    # what earlier failbacks kept on the same target stays there, apart (verify)
-                    "kept_earlier": [] if reseed else _kept_ranges(previous),
-                    "seeds": [seed_dict(s) for s in report.seeds],
-                },
-            )
-            record_operation(
-                rc,
-                "failback",
-                whoami(),
-                summary=f"started by the failback of {flow.name}" + (" (reseed)" if reseed else ""),
-                figures={
-                    "partitions": len(report.seeds),
-                    "to copy": report.to_copy,
-                    "divergence": report.diverged,
-                    "split brain": sum(d.records for d in report.split_brain),
-                },
-            )
-        finally:
-            lease.release()
-    report.done = True
-    return report
-
-
-def _is_identity(flow: FlowConfig) -> bool:
-    return FlowFilters.for_flow(flow).remote_topic("t") == "t"
-
-
-def _kept_ranges(record: dict[str, Any] | None) -> list[dict[str, Any]]:
-    """Every range a failback record says is kept on its reverse flow's target: its divergence and
-    split brain and the earlier failbacks' (`kept_earlier`), per partition. A later failback's record
-    carries them on (the latest record is the only one read), so `verify` of the reverse flow counts
-    the records every failback kept as kept, not as `extra`, round trip after round trip."""
-    out: dict[Key, list[tuple[int, int]]] = {}
-    rec = record or {}
-    for d in [*rec.get("kept_earlier", []), *rec.get("divergence", []), *rec.get("split_brain", [])]:
-        out.setdefault((str(d["topic"]), int(d["partition"])), []).extend((int(a), int(b)) for a, b in d["ranges"])
-    return [
-        {"topic": t, "partition": p, "ranges": [list(r) for r in merge_ranges(ranges)]}
-        for (t, p), ranges in sorted(out.items())
-    ]
+    if dry_run:
+        report.note = "dry run: nothing changed"
+        return report
+    if report.plan.blocked or not confirm(report):
+        report.note = (
+            f"plan {report.plan.id} cannot be started: {report.plan.blocked}; nothing changed"
+            if report.plan.blocked
+            else "not confirmed: nothing changed"
+        )
+        return report
+    return commit_failback(cfg, flow, report.plan, approved_by or whoami(), report, via=via)
 
 
 def resume_problem(cfg: Config, flow: FlowConfig, force: bool = False) -> str | None:
@@ -227,7 +128,7 @@ def resume_problem(cfg: Config, flow: FlowConfig, force: bool = False) -> str | 
     if rev is not None:
         with FlowClients(cfg, rev) as rc:
             rev_state, rev_failover = flow_state(rc), read_control(rc, "failover")
-        if _is_identity(flow) and _is_identity(rev):
+        if is_identity(flow) and is_identity(rev):
             if rev_state.state != "stopped":
                 return (
                     f"the reverse flow {rev.name} is {rev_state.describe()}: with IdentityReplicationPolicy both "

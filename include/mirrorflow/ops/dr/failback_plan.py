@@ -1,192 +1,284 @@
-"""What a failback reads before it changes anything: the divergence and the split brain on the
-failed-over flow's source (`divergence`), and per partition of the reverse flow's source where it
-starts, the ledger it must never copy and the inverse of the forward offset map (`plan_seeds`;
-`plan_reseed` for a source rebuilt empty)."""
+"""A failback's plan (`FailbackPlan`): what it found on both clusters and what it will write, with an
+id derived from that content, so that what is approved is what is started; and what moved between a
+plan and the same state read again when it is started (`plan_moves`). Pure: the preflight
+(`failback_preflight`) reads it, the commit (`failback_commit`) reads it again and writes it.
+
+Its parts: per partition of the failed-over flow's source, the records that never reached its target
+(`Divergence`: the divergence and the split brain); per partition of the reverse flow's source, where
+the reverse flow starts (`Seed`); and what the target no longer holds (`Loss`: removed by retention or
+compaction before the failback, or a topic recreated or a partition truncated since the failed-over
+flow wrote it), which the operator must accept before anything starts."""
 
 from __future__ import annotations
 
+import hashlib
+import json
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-from confluent_kafka.admin import OffsetSpec
+from mirrorflow.errors import StateError
+from mirrorflow.state.offset_map import Run
 
-from mirrorflow.clients import FlowClients
-from mirrorflow.errors import MirrorflowError, StateError
-from mirrorflow.kafka.topic_admin import list_offsets
-from mirrorflow.mm2.filters import FlowFilters
-from mirrorflow.ops.dr.failback_report import Divergence, Seed
-from mirrorflow.ops.dr.failover_record import offsets
-from mirrorflow.replication.planner import source_offsets
-from mirrorflow.state.flow_state import read_control
-from mirrorflow.state.offset_map import Run, merge_ranges, subtract_ranges
-from mirrorflow.state.store import StateStore
-
+Ranges = tuple[tuple[int, int], ...]
 Key = tuple[str, int]
 Inverse = tuple[list[Run], list[tuple[int, int]]]  # inverse runs, and the ranges their map entries cover
 
 
-def divergence(fc: FlowClients, record: dict[str, Any], failover_at: int) -> tuple[list[Divergence], list[Divergence]]:
-    """Per source partition of the failover record: [replicated, end now) minus the covered ledger,
-    split by record timestamp at the failover's time into the divergence and the split brain."""
-    replicated = offsets(record, "replicated_to")
-    keys = sorted(replicated)
-    if not keys:
-        return [], []
-    try:
-        ends = source_offsets(fc, keys, OffsetSpec.latest())
-    except MirrorflowError as exc:
-        raise MirrorflowError(
-            f"failback of {fc.flow.name} needs cluster {fc.flow.source!r} back (the divergence is read there): {exc}"
-        ) from None
-    progress = StateStore(fc).progress(keys)
-    reader = fc.reader("source")
-    diverged, split = [], []
-    try:
-        for t, p in keys:
-            prog = progress.get((t, p))
-            start, end = max(replicated[(t, p)], 0), ends[(t, p)]
-            ranges = subtract_ranges(start, end, list(prog.covered) if prog else []) if end > start else []
-            # each range is cut where the category changes: [first record of a category, next change)
-            parts: dict[bool, list[tuple[int, int]]] = {False: [], True: []}
-            counts = {False: 0, True: 0}
-            for a, b in ranges:
-                cur, lo = None, a
-                for m in reader.read(t, {p: a}, timeout=120, stops={p: b}):
-                    after = m.timestamp()[1] >= failover_at
-                    if cur is not None and after != cur:
-                        parts[cur].append((lo, m.offset()))
-                        lo = m.offset()
-                    cur = after
-                    counts[after] += 1
-                parts[bool(cur)].append((lo, b))  # no record at all: markers only, a divergence of 0
-            if ranges:
-                diverged.append(Divergence(t, p, tuple(merge_ranges(parts[False])), counts[False]))
-            if counts[True]:
-                split.append(Divergence(t, p, tuple(merge_ranges(parts[True])), counts[True]))
-    finally:
-        fc.release(reader.consumer)
-    return [d for d in diverged if d.ranges], split
+@dataclass(frozen=True)
+class Divergence:
+    """Records on the failed-over flow's source that had not reached its target (one category:
+    the divergence, or the split brain)."""
+
+    topic: str
+    partition: int
+    ranges: Ranges  # [from, to) source offsets
+    records: int  # records in them (read_committed; markers and aborted records do not count)
 
 
-def plan_seeds(
-    fc: FlowClients, rc: FlowClients, record: dict[str, Any], identity: bool
-) -> tuple[list[Seed], dict[Key, Inverse]]:
-    """Per partition of the reverse flow's source topics (the failed-over flow's topics, on its
-    target): the ledger of offsets it must never copy (what the failed-over flow wrote there, the
-    records the last failback kept out, stretches without a committed record between them), the
-    records it copies, and (identity) the inverse of the forward map over what the forward flow wrote."""
-    topics = sorted({t for t, _ in offsets(record, "replicated_to")})  # default policy: Y's own topics
-    keys = [(t, p) for t in topics for p in range(rc.partitions("source", t, refresh=True))]
-    if not keys:
-        return [], {}
-    fwd = StateStore(fc).offset_map(keys) if identity else {}  # identity: target topic == source topic
-    old = StateStore(rc).progress(keys)
-    kept = _kept_out(fc)  # what the failback that started the forward flow kept out of it
-    starts = source_offsets(rc, keys, OffsetSpec.earliest())
-    stable = source_offsets(rc, keys, OffsetSpec.latest())  # read_committed: an open transaction stays out
-    rev_ends = (
-        list_offsets(rc.admin("target"), rc.connection("target"), keys, OffsetSpec.latest(), committed=False)
-        if identity
-        else {}
-    )
-    reader = rc.reader("source")
-    seeds: list[Seed] = []
-    inverse: dict[Key, Inverse] = {}
-    try:
-        for k in keys:
-            prev = old.get(k)
-            base = prev.next if prev is not None and prev.next >= 0 else starts[k]
-            pm = fwd.get(k)
-            runs = [r for r in (pm.runs if pm is not None else []) if r.tgt + r.count > base]
-            owned = [(max(r.tgt, base), r.tgt + r.count) for r in runs]
-            pruned = -1
-            if pm is not None and pm.first is not None and pm.floor > pm.first:
-                # the map forgot where the records below its floor landed: they lie below its first run
-                pruned = min((r.tgt for r in pm.runs), default=int(pm.tgt_end or base))
-                owned.append((base, pruned))
-            done = merge_ranges([*owned, *kept.get(k, ())])
-            todo, empty, count = [], [], 0
-            for a, b in subtract_ranges(base, max(stable[k], base), done):
-                first, n = -1, 0
-                for m in reader.read(k[0], {k[1]: a}, timeout=120, stops={k[1]: b}):
-                    first = m.offset() if first < 0 else first
-                    n += 1
-                if n:  # copied by the reverse flow (from its first record: the stretch before is empty)
-                    empty.append((a, first))
-                    todo.append((first, b))
-                    count += n
-                else:
-                    empty.append((a, b))
-            ledger = merge_ranges([*done, *empty])
-            nxt = next((b for a, b in ledger if a <= base < b), base)
-            inv = []
-            for r in runs:
-                lo = max(r.tgt, base)
-                inv.append(Run(lo, r.src + (lo - r.tgt), r.tgt + r.count - lo))
-            inverse[k] = (sorted(inv, key=lambda r: r.src), merge_ranges([*owned, *empty]))
-            seeds.append(
-                Seed(
-                    k[0],
-                    k[1],
-                    nxt,
-                    base,
-                    sum(r.count for r in inv),
-                    rev_ends.get(k, -1),
-                    count,
-                    tuple(todo),
-                    tuple(ledger),
-                    pruned,
-                )
+@dataclass(frozen=True)
+class Seed:
+    """Where the reverse flow stands in one partition of its source after the failback."""
+
+    topic: str  # the reverse flow's SOURCE topic (identity: the failed-over flow's target topic)
+    partition: int
+    start: int  # the reverse flow's next offset: the first one not written by the failed-over flow
+    owned_from: int  # the reverse flow considers its source from here (its own progress, else the log start)
+    mapped: int  # records of the failed-over flow mapped back by the inverse offset map
+    target_end: int  # the reverse target's end when the failback started (its new records go after)
+    to_copy: int = 0  # records at or above owned_from the failed-over flow did not write: copied
+    to_copy_ranges: Ranges = ()  # [from, to) holding them (the last one up to the stable end then)
+    covered: Ranges = ()  # the reverse flow's ledger at or above owned_from: never copied
+    pruned_below: int = -1  # the forward map was pruned: offsets below this are taken as its writes
+
+
+LOSS_CAUSES = ("retention", "compaction", "recreated", "truncated", "deleted")
+
+
+@dataclass(frozen=True)
+class Loss:
+    """What the failed-over flow's target no longer holds that the failback would have copied, or can
+    no longer tell from what the failed-over flow wrote there. Counted and named; the failback starts
+    only when the operator accepts them all (`accept_loss`)."""
+
+    topic: str
+    partition: int  # -1: the whole topic (deleted)
+    cause: str  # one of LOSS_CAUSES
+    ranges: Ranges  # offsets on the reverse flow's source [from, to) (empty: not known)
+    offsets: int  # how many offsets (-1: cannot be told)
+    detail: str  # what was found, and what the failback does with the partition once accepted
+    acceptable: bool = True  # False: the failback cannot go on even when accepted (the detail says why)
+
+    def line(self) -> str:
+        where = f"{self.topic}[{self.partition}]" if self.partition >= 0 else f"{self.topic}"
+        what = "" if self.offsets < 0 else f"{self.offsets:,} offsets "
+        at = f"at {', '.join(f'{a}..{b}' for a, b in self.ranges)} " if self.ranges else ""
+        return f"{where}: {what}{at}({self.cause}): {self.detail}"
+
+
+@dataclass(frozen=True)
+class FailbackPlan:
+    """What a failback starts and what that depends on. Kept in XCom between the DAG's preflight and
+    start: a few ranges per partition (the inverse offset map is not carried: the start computes it
+    again and compares its digest)."""
+
+    flow: str  # the failed-over flow X->Y
+    reverse: str  # Y->X, started by the failback
+    failover_at: int  # the failover record it follows (its `at`)
+    failover_plan: str  # that failover's plan id ("" before plans had ids)
+    identity: bool
+    reseed: bool = False
+    accept_loss: bool = False
+    divergence: tuple[Divergence, ...] = ()
+    split_brain: tuple[Divergence, ...] = ()
+    seeds: tuple[Seed, ...] = ()
+    losses: tuple[Loss, ...] = ()
+    inverse: str = ""  # digest of the inverse offset-map runs the start writes
+    read_to: Mapping[str, int] = field(default_factory=dict)  # "topic:partition" -> where the target was read to
+    at_ms: int = 0
+    split_by: str = "offsets"  # how the split brain was told from the divergence (offsets | timestamps)
+
+    @property
+    def id(self) -> str:
+        """Derived from what the failback writes and depends on, not from when it was made nor from the
+        ends that move while both clusters are written: records appended to the target after the plan's
+        read are copied by the reverse flow anyway, records the source accepts after the failover are
+        split brain either way (the start counts them again)."""
+        content = {
+            "flow": self.flow,
+            "reverse": self.reverse,
+            "failover_at": self.failover_at,
+            "failover_plan": self.failover_plan,
+            "identity": self.identity,
+            "reseed": self.reseed,
+            "accept_loss": self.accept_loss,
+            "divergence": [_row(d) for d in self.divergence],
+            "seeds": [{**_row(s), "target_end": None} for s in self.seeds],
+            "losses": [_row(x) for x in self.losses],
+            "inverse": self.inverse,
+            "read_to": sorted(self.read_to.items()),
+            "split_by": self.split_by,
+        }
+        return hashlib.sha256(json.dumps(content, sort_keys=True).encode()).hexdigest()[:12]
+
+    @property
+    def blocked(self) -> str | None:
+        """Why this plan must not be started (None: it may)."""
+        hard = [x for x in self.losses if not x.acceptable]
+        if hard:
+            return "; ".join(x.line() for x in hard[:10])
+        if self.losses and not self.accept_loss:
+            n = sum(max(x.offsets, 0) for x in self.losses)
+            return (
+                f"the target no longer holds what it would copy or cannot tell it from the failed-over flow's "
+                f"records in {len(self.losses)} partition(s) ({n:,} offsets counted): see `lost on` below; accept "
+                "it with --accept-loss (the DAG's Param accept_loss) to start the failback anyway"
             )
-    finally:
-        rc.release(reader.consumer)
-    return seeds, inverse
+        return None
+
+    @property
+    def to_copy(self) -> int:
+        return sum(s.to_copy for s in self.seeds)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "flow": self.flow,
+            "reverse": self.reverse,
+            "failover_at": self.failover_at,
+            "failover_plan": self.failover_plan,
+            "identity": self.identity,
+            "reseed": self.reseed,
+            "accept_loss": self.accept_loss,
+            "divergence": [_row(d) for d in self.divergence],
+            "split_brain": [_row(d) for d in self.split_brain],
+            "seeds": [_row(s) for s in self.seeds],
+            "losses": [_row(x) for x in self.losses],
+            "inverse": self.inverse,
+            "read_to": dict(self.read_to),
+            "at_ms": self.at_ms,
+            "split_by": self.split_by,
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> FailbackPlan:
+        """The plan `to_dict` wrote; StateError when it is not one or its id does not match its content."""
+        try:
+            plan = cls(
+                str(d["flow"]),
+                str(d["reverse"]),
+                int(d["failover_at"]),
+                str(d.get("failover_plan") or ""),
+                bool(d["identity"]),
+                bool(d.get("reseed", False)),
+                bool(d.get("accept_loss", False)),
+                tuple(divergence_from(x) for x in d.get("divergence", [])),
+                tuple(divergence_from(x) for x in d.get("split_brain", [])),
+                tuple(seed_from(x) for x in d.get("seeds", [])),
+                tuple(loss_from(x) for x in d.get("losses", [])),
+                str(d.get("inverse") or ""),
+                {str(k): int(v) for k, v in dict(d.get("read_to") or {}).items()},
+                int(d.get("at_ms", 0)),
+                str(d.get("split_by") or "offsets"),
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            raise StateError(f"not a failback plan ({exc.__class__.__name__}: {exc})") from None
+        if d.get("id") not in (None, plan.id):
+            raise StateError(f"failback plan {d.get('id')}: its content does not match its id (now {plan.id})")
+        return plan
+
+    def with_accept_loss(self, accept: bool) -> FailbackPlan:
+        return replace(self, accept_loss=accept)
 
 
-def plan_reseed(rc: FlowClients, record: dict[str, Any]) -> list[Seed]:
-    """--reseed: per partition of the reverse flow's source topics, copy everything from the log
-    start (offsets, not read). Refused when a reverse target topic holds anything: copying all of Y
-    into a source that still has records would duplicate them (the plain failback is for that)."""
-    rev = rc.flow
-    filters = FlowFilters.for_flow(rev)
-    topics = sorted({t for t, _ in offsets(record, "replicated_to")})
-    keys = [(t, p) for t in topics for p in range(rc.partitions("source", t, refresh=True))]
-    if not keys:
-        return []
-    starts = source_offsets(rc, keys, OffsetSpec.earliest())
-    stable = source_offsets(rc, keys, OffsetSpec.latest())
-    remote = {t: filters.remote_topic(t) for t in topics}
-    there = [(remote[t], p) for t, p in keys if rc.partitions("target", remote[t], refresh=True) > p]
-    admin, conn = rc.admin("target"), rc.connection("target")
-    lows = list_offsets(admin, conn, there, OffsetSpec.earliest(), committed=False)
-    highs = list_offsets(admin, conn, there, OffsetSpec.latest(), committed=False)
-    full = [f"{t}[{p}] ({highs[(t, p)] - lows[(t, p)]:,} offsets)" for t, p in there if highs[(t, p)] > lows[(t, p)]]
-    if full:
-        raise StateError(
-            f"failback --reseed of {rev.name} copies all of {rev.source}'s topics into {rev.target}, but "
-            f"{rev.target} still holds records in " + ", ".join(full[:10]) + ": they would be duplicated; "
-            f"use the failback without --reseed (it copies only what {rev.source} got outside the flow), or "
-            f"empty those topics first"
-        )
-    return [
-        Seed(
-            t,
-            p,
-            starts[(t, p)],
-            starts[(t, p)],
-            0,
-            highs.get((remote[t], p), 0),
-            stable[(t, p)] - starts[(t, p)],
-            ((starts[(t, p)], stable[(t, p)]),),
-        )
-        for t, p in keys
-    ]
-
-
-def _kept_out(fc: FlowClients) -> dict[Key, list[tuple[int, int]]]:
-    """The divergence and split-brain ranges of the failback that started `fc`'s flow (on its
-    source, kept there): the reverse flow of a failback back must not copy them either."""
-    rec = read_control(fc, "failback") or {}
-    out: dict[Key, list[tuple[int, int]]] = {}
-    for d in [*rec.get("divergence", []), *rec.get("split_brain", [])]:
-        out.setdefault((str(d["topic"]), int(d["partition"])), []).extend((int(a), int(b)) for a, b in d["ranges"])
+def plan_moves(plan: FailbackPlan, now: FailbackPlan) -> list[str]:
+    """What moved between `plan` and `now` (the same state read again, up to the same ends of the
+    target) that the plan depends on: the failover it follows, the divergence, where the reverse flow
+    starts in each partition and what it copies, what is lost, the inverse offset map."""
+    out: list[str] = []
+    if (plan.failover_at, plan.failover_plan) != (now.failover_at, now.failover_plan):
+        out.append(f"the failover it follows is {now.failover_plan or now.failover_at} now")
+    was, is_ = _by_key(plan.seeds), _by_key(now.seeds)
+    for k in sorted(was.keys() | is_.keys()):
+        a, b = was.get(k), is_.get(k)
+        t = f"{k[0]}[{k[1]}]"
+        if a is None:
+            out.append(f"{t}: a new partition on {plan.reverse.split('->')[0]!r}")
+        elif b is None:
+            out.append(f"{t}: no longer on {plan.reverse.split('->')[0]!r}")
+        elif (a.start, a.owned_from, a.covered) != (b.start, b.owned_from, b.covered):
+            out.append(f"{t}: the reverse flow would start at {b.start} (ledger {_ranges(b.covered)}), not {a.start}")
+        elif (a.to_copy, a.to_copy_ranges, a.mapped) != (b.to_copy, b.to_copy_ranges, b.mapped):
+            out.append(f"{t}: {b.to_copy:,} records to copy at {_ranges(b.to_copy_ranges)}, not {a.to_copy:,}")
+    for name, before, after in (("lost", plan.losses, now.losses), ("divergence", plan.divergence, now.divergence)):
+        gone = sorted(set(map(_text, before)) - set(map(_text, after)))
+        new = sorted(set(map(_text, after)) - set(map(_text, before)))
+        out += [f"{name} now: {x}" for x in new] + [f"{name} no longer: {x}" for x in gone]
+    if plan.inverse != now.inverse and not out:
+        out.append("the failed-over flow's offset map changed")
     return out
+
+
+def _by_key(seeds: tuple[Seed, ...]) -> dict[Key, Seed]:
+    return {(s.topic, s.partition): s for s in seeds}
+
+
+def _text(x: Loss | Divergence) -> str:
+    return x.line() if isinstance(x, Loss) else f"{x.topic}[{x.partition}] {_ranges(x.ranges)} ({x.records})"
+
+
+def _ranges(ranges: Ranges) -> str:
+    return ", ".join(f"{a}..{b}" for a, b in ranges) or "-"
+
+
+def _row(x: Divergence | Seed | Loss) -> dict[str, Any]:
+    d = asdict(x)
+    return {k: [list(r) for r in v] if k in ("ranges", "to_copy_ranges", "covered") else v for k, v in d.items()}
+
+
+def divergence_dict(d: Divergence) -> dict[str, Any]:
+    return _row(d)
+
+
+def seed_dict(s: Seed) -> dict[str, Any]:
+    return _row(s)
+
+
+def loss_dict(x: Loss) -> dict[str, Any]:
+    return _row(x)
+
+
+def _pairs(v: Any) -> Ranges:
+    return tuple((int(a), int(b)) for a, b in v or ())
+
+
+def divergence_from(d: Mapping[str, Any]) -> Divergence:
+    return Divergence(str(d["topic"]), int(d["partition"]), _pairs(d["ranges"]), int(d["records"]))
+
+
+def seed_from(d: Mapping[str, Any]) -> Seed:
+    """A stored seed (older records lack the later fields)."""
+    return Seed(
+        str(d["topic"]),
+        int(d["partition"]),
+        int(d["start"]),
+        int(d["owned_from"]),
+        int(d["mapped"]),
+        int(d["target_end"]),
+        int(d.get("to_copy", 0)),
+        _pairs(d.get("to_copy_ranges")),
+        _pairs(d.get("covered")),
+        int(d.get("pruned_below", -1)),
+    )
+
+
+def loss_from(d: Mapping[str, Any]) -> Loss:
+    return Loss(
+        str(d["topic"]),
+        int(d["partition"]),
+        str(d["cause"]),
+        _pairs(d.get("ranges")),
+        int(d.get("offsets", -1)),
+        str(d.get("detail", "")),
+        bool(d.get("acceptable", True)),
+    )

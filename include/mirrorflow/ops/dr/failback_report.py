@@ -1,44 +1,25 @@
-"""What a failback found and did (`FailbackReport`, a `reporting.Report`): the records on the
-failed-over flow's source that are not on its target (`Divergence`: the divergence and the split
-brain) and where the reverse flow starts in each partition (`Seed`), with their JSON in the
-failback record."""
+"""What a failback found and did (`FailbackReport`, a `reporting.Report`): its plan (failback_plan:
+the records on the failed-over flow's source that are not on its target, where the reverse flow
+starts in each partition, what the target no longer holds), whether it started and who approved it;
+as text, as JSON and as the markdown of Airflow's approval step."""
 
 from __future__ import annotations
 
+import re
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
+from mirrorflow.ops.dr.failback_plan import (
+    Divergence,
+    FailbackPlan,
+    Loss,
+    Seed,
+    divergence_dict,
+    loss_dict,
+    seed_dict,
+)
 from mirrorflow.reporting import Report, iso
-
-Ranges = tuple[tuple[int, int], ...]
-
-
-@dataclass(frozen=True)
-class Divergence:
-    """Records on the failed-over flow's source that had not reached its target (one category:
-    the divergence, or the split brain)."""
-
-    topic: str
-    partition: int
-    ranges: Ranges  # [from, to) source offsets
-    records: int  # records in them (read_committed; markers and aborted records do not count)
-
-
-@dataclass(frozen=True)
-class Seed:
-    """Where the reverse flow stands in one partition of its source after the failback."""
-
-    topic: str  # the reverse flow's SOURCE topic (identity: the failed-over flow's target topic)
-    partition: int
-    start: int  # the reverse flow's next offset: the first one not written by the failed-over flow
-    owned_from: int  # the reverse flow considers its source from here (its own progress, else the log start)
-    mapped: int  # records of the failed-over flow mapped back by the inverse offset map
-    target_end: int  # the reverse target's end when the failback started (its new records go after)
-    to_copy: int = 0  # records at or above owned_from the failed-over flow did not write: copied
-    to_copy_ranges: Ranges = ()  # [from, to) holding them (the last one up to the stable end then)
-    covered: Ranges = ()  # the reverse flow's ledger at or above owned_from: never copied
-    pruned_below: int = -1  # the forward map was pruned: offsets below this are taken as its writes
 
 
 @dataclass
@@ -55,6 +36,11 @@ class FailbackReport(Report):
     done: bool = False
     note: str | None = None
     reseed: bool = False  # the source was rebuilt: the reverse flow copies all of the target's topics
+    losses: list[Loss] = field(default_factory=list)  # what the target no longer holds (accepted, or blocking)
+    plan: FailbackPlan | None = None
+    approved_by: str | None = None
+    split_since_plan: int = 0  # split-brain records the source accepted between the plan and the start
+    split_by: str = "offsets"  # how the split brain was told from the divergence
 
     @property
     def diverged(self) -> int:
@@ -68,11 +54,28 @@ class FailbackReport(Report):
     def to_copy(self) -> int:
         return sum(s.to_copy for s in self.seeds)
 
+    def show(self, plan: FailbackPlan) -> None:
+        """Take the plan's findings as this report's."""
+        self.plan = plan
+        self.divergence, self.split_brain = list(plan.divergence), list(plan.split_brain)
+        self.seeds, self.losses = list(plan.seeds), list(plan.losses)
+        self.split_by = plan.split_by
+
+    def status(self) -> str:
+        if self.done:
+            return "STARTED"
+        if self.note:
+            return self.note
+        if self.plan is not None and self.plan.blocked:
+            return f"plan {self.plan.id} CANNOT be started: {self.plan.blocked}"
+        return f"plan {self.plan.id}, nothing started yet" if self.plan else "preflight"
+
     def lines(self) -> list[str]:
         head = f"failback of flow {self.flow}: reverse flow {self.reverse}" + (" (dry run)" if self.dry_run else "")
-        status = "STARTED" if self.done else (self.note or "preflight")
         src, tgt = self.flow.split("->", 1) if "->" in self.flow else (self.flow, self.flow)
-        out = [f"{head}: {status}"]
+        out = [f"{head}: {self.status()}"]
+        if self.plan is not None:
+            out.append(f"  plan: {self.plan.id}" + (f", approved by {self.approved_by}" if self.approved_by else ""))
         if self.failover_at:
             out.append(f"  failed over at {iso(self.failover_at)}")
         how = (
@@ -106,6 +109,14 @@ class FailbackReport(Report):
             if s.pruned_below >= 0:
                 line += f" (offset map pruned: offsets below {s.pruned_below} taken as {self.flow}'s)"
             out.append(line)
+        if self.losses:
+            accepted = self.plan is not None and self.plan.accept_loss
+            out.append(
+                f"  lost on {tgt}: {len(self.losses)} partition(s) no longer hold what {self.reverse} would copy, "
+                f"or no longer tell it from {self.flow}'s records: "
+                + ("ACCEPTED (--accept-loss)" if accepted else "STOPPED until accepted (--accept-loss)")
+            )
+            out += [f"    {x.line()}" for x in self.losses]
         for name, total, parts, what in (
             (
                 "divergence",
@@ -116,11 +127,34 @@ class FailbackReport(Report):
             ("split brain", self.split, self.split_brain, f"accepted by {src} after the failover"),
         ):
             keep = f" (kept on {src}, not deleted; not copied to {tgt})" if total else ""
-            out.append(f"  {name}: {total:,} records {what}{keep}")
+            since = (
+                f", {self.split_since_plan:,} of them since the plan"
+                if name == "split brain" and (self.split_since_plan)
+                else ""
+            )
+            out.append(f"  {name}: {total:,} records {what}{keep}{since}")
             for d in parts:
                 ranges = ", ".join(f"{a}..{b}" for a, b in d.ranges)
                 out.append(f"    {d.topic}[{d.partition}]: {d.records:,} records at offsets {ranges}")
+        if self.split_by != "offsets":
+            out.append(
+                f"  ({src} did not answer when the failover plan was made: the split brain was told from the "
+                "divergence by the records' timestamps, which a producer stamping event time can put on the wrong side)"
+            )
         return out
+
+    def markdown(self) -> str:
+        """The report for Airflow's Required Actions page: as printed, in a code block, headed by the plan id."""
+        text = self.render()
+        fence = "`" * max(3, 1 + max((len(m) for m in re.findall(r"`+", text)), default=0))
+        if self.plan is None:
+            return f"Failback of flow `{self.flow}`\n\n{fence}text\n{text}\n{fence}\n"
+        head = (
+            f"**Failback plan `{self.plan.id}`** of flow `{self.flow}`: starts `{self.reverse}`. Approve writes "
+            f"exactly this plan to `{self.reverse}`'s state and starts it; if what the plan was built from moves "
+            "before the start, nothing is written and the run fails (trigger a new preflight)."
+        )
+        return f"{head}\n\n{fence}text\n{text}\n{fence}\n"
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -133,41 +167,16 @@ class FailbackReport(Report):
             "done": self.done,
             "note": self.note,
             "reseed": self.reseed,
+            "plan_id": self.plan.id if self.plan else None,
+            "blocked": self.plan.blocked if self.plan else None,
+            "approved_by": self.approved_by,
+            "accept_loss": bool(self.plan and self.plan.accept_loss),
             "diverged": self.diverged,
             "split": self.split,
+            "split_by": self.split_by,
             "to_copy": self.to_copy,
             "divergence": [divergence_dict(d) for d in self.divergence],
             "split_brain": [divergence_dict(d) for d in self.split_brain],
             "seeds": [seed_dict(s) for s in self.seeds],
+            "losses": [loss_dict(x) for x in self.losses],
         }
-
-
-def divergence_dict(d: Divergence) -> dict[str, Any]:
-    return {**asdict(d), "ranges": [list(r) for r in d.ranges]}
-
-
-def divergence_from(d: dict[str, Any]) -> Divergence:
-    return Divergence(
-        str(d["topic"]), int(d["partition"]), tuple((int(a), int(b)) for a, b in d["ranges"]), int(d["records"])
-    )
-
-
-def seed_dict(s: Seed) -> dict[str, Any]:
-    return {**asdict(s), **{k: [list(r) for r in getattr(s, k)] for k in ("to_copy_ranges", "covered")}}
-
-
-def seed_from(d: dict[str, Any]) -> Seed:
-    """A stored seed (older records lack the later fields)."""
-    ranges = {k: tuple((int(a), int(b)) for a, b in d.get(k, ())) for k in ("to_copy_ranges", "covered")}
-    return Seed(
-        str(d["topic"]),
-        int(d["partition"]),
-        int(d["start"]),
-        int(d["owned_from"]),
-        int(d["mapped"]),
-        int(d["target_end"]),
-        int(d.get("to_copy", 0)),
-        ranges["to_copy_ranges"],
-        ranges["covered"],
-        int(d.get("pruned_below", -1)),
-    )

@@ -13,12 +13,13 @@ from mirrorflow.errors import ConfigError, DeploymentConflictError, LeaseError, 
 from mirrorflow.groups.offset_sync import commit_group_plans
 from mirrorflow.ops.dr.failover_plan import FailoverPlan, PlanMovedError, plan_moves
 from mirrorflow.ops.dr.failover_preflight import build_plan, group_pattern
-from mirrorflow.ops.dr.failover_record import done_note, failed_over, moved_groups, record_id
+from mirrorflow.ops.dr.failover_record import done_note, failed_over, last_copies, moved_groups, record_id
 from mirrorflow.ops.dr.failover_report import FailoverReport
 from mirrorflow.ops.dr.lease_takeover import TAKE_OVER_HINT, take_over_flow
 from mirrorflow.state.flow_state import set_flow_state, write_control
 from mirrorflow.state.history import record_operation
 from mirrorflow.state.lease import FlowLease, local_owner, whoami
+from mirrorflow.state.store import StateStore
 
 
 def commit_failover(
@@ -110,6 +111,10 @@ def _commit(clients: FlowClients, report: FailoverReport, plan: FailoverPlan, no
             "groups": plan.commits(),
             "left_alone": [g.group for g in plan.groups if g.action == "left-alone"],
             "take_over": report.take_over if plan.take_over else None,
+            # what the failback checks: the source's ends when the plan was made (divergence / split
+            # brain by offsets) and the last copy on the target with its leader epoch (truncation)
+            "source_ends": dict(plan.source_ends),
+            "target_last": last_copies(clients, StateStore(clients).progress()),
         },
     )
     why = f"failed over to {flow.target!r} ({plan.mode}), plan {plan.id} approved by {report.approved_by}"

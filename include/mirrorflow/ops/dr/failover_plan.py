@@ -58,6 +58,11 @@ class FailoverPlan:
     errors: Mapping[str, str] = field(default_factory=dict)  # groups that could not be read on the target
     moves_after: str | None = None  # moves groups after this failover (its plan id); None: the failover
     take_over: bool = False  # the commit takes the flow over (its lease, fencing its copies): the operator confirmed
+    # "topic:partition" -> the source's end when the plan was made, for every source partition the flow's
+    # filter matched then ({}: the source did not answer). Not part of the id (it moves while the source is
+    # written); the failback splits the records the source holds beyond what was replicated by it:
+    # below it the divergence, from it on (and in partitions born later) the split brain
+    source_ends: Mapping[str, int] = field(default_factory=dict)
 
     @property
     def id(self) -> str:
@@ -108,6 +113,7 @@ class FailoverPlan:
             "errors": dict(self.errors),
             "moves_after": self.moves_after,
             "take_over": self.take_over,
+            "source_ends": dict(self.source_ends),
             "partitions": [asdict(p) for p in self.partitions],
             "groups": [_group_row(g) for g in self.groups],
         }
@@ -131,6 +137,7 @@ class FailoverPlan:
                 dict(d.get("errors") or {}),
                 d.get("moves_after"),
                 bool(d.get("take_over", False)),
+                {str(k): int(v) for k, v in dict(d.get("source_ends") or {}).items()},
             )
         except (KeyError, TypeError, ValueError, IndexError) as exc:
             raise StateError(f"not a failover plan ({exc.__class__.__name__}: {exc})") from None

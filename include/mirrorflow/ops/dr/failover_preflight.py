@@ -26,7 +26,7 @@ from mirrorflow.ops.dr.failover_record import done_note, failed_over, moved_grou
 from mirrorflow.ops.dr.failover_report import FailoverReport
 from mirrorflow.ops.dr.lease_takeover import held_by, take_over_flow
 from mirrorflow.ops.verify.verify import verify_flow
-from mirrorflow.replication.planner import source_offsets
+from mirrorflow.replication.planner import source_partitions
 from mirrorflow.state.lease import whoami
 from mirrorflow.state.store import StateStore
 
@@ -111,11 +111,7 @@ def build_plan(
     ends: dict[tuple[str, int], int] = {}
     if report is not None:
         try:
-            ends = (
-                source_offsets(clients, keys, OffsetSpec.latest())
-                if mode == "planned"
-                else _lost_source_ends(clients, keys)
-            )
+            ends = _source_ends(clients, keys, mode)
         except MirrorflowError as exc:
             if mode == "planned":
                 raise
@@ -147,6 +143,7 @@ def build_plan(
         tuple(run.plans),
         int(time.time() * 1000),
         errors=dict(run.errors),
+        source_ends={f"{t}:{p}": end for (t, p), end in sorted(ends.items())},
     )
 
 
@@ -155,9 +152,16 @@ def build_plan(
 LOST_SOURCE_PROBE_S = 5.0
 
 
-def _lost_source_ends(clients: FlowClients, keys: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
-    admin = clients.admin("source", check_timeout=LOST_SOURCE_PROBE_S)
-    return list_offsets(admin, clients.connection("source"), keys, OffsetSpec.latest(), True, LOST_SOURCE_PROBE_S)
+def _source_ends(clients: FlowClients, keys: list[tuple[str, int]], mode: str) -> dict[tuple[str, int], int]:
+    """The source's ends (last stable offsets) of `keys` and of every other source partition the flow's
+    filter matches now (never copied yet): the failover record keeps them, so the failback tells the
+    records the source held at this moment (the divergence) from those it accepted after (the split
+    brain) by their offsets, not by timestamps producers choose. Unplanned: asked briefly, since the
+    source is presumed lost."""
+    bound = clients.outage_timeout if mode == "planned" else LOST_SOURCE_PROBE_S
+    admin = clients.admin("source", check_timeout=min(bound, 10.0))
+    tps = sorted({*keys, *((t, p) for t, p, _ in source_partitions(clients.flow, admin, bound))})
+    return list_offsets(admin, clients.connection("source"), tps, OffsetSpec.latest(), True, bound)
 
 
 def _plan_after(

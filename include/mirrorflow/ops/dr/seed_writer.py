@@ -8,8 +8,7 @@ import time
 from dataclasses import replace
 
 from mirrorflow.clients import FlowClients
-from mirrorflow.ops.dr.failback_plan import Inverse, Key
-from mirrorflow.ops.dr.failback_report import Seed
+from mirrorflow.ops.dr.failback_plan import Inverse, Key, Seed
 from mirrorflow.state.lease import FlowLease, local_owner
 from mirrorflow.state.offset_map import MapEntry, merge_ranges
 from mirrorflow.state.records import Progress

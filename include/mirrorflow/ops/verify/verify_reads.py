@@ -8,13 +8,12 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from confluent_kafka import KafkaException
-from confluent_kafka.admin import ConfigResource, OffsetSpec, ResourceType
+from confluent_kafka.admin import OffsetSpec
 
 from mirrorflow.clients import FlowClients, Side
 from mirrorflow.errors import StateError
 from mirrorflow.kafka.log_reader import LogReader
-from mirrorflow.kafka.topic_admin import list_offsets, topic_ids
+from mirrorflow.kafka.topic_admin import compacted_topics, list_offsets, topic_ids
 from mirrorflow.mm2.filters import FlowFilters
 from mirrorflow.ops.verify.verify_walk import Rec
 from mirrorflow.replication.backfill_plan import When
@@ -135,19 +134,7 @@ def _bound(
 
 def _compacted(clients: FlowClients, side: Side, topics: set[str]) -> set[str]:
     """The topics whose cleanup.policy includes compact."""
-    if not topics:
-        return set()
-    admin, conn = clients.admin(side), clients.connection(side)
-    out = set()
-    try:
-        futs = admin.describe_configs([ConfigResource(ResourceType.TOPIC, t) for t in sorted(topics)])
-        for res, fut in futs.items():
-            entry = fut.result(30).get("cleanup.policy")
-            if entry is not None and "compact" in str(entry.value):
-                out.add(res.name)
-    except KafkaException as exc:
-        raise conn.describe_failure(exc) from None
-    return out
+    return compacted_topics(clients.admin(side), clients.connection(side), topics)
 
 
 def _kept_by_failback(clients: FlowClients) -> dict[Key, tuple[tuple[int, int], ...]]:

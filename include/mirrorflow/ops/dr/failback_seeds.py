@@ -1,0 +1,360 @@
+"""Where a failback starts the reverse flow Y->X of a failed-over flow X->Y, per partition of Y's topics
+that Y->X's filter matches at the failback (also topics and partitions born on Y during the outage):
+the ledger of offsets it must never copy, the records it copies, the inverse of X->Y's offset map
+(identity policy), and what Y no longer holds (`read_seeds`; `plan_reseed` for an X rebuilt empty).
+
+* **What X->Y wrote** comes from X->Y's own offset map (the target offset of every record it copied),
+  never from Y's end at some moment; with exactly-once copies the commit marker after each of its
+  transactions is its own too. Every other offset from where Y->X stands (its progress, else Y's log
+  start) is read once (read_committed): a stretch without a committed record joins the ledger, one
+  with records is copied. A partition X->Y never wrote (a topic or partition created on Y during the
+  outage, every topic under the default policy) is copied whole, also when Y->X's
+  `initial.position` is `latest`.
+* **Checked against what X->Y recorded** (identity policy): the topic's ID (X->Y's progress), and that
+  the last record X->Y wrote is still there with the leader epoch it had at the failover (the failover
+  record's `target_last`; Kafka's leader epochs only grow, so a record at or below it with a higher
+  epoch means the partition was truncated and written again: an unclean leader election). A
+  recreated topic is Y's own from its start; a truncated partition is X->Y's only below the first
+  offset written again (found by the epochs, exactly), Y's from there. The inverse map never covers
+  what Y no longer holds, so Y's groups are never moved onto wrong offsets on X.
+* **What Y no longer holds** (`Loss`): offsets below Y's log start that X->Y did not write (deleted by
+  retention before the failback), offsets with no record in a compacted topic outside X->Y's writes
+  (removed by the log cleaner: superseded values, tombstones after delete.retention.ms), a recreated
+  topic or truncated partition (what was written there before is gone), a topic X->Y wrote that is
+  gone. Counted and named; the failback starts only once the operator accepts them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from confluent_kafka.admin import OffsetSpec
+
+from mirrorflow.clients import FlowClients
+from mirrorflow.errors import ConfigError, StateError
+from mirrorflow.kafka.log_reader import LogReader
+from mirrorflow.kafka.topic_admin import compacted_topics, list_offsets, topic_ids
+from mirrorflow.mm2.filters import FlowFilters
+from mirrorflow.ops.dr.failback_plan import Inverse, Key, Loss, Seed
+from mirrorflow.ops.dr.failover_record import offsets
+from mirrorflow.replication.planner import source_offsets, source_partitions
+from mirrorflow.state.flow_state import read_control
+from mirrorflow.state.offset_map import PartitionMap, Run, merge_ranges, subtract_ranges
+from mirrorflow.state.records import Progress
+from mirrorflow.state.store import StateStore
+
+
+@dataclass
+class TargetRead:
+    """What a failback read on the reverse flow's source, and what it will write there."""
+
+    seeds: list[Seed] = field(default_factory=list)
+    inverse: dict[Key, Inverse] = field(default_factory=dict)
+    losses: list[Loss] = field(default_factory=list)
+    read_to: dict[str, int] = field(default_factory=dict)  # "topic:partition" -> the end read to
+
+    def digest(self) -> str:
+        """The inverse offset map, in 16 hex digits (the plan carries this, not the runs)."""
+        rows = [
+            [k[0], k[1], [[r.src, r.tgt, r.count] for r in runs], rs] for k, (runs, rs) in sorted(self.inverse.items())
+        ]
+        return hashlib.sha256(json.dumps(rows).encode()).hexdigest()[:16]
+
+
+def read_seeds(
+    fc: FlowClients, rc: FlowClients, record: dict[str, Any], identity: bool, read_to: Mapping[str, int] | None = None
+) -> TargetRead:
+    """Per partition of the reverse flow's source (module docstring). `read_to` ("topic:partition" ->
+    offset): read the target only up to these ends (a plan's, read again at its start), else up to
+    its stable ends now."""
+    rev, out = rc.flow, TargetRead()
+    bound = rc.outage_timeout
+    parts = source_partitions(rev, rc.admin("source"), bound)
+    keys = sorted((t, p) for t, p, _ in parts)
+    written = sorted(offsets(record, "replicated_to")) if identity else []
+    here = {t for t, _ in keys}
+    for t in sorted(t for t in {t for t, _ in written} - here if not rc.partitions("source", t, refresh=True)):
+        out.losses.append(
+            Loss(
+                t,
+                -1,
+                "deleted",
+                (),
+                -1,
+                f"topic {t!r} no longer exists on {rev.source!r}: what was written to it "
+                f"there after the failover is gone; the failback leaves it out",
+            )
+        )
+    if not keys:
+        return out
+    store = StateStore(fc)
+    fwd = store.offset_map([k for k in keys if k in set(written)]) if identity else {}
+    fprog = store.progress([k for k in keys if k in set(written)]) if identity else {}
+    old = StateStore(rc).progress(keys)
+    kept = _kept_out(fc)
+    admin, conn = rc.admin("source"), rc.connection("source")
+    starts = source_offsets(rc, keys, OffsetSpec.earliest())
+    stable = source_offsets(rc, keys, OffsetSpec.latest())  # read_committed: an open transaction stays out
+    high = list_offsets(admin, conn, keys, OffsetSpec.latest(), committed=False, timeout=bound)
+    if read_to is not None:
+        stable = {k: read_to.get(f"{k[0]}:{k[1]}", v) for k, v in stable.items()}
+    ids = topic_ids(admin, conn, here, bound) if identity else {}
+    compacted = compacted_topics(admin, conn, here)
+    on_target = [k for k in keys if rc.partitions("target", k[0], refresh=True) > k[1]] if identity else []
+    # where the reverse flow's copies go after (a topic or partition born on the source: not there yet)
+    rev_ends = list_offsets(rc.admin("target"), rc.connection("target"), on_target, OffsetSpec.latest(), False)
+    last = {k: (int(v[0]), int(v[1])) for k, v in _pairs(record.get("target_last")).items()}
+    exactly_once = bool(fc.flow.props["exactly.once"])
+    reader = rc.reader("source")
+    try:
+        for k in keys:
+            _partition(
+                out, k, reader, rev.source, fc.flow.name,
+                old=old.get(k), pm=fwd.get(k), fp=fprog.get(k), topic_id=ids.get(k[0], ""),
+                start=starts[k], stable=stable[k], high=high[k], last=last.get(k), kept=kept.get(k, []),
+                compacted=k[0] in compacted, exactly_once=exactly_once, rev_end=rev_ends.get(k, -1),
+            )  # fmt: skip
+    finally:
+        rc.release(reader.consumer)
+    return out
+
+
+def _partition(
+    out: TargetRead,
+    k: Key,
+    reader: LogReader,
+    cluster: str,
+    fwd_name: str,
+    *,
+    old: Progress | None,
+    pm: PartitionMap | None,
+    fp: Progress | None,
+    topic_id: str,
+    start: int,
+    stable: int,
+    high: int,
+    last: tuple[int, int] | None,
+    kept: list[tuple[int, int]],
+    compacted: bool,
+    exactly_once: bool,
+    rev_end: int,
+) -> None:
+    t, p = k
+    where = f"{t}[{p}] on {cluster!r}"
+    prev = old if old is not None and old.next >= 0 else None
+    runs = list(pm.runs) if pm is not None else []
+    pruned_map = pm is not None and pm.first is not None and pm.floor > pm.first
+    if fp is not None and fp.target_topic_id and topic_id and fp.target_topic_id != topic_id:
+        out.losses.append(
+            Loss(t, p, "recreated", (), -1,
+                 f"{where} was recreated after {fwd_name} wrote it (topic ID {topic_id}; {fwd_name} wrote topic ID "
+                 f"{fp.target_topic_id}): what was written to it before is gone. Once accepted, the new topic is "
+                 f"taken as written there only: copied from its start, nothing of {fwd_name} mapped back")
+        )  # fmt: skip
+        prev, runs, pruned_map = None, [], False
+    elif runs and last is not None:
+        runs = _truncated(out, k, reader, where, fwd_name, runs, last, high)
+    elif runs and fp is not None and 0 <= high < fp.tgt_end:
+        out.losses.append(
+            Loss(t, p, "truncated", ((high, fp.tgt_end),), -1,
+                 f"{where} ends at offset {high}, below the {fp.tgt_end} {fwd_name} wrote: it was truncated since, and "
+                 "its failover was recorded by a mirrorflow that did not keep the leader epoch of the last copy, so "
+                 "where it was cut cannot be told. The failback cannot start; copy what was written there since "
+                 f"by other means, or drop the topic from {fwd_name}'s filter and fail back without it",
+                 acceptable=False)
+        )  # fmt: skip
+    base = prev.next if prev is not None else start
+    keep = [r for r in runs if r.tgt + r.count > base]
+    owned = [(max(r.tgt, base), r.tgt + r.count) for r in keep]
+    pruned = -1
+    if pruned_map and pm is not None:
+        # the map forgot where the records below its floor landed: they lie below its first run
+        pruned = min((r.tgt for r in pm.runs), default=int(pm.tgt_end or base))
+        below = [(base, pruned)] if pruned > base else []
+    else:
+        below = []
+    # the commit marker after each of the forward flow's copy transactions (exactly once): never a record,
+    # so neither lost nor removed by the cleaner. Only for counting: a run the forward flow's map got from a
+    # failback's inverse seed (A's original records) has no marker after it, and the offset there may hold
+    # a record written on B, which must be read like any other
+    marks = _markers(runs) if exactly_once else []
+    done = merge_ranges([*owned, *below, *kept])
+    # offsets below the log start that the failed-over flow did not write: deleted before the failback
+    origin = prev.next if prev is not None else (min((r.tgt for r in runs), default=0) if pruned < 0 else start)
+    everything = merge_ranges([*((r.tgt, r.tgt + r.count) for r in runs), *marks, *kept])
+    gone = subtract_ranges(origin, start, everything) if start > origin else []
+    if gone:
+        n = sum(b - a for a, b in gone)
+        out.losses.append(
+            Loss(t, p, "retention", tuple(gone), n,
+                 f"deleted from {where} (retention, delete-records) before the failback, not written by {fwd_name}: "
+                 "records (and their transaction markers) that never reach the other side")
+        )  # fmt: skip
+    todo, empty, holes, count = [], [], [], 0
+    for a, b in subtract_ranges(base, max(stable, base), done):
+        first, n, at = -1, 0, a
+        for m in reader.read(t, {p: a}, timeout=120, stops={p: b}):
+            first = m.offset() if first < 0 else first
+            if m.offset() > at:
+                holes.append((at, m.offset()))
+            at, n = m.offset() + 1, n + 1
+        if at < b:
+            holes.append((at, b))
+        if n:  # copied by the reverse flow (from its first record: the stretch before is empty)
+            empty.append((a, first))
+            todo.append((first, b))
+            count += n
+        else:
+            empty.append((a, b))
+    holes = _without(merge_ranges(holes), marks)
+    if compacted and holes:
+        out.losses.append(
+            Loss(t, p, "compaction", tuple(holes), sum(b - a for a, b in holes),
+                 f"no record left at these offsets of {where} outside {fwd_name}'s writes: removed by the log cleaner "
+                 "(superseded values, and tombstones after delete.retention.ms; the transaction markers of "
+                 "transactional producers there count too). The latest record of every key still there is copied")
+        )  # fmt: skip
+    ledger = merge_ranges([*done, *empty])
+    nxt = next((b for a, b in ledger if a <= base < b), base)
+    inv = [Run(max(r.tgt, base), r.src + (max(r.tgt, base) - r.tgt), r.tgt + r.count - max(r.tgt, base)) for r in keep]
+    # the map entries cover what the forward flow wrote and B still holds, the stretches between, never the
+    # pruned stretch below its first run (never copied, in the ledger: verify says not checkable, not missing)
+    out.inverse[k] = (sorted(inv, key=lambda r: r.src), _without(merge_ranges([*owned, *empty]), below))
+    out.read_to[f"{t}:{p}"] = stable
+    out.seeds.append(
+        Seed(t, p, nxt, base, sum(r.count for r in inv), rev_end, count, tuple(todo), tuple(ledger), pruned)
+    )
+
+
+def _truncated(
+    out: TargetRead,
+    k: Key,
+    reader: LogReader,
+    where: str,
+    fwd_name: str,
+    runs: list[Run],
+    last: tuple[int, int],
+    high: int,
+) -> list[Run]:
+    """The failed-over flow's runs still on the target: all of them, unless the partition was truncated
+    since its last copy (then the runs below the first offset written again, and a Loss naming it)."""
+    t, p = k
+    offset, epoch = last
+
+    def newer(x: int) -> bool:
+        """The first record at or after x has a higher leader epoch than the last copy had (or none is left)."""
+        for m in reader.read(t, {p: x}, timeout=120, stops={p: high}):
+            return (m.leader_epoch() or 0) > epoch
+        return True
+
+    if high > offset and not newer(offset):
+        return runs
+    lo, hi = min((r.tgt for r in runs), default=0), min(offset + 1, high)
+    while lo < hi:  # epochs only grow along the log: the first offset from which every record is newer
+        mid = (lo + hi) // 2
+        if newer(mid):
+            hi = mid
+        else:
+            lo = mid + 1
+    cut = next((m.offset() for m in reader.read(t, {p: lo}, timeout=120, stops={p: min(offset + 1, high)})), lo)
+    out.losses.append(
+        Loss(t, p, "truncated", ((cut, offset + 1),), -1,
+             f"{where} was truncated after {fwd_name} wrote it (an unclean leader election?): its last copy at offset "
+             f"{offset} (leader epoch {epoch}) is " + ("gone" if high <= offset else "another record now")
+             + f"; from offset {cut} on the partition was written again. What was written there before is gone. "
+             f"Once accepted, {fwd_name}'s records count only below {cut} (its records above are on the other side "
+             f"already) and everything from {cut} on is copied")
+    )  # fmt: skip
+    return [Run(r.src, r.tgt, min(r.count, cut - r.tgt)) for r in runs if r.tgt < cut]
+
+
+def _without(ranges: list[tuple[int, int]], out: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """`ranges` (merged) without the offsets in `out`."""
+    if not out or not ranges:
+        return ranges
+    lo, hi = ranges[0][0], ranges[-1][1]
+    return subtract_ranges(lo, hi, merge_ranges([*subtract_ranges(lo, hi, ranges), *out]))
+
+
+def _markers(runs: list[Run]) -> list[tuple[int, int]]:
+    """Where the commit marker after each exactly-once transaction of the failed-over flow lies: the
+    offset right after a run that the next run does not continue (a transaction's records are one or
+    more runs on consecutive target offsets, its marker follows them)."""
+    ordered = sorted(runs, key=lambda r: r.tgt)
+    out = []
+    for i, a in enumerate(ordered):
+        end = a.tgt + a.count
+        if i + 1 == len(ordered) or ordered[i + 1].tgt > end:
+            out.append((end, end + 1))
+    return out
+
+
+def _pairs(raw: Any) -> dict[Key, Any]:
+    out: dict[Key, Any] = {}
+    for key, v in dict(raw or {}).items():
+        topic, _, part = str(key).rpartition(":")
+        out[(topic, int(part))] = v
+    return out
+
+
+def plan_reseed(rc: FlowClients, read_to: Mapping[str, int] | None = None) -> TargetRead:
+    """--reseed: per partition of the reverse flow's source topics, copy everything from the log
+    start (offsets, not read). Refused when a reverse target topic holds anything: copying all of Y
+    into a source that still has records would duplicate them (the plain failback is for that); and
+    under the default policy, where Y holds X's former records in `X.<topic>`, which the reverse flow
+    never copies back (MM2's cycle rule): a rebuilt X would get only Y's own records."""
+    rev = rc.flow
+    filters = FlowFilters.for_flow(rev)
+    if filters.remote_topic("t") != "t":
+        raise ConfigError(
+            [
+                (
+                    f"flows.{rev.name}.replication.policy.class",
+                    f"failback --reseed rebuilds cluster {rev.target!r} from {rev.source!r}, but under the default "
+                    f"replication policy the records {rev.target} had are on {rev.source} as {rev.target}.<topic>, "
+                    f"which {rev.name} never copies back (MirrorMaker 2's cycle rule): a rebuilt {rev.target} would "
+                    f"get only what was written on {rev.source} itself, under {rev.source}.<topic>. Restore "
+                    f"{rev.target}'s topics from {rev.target}.<topic> on {rev.source} first (e.g. with a flow that "
+                    "renames them back), or use IdentityReplicationPolicy for both flows",
+                )
+            ]
+        )
+    keys = sorted((t, p) for t, p, _ in source_partitions(rev, rc.admin("source"), rc.outage_timeout))
+    if not keys:
+        return TargetRead()
+    starts = source_offsets(rc, keys, OffsetSpec.earliest())
+    stable = source_offsets(rc, keys, OffsetSpec.latest())
+    if read_to is not None:
+        stable = {k: read_to.get(f"{k[0]}:{k[1]}", v) for k, v in stable.items()}
+    there = [(t, p) for t, p in keys if rc.partitions("target", t, refresh=True) > p]
+    admin, conn = rc.admin("target"), rc.connection("target")
+    lows = list_offsets(admin, conn, there, OffsetSpec.earliest(), committed=False)
+    highs = list_offsets(admin, conn, there, OffsetSpec.latest(), committed=False)
+    full = [f"{t}[{p}] ({highs[(t, p)] - lows[(t, p)]:,} offsets)" for t, p in there if highs[(t, p)] > lows[(t, p)]]
+    if full:
+        raise StateError(
+            f"failback --reseed of {rev.name} copies all of {rev.source}'s topics into {rev.target}, but "
+            f"{rev.target} still holds records in " + ", ".join(full[:10]) + ": they would be duplicated; "
+            f"use the failback without --reseed (it copies only what {rev.source} got outside the flow), or "
+            f"empty those topics first"
+        )
+    seeds = [
+        Seed(t, p, starts[(t, p)], starts[(t, p)], 0, highs.get((t, p), 0), stable[(t, p)] - starts[(t, p)],
+             ((starts[(t, p)], stable[(t, p)]),))
+        for t, p in keys
+    ]  # fmt: skip
+    return TargetRead(seeds, read_to={f"{t}:{p}": stable[(t, p)] for t, p in keys})
+
+
+def _kept_out(fc: FlowClients) -> dict[Key, list[tuple[int, int]]]:
+    """The divergence and split-brain ranges of the failback that started `fc`'s flow (on its
+    source, kept there): the reverse flow of a failback back must not copy them either."""
+    rec = read_control(fc, "failback") or {}
+    out: dict[Key, list[tuple[int, int]]] = {}
+    for d in [*rec.get("divergence", []), *rec.get("split_brain", [])]:
+        out.setdefault((str(d["topic"]), int(d["partition"])), []).extend((int(a), int(b)) for a, b in d["ranges"])
+    return out
