@@ -152,7 +152,9 @@ def _polyline(values: Sequence[float], w: int = 600, h: int = 120, pad: int = 8)
 
 def chart_svg(points: Sequence[ChartPoint], key: str, label: str, color: str) -> str:
     """An inline SVG line of one series over the flow's runs (oldest left), with its peak named."""
-    values = [float(p.lag if key == "lag" else p.rate) for p in points]
+    if key == "lag":  # a run that could not read the source's end has no lag to draw
+        points = [p for p in points if p.lag is not None]
+    values = [float((p.lag or 0) if key == "lag" else p.rate) for p in points]
     if not values:
         body = '<text x="50%" y="55%" text-anchor="middle" fill="currentColor" font-size="13">no runs yet</text>'
     else:

@@ -250,6 +250,40 @@ def test_a_black_hole_longer_than_the_outage_bound_fails_the_run_naming_the_clus
     )
 
 
+def test_a_source_black_holed_at_the_report_leaves_the_lag_unknown_never_0(tmp_path, pair, unique):
+    # the copy went through; the source stops answering before the report reads its ends: the report (and
+    # the run log after it) says the lag is unknown and why, instead of the plan's end (a lag of 0)
+    from mirrorflow.replication.run import ReplicationRun
+    from mirrorflow.replication.scratch import Scratch
+    from mirrorflow.state import run_log
+
+    pfx = unique("rl")
+    topic = f"{pfx}.t"
+    create_topic(pair.direct["A"], topic, 2)
+    create_topic(pair.direct["B"], f"NA.{topic}", 2)
+    cfg, flow = default_flow(tmp_path, pair, pfx, **{"broker.outage.max.seconds": 4})
+    write(pair.direct["A"], topic, records("a", 100, 2))
+    run = ReplicationRun.local(cfg, flow, "replicate")
+    with FlowClients(cfg, flow) as clients:
+        run.begin(clients)
+        try:
+            run.make_plan(clients)
+            results, _ = run.copy(clients, "direct", None, Scratch.of(flow, tmp_path / "run"))
+            pair.proxy["A"].blackhole()
+            rep = run.report(clients, results)
+        finally:
+            run.release_lease(clients)
+        logged = run_log.last_run(clients)
+    head = rep.render().splitlines()[0]
+    assert rep.ok and rep.records == 100 and rep.lag is None, rep.render()
+    assert [p.lag for p in rep.partitions] == [None, None], rep.render()
+    assert "lag unknown (the source's end could not be read: cluster 'NA'" in head, head
+    assert logged is not None and logged.records == 100 and logged.lag is None, logged
+    pair.heal()
+    rep = run_once(cfg, flow, mode="direct")
+    assert rep.ok and rep.records == 0 and rep.lag == 0, rep.render()
+
+
 def committed(cluster: DevCluster, group: str, tps: list[tuple[str, int]]) -> dict[tuple[str, int], int | None]:
     c = Consumer({**cluster.client_config(), "group.id": group, "enable.auto.commit": False})
     try:

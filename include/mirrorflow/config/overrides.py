@@ -56,7 +56,7 @@ PROTECTED: dict[Kind, dict[str, str]] = {
     },
     "producer": {
         **_EVERY_CLIENT,
-        "transactional.id": "one transactional.id per source partition fences zombie copies",
+        "transactional.id": "one transactional.id per copy task slot fences zombie copies of all its partitions",
         "enable.idempotence": "copies are idempotent (exactly once: transactional)",
         "acks": "an idempotent producer needs acks=all",
     },

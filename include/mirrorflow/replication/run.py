@@ -194,10 +194,11 @@ class ReplicationRun:
         summary goes to the flow's run log (state.run_log) for the status page and metrics."""
         plan = self.handed
         keys = [(p["topic"], p["partition"]) for p in plan.get("partitions", [])]
+        ends, unknown = None, None
         try:
             ends = source_offsets(clients, keys, OffsetSpec.latest()) if keys else {}
-        except MirrorflowError:
-            ends = {}
+        except MirrorflowError as exc:  # the source away now: every lag is unknown, never 0
+            unknown = f"the source's end could not be read: {exc}"
         rep = build_report(
             self.flow.name,
             bool(self.flow.exactly_once),
@@ -206,6 +207,7 @@ class ReplicationRun:
             ends,
             time.time() - self.started,
             spark_s,
+            unknown,
         )
         run_log.append(clients, rep.run_record(int(time.time() * 1000)))
         return rep

@@ -1,4 +1,10 @@
-"""The report of one replication run: per partition records, bytes, lag, latency, gaps, errors."""
+"""The report of one replication run: per partition records, bytes, lag, latency, gaps, errors.
+
+A partition's lag is its source end when the report was made minus its progress. When the source's
+end could not be read (the source away at the report), the lag is unknown (None), and says so: the
+plan's end is an older figure, and a lag computed from it would claim a caught-up flow (0) that
+nobody measured.
+"""
 
 from __future__ import annotations
 
@@ -18,8 +24,8 @@ class PartitionReport:
     bytes: int = 0
     transactions: int = 0
     next_offset: int = -1  # the partition's progress after the run
-    source_end: int = -1  # source end (last stable offset) when the report was made
-    lag: int = 0  # source offsets not yet copied
+    source_end: int = -1  # source end (last stable offset) when the report was made (-1: unknown)
+    lag: int | None = 0  # source offsets not yet copied (None: the source end is unknown)
     lost: int = 0  # offsets lost to source retention before they were copied (this run)
     latency_ms: int = -1  # worst replication latency of the run (commit time - source timestamp)
     # MM2's replication-latency-ms / record-age-ms families over the run (-1: nothing timed)
@@ -65,6 +71,7 @@ class RunReport(Report):
     fenced_units: int = 0
     stopped_partitions: int = 0  # partitions whose state does not describe their topics any more
     skipped: str | None = None  # why the run copied nothing on purpose (the flow is paused or stopped)
+    ends_unknown: str | None = None  # why the source's ends could not be read (every lag is unknown then)
     DERIVED = ("ok", "lag", "lost", "max_latency_ms")
 
     @property
@@ -72,8 +79,10 @@ class RunReport(Report):
         return self.failed_units == 0 and self.stopped_partitions == 0
 
     @property
-    def lag(self) -> int:
-        return sum(p.lag for p in self.partitions)
+    def lag(self) -> int | None:
+        """The partitions' lag together; None when any partition's is unknown (never a made-up 0)."""
+        lags = [p.lag for p in self.partitions]
+        return None if any(x is None for x in lags) else sum(x for x in lags if x is not None)
 
     @property
     def lost(self) -> int:
@@ -129,7 +138,8 @@ class RunReport(Report):
         out = [
             f"flow {self.flow}: {self.records:,} records, {mb:,.1f} MB in {self.units} units, "
             f"{self.duration_s:.1f} s ({'exactly-once' if self.exactly_once else 'at-least-once'}{rate}); "
-            f"lag {self.lag:,}; max latency {self.max_latency_ms if self.max_latency_ms >= 0 else '-'} ms"
+            f"lag {lag_text(self.lag, self.ends_unknown)}; "
+            f"max latency {self.max_latency_ms if self.max_latency_ms >= 0 else '-'} ms"
             + (f"; {self.failed_units} unit(s) FAILED" if self.failed_units else "")
             + (f"; {self.fenced_units} unit(s) fenced" if self.fenced_units else "")
             + (f"; {self.stopped_partitions} partition(s) STOPPED" if self.stopped_partitions else "")
@@ -145,11 +155,18 @@ class RunReport(Report):
             if p.records or p.lag:
                 out.append(
                     f"  {p.topic}[{p.partition}] -> {p.target_topic}[{p.partition}]: {p.records:,} records, "
-                    f"{p.bytes:,} bytes, next {p.next_offset}, lag {p.lag:,}"
+                    f"{p.bytes:,} bytes, next {p.next_offset}, lag {lag_text(p.lag)}"
                     + (f", latency {p.latency_ms} ms" if p.latency_ms >= 0 else "")
                     + f" [{p.status}]"
                 )
         return out
+
+
+def lag_text(lag: int | None, why: str | None = None) -> str:
+    """A lag as the report prints it: the number, or `unknown` (and why)."""
+    if lag is not None:
+        return f"{lag:,}"
+    return f"unknown ({why})" if why else "unknown"
 
 
 def build_report(
@@ -160,15 +177,18 @@ def build_report(
     ends: dict[tuple[str, int], int] | None = None,
     duration_s: float = 0.0,
     spark_s: float = 0.0,
+    ends_unknown: str | None = None,
 ) -> RunReport:
-    """Merge the plan's partitions and the units' results (dicts of copier.UnitResult)."""
-    rep = RunReport(flow, exactly_once, units=len(results), duration_s=duration_s, spark_s=spark_s)
+    """Merge the plan's partitions and the units' results (dicts of copier.UnitResult). `ends`: the
+    source ends read for the report; a partition without one has an unknown lag (`ends_unknown`:
+    why they could not be read)."""
+    rep = RunReport(
+        flow, exactly_once, units=len(results), duration_s=duration_s, spark_s=spark_s, ends_unknown=ends_unknown
+    )
     parts: dict[tuple[str, int], PartitionReport] = {}
     for s in plan_summary:
         key = (s["topic"], s["partition"])
-        parts[key] = PartitionReport(
-            s["topic"], s["partition"], s["target_topic"], next_offset=s["start"], source_end=s["end"]
-        )
+        parts[key] = PartitionReport(s["topic"], s["partition"], s["target_topic"], next_offset=s["start"])
         if s.get("waiting"):
             parts[key].status = "waiting"
             parts[key].errors.append(s["waiting"])
@@ -203,11 +223,13 @@ def build_report(
     if starts and finishes:
         rep.copy_phase_s = max(finishes) - min(starts)
     for key, pr in parts.items():
-        if ends and key in ends:
-            pr.source_end = ends[key]
-        if pr.status == "stopped":
-            pr.lag = max(0, pr.source_end)  # a stopped partition replicates nothing of what its source holds
-        elif pr.source_end >= 0 and pr.next_offset >= 0:
+        # the end read now, never the plan's: an older end would make a lag nobody measured
+        pr.source_end = (ends or {}).get(key, -1)
+        if pr.source_end < 0:
+            pr.lag = None
+        elif pr.status == "stopped":
+            pr.lag = pr.source_end  # a stopped partition replicates nothing of what its source holds
+        elif pr.next_offset >= 0:
             pr.lag = max(0, pr.source_end - pr.next_offset)
     rep.partitions = sorted(parts.values(), key=lambda p: (p.topic, p.partition))
     return rep

@@ -37,7 +37,7 @@ class PartitionRun:
     status: str
     records: int = 0
     byte_count: int = 0
-    lag: int = 0
+    lag: int | None = 0  # None: unknown (the source's end could not be read)
     lost: int = 0
     latency_ms: tuple[int, int, int] = (-1, -1, -1)  # replication-latency-ms min, avg, max
     age_ms: tuple[int, int, int] = (-1, -1, -1)  # record-age-ms min, avg, max
@@ -63,7 +63,7 @@ class RunRecord:
     copy_phase_s: float = 0.0
     records: int = 0
     byte_count: int = 0
-    lag: int = 0
+    lag: int | None = 0  # None: unknown (the source's end could not be read)
     lost: int = 0
     failed_units: int = 0
     stopped_partitions: int = 0
@@ -127,7 +127,7 @@ class RunRecord:
                 float(d.get("copy_phase_s", 0)),
                 int(d.get("records", 0)),
                 int(d.get("bytes", 0)),
-                int(d.get("lag", 0)),
+                None if d.get("lag", 0) is None else int(d.get("lag", 0)),
                 int(d.get("lost", 0)),
                 int(d.get("failed_units", 0)),
                 int(d.get("stopped_partitions", 0)),

@@ -205,7 +205,8 @@ def emit_run_metrics(flow: FlowConfig, rep: Any) -> None:
     metric("incr", "replicate.records", rep.records, tags)
     metric("incr", "replicate.bytes", rep.bytes, tags)
     metric("timing", "replicate.duration", timedelta(seconds=rep.duration_s), tags)
-    metric("gauge", "replicate.lag", rep.lag, tags)
+    if rep.lag is not None:  # unknown (the source's end could not be read): no gauge, never a 0
+        metric("gauge", "replicate.lag", rep.lag, tags)
     record = rep.run_record(int(time.time() * 1000))
     emit_samples(run_samples(flow, record) + source_samples(flow, record))
     if rep.max_latency_ms >= 0:
@@ -213,7 +214,8 @@ def emit_run_metrics(flow: FlowConfig, rep: Any) -> None:
     if rep.lost:
         metric("incr", "replicate.lost_offsets", rep.lost, tags)
     for p in rep.partitions:
-        metric("gauge", "replicate.partition_lag", p.lag, {**tags, "topic": p.topic, "partition": str(p.partition)})
+        if p.lag is not None:
+            metric("gauge", "replicate.partition_lag", p.lag, {**tags, "topic": p.topic, "partition": str(p.partition)})
 
 
 def airflow_backfill_interval(

@@ -53,8 +53,13 @@ def drain_flow(
             raise MirrorflowError(
                 f"planned failover of {flow.name}: replication failed, nothing changed:\n{rep.render()}"
             )
+        if rep.lag is None:  # a drain is proven by the lag: an unknown one proves nothing
+            raise MirrorflowError(
+                f"planned failover of {flow.name}: the lag after replicate run {runs} is unknown "
+                f"({rep.ends_unknown}); nothing changed"
+            )
         report.drain.append(f"replicate run {runs}: {rep.records:,} records, lag {rep.lag:,}")
-        lags = {(p.topic, p.partition): p.lag for p in rep.partitions}
+        lags = {(p.topic, p.partition): p.lag or 0 for p in rep.partitions}
         if sum(lags.values()) <= (max_lag or 0):
             break
     refusal = drain_refusal(flow.name, runs, lags, max_lag)

@@ -37,7 +37,7 @@ class ChartPoint:
     """One replicate run on the chart: when it ended, the lag it left, what it copied and how fast."""
 
     at: int
-    lag: int
+    lag: int | None  # None: unknown (the run could not read the source's end)
     records: int
     rate: float  # records per second of its copy phase (0: nothing copied)
     ok: bool
