@@ -16,6 +16,7 @@ import base64
 import gc
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -88,6 +89,12 @@ def cli(cfg: Path, env: dict[str, str], *args: str) -> subprocess.CompletedProce
     return subprocess.run(
         [sys.executable, "-m", "mirrorflow.cli", *args], env=full, capture_output=True, text=True, timeout=300
     )
+
+
+def error_line(stderr: str) -> str:
+    """The CLI's last line on stderr; librdkafka's own log lines (`%3|...`), which its threads may
+    still print after it, are not the CLI's."""
+    return [line for line in stderr.strip().splitlines() if not re.match(r"%\d\|", line)][-1]
 
 
 def commit_group(cluster: DevCluster, group: str, offsets: dict[tuple[str, int], int]) -> None:
@@ -207,7 +214,7 @@ def test_wrong_password_untrusted_certificate_expired_token_are_one_clear_error(
     env_bad = {**env, "MF_SECRET_S2_SASL_PASSWORD": "not-the-password-42"}
     out = cli(cfg_path, env_bad, "sync", "--flow", "S1->S2")
     assert out.returncode != 0
-    assert out.stderr.strip().splitlines()[-1].startswith(
+    assert error_line(out.stderr).startswith(
         f"mirrorflow: error: cluster 'S2': authentication failed at {secure['S2'].bootstrap_servers}: "
         "check the SASL username and password (mechanism SCRAM-SHA-512)"
     )
@@ -224,7 +231,7 @@ def test_wrong_password_untrusted_certificate_expired_token_are_one_clear_error(
     bad_cfg.write_text(yaml.safe_dump(raw))
     out = cli(bad_cfg, env, "sync", "--flow", "S1->S2")
     assert out.returncode != 0
-    assert out.stderr.strip().splitlines()[-1].startswith(
+    assert error_line(out.stderr).startswith(
         f"mirrorflow: error: cluster 'S1': TLS handshake failed at {secure['S1'].bootstrap_servers}: "
         "the broker's certificate is not trusted"
     )
