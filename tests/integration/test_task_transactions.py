@@ -99,15 +99,18 @@ def test_a_zombie_of_an_older_run_never_commits_after_a_newer_run_took_its_parti
     CACHE.clear()  # the zombie's worker has none: it initialises afresh (epoch e1 > e0)
     units = [Unit(t, p, f"A.{t}", 100, 1000) for p in range(2)]
     pause = PauseAt(commits=3)
+    # owners of this test only: the flows on the session's clusters share the lease topic, where another
+    # test's take-over fences its owner for good (test_lease.py takes over an "old-run")
+    old_run, new_run = f"old-run-{pfx}", f"new-run-{pfx}"
     with FlowClients(cfg, flow) as clients, ThreadPoolExecutor(1) as pool:
-        old = take_lease(clients, "old-run", "the older run")
-        zombie = pool.submit(lambda: _copy(cfg, flow, layout, units, pause, "old-run"))
+        old = take_lease(clients, old_run, "the older run")
+        zombie = pool.submit(lambda: _copy(cfg, flow, layout, units, pause, old_run))
         assert pause.paused.wait(120), zombie.result() if zombie.done() else "the zombie never reached its commit"
         old.stop_renewing()  # the old run is gone; a newer run takes the flow
         CACHE._idle.update(stale)  # the newer run's worker has the slot's older producer
-        new = take_lease_when_free(clients, "new-run")
+        new = take_lease_when_free(clients, new_run, old_run)
         try:
-            newer = _copy(cfg, flow, layout, units, NO_FAULTS, "new-run")
+            newer = _copy(cfg, flow, layout, units, NO_FAULTS, new_run)
         finally:
             pause.go.set()
             new.release()
@@ -129,7 +132,7 @@ def _copy(cfg, flow, layout, units, faults, owner, attempt=0):
         return copy_task(clients, layout, 0, units, faults, owner=owner, attempt=attempt)
 
 
-def take_lease_when_free(clients, owner):
+def take_lease_when_free(clients, owner, old_run):
     import time
 
     from mirrorflow.errors import LeaseError
@@ -142,7 +145,7 @@ def take_lease_when_free(clients, owner):
         except LeaseError:
             assert time.monotonic() < deadline
             # the old run's lease: released as its process would be found gone
-            FlowLease(clients, "old-run", "the older run").release()
+            FlowLease(clients, old_run, "the older run").release()
 
 
 def test_a_retried_attempt_of_the_same_run_wins_over_the_zombie_attempt(tmp_path, source, target, unique):

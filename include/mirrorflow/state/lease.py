@@ -287,12 +287,6 @@ class FlowLease:
             self._append(kind, bound_s, bound_name, attempt_s)
             self.acknowledged = time.monotonic()
             holder = self.read_holder()
-            deadline = time.monotonic() + attempt_s
-            while holder is None and time.monotonic() < deadline:
-                # the log holds at least the record just acknowledged: a read that found no holder
-                # was cut short (an end not known yet), never an answer
-                time.sleep(0.1)
-                holder = self.read_holder()
             if holder is not None and holder.owner == self.owner:
                 self.kept_until = started + self.ttl_ms / 1000
             return holder
