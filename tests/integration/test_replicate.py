@@ -421,6 +421,29 @@ def test_oversized_record_and_missing_topic_fail_clearly(tmp_path, source, targe
     assert consume_all(target, f"A.{t}") == [] or [r.value for r in consume_all(target, f"A.{t}")] == [b"small"]
 
 
+def test_records_timed_out_behind_a_refused_one_fail_the_partition_clearly_not_as_an_outage(
+        tmp_path, source, target, unique):
+    # after the target refuses a record as too large, the partition's records behind it wait until
+    # they time out (message.timeout.ms follows transaction.timeout.ms: 3 s here); their "Message timed
+    # out" is the refusal's consequence, never a broker outage to ride out for broker.outage.max.seconds
+    pfx = unique("refused")
+    t = f"{pfx}.big"
+    mirror_topic(source, target, t, 1, config=BIG, target_config={"max.message.bytes": "200000"})
+    produce(source, t, [{"partition": 0, "key": b"a", "value": b"small", "timestamp": NOW},
+                        {"partition": 0, "key": b"b", "value": b"x" * 600_000, "timestamp": NOW + 1},
+                        {"partition": 0, "key": b"c", "value": b"after", "timestamp": NOW + 2}])
+    cfg, flow = make_flow(tmp_path, source, target, pfx, **{"producer.transaction.timeout.ms": 3000,
+                                                            "broker.outage.max.seconds": 20})
+    rep = run_once(cfg, flow, mode="direct")
+    text = rep.render()
+    assert not rep.ok and rep.failed_units == 1
+    assert f"record {t}[0] offset 1 (600001 bytes) is larger than target topic 'A.{t}'" in text, text
+    assert "unavailable" not in text and "broker.outage.max.seconds" not in text, text
+    prog = read_progress(cfg, flow, [(t, 0)]).get((t, 0))
+    assert prog is None or prog.next <= 1
+    assert [r.value for r in consume_all(target, f"A.{t}")] in ([], [b"small"])
+
+
 def test_at_least_once_mode_copies_everything_with_an_exact_map(tmp_path, source, target, unique):
     pfx = unique("alo")
     t = f"{pfx}.metrics"

@@ -54,6 +54,7 @@ from mirrorflow.replication.write_failures import (
     FatalError,
     batch_failure,
     fatal_cause,
+    refused,
     timed_out,
 )
 from mirrorflow.state.offset_map import MapEntry, Run
@@ -225,8 +226,11 @@ class TransactionWriter:
         else:
             if self.eos and self._fatal.error is None and not errored:
                 errors = [e.error for p in busy for e in (p.edges.first, p.edges.last) if e.error is not None]
-                if left or any(transient_error(e) for e in errors):  # the target was away: redo the round
-                    raise Abortable(errors[0] if errors else f"{left} records not delivered in time")
+                # a batch whose first record landed and whose last did not may hold a record the target
+                # refused, the records behind it timed out: the careful path tells that from an outage
+                midway = any(not p.edges.first.failed and p.edges.last.failed for p in busy)
+                if left or (any(transient_error(e) for e in errors) and not midway and not any(map(refused, errors))):
+                    raise Abortable(errors[0] if errors else f"{left} records not delivered in time")  # redo the round
             self._careful(parts)
         kept = [p for p in parts if p.error is None]
         if not kept:  # every partition of the round failed: nothing to commit
@@ -344,8 +348,10 @@ class TransactionWriter:
             self._raise_if_fenced()
             failed = {id(p): [r for r in reports[id(p)] if r.failed] for p in live}
             if self.eos and self._fatal.error is None:
-                errors = [r.error for fs in failed.values() for r in fs if r.error is not None]
-                if left or any(transient_error(e) for e in errors) or (any(failed.values()) and not errors):
+                # a partition the target refused a record of fails (below), whatever its later records say
+                others = [fs for fs in failed.values() if not any(refused(r.error) for r in fs)]
+                errors = [r.error for fs in others for r in fs if r.error is not None]
+                if left or any(transient_error(e) for e in errors) or (any(others) and not errors):
                     raise Abortable(errors[0] if errors else f"{left} records not delivered in time")
             if self._fatal.error is not None:
                 raise KafkaException(self._fatal.error)

@@ -7,6 +7,8 @@ behind produce()'s bare "Fatal error" (`fatal_cause`), and a partition's batch t
 refused for good (`batch_failure`): a record too large for the target topic, named with its size
 and the topic's max.message.bytes (a batch the broker refused although each of its records alone
 is accepted is said to be the batch, never blamed on a record), or the target partition missing.
+The records behind a refused one in its partition wait until they time out ("Message timed out"):
+that is the refusal's consequence, not an outage (`refused`: the writer asks before it waits one out).
 """
 
 from __future__ import annotations
@@ -85,6 +87,11 @@ def timed_out(
         f"the transaction of {what} on cluster {flow.target!r} was open for {open_s:.0f} s, longer than "
         f"transaction.timeout.ms ({txn_timeout_s * 1000:.0f}), and the broker aborted it ({describe(exc)})"
     )
+
+
+def refused(err: KafkaError | None) -> bool:
+    """The target refused a record for good: too large for its topic, or its partition missing."""
+    return err is not None and err.code() in TOO_LARGE_CODES | MISSING_CODES
 
 
 def batch_failure(writer: Any, part: Any, failed: list[Any]) -> MirrorflowError:
