@@ -54,6 +54,7 @@ from mirrorflow.replication.write_failures import (
     FatalError,
     batch_failure,
     fatal_cause,
+    purged,
     refused,
     timed_out,
 )
@@ -351,7 +352,9 @@ class TransactionWriter:
                 # a partition the target refused a record of fails (below), whatever its later records say
                 others = [fs for fs in failed.values() if not any(refused(r.error) for r in fs)]
                 errors = [r.error for fs in others for r in fs if r.error is not None]
-                if left or any(transient_error(e) for e in errors) or (any(others) and not errors):
+                # a record the producer purged (its epoch bumped after a time-out: the target was away)
+                # was never refused: the round is redone like any other outage
+                if left or any(transient_error(e) or purged(e) for e in errors) or (any(others) and not errors):
                     raise Abortable(errors[0] if errors else f"{left} records not delivered in time")
             if self._fatal.error is not None:
                 raise KafkaException(self._fatal.error)

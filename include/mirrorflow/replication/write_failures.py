@@ -89,6 +89,11 @@ def timed_out(
     )
 
 
+def purged(err: KafkaError | None) -> bool:
+    """The producer purged the record before the broker answered (an epoch bump, an abort)."""
+    return err is not None and err.code() in (KafkaError._PURGE_QUEUE, KafkaError._PURGE_INFLIGHT)
+
+
 def refused(err: KafkaError | None) -> bool:
     """The target refused a record for good: too large for its topic, or its partition missing."""
     return err is not None and err.code() in TOO_LARGE_CODES | MISSING_CODES
