@@ -36,6 +36,9 @@ def list_groups(admin: Any, conn: ClusterConnection, timeout: float) -> list[str
         res = admin.list_consumer_groups(request_timeout=timeout).result(timeout + 5)
     except KafkaException as exc:
         raise failure(conn, exc) from None
+    if res.errors:  # a broker that did not answer (a connection reset): its groups are missing from `valid`
+        err = res.errors[0]
+        raise failure(conn, err if isinstance(err, KafkaException) else KafkaException(err)) from None
     return sorted(g.group_id for g in res.valid)
 
 
