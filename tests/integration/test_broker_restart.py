@@ -7,6 +7,7 @@ cluster), so restarting it never disturbs another test's clusters.
 
 from __future__ import annotations
 
+import socket
 import threading
 import time
 import traceback
@@ -14,10 +15,11 @@ import traceback
 import pytest
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
-from mirrorflow_dev.dev_cluster import DevCluster
+from mirrorflow.replication import copy_modes
 from mirrorflow.replication.run_report import RunReport
 from mirrorflow.replication.runner import run_once
 from mirrorflow.state.state_topics import offset_map_topic, progress_topic
+from mirrorflow_dev.dev_cluster import DevCluster
 from tests.integration.replicate_helpers import assert_copied, assert_map_exact, make_flow, mirror_topic
 from tests.support import admin, consume_all, markers_written, produce
 
@@ -181,6 +183,56 @@ def test_replicate_rides_through_a_source_restart(tmp_path, restartable, target,
     src, dst = consume_all(restartable, topic), consume_all(target, remote)
     diverge(src, dst)
     assert len(dst) == n + 2_000
+    assert_map_exact(cfg, flow, restartable, target, topic, parts, records=(src, dst))
+
+
+class SourceDownAfterInit:
+    """Faults hook: the first time a copy task has initialised its producer, it waits (in the
+    task's thread) until the test has stopped the source broker, then lets the task go on."""
+
+    def __init__(self, port: int) -> None:
+        self.port, self.at_init, self.fired = port, threading.Event(), False
+
+    def reached(self, point: str, n: int = 0) -> None:
+        if point != "after_init" or self.fired:
+            return
+        self.fired = True
+        self.at_init.set()
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:  # until the broker refuses connections
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
+            except OSError:
+                return
+            time.sleep(0.1)
+
+
+def test_a_copy_task_that_starts_while_the_source_is_down_waits_for_it(
+    tmp_path, restartable, target, kafka_pool, unique, monkeypatch
+):
+    """The run planned against the source; the broker stops before the task's first source call and
+    stays down longer than a one-off command's 10 s check. The task waits for it (the run reached
+    the cluster: an outage, not a wrong address) and copies every record once; it used to fail its
+    partitions at once with "cannot reach" (a full-suite run of the source-restart test above)."""
+    pfx = unique("taskdown")
+    topic, parts, n = f"{pfx}.orders", 2, 2_000
+    remote = mirror_topic(restartable, target, topic, parts)
+    produce(restartable, topic, many(n, parts))
+    cfg, flow = make_flow(tmp_path, restartable, target, pfx, **{"tasks.max": 1, "broker.outage.max.seconds": 120})
+    hook = SourceDownAfterInit(restartable.port)
+    monkeypatch.setattr(copy_modes, "faults_from_env", lambda: hook)
+    t, out = run_in_thread(cfg, flow)
+    assert hook.at_init.wait(120), "the copy task never initialised its producer"
+    kafka_pool.dev.restart("R", down_s=15.0, attached=True)
+    t.join(300)
+    assert not t.is_alive()
+    assert "error" not in out, out.get("traceback")
+    rep = out["report"]
+    assert rep.ok and rep.records == n and rep.lag == 0, rep.render()
+    leaders_back(restartable, topic, parts)
+    src, dst = consume_all(restartable, topic), consume_all(target, remote)
+    diverge(src, dst)
+    assert len(dst) == n
     assert_map_exact(cfg, flow, restartable, target, topic, parts, records=(src, dst))
 
 

@@ -122,17 +122,30 @@ class FlowClients:
         # defaults < the user's overrides < what the step needs to be correct
         return {**(defaults or {}), **self.overrides(side, kind), **(required or {})}
 
+    def reached(self, *sides: Side) -> None:
+        """The clusters answered this run before these clients existed (a planned copy task: the
+        run's planning reached both): their outages are waited out, as after a first answer here."""
+        with self._lock:
+            self._reached.update(sides)
+
     def admin(self, side: Side, check: bool = True, check_timeout: float = 10.0) -> AdminClient:
         """The cluster's AdminClient (one per cluster and run); `check` proves it answers first
-        (within `check_timeout`)."""
+        (within `check_timeout`; up to broker.outage.max.seconds for a cluster that answered the
+        run before: a broker restarting as a copy task starts is waited for)."""
         with self._lock:
-            if side not in self._admins:
-                self._admins[side] = self.connection(side).admin(
-                    self.overrides(side, "admin"), check_timeout=check_timeout if check else None
-                )
-                if check:
-                    self._reached.add(side)
-            return self._admins[side]
+            known, reached = self._admins.get(side), side in self._reached
+        if known is not None:
+            return known
+        if reached:
+            check_timeout = max(check_timeout, self.outage_timeout)
+        # outside the lock: another thread's client must not wait behind this one's wait for a broker
+        admin = self.connection(side).admin(
+            self.overrides(side, "admin"), check_timeout=check_timeout if check else None
+        )
+        with self._lock:
+            if check:
+                self._reached.add(side)
+            return self._admins.setdefault(side, admin)
 
     def consumer(
         self, side: Side, defaults: Mapping[str, Any] | None = None, required: Mapping[str, Any] | None = None

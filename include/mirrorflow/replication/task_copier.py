@@ -451,6 +451,7 @@ def copy_planned(
     (a Spark task, a Spark Connect task, a thread of direct mode) runs a planned task."""
     layout, slots = task_layout(plan)
     owner = (plan.get("lease") or {}).get("owner")
+    clients.reached("source", "target")  # planned: a broker away as the task starts is waited for
     with following(clients, plan.get("continuous")) as follow:
         results = copy_task(
             clients, layout, slots[index], [Unit.from_dict(d) for d in units], faults, follow, owner, attempt
