@@ -297,6 +297,7 @@ def main() -> int:
         gen = subprocess.Popen([sys.executable, __file__, "--load-gen", spec], stdout=subprocess.PIPE, text=True)
         procs.append(gen)
         t0 = time.time()
+        cli_err = open(home / "cli.stderr", "w")  # noqa: SIM115 - closed with the home
         cli = subprocess.Popen(
             [
                 str(Path(sys.executable).parent / "mirrorflow"),
@@ -314,7 +315,9 @@ def main() -> int:
             ],
             env={**os.environ, "MIRRORFLOW_RUN_DIR": str(home / "runs")},
             stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
+            # a file, not a pipe: nobody reads the pipe during the run, and once its 64 KiB were full
+            # (the outage's log lines) the CLI blocked writing one and stopped copying
+            stderr=cli_err,
             text=True,
         )
         procs.append(cli)
@@ -327,7 +330,7 @@ def main() -> int:
                 arrivals.phase = "steady"  # the backlog is through: the copier follows the load
             if drained is None and (cli.poll() is not None or time.time() > t0 + 1800):
                 raise SystemExit(
-                    f"the copier never caught up with the backlog: {cli.stderr.read()[-3000:] if cli.stderr else ''}"
+                    f"the copier never caught up with the backlog: {(home / 'cli.stderr').read_text()[-3000:]}"
                 )
         loads.append(f"outage {os.getloadavg()[0]:.1f}")
         down_at = time.time()
@@ -351,11 +354,11 @@ def main() -> int:
             time.sleep(1)
         end = time.time()
         cli.send_signal(signal.SIGTERM)
-        out, err = cli.communicate(timeout=300)
+        out, _ = cli.communicate(timeout=300)
         memory.stop()
         arrivals.stop()
         if cli.returncode != 0:
-            print(err[-3000:])
+            print((home / "cli.stderr").read_text()[-3000:])
             return 1
         rep = json.loads(out)
         report(
