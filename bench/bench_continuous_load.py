@@ -297,29 +297,29 @@ def main() -> int:
         gen = subprocess.Popen([sys.executable, __file__, "--load-gen", spec], stdout=subprocess.PIPE, text=True)
         procs.append(gen)
         t0 = time.time()
-        cli_err = open(home / "cli.stderr", "w")  # noqa: SIM115 - closed with the home
-        cli = subprocess.Popen(
-            [
-                str(Path(sys.executable).parent / "mirrorflow"),
-                "--config",
-                str(cfg_path),
-                "replicate",
-                "--flow",
-                "A->B",
-                "--continuous",
-                "--seconds",
-                str(int(args.seconds + args.outage + recover + 3600)),
-                "--mode",
-                args.mode,
-                "--json",
-            ],
-            env={**os.environ, "MIRRORFLOW_RUN_DIR": str(home / "runs")},
-            stdout=subprocess.PIPE,
-            # a file, not a pipe: nobody reads the pipe during the run, and once its 64 KiB were full
-            # (the outage's log lines) the CLI blocked writing one and stopped copying
-            stderr=cli_err,
-            text=True,
-        )
+        with open(home / "cli.stderr", "w") as cli_err:  # the CLI keeps its own copy of the file
+            cli = subprocess.Popen(
+                [
+                    str(Path(sys.executable).parent / "mirrorflow"),
+                    "--config",
+                    str(cfg_path),
+                    "replicate",
+                    "--flow",
+                    "A->B",
+                    "--continuous",
+                    "--seconds",
+                    str(int(args.seconds + args.outage + recover + 3600)),
+                    "--mode",
+                    args.mode,
+                    "--json",
+                ],
+                env={**os.environ, "MIRRORFLOW_RUN_DIR": str(home / "runs")},
+                stdout=subprocess.PIPE,
+                # a file, not a pipe: nobody reads the pipe during the run, and once its 64 KiB were full
+                # (the outage's log lines) the CLI blocked writing one and stopped copying
+                stderr=cli_err,
+                text=True,
+            )
         procs.append(cli)
         memory = Memory([cli.pid, *([server.pid] if server else [])])
         loads = [f"start {os.getloadavg()[0]:.1f}"]
