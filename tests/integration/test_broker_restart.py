@@ -124,6 +124,30 @@ def diverge(src, dst) -> None:
     assert not problems, "\n".join(problems)
 
 
+def test_a_target_outage_longer_than_a_state_reads_timeout_is_ridden_through(
+    tmp_path, source, restartable, kafka_pool, unique
+):
+    """The copy task's reads of the flow's state on the target (is the lease still the run's?) have
+    their own timeout (admin.timeout.ms, 2 s here), shorter than the outage (30 s: the producer gives up its
+    transaction in it) and than the bound.
+    They are part of the outage: the task waits them out with the copy. A continuous run used to lose
+    its copy tasks to a 5-minute target outage this way (the lease read's TransientError after 60 s)."""
+    pfx = unique("statetimeout")
+    topic, parts, n = f"{pfx}.orders", 2, 200_000
+    remote = mirror_topic(source, restartable, topic, parts)
+    produce(source, topic, many(n, parts))
+    cfg, flow = make_flow(tmp_path, source, restartable, pfx, **{
+        "transaction.max.records": 10_000, "tasks.max": 1, "admin.timeout.ms": 2000,
+        "broker.outage.max.seconds": 120})
+    rep = run_through_restart(cfg, flow, kafka_pool, True, 30.0, (restartable, remote, parts, 30_000))
+    assert rep.ok and rep.records == n and rep.lag == 0, rep.render()
+    settled(restartable, flow, remote, parts)
+    src, dst = consume_all(source, topic), consume_all(restartable, remote)
+    diverge(src, dst)
+    assert len(dst) == n
+    assert_map_exact(cfg, flow, source, restartable, topic, parts, records=(src, dst))
+
+
 @pytest.mark.parametrize("hard", [False, True], ids=["sigterm", "sigkill"])
 def test_replicate_rides_through_a_target_restart(tmp_path, source, restartable, kafka_pool, unique, hard):
     pfx = unique("restart")

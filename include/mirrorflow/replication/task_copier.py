@@ -39,7 +39,16 @@ from confluent_kafka import KafkaException
 from confluent_kafka.admin import OffsetSpec
 
 from mirrorflow.clients import FlowClients
-from mirrorflow.errors import FencedError, LeaseError, MirrorflowError, StateError, TopicError, TransactionAbortedError
+from mirrorflow.errors import (
+    ClusterError,
+    FencedError,
+    LeaseError,
+    MirrorflowError,
+    StateError,
+    TopicError,
+    TransactionAbortedError,
+    UnreachableError,
+)
 from mirrorflow.kafka.connection import kafka_error
 from mirrorflow.kafka.retry import Outage, transient
 from mirrorflow.kafka.topic_admin import list_offsets
@@ -157,18 +166,21 @@ class TaskCopier:
             # an outage: the old producer goes first, a new one fences its epoch, progress is read again --
             # unless this attempt is the zombie now (a transaction the broker aborted for its timeout may
             # hide a fencing): a new producer would fence the attempt that owns the slot
-            why = self._superseded()
-            if why is not None:
-                self._end(live, "fenced", why, "FencedError")
-                return
             if sum(r.transactions for r in self.results) > done:  # progress since the last failure: a new outage
                 self.outage.over()
             self._drop()
             self._close_lanes(reuse=False)
             try:
-                self.outage.wait(self.flow.target, f"copying task {self.slot} of flow {self.flow.name}", failure)
-            except MirrorflowError as exc:  # past broker.outage.max.seconds: one error naming the cluster
-                self._end(live, "failed", str(exc), type(exc).__name__)
+                why = self._ride_out(failure)
+            except (
+                MirrorflowError,
+                KafkaException,
+            ) as exc:  # past broker.outage.max.seconds: one error naming the cluster
+                e = kafka_error(exc)
+                self._end(live, "failed", e.str() if e else str(exc), type(exc).__name__)
+                return
+            if why is not None:
+                self._end(live, "fenced", why, "FencedError")
                 return
 
     def _attempt(self, live: list[PartitionCopy]) -> None:
@@ -287,6 +299,21 @@ class TaskCopier:
         if sp is None or sp.fresh or self.established:
             return False
         return self._superseded() is None
+
+    def _ride_out(self, failure: BaseException) -> str | None:
+        """Wait for the cluster after a transient failure, then why this attempt is the zombie now
+        (None: it may go on). The zombie check reads the target too: in the outage it fails like the
+        copy did and is waited out with it (it used to end the task at the lease read's own 60 s
+        timeout: a continuous run lost its copy tasks to a 5-minute target outage)."""
+        while True:
+            alias = failure.alias if isinstance(failure, ClusterError) else self.flow.target
+            self.outage.wait(alias, f"copying task {self.slot} of flow {self.flow.name}", failure)
+            try:
+                return self._superseded()
+            except (MirrorflowError, KafkaException) as exc:
+                if not outage_failure(exc):
+                    raise
+                failure = exc
 
     def _superseded(self) -> str | None:
         """Why this attempt is a zombie (its run lost the flow's lease, or a newer attempt of its run
@@ -457,6 +484,12 @@ def copy_planned(
             clients, layout, slots[index], [Unit.from_dict(d) for d in units], faults, follow, owner, attempt
         )
     return [r.to_dict() for r in results]
+
+
+def outage_failure(exc: BaseException) -> bool:
+    """A failure a copy task waits out: transient, and not a cluster that stayed away through a
+    call's own wait for it (an UnreachableError after the bound: final)."""
+    return transient(exc) and not isinstance(exc, UnreachableError)
 
 
 def background(call: Callable[[], None]) -> Callable[[], None]:
