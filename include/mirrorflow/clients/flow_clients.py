@@ -225,6 +225,14 @@ class FlowClients:
         """MM2's admin.timeout.ms, in seconds."""
         return max(1.0, int(self.flow.props.get("admin.timeout.ms", 60000)) / 1000.0)
 
+    @property
+    def step_timeout(self) -> float:
+        """admin.timeout.ms, at most a quarter of broker.outage.max.seconds: for a call that a step
+        retries up to that bound (kafka.retry.StepRetry), so a request whose answer is lost (a reset
+        connection the client did not see) is asked again within the bound instead of using it up.
+        The defaults (60 s, 300 s) are not changed by it."""
+        return max(1.0, min(self.admin_timeout, self.outage_timeout / 4))
+
 
 @contextmanager
 def flow_clients(cfg: Config, flow: FlowConfig, clients: FlowClients | None = None) -> Iterator[FlowClients]:

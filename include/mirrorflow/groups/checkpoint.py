@@ -65,7 +65,7 @@ def source_group_offsets(
     groups passing the group filter with at least one offset on a replicated topic (`only`: and
     fully matching this regex)."""
     filters = FlowFilters.for_flow(clients.flow)
-    timeout = clients.admin_timeout
+    timeout = clients.step_timeout  # a checkpoint pass's step (StepRetry)
     admin, conn = clients.admin("source"), clients.connection("source")
     names = list(groups) if groups is not None else list_groups(admin, conn, timeout)
     names = [g for g in names if filters.should_replicate_group(g) and (not only or re.fullmatch(only, g))]
