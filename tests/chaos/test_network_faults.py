@@ -417,32 +417,66 @@ def test_checkpoints_failover_and_failback_under_faults_end_where_the_runbook_sa
         assert verify_flow(clients).ok
 
 
-def test_offsets_listed_through_resets_are_the_partitions_ends_or_a_clear_error(tmp_path, pair, unique):
-    # found by the failback under resets: a ListOffsets answer cut by a connection reset came back with
-    # offset -1001 (OFFSET_INVALID) and no error, and the failback took it as A's end: 'divergence: 0 records'
+def _list_offsets_again_and_again(config: dict, topic: str, times: int, out) -> None:
+    """In a child process: `times` fresh admin clients each list both partitions' ends through the
+    proxy; each answer or clear error goes to `out` as it comes (a librdkafka abort keeps them)."""
     from confluent_kafka.admin import AdminClient, OffsetSpec
 
     from mirrorflow.errors import ClusterError
     from mirrorflow.kafka.connection import ClusterConnection
     from mirrorflow.kafka.topic_admin import list_offsets
 
+    conn = ClusterConnection("NA", config)
+    for _ in range(times):
+        admin = AdminClient(config)  # a fresh client: its connections are the ones reset
+        try:
+            out.send(("answer", list_offsets(admin, conn, [(topic, 0), (topic, 1)], OffsetSpec.latest(), timeout=10)))
+        except ClusterError as exc:
+            out.send(("error", str(exc)))
+    out.send(("done", None))
+
+
+def test_offsets_listed_through_resets_are_the_partitions_ends_or_a_clear_error(tmp_path, pair, unique):
+    # found by the failback under resets: a ListOffsets answer cut by a connection reset came back with
+    # offset -1001 (OFFSET_INVALID) and no error, and the failback took it as A's end: 'divergence: 0 records'.
+    # The clients run in child processes: this loop once aborted a pytest worker inside librdkafka (a
+    # full-suite run, 2026-11-28, Fatal Python error: Aborted; the assertion's text was lost with the
+    # worker), like the known admin-client abort around timed-out requests (confluentinc/librdkafka#4605).
+    # Answers given before such an abort are kept and checked; a new child goes on with the rest.
+    import multiprocessing
+
     topic = unique("lo")
     create_topic(pair.direct["A"], topic, 2)
     write(pair.direct["A"], topic, records("a", 20, 2))  # per partition 2 x (5 records, a marker): end 12
-    via = pair.via("A")
-    conn = ClusterConnection("NA", via.client_config())
-    answers, errors = [], []
+    ctx = multiprocessing.get_context("spawn")
+    answers, errors, aborts = [], [], 0
     with Resetter([pair.proxy["A"]], 0.05):
-        for _ in range(60):
-            admin = AdminClient(via.client_config())  # a fresh client: its connections are the ones reset
-            try:
-                answers.append(list_offsets(admin, conn, [(topic, 0), (topic, 1)], OffsetSpec.latest(), timeout=10))
-            except ClusterError as exc:
-                errors.append(str(exc))
+        while len(answers) + len(errors) < 60 and aborts < 3:
+            reader, writer = ctx.Pipe(duplex=False)
+            todo = 60 - len(answers) - len(errors)
+            config = pair.via("A").client_config()
+            child = ctx.Process(target=_list_offsets_again_and_again, args=(config, topic, todo, writer))
+            child.start()
+            writer.close()
+            done = False
+            while not done:
+                try:
+                    kind, value = reader.recv()
+                except EOFError:  # the child ended (or aborted) without its last word
+                    break
+                done = kind == "done"
+                if not done:
+                    (answers if kind == "answer" else errors).append(value)
+            child.join(60)
+            if not done:  # librdkafka's abort (SIGABRT), not mirrorflow's: the next child goes on
+                assert child.exitcode == -6, f"the child died with exit code {child.exitcode}"
+                aborts += 1
     wrong = [a for a in answers if a != {(topic, 0): 12, (topic, 1): 12}]
-    print(f"\n{len(answers)} answers, {len(errors)} clear errors ({errors[:1]}), wrong: {wrong[:3]}")
+    print(f"\n{len(answers)} answers, {len(errors)} clear errors ({errors[:1]}), wrong: {wrong[:3]}; "
+          f"librdkafka aborted {aborts} child(ren)")
     assert not wrong, wrong[:5]
     assert all("cluster 'NA'" in e for e in errors), errors[:3]
+    assert len(answers) + len(errors) >= 30, f"{aborts} aborts left too few answers to tell anything"
 
 
 def checkpoints_on(cluster: DevCluster, topic: str) -> dict[tuple[str, str, int], Checkpoint]:
