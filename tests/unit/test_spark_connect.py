@@ -9,7 +9,8 @@ import pytest
 
 from mirrorflow.config import parse
 from mirrorflow.errors import ConfigError, MirrorflowError
-from mirrorflow.replication.connect_server import CONNECT_CLASS, server_command
+from mirrorflow.replication.connect_server import CONNECT_CLASS, local_slots, server_command
+from mirrorflow.replication.spark import spark_tasks
 from mirrorflow.replication.spark_connect import (
     bump_generation,
     first_line,
@@ -170,3 +171,17 @@ def test_first_line_of_a_grpc_error_is_its_details():
         "failed to connect to all addresses; last error: UNKNOWN: ipv4:127.0.0.1:4: Connection refused"
     )
     assert first_line(RuntimeError("\n  first\nsecond")) == "first" and first_line(KeyError()) == "KeyError"
+
+
+def test_a_local_server_states_its_task_slots_and_the_job_packs_its_tasks_into_them(monkeypatch):
+    monkeypatch.setattr("os.cpu_count", lambda: 2)
+    assert [local_slots(m) for m in ("local", "local[3]", "local[*]", "local[4,2]", "spark://m:7077", "yarn")] == [
+        1, 3, 2, 4, None, None
+    ]
+    assert "spark.default.parallelism=3" in server_command(15099, "local[3]")
+    assert not any("default.parallelism" in a for a in server_command(15002, "spark://m:7077"))
+    # what a deployment states itself wins
+    cmd = server_command(15099, "local[3]", extra_conf={"spark.default.parallelism": "12"})
+    assert "spark.default.parallelism=12" in cmd and "spark.default.parallelism=3" not in cmd
+    # 8 planned tasks: on 2 slots 2 Spark tasks (4 tasks each at once), on 16 slots or unknown 8, none: 1
+    assert [spark_tasks(8, 2), spark_tasks(8, 16), spark_tasks(8, None), spark_tasks(0, 2)] == [2, 8, 8, 1]

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import shutil
 import sys
 
@@ -48,10 +49,23 @@ def server_command(
         "spark.connect.session.manager.defaultSessionTimeout": "24h",
         **(extra_conf or {}),
     }
+    slots = local_slots(master)
+    if slots and "spark.default.parallelism" not in conf:  # how the copy job packs its tasks (spark_tasks)
+        conf["spark.default.parallelism"] = str(slots)
     cmd = [spark_bin("spark-submit"), "--master", master, "--class", CONNECT_CLASS]
     for k, v in conf.items():
         cmd += ["--conf", f"{k}={v}"]
     return [*cmd, "--name", "mirrorflow-connect", "spark-internal"]
+
+
+def local_slots(master: str) -> int | None:
+    """The task slots of a local master (local, local[N], local[*], local[N,F]); None for a cluster
+    master, whose deployment states its parallelism (spark.default.parallelism) itself."""
+    m = re.fullmatch(r"local(?:\[(\*|\d+)(?:,\d+)?\])?", master.strip())
+    if m is None:
+        return None
+    n = m.group(1) or "1"
+    return (os.cpu_count() or 1) if n == "*" else int(n)
 
 
 def server_env() -> dict[str, str]:

@@ -47,7 +47,7 @@ from typing import Any
 import mirrorflow
 from mirrorflow.config import Config, config_path
 from mirrorflow.errors import MirrorflowError
-from mirrorflow.replication.spark import _copy_task, lease_kept, spark_env, task_head
+from mirrorflow.replication.spark import _copy_task, lease_kept, spark_env, spark_tasks, task_head
 
 SESSION_NS = uuid.UUID("6f2f3b4e-93a4-4a63-9d0c-5b3f1c8e0a11")  # namespace of mirrorflow's session ids
 RESULT_SCHEMA = "result string"
@@ -303,14 +303,28 @@ class ConnectCopy:
         rows = task_rows(plan)
         n = len(rows)
         units = F.array(*[F.lit(r) for r in rows])
-        df = spark.range(0, n, 1, n).select(
+        parts = spark_tasks(n, server_slots(spark))
+        df = spark.range(0, n, 1, parts).select(
             F.col("id").cast("int").alias("task"), F.element_at(units, (F.col("id") + 1).cast("int")).alias("units")
         )
         task = _arrow_task(config_file, task_head(plan))
         out = df.mapInArrow(task, RESULT_SCHEMA).collect()
         results = [json.loads(r["result"]) for r in out]
-        self.log(f"Spark Connect job: {len(results)} unit results from {n} tasks in {time.time() - t0:.2f} s")
+        self.log(
+            f"Spark Connect job: {len(results)} unit results from {n} tasks ({parts} Spark tasks) "
+            f"in {time.time() - t0:.2f} s"
+        )
         return results
+
+
+def server_slots(spark: Any) -> int | None:
+    """The server's task slots as it states them (spark.default.parallelism: the product's server
+    sets it, connect_server.server_command); None when it does not say (one Spark task per task)."""
+    try:
+        value = spark.conf.get("spark.default.parallelism", None)
+        return int(value) if value else None
+    except Exception:  # noqa: BLE001 - not a number, or a server that refuses the question
+        return None
 
 
 def first_line(exc: BaseException) -> str:

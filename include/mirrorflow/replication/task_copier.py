@@ -49,7 +49,7 @@ from mirrorflow.errors import (
     TransactionAbortedError,
     UnreachableError,
 )
-from mirrorflow.kafka.connection import kafka_error
+from mirrorflow.kafka.connection import kafka_error, warm_topics
 from mirrorflow.kafka.retry import Outage, transient
 from mirrorflow.kafka.topic_admin import list_offsets
 from mirrorflow.replication.budget import CopyBudget
@@ -96,6 +96,7 @@ class TaskCopier:
         owner: str | None = None,
         attempt: int = 0,
         in_flight: int | None = None,
+        budget_lanes: int | None = None,
     ) -> None:
         self.clients, self.flow, self.faults, self.follow = clients, clients.flow, faults, follow
         self.layout, self.slot, self.owner, self.attempt = layout, slot, owner, attempt
@@ -108,7 +109,10 @@ class TaskCopier:
         self.outage = Outage(outage_bound_s(self.flow))
         lanes = in_flight or int(self.flow.props["task.partitions.in.flight"])
         self.lanes_n = len(self.parts) if follow is not None else max(1, min(lanes, len(self.parts)))
-        self.budget = CopyBudget.of(self.flow, reading_at_once(units, self.lanes_n), follow is not None)
+        # the process's memory budget, split over the lanes that read at once in it: those of every
+        # task it copies at once (`budget_lanes`, copy_together), else this task's own
+        busy = budget_lanes or reading_at_once(units, self.lanes_n)
+        self.budget = CopyBudget.of(self.flow, busy, follow is not None)
         self.guard = LeaseGuard(clients, owner) if owner else None
         self.sp: SlotProducer | None = None
         self.clean = False  # the task ended without a failure: its producer may serve the next run
@@ -261,7 +265,8 @@ class TaskCopier:
         """Rounds until every partition is done (or failed); each round one transaction."""
         follow = self.follow is not None
         limits = BatchLimits.of(self.flow, self.budget.batch_bytes)
-        if not self.lanes:
+        new = not self.lanes
+        if new:
             self.lanes = [self._lane(limits) for _ in range(min(self.lanes_n, len(todo)))]
         for lane in self.lanes:
             lane.reset()
@@ -272,6 +277,9 @@ class TaskCopier:
             queue = []
         batch_s = self.follow.batch_s if self.follow is not None else 0.0
         with ThreadPoolExecutor(max_workers=len(self.lanes)) as pool:
+            if new:  # the lanes learn the topics they will read first (kafka.connection.warm_topics)
+                topics = sorted({pc.unit.topic for pc in todo})
+                list(pool.map(lambda lane: warm_topics(lane.consumer, topics), self.lanes))
             while any(lane.busy for lane in self.lanes) or queue:
                 rnd = Round(writer, limits, queue, batch_s)
                 writer.begin()
@@ -438,19 +446,23 @@ def copy_task(
     owner: str | None = None,
     attempt: int = 0,
     in_flight: int | None = None,
+    budget_lanes: int | None = None,
 ) -> list[UnitResult]:
     """Copy a task's units (all of task slot `slot` of `layout`): the fresh partitions with nothing
     to copy are anchored at once (replication.anchors), the others copied by one TaskCopier. Results
     come in the units' order. `owner`: the run's lease owner (the task stops when its run no longer
     holds the lease); `attempt`: Spark's attempt number of this task (0 elsewhere); `in_flight`:
-    partitions read at once (default: task.partitions.in.flight)."""
+    partitions read at once (default: task.partitions.in.flight); `budget_lanes`: the lanes reading
+    at once in this process, which share its memory budget (default: this task's)."""
     units = list(units)
     results: list[UnitResult | None] = [None] * len(units)
     if follow is None:  # units that only anchor a fresh partition: all at once (replication.anchors)
         anchor_all(clients, units, results)
     rest = [i for i, r in enumerate(results) if r is None]
     if rest:
-        copier = TaskCopier(clients, layout, slot, [units[i] for i in rest], faults, follow, owner, attempt, in_flight)
+        copier = TaskCopier(
+            clients, layout, slot, [units[i] for i in rest], faults, follow, owner, attempt, in_flight, budget_lanes
+        )
         for i, r in zip(rest, copier.run(), strict=True):
             results[i] = r
     return [r for r in results if r is not None]
@@ -473,6 +485,8 @@ def copy_planned(
     units: list[dict[str, Any]],
     faults: Faults,
     attempt: int = 0,
+    in_flight: int | None = None,
+    budget_lanes: int | None = None,
 ) -> list[dict[str, Any]]:
     """Task `index` of a plan (its units as the plan holds them), copied: the one way every mode
     (a Spark task, a Spark Connect task, a thread of direct mode) runs a planned task."""
@@ -481,9 +495,41 @@ def copy_planned(
     clients.reached("source", "target")  # planned: a broker away as the task starts is waited for
     with following(clients, plan.get("continuous")) as follow:
         results = copy_task(
-            clients, layout, slots[index], [Unit.from_dict(d) for d in units], faults, follow, owner, attempt
+            clients,
+            layout,
+            slots[index],
+            [Unit.from_dict(d) for d in units],
+            faults,
+            follow,
+            owner,
+            attempt,
+            in_flight,
+            budget_lanes,
         )
     return [r.to_dict() for r in results]
+
+
+def copy_together(
+    clients: FlowClients,
+    plan: dict[str, Any],
+    rows: list[tuple[int, list[dict[str, Any]]]],
+    faults: Faults,
+    attempt: int = 0,
+) -> list[dict[str, Any]]:
+    """Several planned tasks (`rows`: (index, units)) copied at once by one process, a thread each
+    (a Spark task that copies more than one: replication.spark.spark_tasks). Together they take
+    what one task alone would: `task.partitions.in.flight` lanes, split between them, and the
+    process's memory budget, split over all their busy lanes. While one waits on the brokers (its
+    producer's epoch, a commit) the others copy."""
+    if len(rows) <= 1:
+        return [r for i, units in rows for r in copy_planned(clients, plan, i, units, faults, attempt)]
+    lanes = max(1, int(clients.flow.props["task.partitions.in.flight"]) // len(rows))
+    busy = sum(reading_at_once([Unit.from_dict(d) for d in units], lanes) for _, units in rows)
+    with ThreadPoolExecutor(max_workers=len(rows), thread_name_prefix="mirrorflow-task") as pool:
+        futures = [
+            pool.submit(copy_planned, clients, plan, i, units, faults, attempt, lanes, busy) for i, units in rows
+        ]
+        return [r for f in futures for r in f.result()]
 
 
 def outage_failure(exc: BaseException) -> bool:
