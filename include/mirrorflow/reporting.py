@@ -13,20 +13,38 @@ is the same JSON for a report's parts (a partition of it); `table` lays rows out
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import asdict
+from dataclasses import fields, is_dataclass
 from datetime import UTC, datetime
+from functools import cache
 from typing import Any, ClassVar
 
 
-def _public(fields: list[tuple[str, Any]]) -> dict[str, Any]:
-    return {k: v for k, v in fields if not k.startswith("_")}
+@cache
+def _public(cls: type) -> tuple[str, ...]:
+    return tuple(f.name for f in fields(cls) if not f.name.startswith("_"))
+
+
+def _plain(v: Any) -> Any:
+    """dataclasses.asdict(v) with private fields left out, without its deep copy of every leaf: a
+    run report over 2,000 partitions spent ~0.2 s of a 1.3 s idle run in it. Dataclasses, lists,
+    tuples and dicts are walked; anything else is taken as it is."""
+    if is_dataclass(v) and not isinstance(v, type):
+        return {name: _plain(getattr(v, name)) for name in _public(type(v))}
+    if isinstance(v, list):
+        return [_plain(x) for x in v]
+    if isinstance(v, tuple):
+        items = [_plain(x) for x in v]
+        return type(v)(*items) if hasattr(v, "_fields") else type(v)(items)
+    if isinstance(v, dict):
+        return type(v)((_plain(k), _plain(x)) for k, x in v.items())
+    return v
 
 
 def as_dict(obj: Any, *derived: str, parts: dict[str, tuple[str, ...]] | None = None) -> dict[str, Any]:
     """A dataclass's fields as JSON-able data (private `_fields` left out, at any depth), then the
     properties named in `derived`; `parts`: a list field's name -> the properties added to each of
     its items (a partition's lag, a range's verdict)."""
-    d = asdict(obj, dict_factory=_public)
+    d = _plain(obj)
     d.update((name, getattr(obj, name)) for name in derived)
     for list_field, figures in (parts or {}).items():
         for raw, item in zip(d[list_field], getattr(obj, list_field), strict=True):

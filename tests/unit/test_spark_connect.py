@@ -9,8 +9,8 @@ import pytest
 
 from mirrorflow.config import parse
 from mirrorflow.errors import ConfigError, MirrorflowError
-from mirrorflow.replication.connect_server import CONNECT_CLASS, local_slots, server_command
-from mirrorflow.replication.spark import spark_tasks
+from mirrorflow.replication.connect_server import CONNECT_CLASS, server_command
+from mirrorflow.replication.spark import local_slots, spark_tasks
 from mirrorflow.replication.spark_connect import (
     bump_generation,
     first_line,

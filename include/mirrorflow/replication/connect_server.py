@@ -12,11 +12,10 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import shutil
 import sys
 
-from mirrorflow.replication.spark import VENV_BIN, spark_env
+from mirrorflow.replication.spark import VENV_BIN, local_slots, spark_env
 
 CONNECT_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
 DEFAULT_PORT = 15002  # Spark Connect's own default
@@ -56,16 +55,6 @@ def server_command(
     for k, v in conf.items():
         cmd += ["--conf", f"{k}={v}"]
     return [*cmd, "--name", "mirrorflow-connect", "spark-internal"]
-
-
-def local_slots(master: str) -> int | None:
-    """The task slots of a local master (local, local[N], local[*], local[N,F]); None for a cluster
-    master, whose deployment states its parallelism (spark.default.parallelism) itself."""
-    m = re.fullmatch(r"local(?:\[(\*|\d+)(?:,\d+)?\])?", master.strip())
-    if m is None:
-        return None
-    n = m.group(1) or "1"
-    return (os.cpu_count() or 1) if n == "*" else int(n)
 
 
 def server_env() -> dict[str, str]:

@@ -21,6 +21,7 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from functools import partial
@@ -391,14 +392,24 @@ def gather_inputs(clients: FlowClients, progress: dict[tuple[str, int], Progress
     admin = retry_call(lambda: clients.admin("source"), flow.source, "connecting", bound)
     parts = source_partitions(flow, admin, bound)
     tps = [(t, p) for t, p, _ in parts]
-    starts = source_offsets(clients, tps, OffsetSpec.earliest())
-    ends = source_offsets(clients, tps, OffsetSpec.latest())
-    if progress is None:
-        layout = ensure_layout(clients, parts, lambda: ran_before(clients))
-        fence_open_transactions(clients, tps, layout)
-        progress = StateStore(clients).progress()
-    else:
-        layout = provisional(tps, flow.parallelism)
+    # the reads that do not depend on each other go at once (each a round trip or a few; in a row
+    # they were half of an idle run's plan); the layout, fencing and progress read stay in order
+    with ThreadPoolExecutor(max_workers=5, thread_name_prefix="mirrorflow-plan") as pool:
+        starts_f = pool.submit(source_offsets, clients, tps, OffsetSpec.earliest())
+        ends_f = pool.submit(source_offsets, clients, tps, OffsetSpec.latest())
+        src_ids_f = pool.submit(topic_ids, admin, clients.connection("source"), {t for t, _, _ in parts}, bound)
+        tgt_ids_f = pool.submit(
+            topic_ids, clients.admin("target"), clients.connection("target"), {r for _, _, r in parts}, bound
+        )
+        tgt_parts_f = pool.submit(target_partitions, clients)
+        if progress is None:
+            layout = ensure_layout(clients, parts, lambda: ran_before(clients))
+            fence_open_transactions(clients, tps, layout)
+            progress = StateStore(clients).progress()
+        else:
+            layout = provisional(tps, flow.parallelism)
+        starts, ends = starts_f.result(), ends_f.result()
+        src_ids, tgt_ids, tgt_parts = src_ids_f.result(), tgt_ids_f.result(), tgt_parts_f.result()
     kind, ts = parse_initial_position(flow.props["initial.position"])
     fresh = [tp for tp in tps if tp not in progress or progress[tp].next < 0]
     initial: dict[tuple[str, int], int] = {}
@@ -410,9 +421,6 @@ def gather_inputs(clients: FlowClients, progress: dict[tuple[str, int], Progress
         found = source_offsets(clients, fresh, OffsetSpec.for_timestamp(ts))
         # no record at or after the timestamp: start at the end
         initial = {tp: (off if off >= 0 else ends[tp]) for tp, off in found.items()}
-    src_ids = topic_ids(clients.admin("source"), clients.connection("source"), {t for t, _, _ in parts}, bound)
-    tgt_ids = topic_ids(clients.admin("target"), clients.connection("target"), {r for _, _, r in parts}, bound)
-    tgt_parts = target_partitions(clients)
     copied = [
         (remote, p)
         for t, p, remote in parts

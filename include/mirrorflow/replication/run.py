@@ -59,7 +59,8 @@ from mirrorflow.state import run_log
 from mirrorflow.state.flow_state import flow_state
 from mirrorflow.state.lease import FlowLease, local_owner
 from mirrorflow.state.run_lease import take_lease
-from mirrorflow.state.state_topics import ensure_state_topics
+from mirrorflow.state.state_topics import ensure_state_topics, lease_topic
+from mirrorflow.state.state_writer import prepare_acknowledged_writes
 
 KINDS = ("once", "continuous", "interval", "backfill")
 
@@ -122,6 +123,8 @@ class ReplicationRun:
         naming its holder). A dry backfill takes no lease."""
         if self.kind == "continuous":
             check_options(self.options)  # before the lease: an option a continuous run cannot honour
+        if not (self.kind == "backfill" and self.dry_run):  # the lease is its first write
+            prepare_acknowledged_writes(clients, lease_topic(self.flow))
         wait_for_clusters(clients, cluster_wait_s)
         skip = flow_state(clients).skip_reason(self.flow.name, "copy")
         if skip:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -79,6 +80,16 @@ def _copy_task(config_path: str | None, head: dict[str, Any]) -> Callable[[Any],
     return task
 
 
+def local_slots(master: str) -> int | None:
+    """The task slots of a local master (local, local[N], local[*], local[N,F]); None for a cluster
+    master, whose deployment states its parallelism (spark.default.parallelism) itself."""
+    m = re.fullmatch(r"local(?:\[(\*|\d+)(?:,\d+)?\])?", master.strip())
+    if m is None:
+        return None
+    n = m.group(1) or "1"
+    return (os.cpu_count() or 1) if n == "*" else int(n)
+
+
 def spark_tasks(planned: int, slots: int | None) -> int:
     """How many Spark tasks copy a plan's `planned` tasks: one each, or one per task slot of the job
     (`slots`: spark.default.parallelism) when it has fewer, each copying its share of the planned
@@ -123,7 +134,9 @@ def copy_in_spark(spark: Any, plan: dict[str, Any], clients: Any = None) -> list
     sc = spark.sparkContext
     tasks = plan["tasks"]
     sc.setJobDescription(f"mirrorflow {plan['flow']}: {sum(len(t) for t in tasks)} units in {len(tasks)} tasks")
-    rdd = sc.parallelize(list(enumerate(tasks)), spark_tasks(len(tasks), sc.defaultParallelism))
+    # packed only on a local master: a cluster's default parallelism counts the executors registered
+    # so far (dynamic allocation: maybe none yet), not what the job may get
+    rdd = sc.parallelize(list(enumerate(tasks)), spark_tasks(len(tasks), local_slots(sc.master)))
     with lease_kept(plan, clients):
         return list(rdd.mapPartitions(_copy_task(plan.get("config"), task_head(plan))).collect())
 

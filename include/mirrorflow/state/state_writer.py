@@ -15,7 +15,7 @@ from mirrorflow.clients import FlowClients
 from mirrorflow.config import FlowConfig
 from mirrorflow.errors import MirrorflowError, StateError
 from mirrorflow.kafka.retry import OUTAGE_BOUND, retry_call
-from mirrorflow.kafka.topic_admin import produce_all
+from mirrorflow.kafka.topic_admin import prepare_produce_all, produce_all
 from mirrorflow.state.fencing import copy_ids, fence_ids
 from mirrorflow.state.offset_map import MapEntry
 from mirrorflow.state.records import Progress, encode_entry
@@ -94,6 +94,11 @@ def write_acknowledged(
     conn, flush_s = clients.connection("target"), max(1.0, min(attempt_s, bound))
     conf = clients.overrides("target", "producer")
     retry_call(lambda: produce_all(conn, topic, records, partition, conf, flush_s), conn.alias, what, bound, bound_name)
+
+
+def prepare_acknowledged_writes(clients: FlowClients, topic: str) -> None:
+    """Have the producer of `write_acknowledged` ready early (kafka.topic_admin.prepare_produce_all)."""
+    prepare_produce_all(clients.connection("target"), topic, clients.overrides("target", "producer"))
 
 
 def state_transactional_id(flow: FlowConfig) -> str:
