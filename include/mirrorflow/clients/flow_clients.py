@@ -56,6 +56,9 @@ class FlowClients:
         self._reached: set[Side] = set()  # clusters that answered: their outages are waited out
         self._ends: dict[tuple[Side, str], Consumer] = {}  # readers' high-watermark consumers
         self._lock = threading.RLock()  # a task may copy several units at once (copier.copy_units)
+        # one topic listing per cluster at a time: the tasks a Spark task copies at once
+        # (task_copier.copy_together) each listed the whole cluster as they started
+        self._listing: dict[Side, threading.Lock] = {"source": threading.Lock(), "target": threading.Lock()}
 
     # -- lifecycle --------------------------------------------------------------------------------
     def __enter__(self) -> FlowClients:
@@ -198,7 +201,15 @@ class FlowClients:
             known = self._partitions.get(side)
             if not refresh and known is not None and topic in known:
                 return known[topic]
-        # outside the lock: other threads' calls must not queue behind a wait for a broker
+            listed = self._partitions.get(side)
+        with self._listing[side]:  # outside the lock: other calls must not queue behind a wait for a broker
+            with self._lock:
+                known = self._partitions.get(side)
+                if known is not None and known is not listed and topic in known:
+                    return known[topic]  # listed by another thread while this one waited
+            return self._list_partitions(side, topic)
+
+    def _list_partitions(self, side: Side, topic: str) -> int:
         admin, conn = self.admin(side, check=False), self.connection(side)
         try:
             if side in self._reached:  # it answered before: a restart or leadership move, waited out
