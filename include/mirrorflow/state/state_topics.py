@@ -191,4 +191,6 @@ def ensure_state_topics(clients: FlowClients) -> dict[str, int]:
         raise StateError(
             f"cannot create the state topics of flow {flow.name} on cluster {flow.target!r}: {exc}"
         ) from None
-    return {t: clients.partitions("target", t, refresh=bool(new)) for t in wanted}
+    if new:  # one listing of the cluster after creating, not one per topic (each a full listing)
+        clients.partitions("target", new[0].topic, refresh=True)
+    return {t: clients.partitions("target", t) for t in wanted}
