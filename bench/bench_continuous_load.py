@@ -268,6 +268,9 @@ def main() -> int:
                     "heartbeats.replication.enabled": False,
                     "emit.heartbeats.enabled": False,
                     "sync.topic.acls.enabled": False,
+                    # a deployment that rides out OUTAGE-second outages says so: the default bound (300 s)
+                    # is as long as the goal's outage, and a task that waits past it gives up
+                    "broker.outage.max.seconds": max(300, int(args.outage) + 120),
                 }
             },
             "spark": {"master": "local[*]", **({"remote": server.remote} if server else {})},
