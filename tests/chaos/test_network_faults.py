@@ -335,8 +335,12 @@ def test_checkpoints_failover_and_failback_under_faults_end_where_the_runbook_sa
               "state.topic.partitions": 1, "lease.timeout.seconds": 2, "heartbeats.replication.enabled": False,
               "emit.heartbeats.enabled": False, "sync.group.offsets.enabled": True,
               "broker.outage.max.seconds": 30, "transaction.max.records": 20}
-    cfg = write_config(tmp_path / "pair.yaml", {"NA": pair.via("A"), "NB": pair.via("B")},
-                       {"NA->NB": common, "NB->NA": {**common, "standby": True}})
+
+    def pair_config(name: str, forward: dict | None = None):
+        return write_config(tmp_path / name, {"NA": pair.via("A"), "NB": pair.via("B")},
+                            {"NA->NB": {**common, **(forward or {})}, "NB->NA": {**common, "standby": True}})
+
+    cfg = pair_config("pair.yaml")
     fwd, rev = cfg.flow("NA->NB"), cfg.flow("NB->NA")
     tps = [(topic, 0), (topic, 1)]
     write(a, topic, records("a", 120, 2), txid=f"{pfx}-a", abort_every=3)
@@ -346,9 +350,7 @@ def test_checkpoints_failover_and_failback_under_faults_end_where_the_runbook_sa
     # Their flow rides resets out for up to 90 s, not 30, and asks again after 5 s, not 60: in full-suite
     # runs one step's requests went unanswered for 32-124 s under resets every 2 s (not explained: a
     # request in flight at a reset is not always failed at once); what is checked is where the groups end
-    cp = write_config(tmp_path / "pair-checkpoints.yaml", {"NA": pair.via("A"), "NB": pair.via("B")},
-                      {"NA->NB": {**common, "broker.outage.max.seconds": 90, "admin.timeout.ms": 5000},
-                       "NB->NA": {**common, "standby": True}})
+    cp = pair_config("pair-checkpoints.yaml", {"broker.outage.max.seconds": 90, "admin.timeout.ms": 5000})
     src = {tp: [r for r in consume_all(a, topic) if r.partition == tp[1]] for tp in tps}
     pair.proxy["A"].latency(30)
     pair.proxy["B"].latency(30)

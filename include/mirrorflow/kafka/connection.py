@@ -222,8 +222,9 @@ def warm_topics(client: Any, topics: list[str], timeout: float = 5.0) -> None:
     fast-refresh timer, whose backoff grows (measured on a local broker: 0.04-0.66 s per switch to
     a new topic, 12 ms with the metadata asked for first): a lane over many quiet partitions of many
     topics paid that once per partition. One request: the topic's, or the whole cluster's."""
+    if len(topics) == 1:
+        warm_metadata(client, topics[0], timeout)
+        return
     with contextlib.suppress(KafkaException, RuntimeError):
-        if len(topics) == 1:
-            client.list_topics(topics[0], timeout=timeout)
-        elif topics:
+        if topics:
             client.list_topics(timeout=timeout)
