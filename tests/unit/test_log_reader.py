@@ -7,11 +7,13 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from confluent_kafka import OFFSET_INVALID, KafkaError, Message, TopicPartition
+from confluent_kafka import OFFSET_INVALID, KafkaError, KafkaException, Message, TopicPartition
 
-from mirrorflow.errors import ClusterError, TransientError
+from mirrorflow.errors import ClusterError, TransientError, UnreachableError
 from mirrorflow.kafka.connection import ClusterConnection
 from mirrorflow.kafka.log_reader import EARLIEST, LATEST, LogReader
+from mirrorflow.replication.task_copier import outage_failure
+from mirrorflow_dev.processes import free_port
 
 HIGH = 9  # 0-4 committed, 5-6 another unit's transaction, 7 committed after it, 8 its commit marker
 LOG = {o: f"r{o}".encode() for o in (0, 1, 2, 3, 4, 5, 6, 7, 9, 10)}  # 9-10: a transaction begun later
@@ -119,3 +121,27 @@ def test_offsets_never_answered_fail_naming_the_cluster_and_the_partitions(monke
     with pytest.raises(TransientError) as caught:
         r.offsets("s", [0, 1, 2], timeout=0.05)
     assert str(caught.value) == "cluster 'B': cannot list offsets of topic 's' partitions [1, 2]: no offset in the answers"
+
+
+class AllBrokersDown(Ends):
+    """An ends consumer whose cluster's connections are all down (librdkafka's _ALL_BROKERS_DOWN)."""
+
+    def offsets_for_times(self, tps: list[TopicPartition], timeout: float) -> list[TopicPartition]:
+        raise KafkaException(KafkaError(KafkaError._ALL_BROKERS_DOWN, "Failed to get offsets: Local: All broker connections are down"))
+
+    def list_topics(self, topic: str, timeout: float) -> None:
+        raise KafkaException(KafkaError(KafkaError._TRANSPORT))
+
+
+def test_a_read_that_cannot_reach_its_cluster_in_its_own_time_is_an_outage_not_final(monkeypatch):
+    """Past one read's timeout "cannot reach" is an outage a copy task waits out up to the bound: as an
+    UnreachableError (final) it ended a continuous run's task whose lease read timed out so just as
+    the target came back from a 5-minute outage (bench_continuous_load.py --outage 300)."""
+    monkeypatch.setattr("mirrorflow.kafka.log_reader.time.sleep", lambda s: None)
+    conn = ClusterConnection("B", {"bootstrap.servers": f"127.0.0.1:{free_port()}", "log_level": 0})
+    r = LogReader(conn, ReadCommitted(iter([9]), []), lambda: AllBrokersDown([]))  # type: ignore[arg-type,return-value]
+    with pytest.raises(TransientError) as caught:
+        r.offsets("s", [0], timeout=0.05)
+    assert not isinstance(caught.value, UnreachableError)
+    assert str(caught.value) == f"cluster 'B': cannot reach {conn.where} (Failed to get offsets: Local: All broker connections are down)"
+    assert outage_failure(caught.value)

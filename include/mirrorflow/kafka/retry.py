@@ -117,11 +117,18 @@ def transient(exc: BaseException) -> bool:
 
 def failure(conn: ClusterConnection, exc: BaseException) -> ClusterError:
     """`conn.describe_failure(exc)`, a TransientError when a broker coming back may cure it (the
-    caller's own retries ran out; a caller that rides out outages tries again)."""
+    caller's own retries ran out; a caller that rides out outages tries again). "Cannot reach"
+    included: past one call's own timeout that is not a cluster gone for good. (A copy task took
+    an UnreachableError as final: a continuous run lost a task whose lease read timed out with
+    "All broker connections are down" just as the target came back from a 5-minute outage.)"""
     described = conn.describe_failure(exc)
     err = kafka_error(exc)
-    if type(described) is ClusterError and err is not None and transient_error(err):
+    if err is None or not transient_error(err):
+        return described
+    if type(described) is ClusterError:
         return TransientError(conn.alias, err.str())
+    if isinstance(described, UnreachableError):
+        return TransientError(conn.alias, str(described).removeprefix(f"cluster {conn.alias!r}: "))
     return described
 
 
