@@ -209,6 +209,15 @@ class FlowClients:
                     return known[topic]  # listed by another thread while this one waited
             return self._list_partitions(side, topic)
 
+    def partition_counts(self, side: Side) -> dict[str, int]:
+        """Every topic's partition count on the cluster, listed now: one request for a caller that
+        asks about many topics at once (`partitions(..., refresh=True)` per key listed the whole
+        cluster once per key)."""
+        with self._listing[side]:
+            self._list_partitions(side, "")
+            with self._lock:
+                return dict(self._partitions[side])
+
     def _list_partitions(self, side: Side, topic: str) -> int:
         admin, conn = self.admin(side, check=False), self.connection(side)
         try:

@@ -78,7 +78,9 @@ def read_seeds(
     keys = sorted((t, p) for t, p, _ in parts)
     written = sorted(offsets(record, "replicated_to")) if identity else []
     here = {t for t, _ in keys}
-    for t in sorted(t for t in {t for t, _ in written} - here if not rc.partitions("source", t, refresh=True)):
+    gone = {t for t, _ in written} - here
+    counts = rc.partition_counts("source") if gone else {}
+    for t in sorted(t for t in gone if not counts.get(t)):
         out.losses.append(
             Loss(
                 t,
@@ -105,7 +107,8 @@ def read_seeds(
         stable = {k: read_to.get(f"{k[0]}:{k[1]}", v) for k, v in stable.items()}
     ids = topic_ids(admin, conn, here, bound) if identity else {}
     compacted = compacted_topics(admin, conn, here)
-    on_target = [k for k in keys if rc.partitions("target", k[0], refresh=True) > k[1]] if identity else []
+    counts = rc.partition_counts("target") if identity else {}
+    on_target = [k for k in keys if counts.get(k[0], 0) > k[1]]
     # where the reverse flow's copies go after (a topic or partition born on the source: not there yet)
     rev_ends = list_offsets(rc.admin("target"), rc.connection("target"), on_target, OffsetSpec.latest(), False)
     last = {k: (int(v[0]), int(v[1])) for k, v in _pairs(record.get("target_last")).items()}
@@ -348,7 +351,8 @@ def plan_reseed(rc: FlowClients, read_to: Mapping[str, int] | None = None) -> Ta
     stable = source_offsets(rc, keys, OffsetSpec.latest())
     if read_to is not None:
         stable = {k: read_to.get(f"{k[0]}:{k[1]}", v) for k, v in stable.items()}
-    there = [(t, p) for t, p in keys if rc.partitions("target", t, refresh=True) > p]
+    counts = rc.partition_counts("target")
+    there = [(t, p) for t, p in keys if counts.get(t, 0) > p]
     admin, conn = rc.admin("target"), rc.connection("target")
     lows = list_offsets(admin, conn, there, OffsetSpec.earliest(), committed=False)
     highs = list_offsets(admin, conn, there, OffsetSpec.latest(), committed=False)
