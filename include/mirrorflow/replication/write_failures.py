@@ -6,7 +6,9 @@ producer), the broker's timeout abort of a transaction open too long (`timed_out
 behind produce()'s bare "Fatal error" (`fatal_cause`), and a partition's batch that the target
 refused for good (`batch_failure`): a record too large for the target topic, named with its size
 and the topic's max.message.bytes (a batch the broker refused although each of its records alone
-is accepted is said to be the batch, never blamed on a record), or the target partition missing.
+is accepted is said to be the batch, never blamed on a record), a record whose timestamp the target
+refuses (Kafka 4.x: more than an hour ahead of its clock), named with its timestamp and the limit, or
+the target partition missing.
 The records behind a refused one in its partition wait until they time out ("Message timed out"):
 that is the refusal's consequence, not an outage (`refused`: the writer asks before it waits one out).
 """
@@ -14,6 +16,7 @@ that is the refusal's consequence, not an outage (`refused`: the writer asks bef
 from __future__ import annotations
 
 import contextlib
+import time
 from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException
@@ -130,10 +133,39 @@ def batch_failure(writer: Any, part: Any, failed: list[Any]) -> MirrorflowError:
             f"target topic {u.target_topic!r} partition {u.partition} is missing on cluster {flow.target!r}: "
             "run `mirrorflow sync` first"
         )
+    if bad is not None and bad.error is not None and bad.error.code() == KafkaError.INVALID_TIMESTAMP:
+        m, err = _bad_timestamp(writer, part, failed) or (None, bad.error)
+        which = (
+            f"record {part.where} offset {m.offset()} (timestamp {m.timestamp()[1]})"
+            if m
+            else f"a record of {part.where}"
+        )
+        return MirrorflowError(
+            f"{which} was refused by target topic {u.target_topic!r} on cluster {flow.target!r} ({err.str()}): "
+            "its timestamp is further ahead of the target broker's clock than the topic's "
+            "message.timestamp.after.max.ms (Kafka 4.x: one hour by default), or further behind than "
+            "message.timestamp.before.max.ms; raise that limit on the target topic; nothing from offset "
+            f"{part.batch.src_from} on was marked copied"
+        )
     what = bad.error.str() if bad is not None and bad.error is not None else "not delivered"
     return MirrorflowError(
         f"{part.where}: writing offset {bad.src if bad else part.batch.src_from} to {u.target_topic!r} failed: {what}"
     )
+
+
+def _bad_timestamp(writer: Any, part: Any, failed: list[Any]) -> tuple[Any, KafkaError] | None:
+    """The record whose timestamp the target refuses (tried alone, the furthest from now first: a
+    refused request fails every record batched with it), and its error; None when none is found."""
+    by_offset = {m.offset(): m for m in part.batch.records}
+    now = time.time() * 1000
+    candidates = sorted(
+        (by_offset[r.src] for r in failed if r.src in by_offset), key=lambda m: -abs(m.timestamp()[1] - now)
+    )
+    for m in candidates[:PROBES]:
+        err = writer.probe(part.unit.target_topic, part.unit.partition, m)
+        if err is not None and err.code() == KafkaError.INVALID_TIMESTAMP:
+            return m, err
+    return None
 
 
 def _too_large(writer: Any, part: Any, rejected: list[tuple[Any, KafkaError]]) -> Any:
