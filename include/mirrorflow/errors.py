@@ -37,7 +37,7 @@ class ClusterError(MirrorflowError):
     """A Kafka cluster could not be used: unreachable, wrong credentials, not authorized."""
 
     def __init__(self, alias: str, message: str):
-        self.alias = alias
+        self.alias, self.detail = alias, message
         super().__init__(f"cluster {alias!r}: {message}")
 
 

@@ -123,12 +123,12 @@ def failure(conn: ClusterConnection, exc: BaseException) -> ClusterError:
     "All broker connections are down" just as the target came back from a 5-minute outage.)"""
     described = conn.describe_failure(exc)
     err = kafka_error(exc)
-    if err is None or not transient_error(err):
-        return described
-    if type(described) is ClusterError:
-        return TransientError(conn.alias, err.str())
-    if isinstance(described, UnreachableError):
-        return TransientError(conn.alias, str(described).removeprefix(f"cluster {conn.alias!r}: "))
+    if (
+        err is not None
+        and transient_error(err)
+        and (type(described) is ClusterError or isinstance(described, UnreachableError))
+    ):
+        return TransientError(conn.alias, described.detail)
     return described
 
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import time
+from collections.abc import Callable
 from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException
@@ -154,27 +155,30 @@ def batch_failure(writer: Any, part: Any, failed: list[Any]) -> MirrorflowError:
 
 
 def _bad_timestamp(writer: Any, part: Any, failed: list[Any]) -> tuple[Any, KafkaError] | None:
-    """The record whose timestamp the target refuses (tried alone, the furthest from now first: a
-    refused request fails every record batched with it), and its error; None when none is found."""
-    by_offset = {m.offset(): m for m in part.batch.records}
+    """The record whose timestamp the target refuses (the furthest from now first), and its error."""
     now = time.time() * 1000
-    candidates = sorted(
-        (by_offset[r.src] for r in failed if r.src in by_offset), key=lambda m: -abs(m.timestamp()[1] - now)
+    return _refused_alone(
+        writer, part, [r.src for r in failed], lambda m: -abs(m.timestamp()[1] - now), {KafkaError.INVALID_TIMESTAMP}
     )
-    for m in candidates[:PROBES]:
-        err = writer.probe(part.unit.target_topic, part.unit.partition, m)
-        if err is not None and err.code() == KafkaError.INVALID_TIMESTAMP:
-            return m, err
-    return None
 
 
 def _too_large(writer: Any, part: Any, rejected: list[tuple[Any, KafkaError]]) -> Any:
-    """The record the broker rejects as too large (tried alone, largest first: a rejected request
-    also fails the small records batched with it), and its error; None when each one alone fits."""
+    """The record the broker rejects as too large (largest first), and its error; None when each
+    one alone fits."""
+    return _refused_alone(
+        writer, part, [r.src for r, _ in rejected], lambda m: (-record_size(m), m.offset()), TOO_LARGE_CODES
+    )
+
+
+def _refused_alone(
+    writer: Any, part: Any, offsets: list[int], order: Callable[[Any], Any], codes: set[int]
+) -> tuple[Any, KafkaError] | None:
+    """The first of the batch's records at `offsets` (in `order`, at most PROBES) that the target
+    refuses with one of `codes` when produced alone, and its error: a refused request fails every
+    record batched with it, so the failed deliveries alone do not say which record it was."""
     by_offset = {m.offset(): m for m in part.batch.records}
-    candidates = sorted((by_offset[r.src] for r, _ in rejected), key=lambda m: (-record_size(m), m.offset()))
-    for m in candidates[:PROBES]:
+    for m in sorted((by_offset[o] for o in offsets if o in by_offset), key=order)[:PROBES]:
         err = writer.probe(part.unit.target_topic, part.unit.partition, m)
-        if err is not None and err.code() in TOO_LARGE_CODES:
+        if err is not None and err.code() in codes:
             return m, err
     return None
