@@ -65,6 +65,8 @@ class UnitResult:
     timed_records: int = 0
     error: str | None = None
     error_type: str | None = None
+    note: str | None = None  # why a unit is partial (what is left for the next run), not an error
+    offsets: int = 0  # source offsets this attempt accounted for: copied ranges (gaps included) and lost ones
     started: float = 0.0  # wall clock
     copy_started: float = 0.0  # after clients are up and progress was re-read
     finished: float = 0.0
@@ -98,6 +100,7 @@ class UnitResult:
             if not kept or kept[0] != self._batches[0]:
                 self.target_from = -1  # its first batch is copied again: the next commit says where it landed
             self._batches = kept
+            self.offsets = sum(b[1] - b[0] for b in kept) + self.lost
             self.records = sum(b[2] for b in kept)
             self.bytes = sum(b[3] for b in kept)
             self.transactions = len(kept)
@@ -110,6 +113,7 @@ class UnitResult:
         now_ms = int(time.time() * 1000)
         self._time(batch, now_ms, opened_ms or now_ms)
         self.copied_to = batch.src_to
+        self.offsets += batch.src_to - batch.src_from
         self.records += len(batch.records)
         self.bytes += batch.nbytes
         self.transactions += 1
@@ -131,9 +135,10 @@ def ranges_to_copy(unit: Unit, progress: Progress) -> list[tuple[int, int]]:
     """The parts of the unit the committed progress does not cover, starting right after it (a
     backfill unit: anywhere in its range, also below the progress)."""
     if unit.backfill:
-        return subtract_ranges(unit.start, unit.end, list(progress.covered))
+        return subtract_ranges(unit.start, unit.end, progress.accounted())
+    # `next` is the partition's first offset not accounted for: the holes above it are copied too
     start = progress.next if progress.next >= 0 else unit.start
-    todo = subtract_ranges(start, unit.end, list(progress.covered))
+    todo = subtract_ranges(start, unit.end, progress.accounted())
     if not todo and progress.next < 0 and unit.start >= unit.end:
         todo = [(unit.start, unit.start)]  # anchor a fresh partition's progress at its initial position
     return todo
@@ -176,6 +181,7 @@ class PartitionCopy:
         self.failed = False
         self.status: str | None = None  # how it ended early: failed | fenced
         self.done_units: set[int] = set()  # units whose last batch was committed
+        self.deferred: set[int] = set()  # units left to the next run (an earlier unit reached unit.max.bytes)
         self.planned = False  # its ranges were read off its committed progress
 
     @classmethod
@@ -194,6 +200,7 @@ class PartitionCopy:
         earlier one reads: a unit copies from the progress's `next` (not from its planned start), and
         a ledger with holes below it would otherwise put a hole in two units and copy it twice."""
         self.ranges, self.at, self.planned = [], 0, True
+        self.deferred = set()
         claimed: list[tuple[int, int]] = []  # merged, what earlier units of this partition read
         for i, (u, r) in enumerate(zip(self.units, self.results, strict=True)):
             if r.status in ("failed", "fenced"):
@@ -205,7 +212,7 @@ class PartitionCopy:
             if not todo:
                 r.status = "skipped"
                 continue
-            r.status = "ok"
+            r.status, r.note = "ok", None
             for a, b in todo:
                 start, lost = retention_gap(a, b, log_start)
                 if r.copied_from < 0:
@@ -222,15 +229,22 @@ class PartitionCopy:
     def current(self) -> Range | None:
         return self.ranges[self.at] if not self.failed and self.at < len(self.ranges) else None
 
-    def advance(self, unit_full: bool) -> None:
-        """The current range was read to its end (or its unit to unit.max.bytes: the unit is partial,
-        its other ranges wait for the next run)."""
+    def advance(self, unit_full: bool, at: int = -1) -> None:
+        """The current range was read to its end (or its unit to unit.max.bytes, at source offset
+        `at`: the unit is partial, and the partition's other ranges, its own and its later units',
+        wait for the next run, which continues at `at`: copying a later unit now would leave the
+        rest of this one as a hole behind what was copied)."""
         done = self.ranges[self.at]
         self.at += 1
         if unit_full:
             self.results[done.unit].status = "partial"
-            while self.at < len(self.ranges) and self.ranges[self.at].unit == done.unit:
-                self.at += 1
+            self.results[done.unit].note = f"unit.max.bytes reached at source offset {at}: the next run continues there"
+            for rng in self.ranges[self.at :]:
+                if rng.unit != done.unit:
+                    r = self.results[rng.unit]
+                    r.status, r.note = "partial", f"deferred to the next run (unit.max.bytes reached at offset {at})"
+                    self.deferred.add(rng.unit)
+            self.at = len(self.ranges)
 
     def last_of_unit(self) -> bool:
         """The current range is its unit's last."""
@@ -245,7 +259,7 @@ class PartitionCopy:
     def finished(self) -> bool:
         """Failed, or every unit with something to copy committed to its end."""
         todo = {rng.unit for rng in self.ranges}
-        return self.failed or (self.planned and todo <= self.done_units)
+        return self.failed or (self.planned and todo <= self.done_units | self.deferred)
 
     def committed(self, part: PartBatch, rng: Range, ends_unit: bool = False) -> None:
         r = self.results[rng.unit]
@@ -253,6 +267,7 @@ class PartitionCopy:
             self.done_units.add(rng.unit)
         if part.lost_range:
             r.lost += part.lost_range[1] - part.lost_range[0]
+            r.offsets += part.lost_range[1] - part.lost_range[0]
             r.lost_range = part.lost_range
         assert part.progress is not None
         r.committed(part.batch, part.progress, part.opened_ms, part.runs[0].tgt if part.runs else -1)

@@ -42,7 +42,7 @@ from mirrorflow.state.offset_map import subtract_ranges
 from mirrorflow.state.records import Progress
 from mirrorflow.state.state_topics import progress_topic
 from mirrorflow.state.store import StateStore
-from mirrorflow.state.task_slots import TaskLayout, deal, provisional
+from mirrorflow.state.task_slots import TaskLayout, deal, provisional, read_layout
 
 Key = tuple[str, int]
 
@@ -204,9 +204,9 @@ def identity_problem(pi: PartitionInput) -> str | None:
         return None
     why = prog.identity_problem(pi.topic_id, pi.target_topic, pi.target_topic_id)
     t = f"{pi.topic}[{pi.partition}]"
-    if why is None and pi.end < prog.next:
+    if why is None and pi.end < prog.high:
         why = (
-            f"source partition {t} ends at offset {pi.end}, below the {prog.next} already replicated "
+            f"source partition {t} ends at offset {pi.end}, below the {prog.high} already replicated "
             "(the topic was recreated or truncated)"
         )
     if why is None and 0 <= pi.target_end < prog.tgt_end:
@@ -225,10 +225,18 @@ def stopped_message(why: str, flow_name: str, topic: str, target_topic: str) -> 
     )
 
 
-def _summary(pi: PartitionInput, start: int, units: list[Unit], **extra: Any) -> dict[str, Any]:
-    """The report's view of one planned partition (`extra`: `waiting` or `stopped` with why)."""
+def _summary(
+    pi: PartitionInput, start: int, units: list[Unit], todo: list[tuple[int, int]] | None = None, **extra: Any
+) -> dict[str, Any]:
+    """The report's view of one planned partition (`extra`: `waiting` or `stopped` with why).
+    `todo`: the source ranges it owns and has not copied, up to the source end planned from (the
+    report's lag counts what of them the run did not copy, holes included)."""
     prog = pi.progress
     has_progress = prog is not None and prog.next >= 0
+    gone = sum(min(b, pi.log_start) - a for a, b in todo or [] if a < pi.log_start)
+    if todo is not None:
+        extra.setdefault("uncopied", sum(b - a for a, b in todo))
+        extra.setdefault("planned_end", pi.end)
     return {
         "topic": pi.topic,
         "partition": pi.partition,
@@ -238,7 +246,7 @@ def _summary(pi: PartitionInput, start: int, units: list[Unit], **extra: Any) ->
         "start": start,
         "planned": sum(u.records for u in units),
         "units": len(units),
-        "lost_expected": max(0, pi.log_start - start) if has_progress else 0,
+        "lost_expected": gone if has_progress else 0,
         "has_progress": has_progress,
         **extra,
     }
@@ -264,12 +272,14 @@ def _partition_units(
         stopped = stopped_message(why, flow_name, pi.topic, pi.target_topic)
         return [], _summary(pi, prog.next if prog is not None else -1, [], lost_expected=0, stopped=stopped)
     if has_progress and prog is not None:
-        start, covered = prog.next, list(prog.covered)
+        # from the first offset not accounted for: the holes below the highest copied offset first
+        start, covered = prog.next, prog.accounted()
     else:
         start, covered = (pi.initial if pi.initial is not None else pi.log_start), []
     units: list[Unit] = []
     left = limit if limit is not None else 1 << 62
-    for a, b in subtract_ranges(start, pi.end, covered) if pi.end > start else []:
+    todo = subtract_ranges(start, pi.end, covered) if pi.end > start else []
+    for a, b in todo:
         s = a
         while s < b and left > 0:
             e = min(b, s + max_records, s + left)
@@ -284,7 +294,7 @@ def _partition_units(
         units.append(
             Unit(pi.topic, pi.partition, pi.target_topic, start, start, pi.log_start, pi.topic_id, pi.target_topic_id)
         )
-    return units, _summary(pi, start, units)
+    return units, _summary(pi, start, units, todo)
 
 
 # -- gathering the inputs (I/O) -------------------------------------------------------------------
@@ -403,14 +413,22 @@ def gather_inputs(clients: FlowClients, progress: dict[tuple[str, int], Progress
         )
         tgt_parts_f = pool.submit(target_partitions, clients)
         if progress is None:
-            layout = ensure_layout(clients, parts, lambda: ran_before(clients))
+            prior = read_layout(clients)  # None: this is the flow's first run (or it ran before slots)
+            layout = ensure_layout(clients, parts, lambda: ran_before(clients), current=prior)
             fence_open_transactions(clients, tps, layout)
             progress = StateStore(clients).progress()
+            started = prior is not None or bool(progress)
         else:
             layout = provisional(tps, flow.parallelism)
+            started = bool(progress) or read_layout(clients) is not None
         starts, ends = starts_f.result(), ends_f.result()
         src_ids, tgt_ids, tgt_parts = src_ids_f.result(), tgt_ids_f.result(), tgt_parts_f.result()
     kind, ts = parse_initial_position(flow.props["initial.position"])
+    # initial.position is where the flow's first run starts what exists then; a partition or topic
+    # that appears later is copied from its beginning, as MirrorMaker 2 does (also when it waited for
+    # the sync to create its remote copy)
+    if started:
+        kind = "earliest"
     fresh = [tp for tp in tps if tp not in progress or progress[tp].next < 0]
     initial: dict[tuple[str, int], int] = {}
     if kind == "earliest":

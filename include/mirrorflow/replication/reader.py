@@ -110,7 +110,7 @@ class BatchLimits:
         )
 
 
-BatchEnd = Literal["open", "range", "unit", "full", "time", "stop"]
+BatchEnd = Literal["open", "range", "unit", "full", "time", "stop", "wait"]
 
 
 @dataclass(frozen=True)
@@ -263,6 +263,11 @@ class RangeReader:
                 if time.monotonic() >= deadline or (following and n and not in_round):  # commit what is there
                     end = "time"
                     break
+                if not n and room is not None and time.monotonic() >= room.deadline:
+                    # nothing yet, and the round's transaction (other partitions' records) must
+                    # commit: the batch ends empty, the range is read on in the next round
+                    end = "wait"
+                    break
                 continue
             if not n:
                 deadline = time.monotonic() + self.limits.open_s
@@ -285,7 +290,10 @@ class RangeReader:
             if following:  # a followed range ends only when told to stop
                 end = "stop"
         batch.nbytes, batch.end = nbytes, end
-        batch.src_to = b if end == "range" else batch.records[-1].offset() + 1
+        if end == "range":
+            batch.src_to = b
+        elif batch.records:
+            batch.src_to = batch.records[-1].offset() + 1
 
     def _records(self, a: int, b: int) -> Iterator[Any]:
         """The committed records of [a, b), in offset order, until a stop rule says the range is done;

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from mirrorflow.replication.reader import OPEN_END
 from mirrorflow.reporting import Report
 from mirrorflow.state.run_log import MAX_ERRORS, PartitionRun, RunRecord
 
@@ -39,6 +40,7 @@ class PartitionReport:
     _sum_age_ms: int = field(default=0, repr=False)
     status: str = "idle"  # idle | ok | partial | fenced | failed | skipped | stopped | waiting (for sync)
     errors: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # what a partial unit left for the next run
 
     def add_times(self, r: dict[str, Any]) -> None:
         """Merge one unit's latency and age figures (copier.UnitResult)."""
@@ -152,6 +154,8 @@ class RunReport(Report):
                 )
             for e in p.errors:
                 out.append(f"  partition {p.topic}[{p.partition}]: {e}")
+            for n in dict.fromkeys(p.notes):
+                out.append(f"  partition {p.topic}[{p.partition}]: {n}")
             if p.records or p.lag:
                 out.append(
                     f"  {p.topic}[{p.partition}] -> {p.target_topic}[{p.partition}]: {p.records:,} records, "
@@ -186,9 +190,13 @@ def build_report(
         flow, exactly_once, units=len(results), duration_s=duration_s, spark_s=spark_s, ends_unknown=ends_unknown
     )
     parts: dict[tuple[str, int], PartitionReport] = {}
+    owed: dict[tuple[str, int], tuple[int, int]] = {}  # offsets not copied when planned, and the end then
+    accounted: dict[tuple[str, int], int] = {}  # offsets the run copied or named lost
     for s in plan_summary:
         key = (s["topic"], s["partition"])
         parts[key] = PartitionReport(s["topic"], s["partition"], s["target_topic"], next_offset=s["start"])
+        if "uncopied" in s:
+            owed[key] = (int(s["uncopied"]), int(s["planned_end"]))
         if s.get("waiting"):
             parts[key].status = "waiting"
             parts[key].errors.append(s["waiting"])
@@ -206,6 +214,11 @@ def build_report(
         pr.lost += r.get("lost", 0)
         if r.get("copied_to", -1) >= 0:
             pr.next_offset = max(pr.next_offset, r["copied_to"])
+        if r.get("end", 0) >= OPEN_END:  # a followed partition: its lag is counted from its progress
+            owed.pop(key, None)
+        accounted[key] = accounted.get(key, 0) + r.get("offsets", 0)
+        if r.get("note"):
+            pr.notes.append(r["note"])
         pr.latency_ms = max(pr.latency_ms, r.get("max_latency_ms", -1))
         pr.add_times(r)
         if rank.get(r["status"], 0) > rank.get(pr.status, 0):
@@ -229,6 +242,9 @@ def build_report(
             pr.lag = None
         elif pr.status == "stopped":
             pr.lag = pr.source_end  # a stopped partition replicates nothing of what its source holds
+        elif key in owed:  # every offset it owns and has not copied, holes below `next_offset` included
+            uncopied, planned_end = owed[key]
+            pr.lag = max(0, uncopied + max(0, pr.source_end - planned_end) - accounted.get(key, 0))
         elif pr.next_offset >= 0:
             pr.lag = max(0, pr.source_end - pr.next_offset)
     rep.partitions = sorted(parts.values(), key=lambda p: (p.topic, p.partition))

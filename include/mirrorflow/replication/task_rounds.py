@@ -135,19 +135,21 @@ class Lane:
                     return  # followed: nothing new before the round's deadline
                 # the range's gap event goes with its first batch only
                 part = PartBatch(pc.units[rng.unit], batch, rng.lost if self._first_batch else None)
-                self._first_batch = False
                 try:
                     rnd.writer.send(part)
-                except MirrorflowError as exc:  # the source failed this partition: it fails alone
-                    part.error = exc
+                except MirrorflowError as exc:  # the source failed this partition: it fails alone,
+                    part.error = exc  # named in its results now, whatever becomes of the round
                     rnd.add(part, pc, rng)
-                    pc.failed = True
+                    pc.fail(exc)
                     return
+                if batch.end == "wait":  # nothing came before the round's deadline: the round goes
+                    return  # without it, and this lane goes on reading it in the next one
+                self._first_batch = False
                 reader.batch_done(batch)
                 rnd.add(part, pc, rng, reader.done and (reader.unit_full or pc.last_of_unit()))
                 started, lane_bytes = True, lane_bytes + batch.nbytes
                 if reader.done:
-                    pc.advance(reader.unit_full)
+                    pc.advance(reader.unit_full, batch.src_to)
                 if batch.end in ("full", "time") or self.follow is not None:
                     return  # its partition goes on in the next round
         except BaseException as exc:  # noqa: BLE001 - the producer failed: the task decides

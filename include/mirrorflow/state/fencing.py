@@ -189,16 +189,18 @@ def ensure_layout(
     partitions: Sequence[tuple[str, int, str]],
     ran_before: Callable[[], bool],
     log: Callable[[str], Any] | None = None,
+    current: TaskLayout | None = None,
 ) -> TaskLayout:
     """The generation of task slots this run copies with (only under the flow's lease): the recorded
     one when it deals `partitions` (source topic, partition, target topic: every partition of the
     flow) onto tasks.max slots, else the next one, recorded only after every transactional id that
     may still commit under the old deal is fenced (state.task_slots). A flow without a layout record
     that `ran_before()` was copied with per-partition ids: each of its partitions' id is fenced
-    once, with what it left pending on its target and state partitions ended."""
+    once, with what it left pending on its target and state partitions ended. `current`: the
+    recorded layout when the caller read it already."""
     flow = clients.flow
     slots, print_ = max(1, int(flow.parallelism)), fingerprint((t, p) for t, p, _ in partitions)
-    current = read_layout(clients)
+    current = current if current is not None else read_layout(clients)
     if current is not None and current.matches(slots, print_):
         return current
     if flow.exactly_once and current is not None:

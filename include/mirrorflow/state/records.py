@@ -12,7 +12,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from mirrorflow.errors import StateError
-from mirrorflow.state.offset_map import MapEntry, Run, merge_ranges
+from mirrorflow.state.offset_map import MapEntry, Run, merge_ranges, subtract_ranges
 
 FORMAT_VERSION = 1
 
@@ -23,7 +23,11 @@ class Progress:
 
     topic: str
     partition: int
-    next: int  # next source offset to copy
+    # the first source offset not accounted for: every offset from the partition's first covered one
+    # up to `next` was copied (or lost to retention, named in `gaps`); ranges copied above it (a
+    # backfill above the progress, the units after a partial one) are in `covered`, the holes between
+    # them are planned by every run (`holes`)
+    next: int
     covered: tuple[tuple[int, int], ...]  # merged ledger of covered source ranges
     tgt_end: int  # target offset right after the last record written (-1: none yet)
     lost: int = 0  # total offsets lost to source retention before they were copied
@@ -37,6 +41,10 @@ class Progress:
     target_topic: str = ""  # the remote topic copied into
     target_topic_id: str = ""
     epoch: int = 0  # the map epoch (a re-seed starts a new one; see offset_map.MapEntry.epoch)
+    # the first source offset the flow owns: where its first copy started (the initial position, an
+    # anchor). Ranges a backfill copied below it are not its to copy again; every hole from here up
+    # is (-1: older state, which did not record it: its first covered offset stands for it)
+    origin: int = -1
 
     def to_json(self) -> bytes:
         return json.dumps(
@@ -51,11 +59,12 @@ class Progress:
                 "records": self.records,
                 "last_ts": self.last_timestamp,
                 "updated": self.updated,
-                "gaps": [list(g) for g in self.gaps][-20:],
+                "gaps": [list(g) for g in merge_ranges(self.gaps)][-20:],
                 "topic_id": self.topic_id,
                 "target_topic": self.target_topic,
                 "target_topic_id": self.target_topic_id,
                 "epoch": self.epoch,
+                "origin": self.origin,
             },
             separators=(",", ":"),
         ).encode()
@@ -65,6 +74,10 @@ class Progress:
         d = json.loads(raw)
         if int(d.get("v", 0)) > FORMAT_VERSION:
             raise StateError(f"progress record format v{d.get('v')} is newer than this mirrorflow (v{FORMAT_VERSION})")
+        return cls._read(d).settled()
+
+    @classmethod
+    def _read(cls, d: dict[str, Any]) -> Progress:
         return cls(
             str(d["topic"]),
             int(d["partition"]),
@@ -80,6 +93,7 @@ class Progress:
             str(d.get("target_topic", "")),
             str(d.get("target_topic_id", "")),
             int(d.get("epoch", 0)),
+            int(d.get("origin", -1)),
         )
 
     def advanced(
@@ -94,18 +108,61 @@ class Progress:
         covered = tuple(merge_ranges([*self.covered, (src_from, src_to)]))
         gaps = self.gaps + ((lost_range,) if lost_range else ())
         lost = self.lost + ((lost_range[1] - lost_range[0]) if lost_range else 0)
+        # a fresh partition's flow owns it from where its first range starts (an anchor: an empty
+        # range at its initial position); `next` moves only over what is accounted for, never a hole
+        fresh = lost_range[0] if lost_range else src_from
+        origin = self.owned_from if self.next >= 0 else fresh
         return replace(
             self,
-            next=max(self.next, src_to),
+            next=first_hole(origin, merge_ranges([*covered, *gaps])),
+            origin=origin,
             covered=covered,
             tgt_end=tgt_end if records or self.tgt_end < 0 else max(self.tgt_end, tgt_end),
             lost=lost,
             records=self.records + records,
-            # a backfill below `next` copies older records: the newest copied timestamp stays
-            last_timestamp=last_ts if records and src_to >= self.next else self.last_timestamp,
+            # a backfill or a hole below the highest copied offset copies older records: the newest
+            # copied timestamp stays
+            last_timestamp=last_ts if records and src_to >= self.high else self.last_timestamp,
             updated=int(time.time() * 1000),
             gaps=gaps,
         )
+
+    @property
+    def owned_from(self) -> int:
+        """`origin`, or for state that did not record it its first covered offset (or `next`)."""
+        if self.origin >= 0 or self.next < 0:
+            return self.origin
+        return min(self.next, self.covered[0][0]) if self.covered else self.next
+
+    @property
+    def high(self) -> int:
+        """The end of the highest range copied (or accounted lost): `next` when there is no hole."""
+        return max(self.next, self.covered[-1][1] if self.covered else -1, max((b for _, b in self.gaps), default=-1))
+
+    def accounted(self) -> list[tuple[int, int]]:
+        """The source ranges copied or named lost to retention, merged."""
+        return merge_ranges([*self.covered, *self.gaps])
+
+    def holes(self, end: int | None = None) -> list[tuple[int, int]]:
+        """The source ranges from `next` up to the highest copied offset (or `end`, when given) that
+        are neither copied nor accounted lost: what every run plans first."""
+        if self.next < 0:
+            return []
+        hi = self.high if end is None else end
+        return subtract_ranges(self.next, hi, self.accounted()) if hi > self.next else []
+
+    def uncopied(self, end: int) -> int:
+        """Source offsets below `end` this partition owns and has not copied (or named lost): its lag."""
+        return sum(b - a for a, b in self.holes(end))
+
+    def settled(self) -> Progress:
+        """This progress with `next` at its first hole: state written before `next` moved only over
+        what was copied (a unit cut short by unit.max.bytes, then the next unit, moved it over the
+        rest) may hold holes below it; they are planned and copied like any other."""
+        if not self.covered or self.next < 0:
+            return self
+        first = first_hole(self.owned_from, self.accounted())
+        return self if first == self.next else replace(self, next=first)
 
     def identity_problem(self, topic_id: str, target_topic: str, target_topic_id: str) -> str | None:
         """Why this progress does not describe these topics (None: it does, or it does not know)."""
@@ -139,6 +196,17 @@ class Progress:
     @classmethod
     def empty(cls, topic: str, partition: int) -> Progress:
         return cls(topic, partition, -1, (), -1)
+
+
+def first_hole(origin: int, accounted: list[tuple[int, int]]) -> int:
+    """A partition's `next`: the first offset from `origin` on that the merged `accounted` ranges
+    leave out."""
+    n = origin
+    for a, b in accounted:
+        if a > n:
+            break
+        n = max(n, b)
+    return n
 
 
 def encode_entry(e: MapEntry) -> bytes:

@@ -74,7 +74,9 @@ def write_seeds(rc: FlowClients, seeds: list[Seed], inverse: dict[Key, Inverse])
                 hi = inside[i + RUNS_PER_ENTRY].src if i + RUNS_PER_ENTRY < len(inside) else b
                 entries.append(MapEntry(s.topic, s.partition, lo, hi, chunk, s.target_end, epoch=epoch))
         if prev is None or prev.next < 0:
-            prog = Progress(s.topic, s.partition, s.start, s.covered, s.target_end, updated=now, epoch=epoch)
+            prog = Progress(
+                s.topic, s.partition, s.start, s.covered, s.target_end, updated=now, epoch=epoch, origin=s.start
+            ).settled()
         else:
             prog = replace(
                 prev,
@@ -82,5 +84,5 @@ def write_seeds(rc: FlowClients, seeds: list[Seed], inverse: dict[Key, Inverse])
                 covered=tuple(merge_ranges([*prev.covered, *s.covered])),
                 tgt_end=max(prev.tgt_end, s.target_end),
                 updated=now,
-            )
+            ).settled()
         write_partition_state(rc, writer, prog, entries)

@@ -40,12 +40,13 @@ class PartitionStatus:
     stopped: bool = False  # its state does not describe its topics any more (see planner.identity_problem)
     last_timestamp: int = -1  # source timestamp (ms) of the newest record copied
     target_topic: str = ""  # the remote topic (as the progress recorded it; "" in older state)
+    ahead: int = 0  # offsets copied above `next` (its first hole): the lag leaves them out
 
     @property
     def lag(self) -> int | None:
-        """Offsets not copied yet; None when the source end is unknown or the partition is stopped
-        (never a made-up 0)."""
-        return None if self.end < 0 or self.stopped else max(0, self.end - max(self.next, 0))
+        """Offsets not copied yet, holes included; None when the source end is unknown or the
+        partition is stopped (never a made-up 0)."""
+        return None if self.end < 0 or self.stopped else max(0, self.end - max(self.next, 0) - self.ahead)
 
     def lag_seconds(self, now_ms: int) -> float | None:
         """Seconds of lag (the RPO): 0 when nothing is behind; else the age of the newest copied
@@ -129,6 +130,7 @@ def flow_status(cfg: Config, flow: FlowConfig) -> FlowStatus:
                 key in stopped,
                 p.last_timestamp,
                 p.target_topic,
+                sum(b - a for a, b in p.accounted() if a >= p.next),
             )
         )
         status.last_copy_ms = max(status.last_copy_ms, p.updated)

@@ -23,6 +23,8 @@ class PartitionVerify:
     counts: dict[str, int] = field(default_factory=dict)  # mismatches per kind
     first_mismatch: Mismatch | None = None
     not_copied: list[tuple[int, int]] = field(default_factory=list)  # source offsets in the window not copied yet
+    # the part of `not_copied` below a copied offset: a hole the copy left (a mismatch until copied)
+    holes: list[tuple[int, int]] = field(default_factory=list)
     unchecked: list[str] = field(default_factory=list)  # what could not be checked, and why
     notes: list[str] = field(default_factory=list)
     error: str | None = None  # the partition could not be verified (counts as a mismatch)
@@ -52,7 +54,7 @@ class PartitionVerify:
 
     @property
     def ok(self) -> bool:
-        return self.error is None and self.mismatches == 0
+        return self.error is None and self.mismatches == 0 and not self.holes
 
     def line(self) -> str:
         head = f"{self.topic}[{self.partition}] -> {self.target_topic}[{self.partition}]"
@@ -69,6 +71,18 @@ class PartitionVerify:
             text += f", {self.kept:,} kept on the target by a failback (divergence/split brain, not copies)"
         if self.counts:
             text += "; " + ", ".join(f"{n:,} {k}" for k, n in sorted(self.counts.items()))
+        if self.holes:
+            n = sum(b - a for a, b in self.holes)
+            text += (
+                f"; HOLES: {n:,} source offsets below the copied ones are not on the target ("
+                + ", ".join(f"{a}..{b}" for a, b in self.holes)
+                + "); the next replicate run copies them"
+                + (
+                    f" (those below the source's log start {self.source_start} are gone: it names them lost)"
+                    if self.holes[0][0] < self.source_start
+                    else ""
+                )
+            )
         return text
 
     def detail_lines(self) -> list[str]:
