@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
 from types import SimpleNamespace
 from unittest.mock import patch
 
@@ -15,7 +16,7 @@ from mirrorflow.errors import MirrorflowError, RecordTooLargeError, TransactionA
 from mirrorflow.replication import faults
 from mirrorflow.replication.copier import PartitionCopy, UnitResult, ranges_to_copy, retention_gap
 from mirrorflow.replication.planner import Unit
-from mirrorflow.replication.reader import BatchLimits, RangeReader, segments
+from mirrorflow.replication.reader import BatchLimits, RangeReader, Room, segments
 from mirrorflow.kafka.retry import Outage
 from mirrorflow.replication import task_producer
 from mirrorflow.replication.task_producer import Claim, SlotProducer, establish
@@ -373,3 +374,65 @@ def test_a_batch_counted_before_an_outage_but_not_kept_by_the_broker_is_not_coun
     r.recount(Progress("t", 0, 200, ((0, 200),), 202))
     assert (r.records, r.transactions) == (200, 2)
     assert "_batches" not in r.to_dict()
+
+
+# -- no holes --------------------------------------------------------------------------------------
+def test_a_unit_cut_short_defers_the_partitions_later_units_to_the_next_run():
+    """A unit that reaches unit.max.bytes leaves its rest AND the partition's later units to the next
+    run: copying a later unit now would put the rest behind a copied range, a hole."""
+    units = [Unit("t", 0, "t", 0, 1000), Unit("t", 0, "t", 1000, 2000), Unit("t", 0, "t", 2000, 2500)]
+    results = [UnitResult("t", 0, "t", "ok", u.start, u.end) for u in units]
+    [pc] = PartitionCopy.of(units, results)
+    assert pc.plan(Progress.empty("t", 0), 0, follow=False)
+    assert [(r.unit, r.a, r.b) for r in pc.ranges] == [(0, 0, 1000), (1, 1000, 2000), (2, 2000, 2500)]
+    pc.done_units.add(0)  # its last batch (the one that reached the bound) committed
+    pc.advance(True, 98)
+    assert pc.read_all and pc.finished
+    assert [r.status for r in results] == ["partial", "partial", "partial"]
+    assert results[0].note == "unit.max.bytes reached at source offset 98: the next run continues there"
+    assert results[2].note == "deferred to the next run (unit.max.bytes reached at offset 98)"
+    # the next attempt (after an outage) plans them again from the committed progress
+    assert pc.plan(Progress.empty("t", 0).advanced(0, 98, 98, 98, 1), 0, follow=False)
+    assert [(r.unit, r.a, r.b) for r in pc.ranges] == [(0, 98, 1000), (1, 1000, 2000), (2, 2000, 2500)]
+    assert [r.status for r in results] == ["ok", "ok", "ok"] and results[2].note is None
+
+
+def test_a_range_that_gives_nothing_before_the_rounds_deadline_ends_empty_and_reads_on():
+    """A round's transaction holds other partitions' records: a partition with no record yet must not
+    keep it open until the broker aborts it (up to the outage bound); it ends empty ("wait") and
+    reads on in the next round."""
+    consumer = FakeConsumer([], end=0)  # position 0 < 5: the source has nothing for us right now
+    reader = RangeReader(consumer, "t", 0, NO_LIMITS)
+    reader.open(0, 5)
+    batch = reader.next_batch(Room(100, 1 << 20, time.monotonic() - 1))
+    assert list(batch) == [] and batch.end == "wait" and (batch.src_from, batch.src_to) == (0, 0)
+    assert not reader.done  # the range goes on
+    consumer.log, consumer.end = [msg(o) for o in range(5)], 5
+    batch = reader.next_batch(Room(100, 1 << 20, time.monotonic() + 30))
+    assert [m.offset() for m in batch] == [0, 1, 2, 3, 4] and batch.end == "range" and batch.src_to == 5
+
+
+class FailingWriter:
+    """A writer whose send() fails the source read of its partition (as RangeReader does)."""
+
+    flow = SimpleNamespace(props={"transaction.max.bytes": 1 << 30}, source="A", target="B")
+
+    def send(self, part):
+        raise MirrorflowError("t[0]: consuming the source failed: Broker: Topic authorization failed")
+
+
+def test_a_partition_whose_source_read_failed_is_failed_whatever_becomes_of_its_round():
+    """Marked failed with the error at once: the round may then fail (an outage) and be redone
+    without it; its results never say ok with 0 records."""
+    from mirrorflow.replication.task_rounds import Lane, Round
+
+    units = [Unit("t", 0, "A.t", 0, 10)]
+    results = [UnitResult("t", 0, "A.t", "ok", 0, 10)]
+    [pc] = PartitionCopy.of(units, results)
+    assert pc.plan(Progress.empty("t", 0), 0, follow=False)
+    rnd = Round(FailingWriter(), NO_LIMITS, [pc])
+    lane = Lane(FakeConsumer([msg(o) for o in range(10)]), FailingWriter.flow, NO_LIMITS)
+    lane.fill(rnd)
+    assert pc.failed and rnd.failure is None
+    assert results[0].status == "failed" and "Topic authorization failed" in (results[0].error or "")
+    assert len(rnd.parts) == 1 and rnd.parts[0].error is not None  # the writer leaves it out of the commit

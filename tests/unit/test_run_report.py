@@ -59,3 +59,22 @@ def test_a_stopped_partition_lags_by_its_whole_source_or_unknown():
     plan = [{**PLAN[1], "stopped": "source topic 't' was recreated"}]
     assert build_report("A->B", True, plan, [], {("t", 1): 9}).partitions[0].lag == 9
     assert build_report("A->B", True, plan, [], None).partitions[0].lag is None
+
+
+def test_the_lag_counts_every_offset_owned_and_not_copied_holes_included():
+    """A partial unit's copy ends at 98 with the partition planned to 3,000: the lag is 2,902 (and
+    the source's growth since), not the end minus the highest copied offset; a note says where the
+    next run continues."""
+    from mirrorflow.replication.run_report import build_report
+
+    summary = [{"topic": "t", "partition": 0, "target_topic": "A.t", "start": 0, "uncopied": 3_000,
+                "planned_end": 3_000}]
+    results = [
+        {"topic": "t", "partition": 0, "target_topic": "A.t", "status": "partial", "start": 0, "end": 1_000,
+         "copied_to": 98, "records": 98, "offsets": 98, "note": "unit.max.bytes reached at source offset 98"},
+        {"topic": "t", "partition": 0, "target_topic": "A.t", "status": "partial", "start": 1_000, "end": 2_000,
+         "copied_to": -1, "records": 0, "offsets": 0, "note": "deferred to the next run"},
+    ]
+    rep = build_report("A->B", True, summary, results, ends={("t", 0): 3_010})
+    assert rep.ok and rep.partitions[0].lag == 2_912 and rep.partitions[0].status == "partial"
+    assert "partition t[0]: unit.max.bytes reached at source offset 98" in rep.render()

@@ -50,3 +50,39 @@ def test_progress_round_trip_and_advance():
 def test_newer_format_is_refused():
     with pytest.raises(StateError):
         Progress.from_json(b'{"v":99,"topic":"t","partition":0,"next":1}')
+
+
+# -- progress is what was copied --------------------------------------------------------------------
+def test_progress_moves_only_over_what_was_copied_or_named_lost():
+    from mirrorflow.state.records import Progress
+
+    fresh = Progress.empty("t", 0)
+    anchored = fresh.advanced(20, 20, 0, 0, -1)  # latest: an anchor at 20, the flow owns 20 on
+    assert (anchored.next, anchored.origin, anchored.covered) == (20, 20, ())
+    # a unit cut short at 98, then the next unit copied: next stays at the hole
+    p = fresh.advanced(0, 98, 98, 98, 1).advanced(1000, 2000, 1098, 1000, 2)
+    assert (p.next, p.high, p.holes(), p.uncopied(3000)) == (98, 2000, [(98, 1000)], 902 + 1000)
+    assert p.last_timestamp == 2
+    filled = p.advanced(98, 1000, 2000, 902, 1)  # the hole, copied later: next jumps the island
+    assert (filled.next, filled.covered, filled.holes()) == (2000, ((0, 2000),), [])
+    assert filled.last_timestamp == 2  # older records do not make the newest copied timestamp older
+    # a hole part of which source retention took: named lost, accounted for
+    lost = fresh.advanced(0, 10, 10, 10, 1).advanced(50, 60, 20, 10, 2).advanced(15, 50, 30, 35, 3, (10, 15))
+    assert (lost.next, lost.lost, lost.holes()) == (60, 5, [])
+    # a backfill below where the flow started is not the flow's to copy: no hole, next stays
+    below = anchored.advanced(20, 25, 5, 5, 9).advanced(0, 7, 12, 7, 1)
+    assert (below.next, below.holes()) == (25, [])
+
+
+def test_progress_from_an_earlier_release_is_read_with_next_at_its_first_hole():
+    import json
+
+    from mirrorflow.state.records import Progress
+
+    old = json.loads(Progress("t", 0, 3000, ((0, 98), (1000, 2000), (2000, 3000)), 1176, records=1176).to_json())
+    old.pop("origin")
+    p = Progress.from_json(json.dumps(old).encode())
+    assert (p.next, p.origin, p.owned_from, p.holes()) == (98, -1, 0, [(98, 1000)])
+    # without holes it reads as written; and the origin survives a round trip
+    q = Progress.from_json(Progress("t", 0, 40, ((0, 40),), 40, origin=0).to_json())
+    assert (q.next, q.origin) == (40, 0)

@@ -25,9 +25,10 @@ from mirrorflow.kafka.topic_admin import list_offsets, topic_ids
 from mirrorflow.mm2.filters import FlowFilters
 from mirrorflow.replication.planner import source_offsets
 from mirrorflow.state.history import record_operation
-from mirrorflow.state.lease import FlowLease, local_owner, whoami
+from mirrorflow.state.lease import local_owner, whoami
 from mirrorflow.state.offset_map import MapEntry
 from mirrorflow.state.records import Progress
+from mirrorflow.state.run_lease import take_lease
 from mirrorflow.state.state_topics import ensure_state_topics, offset_map_topic, progress_topic
 from mirrorflow.state.state_writer import StateWriter, write_partition_state
 from mirrorflow.state.store import StateStore
@@ -110,7 +111,7 @@ def reseed(clients: FlowClients, topic: str, dry_run: bool = False) -> list[Rese
     """Re-seed `topic` (see the module docstring); with `dry_run`, only say what it would write."""
     flow = clients.flow
     ensure_state_topics(clients)
-    lease = FlowLease(clients, *local_owner("mirrorflow reseed")).acquire()
+    lease = take_lease(clients, *local_owner("mirrorflow reseed"))
     try:
         plan = plan_reseed(clients, topic)
         if dry_run:

@@ -27,8 +27,9 @@ from mirrorflow.ops.dr.seed_writer import write_reseed, write_seeds
 from mirrorflow.reporting import iso
 from mirrorflow.state.flow_state import read_control, set_flow_state, write_control
 from mirrorflow.state.history import record_operation
-from mirrorflow.state.lease import FlowLease, local_owner, whoami
+from mirrorflow.state.lease import local_owner, whoami
 from mirrorflow.state.offset_map import merge_ranges
+from mirrorflow.state.run_lease import take_lease
 from mirrorflow.state.state_topics import ensure_state_topics
 
 
@@ -60,7 +61,7 @@ def commit_failback(
         require_stopped(fc, rev.name)
         previous = read_control(rc, "failback")
         ensure_state_topics(rc)  # the reverse flow may never have run
-        lease = FlowLease(rc, *local_owner("mirrorflow failback")).acquire()
+        lease = take_lease(rc, *local_owner("mirrorflow failback"))
         try:
             now, inverse = build_plan(fc, rc, record, plan.reseed, plan.accept_loss, dict(plan.read_to))
             moved = plan_moves(plan, now)

@@ -18,7 +18,8 @@ from mirrorflow.ops.dr.failover_report import FailoverReport
 from mirrorflow.ops.dr.lease_takeover import TAKE_OVER_HINT, take_over_flow
 from mirrorflow.state.flow_state import set_flow_state, write_control
 from mirrorflow.state.history import record_operation
-from mirrorflow.state.lease import FlowLease, local_owner, whoami
+from mirrorflow.state.lease import local_owner, whoami
+from mirrorflow.state.run_lease import take_lease
 from mirrorflow.state.store import StateStore
 
 
@@ -56,7 +57,7 @@ def commit_failover(
             lease, report.take_over = take_over_flow(clients, approved_by, via, f"failover of plan {plan.id}", keys)
         else:
             try:
-                lease = FlowLease(clients, *local_owner("mirrorflow failover")).acquire()
+                lease = take_lease(clients, *local_owner("mirrorflow failover"))
             except (LeaseError, DeploymentConflictError) as exc:
                 raise type(exc)(f"failover of {flow.name}: {exc}. {TAKE_OVER_HINT}") from None
         try:

@@ -41,9 +41,10 @@ from mirrorflow.replication.planner import source_offsets, source_partitions
 from mirrorflow.reporting import Report
 from mirrorflow.state.flow_state import write_control
 from mirrorflow.state.history import record_operation
-from mirrorflow.state.lease import FlowLease, local_owner, whoami
+from mirrorflow.state.lease import local_owner, whoami
 from mirrorflow.state.offset_map import MapEntry
 from mirrorflow.state.records import Progress
+from mirrorflow.state.run_lease import take_lease
 from mirrorflow.state.state_topics import ensure_state_topics, offset_map_topic, progress_topic
 from mirrorflow.state.state_writer import StateWriter, write_partition_state
 from mirrorflow.state.store import StateStore
@@ -345,7 +346,7 @@ def takeover(
     alias = mm2_source or flow.source
     topic = offsets_topic or dedicated_offsets_topic(alias)
     ensure_state_topics(clients)
-    lease = FlowLease(clients, *local_owner("mirrorflow takeover")).acquire()
+    lease = take_lease(clients, *local_owner("mirrorflow takeover"))
     try:
         name, plan = plan_takeover(clients, topic, alias, quiet_s, connector)
         taken = [x for x in plan if x.action == "take-over"]
