@@ -1,4 +1,5 @@
-"""`mirrorflow checkpoint`, `mirrorflow translate`, `mirrorflow heartbeat`: consumer groups for DR."""
+"""`mirrorflow checkpoint`, `mirrorflow translate` (a group, or `--offsets` of a consumer outside groups),
+`mirrorflow heartbeat`: consumer groups for DR."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import argparse
 import sys
 
 from mirrorflow.cli.registry import command, load_flow, print_json, print_report
-from mirrorflow.errors import MirrorflowError
+from mirrorflow.errors import ConfigError, MirrorflowError
 
 
 def _flow_arg(p: argparse.ArgumentParser) -> None:
@@ -47,18 +48,26 @@ def _checkpoint(args: argparse.Namespace) -> int:
 
 def _translate_args(p: argparse.ArgumentParser) -> None:
     _flow_arg(p)
-    p.add_argument("--group", required=True, help="the consumer group (as named on the source)")
+    which = p.add_mutually_exclusive_group(required=True)
+    which.add_argument("--group", help="the consumer group (as named on the source)")
+    which.add_argument(
+        "--offsets",
+        metavar="JSON",
+        help="positions kept outside consumer groups (Spark, Flink, assign() consumers) in Spark's startingOffsets "
+        'form keyed by source topic, e.g. \'{"orders": {"0": 42, "1": 17}}\' (-2 earliest, -1 latest): answers the '
+        "same form keyed by the target topic, for startingOffsets on the target; reads the target only",
+    )
     p.add_argument(
         "--from-checkpoints",
         action="store_true",
-        help="read the checkpoints on the target only (works when the source is down)",
+        help="with --group: read the checkpoints on the target only (works when the source is down)",
     )
 
 
 @command(
     "translate",
-    "show where a consumer group resumes on the target, per partition: exactly, or earlier (reread) where the "
-    "offset map cannot say",
+    "show where a consumer group, or a consumer outside groups (--offsets), resumes on the target, per partition: "
+    "exactly, or earlier (reread) where the offset map cannot say",
     _translate_args,
 )
 def _translate(args: argparse.Namespace) -> int:
@@ -66,12 +75,18 @@ def _translate(args: argparse.Namespace) -> int:
     from mirrorflow.groups.checkpoint import translate_group
     from mirrorflow.groups.offset_sync import checkpoint_rereads
     from mirrorflow.groups.render import CheckpointedOffsets
-    from mirrorflow.groups.translation import Translation
+    from mirrorflow.groups.translation import Translation, translate_offsets
     from mirrorflow.reporting import Report
 
     cfg, flow = load_flow(args)
     report: Report
-    if args.from_checkpoints:
+    if args.offsets is not None:
+        if args.from_checkpoints:
+            raise ConfigError(
+                [("--from-checkpoints", "only with --group: --offsets reads the offset map on the target already")]
+            )
+        report = translate_offsets(cfg, flow, args.offsets)
+    elif args.from_checkpoints:
         offsets = mirror_client(cfg, flow.target).translate_offsets(flow.source, args.group)
         if not offsets:
             raise MirrorflowError(

@@ -5,15 +5,23 @@ offset map on the target (state.offset_map) says where every copied record lande
 is the target offset of the first copied record at or after `g`, or, where the map forgot
 (bounded by `offset.map.max.runs`) or a backfill reordered the partition, an earlier position
 (`reread`), never a later one. Pure, apart from `load_maps`, which reads the map.
+
+The same translation serves consumers outside consumer groups (Spark Structured Streaming, Flink,
+any `assign()` consumer keeping its own positions): `translate_offsets` takes their positions in
+Spark's `startingOffsets` JSON form, keyed by source topic, and answers the same form keyed by the
+target topic (`OffsetsTranslation.starting_offsets()`), through `translate_committed` as for a group.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Protocol
 
-from mirrorflow.clients import FlowClients
+from mirrorflow.clients import FlowClients, flow_clients
+from mirrorflow.config import Config, FlowConfig
+from mirrorflow.errors import ConfigError
 from mirrorflow.groups.group_offsets import CommittedOffset
 from mirrorflow.mm2.filters import FlowFilters
 from mirrorflow.mm2.formats import Checkpoint
@@ -43,7 +51,9 @@ class TranslatedOffset:
     source_offset: int
     target_topic: str
     target_offset: int | None  # None: no translation (nothing copied, topic not replicated, forgotten)
-    status: str  # exact | end | ahead | before | gap | reread | pruned | none | not-replicated
+    # exact | end | ahead | before | gap | reread | pruned | none | not-replicated; for `translate_offsets`
+    # also earliest | latest (Spark's -2 and -1, passed on as they are)
+    status: str
     missing: int = 0  # offsets the target consumer will never see (before/gap) or not yet (ahead)
     metadata: str = ""
     reordered: bool = False  # the partition's map places records out of source order (a backfill)
@@ -225,3 +235,180 @@ class Translation(Report):
 
     def to_json(self) -> list[dict[str, Any]]:
         return [asdict(r) for r in self.rows]
+
+
+# -- consumers outside groups: Spark's startingOffsets ---------------------------------------------
+# Spark's startingOffsets values that name a position instead of an offset; passed on to the target as
+# they are: -2 is the earliest offset of the target partition, -1 its latest (its end when the query starts).
+EARLIEST = -2
+LATEST = -1
+SPECIAL = {EARLIEST: "earliest", LATEST: "latest"}
+OFFSETS_NOTES = {
+    "earliest": "given as -2 (earliest): starts at the earliest offset of the target partition (-2)",
+    "latest": "given as -1 (latest): starts at the end of the target partition (-1) when the query starts, "
+    "skipping whatever the target holds then, as -1 does on the source",
+    "none": "nothing copied yet for this partition: starts at the earliest offset of the target partition (-2), "
+    "never past a record copied later",
+    "pruned": STATUS_NOTES["pruned"].replace("no checkpoint", "starts at the earliest offset, -2"),
+}
+# a row of `translate --offsets --json`: the group's columns, without the group's own fields
+OFFSETS_FIELDS = (*(h.replace(" ", "_") for h in TRANSLATION_HEADERS), "reordered")
+EXAMPLE = '{"orders": {"0": 42, "1": 17}}'
+ARG = "--offsets"  # the key every input error names (the CLI's option; the Python argument is `offsets`)
+
+
+def parse_starting_offsets(offsets: str | Mapping[str, Any]) -> dict[str, dict[int, int]]:
+    """Spark's `startingOffsets` JSON (`{"orders": {"0": 42, "1": 17}}`: topic -> partition -> offset,
+    -2 earliest, -1 latest), as text or already parsed, checked: topic -> {partition: offset}. Every
+    problem is named (topic, partition, value) in one ConfigError (exit 2)."""
+    if isinstance(offsets, str):
+        try:
+            offsets = json.loads(offsets)
+        except ValueError as exc:
+            raise ConfigError([(ARG, f"not valid JSON ({exc}): {_clip(offsets)}")]) from None
+    if not isinstance(offsets, Mapping) or not offsets:
+        raise ConfigError([(ARG, f"expected Spark's startingOffsets form, e.g. {EXAMPLE}, got {_clip(offsets)}")])
+    problems: list[tuple[str, str]] = []
+    out: dict[str, dict[int, int]] = {}
+    for topic, parts in offsets.items():
+        if not isinstance(topic, str) or not topic:
+            problems.append((ARG, f"a topic name must be a non-empty string, got {topic!r}"))
+            continue
+        if not isinstance(parts, Mapping) or not parts:
+            problems.append(
+                (
+                    ARG,
+                    f'topic {topic!r}: expected an object of partition -> offset, e.g. {{"0": 42}}, got {_clip(parts)}',
+                )
+            )
+            continue
+        mine = out[topic] = {}
+        for key, value in parts.items():
+            k = str(key).strip()
+            if not k.isdigit():
+                problems.append((ARG, f"topic {topic!r}: partition {key!r} is not a partition number"))
+                continue
+            if isinstance(value, bool) or not isinstance(value, int) or value < EARLIEST:
+                problems.append(
+                    (
+                        ARG,
+                        f"topic {topic!r} partition {int(k)}: offset {value!r} is not an offset "
+                        "(an integer >= 0, or -2 for earliest, -1 for latest)",
+                    )
+                )
+                continue
+            if int(k) in mine:
+                problems.append((ARG, f"topic {topic!r}: partition {int(k)} is given twice"))
+                continue
+            mine[int(k)] = value
+    if problems:
+        raise ConfigError(problems)
+    return out
+
+
+def _clip(value: Any, n: int = 80) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, default=str)
+    return repr(text if len(text) <= n else text[: n - 3] + "...")
+
+
+def translate_offsets(
+    cfg: Config,
+    flow: FlowConfig,
+    offsets: str | Mapping[str, Any],
+    maps: Mapping[tuple[str, int], Translator] | None = None,
+    clients: FlowClients | None = None,
+) -> OffsetsTranslation:
+    """Where a consumer outside consumer groups resumes on the target (`mirrorflow translate --offsets`).
+
+    `offsets` is Spark's `startingOffsets` form keyed by SOURCE topic (a JSON text or the parsed
+    mapping): the next offset the consumer reads in each partition, as a Spark query's checkpoint
+    (`offsets/<batchId>`), a Flink source's state or an `assign()` consumer's own store keeps it.
+    Each offset is translated through the offset map on the target by `translate_committed`, exactly as
+    a group's committed offset is (exact, or an earlier position, never past an unread record); -2
+    (earliest) and -1 (latest) become earliest and latest on the target. Only the target is read (the
+    map and its topics), so this works when the source is lost. `.starting_offsets()` is the answer in
+    the same form keyed by the target topic.
+
+    Raises ConfigError (exit 2) naming the topic or partition for bad input, a topic the flow does not
+    replicate (or whose remote topic is not on the target) and a partition the target topic does not
+    have."""
+    parsed = parse_starting_offsets(offsets)
+    filters = FlowFilters.for_flow(flow)
+    rules = TopicRules(filters)
+    with flow_clients(cfg, flow, clients) as c:
+        problems = []
+        for topic, parts in parsed.items():
+            remote = rules.renamed(topic)
+            if not rules.replicated(topic):
+                problems.append((ARG, f"topic {topic!r} is not replicated by flow {flow.name} (its topic filters)"))
+                continue
+            have = c.partitions("target", remote)
+            if not have:
+                problems.append(
+                    (
+                        ARG,
+                        f"topic {topic!r} is not replicated by flow {flow.name}: its remote topic {remote!r} does not "
+                        f"exist on cluster {flow.target!r}",
+                    )
+                )
+                continue
+            problems += [
+                (ARG, f"topic {topic!r} has no partition {p}: {remote!r} on cluster {flow.target!r} has {have}")
+                for p in sorted(parts)
+                if p >= have
+            ]
+        if problems:
+            raise ConfigError(problems)
+        given = [CommittedOffset("", t, p, o) for t, parts in parsed.items() for p, o in parts.items()]
+        if maps is None:
+            maps = load_maps(c, {(o.topic, o.partition) for o in given if o.offset >= 0})
+    rows = translate_committed(filters, [o for o in given if o.offset >= 0], maps)
+    rows += [
+        TranslatedOffset("", o.topic, o.partition, o.offset, rules.renamed(o.topic), o.offset, SPECIAL[o.offset])
+        for o in given
+        if o.offset < 0
+    ]
+    return OffsetsTranslation(flow.name, flow.target, sorted(rows, key=lambda r: (r.source_topic, r.partition)))
+
+
+@dataclass(frozen=True)
+class OffsetsTranslation(Report):
+    """Where a consumer outside groups resumes on the target, per partition (`translate --offsets`).
+
+    `starting_offsets()` is the answer for Spark's `startingOffsets` (and any consumer that seeks):
+    target topic -> partition -> offset, -2 where there is no target offset (nothing copied yet)."""
+
+    flow: str
+    target: str
+    rows: Sequence[TranslatedOffset]
+
+    def starting_offsets(self) -> dict[str, dict[str, int]]:
+        out: dict[str, dict[str, int]] = {}
+        for r in self.rows:
+            out.setdefault(r.target_topic, {})[str(r.partition)] = (
+                EARLIEST if r.target_offset is None else r.target_offset
+            )
+        return out
+
+    def starting_offsets_json(self) -> str:
+        """`starting_offsets()` as the one-line JSON Spark's option takes."""
+        return json.dumps(self.starting_offsets(), separators=(",", ":"))
+
+    def lines(self) -> list[str]:
+        seen = [s for s in dict.fromkeys(r.status for r in self.rows) if s != "exact"]
+        notes = [f"{s}: {OFFSETS_NOTES.get(s) or STATUS_NOTES.get(s, s)}" for s in seen]
+        return [
+            f"offsets on cluster {self.target!r}, flow {self.flow}",
+            *translation_table(self.rows).split("\n"),
+            *(f"  {note}" for note in notes),
+            f"startingOffsets on {self.target}: {self.starting_offsets_json()}",
+        ]
+
+    def to_dict(self) -> dict[str, Any]:
+        partitions = [{k: v for k, v in asdict(r).items() if k in OFFSETS_FIELDS} for r in self.rows]
+        return {
+            "flow": self.flow,
+            "target": self.target,
+            "starting_offsets": self.starting_offsets(),
+            "partitions": partitions,
+        }
