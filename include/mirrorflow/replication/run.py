@@ -56,9 +56,10 @@ from mirrorflow.replication.run_options import RunOptions
 from mirrorflow.replication.run_report import RunReport, build_report
 from mirrorflow.replication.scratch import Scratch
 from mirrorflow.state import run_log
-from mirrorflow.state.flow_state import flow_state
+from mirrorflow.state.flow_state import flow_state, read_controls
 from mirrorflow.state.lease import FlowLease, local_owner
 from mirrorflow.state.run_lease import take_lease
+from mirrorflow.state.state_drift import STATE_TOPICS_CONTROL, check_state_topics
 from mirrorflow.state.state_topics import ensure_state_topics, lease_topic
 from mirrorflow.state.state_writer import prepare_acknowledged_writes
 
@@ -91,6 +92,7 @@ class ReplicationRun:
     results: list[dict] = field(default_factory=list)  # the units' results, once copied in this process
     stop_file: Path | None = None  # continuous runs whose copy runs on this host (the CLI)
     _plan_file: bool = False  # the plan file is in the scratch directory already
+    _controls: dict[str, Any] | None = None  # the control records `begin` read (flow state, state topics)
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
@@ -126,7 +128,9 @@ class ReplicationRun:
         if not (self.kind == "backfill" and self.dry_run):  # the lease is its first write
             prepare_acknowledged_writes(clients, lease_topic(self.flow))
         wait_for_clusters(clients, cluster_wait_s)
-        skip = flow_state(clients).skip_reason(self.flow.name, "copy")
+        # one read of the control records: the flow's state, and the record of its state topics as created
+        self._controls = read_controls(clients, ["flow-state", STATE_TOPICS_CONTROL])
+        skip = flow_state(clients, self._controls).skip_reason(self.flow.name, "copy")
         if skip:
             raise RunSkipped(skip)
         if self.kind == "backfill" and self.dry_run:
@@ -135,8 +139,10 @@ class ReplicationRun:
 
     def make_plan(self, clients: FlowClients) -> Plan:
         """Plan the run (a dry run's plan holds no tasks; its summary says what would be copied)."""
+        checked = None
         if self.lease is not None:
             ensure_state_topics(clients)
+            checked = check_state_topics(clients, self._controls)  # StateError: a state topic is not as created
         opts, extra = self.options, {}
         if self.kind == "once":
             plan = make_plan(clients, opts.topics, opts.partition_limit)
@@ -151,6 +157,8 @@ class ReplicationRun:
             plan.narrowed([])
         if self.lease is not None:
             plan.lease = {"owner": self.owner, "who": self.who}
+        if checked is not None and not self.dry_run:
+            checked.record(clients)  # first run (or state topics from before the record): as created
         self.plan = plan
         self.handed = {**plan.to_dict(), **extra, "run": new_run_id(self.label)}
         if opts.on_plan is not None:
