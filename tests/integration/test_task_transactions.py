@@ -289,3 +289,8 @@ def test_a_flow_copied_per_partition_before_slots_has_those_ids_fenced_once(tmp_
         layout = read_layout(clients)
     assert (layout.generation, layout.slots) == (1, 2)
     assert [r.content() for r in consume_all(target, f"KU.{t}")] == [r.content() for r in consume_all(source, t)]
+    # init_transactions alone aborted the old version's open transaction: no aborted record of mirrorflow's
+    # own (state.fencing.abort_pending) landed in the application's topic, not even on partition 1
+    raw = consume_all(target, f"KU.{t}", isolation="read_uncommitted")
+    assert [r for r in raw if r.key == b"mirrorflow-aborted"] == []
+    assert [r.value for r in raw if r.partition == 1 and r.value == b"from-the-old-version"]  # what it aborted

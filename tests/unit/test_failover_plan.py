@@ -124,3 +124,20 @@ def test_a_failover_plan_keeps_what_each_partition_reads_again_through_its_recor
     old["groups"][0][5] = [row[:6] for row in old["groups"][0][5]]
     old.pop("id")
     assert [x.reread for x in FailoverPlan.from_dict(old).groups[0].partitions] == [0, 0, 0, 0]
+
+
+def test_the_failover_plan_and_report_tell_the_applications_to_read_committed():
+    """Application owners learn from the plan (the CLI's report, the approval page) and from the
+    report of the commit that their consumers must read read_committed: the log holds aborted copies."""
+    from mirrorflow.ops.dr.failover_report import FailoverReport
+
+    for done in (False, True):  # the preflight's plan, then the commit's report
+        rep = FailoverReport("A->B", "B", "unplanned", False, plan=plan(), done=done)
+        [line] = [x for x in rep.lines() if x.startswith("  applications: ")]
+        assert "consumers of the replicated topics on 'B' must read with isolation.level=read_committed" in line
+        assert "aborted copies" in line and "read_uncommitted" in line
+        assert rep.to_dict()["applications"] == line.removeprefix("  applications: ")
+    head = FailoverReport("A->B", "B", "planned", False, plan=plan()).markdown().split("\n\n", 1)[0]
+    assert "**Application owners**" in head and "`isolation.level=read_committed`" in head
+    # no plan (a preflight that failed before it): nothing to approve, no line
+    assert not [x for x in FailoverReport("A->B", "B", "unplanned", False).lines() if "applications" in x]

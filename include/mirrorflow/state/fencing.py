@@ -31,7 +31,7 @@ from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import OffsetSpec
 
 from mirrorflow.clients import FlowClients
-from mirrorflow.errors import StateError, TransactionAbortedError
+from mirrorflow.errors import MirrorflowError, StateError, TransactionAbortedError
 from mirrorflow.kafka.connection import kafka_error
 from mirrorflow.kafka.topic_admin import list_offsets
 from mirrorflow.state.state_topics import offset_map_topic, progress_topic, state_partition, transactional_id
@@ -101,7 +101,8 @@ def fence_ids(
     fenced and its open transaction aborted. `pending`: partitions per id over which an aborted
     transaction also ends what an earlier epoch of it left pending there (`abort_pending`). Returns
     how many ids were fenced; StateError naming the first id that could not be (whoever fences must
-    not go on unsure)."""
+    not go on unsure). The aborted transaction goes only to those of an id's partitions that still
+    hold a transaction open after its init_transactions (`open_transactions`)."""
     flow = clients.flow
     todo = sorted(set(ids))
 
@@ -110,6 +111,12 @@ def fence_ids(
         try:
             pr.init_transactions(60)
             parts = (pending or {}).get(tid)
+            if parts:
+                # only where something is still pending once init_transactions aborted what the
+                # coordinator knew of: no aborted record of ours lands on a partition (an application's
+                # topic among them) that holds no open transaction
+                with contextlib.suppress(MirrorflowError):  # cannot tell: end them all, as before
+                    parts = open_transactions(clients, parts)
             if parts:
                 with contextlib.suppress(TransactionAbortedError):  # best effort: the records stay pending
                     abort_pending(pr, parts, lambda: pr.abort_transaction(60), tid, flow.target)

@@ -16,6 +16,16 @@ from mirrorflow.ops.verify.verify_report import VerifyReport
 from mirrorflow.reporting import Report
 
 
+def read_committed_note(target: str) -> str:
+    """What a failover's plan and report tell the application owners about reading the target."""
+    return (
+        f"consumers of the replicated topics on {target!r} must read with isolation.level=read_committed "
+        "(mirrorflow copies in transactions: the log also holds the records of aborted copies and, where a "
+        "transaction was left open, mirrorflow's aborted fencing records; a read_uncommitted consumer reads them "
+        "as duplicates or foreign records). Java's default is read_uncommitted, librdkafka's read_committed"
+    )
+
+
 @dataclass
 class FailoverReport(Report):
     flow: str
@@ -91,6 +101,7 @@ class FailoverReport(Report):
             out += ["  verify: " + line for line in self.verify.lines()]
         if self.plan is not None:
             out += self._group_lines(self.plan)
+            out.append(f"  applications: {read_committed_note(self.target)}")
         return out
 
     def _group_lines(self, plan: FailoverPlan) -> list[str]:
@@ -131,11 +142,17 @@ class FailoverReport(Report):
             if self.plan is not None and self.plan.take_over
             else ""
         )
+        apps = (
+            f" **Application owners**: consumers of the replicated topics on `{self.target}` must read with "
+            "`isolation.level=read_committed` (Java's default is `read_uncommitted`): the log also holds aborted "
+            "copies, which a `read_uncommitted` consumer reads as duplicates."
+        )
         head = (
             f"**Failover plan `{self.plan.id}`** of flow `{self.flow}` to cluster `{self.target}` ({self.mode}{what}). "
             f"Approve commits exactly these offsets on the target{does}; if what the plan was "
             "built from moves before the commit, nothing is committed and the run fails (trigger a new preflight)."
             + takes
+            + apps
             if self.plan is not None
             else f"Failover of flow `{self.flow}` to cluster `{self.target}`"
         )
@@ -163,4 +180,5 @@ class FailoverReport(Report):
             ],
             "groups": self.groups.to_dict() if self.groups else None,
             "verify": self.verify.to_dict() if self.verify else None,
+            "applications": read_committed_note(self.target) if self.plan else None,
         }
