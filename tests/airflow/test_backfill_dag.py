@@ -27,7 +27,8 @@ def test_backfill_dag_params_and_copy(tmp_path, source, target, airflow_db, uniq
     produce(source, t, records(30, 2))
     cfg = write_config(tmp_path / "mf.yaml", {"KD": source, "B": target},
                        {"KD->B": {"topics": f"{pfx}.*", "tasks.max": 2, "state.topic.partitions": 2,
-                                  "heartbeats.replication.enabled": False, "initial.position": "latest"}})
+                                  "heartbeats.replication.enabled": False, "initial.position": "latest",
+                                  "state.namespace": pfx}})
     flow = cfg.flow("KD->B")
     assert run_once(cfg, flow, mode="direct").records == 0
     produce(source, t, records(6, 2, seed="live"))
@@ -113,7 +114,8 @@ def test_replicate_runs_of_an_airflow_backfill_copy_their_intervals_records(tmp_
     produce(source, t, records(40, 1))  # timestamps NOW + 10 * i
     cfg = write_config(tmp_path / "mf.yaml", {"KI": source, "B": target},
                        {"KI->B": {"topics": f"{pfx}.*", "state.topic.partitions": 2, "schedule": "*/10 * * * *",
-                                  "heartbeats.replication.enabled": False, "initial.position": "latest"}})
+                                  "heartbeats.replication.enabled": False, "initial.position": "latest",
+                                  "state.namespace": pfx}})
     flow = cfg.flow("KI->B")
     monkeypatch.setenv("MIRRORFLOW_CONFIG", str(cfg.path))
     monkeypatch.setenv("MIRRORFLOW_RUN_DIR", str(tmp_path / "runs"))

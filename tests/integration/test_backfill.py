@@ -32,6 +32,8 @@ def backfill_flow(tmp_path, source, target, pfx: str, alias: str = "K", **props)
         "heartbeats.replication.enabled": False,
         "initial.position": "latest",
         "unit.max.records": 7,
+        # the flow's state is this test's own: its first run is its first run (initial.position applies)
+        "state.namespace": pfx,
         **props,
     }
     cfg = write_config(tmp_path / f"{pfx}.yaml", {alias: source, "B": target}, {f"{alias}->B": flow_props})

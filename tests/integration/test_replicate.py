@@ -462,7 +462,8 @@ def test_initial_position_latest_then_only_new_records(tmp_path, source, target,
     t = f"{pfx}.feed"
     mirror_topic(source, target, t, 1)
     produce(source, t, records(40, 1))
-    cfg, flow = make_flow(tmp_path, source, target, pfx, **{"initial.position": "latest"})
+    # state of its own: initial.position applies at a flow's first run only
+    cfg, flow = make_flow(tmp_path, source, target, pfx, **{"initial.position": "latest", "state.namespace": pfx})
     rep = run_once(cfg, flow, mode="direct")
     assert rep.ok and rep.records == 0, rep.render()
     produce(source, t, records(7, 1, seed="new"))

@@ -89,7 +89,6 @@ def test_partitions_added_to_a_state_topic_stop_the_run_naming_it(tmp_path, sour
         assert "Kafka cannot remove partitions" in stopped.stderr
 
 
-@pytest.mark.xfail(strict=True, reason="the planner does not call state_drift.unexplained_remote yet (issue 36.5)")
 def test_an_empty_progress_beside_a_non_empty_remote_partition_stops_that_partition(tmp_path, source, target, unique):
     """The flow's progress of a partition is gone (here: a tombstone, as a progress topic that was
     not compacted loses an idle partition's record) while its remote partition holds the copies:

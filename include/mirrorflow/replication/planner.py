@@ -40,6 +40,7 @@ from mirrorflow.state.fencing import ensure_layout, fence_open_transactions
 from mirrorflow.state.lease import FlowLease
 from mirrorflow.state.offset_map import subtract_ranges
 from mirrorflow.state.records import Progress
+from mirrorflow.state.state_drift import first_committed, fresh_remotes, unexplained_remote
 from mirrorflow.state.state_topics import progress_topic
 from mirrorflow.state.store import StateStore
 from mirrorflow.state.task_slots import TaskLayout, deal, provisional, read_layout
@@ -60,6 +61,7 @@ class PartitionInput:
     target_topic_id: str = ""  # the remote topic's ID ("": it does not exist yet)
     target_end: int = -1  # the remote partition's high watermark (-1: not asked)
     target_partitions: int = -1  # partitions of the remote topic on the target (0: missing; -1: not asked)
+    target_first: int = -1  # without progress: the remote partition's first committed record (-1: none, not asked)
 
 
 @dataclass(frozen=True)
@@ -201,7 +203,7 @@ def identity_problem(pi: PartitionInput) -> str | None:
     below the progress, a target end below what the flow wrote. None: it can."""
     prog = pi.progress
     if prog is None or prog.next < 0:
-        return None
+        return unexplained_remote(pi.topic, pi.partition, pi.target_topic, prog, pi.target_first)
     why = prog.identity_problem(pi.topic_id, pi.target_topic, pi.target_topic_id)
     t = f"{pi.topic}[{pi.partition}]"
     if why is None and pi.end < prog.high:
@@ -452,6 +454,9 @@ def gather_inputs(clients: FlowClients, progress: dict[tuple[str, int], Progress
         committed=False,
         timeout=clients.outage_timeout,
     )
+    # a partition without progress whose remote holds committed records: its state was lost, or
+    # another writer filled it (at-least-once copies commit records before their progress: skipped)
+    firsts = first_committed(clients, fresh_remotes(parts, progress, tgt_parts)) if flow.exactly_once else {}
     partitions = [
         PartitionInput(
             t,
@@ -465,6 +470,7 @@ def gather_inputs(clients: FlowClients, progress: dict[tuple[str, int], Progress
             tgt_ids.get(remote, ""),
             tgt_ends.get((remote, p), -1),
             tgt_parts.get(remote, 0),
+            firsts.get((remote, p), -1),
         )
         for t, p, remote in parts
     ]

@@ -200,6 +200,8 @@ def build_report(
         if s.get("waiting"):
             parts[key].status = "waiting"
             parts[key].errors.append(s["waiting"])
+            if s["start"] < 0:  # nothing copied yet: it is owned from its log start (a new partition)
+                owed[key] = (max(0, s["end"] - s["log_start"]), s["end"])
         if s.get("stopped"):
             parts[key].status = "stopped"
             parts[key].errors.append(s["stopped"])
