@@ -30,7 +30,7 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient
+from confluent_kafka.admin import AdminClient, NewPartitions
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, precondition, rule
 
@@ -41,13 +41,16 @@ from mirrorflow.groups.offset_sync import sync_group_offsets
 from mirrorflow.ops.dr.failback import failback
 from mirrorflow.ops.dr.failover_commit import commit_failover
 from mirrorflow.ops.dr.failover_preflight import plan_failover
+from mirrorflow.metadata.sync import sync_flow
+from mirrorflow.ops.backfill import backfill
 from mirrorflow.ops.verify.verify import verify_flow
+from mirrorflow.replication.run_options import RunOptions
 from mirrorflow.replication.runner import run_once
 from mirrorflow_dev.dev_cluster import DevCluster
 from tests.chaos.test_chaos import COMPACT  # the same fast log cleaner
 from tests.integration.replicate_helpers import delete_records
 from tests.model.reference import TP, Group, Model, Snapshot, Written, uid_of
-from tests.support import Rec, consume_all, create_topic, end_transaction, write_config
+from tests.support import Rec, consume_all, create_topic, end_transaction, read_progress, write_config
 
 # A defect the machine finds that another branch fixes: its violations are reported, not failed.
 KNOWN: dict[str, str] = {
@@ -57,6 +60,7 @@ KNOWN: dict[str, str] = {
     ),
 }
 APPROVER = "model-approver"
+DRAIN_RUNS = 40  # units cut short at a few records' bytes take a run each
 
 
 @dataclass
@@ -144,10 +148,13 @@ class ReplicationMachine(RuleBasedStateMachine):
     @initialize(
         max_runs=st.sampled_from([2, 4, 20_000]),
         txn_records=st.sampled_from([2, 3, 1000]),
+        unit=st.sampled_from([(3, 1 << 31), (1000, 48), (5_000_000, 1 << 31)]),
     )
-    def start(self, max_runs: int, txn_records: int) -> None:
+    def start(self, max_runs: int, txn_records: int, unit: tuple[int, int]) -> None:
         """A fresh pair of flows X->Y / Y->X over clusters A and B; `offset.map.max.runs` low or
-        the default; copy transactions of a few records or of all of a run."""
+        the default; copy transactions of a few records or of all of a run; units of a few records,
+        units a few records' bytes cut short (a run copies a partition up to there, the next goes
+        on), or the defaults."""
         tag = uuid.uuid4().hex[:6]
         self.pfx = f"mb-{tag}"
         self.alias = {"A": f"M{tag.upper()}A", "B": f"M{tag.upper()}B"}
@@ -168,7 +175,10 @@ class ReplicationMachine(RuleBasedStateMachine):
             "sync.group.offsets.enabled": True,
             "offset.map.max.runs": max_runs,
             "transaction.max.records": txn_records,
+            "unit.max.records": unit[0],
+            "unit.max.bytes": unit[1],
         }
+        self.islands = False  # a backfill copied above the progress: holes below it until the next drain
         x, y = self.alias["A"], self.alias["B"]
         self.cfg = write_config(
             self.setting.folder / f"{tag}.yaml",
@@ -224,6 +234,10 @@ class ReplicationMachine(RuleBasedStateMachine):
         """`n` records to `tp` on `side` in one transaction (committed or aborted)."""
         self.model.step += 1
         p = self.producer(side)
+        deadline = time.monotonic() + 30
+        while len(p.list_topics(tp[0], timeout=10).topics[tp[0]].partitions) <= tp[1]:  # one added lately
+            assert time.monotonic() < deadline, f"the producer on {side} does not see {tp}"
+            time.sleep(0.2)
         acks: dict[str, int] = {}
         sent: list[Written] = []
 
@@ -278,10 +292,26 @@ class ReplicationMachine(RuleBasedStateMachine):
         return bool(rep.ok)
 
     # -- writes ------------------------------------------------------------------------------
-    @rule(n=st.integers(1, 5), partition=st.integers(0, 1), kind=st.sampled_from(["commit", "abort"]))
+    @rule(n=st.integers(1, 5), partition=st.integers(0, 3), kind=st.sampled_from(["commit", "abort"]))
     def write(self, n: int, partition: int, kind: str) -> None:
         """The applications write to topic `plain` on their side: a transaction that commits or aborts."""
-        self.produce(self.apps_side(), (f"{self.pfx}.plain", partition), n, kind == "commit", fresh_keys=True)
+        plain, side = f"{self.pfx}.plain", self.apps_side()
+        n_parts = self.partitions_on(side, plain) if self.topics[plain] > 2 else 2
+        self.produce(side, (plain, partition % n_parts), n, kind == "commit", fresh_keys=True)
+
+    @precondition(lambda self: self.running is not None and self.topics[f"{self.pfx}.plain"] < 4)
+    @rule()
+    def add_partition(self) -> None:
+        """A partition added to `plain` on the running flow's source, written to before any sync
+        creates it on the target or any run plans it: copied from its beginning."""
+        side = self.side_of(self.running)[0]
+        plain = f"{self.pfx}.plain"
+        n = self.topics[plain] + 1
+        if self.partitions_on(side, plain) < n:  # the other side's sync may have added it before
+            a = AdminClient(self.cluster(side).client_config())
+            a.create_partitions([NewPartitions(plain, n)])[plain].result(30)
+        self.topics[plain] = n  # the other side gets it from the sync (each drain starts with one)
+        self.produce(side, (plain, n - 1), 3, True, fresh_keys=True)
 
     @precondition(lambda self: self.apps_side() == "A")
     @rule(n=st.integers(1, 4))
@@ -293,7 +323,13 @@ class ReplicationMachine(RuleBasedStateMachine):
     @rule(n=st.integers(1, 3), partition=st.integers(0, 1))
     def write_split_brain(self, n: int, partition: int) -> None:
         """A producer still writes to the failed-over flow's source (it was declared lost, not dead)."""
-        self.produce(self.side_of(self.failed_over)[0], (f"{self.pfx}.plain", partition), n, True, fresh_keys=True)
+        plain = f"{self.pfx}.plain"
+        side = self.side_of(self.failed_over)[0]
+        self.produce(side, (plain, partition % self.partitions_on(side, plain)), n, True, fresh_keys=True)
+
+    def partitions_on(self, side: str, topic: str) -> int:
+        md = AdminClient(self.cluster(side).client_config()).list_topics(topic, timeout=10)
+        return len(md.topics[topic].partitions)
 
     @precondition(lambda self: self.running is not None)
     @rule(partition=st.integers(0, 1), k=st.integers(1, 4))
@@ -327,13 +363,47 @@ class ReplicationMachine(RuleBasedStateMachine):
 
     # -- the running flow --------------------------------------------------------------------
     def drain(self, flow) -> None:
-        for _ in range(5):
+        """The topic sync (partitions added on the source), then copy runs until the lag is 0 (units
+        cut short by bytes take a run each)."""
+        sync = sync_flow(self.cfg, flow, ["topics"])
+        assert sync.ok, sync.render()
+        for _ in range(DRAIN_RUNS):
             rep = run_once(self.cfg, flow, mode="direct")
             assert rep.ok and not rep.skipped, rep.render()
             self.flows_run.add(flow.name)
             if rep.lag == 0:
+                self.islands = False
                 return
-        raise AssertionError(f"{flow.name} did not reach lag 0 in 5 runs with no producer writing")
+        raise AssertionError(f"{flow.name} did not reach lag 0 in {DRAIN_RUNS} runs with no producer writing")
+
+    def no_holes(self, flow) -> None:
+        """What a run leaves: every partition's progress has no hole below its highest copied offset
+        (a backfill's island above it aside)."""
+        for key, prog in read_progress(self.cfg, flow).items():
+            if key[0].startswith(self.pfx) and not self.islands:
+                assert prog.holes() == [], f"{flow.name} {key}: holes {prog.holes()} in {prog}"
+
+    @precondition(lambda self: self.running is not None)
+    @rule(limit=st.sampled_from([1, 3]))
+    def replicate_some(self, limit: int) -> None:
+        """A run copying at most `limit` offsets per partition (what a big backlog's first runs do):
+        the rest waits, no hole behind what was copied."""
+        rep = run_once(self.cfg, self.running, mode="direct", options=RunOptions(partition_limit=limit))
+        assert rep.ok and not rep.skipped, rep.render()
+        self.flows_run.add(self.running.name)
+        self.no_holes(self.running)
+        self.model.step += 1
+
+    @precondition(lambda self: self.running is not None and self.running.name in self.flows_run)
+    @rule(at=st.integers(0, 12))
+    def backfill_above(self, at: int) -> None:
+        """A backfill from source offset `at` to the end, wherever the progress stands: above it, an
+        island the next runs must not jump (the holes below it are copied)."""
+        rep = backfill(self.cfg, self.running, f"offset:{at}", "latest", mode="direct")
+        assert rep.ok, rep.render()
+        self.islands = True
+        self.model.unordered |= {(p.topic, p.partition) for p in rep.partitions if p.records}
+        self.model.step += 1
 
     def check_copy(self, flow) -> tuple[Snapshot, Snapshot]:
         s, t = self.side_of(flow)
@@ -375,7 +445,13 @@ class ReplicationMachine(RuleBasedStateMachine):
     @precondition(lambda self: self.running is not None)
     @rule()
     def verify(self) -> None:
-        """verify of the running flow finds nothing wrong (nothing diverged while it runs)."""
+        """verify of the running flow finds nothing wrong (nothing diverged while it runs); after a
+        backfill above the progress it names the holes below the island, and nothing else."""
+        if self.islands:
+            with FlowClients(self.cfg, self.running) as clients:
+                rep = verify_flow(clients)
+            assert all(not p.mismatches and p.error is None for p in rep.partitions), rep.render()
+            self.drain(self.running)
         with FlowClients(self.cfg, self.running) as clients:
             rep = verify_flow(clients)
         assert self.verified(self.running, rep), rep.render()
@@ -397,7 +473,7 @@ class ReplicationMachine(RuleBasedStateMachine):
             with pytest.raises(StateError, match=f"flow {flow.name} has no replicated data on cluster "):
                 plan_failover(self.cfg, flow, mode, copy_mode="direct")
             return
-        pre = plan_failover(self.cfg, flow, mode, copy_mode="direct")
+        pre = plan_failover(self.cfg, flow, mode, copy_mode="direct", max_drain_runs=DRAIN_RUNS)
         drained = planned
         assert pre.plan is not None, pre.render()
         assert pre.plan is not None and not pre.plan.blocked, pre.render()
