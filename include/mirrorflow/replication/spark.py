@@ -266,6 +266,8 @@ def copy_with_spark_submit(
 
 def copy_in_process_spark(cfg: Config, plan: dict[str, Any], master: str | None = None) -> list[dict]:
     os.environ.update({k: v for k, v in spark_env().items() if k in ("PYSPARK_PYTHON", "PATH")})
+    for k in CONNECT_CLIENT_VARS:  # a process that ran a Connect copy before builds a classic session now
+        os.environ.pop(k, None)
     from pyspark.sql import SparkSession
 
     b = SparkSession.builder.appName("mirrorflow-copy").master(master or cfg.spark.master or "local[*]")
