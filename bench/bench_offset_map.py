@@ -55,8 +55,9 @@ class History:
 
     def __init__(self, cfg, flow, source, partitions: int) -> None:
         from mirrorflow.clients import FlowClients
+        from mirrorflow.state.names import offset_map_topic, progress_topic
         from mirrorflow.state.records import Progress
-        from mirrorflow.state.state_topics import ensure_state_topics, offset_map_topic, progress_topic
+        from mirrorflow.state.state_topics import ensure_state_topics
         from mirrorflow.state.state_writer import StateWriter
 
         self.cfg, self.flow, self.source, self.partitions = cfg, flow, source, partitions
@@ -110,7 +111,7 @@ class History:
     def state_left(self) -> tuple[int, int, int]:
         """(offsets still in the offset-map topic, runs in the snapshots, runs and spans they keep below
         their floors: where groups sit, landmarks)."""
-        from mirrorflow.state.state_topics import offset_map_topic
+        from mirrorflow.state.names import offset_map_topic
         from mirrorflow.state.store import StateStore
 
         topic = offset_map_topic(self.flow)

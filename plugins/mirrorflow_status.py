@@ -31,6 +31,7 @@ from fastapi.responses import HTMLResponse
 from pydantic import BaseModel
 
 from mirrorflow.ops.observe.status_page import PageCache
+from mirrorflow.state.names import dag_id
 
 CACHE_S = 5.0
 KINDS = (
@@ -66,21 +67,21 @@ def dag_links(flow_name: str) -> list[tuple[str, str]]:
     """The flow's DAGs in Airflow's UI (the page is in an iframe: links open at the top)."""
     base = conf.get("api", "base_url", fallback="").rstrip("/")
     flow_id = flow_name.replace("->", "-")
-    return [(kind, f"{base}/dags/mirrorflow_{kind}__{flow_id}") for kind in KINDS]
+    return [(kind, f"{base}/dags/{dag_id(kind, flow_id)}") for kind in KINDS]
 
 
 def control_dag_id(flow_id: str) -> str:
-    return f"mirrorflow_control__{flow_id}"
+    return dag_id("control", flow_id)
 
 
 def may_read(request: Request, user: BaseUser, flow_id: str, known: Collection[str]) -> bool:
     """Whether `user` may read one of the flow's DAGs that Airflow knows (`known`: in its database, where
     their teams are; the auth manager's own DAG-level check). A flow none of whose DAGs Airflow has
     parsed yet is checked as its control DAG without a team, as Airflow checks a DAG it does not know."""
-    ids = [f"mirrorflow_{kind}__{flow_id}" for kind in KINDS]
-    for dag_id in [i for i in ids if i in known] or [control_dag_id(flow_id)]:
+    ids = [dag_id(kind, flow_id) for kind in KINDS]
+    for one in [i for i in ids if i in known] or [control_dag_id(flow_id)]:
         try:
-            requires_access_dag("GET", param_dag_id=dag_id)(request, user)
+            requires_access_dag("GET", param_dag_id=one)(request, user)
         except HTTPException:
             continue
         return True

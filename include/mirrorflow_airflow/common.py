@@ -12,6 +12,7 @@ import pendulum
 
 from mirrorflow.config import Config, FlowConfig
 from mirrorflow.reporting import Report
+from mirrorflow.state.names import dag_id
 from mirrorflow_airflow.hooks import MirrorflowHook
 
 if TYPE_CHECKING:
@@ -49,7 +50,7 @@ def log_report(task_log: logging.Logger, report: Report) -> None:
 
 
 def flow_dag_id(kind: str, flow: Any) -> str:
-    return f"mirrorflow_{kind}__{flow.id}"
+    return dag_id(kind, flow.id)
 
 
 def flow_dag(kind: str, flow: Any, description: str, schedule: Any, retry_delay_s: int = 30, **extra: Any) -> Any:

@@ -18,7 +18,7 @@ from confluent_kafka import Consumer, KafkaException, TopicPartition
 from mirrorflow.replication import copy_modes
 from mirrorflow.replication.run_report import RunReport
 from mirrorflow.replication.runner import run_once
-from mirrorflow.state.state_topics import offset_map_topic, progress_topic
+from mirrorflow.state.names import offset_map_topic, progress_topic
 from mirrorflow_dev.dev_cluster import DevCluster
 from tests.integration.replicate_helpers import assert_copied, assert_map_exact, make_flow, mirror_topic
 from tests.support import admin, consume_all, markers_written, produce

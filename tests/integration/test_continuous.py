@@ -21,7 +21,7 @@ from confluent_kafka.admin import OffsetSpec
 from mirrorflow.clients import FlowClients
 from mirrorflow.replication.runner import run_continuous, run_once
 from mirrorflow.state.flow_state import set_flow_state
-from mirrorflow.state.state_topics import offset_map_topic, progress_topic
+from mirrorflow.state.names import offset_map_topic, progress_topic
 from tests.support import admin, consume_all, create_topic, end_transaction, load_offset_map, produce, write_config
 
 NOW = int(time.time() * 1000) - 600_000

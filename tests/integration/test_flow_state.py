@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from mirrorflow.clients import FlowClients
 from mirrorflow.groups.checkpoint import emit_checkpoints
 from mirrorflow.metadata.sync import sync_flow
@@ -74,10 +76,10 @@ def test_a_failed_over_flow_refuses_pause_and_stop_through_every_door(tmp_path, 
     the state that names the failback, a pause lets group sync move the failed-over groups again):
     the CLI and the status page's API refuse both, naming the failback, and change nothing; the
     failback still sees the flow as its failover left it. A forced resume is recorded as forced."""
-    from fastapi.testclient import TestClient
-
     from airflow.api_fastapi.app import create_app, get_auth_manager
     from airflow.api_fastapi.auth.managers.simple.user import SimpleAuthManagerUser
+    from fastapi.testclient import TestClient
+
     from mirrorflow.ops.dr.failover import failover
     from mirrorflow.state.history import read_history
     from tests.support import write_config
@@ -126,3 +128,32 @@ def test_a_failed_over_flow_refuses_pause_and_stop_through_every_door(tmp_path, 
     assert ops[-1].reason == "the applications never moved" and ops[-1].summary.startswith(
         f"forced resume of a failed-over flow (failed over to {tgt!r} at "), ops[-1]
     assert ops[-1].summary.endswith("): its failback is not done"), ops[-1]
+
+
+def test_a_pause_decided_before_a_failover_committed_is_not_applied_over_it(tmp_path, source, target, unique):
+    """Pause, resume and stop apply only over the state they were decided on: a failover that
+    commits between an operator's read and write stands (it used to be overwritten, and the flow then
+    looked paused, its checkpoints free to move the groups the failover had moved)."""
+    from mirrorflow.errors import StateError
+    from mirrorflow.state.flow_state import set_flow_state, stored_state
+
+    pfx = unique("cas")
+    cfg, flow = make_flow(tmp_path, source, target, pfx, **{"state.namespace": pfx})
+    with FlowClients(cfg, flow) as clients:
+        decided_on = stored_state(clients)  # what the operator's pause read: running, nothing recorded
+        assert decided_on.state == "running" and decided_on.rev == ""
+        set_flow_state(clients, "stopped", "failover of plan p1", "ops@host", via="cli", cause="failover")
+        with pytest.raises(StateError, match=f"flow {flow.name} changed state while this pause was being recorded"):
+            set_flow_state(clients, "paused", "maintenance", "alice", via="status-page", expect=decided_on)
+        now = flow_state(clients)
+        assert now.failed_over and now.reason == "failover of plan p1"
+        # decided on what is there now, the same change applies (here: a forced resume's record)
+        fresh = stored_state(clients)
+        set_flow_state(clients, "running", "forced", "alice", via="cli", expect=fresh)
+        assert flow_state(clients).state == "running"
+        # and a second writer that read the same state loses, whichever door it came through
+        base = stored_state(clients)
+        set_flow_state(clients, "paused", "first", "bob", via="airflow", expect=base)
+        with pytest.raises(StateError, match="changed state"):
+            set_flow_state(clients, "stopped", "second", "carol", via="cli", expect=base)
+        assert (flow_state(clients).state, flow_state(clients).by) == ("paused", "bob")

@@ -11,7 +11,7 @@ from mirrorflow.clients import FlowClients
 from mirrorflow.state.flow_state import flow_state
 from mirrorflow.state.history import read_history
 from mirrorflow.state.lease import whoami
-from mirrorflow.state.state_topics import history_topic
+from mirrorflow.state.names import history_topic
 from tests.integration.test_replicate import cli
 from tests.support import admin, create_topic, produce, write_config
 

@@ -19,8 +19,9 @@ import pytest
 
 from mirrorflow.replication.run_options import RunOptions
 from mirrorflow.replication.runner import run_once
+from mirrorflow.state.names import progress_topic
 from mirrorflow.state.records import Progress
-from mirrorflow.state.state_topics import progress_topic, state_key, state_partition
+from mirrorflow.state.state_topics import state_key, state_partition
 from tests.integration.replicate_helpers import add_partitions, delete_records, make_flow, mirror_topic
 from tests.integration.test_backfill import assert_each_once_via_map, backfill_flow, cli
 from tests.support import consume_all, create_topic, produce, producer, read_progress, wait_for_topic

@@ -17,8 +17,9 @@ from mirrorflow.errors import StateError
 from mirrorflow.groups.checkpoint import emit_checkpoints, translate_group
 from mirrorflow.replication.runner import run_once
 from mirrorflow.state.compaction import fold_offset_map
+from mirrorflow.state.names import offset_map_topic, snapshot_topic
+from mirrorflow.state.state_topics import state_partition
 from mirrorflow.state.store import StateStore
-from mirrorflow.state.state_topics import offset_map_topic, snapshot_topic, state_partition
 from tests.integration.replicate_helpers import delete_records
 from tests.support import admin, consume_all, create_topic, end_transaction, load_offset_map, produce, write_config
 

@@ -13,11 +13,12 @@ import time
 import pytest
 
 from mirrorflow.clients import FlowClients
-from mirrorflow_dev.dev_cluster import DevCluster
 from mirrorflow.errors import StateError
 from mirrorflow.state import run_results
 from mirrorflow.state.lease import FlowLease
-from mirrorflow.state.state_topics import ensure_state_topics, results_topic
+from mirrorflow.state.names import results_topic
+from mirrorflow.state.state_topics import ensure_state_topics
+from mirrorflow_dev.dev_cluster import DevCluster
 from tests.integration.test_retry_gaps import during_restart, own_flow
 
 pytestmark = pytest.mark.integration

@@ -9,7 +9,8 @@ import pytest
 from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
 
 from mirrorflow.replication.runner import run_once
-from mirrorflow.state.state_topics import offset_map_topic, progress_topic, state_key, state_partition
+from mirrorflow.state.names import offset_map_topic, progress_topic
+from mirrorflow.state.state_topics import state_key, state_partition
 from tests.integration.replicate_helpers import add_partitions, assert_copied
 from tests.integration.test_replicate import cli, records
 from tests.support import admin, consume_all, create_topic, produce, read_progress, write_config

@@ -7,11 +7,11 @@ from __future__ import annotations
 import pytest
 
 from mirrorflow.errors import DeploymentConflictError, LeaseError
-from tests.integration.replicate_helpers import target_offset_of
-from tests.integration.test_replicate import cli
 from mirrorflow.groups.checkpoint import emit_checkpoints
 from mirrorflow.replication.runner import run_once
-from mirrorflow.state.state_topics import lease_topic, offset_map_topic, progress_topic, runs_topic, transactional_id
+from mirrorflow.state.names import lease_topic, offset_map_topic, progress_topic, runs_topic, transactional_id
+from tests.integration.replicate_helpers import target_offset_of
+from tests.integration.test_replicate import cli
 from tests.integration.test_topologies import commit, records
 from tests.support import admin, consume_all, create_topic, produce, read_progress, write_config
 

@@ -21,16 +21,11 @@ from mirrorflow.clients import FlowClients
 from mirrorflow.errors import ClusterError
 from mirrorflow.replication.runner import run_once
 from mirrorflow.state.flow_state import flow_state, set_flow_state
+from mirrorflow.state.names import offset_map_topic, progress_topic, transactional_id
 from mirrorflow.state.offset_map import MapEntry, Run
 from mirrorflow.state.records import Progress, encode_entry
+from mirrorflow.state.state_topics import ensure_state_topics, state_key
 from mirrorflow.state.store import StateStore
-from mirrorflow.state.state_topics import (
-    ensure_state_topics,
-    offset_map_topic,
-    progress_topic,
-    state_key,
-    transactional_id,
-)
 from tests.support import consume_all, create_topic, produce, write_config
 
 pytestmark = pytest.mark.integration

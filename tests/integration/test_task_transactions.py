@@ -254,8 +254,9 @@ def test_a_flow_copied_per_partition_before_slots_has_those_ids_fenced_once(tmp_
     old per-partition transactional.id, ends its transaction, and records the first generation."""
     from confluent_kafka import Producer
 
+    from mirrorflow.state.names import progress_topic, transactional_id
     from mirrorflow.state.records import Progress
-    from mirrorflow.state.state_topics import progress_topic, state_key, state_partition, transactional_id
+    from mirrorflow.state.state_topics import state_key, state_partition
 
     pfx = unique("upgrade")
     t = f"{pfx}.orders"

@@ -11,19 +11,19 @@ import yaml
 from confluent_kafka import Consumer, TopicPartition
 
 from mirrorflow import config as config_mod
+from mirrorflow.clients import cluster_connection
 from mirrorflow.errors import ConfigError
 from mirrorflow.groups.checkpoint import emit_checkpoints, translate_group
 from mirrorflow.groups.heartbeat import emit_heartbeats
 from mirrorflow.groups.offset_sync import sync_group_offsets
-from mirrorflow.clients import cluster_connection
 from mirrorflow.kafka.log_reader import read_partition
 from mirrorflow.metadata.sync import sync_flow
 from mirrorflow.mm2.formats import Checkpoint
 from mirrorflow.ops.observe.status import flow_status
-from mirrorflow.state.state_topics import lease_topic, progress_topic, transactional_id
+from mirrorflow.state.names import lease_topic, progress_topic, transactional_id
 from tests.integration.replicate_helpers import assert_copied, target_offset_of
 from tests.integration.test_replicate import CLI, cli
-from tests.support import consume_all, create_topic, produce, write_config
+from tests.support import create_topic, produce, write_config
 
 pytestmark = pytest.mark.integration
 NOW = int(time.time() * 1000) - 3_600_000  # recent: retention deletes old timestamps

@@ -4,7 +4,8 @@ from __future__ import annotations
 import json
 
 from mirrorflow.state.history import OperationRecord
-from mirrorflow.state.state_topics import HISTORY_RETENTION_BYTES, HISTORY_RETENTION_MS, history_topic, state_topic_configs
+from mirrorflow.state.names import history_topic
+from mirrorflow.state.state_topics import HISTORY_RETENTION_BYTES, HISTORY_RETENTION_MS, state_topic_configs
 from tests.unit.test_namespace_boundary_config import flow
 
 AT = 1_800_000_000_000  # 2027-01-15T08:00:00Z

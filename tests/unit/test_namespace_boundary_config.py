@@ -10,15 +10,15 @@ from mirrorflow.config.mm2_import import convert
 from mirrorflow.errors import ConfigError
 from mirrorflow.replication.reader import BatchLimits
 from mirrorflow.state.lease import LeaseRecord
-from mirrorflow.state.state_topics import (
+from mirrorflow.state.names import (
     lease_topic,
     offset_map_topic,
     progress_topic,
     runs_topic,
     snapshot_topic,
-    state_topic_configs,
     transactional_id,
 )
+from mirrorflow.state.state_topics import state_topic_configs
 
 CLUSTERS = {"A": {"bootstrap.servers": "a:9092"}, "B": {"bootstrap.servers": "b:9092"}}
 

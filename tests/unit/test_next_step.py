@@ -45,3 +45,15 @@ def test_declared_in_the_config_or_standby():
     assert FlowState("stopped", "standby", declared_in="standby").next_step("B->A") == (
         "none while A->B runs: this flow starts with the failback of A->B (`mirrorflow failback --flow A->B`), "
         "after A->B was failed over")
+
+
+def test_a_conditional_flow_state_record_applies_only_over_the_state_it_was_decided_on():
+    from mirrorflow.state.flow_state import applies, revision
+
+    old = {"state": "running", "at": 5}  # an older release's record: no id
+    failover = {"state": "stopped", "cause": "failover", "id": "f1", "at": 9}
+    assert revision(None) == "" and revision(old) == "at:5" and revision(failover) == "f1"
+    assert applies(old, failover)  # unconditional: a failover, a failback
+    assert applies(old, {"state": "paused", "id": "p1", "after": "at:5"})
+    assert not applies(failover, {"state": "paused", "id": "p1", "after": "at:5"})  # decided before it
+    assert applies(None, {"state": "paused", "id": "p1", "after": ""}) and not applies(old, {"after": ""})

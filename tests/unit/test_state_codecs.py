@@ -5,10 +5,10 @@ import pytest
 
 from mirrorflow.config import parse
 from mirrorflow.errors import StateError
+from mirrorflow.state.names import offset_map_topic, progress_topic, transactional_id
 from mirrorflow.state.offset_map import MapEntry, Run
 from mirrorflow.state.records import Progress, decode_entry, encode_entry
-from mirrorflow.state.state_topics import (offset_map_topic, parse_key, progress_topic, state_key, state_partition,
-                                     transactional_id)
+from mirrorflow.state.state_topics import parse_key, state_key, state_partition
 
 
 def flow():

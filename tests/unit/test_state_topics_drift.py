@@ -4,6 +4,7 @@ brokers: tests/integration/test_state_drift.py)."""
 from __future__ import annotations
 
 from mirrorflow.config import parse
+from mirrorflow.state.names import history_topic, lease_topic, offset_map_topic, progress_topic
 from mirrorflow.state.records import Progress
 from mirrorflow.state.state_drift import (
     Drift,
@@ -13,13 +14,7 @@ from mirrorflow.state.state_drift import (
     partition_drift,
     unexplained_remote,
 )
-from mirrorflow.state.state_topics import (
-    history_topic,
-    lease_topic,
-    offset_map_topic,
-    progress_topic,
-    state_topic_configs,
-)
+from mirrorflow.state.state_topics import state_topic_configs
 
 CLUSTERS = {"A": {"bootstrap.servers": "a:9092"}, "B": {"bootstrap.servers": "b:9092"}}
 FLOW = parse({"clusters": CLUSTERS, "flows": {"A->B": {}}}).flow("A->B")

@@ -13,12 +13,12 @@ import yaml
 
 from mirrorflow import config as config_mod
 from mirrorflow.clients import FlowClients
-from mirrorflow_dev.processes import free_port
 from mirrorflow.errors import BrokerUnavailableError, LeaseError, StateError
 from mirrorflow.state import run_results
 from mirrorflow.state.lease import FlowLease
-from mirrorflow.state.state_topics import lease_topic, results_topic
+from mirrorflow.state.names import lease_topic, results_topic
 from mirrorflow.state.state_writer import write_acknowledged
+from mirrorflow_dev.processes import free_port
 
 
 @pytest.fixture

@@ -17,7 +17,14 @@ from mirrorflow.config import Config, FlowConfig
 from mirrorflow.errors import ConfigError, StateError
 from mirrorflow.ops.dr.failback import resume_problem
 from mirrorflow.reporting import iso
-from mirrorflow.state.flow_state import FlowState, flow_state, read_control, set_flow_state
+from mirrorflow.state.flow_state import (
+    FlowState,
+    flow_state,
+    read_control,
+    read_controls,
+    set_flow_state,
+    stored_state,
+)
 
 # action -> the state it leaves the flow in
 ACTIONS = {"pause": "paused", "resume": "running", "stop": "stopped"}
@@ -45,7 +52,10 @@ def control_flow(
         if why is not None:
             raise StateError(f"cannot resume flow {flow.name}: {why}")
     with FlowClients(cfg, flow) as clients:
-        now = flow_state(clients)
+        controls = read_controls(clients, ["flow-state"])
+        # the change applies only over the state it was decided on (state.flow_state.applies): a
+        # failover that commits meanwhile is never overwritten, through any door
+        stored, now = stored_state(clients, controls), flow_state(clients, controls)
         summary = ""
         if now.failed_over and state != "running":
             harm = (
@@ -63,4 +73,4 @@ def control_flow(
                 f"forced resume of a failed-over flow (failed over to {flow.target!r} at "
                 f"{iso(int(record.get('at', now.at)))}, plan {record.get('plan', '?')}): its failback is not done"
             )
-        return set_flow_state(clients, state, reason.strip(), by, via=via, summary=summary)
+        return set_flow_state(clients, state, reason.strip(), by, via=via, summary=summary, expect=stored)

@@ -39,9 +39,9 @@ from mirrorflow.clients import FlowClients
 from mirrorflow.errors import MirrorflowError
 from mirrorflow.kafka.topic_admin import list_offsets
 from mirrorflow.replication.planner import Unit
+from mirrorflow.state.names import offset_map_topic, progress_topic
 from mirrorflow.state.offset_map import MapEntry
 from mirrorflow.state.records import Progress
-from mirrorflow.state.state_topics import offset_map_topic, progress_topic
 from mirrorflow.state.state_writer import StateWriter
 
 Key = tuple[str, int]

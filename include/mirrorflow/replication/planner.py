@@ -38,10 +38,10 @@ from mirrorflow.kafka.topic_admin import list_offsets, topic_ids
 from mirrorflow.mm2.filters import FlowFilters
 from mirrorflow.state.fencing import ensure_layout, fence_open_transactions
 from mirrorflow.state.lease import FlowLease
+from mirrorflow.state.names import progress_topic
 from mirrorflow.state.offset_map import subtract_ranges
 from mirrorflow.state.records import Progress
 from mirrorflow.state.state_drift import first_committed, fresh_remotes, unexplained_remote
-from mirrorflow.state.state_topics import progress_topic
 from mirrorflow.state.store import StateStore
 from mirrorflow.state.task_slots import TaskLayout, deal, provisional, read_layout
 

@@ -43,6 +43,7 @@ from confluent_kafka import KafkaError, TopicPartition
 from mirrorflow.config import FlowConfig
 from mirrorflow.errors import BrokerUnavailableError, MirrorflowError
 from mirrorflow.kafka.retry import transient_error
+from mirrorflow.state.names import COPIER, reader_group
 
 # The source consumer's prefetch and the batch size come from the task's memory budget
 # (replication.budget.CopyBudget: `task.memory.bytes` over the partitions the task reads at once);
@@ -77,7 +78,7 @@ def outage_bound_s(flow: FlowConfig) -> float:
 def consumer_required(flow: FlowConfig) -> dict[str, Any]:
     """The settings the stop rules rely on (read_committed, end-of-partition events, reset = error)."""
     return {
-        "group.id": f"mirrorflow-{flow.client_name}-copier",
+        "group.id": reader_group(flow, COPIER),
         "enable.auto.commit": False,
         "enable.auto.offset.store": False,
         "isolation.level": "read_committed",

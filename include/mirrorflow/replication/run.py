@@ -58,9 +58,10 @@ from mirrorflow.replication.scratch import Scratch
 from mirrorflow.state import run_log
 from mirrorflow.state.flow_state import flow_state, read_controls
 from mirrorflow.state.lease import FlowLease, local_owner
+from mirrorflow.state.names import lease_topic
 from mirrorflow.state.run_lease import take_lease
 from mirrorflow.state.state_drift import STATE_TOPICS_CONTROL, check_state_topics
-from mirrorflow.state.state_topics import ensure_state_topics, lease_topic
+from mirrorflow.state.state_topics import ensure_state_topics
 from mirrorflow.state.state_writer import prepare_acknowledged_writes
 
 KINDS = ("once", "continuous", "interval", "backfill")

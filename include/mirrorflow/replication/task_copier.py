@@ -73,8 +73,8 @@ from mirrorflow.replication.task_rounds import Lane, Round
 from mirrorflow.replication.transaction_writer import TransactionWriter, is_fenced
 from mirrorflow.state.fencing import state_parts
 from mirrorflow.state.lease import LeaseGuard
+from mirrorflow.state.names import COPIER, offset_map_topic, progress_topic, reader_group
 from mirrorflow.state.records import Progress
-from mirrorflow.state.state_topics import offset_map_topic, progress_topic
 from mirrorflow.state.state_writer import StateWriter
 from mirrorflow.state.store import StateStore
 from mirrorflow.state.task_slots import TaskLayout
@@ -402,7 +402,7 @@ class TaskCopier:
     def _target_end(self, unit: Unit) -> int:
         """Target end for a partition's batch without records and nothing copied yet: the target
         partition's high watermark."""
-        reader = self.clients.reader("target", group=f"mirrorflow-{self.flow.client_name}-copier")
+        reader = self.clients.reader("target", group=reader_group(self.flow, COPIER))
         try:
             return reader.watermarks(unit.target_topic, unit.partition)[1]
         finally:

@@ -52,7 +52,7 @@ from mirrorflow.replication.faults import NO_FAULTS, Faults
 from mirrorflow.replication.reader import TRANSACTION_TIMEOUT_MS
 from mirrorflow.replication.write_failures import FatalError
 from mirrorflow.state.fencing import abort_pending, open_transactions
-from mirrorflow.state.state_topics import progress_topic
+from mirrorflow.state.names import progress_topic
 from mirrorflow.state.task_slots import claim_key, key_partition, last_value
 
 MAX_MESSAGE_BYTES = 1_000_000_000  # librdkafka's maximum: let the BROKER decide what is too large

@@ -37,14 +37,9 @@ from mirrorflow.clients import FlowClients
 from mirrorflow.errors import MirrorflowError, StateError
 from mirrorflow.kafka.connection import kafka_error
 from mirrorflow.kafka.topic_admin import create_topics
+from mirrorflow.state.names import fold_transactional_id, offset_map_topic, snapshot_topic
 from mirrorflow.state.snapshot import Marker, Snapshot, marker_key
-from mirrorflow.state.state_topics import (
-    offset_map_topic,
-    snapshot_topic,
-    state_key,
-    state_partition,
-    state_topic_configs,
-)
+from mirrorflow.state.state_topics import state_key, state_partition, state_topic_configs
 from mirrorflow.state.store import MapRead, StateStore
 
 Key = tuple[str, int]
@@ -71,10 +66,6 @@ PRODUCER_DEFAULTS: dict[str, Any] = {
     "message.max.bytes": 8 * 1024 * 1024,
     "transaction.timeout.ms": 60_000,
 }
-
-
-def fold_transactional_id(flow_id: str) -> str:
-    return f"mirrorflow-{flow_id}-offset-map-fold"
 
 
 @dataclass

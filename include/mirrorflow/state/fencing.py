@@ -34,7 +34,8 @@ from mirrorflow.clients import FlowClients
 from mirrorflow.errors import MirrorflowError, StateError, TransactionAbortedError
 from mirrorflow.kafka.connection import kafka_error
 from mirrorflow.kafka.topic_admin import list_offsets
-from mirrorflow.state.state_topics import offset_map_topic, progress_topic, state_partition, transactional_id
+from mirrorflow.state.names import offset_map_topic, progress_topic, transactional_id
+from mirrorflow.state.state_topics import state_partition
 from mirrorflow.state.task_slots import TaskLayout, fingerprint, read_layout, write_layout
 
 Key = tuple[str, int]

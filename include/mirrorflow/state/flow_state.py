@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import time
+import uuid
 import zlib
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
@@ -25,7 +26,7 @@ from mirrorflow.clients import FlowClients
 from mirrorflow.errors import ClusterError, ConfigError, StateError
 from mirrorflow.kafka.log_reader import LogReader
 from mirrorflow.state.history import record_operation
-from mirrorflow.state.state_topics import progress_topic
+from mirrorflow.state.names import STATE_READER, progress_topic, reader_group
 from mirrorflow.state.state_writer import write_acknowledged
 
 STATES = ("running", "paused", "stopped")
@@ -46,6 +47,7 @@ class FlowState:
     at: int = 0  # ms
     declared_in: str = "target"  # target (set by `mirrorflow flow ...`) | config (the `state` property) | standby
     cause: str = ""  # "failover": stopped by the flow's failover (ops.dr.failover), not by a person's stop
+    rev: str = ""  # the identity of the stored record it was read from ("": none; see `revision`)
 
     @property
     def failed_over(self) -> bool:
@@ -101,7 +103,26 @@ class FlowState:
         return f"flow {flow_name} is {self.describe()}: no {STEP_NAMES[step]}. Next step: {self.next_step(flow_name)}"
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        d = asdict(self)
+        d.pop("rev")
+        return d
+
+
+def revision(value: Mapping[str, Any] | None) -> str:
+    """The identity of a stored control record: its `id` (older releases wrote none: its time)."""
+    if not value:
+        return ""
+    return str(value.get("id") or f"at:{value.get('at', 0)}")
+
+
+def applies(current: Mapping[str, Any] | None, new: Mapping[str, Any] | None) -> bool:
+    """Whether record `new` replaces `current` when the log is read in order: a conditional record
+    (`after`: the revision its writer read) only over that revision; any other always (pure). Two
+    writers that read the same state and race each other: the first one's record applies, the
+    second's is ignored by every reader, and its writer, reading back, says it was not applied."""
+    if new is None or "after" not in new:
+        return True
+    return str(new["after"]) == revision(current)
 
 
 def control_key(name: str) -> bytes:
@@ -130,15 +151,15 @@ def read_controls(clients: FlowClients, names: Sequence[str]) -> dict[str, dict[
     # transactions share their partitions; a crashed copy's open transaction (or records a killed
     # broker left pending, see state.fencing) would otherwise block this read, which every run makes
     # before it takes the lease and can clean that up (the chaos test's run timed out here)
-    reader: LogReader = clients.reader(
-        "target", group=f"mirrorflow-{clients.flow.client_name}-state-reader", committed=False
-    )
+    reader: LogReader = clients.reader("target", group=reader_group(clients.flow, STATE_READER), committed=False)
     found: dict[str, dict[str, Any] | None] = {}
     try:
         parts = sorted({_partition(key, n) for key in by_key})
         for m in reader.read(topic, parts, timeout=60, keys=set(by_key)):
             name = by_key[m.key()]
-            found[name] = None if m.value() is None else json.loads(m.value())
+            value = None if m.value() is None else json.loads(m.value())
+            if applies(found.get(name), value):
+                found[name] = value
     except ValueError as exc:
         what = " or ".join(names)
         raise StateError(f"flow {clients.flow.name}: unreadable {what} record on the target: {exc}") from None
@@ -179,6 +200,7 @@ def stored_state(clients: FlowClients, controls: Mapping[str, dict[str, Any]] | 
             str(d.get("by", "")),
             int(d.get("at", 0)),
             cause=str(d.get("cause", "")),
+            rev=revision(d),
         )
     except (KeyError, ValueError) as exc:
         raise StateError(f"flow {clients.flow.name}: unreadable flow state record on the target: {exc}") from None
@@ -211,19 +233,33 @@ def set_flow_state(
     record: bool = True,
     cause: str = "",
     summary: str = "",
+    expect: FlowState | None = None,
 ) -> FlowState:
     """Record `state` on the target (idempotent producer, acks=all) and, with `record`, append the
     pause/resume/stop to the flow's operations history (state.history) with who, through which door
     (`via`) and why, so every door (CLI, DAG, status page, a failover) leaves the same trail.
     `cause` "failover": the flow's failover stopped it (its next step is the failback, not a resume).
     `summary`: what the history line says it did beyond the state (e.g. a forced resume).
-    Returns the state that applies. The state is written first: a history write the target does
-    not acknowledge is a StateError that says the state itself was recorded."""
+    `expect`: the stored state the caller decided on (a pause, resume or stop): the record applies
+    only over it, so a failover that committed in between is never overwritten (StateError: nothing
+    changed); without it (a failover, a failback: under the flow's lease) it applies whatever came
+    before. Returns the state that applies. The state is written first: a history write the target
+    does not acknowledge is a StateError that says the state itself was recorded."""
     if state not in STATES:
         raise ConfigError([("state", f"expected one of {', '.join(STATES)}, got {state!r}")])
     at = int(time.time() * 1000)
-    value = {"state": state, "reason": reason, "by": by, "at": at, **({"cause": cause} if cause else {})}
+    rev = uuid.uuid4().hex[:16]
+    value = {"state": state, "reason": reason, "by": by, "at": at, "id": rev, **({"cause": cause} if cause else {})}
+    if expect is not None:
+        value["after"] = expect.rev
     write_control(clients, "flow-state", value)
+    if expect is not None:
+        now = stored_state(clients)
+        if now.rev != rev:  # another change came between our read and our write: it stands
+            raise StateError(
+                f"flow {clients.flow.name} changed state while this {OPERATION[state]} was being recorded "
+                f"(it is {now.describe()} now): nothing changed. Look at the flow again before acting"
+            )
     if record:
         try:
             record_operation(clients, OPERATION[state], by, via=via, reason=reason, summary=summary, at=at)

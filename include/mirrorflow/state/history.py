@@ -20,7 +20,7 @@ from typing import Any
 
 from mirrorflow.clients import FlowClients
 from mirrorflow.errors import ClusterError, ConfigError, StateError
-from mirrorflow.state.state_topics import history_topic
+from mirrorflow.state.names import history_topic
 from mirrorflow.state.state_writer import write_acknowledged
 
 FORMAT_VERSION = 1

@@ -65,7 +65,7 @@ from mirrorflow.errors import ClusterError, DeploymentConflictError, LeaseError
 from mirrorflow.kafka.log_reader import LogReader
 from mirrorflow.kafka.retry import OUTAGE_BOUND
 from mirrorflow.process import process_token, provably_gone
-from mirrorflow.state.state_topics import lease_topic
+from mirrorflow.state.names import LEASE, lease_topic, reader_group
 from mirrorflow.state.state_writer import WRITE_ATTEMPT_S, write_acknowledged
 
 log = logging.getLogger(__name__)
@@ -246,7 +246,7 @@ class FlowLease:
     def read_holder(self) -> Holder | None:
         """Replay the records appended since the last read; the holder now (maybe expired)."""
         if self._reader is None:
-            self._reader = self.clients.reader("target", group=f"mirrorflow-{self.flow.client_name}-lease")
+            self._reader = self.clients.reader("target", group=reader_group(self.flow, LEASE))
         last = self._next
         records = []
         for m in self._reader.read(self.topic, {0: self._next}, timeout=self.clients.admin_timeout):

@@ -19,7 +19,7 @@ from confluent_kafka import KafkaException
 
 from mirrorflow.clients import FlowClients
 from mirrorflow.errors import MirrorflowError
-from mirrorflow.state.state_topics import runs_topic
+from mirrorflow.state.names import runs_topic
 from mirrorflow.state.state_writer import write_acknowledged
 
 log = logging.getLogger(__name__)

@@ -21,7 +21,7 @@ from typing import Any
 
 from mirrorflow.clients import FlowClients
 from mirrorflow.errors import MirrorflowError, StateError
-from mirrorflow.state.state_topics import results_topic
+from mirrorflow.state.names import results_topic
 from mirrorflow.state.state_writer import write_acknowledged
 
 CHUNK = 512 * 1024  # compressed bytes per record (the producer's default message.max.bytes is 1 MB)

@@ -47,13 +47,9 @@ from mirrorflow.kafka.connection import kafka_error
 from mirrorflow.kafka.retry import retry_call, transient_error
 from mirrorflow.kafka.topic_admin import list_offsets
 from mirrorflow.state.flow_state import control_key
+from mirrorflow.state.names import STATE_READER, offset_map_topic, progress_topic, reader_group, snapshot_topic
 from mirrorflow.state.records import Progress
-from mirrorflow.state.state_topics import (
-    offset_map_topic,
-    progress_topic,
-    snapshot_topic,
-    state_topic_configs,
-)
+from mirrorflow.state.state_topics import state_topic_configs
 from mirrorflow.state.state_writer import write_acknowledged
 from mirrorflow.state.task_slots import key_partition
 
@@ -209,7 +205,7 @@ def read_recorded_partitions(
     if not clients.partitions("target", topic):
         return None
     # read_uncommitted, as the control records: an open copy transaction must not hold this read back
-    reader = clients.reader("target", group=f"mirrorflow-{flow.client_name}-state-reader", committed=False)
+    reader = clients.reader("target", group=reader_group(flow, STATE_READER), committed=False)
     value: bytes | None = None
     try:
         for m in reader.read(topic, [STATE_TOPICS_PARTITION], timeout=60, keys={STATE_TOPICS_KEY}):

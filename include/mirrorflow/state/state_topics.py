@@ -1,4 +1,5 @@
-"""The flow's state topics on the TARGET cluster: names, key placement, configs and creation.
+"""The flow's state topics on the TARGET cluster: key placement, configs and creation (their names:
+state.names).
 
 The state topics of a flow (names end in `.internal`, so MM2's default filters and internal-topic rules
 never replicate them), both keyed by the SOURCE (topic, partition):
@@ -33,48 +34,18 @@ from mirrorflow.clients import FlowClients
 from mirrorflow.config import FlowConfig
 from mirrorflow.errors import MirrorflowError, StateError
 from mirrorflow.kafka.topic_admin import create_topics
+from mirrorflow.state.names import (
+    history_topic,
+    lease_topic,
+    offset_map_topic,
+    progress_topic,
+    results_topic,
+    runs_topic,
+    snapshot_topic,
+)
 
 HISTORY_RETENTION_MS = 366 * 24 * 3600 * 1000  # the operations history: a year...
 HISTORY_RETENTION_BYTES = 64 * 1024 * 1024  # ...or 64 MiB, whichever is reached first
-
-
-def state_topic(flow: FlowConfig, kind: str) -> str:
-    """The name of one of the flow's state topics (module docstring): `mirrorflow.<flow id>.<kind>.internal`."""
-    return f"mirrorflow.{flow.state_name}.{kind}.internal"
-
-
-def progress_topic(flow: FlowConfig) -> str:
-    return state_topic(flow, "progress")
-
-
-def offset_map_topic(flow: FlowConfig) -> str:
-    return state_topic(flow, "offset-map")
-
-
-def snapshot_topic(flow: FlowConfig) -> str:
-    """The folded offset map (state.snapshot): one record per source partition, compacted."""
-    return state_topic(flow, "offset-map-snapshot")
-
-
-def lease_topic(flow: FlowConfig) -> str:
-    return state_topic(flow, "lease")
-
-
-def runs_topic(flow: FlowConfig) -> str:
-    return state_topic(flow, "runs")
-
-
-def results_topic(flow: FlowConfig) -> str:
-    return state_topic(flow, "results")
-
-
-def history_topic(flow: FlowConfig) -> str:
-    """The operations history (state.history): appended, never compacted."""
-    return state_topic(flow, "operations")
-
-
-def transactional_id(flow: FlowConfig, topic: str, partition: int) -> str:
-    return f"mirrorflow-{flow.client_name}-{topic}-{partition}"
 
 
 def _compact_json(value: dict) -> bytes:

@@ -17,9 +17,10 @@ from mirrorflow.errors import MirrorflowError, StateError
 from mirrorflow.kafka.retry import OUTAGE_BOUND, retry_call
 from mirrorflow.kafka.topic_admin import prepare_produce_all, produce_all
 from mirrorflow.state.fencing import copy_ids, fence_ids
+from mirrorflow.state.names import offset_map_topic, progress_topic, state_transactional_id
 from mirrorflow.state.offset_map import MapEntry
 from mirrorflow.state.records import Progress, encode_entry
-from mirrorflow.state.state_topics import anchor_key, offset_map_topic, progress_topic, state_key, state_partition
+from mirrorflow.state.state_topics import anchor_key, state_key, state_partition
 from mirrorflow.state.task_slots import read_layout
 
 
@@ -99,11 +100,6 @@ def write_acknowledged(
 def prepare_acknowledged_writes(clients: FlowClients, topic: str) -> None:
     """Have the producer of `write_acknowledged` ready early (kafka.topic_admin.prepare_produce_all)."""
     prepare_produce_all(clients.connection("target"), topic, clients.overrides("target", "producer"))
-
-
-def state_transactional_id(flow: FlowConfig) -> str:
-    """The transactional.id of `write_partition_state` (never a copy's: a `/` is in no topic name)."""
-    return f"mirrorflow-{flow.client_name}-state/write"
 
 
 def write_partition_state(

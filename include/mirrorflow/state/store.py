@@ -16,19 +16,11 @@ from dataclasses import dataclass, field
 from mirrorflow.clients import FlowClients
 from mirrorflow.errors import StateError
 from mirrorflow.kafka.log_reader import LogReader
+from mirrorflow.state.names import STATE_READER, offset_map_topic, progress_topic, reader_group, snapshot_topic
 from mirrorflow.state.offset_map import MapEntry, PartitionMap
 from mirrorflow.state.records import Progress, decode_entry
 from mirrorflow.state.snapshot import Marker, Snapshot, SnapshotView, marker_key, parse_marker_key
-from mirrorflow.state.state_topics import (
-    anchor_key,
-    offset_map_topic,
-    parse_anchor_key,
-    parse_key,
-    progress_topic,
-    snapshot_topic,
-    state_key,
-    state_partition,
-)
+from mirrorflow.state.state_topics import anchor_key, parse_anchor_key, parse_key, state_key, state_partition
 
 Keys = Iterable[tuple[str, int]]
 Key = tuple[str, int]
@@ -61,7 +53,7 @@ class StateStore:
     @property
     def reader(self) -> LogReader:
         if self._reader is None:
-            self._reader = self.clients.reader("target", group=f"mirrorflow-{self.flow.client_name}-state-reader")
+            self._reader = self.clients.reader("target", group=reader_group(self.flow, STATE_READER))
         return self._reader
 
     def _read(

@@ -8,7 +8,7 @@ SLOTS by a stable rule, MM2's: the flow's source partitions sorted by (topic, pa
 round-robin (`deal`). Slot s of generation g has the transactional.id
 `mirrorflow-<client_name>-task/g<g>/<s>` (`TaskLayout.transactional_id`: under the prefix the
 flow's ACLs grant, ops.required_acls; a `/` cannot occur in a topic name, so it never equals a
-per-partition id of the scheme before slots, `state_topics.transactional_id`).
+per-partition id of the scheme before slots, `names.transactional_id`).
 
 The deal is a GENERATION, recorded on the target: a `TaskLayout` record (JSON, format version
 `FORMAT_VERSION`) in the progress topic under the key `LAYOUT_KEY`, written outside transactions
@@ -39,7 +39,7 @@ from mirrorflow.config import FlowConfig
 from mirrorflow.errors import StateError
 from mirrorflow.kafka.retry import retry_call
 from mirrorflow.kafka.topic_admin import produce_all
-from mirrorflow.state.state_topics import progress_topic
+from mirrorflow.state.names import SLOTS, progress_topic, reader_group, task_transactional_id
 
 Key = tuple[str, int]
 SCHEME = "round-robin"  # MM2's: sorted (topic, partition), dealt onto the slots in turn
@@ -113,10 +113,6 @@ class TaskLayout:
             raise StateError(f"the task layout record cannot be read ({exc}): {raw[:200]!r}") from None
 
 
-def task_transactional_id(flow: FlowConfig, generation: int, slot: int) -> str:
-    return f"mirrorflow-{flow.client_name}-task/g{generation}/{slot}"
-
-
 def provisional(partitions: Sequence[Key], slots: int) -> TaskLayout:
     """A deal that is not recorded (generation 0: a dry run, which copies nothing)."""
     return TaskLayout(0, max(1, int(slots)), fingerprint(partitions))
@@ -136,7 +132,7 @@ def last_value(clients: FlowClients, key: bytes, committed: bool = True) -> byte
     n = clients.partitions("target", topic)
     if not n:
         return None
-    reader = clients.reader("target", group=f"mirrorflow-{clients.flow.client_name}-slots", committed=committed)
+    reader = clients.reader("target", group=reader_group(clients.flow, SLOTS), committed=committed)
     raw = None
     try:
         for m in reader.read(topic, [key_partition(key, n)], clients.admin_timeout, keys={key}):

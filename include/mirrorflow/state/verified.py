@@ -19,8 +19,8 @@ from collections.abc import Iterable
 
 from mirrorflow.clients import FlowClients
 from mirrorflow.errors import ClusterError, StateError
+from mirrorflow.state.names import STATE_READER, progress_topic, reader_group
 from mirrorflow.state.records import VerifiedMark
-from mirrorflow.state.state_topics import progress_topic
 from mirrorflow.state.state_writer import write_acknowledged
 
 Key = tuple[str, int]
@@ -42,7 +42,7 @@ def read_marks(clients: FlowClients, keys: Iterable[Key]) -> dict[Key, VerifiedM
     wanted = {mark_key(t, p): (t, p) for t, p in keys}
     if not n or not wanted:
         return {}
-    reader = clients.reader("target", group=f"mirrorflow-{clients.flow.client_name}-state-reader", committed=False)
+    reader = clients.reader("target", group=reader_group(clients.flow, STATE_READER), committed=False)
     found: dict[Key, VerifiedMark | StateError | None] = {}
     try:
         parts = sorted({_partition(k, n) for k in wanted})

@@ -44,6 +44,7 @@ from mirrorflow.kafka.connection import ClusterConnection
 from mirrorflow.kafka.log_reader import READER_GROUP
 from mirrorflow.mm2.filters import FlowFilters
 from mirrorflow.reporting import Report
+from mirrorflow.state.names import client_prefix, state_topic_prefix
 
 SOURCE_TOPIC_OPS = ("READ", "DESCRIBE", "DESCRIBE_CONFIGS")
 TARGET_TOPIC_OPS = ("CREATE", "WRITE", "READ", "DESCRIBE", "DESCRIBE_CONFIGS", "ALTER_CONFIGS", "ALTER")
@@ -235,7 +236,7 @@ def required_acls(
     for pt, name in src_topics:
         remote = name if name == "*" else f.remote_topic(name)
         add("target", "TOPIC", pt, remote, TARGET_TOPIC_OPS, "create, configure and write the remote topics")
-    add("target", "TOPIC", "PREFIXED", f"mirrorflow.{flow.state_name}.", STATE_TOPIC_OPS, "the flow's state topics")
+    add("target", "TOPIC", "PREFIXED", state_topic_prefix(flow), STATE_TOPIC_OPS, "the flow's state topics")
     internal = {f.policy.checkpoints_topic(flow.source), hb}
     if f.heartbeats_replication:
         internal.add(f.remote_topic(hb))
@@ -245,7 +246,7 @@ def required_acls(
         "target",
         "TRANSACTIONAL_ID",
         "PREFIXED",
-        f"mirrorflow-{flow.client_name}-",
+        client_prefix(flow),
         ("WRITE", "DESCRIBE"),
         "exactly-once copy transactions",
     )

@@ -14,7 +14,7 @@ from mirrorflow.reporting import iso
 from mirrorflow.state.fencing import fence_copies
 from mirrorflow.state.history import record_operation
 from mirrorflow.state.lease import FlowLease, describe_deployment, local_owner
-from mirrorflow.state.state_topics import lease_topic
+from mirrorflow.state.names import lease_topic
 from mirrorflow.state.store import StateStore
 
 TAKE_OVER_HINT = (

@@ -10,9 +10,9 @@ from dataclasses import replace
 from mirrorflow.clients import FlowClients
 from mirrorflow.ops.dr.failback_plan import Inverse, Key, Seed
 from mirrorflow.state.lease import FlowLease, local_owner
+from mirrorflow.state.names import offset_map_topic, progress_topic
 from mirrorflow.state.offset_map import MapEntry, merge_ranges
 from mirrorflow.state.records import Progress
-from mirrorflow.state.state_topics import offset_map_topic, progress_topic
 from mirrorflow.state.state_writer import StateWriter, write_partition_state
 from mirrorflow.state.store import StateStore
 

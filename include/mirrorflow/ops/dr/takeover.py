@@ -42,10 +42,11 @@ from mirrorflow.reporting import Report
 from mirrorflow.state.flow_state import write_control
 from mirrorflow.state.history import record_operation
 from mirrorflow.state.lease import local_owner, whoami
+from mirrorflow.state.names import offset_map_topic, progress_topic
 from mirrorflow.state.offset_map import MapEntry
 from mirrorflow.state.records import Progress
 from mirrorflow.state.run_lease import take_lease
-from mirrorflow.state.state_topics import ensure_state_topics, offset_map_topic, progress_topic
+from mirrorflow.state.state_topics import ensure_state_topics
 from mirrorflow.state.state_writer import StateWriter, write_partition_state
 from mirrorflow.state.store import StateStore
 

@@ -19,6 +19,7 @@ from mirrorflow.ops.verify.verify_walk import Rec
 from mirrorflow.replication.backfill_plan import When
 from mirrorflow.replication.planner import source_offsets, source_partitions
 from mirrorflow.state.flow_state import read_control
+from mirrorflow.state.names import VERIFY, reader_group
 from mirrorflow.state.offset_map import PartitionMap
 from mirrorflow.state.records import Progress, VerifiedMark
 from mirrorflow.state.store import StateStore
@@ -172,7 +173,7 @@ class RecordReader:
 
     def reader(self, side: Side) -> LogReader:
         if side not in self._readers:
-            group = f"mirrorflow-{self.clients.flow.client_name}-verify"
+            group = reader_group(self.clients.flow, VERIFY)
             self._readers[side] = self.clients.reader(side, group=group)
         return self._readers[side]
 
