@@ -10,15 +10,14 @@ from types import SimpleNamespace
 from unittest.mock import patch
 
 import pytest
-from confluent_kafka import KafkaError, Message
+from confluent_kafka import KafkaError, KafkaException, Message
 
 from mirrorflow.errors import MirrorflowError, RecordTooLargeError, TransactionAbortedError
-from mirrorflow.replication import faults
+from mirrorflow.kafka.retry import Outage
+from mirrorflow.replication import faults, task_producer
 from mirrorflow.replication.copier import PartitionCopy, UnitResult, ranges_to_copy, retention_gap
 from mirrorflow.replication.planner import Unit
 from mirrorflow.replication.reader import BatchLimits, RangeReader, Room, segments
-from mirrorflow.kafka.retry import Outage
-from mirrorflow.replication import task_producer
 from mirrorflow.replication.task_producer import Claim, SlotProducer, establish
 from mirrorflow.replication.transaction_writer import PartBatch, TransactionWriter, runs_at, runs_of
 from mirrorflow.replication.write_failures import FatalError
@@ -436,3 +435,22 @@ def test_a_partition_whose_source_read_failed_is_failed_whatever_becomes_of_its_
     assert pc.failed and rnd.failure is None
     assert results[0].status == "failed" and "Topic authorization failed" in (results[0].error or "")
     assert len(rnd.parts) == 1 and rnd.parts[0].error is not None  # the writer leaves it out of the commit
+
+
+def test_a_round_begun_after_an_abort_the_target_never_answered_names_the_outage():
+    """librdkafka refuses the next begin_transaction with "Conflicting abort_transaction API call is
+    already in progress" when the last abort timed out in an outage: the ride-out names the outage."""
+    producer = FakeProducer()
+    w, _ = writer_for(producer)
+
+    def no_answer(*a):
+        raise KafkaException(KafkaError(KafkaError._TIMED_OUT, "Transactional API operation (abort_transaction) timed out"))
+
+    def conflict(*a):
+        raise KafkaException(KafkaError(KafkaError._CONFLICT, "Conflicting abort_transaction API call is already in progress"))
+
+    producer.abort_transaction, producer.begin_transaction = no_answer, conflict
+    w.abort()
+    with pytest.raises(TransactionAbortedError, match=r"cluster 'B' did not answer the abort of the last transaction "
+                       r"\(Transactional API operation \(abort_transaction\) timed out\): it is unavailable"):
+        w.begin()

@@ -173,12 +173,25 @@ class TransactionWriter:
         self.txn_timeout_s = txn_timeout_s
         self.limits = limits or {}  # target topic -> max.message.bytes (for messages)
         self._began = 0.0  # monotonic time the round's transaction began
+        self._abort_failed: str | None = None  # why the last abort got no answer (an outage)
 
     # -- the round --------------------------------------------------------------------------------
     def begin(self) -> None:
         self._began = time.monotonic()
         if self.eos:
-            self.producer.begin_transaction()
+            try:
+                self.producer.begin_transaction()
+            except KafkaException as exc:
+                if self._abort_failed is None:
+                    raise
+                # librdkafka: "Conflicting abort_transaction API call is already in progress": the
+                # round before was aborted in an outage and the target never answered; name that
+                why = self._abort_failed
+                raise TransactionAbortedError(
+                    f"cluster {self.flow.target!r} did not answer the abort of the last transaction "
+                    f"({why}): it is unavailable ({exc.args[0].str() if exc.args else exc})"
+                ) from None
+            self._abort_failed = None
 
     def send(self, part: PartBatch) -> None:
         """Produce the batch's records as they are read (a lane thread). Only the first and the last
@@ -266,10 +279,14 @@ class TransactionWriter:
         return new
 
     def abort(self) -> None:
-        """Abort the open transaction (a round given up: the task stops or starts again)."""
+        """Abort the open transaction (a round given up: the task stops or starts again). An abort
+        the target does not answer (an outage) is remembered: the next `begin` names it."""
         if self.eos:
-            with contextlib.suppress(KafkaException):
+            try:
                 self.producer.abort_transaction(30)
+            except KafkaException as exc:
+                e = exc.args[0] if exc.args else None
+                self._abort_failed = e.str() if e is not None and hasattr(e, "str") else str(exc)
 
     # -- records ------------------------------------------------------------------------------------
     def _produce(self, topic: str, partition: int, m: Any, on_delivery: DeliveryReport | None) -> None:
