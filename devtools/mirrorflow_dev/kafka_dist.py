@@ -59,17 +59,24 @@ def mm2_libs_dir(release: KafkaRelease | None = None) -> Path:
 
 
 def _fetched(pom: Path, release: KafkaRelease, folder: str, marker_jar: str, what: str) -> Path:
-    libs = cache_dir() / f"kafka-{release}" / folder
+    return maven_fetched(
+        cache_dir() / f"kafka-{release}" / folder, pom, {"kafka.version": str(release)}, marker_jar, what
+    )
+
+
+def maven_fetched(libs: Path, pom: Path, props: dict[str, str], marker_jar: str, what: str) -> Path:
+    """The folder `libs` holding the runtime jars of `pom` (its `props` set), fetched with Maven
+    once (`.complete` marks a finished fetch); `marker_jar` must be among them. DevClusterError
+    naming `what` when Maven is missing or fails."""
     stamp = libs / ".complete"
     if stamp.exists():
         return libs
     mvn = shutil.which("mvn")
     if not mvn:
         raise DevClusterError(
-            "Maven was not found: install Maven (`mvn`) to fetch the Apache Kafka jars "
-            f"(needed once; they are cached in {libs.parent})"
+            f"Maven was not found: install Maven (`mvn`) to fetch {what} (needed once; cached in {libs.parent})"
         )
-    tmp = libs.with_name(f"{folder}.partial-{os.getpid()}")  # two processes may fetch at once
+    tmp = libs.with_name(f"{libs.name}.partial-{os.getpid()}")  # two processes may fetch at once
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
     cmd = [
@@ -81,7 +88,7 @@ def _fetched(pom: Path, release: KafkaRelease, folder: str, marker_jar: str, wha
         f"{DEPENDENCY_PLUGIN}:copy-dependencies",
         "-DincludeScope=runtime",
         f"-DoutputDirectory={tmp}",
-        f"-Dkafka.version={release}",
+        *(f"-D{k}={v}" for k, v in props.items()),
     ]
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode != 0:
@@ -89,10 +96,11 @@ def _fetched(pom: Path, release: KafkaRelease, folder: str, marker_jar: str, wha
         tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-15:])
         raise DevClusterError(f"could not fetch {what} from Maven Central (mvn exited {proc.returncode}):\n{tail}")
     if not (tmp / marker_jar).exists():
-        raise DevClusterError(f"Maven finished but {marker_jar} is missing in {tmp}")
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise DevClusterError(f"Maven finished but {marker_jar} is missing: could not fetch {what}")
     shutil.rmtree(libs, ignore_errors=True)
     tmp.rename(libs)
-    stamp.write_text(f"{release}\n")
+    stamp.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
     return libs
 
 

@@ -15,12 +15,10 @@ major version below it, `PUBLISHED_BELOW`, is used: the 4.2.0 connector runs on 
 from __future__ import annotations
 
 import os
-import shutil
-import subprocess
 from pathlib import Path
 
 from mirrorflow_dev.errors import DevClusterError
-from mirrorflow_dev.kafka_dist import DEPENDENCY_PLUGIN, cache_dir
+from mirrorflow_dev.kafka_dist import cache_dir, maven_fetched
 
 POM = Path(__file__).with_name("spark-kafka-pom.xml")
 # release -> the connector release used when Maven Central does not have `release` itself
@@ -67,40 +65,10 @@ def _artifact(jar: str) -> str:
 
 
 def _fetched(version: str) -> Path:
-    libs = cache_dir() / f"spark-{version}" / "kafka-connector"
-    stamp = libs / ".complete"
-    if stamp.exists():
-        return libs
-    mvn = shutil.which("mvn")
-    if not mvn:
-        raise DevClusterError(
-            "Maven was not found: install Maven (`mvn`) to fetch Spark's Kafka connector "
-            f"(needed once; it is cached in {libs.parent})"
-        )
-    tmp = libs.with_name(f"kafka-connector.partial-{os.getpid()}")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
-    cmd = [
-        mvn,
-        "-B",
-        "-q",
-        "-f",
-        str(POM),
-        f"{DEPENDENCY_PLUGIN}:copy-dependencies",
-        "-DincludeScope=runtime",
-        f"-DoutputDirectory={tmp}",
-        f"-Dspark.version={version}",
-    ]
-    proc = subprocess.run(cmd, capture_output=True, text=True)
-    marker = f"spark-sql-kafka-0-10_2.13-{version}.jar"
-    if proc.returncode != 0 or not (tmp / marker).exists():
-        shutil.rmtree(tmp, ignore_errors=True)
-        tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-15:])
-        raise DevClusterError(
-            f"could not fetch Spark's Kafka connector {version} from Maven Central "
-            f"(mvn exited {proc.returncode}):\n{tail}"
-        )
-    shutil.rmtree(libs, ignore_errors=True)
-    tmp.rename(libs)
-    stamp.write_text(f"{version}\n")
-    return libs
+    return maven_fetched(
+        cache_dir() / f"spark-{version}" / "kafka-connector",
+        POM,
+        {"spark.version": version},
+        f"spark-sql-kafka-0-10_2.13-{version}.jar",
+        f"Spark's Kafka connector {version}",
+    )
