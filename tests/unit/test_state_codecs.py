@@ -61,7 +61,7 @@ def test_progress_moves_only_over_what_was_copied_or_named_lost():
     assert (anchored.next, anchored.origin, anchored.covered) == (20, 20, ())
     # a unit cut short at 98, then the next unit copied: next stays at the hole
     p = fresh.advanced(0, 98, 98, 98, 1).advanced(1000, 2000, 1098, 1000, 2)
-    assert (p.next, p.high, p.holes(), p.uncopied(3000)) == (98, 2000, [(98, 1000)], 902 + 1000)
+    assert (p.next, p.high, p.holes(), p.holes(3000)) == (98, 2000, [(98, 1000)], [(98, 1000), (2000, 3000)])
     assert p.last_timestamp == 2
     filled = p.advanced(98, 1000, 2000, 902, 1)  # the hole, copied later: next jumps the island
     assert (filled.next, filled.covered, filled.holes()) == (2000, ((0, 2000),), [])

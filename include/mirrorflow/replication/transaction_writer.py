@@ -45,7 +45,7 @@ from confluent_kafka import KafkaError, KafkaException
 from mirrorflow.config import FlowConfig
 from mirrorflow.errors import MirrorflowError, TransactionAbortedError
 from mirrorflow.kafka.connection import kafka_error
-from mirrorflow.kafka.retry import FENCING_CODES, Outage, transient_error
+from mirrorflow.kafka.retry import FENCING_CODES, Outage, describe, transient_error
 from mirrorflow.replication.faults import NO_FAULTS, Faults
 from mirrorflow.replication.planner import Unit
 from mirrorflow.replication.reader import Batch
@@ -186,10 +186,9 @@ class TransactionWriter:
                     raise
                 # librdkafka: "Conflicting abort_transaction API call is already in progress": the
                 # round before was aborted in an outage and the target never answered; name that
-                why = self._abort_failed
                 raise TransactionAbortedError(
                     f"cluster {self.flow.target!r} did not answer the abort of the last transaction "
-                    f"({why}): it is unavailable ({exc.args[0].str() if exc.args else exc})"
+                    f"({self._abort_failed}): it is unavailable ({describe(exc)})"
                 ) from None
             self._abort_failed = None
 
@@ -285,8 +284,7 @@ class TransactionWriter:
             try:
                 self.producer.abort_transaction(30)
             except KafkaException as exc:
-                e = exc.args[0] if exc.args else None
-                self._abort_failed = e.str() if e is not None and hasattr(e, "str") else str(exc)
+                self._abort_failed = describe(exc)
 
     # -- records ------------------------------------------------------------------------------------
     def _produce(self, topic: str, partition: int, m: Any, on_delivery: DeliveryReport | None) -> None:

@@ -74,10 +74,6 @@ class Progress:
         d = json.loads(raw)
         if int(d.get("v", 0)) > FORMAT_VERSION:
             raise StateError(f"progress record format v{d.get('v')} is newer than this mirrorflow (v{FORMAT_VERSION})")
-        return cls._read(d).settled()
-
-    @classmethod
-    def _read(cls, d: dict[str, Any]) -> Progress:
         return cls(
             str(d["topic"]),
             int(d["partition"]),
@@ -94,7 +90,7 @@ class Progress:
             str(d.get("target_topic_id", "")),
             int(d.get("epoch", 0)),
             int(d.get("origin", -1)),
-        )
+        ).settled()
 
     def advanced(
         self,
@@ -150,10 +146,6 @@ class Progress:
             return []
         hi = self.high if end is None else end
         return subtract_ranges(self.next, hi, self.accounted()) if hi > self.next else []
-
-    def uncopied(self, end: int) -> int:
-        """Source offsets below `end` this partition owns and has not copied (or named lost): its lag."""
-        return sum(b - a for a, b in self.holes(end))
 
     def settled(self) -> Progress:
         """This progress with `next` at its first hole: state written before `next` moved only over
