@@ -181,8 +181,8 @@ def test_dev_cli_missing_tools_are_one_clear_error(tmp_path, case):
     if case == "no-java":
         assert lines == ["mirrorflow: error: Java was not found: install Java 17 or newer and put `java` on PATH (or set JAVA_HOME)"]
     elif case == "no-maven":
-        assert lines == ["mirrorflow: error: Maven was not found: install Maven (`mvn`) to fetch the Apache Kafka jars "
-                         f"(needed once; they are cached in {tmp_path / 'cache' / 'kafka-4.3.1'})"]
+        assert lines == ["mirrorflow: error: Maven was not found: install Maven (`mvn`) to fetch Apache Kafka 4.3.1 "
+                         f"(needed once; cached in {tmp_path / 'cache' / 'kafka-4.3.1'})"]
     else:
         assert lines[0] == "mirrorflow: error: could not fetch Apache Kafka 4.3.1 from Maven Central (mvn exited 1):"
         assert "Could not transfer artifact" in r.stderr
