@@ -163,3 +163,69 @@ def test_partitions_and_topics_born_after_a_latest_start_are_copied_from_their_b
     ]
     # the partition that existed at the first run still started at its end
     assert [r for r in consume_all(target, remote) if r.partition == 0] == []
+
+
+class ReadFailsInARound:
+    """Faults hook of a copy task reading one partition at a time: as the first round commits, retention
+    takes the first 50 records of partition 1 (still planned from 10, so its read, in the third round,
+    fails: offset out of range); with `fence`, that third round's commit is then fenced, as a failover fences a
+    flow's copies."""
+
+    def __init__(self, cfg, flow, source, topic: str, fence: bool) -> None:
+        self.cfg, self.flow, self.source, self.topic, self.fence = cfg, flow, source, topic, fence
+        self.deleted, self.commits, self.fenced = False, 0, False
+
+    def reached(self, point: str, n: int = 0) -> None:
+        if point == "before_flush" and not self.deleted:
+            self.deleted = True
+            delete_records(self.source, self.topic, 1, 50)
+        elif point == "before_commit":
+            self.commits += 1
+            if self.fence and self.commits == 3:
+                from mirrorflow.clients import FlowClients
+                from mirrorflow.state.fencing import fence_copies
+
+                self.fenced = True
+                with FlowClients(self.cfg, self.flow) as clients:
+                    fence_copies(clients, [(self.topic, 0), (self.topic, 1)])
+
+
+@pytest.mark.parametrize("fence", [False, True], ids=["round-commits", "round-fenced"])
+def test_a_partition_whose_read_fails_is_failed_whatever_its_round_does(
+    tmp_path, source, target, unique, monkeypatch, fence
+):
+    """After a first run copied 10 records of each partition, one task copies the two one after the
+    other in rounds of 120 records; partition 1's read fails in the third round (retention took its
+    planned start). It is `failed` with the reason, never `ok` with 0 records, whether that round then
+    commits partition 0's last 50 or is fenced (it used to be reported `ok` when the round failed); the
+    next run names the 40 lost offsets and copies the rest: every record the source holds, once."""
+    from mirrorflow.replication import copy_modes
+
+    pfx = unique("readfail")
+    topic = f"{pfx}.orders"
+    remote = mirror_topic(source, target, topic, 2)
+    produce(source, topic, [{**r, "partition": 0} for r in kib_records(300, seed="a")]
+            + [{**r, "partition": 1} for r in kib_records(100, seed="b")])
+    cfg, flow = make_flow(tmp_path, source, target, pfx, **{
+        "tasks.max": 1, "task.partitions.in.flight": 1, "transaction.max.records": 120})
+    assert run_once(cfg, flow, mode="direct", options=RunOptions(partition_limit=10)).records == 20
+    hook = ReadFailsInARound(cfg, flow, source, topic, fence)
+    monkeypatch.setattr(copy_modes, "faults_from_env", lambda: hook)
+    rep = run_once(cfg, flow, mode="direct")
+    assert hook.deleted and hook.fenced == fence and hook.commits == 3, (hook.commits, rep.render())
+    assert not rep.ok, rep.render()
+    parts = {p.partition: p for p in rep.partitions}
+    assert parts[1].status == "failed" and parts[1].records == 0, rep.render()
+    assert any("offset 10 is no longer on the source" in e for e in parts[1].errors), rep.render()
+    assert parts[1].lag == 90, rep.render()
+    done = 250 if fence else 300  # the fenced round held partition 0's last 50
+    assert parts[0].records == done - 10 and parts[0].lag == 300 - done, rep.render()
+    assert parts[0].status == ("fenced" if fence else "ok"), rep.render()
+    assert len(consume_all(target, remote)) == done + 10  # and partition 1's first 10
+    monkeypatch.undo()
+    rep = run_once(cfg, flow, mode="direct")
+    assert rep.ok and rep.lost == 40 and rep.records == 50 + 300 - done, rep.render()
+    assert rep.lag == 0, rep.render()
+    src, dst = consume_all(source, topic), consume_all(target, remote)
+    first10 = [r for r in dst if r.partition == 1][:10]  # copied before retention took them
+    assert sorted(r.content() for r in dst) == sorted(r.content() for r in first10 + src) and len(dst) == 360
