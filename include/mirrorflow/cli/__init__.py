@@ -30,6 +30,7 @@ COMMAND_MODULES = (
     "flow",
     "failover",
     "failback",
+    "client_switch",
     "drill",
     "acls",
     "sync",

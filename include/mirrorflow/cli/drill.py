@@ -1,6 +1,7 @@
 """`mirrorflow drill --flow A->B [--groups REGEX] [--verify-from WHEN] [--shadow-suffix S] [--json]`:
-rehearse the failover with nothing moved (mirrorflow.ops.dr.drill). Exit 1 when the drill found a
-problem (a plan that could not be committed, a verify mismatch)."""
+rehearse the failover with nothing moved (mirrorflow.ops.dr.drill), its client-switch steps as a dry run.
+Exit 1 when the drill found a problem (a plan that could not be committed, a verify mismatch, a client-switch
+step that failed its dry run)."""
 
 from __future__ import annotations
 

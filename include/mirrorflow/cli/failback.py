@@ -1,9 +1,11 @@
 """`mirrorflow failback --flow A->B [--reseed] [--accept-loss] [--plan-id ID] [--dry-run] [--yes] [--json]`:
-prints the plan (with its id), asks, starts B->A with exactly that plan (mirrorflow.ops.dr.failback)."""
+prints the plan (with its id), asks, starts B->A with exactly that plan (mirrorflow.ops.dr.failback), then runs
+the flow's client-switch steps (`client.switch.failback`)."""
 
 from __future__ import annotations
 
 import argparse
+import sys
 
 from mirrorflow.cli.registry import add_operation_args, command, confirmed, load_flow, print_report
 
@@ -56,4 +58,7 @@ def _failback(args: argparse.Namespace) -> int:
         approved_by=whoami() + (" (--yes)" if args.yes else ""),
     )
     print_report(rep, args.json)
+    if rep.switch is not None and rep.switch.error:  # the failback stands; the step that failed, named
+        print(f"mirrorflow: {rep.switch.error}", file=sys.stderr)
+        return 1
     return 0 if rep.done or args.dry_run or (rep.note or "").startswith("nothing to do") else 1

@@ -1,11 +1,13 @@
 """`mirrorflow failover --flow A->B [--mode planned|unplanned] [--groups REGEX] [--plan-id ID] [--dry-run] [--yes]
 [--max-lag N] [--take-over] [--json]`: prints the plan (with its id), asks, commits exactly that plan
-(mirrorflow.ops.dr.failover). On a flow already failed over, `--groups` moves the groups it left alone."""
+(mirrorflow.ops.dr.failover), then runs the flow's client-switch steps (`client.switch.failover`). On a flow
+already failed over, `--groups` moves the groups it left alone."""
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import sys
 
 from mirrorflow.cli.registry import add_operation_args, command, confirmed, load_flow, print_report
 
@@ -90,4 +92,7 @@ def _failover(args: argparse.Namespace) -> int:
             take_over=args.take_over,
         )
     print_report(rep, args.json)
+    if rep.switch is not None and rep.switch.error:  # the failover stands; the step that failed, named
+        print(f"mirrorflow: {rep.switch.error}", file=sys.stderr)
+        return 1
     return 0 if rep.done or args.dry_run or (rep.note or "").startswith("nothing to do") else 1

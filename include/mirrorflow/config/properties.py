@@ -66,6 +66,44 @@ def _dotted_path(v: Any) -> str:
     return s
 
 
+_STEP_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
+_CALLABLE = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*[:.][A-Za-z_]\w*")
+
+
+def _switch_steps(v: Any) -> list[dict[str, Any]]:
+    """client.switch.failover / client.switch.failback: the client-switch steps run after the
+    operation's commit, in order (ops.dr.client_switch). A YAML list; each item is a callable's path
+    (`pkg.module:function`, or `pkg.module.function`) or a mapping `{name, callable, args}`; the
+    result is always `[{"name", "callable", "args"}]` (name: the function's name by default, unique,
+    letters, digits, '_' and '-': it becomes an Airflow task id)."""
+    if v is None or v == "":
+        return []
+    items = v if isinstance(v, (list, tuple)) else [v]
+    out: list[dict[str, Any]] = []
+    for i, item in enumerate(items):
+        where = f"step {i + 1}"
+        if isinstance(item, str):
+            item = {"callable": item}
+        if not isinstance(item, dict):
+            raise ValueError(f"{where}: expected a callable's path or a mapping with callable and args, got {item!r}")
+        unknown = sorted(set(map(str, item)) - {"name", "callable", "args"})
+        if unknown:
+            raise ValueError(f"{where}: unknown key(s) {', '.join(unknown)} (a step has name, callable, args)")
+        path = _str(item.get("callable"))
+        if not _CALLABLE.fullmatch(path):
+            raise ValueError(f"{where}: callable: expected a path such as mypkg.switches:repoint_dns, got {path!r}")
+        name = _str(item.get("name")) or re.split(r"[:.]", path)[-1]
+        if not _STEP_NAME.fullmatch(name):
+            raise ValueError(f"{where}: name may hold only letters, digits, '_' and '-' (at most 64), got {name!r}")
+        if any(s["name"] == name for s in out):
+            raise ValueError(f"{where}: the name {name!r} is used twice (give each step its own name)")
+        args = item.get("args") or {}
+        if not isinstance(args, dict) or not all(isinstance(k, str) and k.isidentifier() for k in args):
+            raise ValueError(f"{where} ({name}): args: expected a mapping of keyword arguments, got {args!r}")
+        out.append({"name": name, "callable": path, "args": dict(args)})
+    return out
+
+
 def _replication_factor(v: Any) -> int:
     n = _int(v)
     if n != -1 and n < 1:
@@ -294,6 +332,21 @@ FLOW_PROPERTIES: dict[str, Prop] = {
         mm2=False,
         doc="dotted path of an Airflow notifier (a BaseNotifier instance or class) or a callable(context), "
         "told when rpo.seconds is first missed and when it is met again",
+    ),
+    "client.switch.failover": Prop(
+        [],
+        _switch_steps,
+        mm2=False,
+        doc="client-switch steps the failover runs after its commit, in order (repoint the applications: a "
+        "bootstrap alias, DNS, a gateway): a list of `pkg.module:function` or {name, callable, args}; each is "
+        "approved with the plan, timed, recorded in the history and rehearsed (dry run) by the drill",
+    ),
+    "client.switch.failback": Prop(
+        [],
+        _switch_steps,
+        mm2=False,
+        doc="client-switch steps the failback runs after it started the reverse flow (e.g. the readers of the "
+        "mirror move to the old source), as client.switch.failover",
     ),
     "broker.outage.max.seconds": Prop(
         300, _positive_int, mm2=False, doc="a copy waits this long for an unavailable broker, then fails"

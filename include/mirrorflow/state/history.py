@@ -2,11 +2,12 @@
 
 The control records (flow state, failover, failback, takeover) keep only the latest record of each
 kind, which is what runs need; people asking "who paused this flow last Tuesday, and why?" need
-every operation. So each pause, resume, stop, failover, failback, takeover, reseed (and drill) also
-appends one `OperationRecord` to `mirrorflow.<flow.id>.operations.internal` on the TARGET: who,
-when, through which door (cli, airflow, status-page), the reason, a one-line summary and the
-operation's key figures. Nothing replication does reads it, so its retention (a year, and a size
-bound, see state.state_topics) can only shorten the story people read, never change what is copied.
+every operation. So each pause, resume, stop, failover, failback, takeover, reseed (and drill, and
+each client-switch step a failover or failback ran: ops.dr.client_switch) also appends one
+`OperationRecord` to `mirrorflow.<flow.id>.operations.internal` on the TARGET: who, when, through
+which door (cli, airflow, status-page), the reason, a one-line summary and the operation's key
+figures. Nothing replication does reads it, so its retention (a year, and a size bound, see
+state.state_topics) can only shorten the story people read, never change what is copied.
 Format: docs/state.md.
 """
 
@@ -24,7 +25,7 @@ from mirrorflow.state.names import history_topic
 from mirrorflow.state.state_writer import write_acknowledged
 
 FORMAT_VERSION = 1
-KINDS = ("pause", "resume", "stop", "failover", "failback", "takeover", "reseed", "drill")
+KINDS = ("pause", "resume", "stop", "failover", "failback", "takeover", "reseed", "drill", "client-switch")
 MAX_TEXT = 2000  # characters of a reason or summary kept (a record stays far below the message size)
 
 

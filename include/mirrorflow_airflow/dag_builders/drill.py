@@ -3,13 +3,15 @@
 Rehearses the flow's failover with nothing moved, as `mirrorflow drill` does (ops.dr.drill): the
 unplanned failover's preflight (where every group would resume on the target, the RPO per
 partition), a verify bounded to a recent window, optionally the resume offsets committed to shadow
-groups `<group><suffix>` on the target, and the time of each step (the RTO). The flow keeps running
+groups `<group><suffix>` on the target, the flow's client-switch steps as a dry run
+(`client.switch.failover`, ops.dr.client_switch), and the time of each step (the RTO). The flow keeps running
 and no consumer group of the flow is touched. The drill is recorded on the target (the status page
 shows the last one) and in the flow's history with the Airflow user who triggered it.
 
 Params (all optional): `groups` (regex), `verify_from` (a duration back from now such as `15m`,
 `earliest`, `offset:N` or an ISO-8601 time; empty: the last hour), `shadow_suffix`. The task
-**fails** when the drill found a problem (a plan that could not be committed, a verify mismatch);
+**fails** when the drill found a problem (a plan that could not be committed, a verify mismatch, a
+client-switch step that failed its dry run);
 the report is in its log either way (and in the task's XCom when it succeeds).
 """
 
@@ -53,7 +55,13 @@ def drill_task(flow_name: str, params: dict[str, Any], by: str, config_path: str
         metric("gauge", "drill.rpo_offsets", rep.not_replicated, tags)
     if not rep.ok:
         blocked = rep.plan.blocked if rep.plan else None
-        what = f"the plan cannot be committed: {blocked}" if blocked else f"verify {rep.verify_verdict}"
+        what = (
+            f"the plan cannot be committed: {blocked}"
+            if blocked
+            else f"client switch {rep.switch_verdict}"
+            if rep.switch is not None and not rep.switch.ok
+            else f"verify {rep.verify_verdict}"
+        )
         raise AirflowFailException(f"drill of {flow.name}: {what} (the report is above; the drill was recorded)")
     return rep.to_dict()
 

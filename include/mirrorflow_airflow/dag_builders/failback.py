@@ -21,6 +21,8 @@ failover DAG is:
   anything moved, fails naming what moved (nothing started: trigger a new preflight); else seeds the
   reverse flow's progress (its ledger) and offset map, sets it running and records the failback on its
   target with the approver's Airflow user name. Its own DAGs (sync, replicate, checkpoint) copy from there.
+* `client_switch.<step>` (a flow with `client.switch.failback`): one task per client-switch step, in
+  order, after the start (mirrorflow_airflow.switch_tasks), as in the failover DAG.
 
 Params: `dry_run`, `reseed` (the source was rebuilt empty: the reverse flow copies all of the
 target's topics from their start; see `mirrorflow failback --reseed`), `accept_loss` (start although
@@ -42,21 +44,32 @@ from mirrorflow_airflow.hooks import MirrorflowHook
 from mirrorflow_airflow.lineage import failback_pairs, report_lineage
 from mirrorflow_airflow.operators.approval import FailbackApproval, approval_params
 from mirrorflow_airflow.params import dry_run
+from mirrorflow_airflow.switch_tasks import add_switch_tasks
 
 log = logging.getLogger(__name__)
 
 
 def preflight_task(flow_name: str, params: dict[str, Any], config_path: str | None = None) -> dict[str, Any]:
     """The plan and its report (text, and Markdown for the approval page)."""
+    from mirrorflow.errors import MirrorflowError
+    from mirrorflow.ops.dr.client_switch import plan_switch
+    from mirrorflow.ops.dr.failback import switch_after
     from mirrorflow.ops.dr.failback_preflight import plan_failback
 
     cfg = MirrorflowHook(config_path).get_conn()
+    flow = cfg.flow(flow_name)
     dry = bool(params.get("dry_run"))
-    rep = plan_failback(
-        cfg, cfg.flow(flow_name), bool(params.get("reseed")), bool(params.get("accept_loss")), dry_run=dry
-    )
+    try:  # every step's callable imported before anything changes
+        steps = plan_switch(flow, "failback")
+    except MirrorflowError as exc:
+        raise AirflowFailException(str(exc)) from None
+    rep = plan_failback(cfg, flow, bool(params.get("reseed")), bool(params.get("accept_loss")), dry_run=dry)
+    if rep.plan is not None:
+        rep.switch_steps = steps
     if dry and rep.plan is not None:
         rep.note = "dry run: nothing changed"
+        if rep.switch_steps:
+            rep.switch = switch_after(cfg, flow, rep, dry_run=True, via="airflow")
     text = rep.render()
     log.info("%s", text)
     figures = {"to_copy": rep.to_copy, "diverged": rep.diverged, "split": rep.split, "done": False, "note": rep.note}
@@ -89,7 +102,14 @@ def start_task(
         raise AirflowFailException(text)
     if rep.done:  # the reverse flow's topics: from the failed-over target back to the source
         report_lineage(cfg, cfg.flow(rep.reverse), failback_pairs(cfg.flow(rep.reverse), rep.seeds))
-    return {"plan_id": plan.id, "approved_by": rep.approved_by, "done": rep.done, "text": text, "to_copy": rep.to_copy}
+    return {
+        "plan_id": plan.id,
+        "approved_by": rep.approved_by,
+        "done": rep.done,
+        "text": text,
+        "to_copy": rep.to_copy,
+        "switch": rep.done,  # the client-switch tasks run after a failback that started the reverse flow
+    }
 
 
 def missing_reverse_flow(reverse: str) -> Param:
@@ -168,7 +188,9 @@ def build_failback_dag(cfg: Config, flow: FlowConfig) -> DAG:
                 name, ti.xcom_pull(task_ids="preflight"), ti.xcom_pull(task_ids="approve_failback"), config_path=path
             )
 
-        preflight() >> go_on() >> approve >> start()
+        started = start()
+        preflight() >> go_on() >> approve >> started
+        add_switch_tasks(flow, "failback", started, "start", path)
     return dag
 
 

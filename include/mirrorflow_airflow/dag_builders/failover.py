@@ -23,6 +23,11 @@ functions as `mirrorflow failover` (mirrorflow.ops.dr.failover: plan_failover, c
   anything moved, fails naming what moved (nothing committed: trigger a new preflight); else commits
   the plan's offsets on the target, sets the flow to `stopped` and writes the failover record with
   the approver's Airflow user name.
+* `client_switch.<step>` (a flow with `client.switch.failover`): one task per client-switch step,
+  in order, after the commit (mirrorflow_airflow.switch_tasks): approved with the plan (the approval
+  page lists them), each timed and recorded in the operations history. A failing step fails its
+  task naming it, the failover stands; clear the task to run it (and the steps after it) again.
+  A dry run runs them as a dry run in the preflight (its report says what each would do).
 
 Params: `mode` (unplanned: the source is lost; planned: the source is up and its producers are
 stopped), `groups` (a regex; empty: every group the flow checkpoints), `max_lag` (planned: offsets
@@ -46,16 +51,24 @@ from mirrorflow_airflow.hooks import MirrorflowHook
 from mirrorflow_airflow.lineage import report_lineage
 from mirrorflow_airflow.operators.approval import FailoverApproval, approval_params
 from mirrorflow_airflow.params import dry_run, regex, regex_or_none
+from mirrorflow_airflow.switch_tasks import add_switch_tasks
 
 log = logging.getLogger(__name__)
 
 
 def preflight_task(flow_name: str, params: dict[str, Any], config_path: str | None = None) -> dict[str, Any]:
     """Drain (planned), then the plan and its report (text, and Markdown for the approval page)."""
+    from mirrorflow.errors import MirrorflowError
+    from mirrorflow.ops.dr.client_switch import plan_switch
+    from mirrorflow.ops.dr.failover import switch_after
     from mirrorflow.ops.dr.failover_preflight import plan_failover
 
     cfg, flow = MirrorflowHook(config_path).get_flow(flow_name)
     dry = bool(params.get("dry_run"))
+    try:  # every step's callable imported before anything changes
+        steps = plan_switch(flow, "failover")
+    except MirrorflowError as exc:
+        raise AirflowFailException(str(exc)) from None
     rep = plan_failover(
         cfg,
         flow,
@@ -69,8 +82,12 @@ def preflight_task(flow_name: str, params: dict[str, Any], config_path: str | No
         take_over=bool(params.get("take_over")),
         via="airflow",
     )
+    if rep.plan is not None and rep.plan.moves_after is None:
+        rep.switch_steps = steps
     if dry and rep.plan is not None:
         rep.note = "dry run: nothing changed"
+        if rep.switch_steps:
+            rep.switch = switch_after(cfg, flow, rep, dry_run=True, via="airflow", log=log.info)
     text = rep.render()
     log.info("%s", text)
     if rep.plan is None:  # already failed over, nothing to move (as the CLI, not an error): go_on ends the run
@@ -83,6 +100,7 @@ def preflight_task(flow_name: str, params: dict[str, Any], config_path: str | No
         "text": text,
         "markdown": rep.markdown(),
         "not_replicated": rep.not_replicated,
+        "client_switch_steps": rep.switch_steps,
     }
 
 
@@ -107,7 +125,9 @@ def commit_task(
     if not rep.done:
         raise AirflowFailException(text)
     report_lineage(cfg, flow, [(p.topic, p.target_topic) for p in plan.partitions])  # the groups' topics
-    return {"plan_id": plan.id, "approved_by": rep.approved_by, "done": rep.done, "text": text}
+    # the client-switch tasks run after a failover, not after moving groups left alone at it
+    switch = rep.done and plan.moves_after is None
+    return {"plan_id": plan.id, "approved_by": rep.approved_by, "done": rep.done, "text": text, "switch": switch}
 
 
 def build_failover_dag(cfg: Config, flow: FlowConfig) -> DAG:
@@ -179,7 +199,9 @@ def build_failover_dag(cfg: Config, flow: FlowConfig) -> DAG:
                 name, ti.xcom_pull(task_ids="preflight"), ti.xcom_pull(task_ids="approve_failover"), config_path=path
             )
 
-        preflight() >> go_on() >> approve >> commit()
+        committed = commit()
+        preflight() >> go_on() >> approve >> committed
+        add_switch_tasks(flow, "failover", committed, "commit", path)
     return dag
 
 

@@ -11,9 +11,12 @@ A failover is rehearsed on a healthy system so its numbers are known before the 
 3. **shadow** (optional, `shadow_suffix`): the offsets where each group would resume are committed
    to shadow groups `<group><suffix>` on B -- never the real groups -- so an application can be
    started against B with the shadow group, as it would be after the failover.
+4. **client switch**: the flow's `client.switch.failover` steps (ops.dr.client_switch), each run as a
+   dry run (it checks what it would do and says so; nothing changes), each timed. A step that fails
+   its dry run is a problem of the drill.
 
-The time of each step and their sum (the measured RTO of the failover's own steps: the approval
-wait and moving the applications are the operator's) are reported. A `drill` control record (the
+The time of each step and their sum (the measured RTO of the failover's own steps and of moving the
+applications; the approval wait is the operator's) are reported. A `drill` control record (the
 last drill, for `mirrorflow status` and the status page) and a history line are written on B;
 nothing else changes: no consumer group of the flow, no flow state.
 """
@@ -39,6 +42,7 @@ from mirrorflow.groups.offset_sync import (
     describe_target_groups,
 )
 from mirrorflow.groups.render import resume_note
+from mirrorflow.ops.dr.client_switch import ClientSwitchError, SwitchReport, run_client_switch
 from mirrorflow.ops.dr.failover_plan import FailoverPlan
 from mirrorflow.ops.dr.failover_preflight import plan_failover
 from mirrorflow.ops.verify.verify import VerifyReport, verify_flow
@@ -88,7 +92,8 @@ class DrillReport(Report):
     verify_error: str | None = None  # the verify could not run
     shadow_suffix: str | None = None
     shadow: dict[str, dict[str, int]] = field(default_factory=dict)  # shadow group -> {"topic:partition": offset}
-    steps: dict[str, float] = field(default_factory=dict)  # step -> seconds (plan, verify, shadow commit)
+    steps: dict[str, float] = field(default_factory=dict)  # step -> seconds (plan, verify, shadow commit, switches)
+    switch: SwitchReport | None = None  # the client-switch steps' dry run (None: the flow has none)
 
     @property
     def rto_s(self) -> float:
@@ -144,7 +149,18 @@ class DrillReport(Report):
             and self.plan.blocked is None
             and self.verify_error is None
             and (self.verify is None or self.verify.ok)
+            and (self.switch is None or self.switch.ok)
         )
+
+    @property
+    def switch_verdict(self) -> str | None:
+        """The client switch's dry run in words (None: the flow has no steps)."""
+        if self.switch is None:
+            return None
+        if self.switch.ok:
+            return f"{len(self.switch.steps)} step(s) ok"
+        failed = next((s.name for s in self.switch.steps if not s.ok), "?")
+        return f"FAILED at step {failed!r}"
 
     def summary(self) -> str:
         nr, behind = self.not_replicated, self.seconds_behind
@@ -156,6 +172,7 @@ class DrillReport(Report):
             f"RPO {rpo}, RTO {self.rto_s:.1f} s, {len(self.resumes())} group(s) would resume"
             + (f" ({len(self.left_alone())} left alone)" if self.left_alone() else "")
             + f", verify {self.verify_verdict}{shadow}"
+            + (f", client switch {self.switch_verdict}" if self.switch_verdict else "")
         )
 
     def lines(self) -> list[str]:
@@ -197,6 +214,8 @@ class DrillReport(Report):
             out.append(
                 f"  shadow group {g} committed on {self.target!r}: " + ", ".join(f"{k}={v}" for k, v in parts.items())
             )
+        if self.switch is not None:
+            out += ["  " + line for line in self.switch.lines()]
         return out
 
     def record(self) -> dict[str, Any]:
@@ -217,6 +236,7 @@ class DrillReport(Report):
             "verify_from": self.verify_from,
             "shadow_suffix": self.shadow_suffix,
             "shadow_groups": sorted(self.shadow),
+            "client_switch": self.switch_verdict,
         }
 
     def to_dict(self) -> dict[str, Any]:
@@ -237,6 +257,7 @@ class DrillReport(Report):
             "verify_report": self.verify.to_dict() if self.verify else None,
             "verify_error": self.verify_error,
             "shadow": self.shadow,
+            "client_switch_report": self.switch.to_dict() if self.switch else None,
         }
 
 
@@ -279,6 +300,7 @@ def drill(
             began = time.monotonic()
             _commit_shadows(clients, report, shadows)
             report.steps["shadow commit"] = time.monotonic() - began
+        _rehearse_switch(cfg, flow, report, via, log)
         report.state = flow_state(clients).describe()
         write_control(clients, "drill", report.record())
         record_operation(
@@ -296,11 +318,29 @@ def drill(
                     "groups": len(report.resumes()),
                     "verify": report.verify_verdict,
                     "shadow suffix": shadow_suffix,
+                    "client switch": report.switch_verdict,
                 }.items()
                 if v is not None  # an unknown RPO (the source did not answer), no shadow groups
             },
         )
     return report
+
+
+def _rehearse_switch(cfg: Config, flow: FlowConfig, report: DrillReport, via: str, log: Callable[[str], None]) -> None:
+    """The client-switch steps as a dry run, each step's time in the RTO (ops.dr.client_switch)."""
+    if not flow.props.get("client.switch.failover"):
+        return
+    log("client switch: the failover's steps as a dry run")
+    try:
+        report.switch = run_client_switch(
+            cfg, flow, "failover", dry_run=True, by=report.by, via=via, plan_id=report.plan.id if report.plan else None
+        )
+    except ClientSwitchError as exc:
+        report.switch = exc.report
+    except MirrorflowError as exc:  # a step that cannot be imported: the failover would refuse it
+        report.switch = SwitchReport(flow.name, "failover", flow.target, True, error=str(exc))
+    for step in report.switch.steps:
+        report.steps[f"client switch {step.name}"] = step.seconds
 
 
 def _shadow_names(clients: FlowClients, report: DrillReport) -> dict[str, str]:

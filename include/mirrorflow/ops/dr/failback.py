@@ -59,6 +59,11 @@ The reverse flow must be in the config. With the identity policy the pair X->Y /
 which `config validate` accepts only when one of the two is `standby: true` (stopped until a
 failback starts it); only one of the two runs at a time because a failover stops the flow it moves
 away from and a failback refuses to start the reverse flow of a flow that is not stopped.
+
+**Client switch** (ops.dr.client_switch): the flow's `client.switch.failback` steps (e.g. the readers
+of the mirror move to X, the mirror from then on) are approved with the plan and run after the start,
+in order, each timed and recorded in the reverse flow's history; a failing step leaves the failback
+standing (the report's `switch` names it).
 """
 
 from __future__ import annotations
@@ -67,6 +72,7 @@ from collections.abc import Callable
 
 from mirrorflow.clients import FlowClients
 from mirrorflow.config import Config, FlowConfig
+from mirrorflow.ops.dr.client_switch import ClientSwitchError, SwitchReport, plan_switch, run_client_switch
 from mirrorflow.ops.dr.failback_commit import commit_failback
 from mirrorflow.ops.dr.failback_preflight import is_identity, plan_failback
 from mirrorflow.ops.dr.failback_report import FailbackReport
@@ -95,6 +101,7 @@ def failback(
     report = plan_failback(cfg, flow, reseed, accept_loss, dry_run)
     if report.plan is None:  # nothing to do
         return report
+    report.switch_steps = plan_switch(flow, "failback")
     if plan_id and plan_id != report.plan.id:
         raise PlanMovedError(
             f"failback of {flow.name}: the plan is {report.plan.id} now, not {plan_id}: the state moved since that "
@@ -102,6 +109,8 @@ def failback(
         )
     if dry_run:
         report.note = "dry run: nothing changed"
+        if report.switch_steps:
+            report.switch = switch_after(cfg, flow, report, dry_run=True, by=approved_by, via=via)
         return report
     if report.plan.blocked or not confirm(report):
         report.note = (
@@ -110,7 +119,28 @@ def failback(
             else "not confirmed: nothing changed"
         )
         return report
-    return commit_failback(cfg, flow, report.plan, approved_by or whoami(), report, via=via)
+    report = commit_failback(cfg, flow, report.plan, approved_by or whoami(), report, via=via)
+    if report.done and report.switch_steps:
+        report.switch = switch_after(cfg, flow, report, by=report.approved_by, via=via)
+    return report
+
+
+def switch_after(
+    cfg: Config,
+    flow: FlowConfig,
+    report: FailbackReport,
+    *,
+    dry_run: bool = False,
+    by: str | None = None,
+    via: str = "",
+) -> SwitchReport:
+    """The client-switch steps after the failback of `report` (its plan): what they did, a failed step
+    included (its error in the SwitchReport: the failback stands)."""
+    plan_id = report.plan.id if report.plan else None
+    try:
+        return run_client_switch(cfg, flow, "failback", dry_run=dry_run, by=by, via=via, plan_id=plan_id)
+    except ClientSwitchError as exc:
+        return exc.report
 
 
 def resume_problem(cfg: Config, flow: FlowConfig, force: bool = False) -> str | None:

@@ -10,6 +10,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from mirrorflow.ops.dr.client_switch import SwitchReport, switch_lines, switch_markdown
 from mirrorflow.ops.dr.failback_plan import (
     Divergence,
     FailbackPlan,
@@ -41,6 +42,8 @@ class FailbackReport(Report):
     approved_by: str | None = None
     split_since_plan: int = 0  # split-brain records the source accepted between the plan and the start
     split_by: str = "offsets"  # how the split brain was told from the divergence
+    switch_steps: list[str] = field(default_factory=list)  # the client-switch steps approved with the plan
+    switch: SwitchReport | None = None  # what they did after the start (a dry run: what they would do)
 
     @property
     def diverged(self) -> int:
@@ -63,6 +66,9 @@ class FailbackReport(Report):
 
     def status(self) -> str:
         if self.done:
+            if self.switch is not None and not self.switch.ok:
+                failed = next((s.name for s in self.switch.steps if not s.ok), "?")
+                return f"STARTED; the client switch FAILED at step {failed!r} (see below)"
             return "STARTED"
         if self.note:
             return self.note
@@ -71,6 +77,9 @@ class FailbackReport(Report):
         return f"plan {self.plan.id}, nothing started yet" if self.plan else "preflight"
 
     def lines(self) -> list[str]:
+        return self._findings() + switch_lines(self.switch_steps, self.switch)
+
+    def _findings(self) -> list[str]:
         head = f"failback of flow {self.flow}: reverse flow {self.reverse}" + (" (dry run)" if self.dry_run else "")
         src, tgt = self.flow.split("->", 1) if "->" in self.flow else (self.flow, self.flow)
         out = [f"{head}: {self.status()}"]
@@ -154,7 +163,7 @@ class FailbackReport(Report):
             f"exactly this plan to `{self.reverse}`'s state and starts it; if what the plan was built from moves "
             "before the start, nothing is written and the run fails (trigger a new preflight)."
         )
-        return f"{head}\n\n{fence}text\n{text}\n{fence}\n"
+        return f"{head}{switch_markdown(self.switch_steps)}\n\n{fence}text\n{text}\n{fence}\n"
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -179,4 +188,6 @@ class FailbackReport(Report):
             "split_brain": [divergence_dict(d) for d in self.split_brain],
             "seeds": [seed_dict(s) for s in self.seeds],
             "losses": [loss_dict(x) for x in self.losses],
+            "client_switch_steps": self.switch_steps,
+            "client_switch": self.switch.to_dict() if self.switch else None,
         }

@@ -41,6 +41,11 @@ from then on), fences the copy transactions of every partition on the target
 (state.fencing.fence_copies) so the run taken over can never commit again, records who took the
 flow from whom in the operations history, and goes on. Needs exactly-once copies (idempotent
 producers cannot be fenced).
+
+**Client switch** (ops.dr.client_switch): the flow's `client.switch.failover` steps are approved with
+the plan (the report lists them, each callable imported before anything is committed) and run after
+the commit, in order, each timed and recorded in the history; a dry run runs them as a dry run. A
+failing step leaves the failover committed: the report's `switch` names it (its `error`).
 """
 
 from __future__ import annotations
@@ -48,6 +53,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from mirrorflow.config import Config, FlowConfig
+from mirrorflow.ops.dr.client_switch import ClientSwitchError, SwitchReport, plan_switch, run_client_switch
 from mirrorflow.ops.dr.failover_commit import commit_failover
 from mirrorflow.ops.dr.failover_plan import PlanMovedError
 from mirrorflow.ops.dr.failover_preflight import plan_failover
@@ -93,6 +99,8 @@ def failover(
     )
     if report.plan is None:  # nothing to do
         return report
+    if report.plan.moves_after is None:  # moving groups left alone moves no application
+        report.switch_steps = plan_switch(flow, "failover")
     if plan_id and plan_id != report.plan.id:
         raise PlanMovedError(
             f"failover of {flow.name}: the plan is {report.plan.id} now, not {plan_id}: the state moved since "
@@ -100,6 +108,8 @@ def failover(
         )
     if dry_run:
         report.note = "dry run: nothing changed"
+        if report.switch_steps:
+            report.switch = switch_after(cfg, flow, report, dry_run=True, by=approved_by, via=via, log=log)
         return report
     if report.plan.blocked or not confirm(report):
         report.note = (
@@ -108,4 +118,26 @@ def failover(
             else "not confirmed: nothing changed"
         )
         return report
-    return commit_failover(cfg, flow, report.plan, approved_by or whoami(), report, via=via)
+    report = commit_failover(cfg, flow, report.plan, approved_by or whoami(), report, via=via)
+    if report.done and report.switch_steps:
+        report.switch = switch_after(cfg, flow, report, by=report.approved_by, via=via, log=log)
+    return report
+
+
+def switch_after(
+    cfg: Config,
+    flow: FlowConfig,
+    report: FailoverReport,
+    *,
+    dry_run: bool = False,
+    by: str | None = None,
+    via: str = "cli",
+    log: Callable[[str], None] = lambda s: None,
+) -> SwitchReport:
+    """The client-switch steps after the failover of `report` (its plan): what they did, a failed step
+    included (its error in the SwitchReport: the failover stands)."""
+    plan_id = report.plan.id if report.plan else None
+    try:
+        return run_client_switch(cfg, flow, "failover", dry_run=dry_run, by=by, via=via, plan_id=plan_id, log=log)
+    except ClientSwitchError as exc:
+        return exc.report

@@ -11,6 +11,7 @@ from typing import Any
 
 from mirrorflow.groups.offset_sync import GroupSyncRun
 from mirrorflow.groups.render import resume_note
+from mirrorflow.ops.dr.client_switch import SwitchReport, switch_lines, switch_markdown
 from mirrorflow.ops.dr.failover_plan import FailoverPlan, PartitionRPO
 from mirrorflow.ops.verify.verify_report import VerifyReport
 from mirrorflow.reporting import Report
@@ -42,6 +43,8 @@ class FailoverReport(Report):
     done: bool = False  # the groups were committed and the flow stopped
     note: str | None = None  # why nothing was done (already failed over, not confirmed, dry run)
     take_over: str | None = None  # what the take-over takes the flow from (preflight) or did (commit)
+    switch_steps: list[str] = field(default_factory=list)  # the client-switch steps approved with the plan
+    switch: SwitchReport | None = None  # what they did after the commit (a dry run: what they would do)
 
     @property
     def partitions(self) -> list[PartitionRPO]:
@@ -62,6 +65,9 @@ class FailoverReport(Report):
         if self.done:
             if self.plan is not None and self.plan.moves_after:
                 return f"DONE, groups moved after failover {self.plan.moves_after}"
+            if self.switch is not None and not self.switch.ok:
+                failed = next((s.name for s in self.switch.steps if not s.ok), "?")
+                return f"DONE, the flow is stopped; the client switch FAILED at step {failed!r} (see below)"
             return "DONE, the flow is stopped"
         if self.note:
             return self.note
@@ -102,6 +108,7 @@ class FailoverReport(Report):
         if self.plan is not None:
             out += self._group_lines(self.plan)
             out.append(f"  applications: {read_committed_note(self.target)}")
+        out += switch_lines(self.switch_steps, self.switch)
         return out
 
     def _group_lines(self, plan: FailoverPlan) -> list[str]:
@@ -156,7 +163,7 @@ class FailoverReport(Report):
             if self.plan is not None
             else f"Failover of flow `{self.flow}` to cluster `{self.target}`"
         )
-        return f"{head}\n\n{fence}text\n{text}\n{fence}\n"
+        return f"{head}{switch_markdown(self.switch_steps)}\n\n{fence}text\n{text}\n{fence}\n"
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -181,4 +188,6 @@ class FailoverReport(Report):
             "groups": self.groups.to_dict() if self.groups else None,
             "verify": self.verify.to_dict() if self.verify else None,
             "applications": read_committed_note(self.target) if self.plan else None,
+            "client_switch_steps": self.switch_steps,
+            "client_switch": self.switch.to_dict() if self.switch else None,
         }
