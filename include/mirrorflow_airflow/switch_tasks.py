@@ -60,7 +60,9 @@ def switch_task(
 def add_switch_tasks(flow: FlowConfig, operation: str, after: Any, after_id: str, config_path: str | None) -> Any:
     """The task group of `flow`'s client-switch steps of `operation`, downstream of the task `after`
     (id `after_id`, whose XCom says whether to switch); `after` itself when the flow has no steps."""
-    steps = [s["name"] for s in flow.props.get(f"client.switch.{operation}") or []]
+    from mirrorflow.ops.dr.client_switch import switch_steps
+
+    steps = [s["name"] for s in switch_steps(flow, operation)]
     if not steps:
         return after
     with TaskGroup(GROUP, tooltip=f"the client-switch steps after the {operation}, in order") as group:

@@ -57,14 +57,14 @@ from mirrorflow.reporting import Report
 from mirrorflow.state.history import record_operation
 from mirrorflow.state.lease import whoami
 
-OPERATIONS = ("failover", "failback")
+PROPERTIES = {"failover": "client.switch.failover", "failback": "client.switch.failback"}  # operation -> property
 
 
 def property_name(operation: str) -> str:
     """The flow property that lists the steps of `operation`."""
-    if operation not in OPERATIONS:
+    if operation not in PROPERTIES:
         raise ConfigError([("--after", f"expected failover or failback, got {operation!r}")])
-    return f"client.switch.{operation}"
+    return PROPERTIES[operation]
 
 
 def switch_steps(flow: FlowConfig, operation: str) -> list[dict[str, Any]]:
