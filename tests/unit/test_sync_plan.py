@@ -163,8 +163,8 @@ def test_report_text_json_and_summary():
         "result: 1 topic created, 1 ACL added; 1 failed; 3 skipped; 1 orphaned",
     ]
     assert r.counts() == {"topics_created": 1, "topics_expanded": 0, "configs_changed": 0,
-                          "topics_with_config_changes": 0, "acls_added": 1, "failed": 1, "skipped": 3, "orphans": 1,
-                          "targets_with_more_partitions": 0}
+                          "topics_with_config_changes": 0, "acls_added": 1, "writes_denied": 0, "failed": 1,
+                          "skipped": 3, "orphans": 1, "targets_with_more_partitions": 0}
     summary = r.summary()
     assert summary["ok"] is False and summary["failures"] == ["A.pay: Broker: Invalid partitions"]
     assert len(json.dumps(summary)) < 1000  # small enough for XCom

@@ -11,7 +11,11 @@ from mirrorflow.cli.registry import command, load_config
 
 def _config_args(p: argparse.ArgumentParser) -> None:
     sub = p.add_subparsers(dest="config_cmd", required=True)
-    sub.add_parser("validate", help="check the config file and report every problem with its key")
+    sub.add_parser(
+        "validate",
+        help="check the config file and report every problem with its key (flows with mirror.read.only: true "
+        "also check their target: an authorizer, a principal that may alter ACLs and is a super user)",
+    )
     imp = sub.add_parser(
         "import",
         help="convert an mm2.properties, a Strimzi KafkaMirrorMaker2 resource or MM2 connector configs (the JSON "
@@ -35,7 +39,13 @@ def _config_args(p: argparse.ArgumentParser) -> None:
 @command("config", "validate or import configuration", _config_args)
 def _config(args: argparse.Namespace) -> int:
     if args.config_cmd == "validate":
+        from mirrorflow.errors import ConfigError
+        from mirrorflow.metadata.read_only import check_flows
+
         cfg = load_config(args)
+        problems = check_flows(cfg)
+        if problems:
+            raise ConfigError(problems, str(cfg.path))
         print(
             f"{cfg.path}: OK ({len(cfg.clusters)} clusters, {len(cfg.flows)} flows: {', '.join(cfg.flows) or 'none'})"
         )

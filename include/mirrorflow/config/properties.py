@@ -298,6 +298,14 @@ FLOW_PROPERTIES: dict[str, Prop] = {
         mm2=False,
         doc="the failback path of its reverse flow: stopped until `mirrorflow failback` of the reverse flow starts it",
     ),
+    "mirror.read.only": Prop(
+        False,
+        _bool,
+        mm2=False,
+        doc="the flow's remote topics are read-only on the target (a DENY WRITE for User:* on each; the flow's "
+        "target principal must be a super user) until a failover promotes them; a failback puts it on the side "
+        "that became the mirror",
+    ),
     "lease.timeout.seconds": Prop(
         120, _positive_int, mm2=False, doc="a crashed run's lease on the flow expires after this long"
     ),

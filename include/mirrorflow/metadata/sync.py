@@ -16,7 +16,7 @@ from confluent_kafka import KafkaException
 from mirrorflow.clients import FlowClients, flow_clients
 from mirrorflow.config import Config, FlowConfig
 from mirrorflow.errors import MirrorflowError
-from mirrorflow.metadata import acl_sync
+from mirrorflow.metadata import acl_sync, read_only
 from mirrorflow.metadata.sync_report import CONCERNS, SyncReport
 from mirrorflow.metadata.topic_sync import TopicSync
 from mirrorflow.mm2.filters import FlowFilters
@@ -64,6 +64,12 @@ def _sync(clients: FlowClients, wanted: list[str], dry_run: bool) -> SyncReport:
     source, target = clients.admin("source"), clients.admin("target")
     topics = TopicSync(filters, source, target, flow.replication_factor, timeout)
     state_skip = report.state_skip = None if dry_run else flow_state(clients).skip_reason(flow.name, "sync")
+    if read_only.is_read_only(flow) and not state_skip and {"topics", "acls"} & set(wanted):
+        # before the topics: a remote topic is created read-only, never writable for a moment
+        try:
+            read_only.deny_writes(clients, report, dry_run)
+        except KafkaException as exc:
+            raise MirrorflowError(f"read-only sync of {flow.name} failed: {exc}") from None
     for concern in wanted:
         if state_skip:
             report.skip(concern, "*", state_skip)

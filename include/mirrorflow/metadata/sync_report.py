@@ -25,6 +25,7 @@ ADD_PARTITIONS = "add-partitions"
 SET_CONFIG = "set-config"
 DELETE_CONFIG = "delete-config"
 ADD_ACL = "add-acl"
+DENY_WRITE = "deny-write"  # mirror.read.only: the remote topic's DENY WRITE for User:* (metadata.read_only)
 # finding kinds
 ORPHAN = "orphan"
 MORE_PARTITIONS = "target-has-more-partitions"
@@ -35,6 +36,7 @@ _LABELS = {
     SET_CONFIG: "set config",
     DELETE_CONFIG: "delete config",
     ADD_ACL: "add ACL",
+    DENY_WRITE: "deny writes",
     ORPHAN: "orphan",
     MORE_PARTITIONS: "more partitions",
 }
@@ -112,6 +114,7 @@ class SyncReport(Report):
             "configs_changed": kinds[SET_CONFIG] + kinds[DELETE_CONFIG],
             "topics_with_config_changes": len(config_topics),
             "acls_added": kinds[ADD_ACL],
+            "writes_denied": kinds[DENY_WRITE],
             "failed": len(self.failed),
             "skipped": len(self.skipped),
             "orphans": found[ORPHAN],
@@ -160,6 +163,7 @@ class SyncReport(Report):
                 (n["topics_expanded"], "topic expanded", "topics expanded"),
                 (n["configs_changed"], "config changed", "configs changed"),
                 (n["acls_added"], "ACL added", "ACLs added"),
+                (n["writes_denied"], "remote topic made read-only", "remote topics made read-only"),
             ]
             said = [f"{k} {one if k == 1 else many}" for k, one, many in parts if k]
             if self.dry_run:
@@ -168,6 +172,7 @@ class SyncReport(Report):
                     .replace(" expanded", " to expand")
                     .replace(" changed", " to change")
                     .replace(" added", " to add")
+                    .replace(" made read-only", " to make read-only")
                     for s in said
                 ]
             body = ", ".join(said) or f"{len(self.changes)} changes {verb}".strip()

@@ -101,6 +101,11 @@ def skip_reason(filters: FlowFilters, topic: str) -> str | None:
     return None
 
 
+def selected_topics(filters: FlowFilters, source_topics: Iterable[str]) -> list[tuple[str, str]]:
+    """(source topic, remote topic) of each source topic the flow replicates, sorted."""
+    return sorted((t, filters.remote_topic(t)) for t in source_topics if skip_reason(filters, t) is None)
+
+
 def syncable(entry: Entry, filters: FlowFilters) -> bool:
     """MM2 targetConfig's entry test, minus the default check: not read-only, not sensitive,
     not a static broker setting, not excluded by config.properties.exclude."""
@@ -311,9 +316,7 @@ class TopicSync:
     # -- the two concerns -------------------------------------------------------------------------
     def sync_topics(self, report: SyncReport, dry_run: bool) -> None:
         src_parts, tgt_parts = self.partitions(self.source), self.partitions(self.target)
-        report.topics = sorted(
-            (t, self.filters.remote_topic(t)) for t in src_parts if skip_reason(self.filters, t) is None
-        )
+        report.topics = selected_topics(self.filters, src_parts)
         state = TopicPlanInput(src_parts, tgt_parts)
         missing = [
             t

@@ -8,6 +8,7 @@ each client-switch step a failover or failback ran: ops.dr.client_switch) also a
 which door (cli, airflow, status-page), the reason, a one-line summary and the operation's key
 figures. Nothing replication does reads it, so its retention (a year, and a size bound, see
 state.state_topics) can only shorten the story people read, never change what is copied.
+The promotion of a read-only mirror at a failover (metadata.read_only) appends a `promote` line.
 Format: docs/state.md.
 """
 
@@ -25,7 +26,7 @@ from mirrorflow.state.names import history_topic
 from mirrorflow.state.state_writer import write_acknowledged
 
 FORMAT_VERSION = 1
-KINDS = ("pause", "resume", "stop", "failover", "failback", "takeover", "reseed", "drill", "client-switch")
+KINDS = ("pause", "resume", "stop", "failover", "failback", "takeover", "reseed", "drill", "promote", "client-switch")
 MAX_TEXT = 2000  # characters of a reason or summary kept (a record stays far below the message size)
 
 

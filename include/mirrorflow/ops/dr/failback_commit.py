@@ -2,7 +2,9 @@
 plan was built from (the target up to the same ends) and writes nothing when any of it moved
 (`PlanMovedError`); else exactly the plan's seeds (the reverse flow's ledger and inverse offset map),
 the reverse flow set running, the failback record (its plan, who approved it, what was lost and
-accepted, the split brain counted up to now) and the operations history's line."""
+accepted, the split brain counted up to now) and the operations history's line. With
+`mirror.read.only`, the side that becomes the mirror is made read-only first (metadata.read_only:
+the DENY WRITE for User:* on the reverse flow's remote topics there, before anything else is written)."""
 
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ from typing import Any
 from mirrorflow.clients import FlowClients
 from mirrorflow.config import Config, FlowConfig
 from mirrorflow.errors import ConfigError, StateError
+from mirrorflow.metadata.read_only import deny_or_raise, is_read_only
 from mirrorflow.ops.dr.failback_plan import FailbackPlan, divergence_dict, loss_dict, plan_moves, seed_dict
 from mirrorflow.ops.dr.failback_preflight import (
     already_done,
@@ -73,6 +76,8 @@ def commit_failback(
                     + (f"; and {len(moved) - 20} more" if len(moved) > 20 else "")
                     + ". Run the preflight again and approve the new plan."
                 )
+            if is_read_only(rev):  # the mirror first (checked, then denied): never writable once copied into
+                report.read_only = deny_or_raise(rc, f"failback of {flow.name}")
             # the split brain, counted up to the source's end now: records it accepted while the approval waited
             report.split_since_plan = sum(d.records for d in now.split_brain) - sum(d.records for d in plan.split_brain)
             report.show(now)
@@ -130,6 +135,8 @@ def _started(
     }
     if plan.losses:
         figures["lost (accepted)"] = sum(max(x.offsets, 0) for x in plan.losses)
+    if report.read_only is not None:
+        figures["made read-only"] = len(report.read_only)
     record_operation(
         rc,
         "failback",

@@ -10,6 +10,7 @@ from typing import Any
 from mirrorflow.clients import FlowClients
 from mirrorflow.config import Config, FlowConfig
 from mirrorflow.errors import ConfigError, StateError
+from mirrorflow.metadata.read_only import PROPERTY, check_target, is_read_only
 from mirrorflow.mm2.filters import FlowFilters
 from mirrorflow.ops.dr.failback_divergence import read_divergence
 from mirrorflow.ops.dr.failback_plan import FailbackPlan, Inverse, Key, divergence_from, seed_from
@@ -53,6 +54,16 @@ def checked_reverse(cfg: Config, flow: FlowConfig, reseed: bool) -> FlowConfig:
                 )
             ]
         )
+    if is_read_only(flow) != is_read_only(rev):
+        raise ConfigError(
+            [
+                (
+                    f"flows.{rev.name}.{PROPERTY}",
+                    f"the reverse flow must set {PROPERTY} as {flow.name} does ({str(is_read_only(flow)).lower()}): "
+                    f"the failback makes {flow.source!r} the mirror, and it is read-only exactly when {rev.name} is",
+                )
+            ]
+        )
     if not reseed and not flow.props["exactly.once"]:
         raise ConfigError(
             [
@@ -86,6 +97,7 @@ def plan_failback(
         if already_done(rc, report):
             return report
         require_stopped(fc, rev.name)
+        check_target(rc, probe=True)  # mirror.read.only: the side that becomes the mirror can carry the DENY
         report.show(build_plan(fc, rc, record, reseed, accept_loss)[0])
     return report
 

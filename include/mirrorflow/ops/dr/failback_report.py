@@ -42,6 +42,7 @@ class FailbackReport(Report):
     approved_by: str | None = None
     split_since_plan: int = 0  # split-brain records the source accepted between the plan and the start
     split_by: str = "offsets"  # how the split brain was told from the divergence
+    read_only: list[str] | None = None  # mirror.read.only: the remote topics the start made read-only (new DENYs)
     switch_steps: list[str] = field(default_factory=list)  # the client-switch steps approved with the plan
     switch: SwitchReport | None = None  # what they did after the start (a dry run: what they would do)
 
@@ -87,6 +88,8 @@ class FailbackReport(Report):
             out.append(f"  plan: {self.plan.id}" + (f", approved by {self.approved_by}" if self.approved_by else ""))
         if self.failover_at:
             out.append(f"  failed over at {iso(self.failover_at)}")
+        if self.read_only is not None:
+            out.append(f"  made read-only (mirror.read.only): {len(self.read_only)} remote topic(s) of {self.reverse}")
         how = (
             "IdentityReplicationPolicy: the reverse flow copies every record on the target that the flow "
             "did not write (its offset map), and maps the others back"
@@ -188,6 +191,7 @@ class FailbackReport(Report):
             "split_brain": [divergence_dict(d) for d in self.split_brain],
             "seeds": [seed_dict(s) for s in self.seeds],
             "losses": [loss_dict(x) for x in self.losses],
+            "read_only": self.read_only,
             "client_switch_steps": self.switch_steps,
             "client_switch": self.switch.to_dict() if self.switch else None,
         }

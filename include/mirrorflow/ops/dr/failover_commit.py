@@ -1,7 +1,8 @@
 """A failover's commit (`commit_failover(plan)`): under the flow's lease (taken over when the plan
 says so), re-reads what the plan was built from and commits nothing when any of it moved
 (`PlanMovedError`); else exactly the plan's offsets (never backwards, never a group with active
-members), the flow stopped, the failover record and the operations history's line written."""
+members), the flow stopped, the failover record and the operations history's line written; a read-only
+mirror promoted (metadata.read_only: its DENY lifted, a `promote` line in the history)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from mirrorflow.clients import FlowClients
 from mirrorflow.config import Config, FlowConfig
 from mirrorflow.errors import ConfigError, DeploymentConflictError, LeaseError, MirrorflowError, StateError
 from mirrorflow.groups.offset_sync import commit_group_plans
+from mirrorflow.metadata.read_only import promote
 from mirrorflow.ops.dr.failover_plan import FailoverPlan, PlanMovedError, plan_moves
 from mirrorflow.ops.dr.failover_preflight import build_plan, group_pattern
 from mirrorflow.ops.dr.failover_record import done_note, failed_over, last_copies, moved_groups, record_id
@@ -45,6 +47,7 @@ def commit_failover(
         done = failed_over(clients)
         if plan.moves_after is None and done is not None:
             report.note = done_note(clients, done)
+            report.promoted = promote(clients, approved_by, via)  # what an interrupted commit left
             return report
         if plan.moves_after is not None and (done is None or record_id(done) != plan.moves_after):
             raise PlanMovedError(
@@ -126,6 +129,7 @@ def _commit(clients: FlowClients, report: FailoverReport, plan: FailoverPlan, no
         _record(clients, report, plan, via)
     except StateError as exc:
         raise StateError(f"flow {flow.name} was failed over (plan {plan.id}), but {exc}") from None
+    report.promoted = promote(clients, str(report.approved_by), via)
 
 
 def _commit_after(clients: FlowClients, report: FailoverReport, plan: FailoverPlan, via: str) -> None:

@@ -19,6 +19,7 @@ from mirrorflow.errors import ConfigError, MirrorflowError, StateError
 from mirrorflow.groups.checkpoint import CheckpointStore
 from mirrorflow.groups.offset_sync import sync_group_offsets
 from mirrorflow.kafka.topic_admin import list_offsets
+from mirrorflow.metadata.read_only import check_target, promote
 from mirrorflow.mm2.filters import FlowFilters
 from mirrorflow.ops.dr.failover_drain import drain_flow
 from mirrorflow.ops.dr.failover_plan import FailoverPlan, PartitionRPO
@@ -66,8 +67,11 @@ def plan_failover(
     with FlowClients(cfg, flow) as clients:
         done = failed_over(clients)
         if done is not None:
+            if not dry_run:  # mirror.read.only: finish a promotion an interrupted commit left
+                report.promoted = promote(clients, whoami(), via)
             _plan_after(clients, report, done, groups, pattern)
             return report
+        check_target(clients, probe=False)  # mirror.read.only: the commit must be able to lift the DENY
         report.take_over = held_by(clients, take_over, dry_run)
         if take_over and draining:  # the drain's runs need the flow: take it over now
             lease, report.take_over = take_over_flow(clients, whoami(), via, "planned failover's drain")

@@ -39,6 +39,7 @@ class FailoverReport(Report):
     plan: FailoverPlan | None = None
     verify: VerifyReport | None = None  # planned mode: the target checked against the source
     committed: dict[str, int] = field(default_factory=dict)  # group -> partitions committed
+    promoted: list[str] | None = None  # mirror.read.only: the remote topics whose DENY the commit lifted
     approved_by: str | None = None
     done: bool = False  # the groups were committed and the flow stopped
     note: str | None = None  # why nothing was done (already failed over, not confirmed, dry run)
@@ -87,6 +88,9 @@ class FailoverReport(Report):
             out.append(f"  plan: {self.plan.id}" + (f", approved by {self.approved_by}" if self.approved_by else ""))
         if self.take_over:
             out.append(f"  take-over: {self.take_over}")
+        if self.promoted is not None:
+            shown = ", ".join(self.promoted[:10]) + (", ..." if len(self.promoted) > 10 else "")
+            out.append(f"  read-only mirror promoted: writes allowed on {len(self.promoted)} remote topic(s) {shown}")
         out += [f"  drain: {d}" for d in self.drain]
         if self.source_error:
             out.append(f"  source: {self.source_error} (offsets not replicated: unknown)")
@@ -178,6 +182,7 @@ class FailoverReport(Report):
             "blocked": self.plan.blocked if self.plan else None,
             "approved_by": self.approved_by,
             "take_over": self.take_over,
+            "promoted": self.promoted,
             "source_error": self.source_error,
             "drain": self.drain,
             "not_replicated": self.not_replicated,
