@@ -45,6 +45,7 @@ from mirrorflow_dev.cluster import DevClusters  # noqa: E402
 from mirrorflow_dev.dev_cluster import DevCluster  # noqa: E402
 from tests.connect_support import connect_server  # noqa: E402,F401 - one Spark Connect server per session
 from tests.postgres_support import airflow_postgres, postgres_server  # noqa: E402,F401 - Airflow's database
+from tests.registry_support import registries  # noqa: E402,F401 - schema registries (Apicurio), started lazily
 
 
 class ClusterPool:

@@ -13,7 +13,7 @@ import mirrorflow
 
 PKG = Path(mirrorflow.__file__).parent
 BELOW_OPS = {"errors", "process", "reporting", "kafka", "mm2", "config", "clients", "state", "replication", "metadata",
-             "groups"}
+             "groups", "schemas"}
 # the rooms of ops (ops/<room>/): each its own layer; the modules directly in ops/ sit above them
 ROOMS = {"ops.acls", "ops.verify", "ops.observe", "ops.dr"}
 ROOT = PKG.parents[1]
@@ -32,6 +32,7 @@ ALLOWED: dict[str, set[str]] = {
     "replication": {"errors", "process", "reporting", "kafka", "mm2", "config", "clients", "state"},
     "metadata": {"errors", "reporting", "kafka", "mm2", "config", "clients", "state"},
     "groups": {"errors", "reporting", "kafka", "mm2", "config", "clients", "state"},
+    "schemas": {"errors", "reporting", "kafka", "mm2", "config", "clients", "state"},
     "ops.acls": BELOW_OPS,
     "ops.verify": BELOW_OPS,
     "ops.observe": BELOW_OPS,

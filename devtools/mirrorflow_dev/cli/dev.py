@@ -1,6 +1,7 @@
-"""`mirrorflow dev up|status|down|restart|spark`: local development clusters (real Apache Kafka, KRaft)
-and a local Spark Connect server. Registered with the product's CLI through the `mirrorflow.commands`
-entry point group (devtools/pyproject.toml): the product never imports this package."""
+"""`mirrorflow dev up|status|down|restart|spark|registry`: local development clusters (real Apache Kafka,
+KRaft), a local Spark Connect server and local schema registries (Apicurio). Registered with the product's
+CLI through the `mirrorflow.commands` entry point group (devtools/pyproject.toml): the product never imports
+this package."""
 
 from __future__ import annotations
 
@@ -45,6 +46,59 @@ def _dev_args(p: argparse.ArgumentParser) -> None:
     rs.add_argument("--hard", action="store_true", help="SIGKILL (a crash) instead of SIGTERM (a clean shutdown)")
     rs.add_argument("--down", type=float, default=0.0, metavar="SECONDS", help="stay down this long (default 0)")
     _spark_args(sub)
+    _registry_args(sub)
+
+
+def _registry_args(sub: argparse._SubParsersAction) -> None:
+    rp = sub.add_parser(
+        "registry", help="local schema registries (Apicurio Registry 3.3.3, in memory), one per cluster"
+    )
+    rs = rp.add_subparsers(dest="registry_cmd", required=True)
+    up = rs.add_parser("up", help="start one beside each local cluster on 127.0.0.1 (fetched once from Maven Central)")
+    up.add_argument("--clusters", help="comma-separated aliases (default: the clusters in the config)")
+    st = rs.add_parser("status", help="show them")
+    st.add_argument("--json", action="store_true")
+    rs.add_parser("down", help="stop them")
+
+
+def _dev_registry(args: argparse.Namespace) -> int:
+    from mirrorflow_dev.registry import DevRegistries
+
+    regs = DevRegistries()
+    if args.registry_cmd == "up":
+        path = config_mod.config_path(args.config)
+        cfg = config_mod.load(path) if path.exists() else None
+        aliases = split_list(args.clusters) or (list(cfg.clusters) if cfg else ["A", "B"])
+        wanted = dev_registry_ports(cfg)
+        for r in regs.up(aliases, ports=wanted).values():
+            print(f"{r.alias}: schema.registry.url: {r.confluent_url}  (Apicurio {r.url})  pid {r.pid}  log {r.log}")
+        return 0
+    if args.registry_cmd == "status":
+        status = regs.status()
+        if args.json:
+            print_json(status)
+        elif not status:
+            print("no local schema registries (start them with `mirrorflow dev registry up`)")
+        else:
+            for s in status.values():
+                state = "running" if s["running"] else "STOPPED"
+                print(f"{s['alias']}: schema.registry.url: {s['schema.registry.url']}  {state}  pid {s['pid']}")
+        return 0
+    stopped = regs.down()
+    print("stopped: " + (", ".join(f"{a}'s registry" for a in stopped) if stopped else "nothing was running"))
+    return 0
+
+
+def dev_registry_ports(cfg: config_mod.Config | None) -> dict[str, int]:
+    """Local registries take the port of their cluster's `schema.registry.url` when it is on this machine."""
+    from urllib.parse import urlsplit
+
+    ports: dict[str, int] = {}
+    for alias, cl in cfg.clusters.items() if cfg else []:
+        url = urlsplit(cl.registry.get("schema.registry.url", "").split(",")[0])
+        if url.hostname in ("127.0.0.1", "localhost") and url.port:
+            ports[alias] = url.port
+    return ports
 
 
 def _spark_args(sub: argparse._SubParsersAction) -> None:
@@ -159,6 +213,8 @@ def _dev(args: argparse.Namespace) -> int:
         return 0
     if args.dev_cmd == "spark":
         return _dev_spark(args)
+    if args.dev_cmd == "registry":
+        return _dev_registry(args)
     if args.dev_cmd == "restart":
         c = dev.restart(args.alias, hard=args.hard, down_s=args.down)
         how = "killed (SIGKILL)" if args.hard else "stopped (SIGTERM)"

@@ -34,6 +34,7 @@ COMMAND_MODULES = (
     "drill",
     "acls",
     "sync",
+    "schemas",
     "replicate",
     "reseed",
     "takeover",

@@ -14,6 +14,8 @@ from mirrorflow.config.model import FLOW_NAME_RE, ClusterConfig, Config, FlowCon
 from mirrorflow.config.overrides import PREFIXES as CLIENT_PREFIXES
 from mirrorflow.config.overrides import problem as override_problem
 from mirrorflow.config.properties import FLOW_PROPERTIES, REFUSED, did_you_mean
+from mirrorflow.config.registry_settings import URL, is_registry_key
+from mirrorflow.config.registry_settings import problem as registry_problem
 from mirrorflow.errors import ConfigError
 from mirrorflow.mm2.filters import compile_list
 
@@ -101,14 +103,21 @@ def _clusters(section: dict[str, Any]) -> tuple[dict[str, ClusterConfig], list[t
             problems.append((f"clusters.{alias}", "must be a mapping of client settings"))
             continue
         conn_id = body.get("airflow.conn.id")
-        client = {str(k): str(v) for k, v in body.items() if k != "airflow.conn.id"}
+        client = {str(k): str(v) for k, v in body.items() if k != "airflow.conn.id" and not is_registry_key(str(k))}
+        registry = {str(k): str(v) for k, v in body.items() if is_registry_key(str(k))}
+        for key, value in registry.items():
+            why = registry_problem(key, value)
+            if why:
+                problems.append((f"clusters.{alias}.{key}", why))
+        if registry and URL not in registry:
+            problems.append((f"clusters.{alias}.{URL}", "missing: the registry settings need the registry's URL"))
         for key, value in client.items():
             problem = librdkafka_problem(key, value)
             if problem:
                 problems.append((f"clusters.{alias}.{key}", problem))
         if not client.get("bootstrap.servers") and not conn_id:
             problems.append((f"clusters.{alias}.bootstrap.servers", "missing (or set airflow.conn.id)"))
-        clusters[alias] = ClusterConfig(alias, client, str(conn_id) if conn_id else None)
+        clusters[alias] = ClusterConfig(alias, client, str(conn_id) if conn_id else None, registry)
     return clusters, problems
 
 

@@ -10,6 +10,7 @@ from typing import Any
 from mirrorflow.config.overrides import Kind, Side
 from mirrorflow.config.overrides import scoped as scoped_overrides
 from mirrorflow.config.properties import FLOW_PROPERTIES, did_you_mean
+from mirrorflow.config.registry_settings import is_registry_key
 from mirrorflow.config.secrets import connection_settings, redact, resolve_env
 from mirrorflow.errors import ConfigError
 
@@ -23,6 +24,7 @@ class ClusterConfig:
     alias: str
     client: dict[str, str]
     airflow_conn_id: str | None = None
+    registry: dict[str, str] = field(default_factory=dict)  # its schema registry (config.registry_settings)
 
     @property
     def bootstrap_servers(self) -> str:
@@ -31,14 +33,31 @@ class ClusterConfig:
     def client_config(self) -> dict[str, str]:
         """librdkafka settings with secrets resolved. Never log the result: use `redacted()`."""
         conf: dict[str, str] = {}
-        if self.airflow_conn_id:
-            conf.update(connection_settings(self.alias, self.airflow_conn_id))
+        if self.airflow_conn_id:  # a connection's extra may name the registry too: not for Kafka clients
+            conf.update(
+                {
+                    k: v
+                    for k, v in connection_settings(self.alias, self.airflow_conn_id).items()
+                    if not is_registry_key(k)
+                }
+            )
         for key, value in self.client.items():
             conf[key] = resolve_env(value, f"clusters.{self.alias}.{key}")
         return conf
 
     def redacted(self) -> dict[str, str]:
         return redact(self.client)
+
+    def registry_config(self) -> dict[str, str]:
+        """The schema registry's settings with secrets resolved ({} without a registry): the cluster's
+        Airflow connection's registry keys (its extra), then the config's. Never log the result."""
+        conf: dict[str, str] = {}
+        if self.airflow_conn_id:
+            conf.update(
+                {k: v for k, v in connection_settings(self.alias, self.airflow_conn_id).items() if is_registry_key(k)}
+            )
+        conf.update({k: resolve_env(v, f"clusters.{self.alias}.{k}") for k, v in self.registry.items()})
+        return conf
 
 
 @dataclass(frozen=True)

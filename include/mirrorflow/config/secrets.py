@@ -19,7 +19,7 @@ from typing import Any
 from mirrorflow.errors import ConfigError
 
 ENV_REF_RE = re.compile(r"\$\{env:([A-Za-z_][A-Za-z0-9_]*)\}")
-SECRET_KEY_RE = re.compile(r"(password|secret|jaas|token|key\.pem|\.key$|credentials)", re.I)
+SECRET_KEY_RE = re.compile(r"(password|secret|jaas|token|key\.pem|\.key$|credentials|user\.info)", re.I)
 PROVIDER_GROUP = "mirrorflow.connection_providers"
 
 # A provider maps a connection id to librdkafka settings; it raises LookupError when it has none.

@@ -26,7 +26,19 @@ from mirrorflow.state.names import history_topic
 from mirrorflow.state.state_writer import write_acknowledged
 
 FORMAT_VERSION = 1
-KINDS = ("pause", "resume", "stop", "failover", "failback", "takeover", "reseed", "drill", "promote", "client-switch")
+KINDS = (
+    "pause",
+    "resume",
+    "stop",
+    "failover",
+    "failback",
+    "takeover",
+    "reseed",
+    "drill",
+    "promote",
+    "client-switch",
+    "schemas",
+)
 MAX_TEXT = 2000  # characters of a reason or summary kept (a record stays far below the message size)
 
 
