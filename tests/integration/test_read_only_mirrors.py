@@ -29,6 +29,7 @@ from mirrorflow.errors import ConfigError
 from mirrorflow.metadata.sync import sync_flow
 from mirrorflow.ops.observe.status_page import flow_page
 from mirrorflow.replication.runner import run_once
+from tests.integration.test_acl_sync import acls_on, add_acls
 from tests.integration.test_acls_after_failover import write_as
 from tests.integration.test_acls_cmd import conf_for
 from tests.integration.test_replicate import cli, records
@@ -45,15 +46,6 @@ def binding(restype, name, pattern, principal, op, perm=AclPermissionType.ALLOW)
     return AclBinding(restype, name, pattern, principal, "*", op, perm)
 
 
-def deny_on(cluster, topic: str) -> list[tuple[str, str, str, str, str]]:
-    """The DENY bindings on `topic` (literal) on `cluster`."""
-    flt = AclBindingFilter(ResourceType.TOPIC, topic, ResourcePatternType.LITERAL, None, None, AclOperation.ANY,
-                           AclPermissionType.DENY)
-    a = AdminClient(cluster.client_config())
-    return sorted((b.principal, b.host, b.operation.name, b.permission_type.name, b.resource_pattern_type.name)
-                  for b in a.describe_acls(flt).result(15))
-
-
 def probes_left(cluster) -> list[str]:
     a = AdminClient(cluster.client_config())
     return [b.name for b in a.describe_acls(ANY).result(15) if b.name.startswith("__mirrorflow_probe_")]
@@ -64,12 +56,6 @@ def drop(cluster, bindings) -> None:
     flts = [AclBindingFilter(b.restype, b.name, b.resource_pattern_type, b.principal, b.host, b.operation,
                              b.permission_type) for b in bindings]
     for f in a.delete_acls(flts).values():
-        f.result(15)
-
-
-def grant(cluster, bindings) -> None:
-    a = AdminClient(cluster.client_config())
-    for f in a.create_acls(bindings).values():
         f.result(15)
 
 
@@ -91,8 +77,8 @@ def test_a_read_only_mirror_refuses_applications_until_the_failover_promotes_it(
     alice = [binding(ResourceType.TOPIC, f"{pfx}.", ResourcePatternType.PREFIXED, "User:alice", op)
              for op in (AclOperation.WRITE, AclOperation.DESCRIBE)]
     create_topic(sasl_cluster, topic, 2)
-    grant(sasl_cluster, alice)
-    grant(sasl_target, alice)
+    add_acls(sasl_cluster, alice)
+    add_acls(sasl_target, alice)
     try:
         assert "OK (2 clusters, 2 flows" in cli(cfg, "config", "validate").stdout  # admin: a super user
         assert probes_left(sasl_target) == [] and probes_left(sasl_cluster) == []
@@ -101,12 +87,12 @@ def test_a_read_only_mirror_refuses_applications_until_the_failover_promotes_it(
         dry = sync_flow(cfg, fwd, dry_run=True)
         assert [(c.kind, c.resource, c.status) for c in dry.changes if c.concern == "acls"] == [
             ("deny-write", topic, "planned")]
-        assert deny_on(sasl_target, topic) == []  # the dry run created nothing
+        assert acls_on(sasl_target, topic) == []  # the dry run created nothing
         report = sync_flow(cfg, fwd)
         assert report.ok, report.render()
         assert report.counts()["writes_denied"] == 1 and report.counts()["topics_created"] == 1
         assert "1 remote topic made read-only" in report.headline()
-        assert deny_on(sasl_target, topic) == [("User:*", "*", "WRITE", "DENY", "LITERAL")]
+        assert acls_on(sasl_target, topic) == [("User:*", "*", "WRITE", "DENY", "LITERAL")]
         assert sync_flow(cfg, fwd).counts()["writes_denied"] == 0  # in place: nothing to add
 
         produce(sasl_cluster, topic, records(40, 2, seed="onS"))
@@ -116,15 +102,15 @@ def test_a_read_only_mirror_refuses_applications_until_the_failover_promotes_it(
 
         out = json.loads(cli(cfg, "failover", "--flow", "RS->RT", "--yes", "--json").stdout)
         assert out["done"] is True and out["promoted"] == [topic], out
-        assert deny_on(sasl_target, topic) == []
+        assert acls_on(sasl_target, topic) == []
         write_as(sasl_target, "alice", topic)  # promoted: alice writes T now
         # alice's record on T, beside the copy of the one she wrote on S
         assert sum(r.value == b"after the failover" for r in consume_all(sasl_target, topic)) == 2
         # the promotion, in the history and on the status page
         ops = json.loads(cli(cfg, "history", "--flow", "RS->RT", "--json").stdout)
         assert [o["kind"] for o in ops][-2:] == ["failover", "promote"], ops
-        assert ops[-1]["summary"] == (f"read-only mirror promoted: the DENY WRITE for User:* lifted from 1 remote "
-                                      f"topic(s) on 'RT'; applications may write them") and ops[-1]["figures"] == {
+        assert ops[-1]["summary"] == ("read-only mirror promoted: the DENY WRITE for User:* lifted from 1 remote "
+                                      "topic(s) on 'RT'; applications may write them") and ops[-1]["figures"] == {
             "topics": 1}
         assert [o.kind for o in flow_page(cfg, fwd).operations][-1] == "promote"
         again = json.loads(cli(cfg, "failover", "--flow", "RS->RT", "--yes", "--json").stdout)
@@ -133,7 +119,7 @@ def test_a_read_only_mirror_refuses_applications_until_the_failover_promotes_it(
         # the failback: S becomes the mirror of RT->RS, read-only before the reverse flow copies into it
         fb = json.loads(cli(cfg, "failback", "--flow", "RS->RT", "--yes", "--json").stdout)
         assert fb["done"] is True and fb["read_only"] == [topic], fb
-        assert deny_on(sasl_cluster, topic) == [("User:*", "*", "WRITE", "DENY", "LITERAL")]
+        assert acls_on(sasl_cluster, topic) == [("User:*", "*", "WRITE", "DENY", "LITERAL")]
         with pytest.raises(RuntimeError, match=REFUSED):
             write_as(sasl_cluster, "alice", topic)
         fb_ops = json.loads(cli(cfg, "history", "--flow", "RT->RS", "--json").stdout)
@@ -177,7 +163,7 @@ def test_a_target_that_cannot_keep_a_mirror_read_only_is_refused_before_anything
     # alice may alter ACLs now, but is no super user: the DENY would refuse her copies too
     alter = [binding(ResourceType.BROKER, "kafka-cluster", ResourcePatternType.LITERAL, "User:alice", op)
              for op in (AclOperation.ALTER, AclOperation.DESCRIBE)]
-    grant(sasl_target, alter)
+    add_acls(sasl_target, alter)
     try:
         proc = cli(cfg, "config", "validate", check=False)
         assert proc.returncode == 2, proc.stderr
@@ -186,7 +172,7 @@ def test_a_target_that_cannot_keep_a_mirror_read_only_is_refused_before_anything
         assert "NS->PLAIN" in proc.stderr
         with pytest.raises(ConfigError, match="is not a super user of that cluster"):
             sync_flow(cfg, "NS->ALICE", ["topics", "acls"])
-        assert deny_on(sasl_target, f"NS.{topic}") == []
+        assert acls_on(sasl_target, f"NS.{topic}") == []
         assert f"NS.{topic}" not in AdminClient(sasl_target.client_config()).list_topics(timeout=10).topics
         assert probes_left(sasl_target) == []  # the probe's binding is gone again
     finally:

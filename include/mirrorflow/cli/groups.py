@@ -86,6 +86,10 @@ def _translate(args: argparse.Namespace) -> int:
                 [("--from-checkpoints", "only with --group: --offsets reads the offset map on the target already")]
             )
         report = translate_offsets(cfg, flow, args.offsets)
+        from mirrorflow.groups.translation import record_translation
+        from mirrorflow.state.lease import whoami
+
+        record_translation(cfg, flow, report, whoami(), "cli")
     elif args.from_checkpoints:
         offsets = mirror_client(cfg, flow.target).translate_offsets(flow.source, args.group)
         if not offsets:

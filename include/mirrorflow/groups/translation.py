@@ -412,3 +412,24 @@ class OffsetsTranslation(Report):
             "starting_offsets": self.starting_offsets(),
             "partitions": partitions,
         }
+
+
+def record_translation(cfg: Config, flow: FlowConfig, report: OffsetsTranslation, by: str, via: str) -> None:
+    """A `translate` line in the flow's operations history (state.history), what the status page shows
+    of a translation of positions kept outside groups: who asked, through which door, how many
+    partitions and their statuses. StateError when the target does not take it."""
+    from mirrorflow.state.history import record_operation
+
+    counts: dict[str, int] = {}
+    for r in report.rows:
+        counts[r.status] = counts.get(r.status, 0) + 1
+    with FlowClients(cfg, flow) as clients:
+        record_operation(
+            clients,
+            "translate",
+            by,
+            via=via,
+            summary=f"offsets outside consumer groups translated for startingOffsets on {report.target!r}: "
+            + ", ".join(f"{n} {status}" for status, n in sorted(counts.items())),
+            figures={"partitions": len(report.rows), **counts},
+        )

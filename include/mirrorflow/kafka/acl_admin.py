@@ -16,6 +16,7 @@ import uuid
 from collections.abc import Iterable
 from concurrent.futures import Future
 from dataclasses import dataclass
+from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, TopicCollection
 from confluent_kafka import admin as ck
@@ -65,9 +66,9 @@ def _restype(name: str) -> ck.ResourceType:
     return ck.ResourceType.BROKER if name == "CLUSTER" else ck.ResourceType[name]
 
 
-def to_kafka(acl: AclBinding) -> ck.AclBinding:
-    """The binding as confluent-kafka's type."""
-    return ck.AclBinding(
+def _fields(acl: AclBinding) -> tuple[Any, ...]:
+    """The binding's fields as confluent-kafka's binding and filter types take them."""
+    return (
         _restype(acl.resource),
         acl.name,
         ck.ResourcePatternType[acl.pattern],
@@ -76,6 +77,11 @@ def to_kafka(acl: AclBinding) -> ck.AclBinding:
         ck.AclOperation[acl.operation],
         ck.AclPermissionType[acl.permission],
     )
+
+
+def to_kafka(acl: AclBinding) -> ck.AclBinding:
+    """The binding as confluent-kafka's type."""
+    return ck.AclBinding(*_fields(acl))
 
 
 def _from_kafka(b: ck.AclBinding) -> AclBinding:
@@ -146,18 +152,7 @@ def delete_acls(admin: ck.AdminClient, acls: Iterable[AclBinding], timeout: floa
     """Delete exactly these bindings (one request; a binding that is not there is no error): the
     ones the cluster deleted. The client's KafkaException when a deletion is refused."""
     found: list[AclBinding] = []
-    filters = [
-        ck.AclBindingFilter(
-            _restype(a.resource),
-            a.name,
-            ck.ResourcePatternType[a.pattern],
-            a.principal,
-            a.host,
-            ck.AclOperation[a.operation],
-            ck.AclPermissionType[a.permission],
-        )
-        for a in acls
-    ]
+    filters = [ck.AclBindingFilter(*_fields(a)) for a in acls]
     if not filters:
         return found
     for fut in admin.delete_acls(filters, request_timeout=timeout).values():

@@ -37,6 +37,7 @@ KINDS = (
     "drill",
     "promote",
     "client-switch",
+    "translate",
     "schemas",
 )
 MAX_TEXT = 2000  # characters of a reason or summary kept (a record stays far below the message size)
