@@ -47,6 +47,7 @@ BAD = {
     "mirrorflow_takeover__A-B": [{"mm2_quiet_seconds": -1}, {"dry_run": "no"}],
     "mirrorflow_backfill__A-B": [{"topics": "a)"}, {"from": "yesterday"}],
     "mirrorflow_drill__A-B": [{"groups": "(("}, {"shadow_suffix": ""}],
+    "mirrorflow_translate__A-B": [{"offsets": {}}, {"offsets": "orders"}],
 }
 
 
@@ -78,6 +79,10 @@ def test_every_form_submits_with_its_defaults(bag):
         params = dags.get_dag(dag_id).params
         if dag_id == "mirrorflow_reseed__A-B":  # its topic is required on purpose
             with pytest.raises(ParamValidationError, match="should be non-empty"):
+                params.validate()
+            continue
+        if dag_id == "mirrorflow_translate__A-B":  # the offsets to translate are required on purpose
+            with pytest.raises(ParamValidationError, match="offsets"):
                 params.validate()
             continue
         if dag_id == "mirrorflow_failback__A-B":  # this config has no B->A: the form says so, no run can be made

@@ -2,8 +2,9 @@
 
 Where a consumer that keeps its positions outside consumer groups (Spark Structured Streaming, Flink,
 an `assign()` consumer) resumes on the target after a failover -- the same core function as
-`mirrorflow translate --flow A->B --offsets JSON` (mirrorflow.groups.translation.translate_offsets):
-the Param `offsets` is Spark's `startingOffsets` form keyed by the SOURCE topic
+`mirrorflow translate --flow A->B --offsets JSON` (mirrorflow.groups.translation.translate_offsets).
+
+Param (`offsets`, required): Spark's `startingOffsets` form keyed by the SOURCE topic
 (`{"orders": {"0": 42, "1": 17}}`, e.g. the last line of a Spark checkpoint's `offsets/<batchId>`);
 the task's log and its XCom `starting_offsets` give the same form keyed by the target topic, for
 `startingOffsets` on the target, with each partition's status (exact, or an earlier position:
