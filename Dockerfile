@@ -12,4 +12,5 @@ COPY --chown=airflow:root include /opt/mirrorflow/include
 COPY --chown=airflow:root spark_jobs /opt/mirrorflow/spark_jobs
 RUN pip install --no-cache-dir -r /opt/mirrorflow/requirements.txt \
  && pip install --no-cache-dir --no-deps --force-reinstall "$(grep -E '^pyspark==' /opt/mirrorflow/requirements.txt)" \
- && pip install --no-cache-dir --no-deps -e /opt/mirrorflow
+ && pip install --no-cache-dir --no-deps -e /opt/mirrorflow \
+ && rm -rf /opt/mirrorflow/include/mirrorflow.egg-info

@@ -32,9 +32,10 @@ CLUSTER_TRY_S = 5.0  # a broker's blip is ridden through in the task; a longer o
 TRIGGER_MARGIN_S = 300.0  # a trigger that never ran fails its task this long after its deadline
 
 
-def lease_owner(flow: FlowConfig, run_id: str, kind: str = "replicate") -> tuple[str, str]:
-    """(owner, who) of a DAG run's lease on its flow: shared by its plan, copy and report tasks."""
-    dag_id = flow_dag_id(kind, flow)
+def lease_owner(flow: FlowConfig, run_id: str, kind: str = "replicate", dag_id: str | None = None) -> tuple[str, str]:
+    """(owner, who) of a DAG run's lease on its flow: shared by its plan, copy and report tasks. `dag_id`:
+    the DAG of that run when it is not the flow's generated one (ReplicateOperator in a user's DAG)."""
+    dag_id = dag_id or flow_dag_id(kind, flow)
     return f"airflow:{dag_id}:{run_id}", f"Airflow DAG run {dag_id} / {run_id}"
 
 

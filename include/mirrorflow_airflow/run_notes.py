@@ -7,7 +7,7 @@ halves meet through one XCom:
 
 * in the task (`skip_task`): the flow state's reason and next step are pushed as the XCom
   `mirrorflow_run_note`, then the task ends skipped with its own message;
-* in the scheduler (`note_run`, called by the listener of plugins/mirrorflow_notes.py when a run
+* in the scheduler (`note_run`, called by the listener of mirrorflow_airflow/plugins/notes.py when a run
   ends): that XCom becomes the run's note, unless a person wrote one already. The DAG's grid marks
   the run as having a note and the run's page shows it (Markdown) above its tasks.
 """

@@ -61,7 +61,7 @@ def test_control_dag_stops_and_resumes_with_the_triggering_user(tmp_path, source
         st = flow_state(clients)
         assert (st.state, st.reason, st.by) == ("stopped", "maintenance of B", "dag_test")
     # a run of the stopped flow's replicate DAG: every task skipped ("success" in Airflow), and the run's
-    # note (written by plugins/mirrorflow_notes.py's listener when the run ends) says why and what next
+    # note (written by mirrorflow_airflow/plugins/notes.py's listener when the run ends) says why and what next
     replicate = DagBag(dag_folder=DAG_FILE.replace("control", "replicate")).get_dag(f"mirrorflow_replicate__{flow.id}")
     run = replicate.test(run_conf={"topics": None, "max_records_per_partition": None, "dry_run": False})
     assert run.state == "success" and {ti.state for ti in run.get_task_instances()} == {"skipped"}

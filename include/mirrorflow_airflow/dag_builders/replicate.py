@@ -105,14 +105,20 @@ def run_options(params: dict[str, Any] | None) -> RunOptions:
 
 
 def new_run(
-    flow_name: str, run_id: str, config_path: str | None, params: dict[str, Any] | None, interval_ms: Any
+    flow_name: str,
+    run_id: str,
+    config_path: str | None,
+    params: dict[str, Any] | None,
+    interval_ms: Any,
+    owner_dag_id: str | None = None,
 ) -> ReplicationRun:
     """The run of a DAG run: `once`, `continuous` (`@continuous`) or, for a run of `airflow backfill
-    create`, `interval` (the records of [interval_ms), not copied yet)."""
+    create`, `interval` (the records of [interval_ms), not copied yet). `owner_dag_id`: the DAG whose run
+    holds the lease, when not the flow's replicate DAG."""
     cfg, flow = MirrorflowHook(config_path).get_flow(flow_name)
     kind = "continuous" if is_continuous(flow) else "interval" if interval_ms is not None else "once"
     window = (When("time", interval_ms[0]), When("time", interval_ms[1])) if interval_ms is not None else None
-    owner, who = lease_owner(flow, run_id)
+    owner, who = lease_owner(flow, run_id, dag_id=owner_dag_id)
     return ReplicationRun(cfg, flow, kind, owner, who, run_options(params), run_id, window, log=log.info)
 
 
@@ -147,13 +153,17 @@ def replicate_task(
     params: dict[str, Any] | None = None,
     interval_ms: tuple[int, int] | None = None,
     outlet_events: Any = None,
+    copy_mode: str = "connect",
+    master: str | None = None,
+    owner_dag_id: str | None = None,
     **waited: Any,
 ) -> dict[str, Any]:
-    """The whole run in one task (spark.remote: the copy runs on the Spark Connect server)."""
-    run = new_run(flow_name, run_id, config_path, params, interval_ms)
+    """The whole run in one task: this DAG's with spark.remote (the copy runs on the Spark Connect
+    server); ReplicateOperator's in any copy mode (`submit`: spark-submit from the task, `inprocess`, `direct`)."""
+    run = new_run(flow_name, run_id, config_path, params, interval_ms, owner_dag_id)
     with FlowClients(run.cfg, run.flow) as clients:
         begin(run, clients, config_path, lease_wait_s(run), **waited)
-        rep = run.carry_out(clients, "connect", None, Scratch.for_task("replicate"))
+        rep = run.carry_out(clients, copy_mode, master, Scratch.for_task("replicate"))
     report_plan_lineage(run.handed, config_path)
     done = {**run.plan_summary(), **publish(run, rep, run.results, outlet_events)}
     if run.idle_wait_s():

@@ -21,27 +21,43 @@ APPROVAL_TIMEOUT_MINUTES = 60
 class PlanApproval(ApprovalOperator):
     """Approve the plan of the `preflight` task's XCom (`plan_id`). `what`: the operation ("failover");
     `unchanged`: what stays as it was when the plan is not approved ("nothing committed, the flow is
-    unchanged")."""
+    unchanged"). `preflight_task_id`: the task whose XCom holds the plan. The response timeout and who may
+    answer: the run's Params `approval_timeout_minutes` and `approvers` (the generated DAGs' form), else
+    `approval_timeout_minutes` and `approvers` given here (a user's own DAG), else 60 min and anyone."""
 
-    def __init__(self, *, what: str, unchanged: str, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        *,
+        what: str,
+        unchanged: str,
+        preflight_task_id: str = "preflight",
+        approval_timeout_minutes: float | None = None,
+        approvers: str | None = None,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(**kwargs)
         self.what = what
         self.unchanged = unchanged
+        self.preflight_task_id = preflight_task_id
+        self.approval_timeout_minutes = approval_timeout_minutes
+        self.approvers = approvers
+
+    def _minutes(self, context: Any) -> float:
+        given = context["params"].get("approval_timeout_minutes") or self.approval_timeout_minutes
+        return float(given or APPROVAL_TIMEOUT_MINUTES)
 
     def execute(self, context: Any) -> Any:
-        params = context["params"]
-        minutes = params.get("approval_timeout_minutes") or APPROVAL_TIMEOUT_MINUTES
-        self.response_timeout = timedelta(minutes=float(minutes))
-        users = [u.strip() for u in str(params.get("approvers") or "").split(",") if u.strip()]
+        self.response_timeout = timedelta(minutes=self._minutes(context))
+        approvers = context["params"].get("approvers") or self.approvers or ""
+        users = [u.strip() for u in str(approvers).split(",") if u.strip()]
         self.assigned_users = [{"id": u, "name": u} for u in users] or None
         return super().execute(context)
 
     def execute_complete(self, context: Any, event: dict[str, Any]) -> Any:
-        plan_id = context["ti"].xcom_pull(task_ids="preflight")["plan_id"]
+        plan_id = context["ti"].xcom_pull(task_ids=self.preflight_task_id)["plan_id"]
         if event.get("error_type") == "timeout":
-            minutes = context["params"].get("approval_timeout_minutes") or APPROVAL_TIMEOUT_MINUTES
             raise AirflowFailException(
-                f"{self.what} plan {plan_id}: no answer within {minutes} min: {self.unchanged} "
+                f"{self.what} plan {plan_id}: no answer within {self._minutes(context):g} min: {self.unchanged} "
                 "(trigger the DAG again for a new preflight)"
             )
         # HITLOperator's, not ApprovalOperator's: that one would mark the commit skipped on a Reject, and a

@@ -32,22 +32,9 @@ from pydantic import BaseModel
 
 from mirrorflow.ops.observe.status_page import PageCache
 from mirrorflow.state.names import dag_id
+from mirrorflow_airflow.generated_dags import KINDS
 
 CACHE_S = 5.0
-KINDS = (
-    "replicate",
-    "sync",
-    "checkpoint",
-    "heartbeat",
-    "verify",
-    "backfill",
-    "control",
-    "failover",
-    "failback",
-    "takeover",
-    "reseed",
-    "drill",
-)
 
 app = FastAPI(title="mirrorflow status")
 cache = PageCache(CACHE_S)

@@ -1,6 +1,6 @@
 """Each flow at a glance: per-partition progress and lag, read from the target's state topics.
 
-The status page (plugins/mirrorflow_status.py) and `mirrorflow status` show this. It reads only
+The status page (mirrorflow_airflow/plugins/status.py) and `mirrorflow status` show this. It reads only
 what replication itself wrote (the progress topic) plus the source's end offsets, so it is right
 even when the Airflow database is gone.
 """

@@ -1,0 +1,131 @@
+"""The failover of a flow as three steps of a user's DAG, bound as the generated failover DAG binds them
+(dag_builders/failover.py, whose task functions these run):
+
+    preflight = FailoverPreflightOperator(task_id="failover_preflight", flow="A->B", mode="planned")
+    approve = FailoverApprovalOperator(task_id="approve_failover", flow="A->B")
+    commit = FailoverCommitOperator(task_id="failover_commit", flow="A->B")
+    preflight >> approve >> commit
+
+The preflight makes the plan (planned: after the drain); the approval is Airflow's Required Actions page
+showing it (Reject or no answer fails the run, nothing committed); the commit commits exactly the approved
+plan, or fails naming what moved since. A dry run, or a flow already failed over with no group left to
+move, ends after the preflight: the approval and the commit are skipped.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from airflow.sdk import BaseOperator
+from airflow.sdk.exceptions import AirflowSkipException
+
+from mirrorflow_airflow.operators.approval import FailoverApproval
+from mirrorflow_airflow.operators.flow_base import FlowOperation, sibling_task_id
+
+PREFLIGHT = "failover_preflight"
+APPROVAL = "approve_failover"
+
+
+def nothing_to_approve(preflight: dict[str, Any] | None) -> str | None:
+    """Why a preflight's plan is not for approval (None: it is)."""
+    if not preflight:
+        return "no preflight result"
+    if preflight.get("dry_run"):
+        return "dry run: nothing changed"
+    if not preflight.get("plan_id"):
+        return preflight.get("note") or "nothing to do"
+    return None
+
+
+class FailoverPreflightOperator(FlowOperation, BaseOperator):
+    """The plan of `flow`'s failover: `mode` `unplanned` (the source is lost) or `planned` (drain first),
+    `groups` (a regex), `max_lag` (planned: offsets the drain may leave), `take_over` (take the flow from a
+    run or deployment holding it), `dry_run`. Fails when the plan cannot be committed."""
+
+    template_fields = ("flow", "groups")
+
+    def __init__(
+        self,
+        *,
+        flow: str,
+        config_path: str | None = None,
+        mirrorflow_conn_id: str | None = None,
+        mode: str = "unplanned",
+        groups: str | None = None,
+        max_lag: int | None = None,
+        take_over: bool = False,
+        dry_run: bool = False,
+        **kwargs: Any,
+    ) -> None:
+        if mode not in ("unplanned", "planned"):
+            raise ValueError(f"mode {mode!r}: unplanned or planned")
+        kwargs.setdefault("retries", 0)
+        super().__init__(**kwargs)
+        self._flow_args(flow, config_path, mirrorflow_conn_id)
+        self.mode, self.groups, self.max_lag, self.take_over, self.dry = mode, groups, max_lag, take_over, dry_run
+
+    def execute(self, context: Any) -> dict[str, Any]:
+        from mirrorflow_airflow.dag_builders.failover import preflight_task
+
+        params = {
+            "mode": self.mode,
+            "groups": self.groups,
+            "max_lag": self.max_lag,
+            "take_over": self.take_over,
+            "dry_run": self.dry,
+        }
+        return {**preflight_task(self.flow, params, self.resolved_config_path()), "dry_run": self.dry}
+
+
+class FailoverApprovalOperator(FailoverApproval):
+    """Approve the plan of the preflight task `preflight_task_id`; skipped when it has nothing to approve.
+    `approval_timeout_minutes` (default 60) and `approvers` (Airflow user ids, comma-separated; default any
+    user who may act on the DAG)."""
+
+    def __init__(self, *, flow: str, preflight_task_id: str = PREFLIGHT, **kwargs: Any) -> None:
+        pull = f"ti.xcom_pull(task_ids='{preflight_task_id}')"
+        kwargs.setdefault("subject", f"Fail over {flow}: plan {{{{ ({pull} or {{}}).get('plan_id') }}}}")
+        kwargs.setdefault("body", f"{{{{ ({pull} or {{}}).get('markdown') or '' }}}}")
+        kwargs.setdefault("retries", 0)
+        super().__init__(preflight_task_id=preflight_task_id, **kwargs)
+        self.flow = flow
+
+    def execute(self, context: Any) -> Any:
+        self.preflight_task_id = sibling_task_id(self, self.preflight_task_id)
+        why = nothing_to_approve(context["ti"].xcom_pull(task_ids=self.preflight_task_id))
+        if why:
+            raise AirflowSkipException(f"{self.flow}: failover: {why}")
+        return super().execute(context)
+
+
+class FailoverCommitOperator(FlowOperation, BaseOperator):
+    """Commit exactly the plan the approval `approval_task_id` approved (of the preflight `preflight_task_id`):
+    the groups' offsets on the target, the flow stopped, the failover recorded with its approver."""
+
+    template_fields = ("flow",)
+
+    def __init__(
+        self,
+        *,
+        flow: str,
+        config_path: str | None = None,
+        mirrorflow_conn_id: str | None = None,
+        preflight_task_id: str = PREFLIGHT,
+        approval_task_id: str = APPROVAL,
+        **kwargs: Any,
+    ) -> None:
+        kwargs.setdefault("retries", 0)
+        super().__init__(**kwargs)
+        self._flow_args(flow, config_path, mirrorflow_conn_id)
+        self.preflight_task_id, self.approval_task_id = preflight_task_id, approval_task_id
+
+    def execute(self, context: Any) -> dict[str, Any]:
+        from mirrorflow_airflow.dag_builders.failover import commit_task
+
+        ti = context["ti"]
+        preflight = ti.xcom_pull(task_ids=sibling_task_id(self, self.preflight_task_id))
+        why = nothing_to_approve(preflight)
+        if why:
+            raise AirflowSkipException(f"{self.flow}: failover: {why}")
+        approval = ti.xcom_pull(task_ids=sibling_task_id(self, self.approval_task_id)) or {}
+        return commit_task(self.flow, preflight, approval, self.resolved_config_path())
