@@ -307,6 +307,8 @@ def render_flow(page: FlowPage, links: Links, can_control: bool = False) -> str:
     running = f'<span class="note">{_e(s.running)}</span>' if s.running else ""
     ops = f'<p class="note" data-k="operations">{_e("; ".join(s.operations))}</p>' if s.operations else ""
     rpo = f'<p class="rpo {s.rpo.state}" data-k="rpo">{_e(s.rpo.line())}</p>' if s.rpo is not None else ""
+    if page.schemas_line:
+        rpo += f'<p class="note" data-k="schemas">{_e(page.schemas_line)}</p>'
     return (
         f'<section class="card" id="flow-{fid}" data-flow="{_e(page.flow)}"><div class="head">'
         f'<h2>{_e(page.flow)}</h2><span class="badge {state}" data-k="state">'

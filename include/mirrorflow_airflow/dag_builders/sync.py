@@ -7,7 +7,9 @@ row, not three):
 * `topics_and_partitions`: create missing remote topics (partitions, replication factor, configs)
   and add partitions when the source grew; orphans and larger targets are reported;
 * `configs`: incremental topic-config sync (skipped when `sync.topic.configs.enabled` is false);
-* `acls`: additive topic-ACL sync (skipped when `sync.topic.acls.enabled` is false).
+* `acls`: additive topic-ACL sync (skipped when `sync.topic.acls.enabled` is false);
+* `schemas` (only when both clusters name a `schema.registry.url`): the flow's schemas with their ids
+  (mirrorflow.schemas), at every tick.
 
 Each concern runs on its own MM2 timer (timers.py): `refresh.topics.interval.seconds`,
 `sync.topic.configs.interval.seconds` and `sync.topic.acls.interval.seconds` (600 s each by
@@ -30,6 +32,7 @@ from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 
 from mirrorflow.config import Config, FlowConfig
 from mirrorflow.errors import ConfigError, MirrorflowError
+from mirrorflow.schemas.replicate import has_registries
 from mirrorflow_airflow.common import flow_dag, flow_dags, task_config_path
 from mirrorflow_airflow.dag_builders.timers import RunTimes, period, timed_task
 from mirrorflow_airflow.hooks import MirrorflowHook
@@ -143,7 +146,23 @@ def build_sync_dag(cfg: Config, flow: FlowConfig) -> DAG:
         # topics first (a config or ACL needs its topic), then configs and ACLs side by side
         topics = _concern_task(name, "topics", path)
         topics >> [_concern_task(name, concern, path) for concern in ("configs", "acls")]
+        if has_registries(cfg, flow):  # the flow's schemas with their ids (dag_builders/schemas.py)
+            _schemas_task(name, path)
     return dag
+
+
+def _schemas_task(flow_name: str, path: str | None) -> Any:
+    """`schemas`: copy the flow's missing schema versions with their ids, at every tick (a run whose
+    `only` Param names concerns leaves it out)."""
+
+    def body(times: RunTimes, params: dict) -> dict[str, Any]:
+        from mirrorflow_airflow.dag_builders.schemas import schemas_task
+
+        if params.get("only"):
+            raise AirflowSkipException(f"{flow_name}: schemas: not selected (Param only={params.get('only')})")
+        return schemas_task(flow_name, bool(params.get("dry_run")), path)
+
+    return timed_task("schemas", body, doc_md="Copy the flow's schemas to the target's registry, ids kept.")()
 
 
 def build_sync_dags(cfg: Config | None = None) -> dict[str, DAG]:

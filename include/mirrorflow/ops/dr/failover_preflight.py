@@ -28,6 +28,7 @@ from mirrorflow.ops.dr.failover_report import FailoverReport
 from mirrorflow.ops.dr.lease_takeover import held_by, take_over_flow
 from mirrorflow.ops.verify.verify import verify_flow
 from mirrorflow.replication.planner import source_partitions
+from mirrorflow.schemas.replicate import has_registries, missing_schemas
 from mirrorflow.state.lease import whoami
 from mirrorflow.state.store import StateStore
 
@@ -85,6 +86,8 @@ def plan_failover(
             # for the next one: bounded by what changed, not by the flow's history
             report.verify = verify_flow(clients, since_last=True, record=not dry_run, by=whoami())
             report.plan = replace(report.plan, verify_ok=report.verify.ok)
+    if has_registries(cfg, flow):  # schemas the target's registry lacks are lost too
+        report.schemas_missing, report.schemas_note = missing_schemas(cfg, flow)
     return report
 
 

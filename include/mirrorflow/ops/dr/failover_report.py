@@ -46,6 +46,10 @@ class FailoverReport(Report):
     take_over: str | None = None  # what the take-over takes the flow from (preflight) or did (commit)
     switch_steps: list[str] = field(default_factory=list)  # the client-switch steps approved with the plan
     switch: SwitchReport | None = None  # what they did after the commit (a dry run: what they would do)
+    # schema versions registered on the source's registry and not on the target's, which consumers on the
+    # target cannot decode (None: unknown, schemas_note says why; both None: the clusters name no registries)
+    schemas_missing: int | None = None
+    schemas_note: str | None = None
 
     @property
     def partitions(self) -> list[PartitionRPO]:
@@ -99,6 +103,16 @@ class FailoverReport(Report):
             + ("unknown" if nr is None else f"{nr:,} offsets not replicated")
             + f" over {len(self.partitions)} partitions"
         )
+        if self.schemas_missing is not None or self.schemas_note:
+            out.append(
+                "  schemas: "
+                + (
+                    f"unknown ({self.schemas_note})"
+                    if self.schemas_missing is None
+                    else f"{self.schemas_missing} version(s) registered on {self.flow.split('->')[0]} not yet in "
+                    f"{self.target}'s registry (records using them cannot be decoded there)"
+                )
+            )
         for p in self.partitions:
             behind = p.seconds_behind(self.at_ms)
             out.append(

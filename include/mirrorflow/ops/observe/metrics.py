@@ -57,6 +57,10 @@ HELP = {
     CHECKPOINT + "checkpoint_latency_ms_avg": "Checkpoint latency, average over the recent passes (MM2)",
     CHECKPOINT + "checkpoint_latency_ms_max": "Checkpoint latency, max over the recent passes (MM2)",
     "mirrorflow_partition_lag_records": "Source offsets not replicated yet",
+    "mirrorflow_schemas_copied": "Schema versions the flow's last schema pass copied, ids kept (mirrorflow.schemas)",
+    "mirrorflow_schemas_missing": "Source schema versions the target registry lacked after the last schema pass",
+    "mirrorflow_schemas_ok": "1 when the flow's last schema pass succeeded, 0 when it failed",
+    "mirrorflow_schemas_timestamp_seconds": "When the flow's last schema pass ended",
     "mirrorflow_partition_lag_seconds": "Seconds of lag (RPO): age of the newest copied record while behind, else 0",
     "mirrorflow_partition_lost_records": "Source offsets lost to retention before they were copied (total)",
     "mirrorflow_partition_records_total": "Records copied since the partition's progress began",
@@ -211,6 +215,17 @@ def run_samples(flow: FlowConfig, run: RunRecord) -> list[Sample]:
     ]
 
 
+def schema_samples(flow: FlowConfig, run: RunRecord) -> list[Sample]:
+    """The last schema pass (run log kind `schemas`): versions copied, still missing, ok, when."""
+    lab = _labels(flow=flow.name, source=flow.source, target=flow.target)
+    return [
+        Sample("mirrorflow_schemas_copied", lab, run.records),
+        Sample("mirrorflow_schemas_missing", lab, run.lag or 0),
+        Sample("mirrorflow_schemas_ok", lab, 1 if run.ok else 0),
+        Sample("mirrorflow_schemas_timestamp_seconds", lab, run.at / 1000),
+    ]
+
+
 def flow_samples(
     flow: FlowConfig, status: FlowStatus, runs: Iterable[RunRecord], now_ms: int | None = None
 ) -> list[Sample]:
@@ -221,6 +236,9 @@ def flow_samples(
     if replicate:
         last = sorted(replicate, key=lambda r: r.at)[-1]  # of two at the same ms, the later logged
         out += run_samples(flow, last) + source_samples(flow, last)
+    schemas = [r for r in runs if r.kind == "schemas"]
+    if schemas:
+        out += schema_samples(flow, sorted(schemas, key=lambda r: r.at)[-1])
     return out + checkpoint_samples(flow, [r for r in runs if r.kind == "checkpoint"])
 
 

@@ -73,6 +73,7 @@ class FlowPage:
     problems: list[str] = field(default_factory=list)  # plain words, the most urgent first
     operations: list[OperationRecord] = field(default_factory=list)  # the newest of the history, oldest first
     checkpoint_every_s: int | None = None  # how often checkpoint passes should run (None: they do not)
+    last_schemas: RunRecord | None = None  # the last schema pass (mirrorflow.schemas; flows with registries)
 
     @property
     def lag_seconds(self) -> float | None:
@@ -102,6 +103,17 @@ class FlowPage:
 
     chart_runs: list[RunRecord] = field(default_factory=list)
 
+    @property
+    def schemas_line(self) -> str | None:
+        """The flow's schemas at a glance: the last schema pass (None: no pass recorded)."""
+        run = self.last_schemas
+        if run is None:
+            return None
+        when = _ago(self.now_ms, run.at)
+        if not run.ok:
+            return f"Schemas: the last pass ({when}) FAILED: {'; '.join(run.errors[:1])}"
+        return f"Schemas: the last pass ({when}) copied {run.records} version(s) with their ids; none missing."
+
 
 def flow_page(cfg: Config, flow: FlowConfig, now_ms: int | None = None) -> FlowPage:
     """Everything the page shows of `flow`; errors become problems, never exceptions."""
@@ -128,6 +140,8 @@ def _history(clients: FlowClients, page: FlowPage) -> None:
     page.chart_runs = replicate
     page.last_run = replicate[-1] if replicate else None
     page.last_checkpoint = checkpoints[-1] if checkpoints else None
+    schemas = [r for r in runs if r.kind == "schemas"]
+    page.last_schemas = schemas[-1] if schemas else None
     written = [r for r in checkpoints if r.checkpoints]
     page.last_checkpoint_written = written[-1] if written else None
     page.chart = [
@@ -218,6 +232,8 @@ def _problems(page: FlowPage) -> list[str]:
         out.append(
             f"The last checkpoint pass ({_ago(page.now_ms, cp.at)}) failed for some groups: " + " ".join(cp.errors[:3])
         )
+    if page.last_schemas is not None and not page.last_schemas.ok:
+        out.append(f"{page.schemas_line} A consumer on the target cannot decode records whose schema is missing.")
     if not s.partitions and s.error is None:
         out.append("Nothing has been copied yet: no run has committed progress for this flow.")
     return out
