@@ -307,6 +307,7 @@ def render_flow(page: FlowPage, links: Links, can_control: bool = False) -> str:
     running = f'<span class="note">{_e(s.running)}</span>' if s.running else ""
     ops = f'<p class="note" data-k="operations">{_e("; ".join(s.operations))}</p>' if s.operations else ""
     rpo = f'<p class="rpo {s.rpo.state}" data-k="rpo">{_e(s.rpo.line())}</p>' if s.rpo is not None else ""
+    mirror = f'<p class="note" data-k="mirror">{_e(page.mirror)}</p>' if page.mirror else ""
     if page.schemas_line:
         rpo += f'<p class="note" data-k="schemas">{_e(page.schemas_line)}</p>'
     return (
@@ -314,7 +315,7 @@ def render_flow(page: FlowPage, links: Links, can_control: bool = False) -> str:
         f'<h2>{_e(page.flow)}</h2><span class="badge {state}" data-k="state">'
         f"{_e(badge)}</span>"
         f'{running}<span class="links">{dag_links}</span></div>'
-        f'{rpo}{problems}{ops}<div class="tiles">{tiles}</div>'
+        f'{rpo}{problems}{ops}{mirror}<div class="tiles">{tiles}</div>'
         f'<div class="charts">{chart_svg(page.chart, "lag", "Lag after each run", "#017cee")}'
         f"{chart_svg(page.chart, 'rate', 'Throughput of each run', '#38a169')}</div>"
         f"<h3>Operations (last {len(page.operations)})</h3>{_operations(page)}"

@@ -29,6 +29,7 @@ from mirrorflow.errors import ConfigError
 from mirrorflow.metadata.sync import sync_flow
 from mirrorflow.ops.observe.status_page import flow_page
 from mirrorflow.replication.runner import run_once
+from mirrorflow_airflow.status_html import render_flow
 from tests.integration.test_acl_sync import acls_on, add_acls
 from tests.integration.test_acls_after_failover import write_as
 from tests.integration.test_acls_cmd import conf_for
@@ -99,6 +100,8 @@ def test_a_read_only_mirror_refuses_applications_until_the_failover_promotes_it(
         assert run_once(cfg, fwd, mode="direct").records == 41  # the flow (a super user) writes the mirror
         with pytest.raises(RuntimeError, match=REFUSED):  # alice may not: the mirror is read-only
             write_as(sasl_target, "alice", topic)
+        assert flow_page(cfg, fwd).mirror == ("read-only mirror: 1 remote topic(s) on 'RT' refuse every writer "
+                                              "but mirrorflow (DENY WRITE for User:*) until a failover promotes them")
 
         out = json.loads(cli(cfg, "failover", "--flow", "RS->RT", "--yes", "--json").stdout)
         assert out["done"] is True and out["promoted"] == [topic], out
@@ -112,7 +115,13 @@ def test_a_read_only_mirror_refuses_applications_until_the_failover_promotes_it(
         assert ops[-1]["summary"] == ("read-only mirror promoted: the DENY WRITE for User:* lifted from 1 remote "
                                       "topic(s) on 'RT'; applications may write them") and ops[-1]["figures"] == {
             "topics": 1}
-        assert [o.kind for o in flow_page(cfg, fwd).operations][-1] == "promote"
+        page = flow_page(cfg, fwd)
+        assert [o.kind for o in page.operations][-1] == "promote"
+        assert page.mirror == ("read-only mirror: no remote topic on 'RT' is read-only now (promoted, or not "
+                               "synced yet)")
+        card = render_flow(page, lambda flow: [])
+        assert "<b>promote</b>" in card and "read-only mirror promoted: the DENY WRITE for User:* lifted" in card
+        assert 'data-k="mirror">read-only mirror: no remote topic on &#x27;RT&#x27; is read-only now' in card
         again = json.loads(cli(cfg, "failover", "--flow", "RS->RT", "--yes", "--json").stdout)
         assert again["promoted"] == [] and "already" in (again["note"] or ""), again  # lifting twice: once
 

@@ -124,15 +124,15 @@ def check_flows(cfg: Config) -> list[tuple[str, str]]:
     return problems
 
 
-def _denies(clients: FlowClients) -> set[AclBinding]:
-    """The target's DENY bindings for User:* on topics."""
+def _denies(clients: FlowClients) -> tuple[set[AclBinding], str | None]:
+    """The target's DENY bindings for User:* on topics, and why they cannot be known (`read_acls`)."""
     try:
-        found, _ = read_acls(
+        found, why = read_acls(
             clients.admin("target"), clients.admin_timeout, resource="TOPIC", principal=EVERYONE, permission="DENY"
         )
     except KafkaException as exc:
         raise read_error(clients.flow.target, "describing topic ACLs", exc) from None
-    return set(found)
+    return set(found), why
 
 
 def deny_writes(clients: FlowClients, report: SyncReport, dry_run: bool) -> None:
@@ -144,7 +144,7 @@ def deny_writes(clients: FlowClients, report: SyncReport, dry_run: bool) -> None
     source = clients.admin("source")
     listing = TopicSync(filters, source, clients.admin("target"), flow.replication_factor, clients.admin_timeout)
     remotes = [remote for _, remote in selected_topics(filters, listing.partitions(source))]
-    have = _denies(clients)
+    have, _ = _denies(clients)  # unknown (no authorizer, not allowed): check_target refuses
     missing = [deny_binding(r) for r in remotes if deny_binding(r) not in have]
     if not missing:
         return
@@ -190,11 +190,34 @@ def _upstream(filters: FlowFilters, remote: str) -> str | None:
     return up if up and skip_reason(filters, up) is None else None
 
 
+def _mine(clients: FlowClients) -> tuple[list[AclBinding], str | None]:
+    """The read-only DENY bindings on the flow's remote topics on its target, and why they cannot be known."""
+    filters = FlowFilters.for_flow(clients.flow)
+    found, why = _denies(clients)
+    return [b for b in found if b == deny_binding(b.name) and _upstream(filters, b.name) is not None], why
+
+
+def mirror_line(clients: FlowClients) -> str | None:
+    """What the status page says of a read-only flow's mirror, read from the target's ACLs (None: the
+    flow is not read-only)."""
+    flow = clients.flow
+    if not is_read_only(flow):
+        return None
+    held, why = _mine(clients)
+    if why:
+        return f"read-only mirror: whether the remote topics on {flow.target!r} are read-only is unknown ({why})"
+    if held:
+        return (
+            f"read-only mirror: {len(held)} remote topic(s) on {flow.target!r} refuse every writer but "
+            "mirrorflow (DENY WRITE for User:*) until a failover promotes them"
+        )
+    return f"read-only mirror: no remote topic on {flow.target!r} is read-only now (promoted, or not synced yet)"
+
+
 def lift_denies(clients: FlowClients) -> list[str]:
     """The promotion: delete the read-only DENY of every remote topic of the flow on its target; the
     topics whose DENY was deleted (none when there was none: lifting twice is lifting once)."""
-    filters = FlowFilters.for_flow(clients.flow)
-    mine = [b for b in _denies(clients) if b == deny_binding(b.name) and _upstream(filters, b.name) is not None]
+    mine, _ = _mine(clients)  # none known: nothing to lift (the preflight refused a principal that cannot)
     try:
         gone = delete_acls(clients.admin("target"), mine, clients.admin_timeout)
     except KafkaException as exc:

@@ -5,7 +5,8 @@ asks next: the last run and its result, lag in seconds and the replication laten
 lag and throughput (from the flow's run log, `state.run_log`: no database of its own), the consumer
 groups (their last checkpoint, where each would resume on the target, and which ones the group
 offset sync leaves alone and why), the last operations (`state.history`: who paused, stopped,
-failed over...) and what needs attention, in plain words. `PageCache` keeps one build for
+failed over...), whether a read-only mirror is read-only now (`metadata.read_only`) and what needs
+attention, in plain words. `PageCache` keeps one build for
 a few seconds, so a refresh storm reads Kafka once. Rendering is `mirrorflow_airflow.status_html`.
 """
 
@@ -22,6 +23,7 @@ from mirrorflow.errors import MirrorflowError
 from mirrorflow.groups.checkpoint import CheckpointStore
 from mirrorflow.groups.offset_sync import ACTIVE, UNKNOWN, sync_group_offsets
 from mirrorflow.groups.render import resume_note
+from mirrorflow.metadata.read_only import mirror_line
 from mirrorflow.ops.observe.status import FlowStatus, flow_status
 from mirrorflow.state import run_log
 from mirrorflow.state.history import OperationRecord, read_history
@@ -73,6 +75,7 @@ class FlowPage:
     problems: list[str] = field(default_factory=list)  # plain words, the most urgent first
     operations: list[OperationRecord] = field(default_factory=list)  # the newest of the history, oldest first
     checkpoint_every_s: int | None = None  # how often checkpoint passes should run (None: they do not)
+    mirror: str | None = None  # mirror.read.only: whether the remote topics are read-only now (metadata.read_only)
     last_schemas: RunRecord | None = None  # the last schema pass (mirrorflow.schemas; flows with registries)
 
     @property
@@ -126,6 +129,7 @@ def flow_page(cfg: Config, flow: FlowConfig, now_ms: int | None = None) -> FlowP
             with FlowClients(cfg, flow) as clients:
                 _history(clients, page)
                 page.operations = read_history(clients, OPERATIONS_SHOWN)
+                page.mirror = mirror_line(clients)
                 _groups(cfg, flow, clients, page)
         except MirrorflowError as exc:
             page.problems.append(f"The flow's history could not be read from its target cluster: {exc}")
