@@ -2,7 +2,7 @@
 a fresh Airflow database, the provider as Airflow sees it (providers, hooks, plugins), the user's DAG files
 parsed, the pipeline run with dag.test(). Prints one JSON object for the test to check.
 
-usage: python provider_wheel_run.py USER_DAG_FILE GENERATED_DAGS_FILE
+usage: python provider_wheel_run.py DAG_FOLDER GENERATED_DAGS_FILE DAG_ID...  (the DAGs run in that order)
 """
 
 import json
@@ -10,7 +10,7 @@ import sys
 
 
 def main() -> None:
-    dag_file, generated_file = sys.argv[1], sys.argv[2]
+    dag_folder, generated_file, dag_ids = sys.argv[1], sys.argv[2], sys.argv[3:]
     from airflow.dag_processing.dagbag import DagBag
     from airflow.models.xcom import XComModel
     from airflow.plugins_manager import _get_plugins
@@ -26,7 +26,7 @@ def main() -> None:
     providers = ProvidersManager()
     plugins, plugin_errors = _get_plugins()
     generated = DagBag(dag_folder=generated_file)
-    bag = DagBag(dag_folder=dag_file)
+    bag = DagBag(dag_folder=dag_folder)
     out = {
         "modules": [mirrorflow.__file__, mirrorflow_airflow.__file__],
         "provider": providers.providers["mirrorflow"].version if "mirrorflow" in providers.providers else None,
@@ -39,16 +39,18 @@ def main() -> None:
     if bag.import_errors:
         print(json.dumps(out))
         return
-    run = bag.get_dag("orders_pipeline").test()
-    out["state"] = str(run.state)
-    out["tasks"] = {ti.task_id: str(ti.state) for ti in run.get_task_instances()}
-    with create_session() as session:
-        rows = session.scalars(
-            select(XComModel).where(
-                XComModel.dag_id == "orders_pipeline", XComModel.run_id == run.run_id, XComModel.key == "return_value"
-            )
-        ).all()
-        out["xcom"] = {row.task_id: XComModel.deserialize_value(row) for row in rows}
+    out["runs"] = {}
+    for dag_id in dag_ids:
+        run = bag.get_dag(dag_id).test()
+        with create_session() as session:
+            rows = session.scalars(
+                select(XComModel).where(
+                    XComModel.dag_id == dag_id, XComModel.run_id == run.run_id, XComModel.key == "return_value"
+                )
+            ).all()
+            xcom = {row.task_id: XComModel.deserialize_value(row) for row in rows}
+        tasks = {ti.task_id: str(ti.state) for ti in run.get_task_instances()}
+        out["runs"][dag_id] = {"state": str(run.state), "tasks": tasks, "xcom": xcom}
     print(json.dumps(out, default=str))
 
 

@@ -8,7 +8,9 @@ virtualenv, run from a directory outside the checkout with no PYTHONPATH: `airfl
 the provider; Airflow sees its hook and connection type, its plugins load (no duplicate), the per-flow
 DAGs come from one call of a user's DAG file, and a user's DAG (tests/airflow/user_dags/orders_pipeline.py:
 sync the topics, replicate, checkpoint, then the user's job) runs under dag.test() on the session's real
-brokers. The records and the checkpoint are then read back from the target cluster.
+brokers; the records and the checkpoints are then read back from the target cluster. A second user DAG
+(dr_checks.py) verifies the copy and rehearses the failover as a dry run in a task group: planned, the
+approval and the commit skipped.
 """
 from __future__ import annotations
 
@@ -108,7 +110,7 @@ def test_users_dag_replicates_and_checkpoints_from_the_wheel(wheel_venv, tmp_pat
                      AIRFLOW__CORE__DAGS_FOLDER=str(HERE / "user_dags"))  # the user's DAG folder
     done = subprocess.run(
         [str(wheel_venv / "bin" / "python"), str(HERE / "provider_wheel_run.py"),
-         str(HERE / "user_dags" / "orders_pipeline.py"), str(HERE / "user_dags" / "mirrorflow_dags.py")],
+         str(HERE / "user_dags"), str(HERE / "user_dags" / "mirrorflow_dags.py"), "orders_pipeline", "dr_checks"],
         capture_output=True, text=True, timeout=600, cwd=home, env=env,
     )
     assert done.returncode == 0, done.stderr[-5000:]
@@ -123,10 +125,18 @@ def test_users_dag_replicates_and_checkpoints_from_the_wheel(wheel_venv, tmp_pat
     assert {"mirrorflow_replicate__A-B", "mirrorflow_checkpoint__A-B", "mirrorflow_failover__A-B"} <= set(
         out["generated"])
 
-    assert out["state"] == "success", done.stderr[-5000:]
-    assert out["tasks"] == {"sync_topics": "success", "replicate": "success", "checkpoint": "success",
-                            "my_job": "success"}
-    assert out["xcom"]["my_job"] == {"records": 40, "topics": [f"A.{topic}"]}
+    pipeline = out["runs"]["orders_pipeline"]
+    assert pipeline["state"] == "success", done.stderr[-5000:]
+    assert pipeline["tasks"] == {"sync_topics": "success", "replicate": "success", "checkpoint": "success",
+                                 "my_job": "success"}
+    assert pipeline["xcom"]["my_job"] == {"records": 40, "topics": [f"A.{topic}"]}
+    # verify passes over what was copied; the failover's dry run plans inside a task group, then ends
+    checks = out["runs"]["dr_checks"]
+    assert checks["tasks"] == {"verify": "success", "failover.failover_preflight": "success",
+                               "failover.approve_failover": "skipped", "failover.failover_commit": "skipped"}
+    assert checks["xcom"]["verify"]["ok"] is True
+    plan = checks["xcom"]["failover.failover_preflight"]
+    assert plan["dry_run"] is True and plan["plan_id"] and plan["not_replicated"] == 0
 
     # on the target: every record, and the group's exact checkpoints and committed offsets
     copied = consume_all(target, f"A.{topic}", partitions=[0, 1])

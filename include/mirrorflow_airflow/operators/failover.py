@@ -83,18 +83,23 @@ class FailoverApprovalOperator(FailoverApproval):
     user who may act on the DAG)."""
 
     def __init__(self, *, flow: str, preflight_task_id: str = PREFLIGHT, **kwargs: Any) -> None:
-        pull = f"ti.xcom_pull(task_ids='{preflight_task_id}')"
-        kwargs.setdefault("subject", f"Fail over {flow}: plan {{{{ ({pull} or {{}}).get('plan_id') }}}}")
-        kwargs.setdefault("body", f"{{{{ ({pull} or {{}}).get('markdown') or '' }}}}")
+        own_text = "subject" not in kwargs  # else the user's subject and body (templated) stand
+        kwargs.setdefault("subject", f"{flow}: failover plan")
         kwargs.setdefault("retries", 0)
         super().__init__(preflight_task_id=preflight_task_id, **kwargs)
-        self.flow = flow
+        self.flow, self.own_text = flow, own_text
 
     def execute(self, context: Any) -> Any:
         self.preflight_task_id = sibling_task_id(self, self.preflight_task_id)
-        why = nothing_to_approve(context["ti"].xcom_pull(task_ids=self.preflight_task_id))
+        preflight = context["ti"].xcom_pull(task_ids=self.preflight_task_id)
+        why = nothing_to_approve(preflight)
         if why:
             raise AirflowSkipException(f"{self.flow}: failover: {why}")
+        if self.own_text:  # the plan's id and report as the preflight made them (found inside a task group too)
+            self.subject, self.body = (
+                f"Fail over {self.flow}: plan {preflight['plan_id']}",
+                preflight.get("markdown") or preflight.get("text"),
+            )
         return super().execute(context)
 
 
