@@ -283,3 +283,67 @@ def test_a_slow_source_never_keeps_a_transaction_open_past_its_timeout(tmp_path,
     s, d = consume_all(source, topic), consume_all(target, f"A.{topic}")
     diverge(s, d)
     assert_map_exact(cfg, flow, source, target, topic, 1)
+
+
+class AfterCommits:
+    """Faults hook: tells the test when a copy has committed `n` transactions."""
+
+    def __init__(self, n: int) -> None:
+        self.n, self.commits, self.reached_n = n, 0, threading.Event()
+
+    def reached(self, point: str, n: int = 0) -> None:
+        if point == "after_commit":
+            self.commits += 1
+            if self.commits >= self.n:
+                self.reached_n.set()
+
+
+def test_a_failover_after_a_target_outage_longer_than_the_lease_leaves_the_old_run_writing_nothing(
+    tmp_path, source, restartable, kafka_pool, unique, monkeypatch
+):
+    """As an operator meets it: a copy under way, the target down 40 s (the run's 15 s lease lapses,
+    its renewals fail), the target back, and an unplanned failover at once while the old run, still
+    alive, rides out the outage. The failover takes the lapsed lease and fences the old run's copies:
+    from its commit on, the old run writes nothing to the target (it ends fenced, naming why), and what
+    it committed before is on the target once."""
+    from mirrorflow.ops.dr.failover_commit import commit_failover
+    from mirrorflow.ops.dr.failover_plan import PlanMovedError
+    from mirrorflow.ops.dr.failover_preflight import plan_failover
+
+    pfx = unique("leaseout")
+    topic, parts, n = f"{pfx}.orders", 2, 200_000
+    remote = mirror_topic(source, restartable, topic, parts)
+    produce(source, topic, many(n, parts))
+    cfg, flow = make_flow(tmp_path, source, restartable, pfx, **{
+        "transaction.max.records": 2_000, "tasks.max": 2, "lease.timeout.seconds": 15,
+        "broker.outage.max.seconds": 120, "state.namespace": pfx})
+    hook = AfterCommits(3)
+    monkeypatch.setattr(copy_modes, "faults_from_env", lambda: hook)
+    t, out = run_in_thread(cfg, flow)
+    assert hook.reached_n.wait(180), "the copy never committed"
+    kafka_pool.dev.restart("R", down_s=40.0, attached=True)
+    leaders_back(restartable, remote, parts)
+    committed = None
+    for _ in range(5):  # the old run may still commit between a plan and its commit: plan again
+        plan = plan_failover(cfg, flow).plan
+        assert plan is not None and plan.blocked is None, plan
+        try:
+            committed = commit_failover(cfg, flow, plan, "the operator")
+            break
+        except PlanMovedError:
+            continue
+    assert committed is not None
+    at_failover = high_watermark(restartable, remote, parts)
+    t.join(300)
+    assert not t.is_alive()
+    assert "error" not in out, out.get("traceback")
+    time.sleep(2)
+    assert high_watermark(restartable, remote, parts) == at_failover  # nothing written since
+    rep = out["report"]
+    assert rep.records < n and {p.status for p in rep.partitions} <= {"fenced", "ok"}, rep.render()
+    fenced = [p for p in rep.partitions if p.status == "fenced"]
+    assert fenced and all("this run no longer holds the flow's lease (mirrorflow failover by " in e
+                          for p in fenced for e in p.errors), rep.render()
+    dst = consume_all(restartable, remote)
+    assert 0 < len(dst) < n
+    assert len({(r.partition, r.content()) for r in dst}) == len(dst)  # each once

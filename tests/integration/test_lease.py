@@ -181,3 +181,51 @@ def test_a_run_taken_over_copies_nothing_more_and_never_gets_the_lease_back(tmp_
         assert current_holder(clients) is None
     rep = run_once(cfg, flow, mode="direct")  # any other run takes the flow as usual
     assert rep.ok and rep.records == 30, rep.render()
+
+
+class TakeOverAfterCommit:
+    """Faults hook: after the copy's second commit another run takes the flow's lease (as a run after
+    a lapse does, without fencing the old one's copies), then the old task goes on past the interval
+    at which a task asks, before a round, whether its run still holds the lease."""
+
+    def __init__(self, cfg, flow) -> None:
+        self.cfg, self.flow, self.commits, self.took = cfg, flow, 0, False
+
+    def reached(self, point: str, n: int = 0) -> None:
+        from mirrorflow.replication.task_copier import GUARD_EVERY_S
+        from mirrorflow.state.lease import FlowLease
+
+        if point != "after_commit":
+            return
+        self.commits += 1
+        if self.commits == 2:
+            with FlowClients(self.cfg, self.flow) as clients:
+                assert FlowLease(clients, "next-run", "the next run").take_over() is not None
+            self.took = True
+            time.sleep(GUARD_EVERY_S + 0.5)
+
+
+@pytest.mark.parametrize("eos", [True, False], ids=["exactly-once", "at-least-once"])
+def test_a_run_whose_lease_was_taken_mid_copy_commits_nothing_more(tmp_path, source, target, unique, monkeypatch, eos):
+    """A run copying in rounds of 50 loses its lease after its second commit, to a run that did not
+    fence it (idempotent producers cannot be fenced at all): it writes no record of its next round
+    and every partition ends `fenced`, naming the new holder; the target holds the two rounds,
+    nothing more (the run used to go on committing until its last round)."""
+    from mirrorflow.replication import copy_modes
+
+    pfx = unique("leaselost")
+    t = f"{pfx}.orders"
+    remote = mirror_topic(source, target, t, 1)
+    produce(source, t, records(300, 1))
+    cfg, flow = make_flow(tmp_path, source, target, pfx, **{
+        "lease.timeout.seconds": 120, "transaction.max.records": 50, "tasks.max": 1, "exactly.once": eos,
+        "state.namespace": pfx})  # its own lease: the next run's holds this one's for 120 s
+    hook = TakeOverAfterCommit(cfg, flow)
+    monkeypatch.setattr(copy_modes, "faults_from_env", lambda: hook)
+    rep = run_once(cfg, flow, mode="direct")
+    assert hook.took and hook.commits == 2, hook.commits
+    [part] = rep.partitions
+    assert part.status == "fenced" and part.records == 100 and rep.fenced_units == 1, rep.render()
+    assert any("this run no longer holds the flow's lease (the next run holds it since" in e
+               for e in part.errors), rep.render()
+    assert len(consume_all(target, remote)) == 100

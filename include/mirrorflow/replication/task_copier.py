@@ -80,6 +80,7 @@ from mirrorflow.state.store import StateStore
 from mirrorflow.state.task_slots import TaskLayout
 
 REINITS = 2  # a stale cached producer re-initialised at most this often per attempt
+GUARD_EVERY_S = 5.0  # how often, at most, a task asks before a round whether its run still holds the lease
 
 
 class TaskCopier:
@@ -114,6 +115,7 @@ class TaskCopier:
         busy = budget_lanes or reading_at_once(units, self.lanes_n)
         self.budget = CopyBudget.of(self.flow, busy, follow is not None)
         self.guard = LeaseGuard(clients, owner) if owner else None
+        self._guard_next = time.monotonic() + GUARD_EVERY_S  # just checked, after the epoch (_attempt)
         self.sp: SlotProducer | None = None
         self.clean = False  # the task ended without a failure: its producer may serve the next run
         self.lanes: list[Lane] = []
@@ -157,7 +159,7 @@ class TaskCopier:
                         reinits += 1
                         self._drop()
                         continue
-                    self._end(live, "fenced", None, "FencedError")
+                    self._end(live, "fenced", self._why_fenced(), "FencedError")
                     return
                 if not transient(exc):
                     e = kafka_error(exc)
@@ -281,6 +283,7 @@ class TaskCopier:
                 topics = sorted({pc.unit.topic for pc in todo})
                 list(pool.map(lambda lane: warm_topics(lane.consumer, topics), self.lanes))
             while any(lane.busy for lane in self.lanes) or queue:
+                self._still_holds_lease()
                 rnd = Round(writer, limits, queue, batch_s)
                 writer.begin()
                 for f in [pool.submit(lane.fill, rnd) for lane in self.lanes]:
@@ -300,6 +303,22 @@ class TaskCopier:
                 self.outage.over()
 
     # -- fencing ------------------------------------------------------------------------------------
+    def _still_holds_lease(self) -> None:
+        """Before a round writes anything, at most every GUARD_EVERY_S: a run whose lease someone else
+        took (a failover, a take-over, a run after this one's lapsed) stops, rather than leave it to
+        the fencing those do first (idempotent producers cannot be fenced; an at-least-once round's
+        records land as they are sent). A lease that lapsed while nobody claimed it is still this
+        run's; a check the target does not answer is left to the round, which meets the same outage."""
+        if self.guard is None or time.monotonic() < self._guard_next:
+            return
+        self._guard_next = time.monotonic() + GUARD_EVERY_S
+        try:
+            self.guard.check()
+        except LeaseError as exc:
+            raise FencedError(str(exc)) from None
+        except (MirrorflowError, KafkaException):
+            pass
+
     def _may_reinit(self) -> bool:
         """A cached producer found fenced while establishing its epoch: re-initialise unless this
         attempt is the zombie (`_superseded`)."""
@@ -322,6 +341,14 @@ class TaskCopier:
                 if not outage_failure(exc):
                     raise
                 failure = exc
+
+    def _why_fenced(self) -> str | None:
+        """Who fenced this attempt, when its run lost the lease (a failover, a take-over) or a newer
+        attempt claimed the slot; None (the report's default words) when neither can be read."""
+        try:
+            return self._superseded()
+        except (MirrorflowError, KafkaException):
+            return None
 
     def _superseded(self) -> str | None:
         """Why this attempt is a zombie (its run lost the flow's lease, or a newer attempt of its run
