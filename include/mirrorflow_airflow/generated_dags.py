@@ -26,6 +26,8 @@ KINDS = (
     "sync",
     "checkpoint",
     "heartbeat",
+    "schemas",
+    "translate",
     "verify",
     "backfill",
     "control",

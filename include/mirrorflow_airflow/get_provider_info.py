@@ -11,6 +11,7 @@ OPERATOR_MODULES = [
     "mirrorflow_airflow.operators.checkpoint",
     "mirrorflow_airflow.operators.sync",
     "mirrorflow_airflow.operators.verify",
+    "mirrorflow_airflow.operators.schemas",
     "mirrorflow_airflow.operators.failover",
     "mirrorflow_airflow.operators.failback",
     "mirrorflow_airflow.operators.approval",
@@ -29,8 +30,8 @@ def get_provider_info() -> dict[str, Any]:
         "package-name": "mirrorflow",
         "name": "mirrorflow",
         "description": "Kafka-to-Kafka replication with MirrorMaker 2 semantics, exactly once: operators for a "
-        "flow's replicate, checkpoint, sync, verify, failover and failback, the per-flow DAGs generated from a "
-        "config in one call, and the replication status page.",
+        "flow's replicate, checkpoint, sync, verify, schemas, failover and failback, the per-flow DAGs generated "
+        "from a config in one call, and the replication status page.",
         "integrations": [
             {
                 "integration-name": "mirrorflow",

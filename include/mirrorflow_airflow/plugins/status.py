@@ -35,6 +35,8 @@ from mirrorflow.state.names import dag_id
 from mirrorflow_airflow.generated_dags import KINDS
 
 CACHE_S = 5.0
+# the DAGs every flow has (the schemas DAG exists only for flows whose clusters name registries)
+LINKED = tuple(kind for kind in KINDS if kind != "schemas")
 
 app = FastAPI(title="mirrorflow status")
 cache = PageCache(CACHE_S)
@@ -54,7 +56,7 @@ def dag_links(flow_name: str) -> list[tuple[str, str]]:
     """The flow's DAGs in Airflow's UI (the page is in an iframe: links open at the top)."""
     base = conf.get("api", "base_url", fallback="").rstrip("/")
     flow_id = flow_name.replace("->", "-")
-    return [(kind, f"{base}/dags/{dag_id(kind, flow_id)}") for kind in KINDS]
+    return [(kind, f"{base}/dags/{dag_id(kind, flow_id)}") for kind in LINKED]
 
 
 def control_dag_id(flow_id: str) -> str:
@@ -65,7 +67,7 @@ def may_read(request: Request, user: BaseUser, flow_id: str, known: Collection[s
     """Whether `user` may read one of the flow's DAGs that Airflow knows (`known`: in its database, where
     their teams are; the auth manager's own DAG-level check). A flow none of whose DAGs Airflow has
     parsed yet is checked as its control DAG without a team, as Airflow checks a DAG it does not know."""
-    ids = [dag_id(kind, flow_id) for kind in KINDS]
+    ids = [dag_id(kind, flow_id) for kind in LINKED]
     for one in [i for i in ids if i in known] or [control_dag_id(flow_id)]:
         try:
             requires_access_dag("GET", param_dag_id=one)(request, user)
