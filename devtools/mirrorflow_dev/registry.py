@@ -133,10 +133,15 @@ class DevRegistries:
         return {a: r.status() for a, r in self.current().items()}
 
     def up(
-        self, aliases: list[str], ports: dict[str, int] | None = None, attached: bool = False
+        self,
+        aliases: list[str],
+        ports: dict[str, int] | None = None,
+        attached: bool = False,
+        props: dict[str, dict[str, str]] | None = None,
     ) -> dict[str, DevRegistry]:
         """Start a registry for each alias (a running one is kept); all are waited for together.
-        attached=True: each dies with this process (tests)."""
+        attached=True: each dies with this process (tests). `props`: alias -> Apicurio settings (system
+        properties, e.g. KafkaSQL storage: `apicurio.storage.kind=kafkasql`)."""
         app, java = app_dir(), java_binary()
         running = {a: r for a, r in self.current().items() if alive(r.pid)}
         started: dict[str, tuple[DevRegistry, subprocess.Popen]] = {}
@@ -149,7 +154,7 @@ class DevRegistries:
                 if not port_free(port):
                     raise DevClusterError(f"port {port} for {alias}'s schema registry is already in use on 127.0.0.1")
                 reg = DevRegistry(alias, port, free_port(), log=str(self.home / f"{alias}.log"))
-                started[alias] = (reg, self._start(reg, app, java, attached))
+                started[alias] = (reg, self._start(reg, app, java, attached, (props or {}).get(alias, {})))
                 running[alias] = reg
                 self._save(running)
             for reg, proc in started.values():
@@ -163,7 +168,7 @@ class DevRegistries:
         return {a: running[a] for a in aliases}
 
     @staticmethod
-    def _start(reg: DevRegistry, app: Path, java: str, attached: bool) -> subprocess.Popen:
+    def _start(reg: DevRegistry, app: Path, java: str, attached: bool, props: dict[str, str]) -> subprocess.Popen:
         cmd = [
             java,
             "-Xmx384m",
@@ -173,6 +178,7 @@ class DevRegistries:
             f"-Dquarkus.management.port={reg.management_port}",
             "-Dquarkus.management.host=127.0.0.1",
             "-Dquarkus.otel.sdk.disabled=true",
+            *(f"-D{k}={v}" for k, v in props.items()),
             "-jar",
             str(app / "quarkus-run.jar"),
         ]
