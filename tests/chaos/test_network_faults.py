@@ -185,13 +185,15 @@ def _run(cfg, flow):
 
 
 SLACK_S = 30  # one request's timeout past the bound: the bound is checked between attempts
-# Known defect (replication/transaction_writer.py, state/fencing.py; docs/guarantees.md "Found so far"):
-# with the target black-holed the copy may block in init_transactions(60), flush(60) and
-# abort_transaction(60) one after the other, so it fails up to 120 s past the bound -- or within the
-# bound when the black hole opens between transactions (a strict xfail was flaky for that). Until it is
-# fixed a target run still going at the bound + SLACK_S is healed as before (holding the black hole
-# longer preceded failures of the runbook test below in three full-suite runs); the state checks are
-# the same for both sides, and only the source side must have ended by then.
+# Known defect (docs/guarantees.md "Found so far"): with the target black-holed the copy's producer calls
+# are bounded now (kafka.retry.call_timeout_s; init_transactions, flush and abort used to wait 60 s each,
+# one after the other), but its state reads are not: the progress read a task starts with waits up to
+# the transaction timeout + 30 s (it must wait out transactions open below the high watermark, and
+# cannot tell them from a broker that answers nothing), the lease guard's read the admin timeout, so the
+# run may still be going 34 s after the black hole opened. Until then a target run still going at the
+# bound + SLACK_S is healed as before (holding the black hole longer preceded failures of the runbook test
+# below in three full-suite runs); the state checks are the same for both sides, and only the source side
+# must have ended by then.
 KNOWN_SLOW = {"B"}
 
 

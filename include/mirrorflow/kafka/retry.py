@@ -83,6 +83,16 @@ STALE_METADATA_CODES = {
 BACKOFF_S = 1.0  # the longest wait between two attempts
 FIRST_BACKOFF_S = 0.1  # the first wait; doubled after each failure up to BACKOFF_S
 OUTAGE_BOUND = "broker.outage.max.seconds"
+MIN_CALL_S = 8.0  # the shortest a blocking call may wait however small the bound (a busy broker is no outage)
+
+
+def call_timeout_s(bound_s: float, default_s: float) -> float:
+    """How long one blocking producer call (a flush; a transaction's init, commit or abort) waits: its
+    default, but not past the outage bound (at least MIN_CALL_S). A black-holed broker answers
+    nothing, and calls that each waited their default one after the other (init 60 s, flush 60 s,
+    abort 60 s) ended a copy 60-120 s past broker.outage.max.seconds; the bound is checked between
+    calls, so a run now ends within it plus a call or two."""
+    return min(default_s, max(MIN_CALL_S, bound_s))
 
 
 def backoff_s(failures: int, first: float = FIRST_BACKOFF_S, cap: float = BACKOFF_S) -> float:

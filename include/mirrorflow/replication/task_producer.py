@@ -46,7 +46,7 @@ from mirrorflow.clients import FlowClients
 from mirrorflow.config import FlowConfig
 from mirrorflow.errors import TransactionAbortedError
 from mirrorflow.kafka.connection import kafka_error
-from mirrorflow.kafka.retry import Outage, retrying
+from mirrorflow.kafka.retry import Outage, call_timeout_s, retrying
 from mirrorflow.replication.budget import CopyBudget
 from mirrorflow.replication.faults import NO_FAULTS, Faults
 from mirrorflow.replication.reader import TRANSACTION_TIMEOUT_MS
@@ -286,13 +286,15 @@ def establish(
         # connect first (one metadata request): init_transactions on a cold producer waits for its
         # retry timer when the broker connection is not up yet (~0.3 s)
         topic = progress_topic(flow)
-        retrying(lambda: pr.list_topics(topic, timeout=30), outage, target, f"metadata of {topic!r}")
-        retrying(lambda: pr.init_transactions(60), outage, target, f"init_transactions ({where})")
+        meta_s, init_s = call_timeout_s(outage.bound_s, 30), call_timeout_s(outage.bound_s, 60)
+        retrying(lambda: pr.list_topics(topic, timeout=meta_s), outage, target, f"metadata of {topic!r}")
+        retrying(lambda: pr.init_transactions(init_s), outage, target, f"init_transactions ({where})")
         sp.initialised = True
     todo = [p for p in dict.fromkeys(parts) if p not in sp.closed]
     pending = open_transactions(clients, todo)
     if pending:
-        abort = lambda: retrying(lambda: pr.abort_transaction(60), outage, target, f"aborting ({where})")  # noqa: E731
+        abort_s = call_timeout_s(outage.bound_s, 60)
+        abort = lambda: retrying(lambda: pr.abort_transaction(abort_s), outage, target, f"aborting ({where})")  # noqa: E731
         abort_pending(pr, pending, abort, where, target)
     sp.closed.update(todo)
     nprog = clients.partitions("target", progress_topic(flow))
@@ -307,7 +309,7 @@ def commit(pr: Any, outage: Outage, target: str, what: str) -> None:
     TransactionAbortedError (the caller drops the producer), fencing its KafkaException."""
     while True:
         try:
-            pr.commit_transaction(60)
+            pr.commit_transaction(call_timeout_s(outage.bound_s, 60))
             return
         except KafkaException as exc:
             e = kafka_error(exc)

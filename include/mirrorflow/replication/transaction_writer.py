@@ -45,7 +45,7 @@ from confluent_kafka import KafkaError, KafkaException
 from mirrorflow.config import FlowConfig
 from mirrorflow.errors import MirrorflowError, TransactionAbortedError
 from mirrorflow.kafka.connection import kafka_error
-from mirrorflow.kafka.retry import FENCING_CODES, Outage, describe, transient_error
+from mirrorflow.kafka.retry import FENCING_CODES, Outage, call_timeout_s, describe, transient_error
 from mirrorflow.replication.faults import NO_FAULTS, Faults
 from mirrorflow.replication.planner import Unit
 from mirrorflow.replication.reader import Batch
@@ -174,6 +174,11 @@ class TransactionWriter:
         self.limits = limits or {}  # target topic -> max.message.bytes (for messages)
         self._began = 0.0  # monotonic time the round's transaction began
         self._abort_failed: str | None = None  # why the last abort got no answer (an outage)
+        self._bound_s = float(flow.props.get("broker.outage.max.seconds", 300))
+
+    def _s(self, default_s: float) -> float:
+        """A blocking call's timeout, bounded by the flow's outage bound (kafka.retry.call_timeout_s)."""
+        return call_timeout_s(self._bound_s, default_s)
 
     # -- the round --------------------------------------------------------------------------------
     def begin(self) -> None:
@@ -282,7 +287,7 @@ class TransactionWriter:
         the target does not answer (an outage) is remembered: the next `begin` names it."""
         if self.eos:
             try:
-                self.producer.abort_transaction(30)
+                self.producer.abort_transaction(self._s(30))
             except KafkaException as exc:
                 self._abort_failed = describe(exc)
 
@@ -321,7 +326,7 @@ class TransactionWriter:
         librdkafka). Aborting tells them apart: a fenced producer's abort fails with the fencing
         error, which stops the task (it never re-initialises: that would fence its fencer back)."""
         try:
-            self.producer.abort_transaction(10)
+            self.producer.abort_transaction(self._s(10))
         except KafkaException as abort_exc:
             if is_fenced(abort_exc):
                 return abort_exc
@@ -330,7 +335,7 @@ class TransactionWriter:
     def _flush(self) -> int:
         """Flush; the number of records still undelivered."""
         try:
-            return int(self.producer.flush(120))
+            return int(self.producer.flush(self._s(120)))
         except (SystemError, KafkaException) as exc:
             # a fenced producer fails flush() (confluent-kafka may surface it as a SystemError)
             with contextlib.suppress(Exception):
@@ -340,7 +345,7 @@ class TransactionWriter:
             if isinstance(exc, KafkaException):
                 raise
             if self.eos:
-                self.producer.abort_transaction(30)  # raises the fencing error when that is the cause
+                self.producer.abort_transaction(self._s(30))  # raises the fencing error when that is the cause
             raise MirrorflowError(f"flushing the transaction failed: {exc}") from None
 
     def _careful(self, parts: list[PartBatch]) -> None:
@@ -351,7 +356,7 @@ class TransactionWriter:
         while True:
             if self.eos:
                 try:
-                    self.producer.abort_transaction(60)
+                    self.producer.abort_transaction(self._s(60))
                 except KafkaException as exc:
                     if is_fenced(exc):
                         raise
@@ -360,7 +365,7 @@ class TransactionWriter:
             for p in live:
                 for m, report in zip(p.batch.records, reports[id(p)], strict=True):
                     self._produce(p.unit.target_topic, p.unit.partition, m, report)
-            left = self.producer.flush(120)
+            left = self.producer.flush(self._s(120))
             self._raise_if_fenced()
             failed = {id(p): [r for r in reports[id(p)] if r.failed] for p in live}
             if self.eos and self._fatal.error is None:
@@ -390,14 +395,14 @@ class TransactionWriter:
         """Produce one record alone (exactly-once: in a transaction that is aborted); its error."""
         if self.eos:
             with contextlib.suppress(KafkaException):
-                self.producer.abort_transaction(60)
+                self.producer.abort_transaction(self._s(60))
             self.producer.begin_transaction()
         report = Report(m.offset())
         self._produce(topic, partition, m, report)
-        self.producer.flush(60)
+        self.producer.flush(self._s(60))
         if self.eos:
             with contextlib.suppress(KafkaException):
-                self.producer.abort_transaction(60)
+                self.producer.abort_transaction(self._s(60))
         return report.error
 
     def _raise_if_fenced(self) -> None:
@@ -410,13 +415,13 @@ class TransactionWriter:
         """Commit the transaction (exactly-once), or wait until the state records are written."""
         what = describe_parts(parts)
         if not self.eos:
-            if self.producer.flush(120) != 0:
+            if self.producer.flush(self._s(120)) != 0:
                 raise MirrorflowError(f"state records of {what} were not delivered")
             return
-        outage = Outage(float(self.flow.props.get("broker.outage.max.seconds", 300)))
+        outage = Outage(self._bound_s)
         while True:
             try:
-                self.producer.commit_transaction(120)
+                self.producer.commit_transaction(self._s(120))
                 return
             except KafkaException as exc:
                 if is_fenced(exc):
