@@ -19,24 +19,10 @@ from pathlib import Path
 from typing import Any
 
 from mirrorflow.config import Config
+from mirrorflow.ops.registry import dag_kinds
 
-# every kind of generated DAG, scheduled ones first
-KINDS = (
-    "replicate",
-    "sync",
-    "checkpoint",
-    "heartbeat",
-    "schemas",
-    "translate",
-    "verify",
-    "backfill",
-    "control",
-    "failover",
-    "failback",
-    "takeover",
-    "reseed",
-    "drill",
-)
+# every kind of generated DAG, scheduled ones first: the operations that have one (mirrorflow.ops.registry)
+KINDS = dag_kinds()
 
 
 def build_flow_dags(config: str | Path | Config | None = None, kinds: Iterable[str] | None = None) -> dict[str, Any]:

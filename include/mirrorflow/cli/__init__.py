@@ -3,10 +3,11 @@
 Every command takes `--config PATH` (default: $MIRRORFLOW_CONFIG, else
 include/config/mirrorflow.yaml). A MirrorflowError becomes one message on stderr and a non-zero
 exit; anything else is a bug and keeps its traceback. One module per command group registers its
-commands (`registry.command`); results are rendered by the renderers of the core, which the DAG
-tasks use too. Other installed packages add command groups through the `mirrorflow.commands` entry
-point group (each entry names a module that registers its commands when loaded): the development
-harness (devtools/, `mirrorflow dev`, `mirrorflow demo`) does, so the product never imports it.
+commands (`registry.command`); which modules the operations have is `mirrorflow.ops.registry`'s to say.
+Results are rendered by the renderers of the core, which the DAG tasks use too. Other installed
+packages add command groups through the `mirrorflow.commands` entry point group (each entry names a
+module that registers its commands when loaded): the development harness (devtools/, `mirrorflow
+dev`, `mirrorflow demo`) does, so the product never imports it.
 
 May import: everything in `mirrorflow`.
 """
@@ -24,8 +25,10 @@ from typing import NoReturn
 
 from mirrorflow.cli.registry import COMMANDS
 from mirrorflow.errors import MirrorflowError
+from mirrorflow.ops.registry import cli_modules
 
-COMMAND_MODULES = (
+# the order of `mirrorflow --help`; every operation's module (ops.registry) is loaded, one not placed here last
+HELP_ORDER = (
     "config",
     "flow",
     "failover",
@@ -44,6 +47,7 @@ COMMAND_MODULES = (
     "history",
     "verify",
 )
+COMMAND_MODULES = (*HELP_ORDER, *(m for m in cli_modules() if m not in HELP_ORDER))
 COMMAND_GROUP = "mirrorflow.commands"  # entry points of other packages' command modules
 
 

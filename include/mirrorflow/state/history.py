@@ -26,6 +26,8 @@ from mirrorflow.state.names import history_topic
 from mirrorflow.state.state_writer import write_acknowledged
 
 FORMAT_VERSION = 1
+# the kinds the operations write (mirrorflow.ops.registry, which this layer cannot import:
+# tests/unit/test_operation_registry.py fails when the two disagree)
 KINDS = (
     "pause",
     "resume",

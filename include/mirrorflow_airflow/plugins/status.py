@@ -31,12 +31,12 @@ from fastapi.responses import HTMLResponse
 from pydantic import BaseModel
 
 from mirrorflow.ops.observe.status_page import PageCache
+from mirrorflow.ops.registry import linked_dag_kinds
 from mirrorflow.state.names import dag_id
-from mirrorflow_airflow.generated_dags import KINDS
 
 CACHE_S = 5.0
 # the DAGs every flow has (the schemas DAG exists only for flows whose clusters name registries)
-LINKED = tuple(kind for kind in KINDS if kind != "schemas")
+LINKED = linked_dag_kinds()
 
 app = FastAPI(title="mirrorflow status")
 cache = PageCache(CACHE_S)
