@@ -48,6 +48,7 @@ BAD = {
     "mirrorflow_backfill__A-B": [{"topics": "a)"}, {"from": "yesterday"}],
     "mirrorflow_drill__A-B": [{"groups": "(("}, {"shadow_suffix": ""}],
     "mirrorflow_translate__A-B": [{"offsets": {}}, {"offsets": "orders"}],
+    "mirrorflow_heartbeat__A-B": [{"window_seconds": 0}, {"window_seconds": "long"}, {"window_seconds": 3601}],
 }
 
 

@@ -75,6 +75,23 @@ def test_a_disabled_flows_heartbeat_dag_run_emits_both_records(airflow_db, tmp_p
 
 
 @pytest.mark.integration
+def test_a_manual_run_of_a_one_second_window_emits_once_and_ends(airflow_db, tmp_path, monkeypatch, source, target):
+    """The `window_seconds` Param: MM2's 1 s interval makes a 60 s window; a manual run of 1 s emits one
+    heartbeat and ends at once, with no wait on the triggerer."""
+    tag = uuid.uuid4().hex[:6]
+    src, tgt = f"H{tag}", f"G{tag}"
+    cfg = write_config(tmp_path / "mf.yaml", {src: source, tgt: target}, {f"{src}->{tgt}": {"enabled": False}})
+    dag = dagbag(cfg.path, monkeypatch, "mirrorflow_heartbeat.py").get_dag(f"mirrorflow_heartbeat__{src}-{tgt}")
+    assert dag.get_task("heartbeat").tick_s == 60 and dag.params.get_param("window_seconds").value is None
+    began = datetime.now(UTC)
+    run = dag.test(run_conf={"window_seconds": 1})
+    (ti,) = run.get_task_instances()
+    assert ti.state == "success" and ti.xcom_pull(task_ids="heartbeat")["emitted"] == 2  # one each way
+    assert (datetime.now(UTC) - began).total_seconds() < 50  # not the 60 s window
+    assert [(h.source, h.target) for h in beats(cfg, tgt, src, tgt)] == [(src, tgt)]
+
+
+@pytest.mark.integration
 def test_a_stopped_flows_scheduled_window_waits_on_the_triggerer_then_skips(
     airflow_db, tmp_path, monkeypatch, source, target
 ):

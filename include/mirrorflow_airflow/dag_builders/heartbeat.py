@@ -9,6 +9,8 @@ waits), and resumes at the window's end only to report the flow's replication la
 window starts as soon as one ends (a few seconds of Airflow's run start between windows). An
 interval as long as the window (or longer) gives one emission per run on a schedule of that
 interval; `emit.heartbeats.enabled: false` leaves the DAG unscheduled (a manual run ends skipped).
+A manual run may choose its own window (the `window_seconds` Param): 1 s gives one heartbeat at once,
+a longer window keeps emitting for that long.
 
 The heartbeats are a DAG of their own so that no other DAG's run lasts a window: the checkpoint
 DAG's run, which held them before, ends in seconds. Disabled flows get one too: MM2's heartbeat
@@ -20,13 +22,14 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
-from airflow.sdk import DAG
+from airflow.sdk import DAG, Param
 
 from mirrorflow.config import Config, FlowConfig
 from mirrorflow_airflow.common import flow_dag, flow_dags, task_config_path
 from mirrorflow_airflow.operators.heartbeat import HeartbeatOperator
 
 WINDOW_S = 60  # one run's heartbeats; the latency is reported once per run (the checkpoint DAG's default tick)
+MAX_WINDOW_S = 3600  # a manual run's longest window (the flow's next scheduled window waits for it)
 
 
 def heartbeat_window(flow: FlowConfig) -> int:
@@ -43,6 +46,20 @@ def heartbeat_schedule(flow: FlowConfig) -> Any:
     return "@continuous" if interval < WINDOW_S else timedelta(seconds=interval)
 
 
+def heartbeat_params(flow: FlowConfig) -> dict[str, Any]:
+    return {
+        "window_seconds": Param(
+            None,
+            type=["null", "integer"],
+            minimum=1,
+            maximum=MAX_WINDOW_S,
+            title="Window (seconds)",
+            description="Emit heartbeats for this many seconds in this run, every emit.heartbeats.interval.seconds "
+            f"(1: one heartbeat at once); empty: the DAG's window, {heartbeat_window(flow)} s",
+        ),
+    }
+
+
 def build_heartbeat_dag(cfg: Config, flow: FlowConfig) -> DAG:
     window = heartbeat_window(flow)
     with flow_dag(
@@ -51,6 +68,7 @@ def build_heartbeat_dag(cfg: Config, flow: FlowConfig) -> DAG:
         "MM2 heartbeats (waited for on the triggerer) and the replication latency they show",
         heartbeat_schedule(flow),
         retry_delay_s=10,
+        params=heartbeat_params(flow),
         doc_md=__doc__,
     ) as dag:
         HeartbeatOperator(

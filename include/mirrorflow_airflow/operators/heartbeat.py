@@ -29,7 +29,8 @@ log = logging.getLogger(__name__)
 
 class HeartbeatOperator(BaseOperator):
     """Emit `flow_name`'s heartbeats every emit.heartbeats.interval.seconds for `tick_s` seconds
-    (once, in the runs where that interval is due, when it is not shorter than the tick)."""
+    (once, in the runs where that interval is due, when it is not shorter than the tick). A run whose
+    `window_seconds` Param is set (the heartbeat DAG's form) lasts that many seconds instead."""
 
     def __init__(self, *, flow_name: str, config_path: str | None, tick_s: int, **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -41,9 +42,10 @@ class HeartbeatOperator(BaseOperator):
         from mirrorflow.state.flow_state import flow_state
 
         began = time.monotonic()
+        tick_s = self.window(context)
         cfg, flow = MirrorflowHook(self.config_path).get_flow(self.flow_name)
         prop = "emit.heartbeats.interval.seconds"
-        if int(flow.props[prop]) >= self.tick_s and flow.props["emit.heartbeats.enabled"]:
+        if int(flow.props[prop]) >= tick_s and flow.props["emit.heartbeats.enabled"]:
             times = RunTimes.of(
                 context.get("dag_run"), context.get("logical_date"), context.get("prev_data_interval_end_success")
             )
@@ -53,12 +55,12 @@ class HeartbeatOperator(BaseOperator):
         with FlowClients(cfg, flow) as clients:
             skip = flow_state(clients).skip_reason(flow.name, "checkpoint")
             if skip:
-                self._skip(context, f"heartbeats: {skip}", skip)
+                self._skip(context, f"heartbeats: {skip}", skip, tick_s)
             start = time.time()
             first = emit_heartbeats(cfg, flow, clients=clients)
         if not first:
             raise AirflowSkipException(f"{flow.name}: emit.heartbeats.enabled=false")
-        count = heartbeat_count(flow, self.tick_s)
+        count = heartbeat_count(flow, tick_s)
         worker_s = time.monotonic() - began
         if count > 1:
             self.defer(
@@ -66,18 +68,23 @@ class HeartbeatOperator(BaseOperator):
                     flow.name, self.config_path, start, count, [asdict(e) for e in first], worker_s
                 ),
                 method_name="execute_complete",
-                timeout=timedelta(seconds=self.tick_s + 300),  # a triggerer that never runs it
+                timeout=timedelta(seconds=tick_s + 300),  # a triggerer that never runs it
             )
         return self._finish(flow.name, [asdict(e) for e in first], worker_s)
 
-    def _skip(self, context: Any, reason: str, note: str) -> None:
+    def window(self, context: Any) -> int:
+        """This run's seconds of heartbeats: its `window_seconds` Param when set, else `tick_s`."""
+        chosen = (context.get("params") or {}).get("window_seconds")
+        return int(chosen) if chosen else self.tick_s
+
+    def _skip(self, context: Any, reason: str, note: str, tick_s: int) -> None:
         """End skipped; a scheduled run first waits out its window on the triggerer, so that a
         `@continuous` heartbeat DAG of a paused flow does not start run after run."""
         from airflow.providers.standard.triggers.temporal import TimeDeltaTrigger
 
         if not RunTimes.of(context.get("dag_run")).manual:
             self.defer(
-                trigger=TimeDeltaTrigger(timedelta(seconds=self.tick_s)),
+                trigger=TimeDeltaTrigger(timedelta(seconds=tick_s)),
                 method_name="skip_after_wait",
                 kwargs={"reason": reason, "note": note},
             )
