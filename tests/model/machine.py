@@ -23,9 +23,11 @@ explains are printed, not failed, so the search goes on for others.
 
 from __future__ import annotations
 
+import functools
 import time
 import uuid
 from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -71,6 +73,18 @@ class Setting:
     folder: Path
     known_hits: list[str] = field(default_factory=list)
     examples: int = 0
+    ran: dict[str, int] = field(default_factory=dict)  # rule -> how many times it ran (printed at the end)
+
+
+def counted(fn):
+    """A rule whose runs are counted in `Setting.ran` (what a search covered is printed with its seed)."""
+
+    @functools.wraps(fn)
+    def run(self, *args, **kwargs):
+        self.setting.ran[fn.__name__] = self.setting.ran.get(fn.__name__, 0) + 1
+        return fn(self, *args, **kwargs)
+
+    return run
 
 
 def now_ms() -> int:
@@ -179,6 +193,7 @@ class ReplicationMachine(RuleBasedStateMachine):
             "unit.max.bytes": unit[1],
         }
         self.islands = False  # a backfill copied above the progress: holes below it until the next drain
+        self.added: list[str] = []  # topics created on a source while the flows ran
         x, y = self.alias["A"], self.alias["B"]
         self.cfg = write_config(
             self.setting.folder / f"{tag}.yaml",
@@ -208,6 +223,8 @@ class ReplicationMachine(RuleBasedStateMachine):
     def snap(self, side: str) -> Snapshot:
         out: Snapshot = {(t, p): [] for t, n in self.topics.items() for p in range(n)}
         for t in self.topics:
+            if t in self.added and not self.exists_on(side, t):
+                continue  # a topic added on the other side that no sync created here yet
             for r in consume_all(self.cluster(side), t, timeout=60):
                 out[(t, r.partition)].append(r)
         self.model.look(side, out)
@@ -293,6 +310,7 @@ class ReplicationMachine(RuleBasedStateMachine):
 
     # -- writes ------------------------------------------------------------------------------
     @rule(n=st.integers(1, 5), partition=st.integers(0, 3), kind=st.sampled_from(["commit", "abort"]))
+    @counted
     def write(self, n: int, partition: int, kind: str) -> None:
         """The applications write to topic `plain` on their side: a transaction that commits or aborts."""
         plain, side = f"{self.pfx}.plain", self.apps_side()
@@ -301,6 +319,7 @@ class ReplicationMachine(RuleBasedStateMachine):
 
     @precondition(lambda self: self.running is not None and self.topics[f"{self.pfx}.plain"] < 4)
     @rule()
+    @counted
     def add_partition(self) -> None:
         """A partition added to `plain` on the running flow's source, written to before any sync
         creates it on the target or any run plans it: copied from its beginning."""
@@ -315,17 +334,46 @@ class ReplicationMachine(RuleBasedStateMachine):
 
     @precondition(lambda self: self.apps_side() == "A")
     @rule(n=st.integers(1, 4))
+    @counted
     def write_compacted(self, n: int) -> None:
         """Records on the compacted topic on A: three keys over and over, every fifth a tombstone."""
         self.produce("A", (self.compact, 0), n, True, fresh_keys=False)
 
     @precondition(lambda self: self.failed_over is not None)
     @rule(n=st.integers(1, 3), partition=st.integers(0, 1))
+    @counted
     def write_split_brain(self, n: int, partition: int) -> None:
         """A producer still writes to the failed-over flow's source (it was declared lost, not dead)."""
         plain = f"{self.pfx}.plain"
         side = self.side_of(self.failed_over)[0]
         self.produce(side, (plain, partition % self.partitions_on(side, plain)), n, True, fresh_keys=True)
+
+    @precondition(lambda self: self.running is not None and len(self.added) < 2)
+    @rule(n=st.integers(1, 4))
+    @counted
+    def add_topic(self, n: int) -> None:
+        """A topic created on the running flow's source mid-flow (it matches the flow's topics) and
+        written to before any sync creates it on the target: copied from its beginning."""
+        side = self.side_of(self.running)[0]
+        t = f"{self.pfx}.added{len(self.added)}"
+        create_topic(self.cluster(side), t, 1)
+        self.added.append(t)
+        self.topics[t] = 1
+        self.produce(side, (t, 0), n, True, fresh_keys=True)
+
+    @precondition(lambda self: bool(self.added))
+    @rule(n=st.integers(1, 3), kind=st.sampled_from(["commit", "abort"]))
+    @counted
+    def write_added(self, n: int, kind: str) -> None:
+        """The applications write to the latest topic added, on their side (created there by a sync
+        when the flow that copies it ran, else it waits for one)."""
+        t, side = self.added[-1], self.apps_side()
+        if self.exists_on(side, t):
+            self.produce(side, (t, 0), n, kind == "commit", fresh_keys=True)
+
+    def exists_on(self, side: str, topic: str) -> bool:
+        md = AdminClient(self.cluster(side).client_config()).list_topics(topic, timeout=10)
+        return md.topics[topic].error is None
 
     def partitions_on(self, side: str, topic: str) -> int:
         md = AdminClient(self.cluster(side).client_config()).list_topics(topic, timeout=10)
@@ -333,6 +381,7 @@ class ReplicationMachine(RuleBasedStateMachine):
 
     @precondition(lambda self: self.running is not None)
     @rule(partition=st.integers(0, 1), k=st.integers(1, 4))
+    @counted
     def delete_source_records(self, partition: int, k: int) -> None:
         """`delete-records` moves the running flow's source log start up by `k` offsets (at most to the end)."""
         side = self.side_of(self.running)[0]
@@ -346,6 +395,7 @@ class ReplicationMachine(RuleBasedStateMachine):
 
     # -- groups ------------------------------------------------------------------------------
     @rule(g=st.sampled_from(["g1", "g2"]), which=st.integers(0, 1), n=st.integers(1, 6))
+    @counted
     def consume(self, g: str, which: int, n: int) -> None:
         """A group reads up to `n` records of one of its partitions on the applications' side and commits."""
         group = self.model.groups[f"{self.pfx}-{g}"]
@@ -385,6 +435,7 @@ class ReplicationMachine(RuleBasedStateMachine):
 
     @precondition(lambda self: self.running is not None)
     @rule(limit=st.sampled_from([1, 3]))
+    @counted
     def replicate_some(self, limit: int) -> None:
         """A run copying at most `limit` offsets per partition (what a big backlog's first runs do):
         the rest waits, no hole behind what was copied."""
@@ -396,6 +447,7 @@ class ReplicationMachine(RuleBasedStateMachine):
 
     @precondition(lambda self: self.running is not None and self.running.name in self.flows_run)
     @rule(at=st.integers(0, 12))
+    @counted
     def backfill_above(self, at: int) -> None:
         """A backfill from source offset `at` to the end, wherever the progress stands: above it, an
         island the next runs must not jump (the holes below it are copied)."""
@@ -403,6 +455,28 @@ class ReplicationMachine(RuleBasedStateMachine):
         assert rep.ok, rep.render()
         self.islands = True
         self.model.unordered |= {(p.topic, p.partition) for p in rep.partitions if p.records}
+        self.model.step += 1
+
+    @precondition(lambda self: self.running is not None and self.running.name in self.flows_run)
+    @rule(lo=st.integers(0, 30), width=st.integers(1, 30))
+    @counted
+    def backfill_interval(self, lo: int, width: int) -> None:
+        """An interval run (a backfill DAG run's data interval): the records written between two of the
+        times the producers used, wherever the progress stands (below it: nothing to copy again; above
+        it: an island, as backfill_above)."""
+        times = sorted({w.ts for w in self.model.acked.values()})
+        if not times:
+            return
+        t0, t1 = times[min(lo, len(times) - 1)], times[min(lo + width, len(times) - 1)] + 1
+
+        def iso(ms: int) -> str:
+            return datetime.fromtimestamp(ms / 1000, UTC).isoformat(timespec="milliseconds")
+
+        rep = backfill(self.cfg, self.running, iso(t0), iso(t1), mode="direct")
+        assert rep.ok, rep.render()
+        if any(p.records for p in rep.partitions):
+            self.islands = True
+            self.model.unordered |= {(p.topic, p.partition) for p in rep.partitions if p.records}
         self.model.step += 1
 
     def check_copy(self, flow) -> tuple[Snapshot, Snapshot]:
@@ -413,6 +487,7 @@ class ReplicationMachine(RuleBasedStateMachine):
 
     @precondition(lambda self: self.running is not None)
     @rule()
+    @counted
     def replicate(self) -> None:
         """Copy runs of the running flow until nothing is left; the target holds every source record once."""
         self.drain(self.running)
@@ -421,6 +496,7 @@ class ReplicationMachine(RuleBasedStateMachine):
 
     @precondition(lambda self: self.running is not None)
     @rule()
+    @counted
     def checkpoint(self) -> None:
         """A checkpoint pass with group sync: every group lands on the target exactly where it must."""
         flow = self.running
@@ -444,6 +520,7 @@ class ReplicationMachine(RuleBasedStateMachine):
 
     @precondition(lambda self: self.running is not None)
     @rule()
+    @counted
     def verify(self) -> None:
         """verify of the running flow finds nothing wrong (nothing diverged while it runs); after a
         backfill above the progress it names the holes below the island, and nothing else."""
@@ -460,6 +537,7 @@ class ReplicationMachine(RuleBasedStateMachine):
     # -- failover and failback -----------------------------------------------------------------
     @precondition(lambda self: self.running is not None)
     @rule(planned=st.booleans())
+    @counted
     def fail_over(self, planned: bool) -> None:
         """Failover of the running flow (planned: drained and verified; unplanned: S declared lost,
         still up); every group resumes on T at its latest checkpoint, never behind, never past."""
@@ -495,6 +573,7 @@ class ReplicationMachine(RuleBasedStateMachine):
 
     @precondition(lambda self: self.failed_over is not None)
     @rule()
+    @counted
     def checkpoint_stopped(self) -> None:
         """A checkpoint pass and group sync of the failed-over flow: both skip, naming the failback."""
         flow = self.failed_over
@@ -505,6 +584,7 @@ class ReplicationMachine(RuleBasedStateMachine):
 
     @precondition(lambda self: self.failed_over is not None)
     @rule()
+    @counted
     def fail_back(self) -> None:
         """The failback starts the reverse flow; its report counts exactly the divergence, the split
         brain and the records to copy back."""

@@ -153,7 +153,8 @@ class Model:
             where = f"{w.topic}[{w.partition}]@{w.offset} on {w.side}" if w else "?"
             bad(f"missing on {dst_side} (on {src_side}, not kept apart by a failback)", f"{u} ({where})")
         for u in sorted(seen & self.kept):
-            bad("kept apart by a failback, yet copied", u)
+            if self.acked[u].side != dst_side:  # on its own side it was written, not copied
+                bad("kept apart by a failback, yet copied", u)
         return problems
 
     # -- groups --------------------------------------------------------------------------------

@@ -32,7 +32,8 @@ def model_budget(request: pytest.FixtureRequest) -> dict:
     """How much searching: examples, steps per example, whether a failure is shrunk, the seed."""
     env = os.environ.get("MIRRORFLOW_MODEL_SEED")
     if request.config.getoption("--long"):
-        return {"examples": 60, "steps": 30, "shrink": True, "seed": int(env) if env else random.randrange(1 << 32)}
+        examples = int(os.environ.get("MIRRORFLOW_MODEL_EXAMPLES", "60"))  # more for a search of hours
+        return {"examples": examples, "steps": 30, "shrink": True, "seed": int(env) if env else random.randrange(1 << 32)}
     return {"examples": 5, "steps": 14, "shrink": False, "seed": int(env) if env else CI_SEED}
 
 
@@ -64,11 +65,12 @@ def test_random_operation_sequences_keep_every_record_and_group_where_the_model_
             database=None,
             phases=phases,
             suppress_health_check=list(HealthCheck),
-            verbosity=Verbosity.normal,
+            verbosity=Verbosity.verbose if os.environ.get("MIRRORFLOW_MODEL_VERBOSE") else Verbosity.normal,
             print_blob=True,
         ),
     )
-    print(f"model-based: {setting.examples} examples in {time.monotonic() - began:.0f} s")
+    print(f"model-based: {setting.examples} examples in {time.monotonic() - began:.0f} s; steps run: "
+          + ", ".join(f"{k} {v}" for k, v in sorted(setting.ran.items())))
     for kind, why in KNOWN.items():
         hits = [h for h in setting.known_hits if h.startswith(f"{kind}:")]
         if hits:
