@@ -192,7 +192,7 @@ class TakeOverAfterCommit:
         self.cfg, self.flow, self.commits, self.took = cfg, flow, 0, False
 
     def reached(self, point: str, n: int = 0) -> None:
-        from mirrorflow.replication.task_copier import GUARD_EVERY_S
+        from mirrorflow.replication.task_succession import GUARD_EVERY_S
         from mirrorflow.state.lease import FlowLease
 
         if point != "after_commit":

@@ -12,7 +12,7 @@ from confluent_kafka import OFFSET_INVALID, KafkaError, KafkaException, Message,
 from mirrorflow.errors import ClusterError, TransientError, UnreachableError
 from mirrorflow.kafka.connection import ClusterConnection
 from mirrorflow.kafka.log_reader import EARLIEST, LATEST, LogReader
-from mirrorflow.replication.task_copier import outage_failure
+from mirrorflow.kafka.retry import outage_failure
 from mirrorflow_dev.processes import free_port
 
 HIGH = 9  # 0-4 committed, 5-6 another unit's transaction, 7 committed after it, 8 its commit marker

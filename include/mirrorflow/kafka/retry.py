@@ -125,6 +125,12 @@ def transient(exc: BaseException) -> bool:
     return isinstance(exc, KafkaException) and transient_error(kafka_error(exc))
 
 
+def outage_failure(exc: BaseException) -> bool:
+    """A failure a copy task waits out: transient, and not a cluster that stayed away through a
+    call's own wait for it (an UnreachableError after the bound: final)."""
+    return transient(exc) and not isinstance(exc, UnreachableError)
+
+
 def failure(conn: ClusterConnection, exc: BaseException) -> ClusterError:
     """`conn.describe_failure(exc)`, a TransientError when a broker coming back may cure it (the
     caller's own retries ran out; a caller that rides out outages tries again). "Cannot reach"

@@ -15,10 +15,9 @@ per task per interval covering every partition that had new records.
 
 Fencing: a fenced producer stops the task (every partition it had not finished ends `fenced`),
 except when the producer came from the cache and was found fenced while establishing its epoch --
-its epoch predates another producer's of the slot: the task re-initialises (fencing that one) when
-its run still holds the flow's lease and no newer attempt of the same run claimed the slot
-(task_producer.read_claim), at most twice. A fenced error is never a failure of the run by itself.
-A run that lost the flow's lease (a failover's take-over) commits nothing more.
+its epoch predates another producer's of the slot: the task re-initialises (fencing that one) unless
+it is the zombie (replication.task_succession), at most twice. A fenced error is never a failure of
+the run by itself; a run that lost the flow's lease writes nothing more (task_succession).
 
 Broker outages are ridden through up to `broker.outage.max.seconds`: the producer goes, a new one
 is established, the committed progress of every partition is read again (the outcome of the last
@@ -31,7 +30,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -42,15 +41,13 @@ from mirrorflow.clients import FlowClients
 from mirrorflow.errors import (
     ClusterError,
     FencedError,
-    LeaseError,
     MirrorflowError,
     StateError,
     TopicError,
     TransactionAbortedError,
-    UnreachableError,
 )
 from mirrorflow.kafka.connection import kafka_error, warm_topics
-from mirrorflow.kafka.retry import Outage, transient
+from mirrorflow.kafka.retry import Outage, outage_failure, transient
 from mirrorflow.kafka.topic_admin import list_offsets
 from mirrorflow.replication.budget import CopyBudget
 from mirrorflow.replication.copier import PartitionCopy, UnitResult, anchor_all, reading_at_once, u_where
@@ -66,13 +63,12 @@ from mirrorflow.replication.task_producer import (
     establish,
     producer_defaults,
     producer_required,
-    read_claim,
     target_limits,
 )
 from mirrorflow.replication.task_rounds import Lane, Round
+from mirrorflow.replication.task_succession import TaskSuccession
 from mirrorflow.replication.transaction_writer import TransactionWriter, is_fenced
 from mirrorflow.state.fencing import state_parts
-from mirrorflow.state.lease import LeaseGuard
 from mirrorflow.state.names import COPIER, offset_map_topic, progress_topic, reader_group
 from mirrorflow.state.records import Progress
 from mirrorflow.state.state_writer import StateWriter
@@ -80,7 +76,6 @@ from mirrorflow.state.store import StateStore
 from mirrorflow.state.task_slots import TaskLayout
 
 REINITS = 2  # a stale cached producer re-initialised at most this often per attempt
-GUARD_EVERY_S = 5.0  # how often, at most, a task asks before a round whether its run still holds the lease
 
 
 class TaskCopier:
@@ -114,8 +109,7 @@ class TaskCopier:
         # task it copies at once (`budget_lanes`, copy_together), else this task's own
         busy = budget_lanes or reading_at_once(units, self.lanes_n)
         self.budget = CopyBudget.of(self.flow, busy, follow is not None)
-        self.guard = LeaseGuard(clients, owner) if owner else None
-        self._guard_next = time.monotonic() + GUARD_EVERY_S  # just checked, after the epoch (_attempt)
+        self.succession = TaskSuccession(clients, owner, attempt, slot, self.tid)
         self.sp: SlotProducer | None = None
         self.clean = False  # the task ended without a failure: its producer may serve the next run
         self.lanes: list[Lane] = []
@@ -159,7 +153,7 @@ class TaskCopier:
                         reinits += 1
                         self._drop()
                         continue
-                    self._end(live, "fenced", self._why_fenced(), "FencedError")
+                    self._end(live, "fenced", self.succession.why_fenced(), "FencedError")
                     return
                 if not transient(exc):
                     e = kafka_error(exc)
@@ -199,18 +193,12 @@ class TaskCopier:
         claim = Claim(self.owner or "", self.attempt)
         establish(self.clients, sp, self.slot, parts, claim, self.outage, self.faults)
         self.established = True
-        # does the run still hold the flow's lease (state.lease.LeaseGuard)? Asked beside the progress
-        # read (a task's first read of a topic waits for its connection), awaited before copying
-        guard = background(self.guard.check) if self.guard is not None else None
+        lease_held = self.succession.lease_check()  # answered beside the progress read
         # read AFTER the epoch is established: the committed progress is the truth, the plan is advisory.
         # The read ends at the progress partitions' high watermarks: it waits for transactions open below
         bound = max(outage_bound_s(self.flow), self._txn_timeout_s() + 30)
         progress = self.store.progress(keys, timeout=bound)
-        if guard is not None:
-            try:
-                guard()
-            except LeaseError as exc:  # a run taken over since commits nothing
-                raise FencedError(str(exc)) from None
+        lease_held()
         todo = self._plan_ranges(live, progress)
         if not todo:
             return
@@ -283,7 +271,7 @@ class TaskCopier:
                 topics = sorted({pc.unit.topic for pc in todo})
                 list(pool.map(lambda lane: warm_topics(lane.consumer, topics), self.lanes))
             while any(lane.busy for lane in self.lanes) or queue:
-                self._still_holds_lease()
+                self.succession.before_round()
                 rnd = Round(writer, limits, queue, batch_s)
                 writer.begin()
                 for f in [pool.submit(lane.fill, rnd) for lane in self.lanes]:
@@ -303,29 +291,13 @@ class TaskCopier:
                 self.outage.over()
 
     # -- fencing ------------------------------------------------------------------------------------
-    def _still_holds_lease(self) -> None:
-        """Before a round writes anything, at most every GUARD_EVERY_S: a run whose lease someone else
-        took (a failover, a take-over, a run after this one's lapsed) stops, rather than leave it to
-        the fencing those do first (idempotent producers cannot be fenced; an at-least-once round's
-        records land as they are sent). A lease that lapsed while nobody claimed it is still this
-        run's; a check the target does not answer is left to the round, which meets the same outage."""
-        if self.guard is None or time.monotonic() < self._guard_next:
-            return
-        self._guard_next = time.monotonic() + GUARD_EVERY_S
-        try:
-            self.guard.check()
-        except LeaseError as exc:
-            raise FencedError(str(exc)) from None
-        except (MirrorflowError, KafkaException):
-            pass
-
     def _may_reinit(self) -> bool:
         """A cached producer found fenced while establishing its epoch: re-initialise unless this
-        attempt is the zombie (`_superseded`)."""
+        attempt is the zombie (TaskSuccession.superseded)."""
         sp = self.sp
         if sp is None or sp.fresh or self.established:
             return False
-        return self._superseded() is None
+        return self.succession.superseded() is None
 
     def _ride_out(self, failure: BaseException) -> str | None:
         """Wait for the cluster after a transient failure, then why this attempt is the zombie now
@@ -336,35 +308,11 @@ class TaskCopier:
             alias = failure.alias if isinstance(failure, ClusterError) else self.flow.target
             self.outage.wait(alias, f"copying task {self.slot} of flow {self.flow.name}", failure)
             try:
-                return self._superseded()
+                return self.succession.superseded()
             except (MirrorflowError, KafkaException) as exc:
                 if not outage_failure(exc):
                     raise
                 failure = exc
-
-    def _why_fenced(self) -> str | None:
-        """Who fenced this attempt, when its run lost the lease (a failover, a take-over) or a newer
-        attempt claimed the slot; None (the report's default words) when neither can be read."""
-        try:
-            return self._superseded()
-        except (MirrorflowError, KafkaException):
-            return None
-
-    def _superseded(self) -> str | None:
-        """Why this attempt is a zombie (its run lost the flow's lease, or a newer attempt of its run
-        claimed the slot), else None: only then may it initialise the slot's producer again."""
-        if self.guard is not None:
-            try:
-                self.guard.check()
-            except LeaseError as exc:
-                return str(exc)
-        claim = read_claim(self.clients, self.slot)
-        if claim is not None and self.owner and claim.owner == self.owner and claim.attempt > self.attempt:
-            return (
-                f"fenced by attempt {claim.attempt} of the same run (transactional.id {self.tid}); "
-                "it owns this partition now"
-            )
-        return None
 
     def _end(self, live: list[PartitionCopy], status: str, error: str | None, error_type: str) -> None:
         """Every partition not finished ends `status` (fenced: named with the slot's id)."""
@@ -457,8 +405,7 @@ class TaskCopier:
             if self.clean:  # never a producer a failure may have left mid-transaction
                 CACHE.give_back(self.sp)
             self.sp = None
-        if self.guard is not None:
-            self.guard.close()
+        self.succession.close()
         if self.store.has_reader:
             self.clients.release(self.store.reader.consumer)
 
@@ -557,32 +504,3 @@ def copy_together(
             pool.submit(copy_planned, clients, plan, i, units, faults, attempt, lanes, busy) for i, units in rows
         ]
         return [r for f in futures for r in f.result()]
-
-
-def outage_failure(exc: BaseException) -> bool:
-    """A failure a copy task waits out: transient, and not a cluster that stayed away through a
-    call's own wait for it (an UnreachableError after the bound: final)."""
-    return transient(exc) and not isinstance(exc, UnreachableError)
-
-
-def background(call: Callable[[], None]) -> Callable[[], None]:
-    """Start `call` in a thread now; the function returned waits for it and raises what it raised."""
-    import threading
-
-    failed: list[BaseException] = []
-
-    def run() -> None:
-        try:
-            call()
-        except BaseException as exc:  # noqa: BLE001 - handed to the waiter
-            failed.append(exc)
-
-    t = threading.Thread(target=run, name="mirrorflow-lease-guard", daemon=True)
-    t.start()
-
-    def wait() -> None:
-        t.join()
-        if failed:
-            raise failed[0]
-
-    return wait
