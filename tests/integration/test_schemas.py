@@ -288,3 +288,23 @@ class AuthProxy:
     def close(self):
         self.server.shutdown()
         self.server.server_close()
+
+
+def test_the_demos_schemas_reach_b_with_their_ids(tmp_path, source, target, registries):
+    """What scripts/demo shows: `mirrorflow demo schemas` registers two versions of `orders-value` in A's
+    registry; `mirrorflow schemas` copies them to B's as `A.orders-value`, each version with A's id."""
+    cfg = schema_config(tmp_path, source, target, registries, "orders")
+
+    def mf(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "mirrorflow.cli", "--config", str(cfg.path), *args],
+                              capture_output=True, text=True, cwd=ROOT, timeout=300)
+
+    seeded = mf("demo", "schemas")
+    assert seeded.returncode == 0, seeded.stderr
+    ids = [int(line.rsplit("id ", 1)[1]) for line in seeded.stdout.splitlines()]
+    assert len(ids) == 2 and ids[0] != ids[1], seeded.stdout
+    copied = mf("schemas", "--flow", "A->B")
+    assert copied.returncode == 0, copied.stderr
+    for v, i in enumerate(ids, 1):
+        assert f"-> A.orders-value v{v}  id {i}  AVRO" in copied.stdout, copied.stdout
+        assert call(registries["B"].confluent_url, "GET", f"/subjects/A.orders-value/versions/{v}")["id"] == i

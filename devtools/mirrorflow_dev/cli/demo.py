@@ -4,6 +4,10 @@ Creates `orders` (3 partitions) and `payments` (compacted) on the source, writes
 keys, headers, timestamps and a tombstone, and lets the consumer group `billing` read and commit
 part of `orders`, so a replicate + checkpoint run has something to show.
 
+`mirrorflow demo schemas`: two versions of an Avro schema for `orders-value` registered in the source's
+schema registry (its `schema.registry.url`; `mirrorflow dev registry up` starts local ones), so
+`mirrorflow schemas` has ids to copy.
+
 `mirrorflow demo postgres up|down`: the demo's Airflow database on a local PostgreSQL instead of
 SQLite (`scripts/demo --postgres`); `up` prints the sql_alchemy_conn of its database `airflow`.
 """
@@ -29,6 +33,8 @@ def _args(p: argparse.ArgumentParser) -> None:
     seed = sub.add_parser("seed", help="create sample topics, records and a consumer group on the source")
     seed.add_argument("--flow", default="A->B")
     seed.add_argument("--records", type=int, default=3000)
+    schemas = sub.add_parser("schemas", help="register sample Avro schemas in the source's schema registry")
+    schemas.add_argument("--flow", default="A->B")
     pg = sub.add_parser("postgres", help="a local PostgreSQL for the demo's Airflow (scripts/demo --postgres)")
     pg_sub = pg.add_subparsers(dest="postgres_cmd", required=True)
     pg_sub.add_parser("up", help="start it (or find it running); print the database's sql_alchemy_conn")
@@ -50,6 +56,8 @@ def _postgres(args: argparse.Namespace) -> int:
 def demo(args: argparse.Namespace) -> int:
     if args.demo_cmd == "postgres":
         return _postgres(args)
+    if args.demo_cmd == "schemas":
+        return _schemas(args)
     cfg = load_config(args)
     flow = cfg.flow(args.flow)
     src = cfg.cluster(flow.source)
@@ -113,4 +121,34 @@ def demo(args: argparse.Namespace) -> int:
     print(
         f"consumer group {GROUP!r} committed: " + ", ".join(f"{ORDERS}-{tp.partition}@{tp.offset}" for tp in committed)
     )
+    return 0
+
+
+ORDER_V1 = {
+    "type": "record",
+    "name": "Order",
+    "namespace": "demo",
+    "fields": [{"name": "order", "type": "long"}, {"name": "amount", "type": "int"}],
+}
+ORDER_V2 = {**ORDER_V1, "fields": [*ORDER_V1["fields"], {"name": "currency", "type": "string", "default": "EUR"}]}
+
+
+def _schemas(args: argparse.Namespace) -> int:
+    import json
+
+    from mirrorflow.schemas.registry_client import client_for, quote_subject
+
+    cfg = load_config(args)
+    flow = cfg.flow(args.flow)
+    client = client_for(cfg.cluster(flow.source))
+    if client is None:
+        raise MirrorflowError(
+            f"cluster {flow.source!r} has no schema.registry.url in the config (`mirrorflow dev registry up` "
+            "starts local registries and prints their urls)"
+        )
+    subject = f"{ORDERS}-value"
+    for schema in (ORDER_V1, ORDER_V2):
+        got = client.post(f"/subjects/{quote_subject(subject)}/versions", {"schema": json.dumps(schema)})
+        fields = len(schema["fields"])
+        print(f"{flow.source}'s registry: {subject} ({schema['name']}, {fields} fields): id {got['id']}")
     return 0
