@@ -23,9 +23,9 @@ def test_steps_take_a_path_or_a_mapping_and_are_named():
     flow = config(["mypkg.dns:repoint", {"name": "alias", "callable": BUILTIN, "args": {"path": "/x"}},
                    "mypkg.gateway.route"]).flow("A->B")
     assert flow.props["client.switch.failover"] == [
-        {"name": "repoint", "callable": "mypkg.dns:repoint", "args": {}},
-        {"name": "alias", "callable": BUILTIN, "args": {"path": "/x"}},
-        {"name": "route", "callable": "mypkg.gateway.route", "args": {}}]
+        {"name": "repoint", "callable": "mypkg.dns:repoint", "args": {}, "timeout_seconds": 300},
+        {"name": "alias", "callable": BUILTIN, "args": {"path": "/x"}, "timeout_seconds": 300},
+        {"name": "route", "callable": "mypkg.gateway.route", "args": {}, "timeout_seconds": 300}]
     assert flow.props["client.switch.failback"] == []
 
 
@@ -34,7 +34,9 @@ def test_steps_take_a_path_or_a_mapping_and_are_named():
     (["a.b:c", "d.e:c"], "step 2: the name 'c' is used twice"),
     ([{"callable": "a.b:c", "name": "x y"}], "step 1: name may hold only letters, digits, '_' and '-'"),
     ([{"callable": "a.b:c", "args": ["x"]}], "step 1 (c): args: expected a mapping of keyword arguments"),
-    ([{"callable": "a.b:c", "kwargs": {}}], "step 1: unknown key(s) kwargs (a step has name, callable, args)"),
+    ([{"callable": "a.b:c", "kwargs": {}}],
+     "step 1: unknown key(s) kwargs (a step has name, callable, args, timeout_seconds)"),
+    ([{"callable": "a.b:c", "timeout_seconds": 0}], "step 1 (c): timeout_seconds: expected a positive whole number"),
 ])
 def test_bad_steps_are_named_by_their_key(steps, why):
     with pytest.raises(ConfigError) as exc:
@@ -83,3 +85,42 @@ def test_a_dry_run_runs_every_step_in_order_and_stops_at_the_first_failure(tmp_p
     with pytest.raises(ConfigError, match="flow A->B has no client-switch step 'four' after the failover"):
         run_client_switch(cfg, flow, "failover", dry_run=True, only="four")
     assert ok.read_text() == other.read_text() == "bootstrap.servers=a:1\n"  # nothing changed
+
+
+def slow_step(ctx, out: str, seconds: float = 0.0, token: str = "") -> str:
+    """A user's step (tests): writes the token it was given to `out`, then sleeps."""
+    import time
+
+    with open(out, "w") as f:
+        f.write(token)
+    time.sleep(seconds)
+    return f"slept {seconds} s"
+
+
+def test_a_step_past_its_timeout_fails_named_and_env_args_reach_it_unprinted(monkeypatch, tmp_path):
+    """A step that hangs is reported failed after its timeout_seconds (it may still be running: the
+    error says so); an argument written `${env:VAR}` reaches the callable resolved, while the
+    report, the approval and the error show the reference, never the value."""
+    monkeypatch.setenv("MF_SWITCH_TOKEN", "s3cret-token")
+    step = {"name": "slow", "callable": "tests.unit.test_client_switch_steps:slow_step", "timeout_seconds": 1,
+            "args": {"out": str(tmp_path / "token"), "seconds": 3, "token": "${env:MF_SWITCH_TOKEN}"}}
+    cfg = config([step, {"name": "later", "callable": BUILTIN, "args": {"path": "/nowhere"}}])
+    flow = cfg.flow("A->B")
+    with pytest.raises(ClientSwitchError) as exc:
+        run_client_switch(cfg, flow, "failover", dry_run=True)
+    rep = exc.value.report
+    assert [(s.name, s.ok) for s in rep.steps] == [("slow", False)] and rep.not_run == ["later"]
+    assert 1 <= rep.steps[0].seconds < 2.5, rep.steps[0].seconds
+    assert str(exc.value).endswith(
+        "failed in its dry run: it did not finish within 1 s (timeout_seconds); it may still be running: check "
+        "what it changes before running it again")
+    assert (tmp_path / "token").read_text() == "s3cret-token"
+    from mirrorflow.ops.dr.client_switch import plan_switch
+
+    shown = " ".join(plan_switch(flow, "failover")) + str(exc.value) + rep.render()
+    assert "s3cret" not in shown and "${env:MF_SWITCH_TOKEN}" in " ".join(plan_switch(flow, "failover"))
+    monkeypatch.delenv("MF_SWITCH_TOKEN")
+    step["args"]["seconds"] = 0
+    with pytest.raises(ClientSwitchError) as exc:
+        run_client_switch(config([step]), config([step]).flow("A->B"), "failover", dry_run=True)
+    assert "environment variable MF_SWITCH_TOKEN is not set" in str(exc.value)

@@ -70,12 +70,16 @@ _STEP_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
 _CALLABLE = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*[:.][A-Za-z_]\w*")
 
 
+SWITCH_STEP_TIMEOUT_S = 300  # a client-switch step that takes longer is reported failed (it may still run)
+
+
 def _switch_steps(v: Any) -> list[dict[str, Any]]:
     """client.switch.failover / client.switch.failback: the client-switch steps run after the
     operation's commit, in order (ops.dr.client_switch). A YAML list; each item is a callable's path
-    (`pkg.module:function`, or `pkg.module.function`) or a mapping `{name, callable, args}`; the
-    result is always `[{"name", "callable", "args"}]` (name: the function's name by default, unique,
-    letters, digits, '_' and '-': it becomes an Airflow task id)."""
+    (`pkg.module:function`, or `pkg.module.function`) or a mapping `{name, callable, args,
+    timeout_seconds}`; the result is always `[{"name", "callable", "args", "timeout_seconds"}]` (name:
+    the function's name by default, unique, letters, digits, '_' and '-': it becomes an Airflow task
+    id; timeout_seconds: how long the step may take, default SWITCH_STEP_TIMEOUT_S)."""
     if v is None or v == "":
         return []
     items = v if isinstance(v, (list, tuple)) else [v]
@@ -86,9 +90,11 @@ def _switch_steps(v: Any) -> list[dict[str, Any]]:
             item = {"callable": item}
         if not isinstance(item, dict):
             raise ValueError(f"{where}: expected a callable's path or a mapping with callable and args, got {item!r}")
-        unknown = sorted(set(map(str, item)) - {"name", "callable", "args"})
+        unknown = sorted(set(map(str, item)) - {"name", "callable", "args", "timeout_seconds"})
         if unknown:
-            raise ValueError(f"{where}: unknown key(s) {', '.join(unknown)} (a step has name, callable, args)")
+            raise ValueError(
+                f"{where}: unknown key(s) {', '.join(unknown)} (a step has name, callable, args, timeout_seconds)"
+            )
         path = _str(item.get("callable"))
         if not _CALLABLE.fullmatch(path):
             raise ValueError(f"{where}: callable: expected a path such as mypkg.switches:repoint_dns, got {path!r}")
@@ -100,7 +106,10 @@ def _switch_steps(v: Any) -> list[dict[str, Any]]:
         args = item.get("args") or {}
         if not isinstance(args, dict) or not all(isinstance(k, str) and k.isidentifier() for k in args):
             raise ValueError(f"{where} ({name}): args: expected a mapping of keyword arguments, got {args!r}")
-        out.append({"name": name, "callable": path, "args": dict(args)})
+        timeout = item.get("timeout_seconds", SWITCH_STEP_TIMEOUT_S)
+        if isinstance(timeout, bool) or not isinstance(timeout, int) or timeout < 1:
+            raise ValueError(f"{where} ({name}): timeout_seconds: expected a positive whole number, got {timeout!r}")
+        out.append({"name": name, "callable": path, "args": dict(args), "timeout_seconds": timeout})
     return out
 
 

@@ -44,6 +44,7 @@ from __future__ import annotations
 import importlib
 import os
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -52,6 +53,7 @@ from typing import Any
 
 from mirrorflow.clients import FlowClients
 from mirrorflow.config import Config, FlowConfig
+from mirrorflow.config.secrets import resolve_env
 from mirrorflow.errors import ConfigError, MirrorflowError, StateError
 from mirrorflow.reporting import Report
 from mirrorflow.state.history import record_operation
@@ -258,7 +260,7 @@ def run_client_switch(
             log(f"client switch {step['name']}" + (" (dry run)" if dry_run else ""))
             began = time.monotonic()
             try:
-                said = fn(ctx, **step["args"])
+                said = within(step["timeout_seconds"], fn, ctx, **step_args(flow, step, operation))
                 result = StepResult(step["name"], step["callable"], time.monotonic() - began, True, str(said or "done"))
             except Exception as exc:  # noqa: BLE001 - a user's step: any failure is reported, named
                 error = f"{type(exc).__name__}: {exc}" if not isinstance(exc, MirrorflowError) else str(exc)
@@ -272,6 +274,47 @@ def run_client_switch(
                 report.error = _failure(flow, operation, result, after, plan_id, dry_run)
                 raise ClientSwitchError(report.error, report)
     return report
+
+
+def step_args(flow: FlowConfig, step: dict[str, Any], operation: str) -> dict[str, Any]:
+    """The step's keyword arguments with `${env:VAR}` references resolved (a token, a password): the
+    values reach the callable only, never the config's text, the approval, the report or the history,
+    which show the references (`describe`)."""
+    key = f"flows.{flow.name}.{property_name(operation)}"
+    return {
+        k: resolve_env(v, f"{key} ({step['name']}.args.{k})") if isinstance(v, str) else v
+        for k, v in step["args"].items()
+    }
+
+
+def within(limit_s: float, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
+    """`fn(*args, **kwargs)`, its result or its exception; StepTimeoutError when it takes longer than
+    `limit_s`. A thread cannot be stopped: the call may still be running then, which the error says
+    (the operation it follows stands either way)."""
+    done: list[Any] = []
+    failed: list[BaseException] = []
+
+    def call() -> None:
+        try:
+            done.append(fn(*args, **kwargs))
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller
+            failed.append(exc)
+
+    t = threading.Thread(target=call, name="mirrorflow-client-switch", daemon=True)
+    t.start()
+    t.join(limit_s)
+    if t.is_alive():
+        raise StepTimeoutError(
+            f"it did not finish within {limit_s:g} s (timeout_seconds); it may still be running: check what it "
+            "changes before running it again"
+        )
+    if failed:
+        raise failed[0]
+    return done[0]
+
+
+class StepTimeoutError(MirrorflowError):
+    """A client-switch step that took longer than its timeout_seconds."""
 
 
 class _nothing:
