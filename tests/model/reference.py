@@ -98,6 +98,9 @@ class Model:
         self.acked: dict[str, Written] = {}
         self.aborted: set[str] = set()
         self.kept: set[str] = set()  # divergence and split brain of every failback: on their side only
+        # records on A before the first flow's first run with initial.position latest: the flow does not
+        # own them (never required on B; a backfill may still copy them, once)
+        self.unowned: set[str] = set()
         # partitions a backfill above the progress copied out of source order (documented: Kafka
         # appends, so the holes below the island land after it on the target)
         self.unordered: set[TP] = set()
@@ -146,7 +149,7 @@ class Model:
             for origin, offs in order.items():
                 if offs != sorted(offs) and (t, p) not in self.unordered:
                     bad("out of order", f"{t}[{p}]: the records written on {origin}")
-        for u in sorted(on_src - seen - self.kept):
+        for u in sorted(on_src - seen - self.kept - self.unowned):
             w = self.acked.get(u)
             if w is not None and w.side == dst_side:
                 continue  # T's own record, gone from T (compaction, delete-records): never copied back
@@ -244,7 +247,9 @@ class Model:
         own business, not a record the failback keeps apart."""
         there = {uid_of(r) for recs in other.values() for r in recs}
         mine = [self.acked[uid_of(r)] for recs in on_side.values() for r in recs if uid_of(r) in self.acked]
-        kept = [w for w in mine if w.side == side and w.uid not in there and w.uid not in self.kept]
+        kept = [
+            w for w in mine if w.side == side and w.uid not in there and w.uid not in self.kept | self.unowned
+        ]
         return {
             "divergence": [w for w in kept if w.step < failover_step],
             "split brain": [w for w in kept if w.step >= failover_step],
