@@ -15,11 +15,10 @@ from __future__ import annotations
 from typing import Any
 
 from airflow.sdk import BaseOperator
-from airflow.sdk.exceptions import AirflowSkipException
 
 from mirrorflow_airflow.operators.approval import FailbackApproval
-from mirrorflow_airflow.operators.failover import nothing_to_approve
-from mirrorflow_airflow.operators.flow_base import FlowOperation, sibling_task_id
+from mirrorflow_airflow.operators.flow_base import FlowOperation
+from mirrorflow_airflow.operators.plan_steps import ApprovedPlanCommit, PlanApprovalStep
 
 PREFLIGHT = "failback_preflight"
 APPROVAL = "approve_failback"
@@ -60,9 +59,11 @@ class FailbackPreflightOperator(FlowOperation, BaseOperator):
         return {**preflight_task(self.flow, params, self.resolved_config_path()), "dry_run": self.dry}
 
 
-class FailbackApprovalOperator(FailbackApproval):
+class FailbackApprovalOperator(PlanApprovalStep, FailbackApproval):
     """Approve the plan of the preflight task `preflight_task_id`; skipped when it has nothing to approve.
     `approval_timeout_minutes` (default 60) and `approvers` as FailoverApprovalOperator's."""
+
+    operation = "failback"
 
     def __init__(self, *, flow: str, preflight_task_id: str = PREFLIGHT, **kwargs: Any) -> None:
         reverse = reverse_of(flow)
@@ -72,48 +73,20 @@ class FailbackApprovalOperator(FailbackApproval):
         super().__init__(reverse=reverse, preflight_task_id=preflight_task_id, **kwargs)
         self.flow, self.own_text = flow, own_text
 
-    def execute(self, context: Any) -> Any:
-        self.preflight_task_id = sibling_task_id(self, self.preflight_task_id)
-        preflight = context["ti"].xcom_pull(task_ids=self.preflight_task_id)
-        why = nothing_to_approve(preflight)
-        if why:
-            raise AirflowSkipException(f"{self.flow}: failback: {why}")
-        if self.own_text:  # the plan's id and report as the preflight made them (found inside a task group too)
-            self.subject, self.body = (
-                f"Start {reverse_of(self.flow)} (failback of {self.flow}): plan {preflight['plan_id']}",
-                preflight.get("markdown") or preflight.get("text"),
-            )
-        return super().execute(context)
+    def title(self, preflight: dict[str, Any]) -> str:
+        return f"Start {reverse_of(self.flow)} (failback of {self.flow}): plan {preflight['plan_id']}"
 
 
-class FailbackStartOperator(FlowOperation, BaseOperator):
+class FailbackStartOperator(ApprovedPlanCommit):
     """Start exactly the approved plan: seed the reverse flow's progress and offset map, set it running,
     record the failback with its approver. The reverse flow's own operators or DAGs copy from there."""
 
-    template_fields = ("flow",)
+    operation = "failback"
 
-    def __init__(
-        self,
-        *,
-        flow: str,
-        config_path: str | None = None,
-        mirrorflow_conn_id: str | None = None,
-        preflight_task_id: str = PREFLIGHT,
-        approval_task_id: str = APPROVAL,
-        **kwargs: Any,
-    ) -> None:
-        kwargs.setdefault("retries", 0)
-        super().__init__(**kwargs)
-        self._flow_args(flow, config_path, mirrorflow_conn_id)
-        self.preflight_task_id, self.approval_task_id = preflight_task_id, approval_task_id
+    def __init__(self, *, preflight_task_id: str = PREFLIGHT, approval_task_id: str = APPROVAL, **kwargs: Any) -> None:
+        super().__init__(preflight_task_id=preflight_task_id, approval_task_id=approval_task_id, **kwargs)
 
-    def execute(self, context: Any) -> dict[str, Any]:
+    def carry_out(self, preflight: dict[str, Any], approval: dict[str, Any] | None) -> dict[str, Any]:
         from mirrorflow_airflow.dag_builders.failback import start_task
 
-        ti = context["ti"]
-        preflight = ti.xcom_pull(task_ids=sibling_task_id(self, self.preflight_task_id))
-        why = nothing_to_approve(preflight)
-        if why:
-            raise AirflowSkipException(f"{self.flow}: failback: {why}")
-        approval = ti.xcom_pull(task_ids=sibling_task_id(self, self.approval_task_id))
         return start_task(self.flow, preflight, approval, self.resolved_config_path())

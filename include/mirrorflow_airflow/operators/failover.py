@@ -17,24 +17,13 @@ from __future__ import annotations
 from typing import Any
 
 from airflow.sdk import BaseOperator
-from airflow.sdk.exceptions import AirflowSkipException
 
 from mirrorflow_airflow.operators.approval import FailoverApproval
-from mirrorflow_airflow.operators.flow_base import FlowOperation, sibling_task_id
+from mirrorflow_airflow.operators.flow_base import FlowOperation
+from mirrorflow_airflow.operators.plan_steps import ApprovedPlanCommit, PlanApprovalStep
 
 PREFLIGHT = "failover_preflight"
 APPROVAL = "approve_failover"
-
-
-def nothing_to_approve(preflight: dict[str, Any] | None) -> str | None:
-    """Why a preflight's plan is not for approval (None: it is)."""
-    if not preflight:
-        return "no preflight result"
-    if preflight.get("dry_run"):
-        return "dry run: nothing changed"
-    if not preflight.get("plan_id"):
-        return preflight.get("note") or "nothing to do"
-    return None
 
 
 class FailoverPreflightOperator(FlowOperation, BaseOperator):
@@ -77,10 +66,12 @@ class FailoverPreflightOperator(FlowOperation, BaseOperator):
         return {**preflight_task(self.flow, params, self.resolved_config_path()), "dry_run": self.dry}
 
 
-class FailoverApprovalOperator(FailoverApproval):
+class FailoverApprovalOperator(PlanApprovalStep, FailoverApproval):
     """Approve the plan of the preflight task `preflight_task_id`; skipped when it has nothing to approve.
     `approval_timeout_minutes` (default 60) and `approvers` (Airflow user ids, comma-separated; default any
     user who may act on the DAG)."""
+
+    operation = "failover"
 
     def __init__(self, *, flow: str, preflight_task_id: str = PREFLIGHT, **kwargs: Any) -> None:
         own_text = "subject" not in kwargs  # else the user's subject and body (templated) stand
@@ -89,48 +80,20 @@ class FailoverApprovalOperator(FailoverApproval):
         super().__init__(preflight_task_id=preflight_task_id, **kwargs)
         self.flow, self.own_text = flow, own_text
 
-    def execute(self, context: Any) -> Any:
-        self.preflight_task_id = sibling_task_id(self, self.preflight_task_id)
-        preflight = context["ti"].xcom_pull(task_ids=self.preflight_task_id)
-        why = nothing_to_approve(preflight)
-        if why:
-            raise AirflowSkipException(f"{self.flow}: failover: {why}")
-        if self.own_text:  # the plan's id and report as the preflight made them (found inside a task group too)
-            self.subject, self.body = (
-                f"Fail over {self.flow}: plan {preflight['plan_id']}",
-                preflight.get("markdown") or preflight.get("text"),
-            )
-        return super().execute(context)
+    def title(self, preflight: dict[str, Any]) -> str:
+        return f"Fail over {self.flow}: plan {preflight['plan_id']}"
 
 
-class FailoverCommitOperator(FlowOperation, BaseOperator):
+class FailoverCommitOperator(ApprovedPlanCommit):
     """Commit exactly the plan the approval `approval_task_id` approved (of the preflight `preflight_task_id`):
     the groups' offsets on the target, the flow stopped, the failover recorded with its approver."""
 
-    template_fields = ("flow",)
+    operation = "failover"
 
-    def __init__(
-        self,
-        *,
-        flow: str,
-        config_path: str | None = None,
-        mirrorflow_conn_id: str | None = None,
-        preflight_task_id: str = PREFLIGHT,
-        approval_task_id: str = APPROVAL,
-        **kwargs: Any,
-    ) -> None:
-        kwargs.setdefault("retries", 0)
-        super().__init__(**kwargs)
-        self._flow_args(flow, config_path, mirrorflow_conn_id)
-        self.preflight_task_id, self.approval_task_id = preflight_task_id, approval_task_id
+    def __init__(self, *, preflight_task_id: str = PREFLIGHT, approval_task_id: str = APPROVAL, **kwargs: Any) -> None:
+        super().__init__(preflight_task_id=preflight_task_id, approval_task_id=approval_task_id, **kwargs)
 
-    def execute(self, context: Any) -> dict[str, Any]:
+    def carry_out(self, preflight: dict[str, Any], approval: dict[str, Any] | None) -> dict[str, Any]:
         from mirrorflow_airflow.dag_builders.failover import commit_task
 
-        ti = context["ti"]
-        preflight = ti.xcom_pull(task_ids=sibling_task_id(self, self.preflight_task_id))
-        why = nothing_to_approve(preflight)
-        if why:
-            raise AirflowSkipException(f"{self.flow}: failover: {why}")
-        approval = ti.xcom_pull(task_ids=sibling_task_id(self, self.approval_task_id)) or {}
-        return commit_task(self.flow, preflight, approval, self.resolved_config_path())
+        return commit_task(self.flow, preflight, approval or {}, self.resolved_config_path())
