@@ -229,6 +229,8 @@ class Model:
                     )
                 if cp is not None and cp.status in ("reread", "pruned"):
                     continue  # an earlier position, which re-reads: exactness not promised
+                if cp is not None and cp.status == "none" and got is None and prev is None:
+                    continue  # nothing copied yet: no checkpoint, the group starts at the target's earliest
                 pos = max([p for p in (cp.position if cp else None, prev) if p is not None], default=None)
                 want, actual = first_at(snap[tp], pos), first_at(snap[tp], got)
                 if actual != want or (pos is None) != (got is None):

@@ -75,3 +75,34 @@ def test_random_operation_sequences_keep_every_record_and_group_where_the_model_
         hits = [h for h in setting.known_hits if h.startswith(f"{kind}:")]
         if hits:
             print(f"known defect met {len(hits)} time(s): {why}")
+
+
+def test_the_sequences_the_search_found_replay_clean(tmp_path, source, target):
+    """Each sequence a search failed on, replayed step by step (the search's shrunk output, as Python):
+    kept so that what was fixed (in the product or in the model) stays fixed.
+
+    - `--long`, seed 29953310, 2026-11-29: a group that read a compacted partition of which nothing was
+      copied yet got no commit on B from the checkpoint pass (status `none`: no checkpoint, it starts at
+      the target's earliest); the model expected a commit at 0. A model defect: fixed in
+      `Model.resume_problems`."""
+    setting = Setting({"A": source, "B": target}, tmp_path)
+    ReplicationMachine.setting = setting
+    state = ReplicationMachine()
+    try:
+        state.start(max_runs=2, txn_records=2, unit=(3, 2_147_483_648))
+        state.write_compacted(n=3)
+        state.write_compacted(n=1)
+        state.checkpoint()
+        state.add_partition()
+        state.add_partition()
+        state.write_compacted(n=4)
+        state.checkpoint()
+        state.checkpoint()
+        state.consume(g="g1", n=1, which=0)
+        state.checkpoint()
+        state.consume(g="g1", n=5, which=1)
+        state.consume(g="g1", n=6, which=1)
+        state.consume(g="g2", n=2, which=1)
+        state.checkpoint()
+    finally:
+        state.teardown()
