@@ -11,7 +11,7 @@ def test_dagbag_loads_the_generated_dags_of_the_default_config(airflow_db, monke
     assert bag.import_errors == {}
     assert set(bag.dag_ids) == {f"mirrorflow_{kind}__A-B" for kind in (
         "sync", "replicate", "checkpoint", "reseed", "failover", "failback", "verify", "backfill", "takeover",
-        "control", "drill", "heartbeat")}
+        "control", "drill", "heartbeat", "translate")}  # schemas: only for flows whose clusters have registries
 
 
 def test_every_dag_builder_has_one_signature(airflow_db):

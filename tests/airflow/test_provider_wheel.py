@@ -94,7 +94,9 @@ def test_users_dag_replicates_and_checkpoints_from_the_wheel(wheel_venv, tmp_pat
     topic = f"{prefix}.orders"
     cfg = write_config(tmp_path / "mirrorflow.yaml", {"A": source, "B": target},
                        {"A->B": {"topics": f"{prefix}\\..*", "groups": f"g-{prefix}.*",
-                                 "sync.group.offsets.enabled": True, "state.topic.partitions": 1}})
+                                 "sync.group.offsets.enabled": True, "state.topic.partitions": 1,
+                                 # other tests' heartbeats on A are not this DAG's business
+                                 "heartbeats.replication.enabled": False}})
     create_topic(source, topic, partitions=2)
     produce(source, topic, [{"partition": i % 2, "key": f"k{i}".encode(), "value": f"v{i}".encode()}
                             for i in range(40)])

@@ -44,7 +44,8 @@ def replicated_flow(tmp_path, source, target, pfx: str, a: str, b: str, flows: d
     one group checkpointed on the target."""
     topic, group = f"{pfx}.orders", f"{pfx}-app"
     common = {"topics": f"{pfx}\\..*", "groups": f"{pfx}-.*", "state.topic.partitions": 2,
-              "lease.timeout.seconds": 2, "heartbeats.replication.enabled": False}
+              "lease.timeout.seconds": 2, "heartbeats.replication.enabled": False,
+              "state.namespace": pfx}  # its own state: test_failback.py fails over flows of the same names
     cfg = write_config(tmp_path / "mf.yaml", {a: source, b: target},
                        {name: {**common, **props} for name, props in flows.items()})
     flow = cfg.flow(f"{a}->{b}")
@@ -144,7 +145,7 @@ def test_a_failing_step_is_named_the_failover_stands_and_the_rest_runs_later(tmp
 
     cfg = write_config(tmp_path / "mf.yaml", {"TA": source, "TB": target}, {"TA->TB": {
         "topics": f"{pfx}\\..*", "groups": f"{pfx}-.*", "state.topic.partitions": 2,
-        "heartbeats.replication.enabled": False, "client.switch.failover": steps}})
+        "heartbeats.replication.enabled": False, "state.namespace": pfx, "client.switch.failover": steps}})
     drill = json.loads(cli(cfg, "drill", "--flow", "TA->TB", "--verify-from", "latest", "--json",
                            check=False).stdout)
     assert drill["ok"] is False and drill["client_switch"] == "FAILED at step 'second'", drill
