@@ -203,9 +203,12 @@ class DevRegistries:
                 raise DevClusterError(
                     f"{reg.alias}'s schema registry exited with {proc.returncode}:\n{processes.tail(Path(reg.log))}"
                 )
-            try:
-                with urllib.request.urlopen(reg.url + INFO_PATH, timeout=2) as resp:
-                    if resp.status == 200:
+            try:  # ready: its own API and the Confluent-compatible one the flows use both answer
+                with (
+                    urllib.request.urlopen(reg.url + INFO_PATH, timeout=2) as info,
+                    urllib.request.urlopen(reg.confluent_url + "/subjects", timeout=2) as subjects,
+                ):
+                    if info.status == 200 and subjects.status == 200:
                         return
             except OSError:
                 pass
