@@ -84,7 +84,11 @@ def test_the_sequences_the_search_found_replay_clean(tmp_path, source, target):
     - `--long`, seed 29953310, 2026-11-29: a group that read a compacted partition of which nothing was
       copied yet got no commit on B from the checkpoint pass (status `none`: no checkpoint, it starts at
       the target's earliest); the model expected a commit at 0. A model defect: fixed in
-      `Model.resume_problems`."""
+      `Model.resume_problems`.
+    - `--long`, seed 3720832658, 2026-11-29 (shortened by hand): a flow started at `latest` over records
+      already on A, failed over and back, then its reverse flow failed over and back: the second failback
+      rightly plans no copy of the records before the first run (no flow owns them); the model counted
+      them as to copy back. A model defect: fixed in `ReplicationMachine.fail_back`."""
     setting = Setting({"A": source, "B": target}, tmp_path)
     ReplicationMachine.setting = setting
     state = ReplicationMachine()
@@ -104,5 +108,17 @@ def test_the_sequences_the_search_found_replay_clean(tmp_path, source, target):
         state.consume(g="g1", n=6, which=1)
         state.consume(g="g2", n=2, which=1)
         state.checkpoint()
+    finally:
+        state.teardown()
+    ReplicationMachine.setting = setting
+    state = ReplicationMachine()
+    try:
+        state.start(max_runs=2, initial="latest", unit=(3, 2_147_483_648), txn_records=2)
+        state.write(kind="commit", n=2, partition=1)
+        state.fail_over(planned=True)
+        state.fail_back()
+        state.fail_over(planned=True)
+        state.write_split_brain(n=3, partition=0)
+        state.fail_back()
     finally:
         state.teardown()
