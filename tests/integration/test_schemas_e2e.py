@@ -36,7 +36,8 @@ def test_avro_records_decode_on_the_target_through_its_registry(tmp_path, source
     create_topic(source, topic, partitions=2)
     # its own flow state and group: the failover below must not stop or move the session's other tests' A->B
     cfg = schema_config(tmp_path, source, target, registries, p,
-                        **{"tasks.max": 2, "state.namespace": p, "groups": f"app-{p}"})
+                        **{"tasks.max": 2, "state.namespace": p, "groups": f"app-{p}",
+                           "heartbeats.replication.enabled": False})  # other tests' heartbeats on A: not its business
     flow = cfg.flow("A->B")
 
     a_client = SchemaRegistryClient({"url": registries["A"].confluent_url})
