@@ -48,7 +48,7 @@ from mirrorflow.kafka.connection import kafka_error
 from mirrorflow.kafka.retry import FENCING_CODES, Outage, call_timeout_s, describe, transient_error
 from mirrorflow.replication.faults import NO_FAULTS, Faults
 from mirrorflow.replication.planner import Unit
-from mirrorflow.replication.reader import Batch
+from mirrorflow.replication.reader import Batch, outage_bound_s
 from mirrorflow.replication.write_failures import (
     Abortable,
     FatalError,
@@ -174,7 +174,7 @@ class TransactionWriter:
         self.limits = limits or {}  # target topic -> max.message.bytes (for messages)
         self._began = 0.0  # monotonic time the round's transaction began
         self._abort_failed: str | None = None  # why the last abort got no answer (an outage)
-        self._bound_s = float(flow.props.get("broker.outage.max.seconds", 300))
+        self._bound_s = outage_bound_s(flow)
 
     def _s(self, default_s: float) -> float:
         """A blocking call's timeout, bounded by the flow's outage bound (kafka.retry.call_timeout_s)."""
