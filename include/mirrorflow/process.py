@@ -1,4 +1,5 @@
-"""Processes: children that end with the process that started them, and whether one is provably gone.
+"""Processes: children that end with the process that started them, and whether one is provably gone;
+and a call run on a thread of its own, waited for (`background`).
 
 A child in a session of its own is out of reach of a signal to its parent's process group, and
 nothing stops it when its parent is SIGKILLed (an Airflow worker's OOM kill, `kill -9` of the CLI):
@@ -12,6 +13,9 @@ from __future__ import annotations
 import ctypes
 import os
 import signal
+import threading
+from collections.abc import Callable
+from typing import Any
 
 PR_SET_PDEATHSIG = 1
 # looked up here, not in the child: dlopen between fork and exec of a threaded process can deadlock.
@@ -83,3 +87,30 @@ def provably_gone(token: str) -> bool:
     if (host, boot, ns) != (my_host, my_boot, my_ns) or not pid.isdigit():
         return False
     return _start_ticks(int(pid)) != start  # '' (no such pid) or a newer process under a reused pid
+
+
+def background(call: Callable[[], Any], name: str) -> Callable[[float | None], Any]:
+    """Start `call` on a daemon thread now. The function returned waits for it -- at most `timeout`
+    seconds, else TimeoutError (a thread cannot be stopped: the call may still be running) -- and
+    returns what it returned, or raises what it raised."""
+    done: list[Any] = []
+    failed: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            done.append(call())
+        except BaseException as exc:  # noqa: BLE001 - handed to the waiter
+            failed.append(exc)
+
+    t = threading.Thread(target=run, name=name, daemon=True)
+    t.start()
+
+    def wait(timeout: float | None = None) -> Any:
+        t.join(timeout)
+        if t.is_alive():
+            raise TimeoutError(f"{name} still running after {timeout:g} s")
+        if failed:
+            raise failed[0]
+        return done[0]
+
+    return wait

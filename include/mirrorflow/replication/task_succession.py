@@ -12,7 +12,6 @@ zombie: it would fence the attempt that owns the slot) and what its report names
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Callable
 
@@ -20,6 +19,7 @@ from confluent_kafka import KafkaException
 
 from mirrorflow.clients import FlowClients
 from mirrorflow.errors import FencedError, LeaseError, MirrorflowError
+from mirrorflow.process import background
 from mirrorflow.replication.task_producer import read_claim
 from mirrorflow.state.lease import LeaseGuard
 
@@ -40,11 +40,11 @@ class TaskSuccession:
         the run lost the lease."""
         if self.guard is None:
             return lambda: None
-        wait = background(self.guard.check)
+        wait = background(self.guard.check, "mirrorflow-lease-guard")
 
         def answer() -> None:
             try:
-                wait()
+                wait(None)  # as long as it takes: its own reads are bounded
             except LeaseError as exc:  # a run taken over since commits nothing
                 raise FencedError(str(exc)) from None
 
@@ -91,24 +91,3 @@ class TaskSuccession:
     def close(self) -> None:
         if self.guard is not None:
             self.guard.close()
-
-
-def background(call: Callable[[], None]) -> Callable[[], None]:
-    """Start `call` in a thread now; the function returned waits for it and raises what it raised."""
-    failed: list[BaseException] = []
-
-    def run() -> None:
-        try:
-            call()
-        except BaseException as exc:  # noqa: BLE001 - handed to the waiter
-            failed.append(exc)
-
-    t = threading.Thread(target=run, name="mirrorflow-lease-guard", daemon=True)
-    t.start()
-
-    def wait() -> None:
-        t.join()
-        if failed:
-            raise failed[0]
-
-    return wait

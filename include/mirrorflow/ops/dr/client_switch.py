@@ -44,7 +44,6 @@ from __future__ import annotations
 import importlib
 import os
 import tempfile
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -55,6 +54,7 @@ from mirrorflow.clients import FlowClients
 from mirrorflow.config import Config, FlowConfig
 from mirrorflow.config.secrets import resolve_env
 from mirrorflow.errors import ConfigError, MirrorflowError, StateError
+from mirrorflow.process import background
 from mirrorflow.reporting import Report
 from mirrorflow.state.history import record_operation
 from mirrorflow.state.lease import whoami
@@ -289,28 +289,16 @@ def step_args(flow: FlowConfig, step: dict[str, Any], operation: str) -> dict[st
 
 def within(limit_s: float, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
     """`fn(*args, **kwargs)`, its result or its exception; StepTimeoutError when it takes longer than
-    `limit_s`. A thread cannot be stopped: the call may still be running then, which the error says
-    (the operation it follows stands either way)."""
-    done: list[Any] = []
-    failed: list[BaseException] = []
-
-    def call() -> None:
-        try:
-            done.append(fn(*args, **kwargs))
-        except BaseException as exc:  # noqa: BLE001 - handed to the caller
-            failed.append(exc)
-
-    t = threading.Thread(target=call, name="mirrorflow-client-switch", daemon=True)
-    t.start()
-    t.join(limit_s)
-    if t.is_alive():
+    `limit_s` (the call may still be running then, which the error says; the operation it follows
+    stands either way)."""
+    wait = background(lambda: fn(*args, **kwargs), "mirrorflow-client-switch")
+    try:
+        return wait(limit_s)
+    except TimeoutError:
         raise StepTimeoutError(
             f"it did not finish within {limit_s:g} s (timeout_seconds); it may still be running: check what it "
             "changes before running it again"
-        )
-    if failed:
-        raise failed[0]
-    return done[0]
+        ) from None
 
 
 class StepTimeoutError(MirrorflowError):
