@@ -42,6 +42,7 @@ Key = tuple[str, int]
 FENCE_THREADS = 16  # init_transactions mostly waits on the transaction coordinator
 
 ABORTED_VALUE = b"mirrorflow-aborted"  # never read: no read_committed reader sees an aborted record
+MARKER = [("mirrorflow", b"aborted")]
 
 
 def abort_pending(
@@ -61,7 +62,18 @@ def abort_pending(
 
     producer.begin_transaction()
     for topic, partition in parts:
-        producer.produce(topic, b"", ABORTED_VALUE, partition, on_delivery=report, headers=[("mirrorflow", b"aborted")])
+        try:
+            producer.produce(topic, b"", ABORTED_VALUE, partition, on_delivery=report, headers=MARKER)
+        except KafkaException as exc:
+            err = kafka_error(exc)
+            if err is None or err.code() != KafkaError._UNKNOWN_PARTITION:
+                raise
+            # the producer's metadata knows fewer partitions: ask again (its cache is brought up to
+            # date); a partition the target does not have (added on the source, not synced yet) holds
+            # nothing pending
+            md = producer.list_topics(topic, timeout=10).topics.get(topic)
+            if md is not None and partition in md.partitions:
+                producer.produce(topic, b"", ABORTED_VALUE, partition, on_delivery=report, headers=MARKER)
     try:
         left = producer.flush(60)
     except SystemError as exc:  # a fatal error (fencing) surfaces in flush() as the cause of this
