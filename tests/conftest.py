@@ -170,6 +170,52 @@ HEAVY_FIRST = (
 )
 
 
+# A test still running after this long is hung, not slow (the longest take about 5 minutes under load): its
+# worker dumps every thread's stack (to stderr and to a file named on stderr) and exits, so pytest-xdist
+# reports that test as crashing its worker, starts another worker and the suite goes on, instead of CI
+# running out of its time with no name. MIRRORFLOW_TEST_HANG_S sets it (0: off).
+HANG_S = float(os.environ.get("MIRRORFLOW_TEST_HANG_S", "900"))
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    if HANG_S <= 0:
+        yield
+        return
+    import faulthandler
+    import threading
+
+    def hung() -> None:
+        dump = Path(tempfile.gettempdir()) / f"mirrorflow-hang-{os.getpid()}.txt"
+        with dump.open("w") as out:
+            out.write(f"{item.nodeid} still running after {HANG_S:.0f} s (MIRRORFLOW_TEST_HANG_S)\n")
+            faulthandler.dump_traceback(out, all_threads=True)
+        sys.__stderr__.write(f"\nHUNG: {item.nodeid} after {HANG_S:.0f} s; every thread's stack: {dump}\n")
+        sys.__stderr__.flush()
+        os._exit(3)
+
+    timer = threading.Timer(HANG_S, hung)
+    timer.daemon = True
+    timer.start()
+    try:
+        yield
+    finally:
+        timer.cancel()
+
+
+_STARTED = __import__("time").time()
+
+
+def pytest_terminal_summary(terminalreporter) -> None:
+    """The stacks of hung tests (above), which the worker that dumped them could not report itself."""
+    for dump in sorted(Path(tempfile.gettempdir()).glob("mirrorflow-hang-*.txt")):
+        if dump.stat().st_mtime >= _STARTED:
+            terminalreporter.write_sep("=", f"hung test: {dump}")
+            noise = ("/_pytest/", "/pluggy/", "/xdist/", "/execnet/", '"<string>"')
+            terminalreporter.write_line("\n".join(
+                ln for ln in dump.read_text().splitlines() if not any(n in ln for n in noise))[:12000])
+
+
 def pytest_collection_modifyitems(config, items) -> None:
     rank = {path: i for i, path in enumerate(HEAVY_FIRST)}
     items.sort(key=lambda item: rank.get(item.nodeid.split("::")[0], len(rank)))  # stable: the rest keep their order
