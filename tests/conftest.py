@@ -70,7 +70,16 @@ class ClusterPool:
         assert all(self.started[a].kafka_version == v for a, v in versions.items())
         return {a: self.started[a] for a in versions}
 
-    def close(self) -> None:
+    def release(self, *aliases: str) -> None:
+        """Stop clusters only one module uses, when it ends: an idle broker still costs CPU and memory, and a
+        worker that ran the chaos, DR chaos, network-fault and version files kept eight of them to the end."""
+        self._drop_kept_clients()
+        self.dev.down([a for a in aliases if a in self.started])
+        for a in aliases:
+            self.started.pop(a, None)
+
+    @staticmethod
+    def _drop_kept_clients() -> None:
         import gc
 
         from mirrorflow.replication.task_producer import CACHE, LANES
@@ -78,6 +87,9 @@ class ClusterPool:
         CACHE.clear()  # the copy tasks' producers and consumers kept for the next run: gone before their brokers
         LANES.clear()
         gc.collect()
+
+    def close(self) -> None:
+        self._drop_kept_clients()
         self.dev.down()
         shutil.rmtree(self.home, ignore_errors=True)
 
@@ -217,5 +229,10 @@ def pytest_terminal_summary(terminalreporter) -> None:
 
 
 def pytest_collection_modifyitems(config, items) -> None:
+    if not config.getoption("--long"):
+        tier = pytest.mark.skip(reason="the --long tier (docs/testing.md, run before a release): scripts/test --long")
+        for item in items:
+            if item.get_closest_marker("long"):
+                item.add_marker(tier)
     rank = {path: i for i, path in enumerate(HEAVY_FIRST)}
     items.sort(key=lambda item: rank.get(item.nodeid.split("::")[0], len(rank)))  # stable: the rest keep their order

@@ -124,6 +124,13 @@ class Airflow:
                                                f"{task_id}/logs/1"))
 
 
+def click(element) -> bool:
+    """Clicks inside a wait_for probe: the table re-rendered between finding a link and clicking it is a
+    stale element, looked up again, not a failure (a full run failed on one, 2026-11-29)."""
+    element.click()
+    return True
+
+
 def wait_for(what: str, probe, timeout: float = WAIT_S):
     """probe()'s first true value; elements the UI re-renders meanwhile are looked up again."""
     from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException
@@ -176,8 +183,8 @@ def latest_run_note(browser, base: str, dag_id: str) -> str:  # noqa: F811
     from selenium.webdriver.common.by import By
 
     browser.get(f"{base}/dags/{dag_id}")
-    wait_for("the Latest Run link", lambda: browser.find_element(
-        By.XPATH, '//*[@data-testid="stat"][.//h2[normalize-space()="Latest Run"]]//a')).click()
+    wait_for("the Latest Run link", lambda: click(browser.find_element(
+        By.XPATH, '//*[@data-testid="stat"][.//h2[normalize-space()="Latest Run"]]//a')))
     note = wait_for("the run's note", lambda: browser.find_element(By.XPATH, '//p[contains(., "Next step:")]'))
     return note.get_attribute("textContent")
 
@@ -188,11 +195,11 @@ def approve_in_required_actions(browser, airflow: Airflow, subject: str) -> str:
     from selenium.webdriver.common.by import By
 
     browser.get(browse_menu(browser, airflow.base)["Required Actions"])
-    wait_for(f"the approval {subject!r}", lambda: browser.find_element(
-        By.XPATH, f'//td[@data-testid="table-cell-subject"]//a[normalize-space()="{subject}"]')).click()
+    wait_for(f"the approval {subject!r}", lambda: click(browser.find_element(
+        By.XPATH, f'//td[@data-testid="table-cell-subject"]//a[normalize-space()="{subject}"]')))
     report = wait_for("the report", lambda: browser.find_element(By.CSS_SELECTOR, "code.language-text")
                       .get_attribute("textContent"))
-    browser.find_element(By.CSS_SELECTOR, '[data-testid="hitl-option-Approve"]').click()
+    wait_for("the Approve button", lambda: click(browser.find_element(By.CSS_SELECTOR, '[data-testid="hitl-option-Approve"]')))
     return report
 
 

@@ -28,8 +28,5 @@ def net_size(request: pytest.FixtureRequest) -> dict[str, int]:
     """Network faults (test_network_faults.py): records copied under resets and how many resets;
     `--long`: ten times more of both."""
     if request.config.getoption("--long"):
-        return {"records": 9000, "resets": 60, "checkpoint_reset_every_s": 2}
-    # CI resets the checkpoint passes every 4 s: every 2 s, on the loaded 2-core machine, one step's requests
-    # went unanswered past even a 180 s bound in some full runs (issue 36 item 7, not explained); --long
-    # keeps the 2 s
-    return {"records": 900, "resets": 6, "checkpoint_reset_every_s": 4}
+        return {"records": 9000, "resets": 60}
+    return {"records": 900, "resets": 6}

@@ -54,13 +54,15 @@ SETTLE_S = 15.0  # after a broker restart ends, a run may still fail on stale co
 
 
 @pytest.fixture(scope="module")
-def chaos_source(kafka_pool) -> DevCluster:
-    return kafka_pool.get("XS")
+def chaos_source(kafka_pool):
+    yield kafka_pool.get("XS")
+    kafka_pool.release("XS")
 
 
 @pytest.fixture(scope="module")
-def chaos_target(kafka_pool) -> DevCluster:
-    return kafka_pool.get("XT")
+def chaos_target(kafka_pool):
+    yield kafka_pool.get("XT")
+    kafka_pool.release("XT")
 
 
 @dataclass

@@ -86,9 +86,10 @@ TP = tuple[str, int]
 
 
 @pytest.fixture(scope="module")
-def dr_a(kafka_pool) -> DevCluster:
-    """Cluster DA: this module's A, killed, stopped and restarted (no other test uses it)."""
-    return kafka_pool.get("DA")
+def dr_a(kafka_pool):
+    """Cluster DA: this module's A, killed, stopped and restarted (no other test uses it; stopped after)."""
+    yield kafka_pool.get("DA")
+    kafka_pool.release("DA")
 
 
 def now_ms() -> int:

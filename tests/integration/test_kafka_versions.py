@@ -45,7 +45,8 @@ def releases(kafka_pool):
     for version, alias in ALIAS.items():  # the broker that answers is that release's (its own log says so)
         log = (Path(started[alias].folder) / "logs" / "server.log").read_text(errors="replace")
         assert f"INFO Kafka version: {version} (org.apache.kafka.common.utils." in log, alias
-    return {v: started[a] for v, a in ALIAS.items()}
+    yield {v: started[a] for v, a in ALIAS.items()}
+    kafka_pool.release(*ALIAS.values())
 
 
 def content(r) -> str:

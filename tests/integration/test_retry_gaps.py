@@ -43,9 +43,10 @@ def free_clients_at_the_end():
 
 
 @pytest.fixture(scope="module")
-def restartable(kafka_pool) -> DevCluster:
-    """Cluster R: restarted by the tests of this module only."""
-    return kafka_pool.get("R")
+def restartable(kafka_pool):
+    """Cluster R: restarted by the tests of this module only (stopped after it)."""
+    yield kafka_pool.get("R")
+    kafka_pool.release("R")
 
 
 def port_closed(cluster: DevCluster) -> bool:
