@@ -118,6 +118,7 @@ def server_properties(c: DevCluster, data: Path) -> str:
         "min.insync.replicas": "1",
         "default.replication.factor": "1",
         "group.initial.rebalance.delay.ms": "0",
+        "metadata.max.idle.interval.ms": "5000",  # an idle cluster's no-op metadata records: 2.5% -> 1.9% of a core
         "log.segment.bytes": str(64 * 1024 * 1024),
         "log.cleaner.backoff.ms": "1000",
         "log.retention.check.interval.ms": "1000",
