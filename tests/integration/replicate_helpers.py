@@ -22,10 +22,11 @@ def copy_unit(clients, unit, faults=None, at=None):
     """One unit copied as a task of its own, as a Spark task holding only it would (`at`: the
     (layout, slot) to copy with, default `unit_slot`); its UnitResult."""
     from mirrorflow.replication.faults import NO_FAULTS
+    from mirrorflow.replication.task_attempt import TaskAttempt
     from mirrorflow.replication.task_copier import copy_task
 
     layout, slot = at or unit_slot(clients.cfg, clients.flow, unit)
-    return copy_task(clients, layout, slot, [unit], faults or NO_FAULTS)[0]
+    return copy_task(clients, layout, slot, [unit], TaskAttempt(faults=faults or NO_FAULTS))[0]
 
 
 def make_flow(tmp_path, source, target, prefix: str, **props):

@@ -12,6 +12,7 @@ from mirrorflow.clients import FlowClients
 from mirrorflow.replication.faults import NO_FAULTS
 from mirrorflow.replication.planner import Unit, gather_inputs
 from mirrorflow.replication.runner import run_once, take_lease
+from mirrorflow.replication.task_attempt import TaskAttempt
 from mirrorflow.replication.task_copier import copy_task
 from mirrorflow.replication.task_producer import CACHE
 from mirrorflow.state.state_topics import ensure_state_topics
@@ -55,7 +56,7 @@ def test_a_task_commits_many_partitions_in_one_transaction_with_one_producer_kep
     CACHE.clear()
     count = Count()
     with FlowClients(cfg, flow) as clients:
-        results = copy_task(clients, inputs.layout, 0, units, count)
+        results = copy_task(clients, inputs.layout, 0, units, TaskAttempt(faults=count))
     assert [r.status for r in results] == ["ok"] * 24 and sum(r.records for r in results) == 24
     assert count.commits == [24]  # 24 partitions, one record each: ONE transaction
     assert_copied(source, target, t)
@@ -67,7 +68,8 @@ def test_a_task_commits_many_partitions_in_one_transaction_with_one_producer_kep
     produce(source, t, [{"partition": p, "key": b"k", "value": f"second-{p}".encode()} for p in range(0, 24, 2)])
     count = Count()
     with FlowClients(cfg, flow) as clients:
-        again = copy_task(clients, inputs.layout, 0, [Unit(t, p, f"A.{t}", 1, 2) for p in range(0, 24, 2)], count)
+        again = copy_task(clients, inputs.layout, 0, [Unit(t, p, f"A.{t}", 1, 2) for p in range(0, 24, 2)],
+                          TaskAttempt(faults=count))
     assert sum(r.records for r in again) == 12 and count.commits == [12]
     assert [sp for _, sp in CACHE._idle.values()] == [kept]  # the same producer: no init_transactions
     assert not kept.fresh
@@ -129,7 +131,7 @@ def test_a_zombie_of_an_older_run_never_commits_after_a_newer_run_took_its_parti
 
 def _copy(cfg, flow, layout, units, faults, owner, attempt=0):
     with FlowClients(cfg, flow) as clients:
-        return copy_task(clients, layout, 0, units, faults, owner=owner, attempt=attempt)
+        return copy_task(clients, layout, 0, units, TaskAttempt(owner=owner, number=attempt, faults=faults))
 
 
 def take_lease_when_free(clients, owner, old_run):

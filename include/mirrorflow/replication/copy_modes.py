@@ -18,6 +18,7 @@ from mirrorflow.replication.faults import from_env as faults_from_env
 from mirrorflow.replication.handoff import check_results, write_plan_file
 from mirrorflow.replication.spark import copy_in_process_spark, copy_with_spark_submit
 from mirrorflow.replication.spark_connect import copy_with_connect
+from mirrorflow.replication.task_attempt import TaskAttempt
 from mirrorflow.replication.task_copier import copy_planned
 
 MODES = ("submit", "inprocess", "connect", "direct")
@@ -25,11 +26,11 @@ MODES = ("submit", "inprocess", "connect", "direct")
 
 def copy_direct(cfg: Config, flow: FlowConfig, plan: dict[str, Any]) -> list[dict]:
     """The plan's tasks in threads of this process (no Spark); each task has its own clients."""
-    faults = faults_from_env()  # test crash points: read once here, never on the copy path
+    how = TaskAttempt(faults=faults_from_env())  # test crash points: read once here, never on the copy path
 
     def task(indexed: tuple[int, list[dict[str, Any]]]) -> list[dict[str, Any]]:
         with FlowClients(cfg, flow) as clients:
-            return copy_planned(clients, plan, indexed[0], indexed[1], faults)
+            return copy_planned(clients, plan, indexed[0], indexed[1], how)
 
     tasks = plan["tasks"]
     with ThreadPoolExecutor(max_workers=max(1, len(tasks))) as pool:

@@ -51,10 +51,11 @@ from mirrorflow.kafka.retry import Outage, outage_failure, transient
 from mirrorflow.kafka.topic_admin import list_offsets
 from mirrorflow.replication.budget import CopyBudget
 from mirrorflow.replication.copier import PartitionCopy, UnitResult, anchor_all, reading_at_once, u_where
-from mirrorflow.replication.faults import NO_FAULTS, Faults
+from mirrorflow.replication.faults import Faults
 from mirrorflow.replication.follow import following
 from mirrorflow.replication.planner import Unit, stopped_message
-from mirrorflow.replication.reader import BatchLimits, Follow, consumer_required, outage_bound_s
+from mirrorflow.replication.reader import BatchLimits, consumer_required, outage_bound_s
+from mirrorflow.replication.task_attempt import ONE_SHOT, TaskAttempt
 from mirrorflow.replication.task_producer import (
     CACHE,
     LANES,
@@ -87,15 +88,11 @@ class TaskCopier:
         layout: TaskLayout,
         slot: int,
         units: list[Unit],
-        faults: Faults = NO_FAULTS,
-        follow: Follow | None = None,
-        owner: str | None = None,
-        attempt: int = 0,
-        in_flight: int | None = None,
-        budget_lanes: int | None = None,
+        how: TaskAttempt = ONE_SHOT,
     ) -> None:
-        self.clients, self.flow, self.faults, self.follow = clients, clients.flow, faults, follow
-        self.layout, self.slot, self.owner, self.attempt = layout, slot, owner, attempt
+        self.clients, self.flow, self.faults, self.follow = clients, clients.flow, how.faults, how.follow
+        self.layout, self.slot, self.owner, self.attempt = layout, slot, how.owner, how.number
+        follow = how.follow
         self.tid = layout.transactional_id(self.flow, slot)
         self.units = units
         self.results = [
@@ -103,13 +100,13 @@ class TaskCopier:
         ]
         self.parts = PartitionCopy.of(units, self.results)
         self.outage = Outage(outage_bound_s(self.flow))
-        lanes = in_flight or int(self.flow.props["task.partitions.in.flight"])
+        lanes = how.in_flight or int(self.flow.props["task.partitions.in.flight"])
         self.lanes_n = len(self.parts) if follow is not None else max(1, min(lanes, len(self.parts)))
         # the process's memory budget, split over the lanes that read at once in it: those of every
         # task it copies at once (`budget_lanes`, copy_together), else this task's own
-        busy = budget_lanes or reading_at_once(units, self.lanes_n)
+        busy = how.budget_lanes or reading_at_once(units, self.lanes_n)
         self.budget = CopyBudget.of(self.flow, busy, follow is not None)
-        self.succession = TaskSuccession(clients, owner, attempt, slot, self.tid)
+        self.succession = TaskSuccession(clients, how.owner, how.number, slot, self.tid)
         self.sp: SlotProducer | None = None
         self.clean = False  # the task ended without a failure: its producer may serve the next run
         self.lanes: list[Lane] = []
@@ -415,28 +412,18 @@ def copy_task(
     layout: TaskLayout,
     slot: int,
     units: Iterable[Unit],
-    faults: Faults = NO_FAULTS,
-    follow: Follow | None = None,
-    owner: str | None = None,
-    attempt: int = 0,
-    in_flight: int | None = None,
-    budget_lanes: int | None = None,
+    how: TaskAttempt = ONE_SHOT,
 ) -> list[UnitResult]:
     """Copy a task's units (all of task slot `slot` of `layout`): the fresh partitions with nothing
     to copy are anchored at once (replication.anchors), the others copied by one TaskCopier. Results
-    come in the units' order. `owner`: the run's lease owner (the task stops when its run no longer
-    holds the lease); `attempt`: Spark's attempt number of this task (0 elsewhere); `in_flight`:
-    partitions read at once (default: task.partitions.in.flight); `budget_lanes`: the lanes reading
-    at once in this process, which share its memory budget (default: this task's)."""
+    come in the units' order."""
     units = list(units)
     results: list[UnitResult | None] = [None] * len(units)
-    if follow is None:  # units that only anchor a fresh partition: all at once (replication.anchors)
+    if how.follow is None:  # units that only anchor a fresh partition: all at once (replication.anchors)
         anchor_all(clients, units, results)
     rest = [i for i, r in enumerate(results) if r is None]
     if rest:
-        copier = TaskCopier(
-            clients, layout, slot, [units[i] for i in rest], faults, follow, owner, attempt, in_flight, budget_lanes
-        )
+        copier = TaskCopier(clients, layout, slot, [units[i] for i in rest], how)
         for i, r in zip(rest, copier.run(), strict=True):
             results[i] = r
     return [r for r in results if r is not None]
@@ -457,28 +444,17 @@ def copy_planned(
     plan: dict[str, Any],
     index: int,
     units: list[dict[str, Any]],
-    faults: Faults,
-    attempt: int = 0,
-    in_flight: int | None = None,
-    budget_lanes: int | None = None,
+    how: TaskAttempt,
 ) -> list[dict[str, Any]]:
     """Task `index` of a plan (its units as the plan holds them), copied: the one way every mode
-    (a Spark task, a Spark Connect task, a thread of direct mode) runs a planned task."""
+    (a Spark task, a Spark Connect task, a thread of direct mode) runs a planned task. The plan
+    names the lease owner and whether the run follows its partitions."""
     layout, slots = task_layout(plan)
     owner = (plan.get("lease") or {}).get("owner")
     clients.reached("source", "target")  # planned: a broker away as the task starts is waited for
     with following(clients, plan.get("continuous")) as follow:
         results = copy_task(
-            clients,
-            layout,
-            slots[index],
-            [Unit.from_dict(d) for d in units],
-            faults,
-            follow,
-            owner,
-            attempt,
-            in_flight,
-            budget_lanes,
+            clients, layout, slots[index], [Unit.from_dict(d) for d in units], how.but(owner=owner, follow=follow)
         )
     return [r.to_dict() for r in results]
 
@@ -496,11 +472,11 @@ def copy_together(
     process's memory budget, split over all their busy lanes. While one waits on the brokers (its
     producer's epoch, a commit) the others copy."""
     if len(rows) <= 1:
-        return [r for i, units in rows for r in copy_planned(clients, plan, i, units, faults, attempt)]
+        how = TaskAttempt(number=attempt, faults=faults)
+        return [r for i, units in rows for r in copy_planned(clients, plan, i, units, how)]
     lanes = max(1, int(clients.flow.props["task.partitions.in.flight"]) // len(rows))
     busy = sum(reading_at_once([Unit.from_dict(d) for d in units], lanes) for _, units in rows)
     with ThreadPoolExecutor(max_workers=len(rows), thread_name_prefix="mirrorflow-task") as pool:
-        futures = [
-            pool.submit(copy_planned, clients, plan, i, units, faults, attempt, lanes, busy) for i, units in rows
-        ]
+        how = TaskAttempt(number=attempt, in_flight=lanes, budget_lanes=busy, faults=faults)
+        futures = [pool.submit(copy_planned, clients, plan, i, units, how) for i, units in rows]
         return [r for f in futures for r in f.result()]
