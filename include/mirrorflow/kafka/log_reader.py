@@ -73,8 +73,18 @@ class LogReader:
     end comes from a read_uncommitted consumer (`ends`: built when first needed; FlowClients shares
     one per cluster and group, else the reader builds its own and `close()` closes it)."""
 
-    def __init__(self, conn: ClusterConnection, consumer: Consumer, ends: Callable[[], Consumer] | None = None) -> None:
+    def __init__(
+        self,
+        conn: ClusterConnection,
+        consumer: Consumer,
+        ends: Callable[[], Consumer] | None = None,
+        silent_s: float | None = None,
+    ) -> None:
         self.conn, self.consumer = conn, consumer
+        # a read that hears nothing for this long asks the partition's leader whether it answers at all
+        # (`_answers`): a read waits out an open transaction below its end as long as its timeout
+        # allows, but a broker that does not answer is an outage after broker.outage.max.seconds
+        self.silent_s = silent_s
         self._make_ends = ends
         self._ends: Consumer | None = None
         self._warm: set[str] = set()  # topics whose metadata the read consumer has (warm_metadata)
@@ -208,7 +218,8 @@ class LogReader:
         with `keys`, only messages with one of those keys."""
         starts = dict(starts) if isinstance(starts, Mapping) else {p: None for p in starts}
         deadline = time.monotonic() + timeout  # one bound for the ends and the read
-        marks = self.offsets(topic, starts, timeout, wait_for_topic)
+        # the ends: a broker that answers at all answers them at once (no transaction holds them back)
+        marks = self.offsets(topic, starts, min(timeout, self.silent_s or timeout), wait_for_topic)
         assign = read_span(topic, starts, marks, last, stops)
         if not assign:
             return
@@ -233,9 +244,13 @@ class LogReader:
         todo = {p: end for p, (_, end) in span.items()}
         nxt = {p: max(begin, 0) for p, (begin, _) in span.items()}  # next offset expected per partition
         unanswered: KafkaError | None = None  # the last transient error (a broker restarting)
+        heard = time.monotonic()  # the last record or end-of-partition event
         while todo:
             if time.monotonic() > deadline:
                 raise self._timed_out(topic, todo, unanswered)
+            if self.silent_s is not None and time.monotonic() - heard > self.silent_s:
+                self._answers(topic, min(todo), time.monotonic() - heard, unanswered)
+                heard = time.monotonic()
             # consume() waits until it has `num_messages` or the timeout passed: never ask for more
             # than can still come (records and end-of-partition events), or every read of a
             # short partition would wait the whole timeout
@@ -245,6 +260,7 @@ class LogReader:
                 p = m.partition()
                 if err is not None:
                     if err.code() == KafkaError._PARTITION_EOF:
+                        heard = time.monotonic()
                         if p in todo and m.offset() >= todo[p]:
                             del todo[p]
                         continue
@@ -252,6 +268,7 @@ class LogReader:
                         unanswered = err
                         continue
                     raise ClusterError(self.conn.alias, f"reading topic {topic!r} partition {p}: {err.str()}")
+                heard = time.monotonic()
                 if p not in todo or m.offset() >= todo[p]:
                     continue  # past the end we took: newer than this read
                 nxt[p] = m.offset() + 1
@@ -263,6 +280,22 @@ class LogReader:
                 for tp in c.position([TopicPartition(topic, p) for p in todo]):
                     if tp.offset >= 0 and tp.offset >= todo.get(tp.partition, 1 << 62):
                         del todo[tp.partition]
+
+    def _answers(self, topic: str, partition: int, silent: float, unanswered: KafkaError | None) -> None:
+        """After `silent` seconds without a record: the partition's leader answers a ListOffsets (the
+        read waits on an open transaction: it goes on), else a TransientError naming the cluster (a
+        caller riding out outages tries again, up to its bound)."""
+        ask = min(10.0, max(2.0, (self.silent_s or 0) / 2))
+        try:
+            self.consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=ask, cached=False)
+        except KafkaException as exc:
+            err = kafka_error(exc)
+            last = unanswered or err
+            raise TransientError(
+                self.conn.alias,
+                f"reading topic {topic!r}: nothing for {silent:.0f} s and its leader did not answer in {ask:.0f} s"
+                + (f" (last error: {last.str()})" if last is not None else ""),
+            ) from None
 
     def _timed_out(self, topic: str, todo: Mapping[int, int], unanswered: KafkaError | None) -> TransientError:
         """A read that did not reach its ends in time: a broker away, or a transaction open below
