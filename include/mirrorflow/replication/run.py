@@ -94,6 +94,7 @@ class ReplicationRun:
     stop_file: Path | None = None  # continuous runs whose copy runs on this host (the CLI)
     _plan_file: bool = False  # the plan file is in the scratch directory already
     _controls: dict[str, Any] | None = None  # the control records `begin` read (flow state, state topics)
+    target_away: bool = False  # the copy gave up on the target: the run's last writes to it get one short try
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
@@ -221,7 +222,8 @@ class ReplicationRun:
             spark_s,
             unknown,
         )
-        run_log.append(clients, rep.run_record(int(time.time() * 1000)))
+        self.target_away = self.target_away or gave_up_on(self.flow.target, results)
+        run_log.append(clients, rep.run_record(int(time.time() * 1000)), once=self.target_away)
         return rep
 
     def collect_and_report(self, report: bool = True) -> tuple[RunReport | None, list[dict]]:
@@ -238,7 +240,7 @@ class ReplicationRun:
     def release_lease(self, clients: FlowClients | None = None) -> None:
         """Free the run's lease (best effort: it lapses anyway); from any task of the run."""
         if self.lease is not None:
-            self.lease.release()
+            self.lease.release(once=self.target_away)
             return
         if not self.owner or not self.handed.get("lease"):
             return
@@ -319,3 +321,11 @@ class ReplicationRun:
         if self.kind == "continuous" and self.plan is not None and not self.plan.units and not self.dry_run:
             return min(30.0, run_seconds(self.flow))
         return 0.0
+
+
+def gave_up_on(cluster: str, results: list[dict]) -> bool:
+    """Whether a unit failed because `cluster` did not answer within broker.outage.max.seconds: the run
+    has spent its outage budget on it, and its summary and lease release try once instead of riding the
+    same outage out again, one after the other."""
+    mark = f"cluster {cluster!r}"
+    return any(r.get("error_type") == "BrokerUnavailableError" and mark in (r.get("error") or "") for r in results)

@@ -396,12 +396,13 @@ class FlowLease:
             return False
         return True
 
-    def release(self) -> None:
+    def release(self, once: bool = False) -> None:
         """Free the lease, written again while unacknowledged for up to the lease's ttl (after that
         it expires anyway); a release that fails is logged, never raised: the run's work is done,
-        and the lease lapses lease.timeout.seconds after its last renewal."""
+        and the lease lapses lease.timeout.seconds after its last renewal. `once`: one short try (the
+        run gave up on the target already: it does not ride the outage out a second time)."""
         self.stop_renewing()
-        bound = min(self.clients.outage_timeout, self.ttl_ms / 1000)
+        bound = 0.0 if once else min(self.clients.outage_timeout, self.ttl_ms / 1000)
         try:
             with self._lock:
                 self._append("release", bound, "the lease's ttl (lease.timeout.seconds)")

@@ -140,8 +140,9 @@ class RunRecord:
             return None
 
 
-def append(clients: FlowClients, record: RunRecord) -> bool:
-    """Write one run's summary; False (logged) when it could not be written: never fails the run."""
+def append(clients: FlowClients, record: RunRecord, once: bool = False) -> bool:
+    """Write one run's summary; False (logged) when it could not be written: never fails the run.
+    `once`: one short try, not a ride through an outage (the run gave up on the target already)."""
     topic = runs_topic(clients.flow)
     try:
         if not clients.partitions("target", topic):
@@ -152,6 +153,7 @@ def append(clients: FlowClients, record: RunRecord) -> bool:
             [(record.kind.encode(), record.to_json(), record.at)],
             0,
             "writing the run summary",
+            bound_s=0.0 if once else None,
             attempt_s=clients.admin_timeout,
         )
         return True
