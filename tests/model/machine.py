@@ -163,14 +163,15 @@ class ReplicationMachine(RuleBasedStateMachine):
         max_runs=st.sampled_from([2, 4, 20_000]),
         txn_records=st.sampled_from([2, 3, 1000]),
         unit=st.sampled_from([(3, 1 << 31), (1000, 48), (5_000_000, 1 << 31)]),
-        initial=st.sampled_from(["earliest", "latest"]),
+        initial=st.sampled_from(["earliest", "latest", "timestamp"]),
     )
     def start(self, max_runs: int, txn_records: int, unit: tuple[int, int], initial: str = "earliest") -> None:
         """A fresh pair of flows X->Y / Y->X over clusters A and B; `offset.map.max.runs` low or
         the default; copy transactions of a few records or of all of a run; units of a few records,
         units a few records' bytes cut short (a run copies a partition up to there, the next goes
         on), or the defaults; `initial.position` earliest, or latest with records on A before the
-        flow's first run (which follows at once): those it does not own."""
+        flow's first run (which follows at once): those it does not own; or a time between two
+        batches of records on A: the flow owns (and its first run copies) the second batch only."""
         key = f"start(initial.position={initial})"
         self.setting.ran[key] = self.setting.ran.get(key, 0) + 1
         tag = uuid.uuid4().hex[:6]
@@ -182,6 +183,17 @@ class ReplicationMachine(RuleBasedStateMachine):
         for t, n in self.topics.items():
             create_topic(a, t, n, COMPACT if t == self.compact else None)
             create_topic(b, t, n)
+        plain, compact = f"{self.pfx}.plain", self.compact
+        first = ((plain, 0), (plain, 1), (compact, 0))
+        position = initial
+        if initial in ("latest", "timestamp"):  # records before the first run: not the flow's
+            for tp in first:
+                self.produce("A", tp, 2, True, fresh_keys=tp[0] == plain)
+            self.model.unowned = set(self.model.acked)
+        if initial == "timestamp":  # the time between the batches, as ms since the epoch
+            time.sleep(0.01)
+            position = str(now_ms())
+            time.sleep(0.01)
         common = {
             "topics": f"{self.pfx}\\..*",
             "groups": f"{self.pfx}-.*",
@@ -195,7 +207,7 @@ class ReplicationMachine(RuleBasedStateMachine):
             "transaction.max.records": txn_records,
             "unit.max.records": unit[0],
             "unit.max.bytes": unit[1],
-            "initial.position": initial,
+            "initial.position": position,
         }
         self.islands = False  # a backfill copied above the progress: holes below it until the next drain
         self.added: list[str] = []  # topics created on a source while the flows ran
@@ -207,16 +219,15 @@ class ReplicationMachine(RuleBasedStateMachine):
         )
         self.flows = {"A": self.cfg.flow(f"{x}->{y}"), "B": self.cfg.flow(f"{y}->{x}")}  # by source side
         self.running = self.flows["A"]
-        plain, compact = f"{self.pfx}.plain", self.compact
         for name, tps in (("g1", ((plain, 0), (plain, 1))), ("g2", ((plain, 1), (compact, 0)))):
             g = Group(f"{self.pfx}-{name}", tps)
             self.model.groups[g.name] = g
-        if initial == "latest":  # records before the first run: not the flow's
-            for tp in ((plain, 0), (plain, 1), (compact, 0)):
-                self.produce("A", tp, 2, True, fresh_keys=tp[0] == plain)
-            self.model.unowned = set(self.model.acked)
+        if initial == "timestamp":  # the second batch, after the time: the flow's, copied by its first run
+            for tp in first:
+                self.produce("A", tp, 1, True, fresh_keys=tp[0] == plain)
+        if initial != "earliest":
             rep = run_once(self.cfg, self.running, mode="direct")
-            assert rep.ok and rep.records == 0, rep.render()
+            assert rep.ok and rep.records == (3 if initial == "timestamp" else 0), rep.render()
             self.flows_run.add(self.running.name)
 
     # -- helpers -----------------------------------------------------------------------------
