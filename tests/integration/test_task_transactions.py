@@ -250,6 +250,34 @@ def test_a_record_too_large_fails_its_partition_alone_and_the_rest_of_the_transa
     assert [r.content() for r in consume_all(target, f"A.{t}")] == src1
 
 
+def ran_before_slots(tmp_path, source, target, alias: str, pfx: str, partitions: tuple[int, int], n: int):
+    """A flow `alias`->B over `pfx`.orders (`partitions`: on the source, on the target) that ran before task
+    slots: progress of partition 0 on the target, no layout record. (cfg, flow, topic, progress partitions)."""
+    from confluent_kafka import Producer
+
+    from mirrorflow.state.names import progress_topic
+    from mirrorflow.state.records import Progress
+    from mirrorflow.state.state_topics import state_key, state_partition
+    from tests.support import create_topic
+
+    t = f"{pfx}.orders"
+    cfg = write_config(tmp_path / "mf.yaml", {alias: source, "B": target},
+                       {f"{alias}->B": {"topics": f"{pfx}\\..*", "state.topic.partitions": 2,
+                                        "heartbeats.replication.enabled": False, "tasks.max": 2}})
+    flow = cfg.flow(f"{alias}->B")
+    create_topic(source, t, partitions[0])
+    create_topic(target, f"{alias}.{t}", partitions[1])
+    produce(source, t, records(n, partitions[0]))
+    with FlowClients(cfg, flow) as clients:
+        ensure_state_topics(clients)
+        nprog = clients.partitions("target", progress_topic(flow))
+    written = Producer({**target.client_config(), "enable.idempotence": True, "acks": "all"})
+    written.produce(progress_topic(flow), Progress(t, 0, 0, (), -1).to_json(), state_key(t, 0),
+                    state_partition(t, 0, nprog))
+    assert written.flush(30) == 0  # each partition had its own transactional.id then
+    return cfg, flow, t, nprog
+
+
 def test_a_flow_copied_per_partition_before_slots_has_those_ids_fenced_once(tmp_path, source, target, unique):
     """A flow that ran before task slots (progress on the target, no layout record) with a copy of
     that version still holding a transaction open: the first run with slots fences every partition's
@@ -257,26 +285,9 @@ def test_a_flow_copied_per_partition_before_slots_has_those_ids_fenced_once(tmp_
     from confluent_kafka import Producer
 
     from mirrorflow.state.names import progress_topic, transactional_id
-    from mirrorflow.state.records import Progress
     from mirrorflow.state.state_topics import state_key, state_partition
 
-    pfx = unique("upgrade")
-    t = f"{pfx}.orders"
-    cfg = write_config(tmp_path / "mf.yaml", {"KU": source, "B": target},
-                       {"KU->B": {"topics": f"{pfx}\\..*", "state.topic.partitions": 2,
-                                  "heartbeats.replication.enabled": False, "tasks.max": 2}})
-    flow = cfg.flow("KU->B")
-    from tests.support import create_topic
-
-    create_topic(source, t, 2)
-    create_topic(target, f"KU.{t}", 2)
-    produce(source, t, records(40, 2))
-    with FlowClients(cfg, flow) as clients:
-        ensure_state_topics(clients)
-        n = clients.partitions("target", progress_topic(flow))
-    written = Producer({**target.client_config(), "enable.idempotence": True, "acks": "all"})
-    written.produce(progress_topic(flow), Progress(t, 0, 0, (), -1).to_json(), state_key(t, 0), state_partition(t, 0, n))
-    assert written.flush(30) == 0
+    cfg, flow, t, n = ran_before_slots(tmp_path, source, target, "KU", unique("upgrade"), (2, 2), 40)
     old = Producer({**target.client_config(), "transactional.id": transactional_id(flow, t, 1),
                     "transaction.timeout.ms": 600000})
     old.init_transactions(30)
@@ -306,28 +317,8 @@ def test_a_partition_added_on_the_source_and_not_synced_yet_does_not_stop_the_fe
     partition" when the fencing producer knew the topic already: found by the model's `--long` search; the next
     test holds that path), the partitions the target has are copied, and the new one waits for the sync,
     named, its 10 records counted as lag."""
-    from confluent_kafka import Producer
-
-    from mirrorflow.state.names import progress_topic
-    from mirrorflow.state.records import Progress
-    from mirrorflow.state.state_topics import state_key, state_partition
-    from tests.support import create_topic
-
-    pfx = unique("added")
-    t = f"{pfx}.orders"
-    cfg = write_config(tmp_path / "mf.yaml", {"KN": source, "B": target},
-                       {"KN->B": {"topics": f"{pfx}\\..*", "state.topic.partitions": 2,
-                                  "heartbeats.replication.enabled": False, "tasks.max": 2}})
-    flow = cfg.flow("KN->B")
-    create_topic(source, t, 3)
-    create_topic(target, f"KN.{t}", 2)  # synced before partition 2 was added on the source
-    produce(source, t, records(30, 3))
-    with FlowClients(cfg, flow) as clients:
-        ensure_state_topics(clients)
-        n = clients.partitions("target", progress_topic(flow))
-    written = Producer({**target.client_config(), "enable.idempotence": True, "acks": "all"})
-    written.produce(progress_topic(flow), Progress(t, 0, 0, (), -1).to_json(), state_key(t, 0), state_partition(t, 0, n))
-    assert written.flush(30) == 0  # it ran before task slots: each partition had its own transactional.id
+    # the target synced before partition 2 was added on the source
+    cfg, flow, t, _ = ran_before_slots(tmp_path, source, target, "KN", unique("added"), (3, 2), 30)
     rep = run_once(cfg, flow, mode="direct")
     by_part = {(p.topic, p.partition): p for p in rep.partitions}
     assert [by_part[(t, q)].status for q in range(3)] == ["ok", "ok", "waiting"], rep.render()
