@@ -249,10 +249,9 @@ class FlowLease:
             self._reader = self.clients.reader("target", group=reader_group(self.flow, LEASE))
         last = self._next
         records = []
-        # a target that does not answer fails the read within broker.outage.max.seconds, not admin.timeout.ms
-        # (a black-holed target kept a copy task's lease check going 34 s past a 4 s bound)
-        bound = min(self.clients.admin_timeout, self.clients.outage_timeout)
-        for m in self._reader.read(self.topic, {0: self._next}, timeout=bound):
+        # admin.timeout.ms, at most broker.outage.max.seconds (FlowClients.admin_timeout): a black-holed
+        # target kept a copy task's lease check going 34 s past a 4 s bound when it was admin.timeout.ms alone
+        for m in self._reader.read(self.topic, {0: self._next}, timeout=self.clients.admin_timeout):
             last = m.offset() + 1
             rec = LeaseRecord.from_json(m.value(), m.timestamp()[1])
             if rec is not None:
