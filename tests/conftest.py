@@ -12,6 +12,7 @@ import re
 import shutil
 import sys
 import tempfile
+import time
 import uuid
 from pathlib import Path
 
@@ -215,7 +216,7 @@ def pytest_runtest_protocol(item, nextitem):
         timer.cancel()
 
 
-_STARTED = __import__("time").time()
+_STARTED = time.time()  # a dump older than this session is not this run's
 
 
 def pytest_terminal_summary(terminalreporter) -> None:
