@@ -6,7 +6,6 @@ position (`copy_task`, `TaskCopier`, `copy_planned`)."""
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 
 from mirrorflow.replication.faults import NO_FAULTS, Faults
@@ -22,9 +21,6 @@ class TaskAttempt:
     # lanes reading at once in this process, which share its memory budget (None: this task's own)
     budget_lanes: int | None = None
     faults: Faults = NO_FAULTS  # the tests' seam for crashes and pauses at named points
-
-    def but(self, **changes: object) -> TaskAttempt:
-        return dataclasses.replace(self, **changes)  # type: ignore[arg-type]
 
 
 ONE_SHOT = TaskAttempt()  # a run's task outside Spark's retries and outside any lease: tests, tools

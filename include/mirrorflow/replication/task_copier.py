@@ -32,6 +32,7 @@ import contextlib
 import time
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from typing import Any
 
 from confluent_kafka import KafkaException
@@ -90,9 +91,8 @@ class TaskCopier:
         units: list[Unit],
         how: TaskAttempt = ONE_SHOT,
     ) -> None:
-        self.clients, self.flow, self.faults, self.follow = clients, clients.flow, how.faults, how.follow
-        self.layout, self.slot, self.owner, self.attempt = layout, slot, how.owner, how.number
-        follow = how.follow
+        self.clients, self.flow, self.how, self.faults, self.follow = clients, clients.flow, how, how.faults, how.follow
+        self.layout, self.slot = layout, slot
         self.tid = layout.transactional_id(self.flow, slot)
         self.units = units
         self.results = [
@@ -101,11 +101,11 @@ class TaskCopier:
         self.parts = PartitionCopy.of(units, self.results)
         self.outage = Outage(outage_bound_s(self.flow))
         lanes = how.in_flight or int(self.flow.props["task.partitions.in.flight"])
-        self.lanes_n = len(self.parts) if follow is not None else max(1, min(lanes, len(self.parts)))
+        self.lanes_n = len(self.parts) if self.follow is not None else max(1, min(lanes, len(self.parts)))
         # the process's memory budget, split over the lanes that read at once in it: those of every
         # task it copies at once (`budget_lanes`, copy_together), else this task's own
         busy = how.budget_lanes or reading_at_once(units, self.lanes_n)
-        self.budget = CopyBudget.of(self.flow, busy, follow is not None)
+        self.budget = CopyBudget.of(self.flow, busy, self.follow is not None)
         self.succession = TaskSuccession(clients, how.owner, how.number, slot, self.tid)
         self.sp: SlotProducer | None = None
         self.clean = False  # the task ended without a failure: its producer may serve the next run
@@ -187,7 +187,7 @@ class TaskCopier:
         self.established = False
         keys = [pc.key for pc in live]
         parts = [(pc.unit.target_topic, pc.unit.partition) for pc in live] + state_parts(self.clients, keys)
-        claim = Claim(self.owner or "", self.attempt)
+        claim = Claim(self.how.owner or "", self.how.number)
         establish(self.clients, sp, self.slot, parts, claim, self.outage, self.faults)
         self.established = True
         lease_held = self.succession.lease_check()  # answered beside the progress read
@@ -454,7 +454,7 @@ def copy_planned(
     clients.reached("source", "target")  # planned: a broker away as the task starts is waited for
     with following(clients, plan.get("continuous")) as follow:
         results = copy_task(
-            clients, layout, slots[index], [Unit.from_dict(d) for d in units], how.but(owner=owner, follow=follow)
+            clients, layout, slots[index], [Unit.from_dict(d) for d in units], replace(how, owner=owner, follow=follow)
         )
     return [r.to_dict() for r in results]
 
