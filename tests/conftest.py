@@ -186,13 +186,14 @@ HEAVY_FIRST = (
 # A test still running after this long is hung, not slow (the longest take about 5 minutes under load): its
 # worker dumps every thread's stack (to stderr and to a file named on stderr) and exits, so pytest-xdist
 # reports that test as crashing its worker, starts another worker and the suite goes on, instead of CI
-# running out of its time with no name. MIRRORFLOW_TEST_HANG_S sets it (0: off).
+# running out of its time with no name. MIRRORFLOW_TEST_HANG_S sets it (0: off; off by default under
+# `--long`, whose searches run for hours).
 HANG_S = float(os.environ.get("MIRRORFLOW_TEST_HANG_S", "900"))
 
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item, nextitem):
-    if HANG_S <= 0:
+    if HANG_S <= 0 or (item.config.getoption("--long") and "MIRRORFLOW_TEST_HANG_S" not in os.environ):
         yield
         return
     import faulthandler

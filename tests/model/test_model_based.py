@@ -6,7 +6,9 @@ has not read, exactly at its next unread record where the product promises it, v
 Budget: the CI run draws a fixed number of short examples from a fixed seed (the same examples every
 run, so a failure is reproducible); `--long` draws many more, longer ones, from a random seed it
 prints, and shrinks a failure to its shortest sequence. MIRRORFLOW_MODEL_SEED=N runs the examples of
-seed N (a printed one, or another to search elsewhere). A failure prints the failing sequence of
+seed N (a printed one, or another to search elsewhere). MIRRORFLOW_MODEL_MINUTES=M searches for M minutes:
+batches of MIRRORFLOW_MODEL_EXAMPLES examples from seeds N, N+1, ... (each printed) until the time is up. A
+failure prints the failing sequence of
 steps as Python (`state = ReplicationMachine()`, `state.write(...)`, ...).
 """
 
@@ -50,27 +52,37 @@ def test_random_operation_sequences_keep_every_record_and_group_where_the_model_
         ReplicationMachine.setting = setting
         return ReplicationMachine()
 
-    factory = seed(budget["seed"])(machine)
     blob = os.environ.get("MIRRORFLOW_MODEL_REPRODUCE")  # "<version> <blob>" of a failure's @reproduce_failure
-    if blob:
-        version, data = blob.split()
-        factory = reproduce_failure(version, data.encode())(factory)
     began = time.monotonic()
-    run_state_machine_as_test(
-        factory,
-        settings=settings(
-            max_examples=budget["examples"],
-            stateful_step_count=budget["steps"],
-            deadline=None,
-            database=None,
-            phases=phases,
-            suppress_health_check=list(HealthCheck),
-            verbosity=Verbosity.verbose if os.environ.get("MIRRORFLOW_MODEL_VERBOSE") else Verbosity.normal,
-            print_blob=True,
-        ),
-    )
-    print(f"model-based: {setting.examples} examples in {time.monotonic() - began:.0f} s; steps run: "
-          + ", ".join(f"{k} {v}" for k, v in sorted(setting.ran.items())))
+    minutes = float(os.environ.get("MIRRORFLOW_MODEL_MINUTES", "0"))  # a search of hours: batches until then
+    batch = 0
+    while True:
+        run_seed = budget["seed"] + batch
+        if minutes:
+            print(f"model-based: batch {batch}, seed {run_seed} (MIRRORFLOW_MODEL_SEED={run_seed} repeats it), "
+                  f"{time.monotonic() - began:.0f} s in", flush=True)
+        factory = seed(run_seed)(machine)
+        if blob:
+            version, data = blob.split()
+            factory = reproduce_failure(version, data.encode())(factory)
+        run_state_machine_as_test(
+            factory,
+            settings=settings(
+                max_examples=budget["examples"],
+                stateful_step_count=budget["steps"],
+                deadline=None,
+                database=None,
+                phases=phases,
+                suppress_health_check=list(HealthCheck),
+                verbosity=Verbosity.verbose if os.environ.get("MIRRORFLOW_MODEL_VERBOSE") else Verbosity.normal,
+                print_blob=True,
+            ),
+        )
+        batch += 1
+        print(f"model-based: {setting.examples} examples in {time.monotonic() - began:.0f} s; steps run: "
+              + ", ".join(f"{k} {v}" for k, v in sorted(setting.ran.items())), flush=True)
+        if time.monotonic() - began >= minutes * 60:
+            break
     for kind, why in KNOWN.items():
         hits = [h for h in setting.known_hits if h.startswith(f"{kind}:")]
         if hits:
