@@ -30,6 +30,18 @@ def admin(cluster: DevCluster, user: str = "admin") -> AdminClient:
     return AdminClient(cluster.client_config(user))
 
 
+def set_topic_config(cluster: DevCluster, topic: str, **values: str) -> None:
+    """Set `topic`'s configs (`cleanup_policy="delete"` sets cleanup.policy), as kafka-configs.sh
+    --alter --add-config does."""
+    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
+
+    entries = [ConfigEntry(k.replace("_", "."), v, incremental_operation=AlterConfigOpType.SET)
+               for k, v in values.items()]
+    res = ConfigResource(ResourceType.TOPIC, topic, incremental_configs=entries)
+    a = admin(cluster)  # alive until its future resolves
+    a.incremental_alter_configs([res])[res].result(30)
+
+
 def create_topic(cluster: DevCluster, name: str, partitions: int = 1, config: dict[str, str] | None = None) -> None:
     a = admin(cluster)  # keep the client alive until its futures resolve
     a.create_topics([NewTopic(name, partitions, 1, config=config or {})])[name].result(30)

@@ -20,7 +20,6 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, ConsumerGroupType, TopicPartition
-from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource
 
 from mirrorflow.config.properties import DEFAULT_CONFIG_EXCLUDE
 from mirrorflow.groups.checkpoint import emit_checkpoints
@@ -30,7 +29,7 @@ from mirrorflow.replication.runner import run_once
 from tests.integration.test_failover import first_record_after_resume
 from tests.integration.test_replicate import NOW, cli, records
 from tests.support import (admin, consume_all, create_topic, end_transaction, markers_written, produce, producer,
-                           write_config)
+                           set_topic_config, write_config)
 
 pytestmark = pytest.mark.integration
 
@@ -110,11 +109,7 @@ def future_timestamps_need_the_targets_limit_raised(cfg, flow, source, target, t
                             f"{topic!r} on cluster ") and "message.timestamp.after.max.ms" in error, error
     assert error.endswith("nothing from offset 0 on was marked copied"), error
     assert consume_all(target, topic) == []  # the unit's transaction took nothing
-    a = admin(target)
-    res = ConfigResource(ConfigResource.Type.TOPIC, topic, incremental_configs=[
-        ConfigEntry("message.timestamp.after.max.ms", str(2**63 - 1),
-                    incremental_operation=AlterConfigOpType.SET)])
-    a.incremental_alter_configs([res])[res].result(30)
+    set_topic_config(target, topic, message_timestamp_after_max_ms=str(2**63 - 1))
     rep = run_once(cfg, flow, mode="direct")
     assert rep.ok and rep.records == 3, rep.render()
     assert [r.content() for r in consume_all(target, topic)] == [r.content() for r in consume_all(source, topic)]

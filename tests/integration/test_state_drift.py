@@ -6,14 +6,13 @@ again."""
 from __future__ import annotations
 
 import pytest
-from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
 
 from mirrorflow.replication.runner import run_once
 from mirrorflow.state.names import offset_map_topic, progress_topic
 from mirrorflow.state.state_topics import state_key, state_partition
 from tests.integration.replicate_helpers import add_partitions, assert_copied
 from tests.integration.test_replicate import cli, records
-from tests.support import admin, consume_all, create_topic, produce, read_progress, write_config
+from tests.support import admin, consume_all, create_topic, produce, read_progress, set_topic_config, write_config
 
 pytestmark = pytest.mark.integration
 
@@ -33,14 +32,6 @@ def own_flow(tmp_path, source, target, unique, tag: str, **props):
     return cfg, cfg.flow(name), topic, f"{alias}.{topic}"
 
 
-def set_config(cluster, topic: str, **values: str) -> None:
-    entries = [ConfigEntry(k.replace("_", "."), v, incremental_operation=AlterConfigOpType.SET)
-               for k, v in values.items()]
-    res = ConfigResource(ResourceType.TOPIC, topic, incremental_configs=entries)
-    a = admin(cluster)  # alive until its future resolves
-    a.incremental_alter_configs([res])[res].result(30)
-
-
 def replicate(cfg, flow):
     return cli(cfg, "replicate", "--flow", flow.name, "--once", "--mode", "direct", check=False)
 
@@ -52,7 +43,7 @@ def test_a_progress_topic_no_longer_compacted_stops_the_run_until_set_back(tmp_p
     assert first.returncode == 0, first.stderr[-3000:]
     prog = progress_topic(flow)
 
-    set_config(target, prog, cleanup_policy="delete")  # a platform's topic policy, say
+    set_topic_config(target, prog, cleanup_policy="delete")  # a platform's topic policy, say
     produce(source, t, records(20, 2, seed="more"))
     stopped = replicate(cfg, flow)
     assert stopped.returncode != 0, stopped.stdout
@@ -62,7 +53,7 @@ def test_a_progress_topic_no_longer_compacted_stops_the_run_until_set_back(tmp_p
     assert "nothing was read or written" in err, err
     assert {k: v.next for k, v in read_progress(cfg, flow, [(t, 0), (t, 1)]).items()} == {(t, 0): 20, (t, 1): 20}
 
-    set_config(target, prog, cleanup_policy="compact")
+    set_topic_config(target, prog, cleanup_policy="compact")
     again = replicate(cfg, flow)
     assert again.returncode == 0, again.stderr[-3000:]
     assert_copied(source, target, t, remote)

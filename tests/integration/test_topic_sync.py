@@ -8,12 +8,11 @@ import subprocess
 import sys
 
 import pytest
-from confluent_kafka.admin import (AlterConfigOpType, ConfigEntry, ConfigResource, ConfigSource, NewPartitions,
-                                   ResourceType)
+from confluent_kafka.admin import ConfigResource, ConfigSource, NewPartitions, ResourceType
 
 from mirrorflow.errors import ClusterError, ConfigError
 from mirrorflow.metadata.sync import sync_flow
-from tests.support import admin, create_topic, wait_for_topic, write_config
+from tests.support import admin, create_topic, set_topic_config, wait_for_topic, write_config
 
 pytestmark = pytest.mark.integration
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -38,13 +37,6 @@ def partitions(cluster, topic):
 
 def topics(cluster):
     return set(admin(cluster).list_topics(timeout=10).topics)
-
-
-def alter(cluster, topic, op, **values):
-    entries = [ConfigEntry(k.replace("_", "."), v, incremental_operation=op) for k, v in values.items()]
-    res = ConfigResource(ResourceType.TOPIC, topic, incremental_configs=entries)
-    a = admin(cluster)
-    a.incremental_alter_configs([res])[res].result(15)
 
 
 def mine(report, name):
@@ -112,10 +104,10 @@ def test_config_sync_is_incremental_and_keeps_target_overrides_of_excluded_prope
     wait_for_topic(target, remote)
     # target-side changes: one on an excluded property (must survive), one on a synced property
     # the source leaves at its default (MM2: deleted), one drift of a synced value (MM2: overwritten)
-    alter(target, remote, AlterConfigOpType.SET, min_insync_replicas="1", segment_ms="3600000",
+    set_topic_config(target, remote, min_insync_replicas="1", segment_ms="3600000",
           retention_ms="5")
     # a source-side change to sync
-    alter(source, topic_name, AlterConfigOpType.SET, cleanup_policy="delete", max_message_bytes="3000000")
+    set_topic_config(source, topic_name, cleanup_policy="delete", max_message_bytes="3000000")
 
     dry = sync_flow(cfg, "A->B", "configs", dry_run=True)
     plan = [(c.kind, c.detail, c.status) for c in dry.changes]

@@ -6,7 +6,9 @@ identity policy): X->Y, and Y->X as its `standby` reverse. Two phases alternate,
 * running(F): flow F (S->T) copies; the applications write to S and their two groups read and
   commit there. Rules: writes (plain, transactions that commit, transactions that abort, keys that
   the compacted topic supersedes, tombstones), `delete-records` on S, copy runs, checkpoint passes
-  with group sync, verify, group reads; a failover (planned or unplanned with S still up).
+  with group sync, verify, group reads; an operator's pause or stop during a copy run; a state
+  topic's setting changed by a platform (and set back); the progress rewritten as an older release
+  wrote it; a failover (planned or unplanned with S still up), raced or not by an operator's command.
 * failed_over(F): the applications moved to T and go on there; S is still written to (split
   brain). Rules: writes on both sides, group reads on T, a checkpoint pass of the stopped F (must
   be skipped), the failback (starts the reverse flow: running(reverse F)).
@@ -24,6 +26,9 @@ explains are printed, not failed, so the search goes on for others.
 from __future__ import annotations
 
 import functools
+import json
+import random
+import threading
 import time
 import uuid
 from dataclasses import dataclass, field, replace
@@ -38,6 +43,8 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, precondition,
 
 from mirrorflow.clients import FlowClients
 from mirrorflow.errors import StateError
+from mirrorflow.ops.flow_control import control_flow
+from mirrorflow.ops.dr.failover_plan import PlanMovedError
 from mirrorflow.groups.checkpoint import emit_checkpoints
 from mirrorflow.groups.offset_sync import sync_group_offsets
 from mirrorflow.ops.dr.failback import failback
@@ -48,11 +55,23 @@ from mirrorflow.ops.backfill import backfill
 from mirrorflow.ops.verify.verify import verify_flow
 from mirrorflow.replication.run_options import RunOptions
 from mirrorflow.replication.runner import run_once
+from mirrorflow.state.flow_state import flow_state
+from mirrorflow.state.names import lease_topic, offset_map_topic, progress_topic, snapshot_topic
+from mirrorflow.state.state_topics import state_key, state_partition, state_topic_configs
 from mirrorflow_dev.dev_cluster import DevCluster
 from tests.chaos.test_chaos import COMPACT  # the same fast log cleaner
 from tests.integration.replicate_helpers import delete_records
 from tests.model.reference import TP, Group, Model, Snapshot, Written, uid_of
-from tests.support import Rec, consume_all, create_topic, end_transaction, read_progress, write_config
+from tests.support import (
+    Rec,
+    consume_all,
+    create_topic,
+    end_transaction,
+    producer,
+    read_progress,
+    set_topic_config,
+    write_config,
+)
 
 # A defect the machine finds that another branch fixes: its violations are reported, not failed.
 KNOWN: dict[str, str] = {
@@ -62,6 +81,15 @@ KNOWN: dict[str, str] = {
     ),
 }
 APPROVER = "model-approver"
+OPERATOR = "model-operator"
+# a state topic's setting a platform's topic policy (or a hand) changes, and the value it had: (topic of
+# the flow, setting, the drifted value)
+DRIFTS = {
+    "progress-delete": (progress_topic, "cleanup.policy", "delete"),
+    "snapshot-delete": (snapshot_topic, "cleanup.policy", "delete"),
+    "offset-map-retention": (offset_map_topic, "retention.ms", "86400000"),
+    "lease-create-time": (lease_topic, "message.timestamp.type", "CreateTime"),
+}
 DRAIN_RUNS = 40  # units cut short at a few records' bytes take a run each
 
 
@@ -210,6 +238,7 @@ class ReplicationMachine(RuleBasedStateMachine):
             "initial.position": position,
         }
         self.islands = False  # a backfill copied above the progress: holes below it until the next drain
+        self.deleted: dict[str, set[TP]] = {"A": set(), "B": set()}  # partitions delete-records cut, per side
         self.added: list[str] = []  # topics created on a source while the flows ran
         x, y = self.alias["A"], self.alias["B"]
         self.cfg = write_config(
@@ -328,8 +357,30 @@ class ReplicationMachine(RuleBasedStateMachine):
         print(f"KNOWN DEFECT ({KNOWN[kind]}): {what}")
 
     def verified(self, flow, rep) -> bool:
-        """verify found nothing wrong."""
-        return bool(rep.ok)
+        """verify found nothing wrong, but for the copies that delete-records removed from the flow's
+        target while the reverse flow ran (the side was the applications' then): of those, verify
+        must say `missing ... below the target's log start` (docs/operations.md), and nothing else."""
+        if rep.ok:
+            return True
+        t = self.side_of(flow)[1]
+        for p in rep.partitions:
+            if not p.mismatches and not p.error and not p.holes:
+                continue
+            if p.error or p.holes or (p.target_topic, p.partition) not in self.deleted[t]:
+                return False
+            first = p.first_mismatch
+            if set(p.counts) != {"missing"} or first is None or "below the target's log start" not in first.detail:
+                return False
+            if p.counts["missing"] > self.log_start(t, p.target_topic, p.partition):
+                return False
+        return True
+
+    def log_start(self, side: str, topic: str, partition: int) -> int:
+        c = Consumer({**self.cluster(side).client_config(), "group.id": f"{self.pfx}-wm"})
+        try:
+            return c.get_watermark_offsets(TopicPartition(topic, partition), timeout=10, cached=False)[0]
+        finally:
+            c.close()
 
     # -- writes ------------------------------------------------------------------------------
     @rule(n=st.integers(1, 5), partition=st.integers(0, 3), kind=st.sampled_from(["commit", "abort"]))
@@ -414,6 +465,7 @@ class ReplicationMachine(RuleBasedStateMachine):
         c.close()
         if hi > lo:
             delete_records(self.cluster(side), t, partition, min(hi, lo + k))
+            self.deleted[side].add((t, partition))
         self.model.step += 1
 
     # -- groups ------------------------------------------------------------------------------
@@ -557,13 +609,114 @@ class ReplicationMachine(RuleBasedStateMachine):
         assert self.verified(self.running, rep), rep.render()
         self.model.step += 1
 
+    # -- operators and platforms -------------------------------------------------------------
+    @precondition(lambda self: self.running is not None)
+    @rule(action=st.sampled_from(["pause", "stop"]), after_s=st.sampled_from([0.0, 0.05, 0.3, 1.0]))
+    @counted
+    def operator_during_a_run(self, action: str, after_s: float) -> None:
+        """An operator pauses or stops the running flow (the status page's button) while a copy run is
+        under way: the run ends ok (copied, or skipped if the pause came first) with no hole behind it;
+        the next run skips, copying nothing (a stopped flow's checkpoint pass skips too; a paused
+        one's checkpoints and group sync go on, as in Strimzi); a resume (another door) lets the next
+        drain copy everything."""
+        flow = self.running
+        s, t = self.side_of(flow)
+        self.produce(s, (f"{self.pfx}.plain", 0), 2, True, fresh_keys=True)  # something to copy
+        out: dict[str, object] = {}
+
+        def copy() -> None:
+            try:
+                out["report"] = run_once(self.cfg, flow, mode="direct")
+            except BaseException as exc:  # noqa: BLE001 - judged below
+                out["error"] = exc
+
+        runner = threading.Thread(target=copy, daemon=True)
+        runner.start()
+        time.sleep(after_s)
+        control_flow(self.cfg, flow, action, OPERATOR, via="status-page", reason="model: maintenance")
+        runner.join(300)
+        assert not runner.is_alive(), f"a copy of {flow.name} still runs 300 s after a {action}"
+        assert "error" not in out, f"a copy of {flow.name} beside a {action}: {out['error']!r}"
+        rep = out["report"]
+        assert rep.ok, rep.render()
+        if not rep.skipped:
+            self.flows_run.add(flow.name)
+        self.no_holes(flow)
+        before = self.snap(t)
+        again = run_once(self.cfg, flow, mode="direct")
+        assert again.skipped and again.records == 0, f"a run of the {action}d flow {flow.name}: {again.render()}"
+        if action == "stop":
+            run = emit_checkpoints(self.cfg, flow)
+            assert run.state_skip and not run.emitted, (run.skipped_reason, run.emitted)
+        assert self.snap(t) == before, f"the {action}d flow {flow.name} changed its target"
+        if action == "pause":  # checkpoints and group sync go on (as in Strimzi), exactly
+            self.checkpoint()
+        control_flow(self.cfg, flow, "resume", OPERATOR, via="airflow", reason="model: maintenance over")
+        self.model.step += 1
+
+    @precondition(lambda self: self.running is not None and self.running.name in self.flows_run)
+    @rule(drift=st.sampled_from(sorted(DRIFTS)))
+    @counted
+    def state_topic_drifts(self, drift: str) -> None:
+        """A platform's topic policy changes a setting of one of the running flow's state topics: the
+        next run stops before reading or writing anything, naming the topic and the setting; set back,
+        the flow goes on (the next drain copies what waited)."""
+        flow = self.running
+        s, t = self.side_of(flow)
+        name, setting, value = DRIFTS[drift]
+        topic = name(flow)
+        self.produce(s, (f"{self.pfx}.plain", 1), 1, True, fresh_keys=True)  # something to copy
+        before, progress = self.snap(t), read_progress(self.cfg, flow)
+        set_topic_config(self.cluster(t), topic, **{setting.replace(".", "_"): value})
+        try:
+            with pytest.raises(StateError) as stopped:
+                run_once(self.cfg, flow, mode="direct")
+            text = str(stopped.value)
+            assert f"state topic {topic!r} has {setting}={value}, it must be" in text, text
+            assert "nothing was read or written" in text, text
+            assert self.snap(t) == before and read_progress(self.cfg, flow) == progress, (
+                f"a run of {flow.name} over a drifted {topic} changed its target"
+            )
+        finally:  # set back as the error says: as the flow created it
+            created = state_topic_configs(flow)[topic][setting]
+            set_topic_config(self.cluster(t), topic, **{setting.replace(".", "_"): created})
+        self.model.step += 1
+
+    @precondition(lambda self: self.running is not None and self.running.name in self.flows_run)
+    @rule()
+    @counted
+    def an_older_release_wrote_the_progress(self) -> None:
+        """The running flow's progress records rewritten as the releases before `origin` wrote them
+        (no `origin`, `next` at the highest offset copied: the unit jump over any hole): read as they
+        are, the holes are found and copied by the next drain, and nothing is copied twice."""
+        flow = self.running
+        s, t = self.side_of(flow)
+        mine = {k: v for k, v in read_progress(self.cfg, flow).items() if k[0].startswith(self.pfx)}
+        if not mine:
+            return
+        parts = int(flow.props["state.topic.partitions"])
+        p = producer(self.cluster(t))
+        for (topic, partition), prog in mine.items():
+            d = json.loads(prog.to_json())
+            d.pop("origin")
+            d["next"] = prog.high
+            p.produce(progress_topic(flow), json.dumps(d).encode(), state_key(topic, partition),
+                      state_partition(topic, partition, parts))
+        assert p.flush(30) == 0
+        for key, prog in read_progress(self.cfg, flow).items():
+            if key in mine:
+                assert prog.origin == -1 and prog.holes() == mine[key].holes(), (key, prog, mine[key])
+        self.model.step += 1
+
     # -- failover and failback -----------------------------------------------------------------
     @precondition(lambda self: self.running is not None)
-    @rule(planned=st.booleans())
+    @rule(planned=st.booleans(), racing=st.sampled_from([None, None, "pause", "stop", "resume"]))
     @counted
-    def fail_over(self, planned: bool) -> None:
+    def fail_over(self, planned: bool, racing: str | None = None) -> None:
         """Failover of the running flow (planned: drained and verified; unplanned: S declared lost,
-        still up); every group resumes on T at its latest checkpoint, never behind, never past."""
+        still up); every group resumes on T at its latest checkpoint, never behind, never past. With
+        `racing`, an operator's pause, stop or resume through another door races the commit: the
+        failover stands (the command applied before it, or is refused naming the change)."""
         flow = self.running
         s, t = self.side_of(flow)
         self.model.step += 1
@@ -582,7 +735,7 @@ class ReplicationMachine(RuleBasedStateMachine):
             assert planned is False or (pre.verify is not None and pre.verify.ok), pre.render()
             src, dst = self.check_copy(flow)  # the drain copied everything
             self.model.model_checkpoint(flow.name, src, dst, {})  # the drain's last checkpoint pass
-        rep = commit_failover(self.cfg, flow, pre.plan, APPROVER, pre, via="cli")
+        rep = self.commit_failover(flow, mode, pre, racing)
         assert rep.done, rep.render()
         self.flows_run.add(flow.name)
         src, dst = self.snap(s), self.snap(t)
@@ -593,6 +746,42 @@ class ReplicationMachine(RuleBasedStateMachine):
             g.committed = {tp: o for tp, o in now[g.name].items() if o is not None}
         self.running, self.failed_over = None, flow
         self.model.step += 1
+
+    def commit_failover(self, flow, mode: str, pre, racing: str | None):
+        """The failover's commit; with `racing`, an operator's command at the same moment (which may
+        move the plan: planned again, as an operator would). The flow is failed over afterwards."""
+        if racing is None:
+            return commit_failover(self.cfg, flow, pre.plan, APPROVER, pre, via="cli")
+        refused: list[str] = []
+
+        def command() -> None:
+            time.sleep(random.choice([0.0, 0.02, 0.1, 0.4]))
+            try:
+                control_flow(self.cfg, flow, racing, OPERATOR, via="airflow", reason="model: racing a failover")
+            except StateError as exc:
+                refused.append(str(exc))
+
+        operator = threading.Thread(target=command, daemon=True)
+        operator.start()
+        try:
+            for _ in range(3):
+                try:
+                    rep = commit_failover(self.cfg, flow, pre.plan, APPROVER, pre, via="cli")
+                    break
+                except PlanMovedError:
+                    pre = plan_failover(self.cfg, flow, mode, copy_mode="direct", max_drain_runs=DRAIN_RUNS)
+                    assert pre.plan is not None and not pre.plan.blocked, pre.render()
+            else:
+                raise AssertionError(f"the failover of {flow.name} found its plan moved three times")
+        finally:
+            operator.join(120)
+        with FlowClients(self.cfg, flow) as clients:
+            now = flow_state(clients)
+        assert now.failed_over, f"{flow.name} after a {racing} raced its failover: {now.describe()} ({refused})"
+        print(f"{racing} racing the failover of {flow.name}: " + (f"refused: {refused[0][:160]}" if refused else "applied"))
+        for why in refused:  # decided on the state before the failover: refused, naming why
+            assert why.startswith(f"cannot {racing} flow {flow.name}: ") or "changed state while" in why, why
+        return rep
 
     @precondition(lambda self: self.failed_over is not None)
     @rule()

@@ -100,7 +100,11 @@ def test_the_sequences_the_search_found_replay_clean(tmp_path, source, target):
     - `--long`, seed 3720832658, 2026-11-29 (shortened by hand): a flow started at `latest` over records
       already on A, failed over and back, then its reverse flow failed over and back: the second failback
       rightly plans no copy of the records before the first run (no flow owns them); the model counted
-      them as to copy back. A model defect: fixed in `ReplicationMachine.fail_back`."""
+      them as to copy back. A model defect: fixed in `ReplicationMachine.fail_back`.
+    - `--long`, seed 501, 2026-11-29 (shortened by hand): a flow failed over and back, then delete-records on
+      its old target (the applications' side now, the reverse flow's source): verify of the old flow says
+      `missing ... below the target's log start` for its copies there, as documented; the model expected
+      ok. A model defect: fixed in `ReplicationMachine.verified`."""
     setting = Setting({"A": source, "B": target}, tmp_path)
     ReplicationMachine.setting = setting
     state = ReplicationMachine()
@@ -132,5 +136,16 @@ def test_the_sequences_the_search_found_replay_clean(tmp_path, source, target):
         state.fail_over(planned=True)
         state.write_split_brain(n=3, partition=0)
         state.fail_back()
+    finally:
+        state.teardown()
+    ReplicationMachine.setting = setting
+    state = ReplicationMachine()
+    try:
+        state.start(max_runs=2, initial="earliest", unit=(3, 2_147_483_648), txn_records=2)
+        state.write(kind="commit", n=3, partition=0)
+        state.replicate()
+        state.fail_over(planned=False)
+        state.fail_back()
+        state.delete_source_records(k=2, partition=0)
     finally:
         state.teardown()
