@@ -14,11 +14,12 @@ from confluent_kafka import KafkaError, KafkaException, Message
 
 from mirrorflow.errors import MirrorflowError, RecordTooLargeError, TransactionAbortedError
 from mirrorflow.kafka.retry import Outage
-from mirrorflow.replication import faults, task_producer
+from mirrorflow.replication import copy_transaction, faults
 from mirrorflow.replication.copier import PartitionCopy, UnitResult, ranges_to_copy, retention_gap
 from mirrorflow.replication.planner import Unit
 from mirrorflow.replication.reader import BatchLimits, RangeReader, Room, segments
-from mirrorflow.replication.task_producer import Claim, SlotProducer, establish
+from mirrorflow.replication.copy_transaction import Claim, CopyTransaction
+from mirrorflow.replication.task_producer import SlotProducer
 from mirrorflow.replication.transaction_writer import PartBatch, TransactionWriter, runs_at, runs_of
 from mirrorflow.replication.write_failures import FatalError
 from mirrorflow.state.offset_map import Run
@@ -218,9 +219,10 @@ def writer_for(producer: FakeProducer) -> tuple[TransactionWriter, FakeState]:
     parts = [("A.t", 0), ("mirrorflow.a-b.progress.internal", 0), ("mirrorflow.a-b.offset-map.internal", 0)]
     # the brokers' answer (last stable offset below the high watermark) taken as: the map's and the
     # progress partition hold a transaction open, the target partition does not
-    pending = patch.object(task_producer, "open_transactions", lambda _clients, tps: [k for k in tps if k != parts[0]])
+    pending = patch.object(copy_transaction, "open_transactions", lambda _clients, tps: [k for k in tps if k != parts[0]])
+    txn = CopyTransaction(flow, slot)
     with pending:
-        establish(clients, slot, 0, parts, Claim("", 0), Outage(300))
+        txn.establish(clients, 0, parts, Claim("", 0), Outage(300))
     state = FakeState()
     # a task first writes one aborted transaction over those of its target, progress and map
     # partitions that hold a transaction open (it ends what an earlier attempt of the
@@ -231,7 +233,7 @@ def writer_for(producer: FakeProducer) -> tuple[TransactionWriter, FakeState]:
                               ("begin_transaction",), ("commit_transaction",)]
     assert producer.log == []  # no aborted record on the target partition: nothing was pending there
     producer.next, producer.calls = 100, []
-    w = TransactionWriter(flow, producer, slot.fatal, state, lambda unit: 100)
+    w = TransactionWriter(txn, state, lambda unit: 100)
     return w, state
 
 
@@ -450,7 +452,7 @@ def test_a_round_begun_after_an_abort_the_target_never_answered_names_the_outage
         raise KafkaException(KafkaError(KafkaError._CONFLICT, "Conflicting abort_transaction API call is already in progress"))
 
     producer.abort_transaction, producer.begin_transaction = no_answer, conflict
-    w.abort()
+    w.txn.give_up()
     with pytest.raises(TransactionAbortedError, match=r"cluster 'B' did not answer the abort of the last transaction "
                        r"\(Transactional API operation \(abort_transaction\) timed out\): it is unavailable"):
         w.begin()

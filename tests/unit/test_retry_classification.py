@@ -18,7 +18,7 @@ from mirrorflow.errors import (
 )
 from mirrorflow.kafka import retry
 from mirrorflow.kafka.retry import Outage, backoff_s, retry_call, transient, transient_error
-from mirrorflow.replication.transaction_writer import is_fenced
+from mirrorflow.kafka.retry import is_fenced
 
 
 def err(code: int, fatal: bool = False, retriable: bool = False, abortable: bool = False) -> KafkaError:

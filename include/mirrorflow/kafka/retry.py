@@ -86,6 +86,12 @@ OUTAGE_BOUND = "broker.outage.max.seconds"
 MIN_CALL_S = 8.0  # the shortest a blocking call may wait however small the bound (a busy broker is no outage)
 
 
+def is_fenced(exc: BaseException) -> bool:
+    """A producer that a newer one of its transactional.id fenced (or whose epoch the broker bumped)."""
+    e = kafka_error(exc)
+    return e is not None and (e.code() in FENCING_CODES or (e.fatal() and "fenc" in e.str().lower()))
+
+
 def call_timeout_s(bound_s: float, default_s: float) -> float:
     """How long one blocking producer call (a flush; a transaction's init, commit or abort) waits: its
     default, but not past the outage bound (at least MIN_CALL_S). A black-holed broker answers

@@ -48,10 +48,11 @@ from mirrorflow.errors import (
     TransactionAbortedError,
 )
 from mirrorflow.kafka.connection import kafka_error, warm_topics
-from mirrorflow.kafka.retry import Outage, outage_failure, transient
+from mirrorflow.kafka.retry import Outage, is_fenced, outage_failure, transient
 from mirrorflow.kafka.topic_admin import list_offsets
 from mirrorflow.replication.budget import CopyBudget
 from mirrorflow.replication.copier import PartitionCopy, UnitResult, anchor_all, reading_at_once, u_where
+from mirrorflow.replication.copy_transaction import Claim, CopyTransaction
 from mirrorflow.replication.faults import Faults
 from mirrorflow.replication.follow import following
 from mirrorflow.replication.planner import Unit, stopped_message
@@ -60,16 +61,14 @@ from mirrorflow.replication.task_attempt import ONE_SHOT, TaskAttempt
 from mirrorflow.replication.task_producer import (
     CACHE,
     LANES,
-    Claim,
     SlotProducer,
-    establish,
     producer_defaults,
     producer_required,
     target_limits,
 )
 from mirrorflow.replication.task_rounds import Lane, Round
 from mirrorflow.replication.task_succession import TaskSuccession
-from mirrorflow.replication.transaction_writer import TransactionWriter, is_fenced
+from mirrorflow.replication.transaction_writer import TransactionWriter
 from mirrorflow.state.fencing import state_parts
 from mirrorflow.state.names import COPIER, offset_map_topic, progress_topic, reader_group
 from mirrorflow.state.records import Progress
@@ -188,7 +187,8 @@ class TaskCopier:
         keys = [pc.key for pc in live]
         parts = [(pc.unit.target_topic, pc.unit.partition) for pc in live] + state_parts(self.clients, keys)
         claim = Claim(self.how.owner or "", self.how.number)
-        establish(self.clients, sp, self.slot, parts, claim, self.outage, self.faults)
+        txn = CopyTransaction(self.flow, sp)
+        txn.establish(self.clients, self.slot, parts, claim, self.outage, self.faults)
         self.established = True
         lease_held = self.succession.lease_check()  # answered beside the progress read
         # read AFTER the epoch is established: the committed progress is the truth, the plan is advisory.
@@ -202,9 +202,7 @@ class TaskCopier:
         nprog = self.clients.partitions("target", progress_topic(self.flow))
         nmap = self.clients.partitions("target", offset_map_topic(self.flow))
         writer = TransactionWriter(
-            self.flow,
-            sp.producer,
-            sp.fatal,
+            txn,
             StateWriter(self.flow, nprog, nmap),
             self._target_end,
             self.faults,
@@ -275,7 +273,7 @@ class TaskCopier:
                     f.result()
                 rnd.raise_failure()
                 if not rnd.parts:
-                    writer.abort()
+                    writer.txn.give_up()
                     if follow and not any(lane.busy for lane in self.lanes):
                         return
                     continue

@@ -1,39 +1,19 @@
-"""A copy task slot's transactional producer, kept across runs in this process, and how an attempt
-establishes its epoch.
+"""A copy task slot's transactional producer, kept across runs in this process, and the lanes'
+source consumers.
 
 A task slot (state.task_slots) has one transactional.id; every attempt at the slot's partitions,
 in every run, uses it. Creating the producer and `init_transactions` cost a cold connection and a
 round trip to the transaction coordinator, so a Python process that copies many runs (a Spark
 Connect server's workers live on between runs) keeps the producer of each slot it copied in a
 cache (`ProducerCache`): an attempt checks it out (no two attempts ever share one), gives it back
-when it ends well, and drops it when it failed or was fenced.
-
-Before it reads any progress, an attempt ESTABLISHES its producer's epoch (`establish`):
-
-* a new producer: init_transactions (fencing every older producer of the slot and aborting its
-  open transaction), then, over those of the partitions it will write (its target partitions and
-  their progress and offset-map partitions) that still hold a transaction open, one aborted
-  transaction: what an earlier epoch left pending there ends as aborted
-  (state.fencing.abort_pending). A partition with nothing pending gets no aborted record: its
-  offsets stay what the copies committed (a failback counts every other offset of a compacted
-  topic as removed by the cleaner), and a quiet partition costs no write;
-* a cached producer: the same over the partitions it has not looked at yet in its epoch;
-* both: a CLAIM committed with it: a record in the progress topic (key `task_slots.claim_key`)
-  naming the run's lease owner and the attempt (Spark's attempt number). A producer that a newer
-  epoch fenced fails this commit, before anything was read.
-
-A claim that fails as fenced on a cached producer means another producer initialised the slot after
-this one did: a zombie of an older attempt, or a fencing tool (replication.task_copier decides,
-with `read_claim`, whether the attempt re-initialises or stops). Once a claim is committed, no
-older producer of the slot can commit anymore, and any newer one commits only after this attempt
-stopped committing: a zombie never commits after a newer attempt has read its progress.
+when it ends well, and drops it when it failed or was fenced. What an attempt does with it (its
+epoch, its claim, its transactions) is replication.copy_transaction's.
 """
 
 from __future__ import annotations
 
 import contextlib
 import hashlib
-import json
 import threading
 import time
 from dataclasses import dataclass, field
@@ -44,16 +24,9 @@ from confluent_kafka.admin import ConfigResource, ResourceType
 
 from mirrorflow.clients import FlowClients
 from mirrorflow.config import FlowConfig
-from mirrorflow.errors import TransactionAbortedError
-from mirrorflow.kafka.connection import kafka_error
-from mirrorflow.kafka.retry import Outage, call_timeout_s, retrying
 from mirrorflow.replication.budget import CopyBudget
-from mirrorflow.replication.faults import NO_FAULTS, Faults
 from mirrorflow.replication.reader import TRANSACTION_TIMEOUT_MS
 from mirrorflow.replication.write_failures import FatalError
-from mirrorflow.state.fencing import abort_pending, open_transactions
-from mirrorflow.state.names import progress_topic
-from mirrorflow.state.task_slots import claim_key, key_partition, last_value
 
 MAX_MESSAGE_BYTES = 1_000_000_000  # librdkafka's maximum: let the BROKER decide what is too large
 BATCH_BYTES = 1_000_000  # a producer batch (MessageSet) at most...
@@ -237,90 +210,3 @@ class ConsumerPool:
 
 
 LANES = ConsumerPool()
-
-
-@dataclass(frozen=True)
-class Claim:
-    """Who established a slot's epoch last: the run's lease owner and the attempt (Spark's number)."""
-
-    owner: str
-    attempt: int
-    run: str = ""
-
-    def to_json(self) -> bytes:
-        return json.dumps(
-            {"v": 1, "owner": self.owner, "attempt": self.attempt, "run": self.run, "at": int(time.time() * 1000)},
-            separators=(",", ":"),
-        ).encode()
-
-    @classmethod
-    def from_json(cls, raw: bytes | None) -> Claim | None:
-        try:
-            d = json.loads(raw or b"")
-            return cls(str(d["owner"]), int(d["attempt"]), str(d.get("run", "")))
-        except (ValueError, KeyError, TypeError):
-            return None
-
-
-def establish(
-    clients: FlowClients,
-    sp: SlotProducer,
-    slot: int,
-    parts: list[Part],
-    claim: Claim,
-    outage: Outage,
-    faults: Faults = NO_FAULTS,
-) -> None:
-    """Establish the attempt's epoch with `sp` (module doc): init_transactions when it is new, an
-    aborted transaction over those of the `parts` its epoch has not covered that hold a transaction
-    open, the claim committed. Fencing
-    surfaces as the KafkaException of the call that found it; an outage is ridden through up to
-    `outage`'s bound (a TransactionAbortedError when the aborted transaction did not reach every
-    partition: the caller starts again with a new producer)."""
-    flow, target = clients.flow, clients.flow.target
-    if not flow.exactly_once:
-        sp.initialised = True
-        return
-    pr, where = sp.producer, sp.transactional_id
-    if not sp.initialised:
-        # connect first (one metadata request): init_transactions on a cold producer waits for its
-        # retry timer when the broker connection is not up yet (~0.3 s)
-        topic = progress_topic(flow)
-        meta_s, init_s = call_timeout_s(outage.bound_s, 30), call_timeout_s(outage.bound_s, 60)
-        retrying(lambda: pr.list_topics(topic, timeout=meta_s), outage, target, f"metadata of {topic!r}")
-        retrying(lambda: pr.init_transactions(init_s), outage, target, f"init_transactions ({where})")
-        sp.initialised = True
-    todo = [p for p in dict.fromkeys(parts) if p not in sp.closed]
-    pending = open_transactions(clients, todo)
-    if pending:
-        abort_s = call_timeout_s(outage.bound_s, 60)
-        abort = lambda: retrying(lambda: pr.abort_transaction(abort_s), outage, target, f"aborting ({where})")  # noqa: E731
-        abort_pending(pr, pending, abort, where, target)
-    sp.closed.update(todo)
-    nprog = clients.partitions("target", progress_topic(flow))
-    pr.begin_transaction()
-    pr.produce(progress_topic(flow), claim.to_json(), claim_key(slot), key_partition(claim_key(slot), nprog))
-    commit(pr, outage, target, f"the claim of {where}")
-    faults.reached("after_init")
-
-
-def commit(pr: Any, outage: Outage, target: str, what: str) -> None:
-    """commit_transaction, again while its outcome is unknown; an abortable failure is a
-    TransactionAbortedError (the caller drops the producer), fencing its KafkaException."""
-    while True:
-        try:
-            pr.commit_transaction(call_timeout_s(outage.bound_s, 60))
-            return
-        except KafkaException as exc:
-            e = kafka_error(exc)
-            if e is not None and e.txn_requires_abort() and not e.fatal():
-                raise TransactionAbortedError(f"{what} was not committed: {e.str()}") from None
-            if e is not None and e.retriable() and not e.fatal():
-                outage.wait(target, f"committing {what}", exc)
-                continue
-            raise
-
-
-def read_claim(clients: FlowClients, slot: int) -> Claim | None:
-    """The slot's last committed claim (None: none, or unreadable)."""
-    return Claim.from_json(last_value(clients, claim_key(slot)))

@@ -81,7 +81,7 @@ class Round:
         exc = self.failure
         if exc is None:
             return
-        self.writer.abort()
+        self.writer.txn.give_up()
         if isinstance(exc, Abortable):
             raise aborted_error(self.parts, self.writer.flow.target, exc)
         raise exc

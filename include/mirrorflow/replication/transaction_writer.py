@@ -1,8 +1,9 @@
 """Writing one round of a copy task as one target transaction: the batches of many partitions, each
 with its offset-map entry and its new progress.
 
-Exactly-once (the default): the task slot's transactional producer (replication.task_producer) is
-already established (its epoch confirmed, older attempts fenced). A round opens a transaction
+Exactly-once (the default): the attempt's transaction (replication.copy_transaction, which owns
+every begin, flush, commit and abort and decides what their failures mean) is already established
+(its epoch confirmed, older attempts fenced). A round opens a transaction
 (`begin`); the task's lanes produce their batches' records into it while they read them (`send`,
 thread-safe); `commit` then places every batch (its target offsets), adds each batch's offset-map
 entry and the partition's progress after it (state.state_writer.StateWriter), and commits: state
@@ -28,13 +29,12 @@ rejects is one too large itself (replication.write_failures names it and the lim
 Broker outages: a transaction that an outage made abortable is a `TransactionAbortedError` (and a
 fatal error on a transaction open longer than transaction.timeout.ms a `TransactionTimeoutError`):
 the task drops this producer and goes on from every partition's committed progress with a new one
-(replication.task_copier). A commit whose outcome is unknown is committed again, never aborted.
-Fencing surfaces as a KafkaException the task decides about (task_copier).
+(replication.task_copier). A commit whose outcome is unknown is committed again, never aborted
+(copy_transaction). Fencing surfaces as a KafkaException the task decides about (task_copier).
 """
 
 from __future__ import annotations
 
-import contextlib
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -42,18 +42,16 @@ from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException
 
-from mirrorflow.config import FlowConfig
 from mirrorflow.errors import MirrorflowError, TransactionAbortedError
 from mirrorflow.kafka.connection import kafka_error
-from mirrorflow.kafka.retry import FENCING_CODES, Outage, call_timeout_s, describe, transient_error
+from mirrorflow.kafka.retry import transient_error
+from mirrorflow.replication.copy_transaction import CopyTransaction
 from mirrorflow.replication.faults import NO_FAULTS, Faults
 from mirrorflow.replication.planner import Unit
-from mirrorflow.replication.reader import Batch, outage_bound_s
+from mirrorflow.replication.reader import Batch
 from mirrorflow.replication.write_failures import (
     Abortable,
-    FatalError,
     batch_failure,
-    fatal_cause,
     purged,
     refused,
     timed_out,
@@ -62,13 +60,7 @@ from mirrorflow.state.offset_map import MapEntry, Run
 from mirrorflow.state.records import Progress
 from mirrorflow.state.state_writer import StateWriter
 
-FENCED_CODES = FENCING_CODES
 DeliveryReport = Callable[[Any, Any], None]
-
-
-def is_fenced(exc: BaseException) -> bool:
-    e = kafka_error(exc)
-    return e is not None and (e.code() in FENCED_CODES or (e.fatal() and "fenc" in e.str().lower()))
 
 
 def runs_at(segments: Iterable[tuple[int, int]], first_target: int) -> list[Run]:
@@ -157,45 +149,23 @@ class TransactionWriter:
 
     def __init__(
         self,
-        flow: FlowConfig,
-        producer: Any,
-        fatal: FatalError,
+        txn: CopyTransaction,
         state: StateWriter,
         target_end: Callable[[Unit], int],
         faults: Faults = NO_FAULTS,
         txn_timeout_s: float = 30.0,
         limits: dict[str, int] | None = None,
     ) -> None:
-        self.flow, self.producer, self.state, self.faults = flow, producer, state, faults
-        self.eos = bool(flow.exactly_once)
-        self._fatal = fatal
+        self.txn, self.flow, self.producer = txn, txn.flow, txn.producer
+        self.state, self.faults = state, faults
+        self.eos = txn.eos
         self._target_end = target_end  # a partition's target high watermark (its first, empty batch)
         self.txn_timeout_s = txn_timeout_s
         self.limits = limits or {}  # target topic -> max.message.bytes (for messages)
-        self._began = 0.0  # monotonic time the round's transaction began
-        self._abort_failed: str | None = None  # why the last abort got no answer (an outage)
-        self._bound_s = outage_bound_s(flow)
-
-    def _s(self, default_s: float) -> float:
-        """A blocking call's timeout, bounded by the flow's outage bound (kafka.retry.call_timeout_s)."""
-        return call_timeout_s(self._bound_s, default_s)
 
     # -- the round --------------------------------------------------------------------------------
     def begin(self) -> None:
-        self._began = time.monotonic()
-        if self.eos:
-            try:
-                self.producer.begin_transaction()
-            except KafkaException as exc:
-                if self._abort_failed is None:
-                    raise
-                # librdkafka: "Conflicting abort_transaction API call is already in progress": the
-                # round before was aborted in an outage and the target never answered; name that
-                raise TransactionAbortedError(
-                    f"cluster {self.flow.target!r} did not answer the abort of the last transaction "
-                    f"({self._abort_failed}): it is unavailable ({describe(exc)})"
-                ) from None
-            self._abort_failed = None
+        self.txn.begin()
 
     def send(self, part: PartBatch) -> None:
         """Produce the batch's records as they are read (a lane thread). Only the first and the last
@@ -223,26 +193,23 @@ class TransactionWriter:
         except Abortable as exc:
             raise aborted_error(parts, self.flow.target, exc) from None
         except KafkaException as exc:
-            raise timed_out(
-                exc, self._open_s(), self.txn_timeout_s, self.eos, describe_parts(parts), self.flow
-            ) from None
-
-    def _open_s(self) -> float:
-        return time.monotonic() - self._began if self._began else 0.0
+            what = describe_parts(parts)
+            raise timed_out(exc, self.txn.open_s, self.txn_timeout_s, self.eos, what, self.flow) from None
 
     def _commit(self, parts: list[PartBatch], progress: dict[tuple[str, int], Progress]) -> list[PartBatch]:
         n = sum(len(p.batch.records) for p in parts)
         if n:
             self.faults.reached("before_flush", n)
-        left = self._flush()
-        self._raise_if_fenced()
+        left = self.txn.flush()
+        self.txn.raise_if_fenced()
         errored = any(p.error is not None for p in parts)  # a partition the source failed mid-batch
         busy = [p for p in parts if p.batch.records and p.error is None]
-        if not errored and self._fatal.error is None and all(p.edges.consecutive(len(p.batch.records)) for p in busy):
+        fatal = self.txn.fatal.error is not None
+        if not errored and not fatal and all(p.edges.consecutive(len(p.batch.records)) for p in busy):
             for p in busy:
                 p.runs = runs_at(p.batch.segments(), p.edges.first.offset)
         else:
-            if self.eos and self._fatal.error is None and not errored:
+            if self.eos and not fatal and not errored:
                 errors = [e.error for p in busy for e in (p.edges.first, p.edges.last) if e.error is not None]
                 # a batch whose first record landed and whose last did not may hold a record the target
                 # refused, the records behind it timed out: the careful path tells that from an outage
@@ -252,7 +219,7 @@ class TransactionWriter:
             self._careful(parts)
         kept = [p for p in parts if p.error is None]
         if not kept:  # every partition of the round failed: nothing to commit
-            self.abort()
+            self.txn.give_up()
             return []
         self.faults.reached("after_flush", n)
         for p in kept:
@@ -260,7 +227,7 @@ class TransactionWriter:
             p.progress = self._write_state(p, before)
             progress[p.key] = p.progress
         self.faults.reached("before_commit", n)
-        self._commit_transaction(parts)
+        self.txn.commit(describe_parts(parts))
         self.faults.reached("after_commit", n)
         return kept
 
@@ -281,15 +248,6 @@ class TransactionWriter:
                 raise Abortable(exc) from None
             raise
         return new
-
-    def abort(self) -> None:
-        """Abort the open transaction (a round given up: the task stops or starts again). An abort
-        the target does not answer (an outage) is remembered: the next `begin` names it."""
-        if self.eos:
-            try:
-                self.producer.abort_transaction(self._s(30))
-            except KafkaException as exc:
-                self._abort_failed = describe(exc)
 
     # -- records ------------------------------------------------------------------------------------
     def _produce(self, topic: str, partition: int, m: Any, on_delivery: DeliveryReport | None) -> None:
@@ -315,38 +273,10 @@ class TransactionWriter:
                 if self.eos and e is not None and transient_error(e):
                     raise Abortable(exc) from None
                 if self.eos and e is not None and e.code() == KafkaError._STATE:
-                    raise self._abortable_unless_fenced(exc) from None
+                    raise self.txn.fenced_or(Abortable(exc)) from None
                 if e is not None and e.code() == KafkaError._FATAL:
-                    raise fatal_cause(self.producer, self._fatal, self.eos, exc) from None
+                    raise self.txn.fatal_cause(exc) from None
                 raise
-
-    def _abortable_unless_fenced(self, exc: KafkaException) -> Exception:
-        """The transaction is in an abortable error state whose cause produce() does not say: an
-        outage, or another attempt fencing this one (INVALID_PRODUCER_EPOCH is abortable in
-        librdkafka). Aborting tells them apart: a fenced producer's abort fails with the fencing
-        error, which stops the task (it never re-initialises: that would fence its fencer back)."""
-        try:
-            self.producer.abort_transaction(self._s(10))
-        except KafkaException as abort_exc:
-            if is_fenced(abort_exc):
-                return abort_exc
-        return Abortable(exc)
-
-    def _flush(self) -> int:
-        """Flush; the number of records still undelivered."""
-        try:
-            return int(self.producer.flush(self._s(120)))
-        except (SystemError, KafkaException) as exc:
-            # a fenced producer fails flush() (confluent-kafka may surface it as a SystemError)
-            with contextlib.suppress(Exception):
-                self.producer.poll(0)
-            if self._fatal.error is not None:
-                raise KafkaException(self._fatal.error) from None
-            if isinstance(exc, KafkaException):
-                raise
-            if self.eos:
-                self.producer.abort_transaction(self._s(30))  # raises the fencing error when that is the cause
-            raise MirrorflowError(f"flushing the transaction failed: {exc}") from None
 
     def _careful(self, parts: list[PartBatch]) -> None:
         """Produce the round again with a delivery report per record: the exact target offsets, or
@@ -355,20 +285,16 @@ class TransactionWriter:
         live = [p for p in parts if p.error is None]
         while True:
             if self.eos:
-                try:
-                    self.producer.abort_transaction(self._s(60))
-                except KafkaException as exc:
-                    if is_fenced(exc):
-                        raise
+                self.txn.abort_to_redo()
                 self.begin()
             reports = {id(p): [Report(m.offset()) for m in p.batch.records] for p in live}
             for p in live:
                 for m, report in zip(p.batch.records, reports[id(p)], strict=True):
                     self._produce(p.unit.target_topic, p.unit.partition, m, report)
-            left = self.producer.flush(self._s(120))
-            self._raise_if_fenced()
+            left = self.producer.flush(self.txn.wait_s("flush"))
+            self.txn.raise_if_fenced()
             failed = {id(p): [r for r in reports[id(p)] if r.failed] for p in live}
-            if self.eos and self._fatal.error is None:
+            if self.eos and self.txn.fatal.error is None:
                 # a partition the target refused a record of fails (below), whatever its later records say
                 others = [fs for fs in failed.values() if not any(refused(r.error) for r in fs)]
                 errors = [r.error for fs in others for r in fs if r.error is not None]
@@ -376,8 +302,8 @@ class TransactionWriter:
                 # was never refused: the round is redone like any other outage
                 if left or any(transient_error(e) or purged(e) for e in errors) or (any(others) and not errors):
                     raise Abortable(errors[0] if errors else f"{left} records not delivered in time")
-            if self._fatal.error is not None:
-                raise KafkaException(self._fatal.error)
+            if self.txn.fatal.error is not None:
+                raise KafkaException(self.txn.fatal.error)
             bad = [p for p in live if failed[id(p)]]
             if not bad:
                 for p in live:
@@ -394,45 +320,13 @@ class TransactionWriter:
     def probe(self, topic: str, partition: int, m: Any) -> KafkaError | None:
         """Produce one record alone (exactly-once: in a transaction that is aborted); its error."""
         if self.eos:
-            with contextlib.suppress(KafkaException):
-                self.producer.abort_transaction(self._s(60))
+            self.txn.abort_to_redo(quiet=True)
             self.producer.begin_transaction()
         report = Report(m.offset())
         self._produce(topic, partition, m, report)
-        self.producer.flush(self._s(60))
-        if self.eos:
-            with contextlib.suppress(KafkaException):
-                self.producer.abort_transaction(self._s(60))
+        self.producer.flush(self.txn.wait_s("flush"))
+        self.txn.abort_to_redo(quiet=True)
         return report.error
-
-    def _raise_if_fenced(self) -> None:
-        err = self._fatal.error
-        if err is not None and is_fenced(KafkaException(err)):
-            raise KafkaException(err)
-
-    # -- commit -------------------------------------------------------------------------------------
-    def _commit_transaction(self, parts: list[PartBatch]) -> None:
-        """Commit the transaction (exactly-once), or wait until the state records are written."""
-        what = describe_parts(parts)
-        if not self.eos:
-            if self.producer.flush(self._s(120)) != 0:
-                raise MirrorflowError(f"state records of {what} were not delivered")
-            return
-        outage = Outage(self._bound_s)
-        while True:
-            try:
-                self.producer.commit_transaction(self._s(120))
-                return
-            except KafkaException as exc:
-                if is_fenced(exc):
-                    raise
-                e = kafka_error(exc)
-                if e is not None and e.txn_requires_abort():
-                    raise Abortable(exc) from None
-                if e is not None and e.retriable():  # the outcome is not known yet: commit again
-                    outage.wait(self.flow.target, f"committing {what}", exc)
-                    continue
-                raise MirrorflowError(f"committing {what} failed: {e.str() if e else exc}") from None
 
 
 def aborted_error(parts: list[PartBatch], target: str, cause: BaseException) -> TransactionAbortedError:

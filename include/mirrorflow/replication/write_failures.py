@@ -2,20 +2,18 @@
 
 The writer (replication.transaction_writer) produces and commits; this module classifies what it
 gets back: a transaction an outage made abortable (`Abortable`: the task goes on with a new
-producer), the broker's timeout abort of a transaction open too long (`timed_out`), the fatal cause
-behind produce()'s bare "Fatal error" (`fatal_cause`), and a partition's batch that the target
-refused for good (`batch_failure`): a record too large for the target topic, named with its size
-and the topic's max.message.bytes (a batch the broker refused although each of its records alone
-is accepted is said to be the batch, never blamed on a record), a record whose timestamp the target
-refuses (Kafka 4.x: more than an hour ahead of its clock), named with its timestamp and the limit, or
-the target partition missing.
+producer), the broker's timeout abort of a transaction open too long (`timed_out`), and a
+partition's batch that the target refused for good (`batch_failure`): a record too large for the
+target topic, named with its size and the topic's max.message.bytes (a batch the broker refused
+although each of its records alone is accepted is said to be the batch, never blamed on a record),
+a record whose timestamp the target refuses (Kafka 4.x: more than an hour ahead of its clock),
+named with its timestamp and the limit, or the target partition missing.
 The records behind a refused one in its partition wait until they time out ("Message timed out"):
 that is the refusal's consequence, not an outage (`refused`: the writer asks before it waits one out).
 """
 
 from __future__ import annotations
 
-import contextlib
 import time
 from collections.abc import Callable
 from typing import Any
@@ -25,7 +23,7 @@ from confluent_kafka import KafkaError, KafkaException
 from mirrorflow.config import FlowConfig
 from mirrorflow.errors import MirrorflowError, RecordTooLargeError, TopicError, TransactionTimeoutError
 from mirrorflow.kafka.connection import kafka_error
-from mirrorflow.kafka.retry import FENCING_CODES, describe
+from mirrorflow.kafka.retry import describe, is_fenced
 from mirrorflow.replication.reader import record_size
 
 TOO_LARGE_CODES = {KafkaError.MSG_SIZE_TOO_LARGE, KafkaError.RECORD_LIST_TOO_LARGE}
@@ -56,27 +54,6 @@ class FatalError:
             self.error = err
 
 
-def _fenced(exc: BaseException) -> bool:
-    e = kafka_error(exc)
-    return e is not None and (e.code() in FENCING_CODES or (e.fatal() and "fenc" in e.str().lower()))
-
-
-def fatal_cause(producer: Any, fatal: FatalError, eos: bool, exc: KafkaException) -> KafkaException:
-    """produce() says only "Fatal error" (_FATAL); the cause (e.g. _FENCED when another attempt
-    fenced this one) reaches error_cb on the next poll, or is what the transactional API raises."""
-    with contextlib.suppress(Exception):
-        producer.poll(0)
-    if fatal.error is not None:
-        return KafkaException(fatal.error)
-    if eos:
-        try:
-            producer.abort_transaction(10)
-        except KafkaException as abort_exc:
-            if _fenced(abort_exc):
-                return abort_exc
-    return exc
-
-
 def timed_out(
     exc: KafkaException, open_s: float, txn_timeout_s: float, eos: bool, what: str, flow: FlowConfig
 ) -> Exception:
@@ -84,7 +61,7 @@ def timed_out(
     transaction.timeout.ms is the broker's timeout abort (it bumps the producer epoch, so the
     producer reads as fenced): say so; anything else stays as it is."""
     e = kafka_error(exc)
-    fatal = _fenced(exc) or (e is not None and e.fatal())
+    fatal = is_fenced(exc) or (e is not None and e.fatal())
     if not (eos and open_s and fatal and open_s >= txn_timeout_s):
         return exc
     return TransactionTimeoutError(
