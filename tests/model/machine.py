@@ -805,8 +805,12 @@ class ReplicationMachine(RuleBasedStateMachine):
         src, dst = self.snap(s), self.snap(t)
         kept = self.model.kept_now(s, src, dst, self.failover_step)
         rep = failback(self.cfg, flow)
-        if not rep.done and self.own_aborts_only(rep, t):
-            self.known("failback-own-aborts", f"{flow.name}: {[(x.topic, x.partition, x.ranges) for x in rep.losses]}")
+        if not rep.done and self.compaction_only(rep):
+            # the cleaner removed records on T's compacted topic: named, and accepted before the start,
+            # by design (docs/guarantees.md, failback 5.); when they were only the flow's own aborted
+            # copies, asking is the known defect
+            if self.own_aborts_only(rep, t):
+                self.known("failback-own-aborts", f"{flow.name}: {[(x.topic, x.partition, x.ranges) for x in rep.losses]}")
             rep = failback(self.cfg, flow, accept_loss=True)
         assert rep.done, rep.render()
         problems: dict[str, list[str]] = {}
@@ -823,19 +827,33 @@ class ReplicationMachine(RuleBasedStateMachine):
         on_s = {uid_of(r) for recs in src.values() for r in recs}
         apart = self.model.kept | self.model.unowned  # records before a `latest` first run: no flow's to copy
         copy: dict[TP, int] = {tp: 0 for tp in dst}
+        keys: dict[TP, set] = {tp: set() for tp in dst}
         for tp, recs in dst.items():
             for r in recs:
                 w = self.model.acked.get(uid_of(r))
                 if w is not None and w.side == t and w.uid not in on_s and w.uid not in apart:
                     copy[tp] += 1
+                    keys[tp].add(w.key)
         got_copy = {(x.topic, x.partition): x.to_copy for x in rep.seeds}
-        if {k: v for k, v in got_copy.items() if v} != {k: v for k, v in copy.items() if v}:
-            problems.setdefault("to copy", []).append(f"the failback reports {got_copy}, the model {copy}")
+        # the cleaner may remove superseded values between the model's read and the failback's: on the
+        # compacted topic, at least the latest record of each key and at most what the model read
+        cleaned = {tp: (len(keys[tp]), copy[tp]) for tp in dst if tp[0] == self.compact}
+        off = {
+            tp: (got_copy.get(tp, 0), copy[tp])
+            for tp in set(got_copy) | set(copy)
+            if not (cleaned[tp][0] <= got_copy.get(tp, 0) <= cleaned[tp][1] if tp in cleaned else got_copy.get(tp, 0) == copy.get(tp, 0))
+        }
+        if off:
+            problems.setdefault("to copy", []).append(f"the failback reports {got_copy}, the model {copy}: {off}")
         self.fail(f"failback of {flow.name}\n{rep.render()}", problems)
         self.model.kept |= {w.uid for ws in kept.values() for w in ws}
         self.running, self.failed_over = self.flows[t], None
         self.flows_run.add(self.running.name)  # seeded by the failback
         self.model.step += 1
+
+    def compaction_only(self, rep) -> bool:
+        """Every loss the failback reports is the log cleaner's, on the compacted topic."""
+        return bool(rep.losses) and all(x.cause == "compaction" and x.topic == self.compact for x in rep.losses)
 
     def own_aborts_only(self, rep, side: str) -> bool:
         """Every loss the failback reports is a compaction hole holding none of the records the model's
