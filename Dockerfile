@@ -8,7 +8,7 @@ RUN apt-get update \
 USER airflow
 COPY --chown=airflow:root requirements.txt pyproject.toml /opt/mirrorflow/
 COPY --chown=airflow:root include /opt/mirrorflow/include
-# the Spark application the DAGs submit (spark_jobs/mirrorflow_copy.py; mirrorflow.replication.spark.job_path)
+# the Spark application the DAGs submit (spark_jobs/mirrorflow_copy.py; mirrorflow.replication.executors.spark.job_path)
 COPY --chown=airflow:root spark_jobs /opt/mirrorflow/spark_jobs
 RUN pip install --no-cache-dir -r /opt/mirrorflow/requirements.txt \
  && pip install --no-cache-dir --no-deps --force-reinstall "$(grep -E '^pyspark==' /opt/mirrorflow/requirements.txt)" \

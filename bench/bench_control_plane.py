@@ -141,7 +141,7 @@ class Bench:
     # -- plan ---------------------------------------------------------------------------------
     def plan(self) -> None:
         from mirrorflow.clients import FlowClients
-        from mirrorflow.replication.planner import make_plan
+        from mirrorflow.replication.plan.planner import make_plan
 
         per_topic = 100
         n_topics = max(1, self.args.partitions // per_topic)
@@ -171,7 +171,7 @@ class Bench:
     # -- checkpoint and translate ---------------------------------------------------------------
     def groups_setup(self) -> tuple[Any, list[str], list[str]]:
         from mirrorflow.metadata.sync import sync_flow
-        from mirrorflow.replication.runner import run_once
+        from mirrorflow.replication.run.runner import run_once
 
         gp = self.args.group_partitions
         t0 = time.time()

@@ -84,7 +84,7 @@ def cli_run(cfg_path: Path) -> Timing:
 def timed_run(cfg_path: Path, mode: str) -> Timing:
     """One `replicate --once` run through the runner, with its phase boundaries from the run log."""
     from mirrorflow import config as config_mod
-    from mirrorflow.replication.runner import run_once
+    from mirrorflow.replication.run.runner import run_once
 
     cfg = config_mod.load(cfg_path)
     marks: dict[str, float] = {}

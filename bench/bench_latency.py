@@ -145,9 +145,9 @@ class Measure:
 
 def raw_pipe(src, dst, topic: str, target_topic: str, partitions: int, stop: threading.Event) -> None:
     """consume -> produce, no transactions: the copier's client settings (a followed partition's
-    budget, replication.budget), read_committed."""
-    from mirrorflow.replication.budget import CopyBudget
-    from mirrorflow.replication.task_producer import PRODUCER_DEFAULTS
+    budget, replication.task.budget), read_committed."""
+    from mirrorflow.replication.task.budget import CopyBudget
+    from mirrorflow.replication.task.task_producer import PRODUCER_DEFAULTS
 
     budget = CopyBudget(256 * 2**20, 1, 32 * 2**20, follow=True)
     pconf = {**budget.producer(), **{k: v for k, v in PRODUCER_DEFAULTS.items() if k != "transaction.timeout.ms"}}

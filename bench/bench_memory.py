@@ -156,7 +156,7 @@ def main() -> int:
         "--old-defaults", action="store_true", help="also copy the large size with the old consumer defaults"
     )
     args = ap.parse_args()
-    from mirrorflow.replication.budget import CopyBudget
+    from mirrorflow.replication.task.budget import CopyBudget
 
     home = Path(tempfile.mkdtemp(prefix="mirrorflow-bench-mem-"))
     dev = DevClusters(home)

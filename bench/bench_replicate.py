@@ -313,7 +313,7 @@ def mm2_run(home: Path, a, b, topic: str, parts: int, n: int) -> tuple[float, fl
 
 def replicate(cfg_path: Path, flow_name: str, mode: str):
     from mirrorflow import config as config_mod
-    from mirrorflow.replication.runner import run_once
+    from mirrorflow.replication.run.runner import run_once
 
     cfg = config_mod.load(cfg_path)
     flow = cfg.flow(flow_name)
@@ -332,7 +332,7 @@ def profile_copy(cfg_path: Path, raw_cfg: dict, a, b, topic: str, parts: int, n:
 
     import yaml
 
-    from mirrorflow.replication import task_copier
+    from mirrorflow.replication.task import task_copier
 
     for alias in ("Q", "P"):  # Q: the same copy without the profiler, to see what the profiler adds
         create(b, f"{alias}.{topic}", parts)
@@ -371,7 +371,7 @@ def summary(
 ) -> None:
     """The issue-23 figures of this run: copy phase vs the fixed raw pipe, and a copy task's peak RSS."""
     from mirrorflow.config.properties import FLOW_PROPERTIES
-    from mirrorflow.replication.budget import CopyBudget
+    from mirrorflow.replication.task.budget import CopyBudget
 
     task_bytes = int(settings.get("task.memory.bytes", FLOW_PROPERTIES["task.memory.bytes"].default))
     txn_bytes = int(settings.get("transaction.max.bytes", FLOW_PROPERTIES["transaction.max.bytes"].default))

@@ -82,7 +82,7 @@ def main() -> int:
         import yaml
 
         from mirrorflow import config as config_mod
-        from mirrorflow.replication.runner import run_once
+        from mirrorflow.replication.run.runner import run_once
 
         flows = [f"L{i + 1}" for i in range(len(layouts) * args.runs)]
         for alias in flows:

@@ -67,7 +67,7 @@ def main() -> int:
         from mirrorflow import config as config_mod
         from mirrorflow.clients import FlowClients
         from mirrorflow.ops.verify.verify import verify_flow
-        from mirrorflow.replication.runner import run_once
+        from mirrorflow.replication.run.runner import run_once
 
         raw_cfg = {"clusters": {x.alias: x.client_config() for x in (a, b)},
                    "defaults": {"topics": r"bench\..*", "tasks.max": parts}, "flows": {"A->B": {}}}

@@ -83,7 +83,7 @@ class ClusterPool:
     def _drop_kept_clients() -> None:
         import gc
 
-        from mirrorflow.replication.task_producer import CACHE, LANES
+        from mirrorflow.replication.task.task_producer import CACHE, LANES
 
         CACHE.clear()  # the copy tasks' producers and consumers kept for the next run: gone before their brokers
         LANES.clear()

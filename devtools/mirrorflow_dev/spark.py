@@ -1,7 +1,7 @@
 """A local Spark Connect server (`mirrorflow dev spark up|down|status`) and a Spark standalone cluster
 for development and tests.
 
-The Connect server is the product's own (`mirrorflow.replication.connect_server`: the settings the
+The Connect server is the product's own (`mirrorflow.replication.executors.connect_server`: the settings the
 copies need), started on 127.0.0.1 only from the venv's PySpark; its log and `state.json` live under
 `<dev home>/spark`, so `status` and `down` work from any later process. Point a config at it with
 `spark.remote: sc://127.0.0.1:PORT`.
@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from mirrorflow.process import die_with_parent
-from mirrorflow.replication.connect_server import DEFAULT_PORT, server_command, server_env, spark_bin
+from mirrorflow.replication.executors.connect_server import DEFAULT_PORT, server_command, server_env, spark_bin
 from mirrorflow_dev import processes
 from mirrorflow_dev.errors import DevClusterError
 from mirrorflow_dev.home import dev_home

@@ -5,7 +5,7 @@ A topic is an Asset in the Kafka provider's URI form, `kafka://<bootstrap server
 bootstrap server, `host:port`), so the provider's OpenLineage converter names it as lineage does
 (namespace `kafka://host:port`, name = the topic). Each run of the replicate or backfill DAG that
 wrote records emits one Asset event per remote topic it wrote to, through the DAG's AssetAlias
-(its dag_id), with what it copied in the event's extra (mirrorflow.replication.copied); a run that
+(its dag_id), with what it copied in the event's extra (mirrorflow.replication.run.copied); a run that
 copied nothing emits none. A user's DAG scheduled on `remote_topic_asset(...)` (or on the URI)
 runs after each such event.
 """
@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from mirrorflow.config import Config, FlowConfig
-from mirrorflow.replication.copied import copied_per_topic
+from mirrorflow.replication.run.copied import copied_per_topic
 
 
 def cluster_server(cfg: Config, alias: str) -> str:

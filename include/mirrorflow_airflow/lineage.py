@@ -55,7 +55,7 @@ def failback_pairs(reverse: FlowConfig, seeds: Iterable[Any]) -> list[tuple[str,
 
 
 def plan_pairs(plan: dict[str, Any]) -> list[tuple[str, str]]:
-    """The (source topic, remote topic) of every unit of a replication plan (replication.handoff)."""
+    """The (source topic, remote topic) of every unit of a replication plan (replication.executors.handoff)."""
     return sorted({(u["topic"], u["target_topic"]) for task in plan.get("tasks", []) for u in task})
 
 

@@ -1,4 +1,4 @@
-"""What the replicate and backfill DAGs' tasks share around the run object (replication.run).
+"""What the replicate and backfill DAGs' tasks share around the run object (replication.run.run).
 
 * the run's lease belongs to the DAG run (`lease_owner`): its tasks, and a retry of one, share it;
 * `begin`: the run's first step as Airflow sees it: a paused or stopped flow ends the task skipped
@@ -19,8 +19,8 @@ from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 from mirrorflow.clients import FlowClients
 from mirrorflow.config import Config, FlowConfig
 from mirrorflow.errors import BrokerUnavailableError, ConfigError, LeaseError
-from mirrorflow.replication.run import ReplicationRun, RunSkipped
-from mirrorflow.replication.spark import JOB_PATH, spark_conf, spark_env
+from mirrorflow.replication.executors.spark import JOB_PATH, spark_conf, spark_env
+from mirrorflow.replication.run.run import ReplicationRun, RunSkipped
 from mirrorflow_airflow.common import flow_dag_id
 from mirrorflow_airflow.hooks import MirrorflowHook
 from mirrorflow_airflow.operators.deferrable import wait_on_triggerer

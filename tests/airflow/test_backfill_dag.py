@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from mirrorflow.replication.runner import run_once
+from mirrorflow.replication.run.runner import run_once
 from tests.integration.test_backfill import assert_each_once_via_map
 from tests.integration.test_replicate import records
 from tests.support import consume_all, create_topic, produce, read_progress, write_config
@@ -102,8 +102,8 @@ def test_replicate_runs_of_an_airflow_backfill_copy_their_intervals_records(tmp_
     """What a run of `airflow backfill create` over three past data intervals does in the replicate
     DAG's plan -> copy -> report (the copy in threads instead of spark-submit)."""
     from mirrorflow.clients import FlowClients
-    from mirrorflow.replication.handoff import decode_plan, publish_results
-    from mirrorflow.replication.runner import copy_direct
+    from mirrorflow.replication.executors.handoff import decode_plan, publish_results
+    from mirrorflow.replication.run.runner import copy_direct
     from mirrorflow_airflow.dag_builders.replicate import plan_task, report_task
     from tests.integration.test_replicate import NOW
 
@@ -155,8 +155,8 @@ def test_a_backfill_run_waits_for_the_flows_lease(tmp_path, source, target, uniq
     from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 
     from mirrorflow.clients import FlowClients
-    from mirrorflow.replication.runner import take_lease
-    from mirrorflow.replication.run import ReplicationRun
+    from mirrorflow.replication.run.runner import take_lease
+    from mirrorflow.replication.run.run import ReplicationRun
     from mirrorflow.state.lease import current_holder
     from mirrorflow_airflow.dag_builders import replicate
     from mirrorflow_airflow.triggers.run_wait import LEASE
@@ -208,7 +208,7 @@ def test_a_run_waits_for_a_cluster_that_does_not_answer_on_the_triggerer(tmp_pat
     from airflow.sdk.exceptions import AirflowFailException
 
     from mirrorflow.clients import FlowClients
-    from mirrorflow.replication.run import ReplicationRun
+    from mirrorflow.replication.run.run import ReplicationRun
     from mirrorflow_airflow.dag_builders import replicate
     from mirrorflow_airflow.triggers.run_wait import CLUSTERS
     from tests.airflow.deferral_support import until_done

@@ -9,7 +9,7 @@ from confluent_kafka import Consumer, TopicPartition
 
 from mirrorflow.clients import FlowClients
 from mirrorflow.groups.checkpoint import CheckpointStore
-from mirrorflow.replication.runner import run_once
+from mirrorflow.replication.run.runner import run_once
 from mirrorflow.metadata.sync import sync_flow
 from tests.integration.replicate_helpers import target_offset_of
 from tests.support import create_topic, produce, write_config

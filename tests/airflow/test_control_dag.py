@@ -84,7 +84,7 @@ def test_control_dag_refuses_to_pause_or_stop_a_failed_over_flow(tmp_path, sourc
                                                                   monkeypatch, capfd):
     from mirrorflow.metadata.sync import sync_flow
     from mirrorflow.ops.dr.failover import failover
-    from mirrorflow.replication.runner import run_once
+    from mirrorflow.replication.run.runner import run_once
     from tests.integration.test_replicate import records
     from tests.support import create_topic, produce
 

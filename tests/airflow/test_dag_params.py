@@ -166,7 +166,7 @@ def test_checkpoint_params_groups_regex_and_group_sync_off(bag, source, target):
     from mirrorflow.clients import FlowClients
     from mirrorflow.groups.checkpoint import CheckpointStore
     from mirrorflow.metadata.sync import sync_flow
-    from mirrorflow.replication.runner import run_once
+    from mirrorflow.replication.run.runner import run_once
 
     cfg, prefix, dags = bag
     topic = f"{prefix}.orders"

@@ -14,7 +14,7 @@ import pytest
 from mirrorflow.clients import FlowClients
 from mirrorflow.metadata.sync import sync_flow
 from mirrorflow.ops.dr.failover import failover
-from mirrorflow.replication.runner import run_once
+from mirrorflow.replication.run.runner import run_once
 from mirrorflow.state.flow_state import flow_state, read_control
 from tests.airflow.lineage_support import lineage, record_lineage
 from tests.airflow.test_failover_dag import answer_when_asked

@@ -21,7 +21,7 @@ from mirrorflow.clients import FlowClients
 from mirrorflow_dev.processes import free_port
 from mirrorflow.groups.checkpoint import emit_checkpoints
 from mirrorflow.metadata.sync import sync_flow
-from mirrorflow.replication.runner import run_once
+from mirrorflow.replication.run.runner import run_once
 from mirrorflow.state.flow_state import flow_state, read_control
 from tests.airflow.standalone import (
     airflow,

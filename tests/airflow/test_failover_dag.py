@@ -18,7 +18,7 @@ from confluent_kafka import Consumer
 from mirrorflow.clients import FlowClients
 from mirrorflow.groups.checkpoint import emit_checkpoints
 from mirrorflow.metadata.sync import sync_flow
-from mirrorflow.replication.runner import run_once
+from mirrorflow.replication.run.runner import run_once
 from mirrorflow.state.flow_state import flow_state, read_control
 from tests.airflow.lineage_support import lineage, record_lineage
 from tests.integration.test_failover import commit, committed_offsets, first_record_after_resume

@@ -22,7 +22,7 @@ from mirrorflow.groups.checkpoint import CheckpointStore
 from mirrorflow.kafka.log_reader import read_partition
 from mirrorflow.metadata.sync import sync_flow
 from mirrorflow.mm2.formats import Heartbeat
-from mirrorflow.replication.runner import run_once
+from mirrorflow.replication.run.runner import run_once
 from tests.integration.replicate_helpers import target_offset_of
 from tests.support import admin, create_topic, produce, write_config
 

@@ -110,7 +110,7 @@ def test_dag_run_copies_through_spark_submit(dagbag, source, target, monkeypatch
     assert report["records"] == 300 and report["lag"] == 0
     # the results the report read: the driver's, on the target under the run's id, one per unit
     from mirrorflow.clients import FlowClients
-    from mirrorflow.replication.handoff import decode_plan
+    from mirrorflow.replication.executors.handoff import decode_plan
     from mirrorflow.state.run_results import read
 
     planned = tis["plan"].xcom_pull(task_ids="plan")
@@ -159,7 +159,7 @@ def test_dag_run_is_skipped_while_the_flow_is_paused_or_another_run_holds_it(dag
     """Both end the run skipped with nothing copied; once resumed and released, one run copies all
     (one spark-submit run for both cases: the suite's time is mostly Spark start-ups)."""
     from mirrorflow.clients import FlowClients
-    from mirrorflow.replication.runner import take_lease
+    from mirrorflow.replication.run.runner import take_lease
     from mirrorflow.state.flow_state import set_flow_state
     from mirrorflow.state.lease import current_holder
     from tests.support import consume_all

@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from mirrorflow.replication.runner import run_once
+from mirrorflow.replication.run.runner import run_once
 from tests.integration.replicate_helpers import make_flow, mirror_topic
 from tests.integration.test_replicate import records
 from tests.integration.test_topic_identity import recreate_topic

@@ -17,7 +17,7 @@ import pytest
 
 from mirrorflow.clients import FlowClients
 from mirrorflow.ops.observe.status import flow_status
-from mirrorflow.replication.runner import run_once
+from mirrorflow.replication.run.runner import run_once
 from mirrorflow.state.flow_state import set_flow_state
 from tests.support import create_topic, produce, write_config
 

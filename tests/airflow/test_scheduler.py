@@ -27,7 +27,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from mirrorflow_dev.processes import free_port
-from mirrorflow.replication.runner import run_once
+from mirrorflow.replication.run.runner import run_once
 from tests.airflow.standalone import (
     airflow,
     airflow_env,

@@ -40,7 +40,7 @@ import pytest
 
 from mirrorflow.clients import FlowClients
 from mirrorflow_dev.processes import free_port
-from mirrorflow.replication.runner import run_once
+from mirrorflow.replication.run.runner import run_once
 from mirrorflow.state.flow_state import flow_state, read_control
 from tests.airflow.standalone import (
     airflow,

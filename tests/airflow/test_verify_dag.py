@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from mirrorflow.replication.runner import run_once
+from mirrorflow.replication.run.runner import run_once
 from tests.integration.replicate_helpers import make_flow, mirror_topic
 from tests.integration.test_replicate import NOW, records
 from tests.support import produce

@@ -72,7 +72,7 @@ from mirrorflow.ops.dr.failover_commit import commit_failover
 from mirrorflow.ops.dr.failover_plan import FailoverPlan
 from mirrorflow.ops.dr.failover_preflight import plan_failover
 from mirrorflow.ops.verify.verify import verify_flow
-from mirrorflow.replication.runner import run_once
+from mirrorflow.replication.run.runner import run_once
 from mirrorflow.state.flow_state import read_control
 from tests.support import Rec, consume_all, create_topic, end_transaction, markers_written, write_config
 

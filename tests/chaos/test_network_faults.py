@@ -40,7 +40,7 @@ from mirrorflow.ops.dr.failover_commit import commit_failover
 from mirrorflow.ops.dr.failover_preflight import plan_failover
 from mirrorflow.mm2.formats import Checkpoint
 from mirrorflow.ops.verify.verify import verify_flow
-from mirrorflow.replication.runner import run_once
+from mirrorflow.replication.run.runner import run_once
 from mirrorflow_dev.dev_cluster import DevCluster
 from tests.fault_proxy import FaultProxy
 from tests.model.reference import first_at, translate, uid_of
@@ -261,8 +261,8 @@ def test_a_black_hole_longer_than_the_outage_bound_fails_the_run_naming_the_clus
 def test_a_source_black_holed_at_the_report_leaves_the_lag_unknown_never_0(tmp_path, pair, unique):
     # the copy went through; the source stops answering before the report reads its ends: the report (and
     # the run log after it) says the lag is unknown and why, instead of the plan's end (a lag of 0)
-    from mirrorflow.replication.run import ReplicationRun
-    from mirrorflow.replication.scratch import Scratch
+    from mirrorflow.replication.run.run import ReplicationRun
+    from mirrorflow.replication.run.scratch import Scratch
     from mirrorflow.state import run_log
 
     pfx = unique("rl")

@@ -11,7 +11,7 @@ from tests.support import admin, consume_all, create_topic, load_offset_map, wri
 def unit_slot(cfg, flow, unit):
     """(task layout, slot) a plan of the flow gives `unit`'s partition now (the layout ensured)."""
     from mirrorflow.clients import FlowClients
-    from mirrorflow.replication.planner import gather_inputs
+    from mirrorflow.replication.plan.planner import gather_inputs
 
     with FlowClients(cfg, flow) as clients:
         inputs = gather_inputs(clients)
@@ -21,9 +21,9 @@ def unit_slot(cfg, flow, unit):
 def copy_unit(clients, unit, faults=None, at=None):
     """One unit copied as a task of its own, as a Spark task holding only it would (`at`: the
     (layout, slot) to copy with, default `unit_slot`); its UnitResult."""
-    from mirrorflow.replication.faults import NO_FAULTS
-    from mirrorflow.replication.task_attempt import TaskAttempt
-    from mirrorflow.replication.task_copier import copy_task
+    from mirrorflow.replication.task.faults import NO_FAULTS
+    from mirrorflow.replication.task.task_attempt import TaskAttempt
+    from mirrorflow.replication.task.task_copier import copy_task
 
     layout, slot = at or unit_slot(clients.cfg, clients.flow, unit)
     return copy_task(clients, layout, slot, [unit], TaskAttempt(faults=faults or NO_FAULTS))[0]

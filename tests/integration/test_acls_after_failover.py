@@ -27,7 +27,7 @@ from confluent_kafka.admin import (
 from mirrorflow import config as config_mod
 from mirrorflow.groups.checkpoint import emit_checkpoints
 from mirrorflow.metadata.sync import sync_flow
-from mirrorflow.replication.runner import run_once
+from mirrorflow.replication.run.runner import run_once
 from tests.integration.test_acls_cmd import conf_for
 from tests.integration.test_replicate import cli, records
 from tests.support import consume_all, create_topic, produce

@@ -20,7 +20,7 @@ from mirrorflow.groups.offset_sync import sync_group_offsets
 from mirrorflow.kafka.acl_admin import to_kafka
 from mirrorflow.metadata.sync import sync_flow
 from mirrorflow.ops.acls.required_acls import required_acls
-from mirrorflow.replication.runner import run_once
+from mirrorflow.replication.run.runner import run_once
 from tests.integration.test_failover import commit
 from tests.integration.test_replicate import cli, records
 from tests.support import consume_all, create_topic, produce

@@ -13,7 +13,7 @@ from confluent_kafka import Consumer, TopicPartition
 
 from mirrorflow.groups.checkpoint import emit_checkpoints, translate_group
 from mirrorflow.ops.backfill import backfill
-from mirrorflow.replication.runner import run_once
+from mirrorflow.replication.run.runner import run_once
 from tests.integration.replicate_helpers import delete_records
 from tests.integration.test_replicate import records
 from tests.support import consume_all, create_topic, load_offset_map, produce, read_progress, write_config

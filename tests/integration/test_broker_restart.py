@@ -15,9 +15,9 @@ import traceback
 import pytest
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
-from mirrorflow.replication import copy_modes
-from mirrorflow.replication.run_report import RunReport
-from mirrorflow.replication.runner import run_once
+from mirrorflow.replication.executors import copy_modes
+from mirrorflow.replication.run.run_report import RunReport
+from mirrorflow.replication.run.runner import run_once
 from mirrorflow.state.names import offset_map_topic, progress_topic
 from mirrorflow_dev.dev_cluster import DevCluster
 from tests.integration.replicate_helpers import assert_copied, assert_map_exact, make_flow, mirror_topic

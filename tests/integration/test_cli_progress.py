@@ -13,8 +13,8 @@ import time
 
 import pytest
 
-from mirrorflow.replication.planner import Unit
-from mirrorflow.replication.run_progress import copied_offsets
+from mirrorflow.replication.plan.planner import Unit
+from mirrorflow.replication.run.run_progress import copied_offsets
 from mirrorflow.state.records import Progress
 from tests.support import consume_all, create_topic, produce, write_config
 

@@ -15,7 +15,7 @@ import pytest
 from mirrorflow.clients import FlowClients
 from mirrorflow.groups.checkpoint import emit_checkpoints
 from mirrorflow.metadata.sync import sync_flow
-from mirrorflow.replication.runner import run_once
+from mirrorflow.replication.run.runner import run_once
 from mirrorflow.state.flow_state import flow_state
 from mirrorflow.state.history import read_history
 from tests.integration.test_failover import commit, committed_offsets

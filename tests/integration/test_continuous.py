@@ -19,7 +19,7 @@ from confluent_kafka import IsolationLevel, Producer, TopicPartition
 from confluent_kafka.admin import OffsetSpec
 
 from mirrorflow.clients import FlowClients
-from mirrorflow.replication.runner import run_continuous, run_once
+from mirrorflow.replication.run.runner import run_continuous, run_once
 from mirrorflow.state.flow_state import set_flow_state
 from mirrorflow.state.names import offset_map_topic, progress_topic
 from tests.support import admin, consume_all, create_topic, end_transaction, load_offset_map, produce, write_config

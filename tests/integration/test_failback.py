@@ -21,7 +21,7 @@ from mirrorflow.ops.dr.failover_commit import commit_failover
 from mirrorflow.ops.dr.failover_plan import FailoverPlan
 from mirrorflow.ops.dr.failover_preflight import plan_failover
 from mirrorflow.ops.verify.verify import verify_flow
-from mirrorflow.replication.runner import run_once
+from mirrorflow.replication.run.runner import run_once
 from tests.integration.test_failover import commit, first_record_after_resume
 from tests.integration.test_replicate import NOW, cli, records
 from tests.support import (

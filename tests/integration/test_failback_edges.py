@@ -17,7 +17,7 @@ from mirrorflow.clients import FlowClients
 from mirrorflow.metadata.sync import sync_flow
 from mirrorflow.ops.dr.failback import failback
 from mirrorflow.ops.dr.failover import failover
-from mirrorflow.replication.runner import run_once
+from mirrorflow.replication.run.runner import run_once
 from mirrorflow.state.history import read_history
 from tests.integration.test_failback import batch, content
 from tests.integration.test_replicate import NOW, cli
@@ -290,7 +290,7 @@ def test_a_target_truncated_since_the_failover_is_found_by_its_leader_epochs(tmp
     last copy): it names the truncated partition and stops until accepted; accepted, A->B's records
     count only below the cut, B's new records are copied to A, and the inverse offset map never
     places B's new offsets onto A->B's old ones (B->A translates them to their own copies on A)."""
-    from mirrorflow.replication.runner import run_once as replicate
+    from mirrorflow.replication.run.runner import run_once as replicate
     from tests.support import load_offset_map
 
     b = kafka_pool.get("P")  # killed and restarted here: test_failback.py uses it as a source that dies

@@ -11,7 +11,7 @@ from confluent_kafka import Consumer, TopicPartition
 
 from mirrorflow.metadata.sync import sync_flow
 from mirrorflow.groups.checkpoint import emit_checkpoints
-from mirrorflow.replication.runner import run_once
+from mirrorflow.replication.run.runner import run_once
 from tests.integration.test_replicate import cli, records
 from tests.support import consume_all, produce, write_config
 

@@ -1,6 +1,6 @@
 """End to end on real clusters: a group fails over from A to B and resumes at exactly the next record.
 
-Data is copied by the data plane (`mirrorflow.replication.runner.run_once`, direct mode: the same unit copier
+Data is copied by the data plane (`mirrorflow.replication.run.runner.run_once`, direct mode: the same unit copier
 Spark runs, without Spark's start-up cost); topics are created by the control plane's sync.
 """
 from __future__ import annotations
@@ -18,7 +18,7 @@ from mirrorflow.mm2 import remote_cluster
 from mirrorflow.groups.checkpoint import emit_checkpoints, translate_group
 from mirrorflow.groups.offset_sync import sync_group_offsets
 from mirrorflow.groups.heartbeat import emit_heartbeats, replication_latency
-from mirrorflow.replication.runner import run_once
+from mirrorflow.replication.run.runner import run_once
 from mirrorflow.metadata.sync import sync_flow
 from tests.integration.rcu_java import compile_probe, java_translate, run_probe
 from tests.support import admin, consume_all, create_topic, end_transaction, produce, write_config

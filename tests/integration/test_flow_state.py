@@ -11,7 +11,7 @@ from mirrorflow.clients import FlowClients
 from mirrorflow.groups.checkpoint import emit_checkpoints
 from mirrorflow.metadata.sync import sync_flow
 from mirrorflow.ops.observe.status import flow_status, render_text
-from mirrorflow.replication.runner import run_once
+from mirrorflow.replication.run.runner import run_once
 from mirrorflow.state.flow_state import flow_state
 from tests.integration.replicate_helpers import make_flow, mirror_topic
 from tests.integration.test_replicate import cli, records

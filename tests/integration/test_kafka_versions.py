@@ -25,7 +25,7 @@ from mirrorflow.config.properties import DEFAULT_CONFIG_EXCLUDE
 from mirrorflow.groups.checkpoint import emit_checkpoints
 from mirrorflow.groups.offset_sync import sync_group_offsets
 from mirrorflow.metadata.sync import sync_flow
-from mirrorflow.replication.runner import run_once
+from mirrorflow.replication.run.runner import run_once
 from tests.integration.test_failover import first_record_after_resume
 from tests.integration.test_replicate import NOW, cli, records
 from tests.support import (admin, consume_all, create_topic, end_transaction, markers_written, produce, producer,

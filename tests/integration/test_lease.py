@@ -13,7 +13,7 @@ import pytest
 from mirrorflow.clients import FlowClients
 from mirrorflow.errors import LeaseError
 from mirrorflow.ops.observe.status import flow_status
-from mirrorflow.replication.runner import run_once, take_lease
+from mirrorflow.replication.run.runner import run_once, take_lease
 from mirrorflow.state.lease import current_holder
 from tests.integration.replicate_helpers import assert_copied, make_flow, mirror_topic
 from tests.integration.test_replicate import cli, records
@@ -49,7 +49,7 @@ HOLD = """
 import sys, time
 from mirrorflow import config
 from mirrorflow.clients import FlowClients
-from mirrorflow.replication.runner import take_lease
+from mirrorflow.replication.run.runner import take_lease
 cfg = config.load(sys.argv[1])
 with FlowClients(cfg, cfg.flow("A->B")) as clients:
     take_lease(clients, "crashing-holder", "a run that will crash").start_renewing()
@@ -155,8 +155,8 @@ def test_a_run_taken_over_copies_nothing_more_and_never_gets_the_lease_back(tmp_
     """A take-over (a failover's --take-over) between a run's plan and its copy: every unit, once it
     has fenced its partition, finds its run no longer holds the lease and stops (fenced), copying
     nothing; the run's claims never count again, even once the lease is free."""
-    from mirrorflow.replication.run import ReplicationRun
-    from mirrorflow.replication.runner import copy_direct
+    from mirrorflow.replication.run.run import ReplicationRun
+    from mirrorflow.replication.run.runner import copy_direct
     from mirrorflow.state.lease import FlowLease
 
     pfx = unique("lease")
@@ -192,7 +192,7 @@ class TakeOverAfterCommit:
         self.cfg, self.flow, self.commits, self.took = cfg, flow, 0, False
 
     def reached(self, point: str, n: int = 0) -> None:
-        from mirrorflow.replication.task_succession import GUARD_EVERY_S
+        from mirrorflow.replication.task.task_succession import GUARD_EVERY_S
         from mirrorflow.state.lease import FlowLease
 
         if point != "after_commit":
@@ -211,7 +211,7 @@ def test_a_run_whose_lease_was_taken_mid_copy_commits_nothing_more(tmp_path, sou
     fence it (idempotent producers cannot be fenced at all): it writes no record of its next round
     and every partition ends `fenced`, naming the new holder; the target holds the two rounds,
     nothing more (the run used to go on committing until its last round)."""
-    from mirrorflow.replication import copy_modes
+    from mirrorflow.replication.executors import copy_modes
 
     pfx = unique("leaselost")
     t = f"{pfx}.orders"

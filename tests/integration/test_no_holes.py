@@ -17,8 +17,8 @@ import time
 
 import pytest
 
-from mirrorflow.replication.run_options import RunOptions
-from mirrorflow.replication.runner import run_once
+from mirrorflow.replication.plan.run_options import RunOptions
+from mirrorflow.replication.run.runner import run_once
 from mirrorflow.state.names import progress_topic
 from mirrorflow.state.records import Progress
 from mirrorflow.state.state_topics import state_key, state_partition
@@ -199,7 +199,7 @@ def test_a_partition_whose_read_fails_is_failed_whatever_its_round_does(
     planned start). It is `failed` with the reason, never `ok` with 0 records, whether that round then
     commits partition 0's last 50 or is fenced (it used to be reported `ok` when the round failed); the
     next run names the 40 lost offsets and copies the rest: every record the source holds, once."""
-    from mirrorflow.replication import copy_modes
+    from mirrorflow.replication.executors import copy_modes
 
     pfx = unique("readfail")
     topic = f"{pfx}.orders"

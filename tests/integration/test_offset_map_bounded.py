@@ -15,7 +15,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from mirrorflow.clients import FlowClients
 from mirrorflow.errors import StateError
 from mirrorflow.groups.checkpoint import emit_checkpoints, translate_group
-from mirrorflow.replication.runner import run_once
+from mirrorflow.replication.run.runner import run_once
 from mirrorflow.state.compaction import fold_offset_map
 from mirrorflow.state.names import offset_map_topic, snapshot_topic
 from mirrorflow.state.state_topics import state_partition

@@ -6,7 +6,7 @@ import time
 import pytest
 
 from mirrorflow.clients import FlowClients
-from mirrorflow.replication.runner import run_once
+from mirrorflow.replication.run.runner import run_once
 from tests.integration.replicate_helpers import assert_copied, make_flow, mirror_topic
 from tests.support import produce
 

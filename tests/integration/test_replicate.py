@@ -14,9 +14,9 @@ import pytest
 from confluent_kafka import Producer
 
 from mirrorflow.clients import FlowClients
-from mirrorflow.replication.faults import NO_FAULTS
-from mirrorflow.replication.planner import Unit
-from mirrorflow.replication.runner import run_once
+from mirrorflow.replication.task.faults import NO_FAULTS
+from mirrorflow.replication.plan.planner import Unit
+from mirrorflow.replication.run.runner import run_once
 from mirrorflow.state.state_topics import ensure_state_topics
 from tests.integration.replicate_helpers import (add_partitions, assert_copied, assert_map_exact, copy_unit,
                                                  delete_records, make_flow, mirror_topic, unit_slot)
@@ -370,7 +370,7 @@ def test_fresh_partitions_are_anchored_at_once_and_an_anchor_never_overrides_a_c
     transactional.id of theirs, no transaction); their next records are copied from the anchor.
     An anchor landing after a copy's progress (a late or zombie anchor: it is written unfenced)
     changes nothing: the copy's progress wins, nothing is copied twice, the map stays exact."""
-    from mirrorflow.replication.anchors import write_anchors
+    from mirrorflow.replication.task.anchors import write_anchors
 
     pfx = unique("anchor")
     t = f"{pfx}.orders"

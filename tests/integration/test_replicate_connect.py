@@ -14,7 +14,7 @@ import pytest
 from mirrorflow.clients import FlowClients
 from mirrorflow_dev.processes import free_port
 from mirrorflow_dev.spark import DevSparkServer
-from mirrorflow.replication.runner import run_once
+from mirrorflow.replication.run.runner import run_once
 from mirrorflow.state.lease import current_holder
 from tests.connect_support import with_remote
 from tests.integration.replicate_helpers import assert_copied, assert_map_exact, make_flow, mirror_topic
@@ -87,7 +87,7 @@ def test_connect_mode_copies_exactly_across_two_runs(tmp_path, source, target, u
     imported.clear()  # nor the Connect client's imports (PySpark, pandas, pyarrow: ~0.8 s of CPU)
     out = replicate_cli(cfg, imported)
     assert out["ok"] and out["records"] == 0 and out["units"] == 0, out
-    assert "mirrorflow.replication.run" in imported and not [m for m in imported if m.startswith("pyspark")]
+    assert "mirrorflow.replication.run.run" in imported and not [m for m in imported if m.startswith("pyspark")]
 
 
 def test_connect_mode_unreachable_server_is_a_clear_error(tmp_path, source, target, unique):

@@ -16,7 +16,7 @@ from mirrorflow.groups.checkpoint import emit_checkpoints
 from mirrorflow.metadata.sync import sync_flow
 from mirrorflow.ops.dr.failover_commit import commit_failover
 from mirrorflow.ops.dr.failover_preflight import plan_failover
-from mirrorflow.replication.runner import run_once
+from mirrorflow.replication.run.runner import run_once
 from mirrorflow.schemas.replicate import replicate_schemas
 from tests.integration.test_schemas import schema_config
 from tests.support import create_topic

@@ -11,7 +11,7 @@ import urllib.error
 import pytest
 
 from mirrorflow.metadata.sync import sync_flow
-from mirrorflow.replication.runner import run_once
+from mirrorflow.replication.run.runner import run_once
 from mirrorflow_dev.registry import DevRegistries
 from tests.registry_support import call, register
 from tests.support import write_config

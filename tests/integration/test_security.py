@@ -35,7 +35,7 @@ from mirrorflow_dev.cluster import DevClusters
 from mirrorflow_dev.dev_cluster import DevCluster
 from mirrorflow.errors import AuthenticationError
 from mirrorflow.kafka.connection import ClusterConnection
-from mirrorflow.replication.spark import submit_command
+from mirrorflow.replication.executors.spark import submit_command
 from tests.support import admin, consume_all, create_topic, produce
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from mirrorflow.replication.handoff import decode_plan
+from mirrorflow.replication.executors.handoff import decode_plan
 from tests.support import consume_all, create_topic, produce
 
 pytestmark = [pytest.mark.integration, pytest.mark.airflow, pytest.mark.spark]

@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Producer
 
-from mirrorflow.replication.spark import CONNECT_CLIENT_VARS
+from mirrorflow.replication.executors.spark import CONNECT_CLIENT_VARS
 from mirrorflow import cli
 from mirrorflow_dev.spark_kafka import connector_jars
 from tests.support import consume_all, create_topic, end_transaction, produce, write_config
@@ -47,7 +47,7 @@ def run_query(tmp_path: Path, name: str, **spec) -> list[tuple[int, int, str]]:
     spec_file = tmp_path / name / "spec.json"
     spec_file.write_text(json.dumps(spec))
     # a classic local session: without the Spark Connect client marks an earlier test of this
-    # worker may have left in its environment (replication.spark.CONNECT_CLIENT_VARS)
+    # worker may have left in its environment (replication.executors.spark.CONNECT_CLIENT_VARS)
     env = {k: v for k, v in os.environ.items() if k not in CONNECT_CLIENT_VARS}
     proc = subprocess.run(
         [sys.executable, str(QUERY), str(spec_file)], capture_output=True, text=True, timeout=600, env=env

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from mirrorflow.replication.runner import run_once
+from mirrorflow.replication.run.runner import run_once
 from mirrorflow.state.names import offset_map_topic, progress_topic
 from mirrorflow.state.state_topics import state_key, state_partition
 from tests.integration.replicate_helpers import add_partitions, assert_copied

@@ -8,7 +8,7 @@ import pytest
 
 from mirrorflow.errors import DeploymentConflictError, LeaseError
 from mirrorflow.groups.checkpoint import emit_checkpoints
-from mirrorflow.replication.runner import run_once
+from mirrorflow.replication.run.runner import run_once
 from mirrorflow.state.names import lease_topic, offset_map_topic, progress_topic, runs_topic, transactional_id
 from tests.integration.replicate_helpers import target_offset_of
 from tests.integration.test_replicate import cli

@@ -19,7 +19,7 @@ from confluent_kafka import KafkaException, Producer
 
 from mirrorflow.clients import FlowClients
 from mirrorflow.errors import ClusterError
-from mirrorflow.replication.runner import run_once
+from mirrorflow.replication.run.runner import run_once
 from mirrorflow.state.flow_state import flow_state, set_flow_state
 from mirrorflow.state.names import offset_map_topic, progress_topic, transactional_id
 from mirrorflow.state.offset_map import MapEntry, Run

@@ -6,7 +6,7 @@ import re
 import pytest
 
 from mirrorflow.ops.observe import status
-from mirrorflow.replication.runner import run_once
+from mirrorflow.replication.run.runner import run_once
 from tests.support import create_topic, produce, write_config
 
 pytestmark = pytest.mark.integration

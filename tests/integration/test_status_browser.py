@@ -13,7 +13,7 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition
 
 from mirrorflow.groups.checkpoint import emit_checkpoints
-from mirrorflow.replication.runner import run_once
+from mirrorflow.replication.run.runner import run_once
 from tests.browser_support import api_server, browser, log_in  # noqa: F401 - fixtures
 from tests.support import create_topic, load_offset_map, produce, write_config
 

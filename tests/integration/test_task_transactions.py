@@ -9,12 +9,12 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from mirrorflow.clients import FlowClients
-from mirrorflow.replication.faults import NO_FAULTS
-from mirrorflow.replication.planner import Unit, gather_inputs
-from mirrorflow.replication.runner import run_once, take_lease
-from mirrorflow.replication.task_attempt import TaskAttempt
-from mirrorflow.replication.task_copier import copy_task
-from mirrorflow.replication.task_producer import CACHE
+from mirrorflow.replication.task.faults import NO_FAULTS
+from mirrorflow.replication.plan.planner import Unit, gather_inputs
+from mirrorflow.replication.run.runner import run_once, take_lease
+from mirrorflow.replication.task.task_attempt import TaskAttempt
+from mirrorflow.replication.task.task_copier import copy_task
+from mirrorflow.replication.task.task_producer import CACHE
 from mirrorflow.state.state_topics import ensure_state_topics
 from mirrorflow.state.task_slots import read_layout
 from tests.integration.replicate_helpers import assert_copied, assert_map_exact, make_flow, mirror_topic

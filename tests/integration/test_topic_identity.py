@@ -9,7 +9,7 @@ import time
 from confluent_kafka.admin import NewTopic
 
 from mirrorflow.ops.observe.status import flow_status
-from mirrorflow.replication.runner import run_once
+from mirrorflow.replication.run.runner import run_once
 from tests.integration.replicate_helpers import assert_copied, make_flow, mirror_topic
 from tests.integration.test_replicate import cli, records
 from tests.support import admin, consume_all, create_topic, load_offset_map, produce, read_progress, wait_for_topic

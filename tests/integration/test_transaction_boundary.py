@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from mirrorflow.replication.runner import run_once
+from mirrorflow.replication.run.runner import run_once
 from tests.integration.replicate_helpers import assert_copied, assert_map_exact, make_flow, mirror_topic
 from tests.integration.test_replicate import records
 from tests.support import produce

@@ -17,7 +17,7 @@ from confluent_kafka import Consumer, TopicPartition
 from mirrorflow.groups.checkpoint import emit_checkpoints
 from mirrorflow.groups.offset_sync import sync_group_offsets
 from mirrorflow.ops.observe.status_page import flow_page
-from mirrorflow.replication.runner import run_once
+from mirrorflow.replication.run.runner import run_once
 from tests.integration.test_continuous import Background
 from tests.integration.test_replicate import cli
 from tests.support import consume_all, create_topic, load_offset_map, produce, write_config

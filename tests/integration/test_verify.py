@@ -14,7 +14,7 @@ from confluent_kafka import Producer
 
 from mirrorflow.clients import FlowClients
 from mirrorflow.ops.verify.verify import VerifyReport, verify_flow
-from mirrorflow.replication.runner import run_once
+from mirrorflow.replication.run.runner import run_once
 from tests.integration.replicate_helpers import delete_records, make_flow, mirror_topic
 from tests.integration.test_replicate import NOW, cli, records
 from tests.integration.test_topic_identity import recreate_topic

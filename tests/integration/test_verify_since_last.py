@@ -15,7 +15,7 @@ from confluent_kafka import Producer
 from mirrorflow.clients import FlowClients
 from mirrorflow.ops.dr.failover_preflight import plan_failover
 from mirrorflow.ops.verify.verify import verify_flow
-from mirrorflow.replication.runner import run_once
+from mirrorflow.replication.run.runner import run_once
 from mirrorflow.state.verified import read_marks, write_marks
 from tests.integration.replicate_helpers import make_flow, mirror_topic
 from tests.integration.test_replicate import cli, records

@@ -53,8 +53,8 @@ from mirrorflow.ops.dr.failover_preflight import plan_failover
 from mirrorflow.metadata.sync import sync_flow
 from mirrorflow.ops.backfill import backfill
 from mirrorflow.ops.verify.verify import verify_flow
-from mirrorflow.replication.run_options import RunOptions
-from mirrorflow.replication.runner import run_once
+from mirrorflow.replication.plan.run_options import RunOptions
+from mirrorflow.replication.run.runner import run_once
 from mirrorflow.state.flow_state import flow_state
 from mirrorflow.state.names import lease_topic, offset_map_topic, progress_topic, snapshot_topic
 from mirrorflow.state.state_topics import state_key, state_partition, state_topic_configs

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from mirrorflow.config import parse
-from mirrorflow.replication.budget import (
+from mirrorflow.replication.task.budget import (
     BATCH_SHARE,
     FETCH_SHARE,
     LANE_BYTES,
@@ -15,9 +15,9 @@ from mirrorflow.replication.budget import (
     QUEUE_SHARE,
     CopyBudget,
 )
-from mirrorflow.replication.copier import reading_at_once
-from mirrorflow.replication.planner import Unit
-from mirrorflow.replication.reader import BatchLimits
+from mirrorflow.replication.task.copier import reading_at_once
+from mirrorflow.replication.plan.planner import Unit
+from mirrorflow.replication.task.reader import BatchLimits
 
 CLUSTERS = {"A": {"bootstrap.servers": "a:9092"}, "B": {"bootstrap.servers": "b:9092"}}
 

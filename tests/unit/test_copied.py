@@ -1,7 +1,7 @@
 """What a run copied per remote topic (the extra of its Asset events), from the units' results."""
 from __future__ import annotations
 
-from mirrorflow.replication.copied import CopiedRange, CopiedTopic, copied_per_topic
+from mirrorflow.replication.run.copied import CopiedRange, CopiedTopic, copied_per_topic
 
 
 def unit(topic: str, partition: int, src: tuple[int, int], tgt: tuple[int, int], records: int, **kw) -> dict:

@@ -14,14 +14,14 @@ from confluent_kafka import KafkaError, KafkaException, Message
 
 from mirrorflow.errors import MirrorflowError, RecordTooLargeError, TransactionAbortedError
 from mirrorflow.kafka.retry import Outage
-from mirrorflow.replication import copy_transaction, faults
-from mirrorflow.replication.copier import PartitionCopy, UnitResult, ranges_to_copy, retention_gap
-from mirrorflow.replication.planner import Unit
-from mirrorflow.replication.reader import BatchLimits, RangeReader, Room, segments
-from mirrorflow.replication.copy_transaction import Claim, CopyTransaction
-from mirrorflow.replication.task_producer import SlotProducer
-from mirrorflow.replication.transaction_writer import PartBatch, TransactionWriter, runs_at, runs_of
-from mirrorflow.replication.write_failures import FatalError
+from mirrorflow.replication.task import copy_transaction, faults
+from mirrorflow.replication.task.copier import PartitionCopy, UnitResult, ranges_to_copy, retention_gap
+from mirrorflow.replication.plan.planner import Unit
+from mirrorflow.replication.task.reader import BatchLimits, RangeReader, Room, segments
+from mirrorflow.replication.task.copy_transaction import Claim, CopyTransaction
+from mirrorflow.replication.task.task_producer import SlotProducer
+from mirrorflow.replication.task.transaction_writer import PartBatch, TransactionWriter, runs_at, runs_of
+from mirrorflow.replication.task.write_failures import FatalError
 from mirrorflow.state.offset_map import Run
 from mirrorflow.state.records import Progress
 
@@ -347,7 +347,7 @@ def test_crash_spec_and_environment():
 def test_a_crash_point_kills_the_process_once_per_marker(tmp_path):
     marker = tmp_path / "crashed"
     code = (
-        "from mirrorflow.replication.faults import CrashPoint; "
+        "from mirrorflow.replication.task.faults import CrashPoint; "
         f"CrashPoint('after_flush', 5, {str(marker)!r}).reached('after_flush', 5)"
     )
     run = lambda: subprocess.run([sys.executable, "-c", code], capture_output=True).returncode  # noqa: E731
@@ -358,7 +358,7 @@ def test_a_crash_point_kills_the_process_once_per_marker(tmp_path):
 def test_a_batch_counted_before_an_outage_but_not_kept_by_the_broker_is_not_counted_twice():
     from types import SimpleNamespace
 
-    from mirrorflow.replication.copier import UnitResult
+    from mirrorflow.replication.task.copier import UnitResult
     from mirrorflow.state.records import Progress
 
     def batch(a, b):
@@ -425,7 +425,7 @@ class FailingWriter:
 def test_a_partition_whose_source_read_failed_is_failed_whatever_becomes_of_its_round():
     """Marked failed with the error at once: the round may then fail (an outage) and be redone
     without it; its results never say ok with 0 records."""
-    from mirrorflow.replication.task_rounds import Lane, Round
+    from mirrorflow.replication.task.task_rounds import Lane, Round
 
     units = [Unit("t", 0, "A.t", 0, 10)]
     results = [UnitResult("t", 0, "A.t", "ok", 0, 10)]

@@ -33,11 +33,11 @@ def test_compose_services_and_config_line_up():
     assert '"host": "spark://spark-master", "port": 7077' in env["AIRFLOW_CONN_SPARK_DEFAULT"]
     # the copy jobs run on the spark-connect service (the default path): its server listens where the
     # config's spark.remote points, on the compose master, with the settings `dev spark up` uses
-    from mirrorflow.replication.connect_server import serve_args, server_command
-    from mirrorflow.replication.spark_connect import remote_address
+    from mirrorflow.replication.executors.connect_server import serve_args, server_command
+    from mirrorflow.replication.executors.spark_connect import remote_address
 
     connect = services["spark-connect"]
-    assert connect["command"][:3] == ["python", "-m", "mirrorflow.replication.connect_server"]
+    assert connect["command"][:3] == ["python", "-m", "mirrorflow.replication.executors.connect_server"]
     served = serve_args(connect["command"][3:])
     assert remote_address(cfg.spark.remote) == (connect["hostname"], served.port) == ("spark-connect", 15002)
     assert (served.master, served.bind, served.driver_host) == (cfg.spark.master, "0.0.0.0", "spark-connect")

@@ -7,8 +7,8 @@ from __future__ import annotations
 import time
 from types import SimpleNamespace
 
-from mirrorflow.replication.follow import FollowSpec, StopWatch
-from mirrorflow.replication.reader import OPEN_END, Follow, RangeReader
+from mirrorflow.replication.task.follow import FollowSpec, StopWatch
+from mirrorflow.replication.task.reader import OPEN_END, Follow, RangeReader
 from tests.unit.test_copier import NO_LIMITS, FakeConsumer, msg, read
 
 LOG = [msg(o) for o in (0, 1, 2, 3, 4, 10, 11, 12)]  # 5..9: markers / aborted records

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from mirrorflow.errors import MirrorflowError
-from mirrorflow.replication.handoff import check_results, decode_plan, encode_plan, new_run_id
-from mirrorflow.replication.reader import OPEN_END
+from mirrorflow.replication.executors.handoff import check_results, decode_plan, encode_plan, new_run_id
+from mirrorflow.replication.task.reader import OPEN_END
 from mirrorflow.state.run_results import decode, encode
 
 

@@ -94,6 +94,28 @@ def test_no_package_imports_a_higher_layer():
     assert not bad, "\n".join(bad)
 
 
+# the rooms of replication (replication/<room>/), by stage: each imports only the rooms before it
+REPLICATION_ROOMS = ("plan", "task", "executors", "run")
+
+
+def test_the_rooms_of_replication_import_only_the_stages_before_them():
+    rep = PKG / "replication"
+    assert {p.name for p in rep.iterdir() if p.is_dir() and (p / "__init__.py").exists()} == set(REPLICATION_ROOMS)
+    assert [p.name for p in rep.glob("*.py")] == ["__init__.py"], "every module of replication is in a room"
+    bad = []
+    for room in REPLICATION_ROOMS:
+        below = set(REPLICATION_ROOMS[: REPLICATION_ROOMS.index(room) + 1])
+        for path in sorted((rep / room).rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text())):
+                names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
+                if isinstance(node, ast.ImportFrom) and node.module:
+                    names = [node.module]
+                for name in names:
+                    if name.startswith("mirrorflow.replication.") and name.split(".")[2] not in below:
+                        bad.append(f"{path.relative_to(PKG.parent)}:{node.lineno} ({room}) imports {name}")
+    assert not bad, "\n".join(bad)
+
+
 def _module_imports(root: Path) -> dict[str, dict[str, int]]:
     """module -> {imported module of the same packages: line}, for every import in the file,
     those inside functions included. `from P import x` names the submodule P.x when there is one,

@@ -8,7 +8,7 @@ import pytest
 from mirrorflow.config import parse
 from mirrorflow.config.mm2_import import convert
 from mirrorflow.errors import ConfigError
-from mirrorflow.replication.reader import BatchLimits
+from mirrorflow.replication.task.reader import BatchLimits
 from mirrorflow.state.lease import LeaseRecord
 from mirrorflow.state.names import (
     lease_topic,

@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 
 from mirrorflow.errors import ConfigError
-from mirrorflow.replication.planner import PartitionInput, Plan, parse_initial_position, plan_units
+from mirrorflow.replication.plan.planner import PartitionInput, Plan, parse_initial_position, plan_units
 from mirrorflow.state.records import Progress
 
 

@@ -8,7 +8,7 @@ import pytest
 
 from mirrorflow.config import parse
 from mirrorflow.errors import MirrorflowError
-from mirrorflow.replication.runner import run_dir
+from mirrorflow.replication.run.runner import run_dir
 
 FLOW = parse({"clusters": {"A": {"bootstrap.servers": "a:1"}, "B": {"bootstrap.servers": "b:1"}},
               "flows": {"A->B": {}}}).flow("A->B")

@@ -3,7 +3,7 @@ that end could not be read."""
 
 from __future__ import annotations
 
-from mirrorflow.replication.run_report import build_report
+from mirrorflow.replication.run.run_report import build_report
 from mirrorflow.state.run_log import RunRecord
 
 PLAN = [
@@ -65,7 +65,7 @@ def test_the_lag_counts_every_offset_owned_and_not_copied_holes_included():
     """A partial unit's copy ends at 98 with the partition planned to 3,000: the lag is 2,902 (and
     the source's growth since), not the end minus the highest copied offset; a note says where the
     next run continues."""
-    from mirrorflow.replication.run_report import build_report
+    from mirrorflow.replication.run.run_report import build_report
 
     summary = [{"topic": "t", "partition": 0, "target_topic": "A.t", "start": 0, "uncopied": 3_000,
                 "planned_end": 3_000}]

@@ -9,9 +9,9 @@ import pytest
 
 from mirrorflow.config import parse
 from mirrorflow.errors import ConfigError, MirrorflowError
-from mirrorflow.replication.connect_server import CONNECT_CLASS, server_command
-from mirrorflow.replication.spark import local_slots, spark_tasks
-from mirrorflow.replication.spark_connect import (
+from mirrorflow.replication.executors.connect_server import CONNECT_CLASS, server_command
+from mirrorflow.replication.executors.spark import local_slots, spark_tasks
+from mirrorflow.replication.executors.spark_connect import (
     bump_generation,
     first_line,
     job_tag,
@@ -79,11 +79,11 @@ def test_workers_import_the_package_zip_from_its_bytecode_without_compiling(tmp_
     compiled: list[str] = []
     real = zipimport._compile_source
     monkeypatch.setattr(zipimport, "_compile_source", lambda path, src: compiled.append(path) or real(path, src))
-    importer = zipimport.zipimporter(f"{z.path}/mirrorflow/replication/")  # as the package's __path__ holds it
-    code = importer.get_code("mirrorflow.replication.copier")
+    importer = zipimport.zipimporter(f"{z.path}/mirrorflow/replication/task/")  # as the package's __path__ holds it
+    code = importer.get_code("mirrorflow.replication.task.copier")
     assert compiled == [] and "PartitionCopy" in code.co_names
-    assert code.co_filename == "mirrorflow/replication/copier.py"  # tracebacks name the source
-    assert "class PartitionCopy" in importer.get_source("mirrorflow.replication.copier")  # and show its lines
+    assert code.co_filename == "mirrorflow/replication/task/copier.py"  # tracebacks name the source
+    assert "class PartitionCopy" in importer.get_source("mirrorflow.replication.task.copier")  # and show its lines
     # bytecode of another Python version is skipped: the source is compiled as before
     bad = tmp_path / "other.zip"
     with zipfile.ZipFile(z.path) as src, zipfile.ZipFile(bad, "w") as dst:
@@ -98,7 +98,7 @@ def test_workers_import_the_package_zip_from_its_bytecode_without_compiling(tmp_
 def test_the_real_package_zip_holds_the_copier(tmp_path):
     z = package_zip(tmp_path)
     names = zipfile.ZipFile(z.path).namelist()
-    assert "mirrorflow/replication/copier.py" in names and "mirrorflow/replication/spark_connect.py" in names
+    assert "mirrorflow/replication/task/copier.py" in names and "mirrorflow/replication/executors/spark_connect.py" in names
 
 
 def test_session_id_is_stable_per_server_package_and_generation(tmp_path):

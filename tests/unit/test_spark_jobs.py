@@ -1,5 +1,5 @@
 """spark_jobs/ holds the Spark application the DAGs and the CLI submit; a wheel installed without
-the repository submits the package's own module (mirrorflow.replication.spark.job_path)."""
+the repository submits the package's own module (mirrorflow.replication.executors.spark.job_path)."""
 from __future__ import annotations
 
 import subprocess
@@ -8,8 +8,8 @@ from pathlib import Path
 
 import yaml
 
-from mirrorflow.replication import spark
-from mirrorflow.replication.spark import PACKAGED_JOB, job_path
+from mirrorflow.replication.executors import spark
+from mirrorflow.replication.executors.spark import PACKAGED_JOB, job_path
 
 ROOT = Path(__file__).resolve().parents[2]
 APP = ROOT / "spark_jobs" / "mirrorflow_copy.py"

@@ -4,7 +4,7 @@ from __future__ import annotations
 import zipfile
 
 from mirrorflow.config import parse
-from mirrorflow.replication.spark import JOB_PATH, spark_env, submit_command
+from mirrorflow.replication.executors.spark import JOB_PATH, spark_env, submit_command
 
 
 def cfg(master):
@@ -25,7 +25,7 @@ def test_cluster_master_ships_the_core_package(tmp_path):
     cmd = submit_command(cfg("spark://master:7077"), tmp_path / "plan.json")
     z = cmd[cmd.index("--py-files") + 1]
     names = zipfile.ZipFile(z).namelist()
-    assert "mirrorflow/__init__.py" in names and "mirrorflow/replication/copier.py" in names
+    assert "mirrorflow/__init__.py" in names and "mirrorflow/replication/task/copier.py" in names
     assert not any("__pycache__" in n for n in names)
 
 

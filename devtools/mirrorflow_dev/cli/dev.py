@@ -157,7 +157,7 @@ def dev_ports(cfg: config_mod.Config | None) -> dict[str, int]:
 
 def dev_spark_port(cfg: config_mod.Config | None) -> int | None:
     """The local Connect server takes the port of the config's spark.remote when it is on this machine."""
-    from mirrorflow.replication.spark_connect import remote_address
+    from mirrorflow.replication.executors.spark_connect import remote_address
 
     if cfg is None or not cfg.spark.remote:
         return None

@@ -61,7 +61,7 @@ def records_bar(args: argparse.Namespace, cfg: Config, flow: FlowConfig) -> Iter
         TimeRemainingColumn,
     )
 
-    from mirrorflow.replication.run_progress import ProgressPoller
+    from mirrorflow.replication.run.run_progress import ProgressPoller
 
     console = Console(stderr=True)
     columns = (

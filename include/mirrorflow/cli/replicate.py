@@ -2,7 +2,7 @@
 
 `--continuous` takes --topics and --dry-run as a one-shot run does; a flag that cannot apply is
 refused with one error before anything runs (--seconds without --continuous, --once with it,
---max-records-per-partition with it: replication.continuous.check_options)."""
+--max-records-per-partition with it: replication.run.continuous.check_options)."""
 
 from __future__ import annotations
 
@@ -44,8 +44,8 @@ def _args(p: argparse.ArgumentParser) -> None:
 @command("replicate", "copy new records of a flow once: plan -> copy (Spark) -> report", _args)
 def _replicate(args: argparse.Namespace) -> int:
     from mirrorflow.cli.progress import records_bar
-    from mirrorflow.replication.continuous import check_options
-    from mirrorflow.replication.runner import RunOptions, run_continuous, run_once
+    from mirrorflow.replication.run.continuous import check_options
+    from mirrorflow.replication.run.runner import RunOptions, run_continuous, run_once
 
     if args.continuous and args.once:
         raise ConfigError([("--once", "one run or a continuous run: give --once or --continuous, not both")])

@@ -8,7 +8,7 @@ the page's HTML is `mirrorflow_airflow.status_html`), `acls/` (the ACLs a flow's
 and the applications' after a failover). Here: the registry of every operation (`registry`: its CLI
 module, history kinds, DAG kind and status-page link, which the doors read), pause/resume/stop
 (`flow_control`), backfill (`backfill`) and reseed (`reseed`). Their pure parts that the layers below own stay there
-(`replication.planner`, `replication.backfill_plan`, `state.state_writer.write_partition_state`).
+(`replication.plan.planner`, `replication.plan.backfill_plan`, `state.state_writer.write_partition_state`).
 May import: every core package below it (`errors`, `process`, `reporting`, `config`, `mm2`,
 `kafka`, `clients`, `state`, `replication`, `metadata`, `groups`). Inside `ops`, `dr` may import
 `verify`; the modules here may import every room; no room imports these modules or `dr`

@@ -15,7 +15,7 @@ translate`, checkpoints and group sync stay exact for groups in either range.
 Ranges retention already removed from the source are reported as gaps (not errors) and are not
 written to the state, so a second identical backfill copies nothing and reports the same gaps.
 
-The plan (WHEN bounds, the ledger subtracted, gaps, units) is `replication.backfill_plan`.
+The plan (WHEN bounds, the ledger subtracted, gaps, units) is `replication.plan.backfill_plan`.
 """
 
 from __future__ import annotations
@@ -27,12 +27,12 @@ from typing import Any
 
 from mirrorflow.clients import FlowClients
 from mirrorflow.config import Config, FlowConfig
-from mirrorflow.replication.backfill_plan import BackfillPartition, When, topic_pattern
-from mirrorflow.replication.planner import Plan
-from mirrorflow.replication.run import ReplicationRun, RunSkipped
-from mirrorflow.replication.run_options import RunOptions
-from mirrorflow.replication.run_report import RunReport
-from mirrorflow.replication.scratch import Scratch
+from mirrorflow.replication.plan.backfill_plan import BackfillPartition, When, topic_pattern
+from mirrorflow.replication.plan.planner import Plan
+from mirrorflow.replication.plan.run_options import RunOptions
+from mirrorflow.replication.run.run import ReplicationRun, RunSkipped
+from mirrorflow.replication.run.run_report import RunReport
+from mirrorflow.replication.run.scratch import Scratch
 from mirrorflow.reporting import Report
 
 
@@ -140,7 +140,7 @@ def backfill(
     on_plan: Callable[[Plan], None] | None = None,
 ) -> BackfillReport:
     """Plan and (unless `dry_run`) copy [start, end) of every partition of the flow minus its ledger,
-    as a backfill run (replication.run.ReplicationRun). Bad WHEN values or regex: one ConfigError
+    as a backfill run (replication.run.run.ReplicationRun). Bad WHEN values or regex: one ConfigError
     before any cluster is asked."""
     lo, hi = When.parse(start, "--from"), When.parse(end, "--to")
     topic_pattern(topics)

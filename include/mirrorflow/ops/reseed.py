@@ -23,7 +23,7 @@ from mirrorflow.clients import FlowClients
 from mirrorflow.errors import TopicError
 from mirrorflow.kafka.topic_admin import list_offsets, topic_ids
 from mirrorflow.mm2.filters import FlowFilters
-from mirrorflow.replication.planner import source_offsets
+from mirrorflow.replication.plan.planner import source_offsets
 from mirrorflow.state.history import record_operation
 from mirrorflow.state.lease import local_owner, whoami
 from mirrorflow.state.names import offset_map_topic, progress_topic

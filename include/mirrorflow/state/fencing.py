@@ -196,7 +196,7 @@ def fence_copies(clients: FlowClients, keys: Iterable[Key]) -> int:
     """Fence every copy of the flow (a run taken over, state.lease): init_transactions with each
     transactional id that may copy `keys` (`copy_ids`), so its open transaction is aborted and none
     of its later commits can succeed (a copy that starts later first checks its run still holds
-    the lease: replication.task_producer). Only with exactly-once (idempotent producers cannot be
+    the lease: replication.task.task_producer). Only with exactly-once (idempotent producers cannot be
     fenced). Returns how many source partitions are covered; StateError naming the id when one
     cannot be fenced (the take-over must not go on unsure)."""
     todo = sorted(set(keys))

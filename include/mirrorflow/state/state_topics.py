@@ -71,7 +71,7 @@ def parse_key(key: bytes | None) -> tuple[str, int] | None:
 
 
 def anchor_key(topic: str, partition: int) -> bytes:
-    """The key of a source partition's ANCHOR in the progress topic (replication.anchors): the
+    """The key of a source partition's ANCHOR in the progress topic (replication.task.anchors): the
     progress of a partition with nothing copied yet, which a copy's own progress always overrides.
     It lives in the partition of `state_key` (written there explicitly), so a unit's read finds
     both; readers that do not know it skip it (it names no top-level topic and partition)."""

@@ -50,7 +50,7 @@ class StateWriter:
         )
 
     def write_anchor(self, producer: Any, progress: Progress, on_delivery: Any = None) -> None:
-        """A partition's anchor (replication.anchors): its progress under the anchor key, in the
+        """A partition's anchor (replication.task.anchors): its progress under the anchor key, in the
         partition its progress key lives in."""
         producer.produce(
             self._progress_topic,

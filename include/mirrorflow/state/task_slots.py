@@ -1,7 +1,7 @@
 """Copy task slots: which transactional producer commits which source partitions, and since when.
 
 A copy task commits the batches of many source partitions in one transaction with ONE transactional
-producer (replication.task_producer), as MirrorMaker 2's exactly-once task does. Exactly-once needs
+producer (replication.task.task_producer), as MirrorMaker 2's exactly-once task does. Exactly-once needs
 every attempt at a partition, in every run, to use the same transactional.id (a newer attempt's
 init_transactions then fences every older one), so the partitions are dealt onto `tasks.max` task
 SLOTS by a stable rule, MM2's: the flow's source partitions sorted by (topic, partition), dealt
@@ -48,7 +48,7 @@ LAYOUT_KEY = b'{"tasks":"layout"}'
 
 
 def claim_key(slot: int) -> bytes:
-    """The key of a slot's claim record (replication.task_producer): who established its epoch last."""
+    """The key of a slot's claim record (replication.task.task_producer): who established its epoch last."""
     return json.dumps({"tasks": "claim", "slot": slot}, sort_keys=True, separators=(",", ":")).encode()
 
 

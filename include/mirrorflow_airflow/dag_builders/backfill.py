@@ -1,7 +1,7 @@
 """Backfill DAGs: one per enabled flow, `mirrorflow_backfill__<flow.id>`, manual trigger only.
 
 Copies a historical source range the flow has not copied yet -- e.g. the history of a flow that
-started at `initial.position: latest` -- with the same run object (replication.run), copier,
+started at `initial.position: latest` -- with the same run object (replication.run.run), copier,
 transactions, offset map and ledger as the replicate DAG, under the flow's lease (while a replicate
 run holds it, the backfill run ends skipped and says who holds it). A paused or stopped flow skips
 it with the reason. The same two shapes as the replicate DAG:
@@ -9,7 +9,7 @@ it with the reason. The same two shapes as the replicate DAG:
 * `spark.remote`: ONE task, `backfill`, runs the whole backfill as `mirrorflow backfill` does
   (ops.backfill: plan, copy on the Spark Connect server, report, release);
 * without it: `plan` resolves From/To per source partition, subtracts what the flow's ledger
-  already holds and hands the plan on in XCom (never secrets; replication.handoff); `copy` is
+  already holds and hands the plan on in XCom (never secrets; replication.executors.handoff); `copy` is
   `spark-submit` of the same job as the replicate DAG (skipped when there is nothing to copy, or in
   a dry run); `report` reads the units' results from the target by run id (no shared disk) and
   releases the lease.
@@ -37,10 +37,10 @@ from mirrorflow.clients import FlowClients
 from mirrorflow.config import Config, FlowConfig
 from mirrorflow.errors import MirrorflowError
 from mirrorflow.ops.backfill import BackfillReport, apply_results, carry_out_backfill
-from mirrorflow.replication.backfill_plan import WHEN_HELP, WHEN_PATTERN, When, partitions_of
-from mirrorflow.replication.run import ReplicationRun
-from mirrorflow.replication.run_options import RunOptions
-from mirrorflow.replication.scratch import Scratch
+from mirrorflow.replication.plan.backfill_plan import WHEN_HELP, WHEN_PATTERN, When, partitions_of
+from mirrorflow.replication.plan.run_options import RunOptions
+from mirrorflow.replication.run.run import ReplicationRun
+from mirrorflow.replication.run.scratch import Scratch
 from mirrorflow_airflow import params as P
 from mirrorflow_airflow.assets import emit_copied
 from mirrorflow_airflow.common import flow_dag, flow_dag_id, flow_dags, log_report, task_config_path

@@ -1,6 +1,6 @@
 """Replicate DAGs: one per enabled flow, `mirrorflow_replicate__<flow.id>`.
 
-Each task is a shell over the run object, `mirrorflow.replication.run.ReplicationRun`, which the CLI
+Each task is a shell over the run object, `mirrorflow.replication.run.run.ReplicationRun`, which the CLI
 runs in one process; the shells add what is Airflow's: Params, XCom, skipped or failed, waits on the
 triggerer, Asset events, lineage, the RPO check, metrics. Two shapes, by where the copy runs:
 
@@ -11,14 +11,14 @@ triggerer, Asset events, lineage, the RPO check, metrics. Two shapes, by where t
   * `plan`: begin and plan; the plan (flow name, config path, units, the lease's owner, a run id --
     never secrets) goes on compressed in XCom, with a summary;
   * `copy`: writes the plan to a private scratch file of its own and runs `spark-submit --files PLAN
-    .../mirrorflow/replication/spark_job.py PLAN` through the `spark_default` connection (e.g.
+    .../mirrorflow/replication/executors/spark_job.py PLAN` through the `spark_default` connection (e.g.
     AIRFLOW_CONN_SPARK_DEFAULT='{"conn_type": "spark", "host": "local[*]"}'); the driver (any host,
     also --deploy-mode cluster) writes the units' results to the target under the run id. The task
     fails clearly when the connection is missing (the provider would silently use yarn). Skipped
     when there is nothing to copy;
   * `report`: reads the results by run id from the target (a planned unit without one fails the
     task, naming it) and releases the lease (a failed copy releases it too).
-  No task reads a file another task wrote (replication.handoff), so each may run on its own machine
+  No task reads a file another task wrote (replication.executors.handoff), so each may run on its own machine
   or pod (Celery, Kubernetes executors).
 
 Either way: the flow's lease makes one run of a flow at a time (while a CLI run or another
@@ -31,7 +31,7 @@ topic written (the copied offsets in its extra, mirrorflow_airflow.assets), Open
 topics copied, and the flow's RPO checked after the copy. All replication state lives on the target
 cluster. `max_active_runs=1`; the schedule is the flow's `schedule` property.
 
-`schedule: "@continuous"` makes each run a continuous run (`mirrorflow.replication.continuous`):
+`schedule: "@continuous"` makes each run a continuous run (`mirrorflow.replication.run.continuous`):
 the plan holds every partition without an end, the copy job keeps copying micro-batches until
 `continuous.run.seconds` (or the flow is paused/stopped, read every
 `continuous.state.check.seconds`), and Airflow starts the next run as soon as one ends; the lease
@@ -55,12 +55,12 @@ from mirrorflow.clients import FlowClients
 from mirrorflow.config import Config, FlowConfig
 from mirrorflow.errors import MirrorflowError
 from mirrorflow.ops.observe.metrics import run_samples, source_samples
-from mirrorflow.replication.backfill_plan import When
-from mirrorflow.replication.continuous import is_continuous
-from mirrorflow.replication.run import ReplicationRun
-from mirrorflow.replication.run_options import RunOptions
-from mirrorflow.replication.run_report import RunReport
-from mirrorflow.replication.scratch import Scratch
+from mirrorflow.replication.plan.backfill_plan import When
+from mirrorflow.replication.plan.run_options import RunOptions
+from mirrorflow.replication.run.continuous import is_continuous
+from mirrorflow.replication.run.run import ReplicationRun
+from mirrorflow.replication.run.run_report import RunReport
+from mirrorflow.replication.run.scratch import Scratch
 from mirrorflow_airflow.assets import emit_copied
 from mirrorflow_airflow.common import (
     emit_samples,

@@ -10,9 +10,9 @@ from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOpe
 from airflow.sdk import BaseHook
 from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 
-from mirrorflow.replication.handoff import decode_plan, write_plan_file
-from mirrorflow.replication.scratch import Scratch
-from mirrorflow.replication.spark import CONNECT_CLIENT_VARS, build_pyfiles_zip, is_local_master, lease_kept
+from mirrorflow.replication.executors.handoff import decode_plan, write_plan_file
+from mirrorflow.replication.executors.spark import CONNECT_CLIENT_VARS, build_pyfiles_zip, is_local_master, lease_kept
+from mirrorflow.replication.run.scratch import Scratch
 from mirrorflow_airflow.lineage import report_plan_lineage
 
 SPARK_CONN_ID = "spark_default"
@@ -23,8 +23,8 @@ class MirrorflowSparkSubmitOperator(SparkSubmitOperator):
     submit to yarn), skips when the plan of task `plan_task_id` has no units, and ships
     include/mirrorflow as --py-files to non-local masters.
 
-    The plan comes from the plan task's XCom (replication.handoff), never from a file another task
-    wrote: it is written to a scratch directory private to this task (replication.scratch: under
+    The plan comes from the plan task's XCom (replication.executors.handoff), never from a file another task
+    wrote: it is written to a scratch directory private to this task (replication.run.scratch: under
     $MIRRORFLOW_RUN_DIR if set; removed afterwards unless MIRRORFLOW_KEEP_RUNS) and
     handed to spark-submit as `--files PLAN` and the job's argument, so a driver on another host
     (--deploy-mode cluster) gets it too. The driver writes the results to the target cluster.

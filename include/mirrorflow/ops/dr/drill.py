@@ -46,7 +46,7 @@ from mirrorflow.ops.dr.client_switch import ClientSwitchError, SwitchReport, run
 from mirrorflow.ops.dr.failover_plan import FailoverPlan
 from mirrorflow.ops.dr.failover_preflight import plan_failover
 from mirrorflow.ops.verify.verify import VerifyReport, verify_flow
-from mirrorflow.replication.backfill_plan import WHEN_HELP, When
+from mirrorflow.replication.plan.backfill_plan import WHEN_HELP, When
 from mirrorflow.reporting import Report
 from mirrorflow.state.flow_state import flow_state, read_control, write_control
 from mirrorflow.state.history import record_operation

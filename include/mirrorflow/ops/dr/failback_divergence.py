@@ -24,7 +24,7 @@ from mirrorflow.clients import FlowClients
 from mirrorflow.errors import MirrorflowError
 from mirrorflow.ops.dr.failback_plan import Divergence, Key
 from mirrorflow.ops.dr.failover_record import offsets
-from mirrorflow.replication.planner import source_offsets, source_partitions
+from mirrorflow.replication.plan.planner import source_offsets, source_partitions
 from mirrorflow.state.offset_map import merge_ranges, subtract_ranges
 from mirrorflow.state.store import StateStore
 

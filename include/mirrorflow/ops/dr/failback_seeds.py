@@ -41,7 +41,7 @@ from mirrorflow.kafka.topic_admin import compacted_topics, list_offsets, topic_i
 from mirrorflow.mm2.filters import FlowFilters
 from mirrorflow.ops.dr.failback_plan import Inverse, Key, Loss, Seed
 from mirrorflow.ops.dr.failover_record import offsets
-from mirrorflow.replication.planner import source_offsets, source_partitions
+from mirrorflow.replication.plan.planner import source_offsets, source_partitions
 from mirrorflow.state.fencing import ABORTED_VALUE
 from mirrorflow.state.flow_state import read_control
 from mirrorflow.state.offset_map import PartitionMap, Run, merge_ranges, subtract_ranges

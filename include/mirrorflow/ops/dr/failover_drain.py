@@ -11,7 +11,7 @@ from mirrorflow.errors import MirrorflowError
 from mirrorflow.groups.checkpoint import emit_checkpoints
 from mirrorflow.metadata.sync import sync_flow
 from mirrorflow.ops.dr.failover_report import FailoverReport
-from mirrorflow.replication.runner import run_once
+from mirrorflow.replication.run.runner import run_once
 
 
 def drain_refusal(flow: str, runs: int, lags: Mapping[tuple[str, int], int], max_lag: int | None) -> str | None:

@@ -27,7 +27,7 @@ from mirrorflow.ops.dr.failover_record import done_note, failed_over, moved_grou
 from mirrorflow.ops.dr.failover_report import FailoverReport
 from mirrorflow.ops.dr.lease_takeover import held_by, take_over_flow
 from mirrorflow.ops.verify.verify import verify_flow
-from mirrorflow.replication.planner import source_partitions
+from mirrorflow.replication.plan.planner import source_partitions
 from mirrorflow.schemas.replicate import has_registries, missing_schemas
 from mirrorflow.state.lease import whoami
 from mirrorflow.state.store import StateStore

@@ -37,7 +37,7 @@ from mirrorflow.kafka.log_reader import read_partition
 from mirrorflow.kafka.topic_admin import list_offsets, topic_ids
 from mirrorflow.mm2.connect_offsets import STRIMZI_OFFSETS_TOPIC, decode_source_offset, dedicated_offsets_topic
 from mirrorflow.mm2.formats import FormatError, Heartbeat
-from mirrorflow.replication.planner import source_offsets, source_partitions
+from mirrorflow.replication.plan.planner import source_offsets, source_partitions
 from mirrorflow.reporting import Report
 from mirrorflow.state.flow_state import write_control
 from mirrorflow.state.history import record_operation

@@ -20,7 +20,7 @@ from mirrorflow.errors import MirrorflowError
 from mirrorflow.kafka.topic_admin import list_offsets, topic_ids
 from mirrorflow.mm2.filters import FlowFilters
 from mirrorflow.ops.observe.rpo import RpoVerdict, measure, objective_s
-from mirrorflow.replication.planner import PartitionInput, identity_problem, source_offsets, stopped_message
+from mirrorflow.replication.plan.planner import PartitionInput, identity_problem, source_offsets, stopped_message
 from mirrorflow.reporting import as_dict
 from mirrorflow.state.flow_state import flow_state, read_controls
 from mirrorflow.state.lease import current_holder

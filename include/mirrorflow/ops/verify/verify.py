@@ -37,7 +37,7 @@ from mirrorflow.ops.verify.verified_marks import mark_problem, next_mark
 from mirrorflow.ops.verify.verify_reads import LATEST, Key, RecordReader, VerifyInputs, read_inputs
 from mirrorflow.ops.verify.verify_report import PartitionVerify, VerifyReport, exit_code
 from mirrorflow.ops.verify.verify_walk import Sides, clip, walk_partition
-from mirrorflow.replication.backfill_plan import When, topic_pattern
+from mirrorflow.replication.plan.backfill_plan import When, topic_pattern
 from mirrorflow.reporting import iso
 from mirrorflow.state.offset_map import PartitionMap, subtract_ranges
 from mirrorflow.state.records import Progress, VerifiedMark

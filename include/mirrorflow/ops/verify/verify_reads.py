@@ -16,8 +16,8 @@ from mirrorflow.kafka.log_reader import LogReader
 from mirrorflow.kafka.topic_admin import compacted_topics, list_offsets, topic_ids
 from mirrorflow.mm2.filters import FlowFilters
 from mirrorflow.ops.verify.verify_walk import Rec
-from mirrorflow.replication.backfill_plan import When
-from mirrorflow.replication.planner import source_offsets, source_partitions
+from mirrorflow.replication.plan.backfill_plan import When
+from mirrorflow.replication.plan.planner import source_offsets, source_partitions
 from mirrorflow.state.flow_state import read_control
 from mirrorflow.state.names import VERIFY, reader_group
 from mirrorflow.state.offset_map import PartitionMap

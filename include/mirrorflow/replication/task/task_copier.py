@@ -1,7 +1,7 @@
 """Copy one task: its partitions read in lanes, many partitions' batches committed in one transaction.
 
 A copy task holds the partitions of one task slot (state.task_slots) and copies them with the
-slot's ONE transactional producer (replication.task_producer), as MirrorMaker 2's exactly-once
+slot's ONE transactional producer (replication.task.task_producer), as MirrorMaker 2's exactly-once
 task does. After establishing its epoch (older attempts fenced) it re-reads the committed progress
 of all its partitions at once (read_committed: the plan is advisory) and copies what their ledgers
 do not cover yet, in ROUNDS: each round is one transaction holding a batch of every partition that
@@ -16,7 +16,7 @@ per task per interval covering every partition that had new records.
 Fencing: a fenced producer stops the task (every partition it had not finished ends `fenced`),
 except when the producer came from the cache and was found fenced while establishing its epoch --
 its epoch predates another producer's of the slot: the task re-initialises (fencing that one) unless
-it is the zombie (replication.task_succession), at most twice. A fenced error is never a failure of
+it is the zombie (replication.task.task_succession), at most twice. A fenced error is never a failure of
 the run by itself; a run that lost the flow's lease writes nothing more (task_succession).
 
 Broker outages are ridden through up to `broker.outage.max.seconds`: the producer goes, a new one
@@ -50,15 +50,15 @@ from mirrorflow.errors import (
 from mirrorflow.kafka.connection import kafka_error, warm_topics
 from mirrorflow.kafka.retry import Outage, is_fenced, outage_failure, transient
 from mirrorflow.kafka.topic_admin import list_offsets
-from mirrorflow.replication.budget import CopyBudget
-from mirrorflow.replication.copier import PartitionCopy, UnitResult, anchor_all, reading_at_once, u_where
-from mirrorflow.replication.copy_transaction import Claim, CopyTransaction
-from mirrorflow.replication.faults import Faults
-from mirrorflow.replication.follow import following
-from mirrorflow.replication.planner import Unit, stopped_message
-from mirrorflow.replication.reader import BatchLimits, consumer_required, outage_bound_s
-from mirrorflow.replication.task_attempt import ONE_SHOT, TaskAttempt
-from mirrorflow.replication.task_producer import (
+from mirrorflow.replication.plan.planner import Unit, stopped_message
+from mirrorflow.replication.task.budget import CopyBudget
+from mirrorflow.replication.task.copier import PartitionCopy, UnitResult, anchor_all, reading_at_once, u_where
+from mirrorflow.replication.task.copy_transaction import Claim, CopyTransaction
+from mirrorflow.replication.task.faults import Faults
+from mirrorflow.replication.task.follow import following
+from mirrorflow.replication.task.reader import BatchLimits, consumer_required, outage_bound_s
+from mirrorflow.replication.task.task_attempt import ONE_SHOT, TaskAttempt
+from mirrorflow.replication.task.task_producer import (
     CACHE,
     LANES,
     SlotProducer,
@@ -66,9 +66,9 @@ from mirrorflow.replication.task_producer import (
     producer_required,
     target_limits,
 )
-from mirrorflow.replication.task_rounds import Lane, Round
-from mirrorflow.replication.task_succession import TaskSuccession
-from mirrorflow.replication.transaction_writer import TransactionWriter
+from mirrorflow.replication.task.task_rounds import Lane, Round
+from mirrorflow.replication.task.task_succession import TaskSuccession
+from mirrorflow.replication.task.transaction_writer import TransactionWriter
 from mirrorflow.state.fencing import state_parts
 from mirrorflow.state.names import COPIER, offset_map_topic, progress_topic, reader_group
 from mirrorflow.state.records import Progress
@@ -413,11 +413,11 @@ def copy_task(
     how: TaskAttempt = ONE_SHOT,
 ) -> list[UnitResult]:
     """Copy a task's units (all of task slot `slot` of `layout`): the fresh partitions with nothing
-    to copy are anchored at once (replication.anchors), the others copied by one TaskCopier. Results
+    to copy are anchored at once (replication.task.anchors), the others copied by one TaskCopier. Results
     come in the units' order."""
     units = list(units)
     results: list[UnitResult | None] = [None] * len(units)
-    if how.follow is None:  # units that only anchor a fresh partition: all at once (replication.anchors)
+    if how.follow is None:  # units that only anchor a fresh partition: all at once (replication.task.anchors)
         anchor_all(clients, units, results)
     rest = [i for i, r in enumerate(results) if r is None]
     if rest:
@@ -465,7 +465,7 @@ def copy_together(
     attempt: int = 0,
 ) -> list[dict[str, Any]]:
     """Several planned tasks (`rows`: (index, units)) copied at once by one process, a thread each
-    (a Spark task that copies more than one: replication.spark.spark_tasks). Together they take
+    (a Spark task that copies more than one: replication.executors.spark.spark_tasks). Together they take
     what one task alone would: `task.partitions.in.flight` lanes, split between them, and the
     process's memory budget, split over all their busy lanes. While one waits on the brokers (its
     producer's epoch, a commit) the others copy."""

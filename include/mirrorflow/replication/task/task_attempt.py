@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from mirrorflow.replication.faults import NO_FAULTS, Faults
-from mirrorflow.replication.reader import Follow
+from mirrorflow.replication.task.faults import NO_FAULTS, Faults
+from mirrorflow.replication.task.reader import Follow
 
 
 @dataclass(frozen=True)

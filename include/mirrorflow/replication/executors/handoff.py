@@ -24,7 +24,7 @@ from typing import Any
 
 from mirrorflow.clients import FlowClients
 from mirrorflow.errors import MirrorflowError
-from mirrorflow.replication.reader import OPEN_END
+from mirrorflow.replication.task.reader import OPEN_END
 from mirrorflow.state import run_results
 
 PLAN_PREFIX = "mfplan1:"  # zlib + base64 of the plan's JSON

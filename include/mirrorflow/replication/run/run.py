@@ -1,18 +1,18 @@
 """One replicate run of a flow, in one place: its steps, whoever runs them.
 
 A run is of one KIND: `once` (the flow's new records: `mirrorflow replicate`, a scheduled DAG run),
-`continuous` (every partition until a deadline, replication.continuous), `interval` (the records of
+`continuous` (every partition until a deadline, replication.run.continuous), `interval` (the records of
 an Airflow backfill run's data interval) or `backfill` (a historical range, ops.backfill). Its steps:
 
 1. `begin`: wait for both clusters (a broker restarting as the run starts is waited for, not
    failed), read the flow's state (paused or stopped: the run is skipped, with the reason), take
    the flow's lease (state.lease; a DAG's run of `airflow backfill create` waits for it on the
    triggerer, polling state.run_lease.blocking_holder);
-2. `make_plan`: what to copy, as a plan (replication.planner), handed on as `handoff()`: the plan's
-   one encoding (replication.handoff), with the run's id and the lease's owner -- never secrets;
-3. `copy`: the plan's tasks in a copy mode (replication.copy_modes: spark-submit, an in-process
+2. `make_plan`: what to copy, as a plan (replication.plan.planner), handed on as `handoff()`: the plan's
+   one encoding (replication.executors.handoff), with the run's id and the lease's owner -- never secrets;
+3. `copy`: the plan's tasks in a copy mode (replication.executors.copy_modes: spark-submit, an in-process
    SparkSession, a Spark Connect server, threads);
-4. `report`: the copy's results against the plan, to the flow's run log (replication.run_report);
+4. `report`: the copy's results against the plan, to the flow's run log (replication.run.run_report);
 5. `release`: the lease freed (a crashed run's lapses after lease.timeout.seconds).
 
 The CLI runs every step in one process (`run`), and so does a replicate or backfill DAG whose copy
@@ -20,7 +20,7 @@ runs on a Spark Connect server (`spark.remote`: the copy happens on the server, 
 task runs `begin`, then `carry_out`). With spark-submit the copy is a Spark application of its own
 and the DAG runs plan, copy and report as three tasks, each maybe on its own machine: the plan task
 hands `handoff()` on in XCom, and the copy and report tasks rebuild the run from it
-(`from_handoff`); the results come back through the target (replication.handoff), never through a
+(`from_handoff`); the results come back through the target (replication.executors.handoff), never through a
 shared disk.
 
 Nothing imports the Spark Connect client (PySpark, pandas, pyarrow: ~0.8 s of CPU) before the plan
@@ -41,20 +41,20 @@ from confluent_kafka.admin import OffsetSpec
 from mirrorflow.clients import FlowClients
 from mirrorflow.config import Config, FlowConfig
 from mirrorflow.errors import MirrorflowError
-from mirrorflow.replication.backfill_plan import BackfillPartition, When, plan_backfill
-from mirrorflow.replication.continuous import check_options, continuous_plan, follow_spec, run_seconds
-from mirrorflow.replication.copy_modes import copy_plan
-from mirrorflow.replication.handoff import (
+from mirrorflow.replication.executors.copy_modes import copy_plan
+from mirrorflow.replication.executors.handoff import (
     collect_results,
     decode_plan,
     encode_plan,
     new_run_id,
     write_plan_file,
 )
-from mirrorflow.replication.planner import Plan, make_plan, source_offsets, wait_for_clusters
-from mirrorflow.replication.run_options import RunOptions
-from mirrorflow.replication.run_report import RunReport, build_report
-from mirrorflow.replication.scratch import Scratch
+from mirrorflow.replication.plan.backfill_plan import BackfillPartition, When, plan_backfill
+from mirrorflow.replication.plan.planner import Plan, make_plan, source_offsets, wait_for_clusters
+from mirrorflow.replication.plan.run_options import RunOptions
+from mirrorflow.replication.run.continuous import check_options, continuous_plan, follow_spec, run_seconds
+from mirrorflow.replication.run.run_report import RunReport, build_report
+from mirrorflow.replication.run.scratch import Scratch
 from mirrorflow.state import run_log
 from mirrorflow.state.flow_state import flow_state, read_controls
 from mirrorflow.state.lease import FlowLease, local_owner

@@ -76,7 +76,7 @@ class Unit:
     log_start: int = 0  # source log start at planning time (start < log_start: offsets were lost)
     topic_id: str = ""  # the topics' IDs when planned: the copy refuses state written for others
     target_topic_id: str = ""
-    # a backfill unit (replication.backfill_plan) copies [start, end) minus the ledger wherever the
+    # a backfill unit (replication.plan.backfill_plan) copies [start, end) minus the ledger wherever the
     # progress stands; a normal unit copies from the committed progress onwards
     backfill: bool = False
 

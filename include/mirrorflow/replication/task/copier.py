@@ -1,6 +1,6 @@
 """Copying a task's units: their results, and where each partition's copy stands.
 
-A unit is a planned source range of one partition; a task (one task slot, replication.task_copier)
+A unit is a planned source range of one partition; a task (one task slot, replication.task.task_copier)
 copies all its units with one transactional producer, many partitions per transaction. The plan is
 advisory: once the task has established its producer's epoch (older attempts fenced) it re-reads
 its partitions' committed progress (read_committed) and copies only what the progress's ledger does
@@ -26,14 +26,14 @@ from typing import TYPE_CHECKING, Any
 
 from mirrorflow.clients import FlowClients
 from mirrorflow.errors import MirrorflowError
-from mirrorflow.replication.anchors import is_anchor, write_anchors
-from mirrorflow.replication.planner import Unit
-from mirrorflow.replication.reader import OPEN_END, Batch
+from mirrorflow.replication.plan.planner import Unit
+from mirrorflow.replication.task.anchors import is_anchor, write_anchors
+from mirrorflow.replication.task.reader import OPEN_END, Batch
 from mirrorflow.state.offset_map import merge_ranges, subtract_ranges, uncovered
 from mirrorflow.state.records import Progress
 
 if TYPE_CHECKING:
-    from mirrorflow.replication.transaction_writer import PartBatch
+    from mirrorflow.replication.task.transaction_writer import PartBatch
 
 
 @dataclass
@@ -287,7 +287,7 @@ class PartitionCopy:
 
 
 def anchor_all(clients: FlowClients, units: list[Unit], results: list[UnitResult | None]) -> None:
-    """Anchor the task's fresh partitions with nothing to copy in one batch (replication.anchors)
+    """Anchor the task's fresh partitions with nothing to copy in one batch (replication.task.anchors)
     and fill in their results; a unit whose anchor was not acknowledged keeps no result and runs."""
     todo = [i for i, u in enumerate(units) if is_anchor(u)]
     if not todo:

@@ -47,7 +47,7 @@ from typing import Any
 import mirrorflow
 from mirrorflow.config import Config, config_path
 from mirrorflow.errors import MirrorflowError
-from mirrorflow.replication.spark import _copy_task, lease_kept, spark_env, spark_tasks, task_head
+from mirrorflow.replication.executors.spark import _copy_task, lease_kept, spark_env, spark_tasks, task_head
 
 SESSION_NS = uuid.UUID("6f2f3b4e-93a4-4a63-9d0c-5b3f1c8e0a11")  # namespace of mirrorflow's session ids
 RESULT_SCHEMA = "result string"

@@ -1,6 +1,6 @@
 """A copy task's transaction on its slot producer: every transactional call a copy attempt makes
 (its epoch and claim, begin, flush, commit, abort), in one class with one retry policy and one
-table of timeouts. The writer (replication.transaction_writer) fills the transaction; this decides
+table of timeouts. The writer (replication.task.transaction_writer) fills the transaction; this decides
 what each call's failure means.
 
 The epoch (`establish`, before any progress is read): a new producer's init_transactions fences
@@ -18,7 +18,7 @@ this attempt stopped committing: a zombie never commits after a newer attempt re
 One policy for every call:
 
 * fenced (a newer attempt initialised the slot; the broker's timeout abort bumped the epoch) or any
-  other fatal error: the KafkaException as it is, the task decides (replication.task_copier:
+  other fatal error: the KafkaException as it is, the task decides (replication.task.task_copier:
   re-initialise a cached producer, or stop);
 * abortable (an outage broke the transaction, the producer is fine): `Abortable`, and the task
   goes on from the committed progress with a new producer;
@@ -45,10 +45,10 @@ from mirrorflow.config import FlowConfig
 from mirrorflow.errors import MirrorflowError, TransactionAbortedError
 from mirrorflow.kafka.connection import kafka_error
 from mirrorflow.kafka.retry import Outage, call_timeout_s, describe, is_fenced, retrying
-from mirrorflow.replication.faults import NO_FAULTS, Faults
-from mirrorflow.replication.reader import outage_bound_s
-from mirrorflow.replication.task_producer import Part, SlotProducer
-from mirrorflow.replication.write_failures import Abortable
+from mirrorflow.replication.task.faults import NO_FAULTS, Faults
+from mirrorflow.replication.task.reader import outage_bound_s
+from mirrorflow.replication.task.task_producer import Part, SlotProducer
+from mirrorflow.replication.task.write_failures import Abortable
 from mirrorflow.state.fencing import abort_pending, open_transactions
 from mirrorflow.state.names import progress_topic
 from mirrorflow.state.task_slots import claim_key, key_partition, last_value

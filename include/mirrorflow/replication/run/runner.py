@@ -1,6 +1,6 @@
-"""`mirrorflow replicate` in this process: a one-shot or a continuous run (replication.run does the
+"""`mirrorflow replicate` in this process: a one-shot or a continuous run (replication.run.run does the
 steps). The copy runs in Spark (spark-submit by default, `mode="inprocess"`: a SparkSession here,
-`connect`: a running Spark Connect server) or in threads (`direct`); see replication.copy_modes."""
+`connect`: a running Spark Connect server) or in threads (`direct`); see replication.executors.copy_modes."""
 
 from __future__ import annotations
 
@@ -8,13 +8,13 @@ from collections.abc import Callable
 from pathlib import Path
 
 from mirrorflow.config import Config, FlowConfig
-from mirrorflow.replication.continuous import STOP_FILE, check_options, stop_on_signals
-from mirrorflow.replication.copy_modes import copy_direct
-from mirrorflow.replication.follow import STOP_REQUESTED
-from mirrorflow.replication.run import ReplicationRun
-from mirrorflow.replication.run_options import RunOptions
-from mirrorflow.replication.run_report import RunReport
-from mirrorflow.replication.scratch import Scratch, run_dir
+from mirrorflow.replication.executors.copy_modes import copy_direct
+from mirrorflow.replication.plan.run_options import RunOptions
+from mirrorflow.replication.run.continuous import STOP_FILE, check_options, stop_on_signals
+from mirrorflow.replication.run.run import ReplicationRun
+from mirrorflow.replication.run.run_report import RunReport
+from mirrorflow.replication.run.scratch import Scratch, run_dir
+from mirrorflow.replication.task.follow import STOP_REQUESTED
 from mirrorflow.state.run_lease import take_lease
 
 __all__ = ["RunOptions", "copy_direct", "run_continuous", "run_dir", "run_once", "take_lease"]
@@ -47,7 +47,7 @@ def run_continuous(
     directory: Path | None = None,
     options: RunOptions | None = None,
 ) -> RunReport:
-    """One continuous run (replication.continuous): take the lease, plan every partition (of
+    """One continuous run (replication.run.continuous): take the lease, plan every partition (of
     `options.topics`), copy until the deadline (or a pause, a stop, SIGTERM), report, release the
     lease. A dry run plans and reports what would be copied, copies nothing and ends. A stop
     requested before the run started (SIGTERM) still ends it at once."""

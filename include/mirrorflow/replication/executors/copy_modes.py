@@ -1,6 +1,6 @@
 """How a planned run is copied: spark-submit, an in-process SparkSession, a Spark Connect server, or
 threads of this process (`direct`: no Spark; tests and debugging). Every mode runs the same tasks
-with the same copier (replication.task_copier.copy_planned) and returns one result per planned unit
+with the same copier (replication.task.task_copier.copy_planned) and returns one result per planned unit
 (else a MirrorflowError naming the units without one).
 """
 
@@ -14,12 +14,12 @@ from typing import Any
 from mirrorflow.clients import FlowClients
 from mirrorflow.config import Config, FlowConfig
 from mirrorflow.errors import MirrorflowError
-from mirrorflow.replication.faults import from_env as faults_from_env
-from mirrorflow.replication.handoff import check_results, write_plan_file
-from mirrorflow.replication.spark import copy_in_process_spark, copy_with_spark_submit
-from mirrorflow.replication.spark_connect import copy_with_connect
-from mirrorflow.replication.task_attempt import TaskAttempt
-from mirrorflow.replication.task_copier import copy_planned
+from mirrorflow.replication.executors.handoff import check_results, write_plan_file
+from mirrorflow.replication.executors.spark import copy_in_process_spark, copy_with_spark_submit
+from mirrorflow.replication.executors.spark_connect import copy_with_connect
+from mirrorflow.replication.task.faults import from_env as faults_from_env
+from mirrorflow.replication.task.task_attempt import TaskAttempt
+from mirrorflow.replication.task.task_copier import copy_planned
 
 MODES = ("submit", "inprocess", "connect", "direct")
 
@@ -47,7 +47,7 @@ def copy_plan(
 ) -> list[dict]:
     """Copy a planned run's tasks in `mode`. spark-submit gets the plan as a file in `directory`,
     which it ships to the driver; the driver hands the results back through the target
-    (replication.handoff), as to a DAG's report task. The caller renews the run's lease."""
+    (replication.executors.handoff), as to a DAG's report task. The caller renews the run's lease."""
     cfg, flow = clients.cfg, clients.flow
     if mode == "submit":
         return copy_with_spark_submit(clients, plan, write_plan_file(plan, directory), master, log)

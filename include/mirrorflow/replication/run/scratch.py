@@ -4,7 +4,7 @@ One policy for the CLI and the Airflow copy task: a run's files live under the r
 $MIRRORFLOW_RUN_DIR, else a base private to this user (<tmp>/mirrorflow-runs-<uid>, mode 0700: in a
 shared base another local user could plant a plan or a config for the copy job to read) -- in
 `<base>/<flow id>/<run>`. They are only this process's copy: plan and results travel without a
-shared disk (replication.handoff). They are kept when asked for (an explicit directory,
+shared disk (replication.executors.handoff). They are kept when asked for (an explicit directory,
 $MIRRORFLOW_RUN_DIR, $MIRRORFLOW_KEEP_RUNS) or when the run failed, else removed at its end.
 """
 

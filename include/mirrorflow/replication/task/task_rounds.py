@@ -1,6 +1,6 @@
 """The rounds of a copy task: lanes reading partitions into one open transaction at a time.
 
-A ROUND is one transaction of a task (replication.task_copier): the task opens it, its lanes fill
+A ROUND is one transaction of a task (replication.task.task_copier): the task opens it, its lanes fill
 it, the task commits it. A LANE is one source consumer reading one partition at a time: in a
 round it produces a batch of its partition into the transaction while reading it (the writer's
 `send`), and goes on to its next range or partition while the round has room for it (`Round.room`:
@@ -11,7 +11,7 @@ parks for good. A followed partition (continuous runs) has a lane of its own tha
 round's deadline (`continuous.poll.ms` after it opened).
 
 Failures: a source that fails a partition (MirrorflowError while reading) fails that partition
-alone (its batch is left out when the round is written, replication.transaction_writer); a failure
+alone (its batch is left out when the round is written, replication.task.transaction_writer); a failure
 of the producer (fencing, an outage) fails the round, which the task handles.
 """
 
@@ -25,11 +25,11 @@ from typing import Any
 from mirrorflow.clients import FlowClients
 from mirrorflow.config import FlowConfig
 from mirrorflow.errors import MirrorflowError
-from mirrorflow.replication.copier import PartitionCopy, Range
-from mirrorflow.replication.reader import BatchLimits, Follow, RangeReader, Room
-from mirrorflow.replication.task_producer import LANES
-from mirrorflow.replication.transaction_writer import PartBatch, TransactionWriter, aborted_error
-from mirrorflow.replication.write_failures import Abortable
+from mirrorflow.replication.task.copier import PartitionCopy, Range
+from mirrorflow.replication.task.reader import BatchLimits, Follow, RangeReader, Room
+from mirrorflow.replication.task.task_producer import LANES
+from mirrorflow.replication.task.transaction_writer import PartBatch, TransactionWriter, aborted_error
+from mirrorflow.replication.task.write_failures import Abortable
 
 
 class Round:
@@ -94,7 +94,7 @@ class Lane:
         self, consumer: Any, flow: FlowConfig, limits: BatchLimits, follow: Follow | None = None, key: str = ""
     ) -> None:
         self.consumer, self.flow, self.limits, self.follow = consumer, flow, limits, follow
-        self.key = key  # its ConsumerPool key (replication.task_producer.LANES)
+        self.key = key  # its ConsumerPool key (replication.task.task_producer.LANES)
         self.pc: PartitionCopy | None = None
         self.reader: RangeReader | None = None
         self._reader_unit = -1

@@ -3,7 +3,7 @@
 `spark-submit --files PLAN spark_jobs/mirrorflow_copy.py PLAN` is the default (the master
 comes from the config, `local[*]` unless set; other masters get the package as a --py-files zip).
 spark-submit ships the plan file itself, so a driver on another host (--deploy-mode cluster) reads
-it too; the driver writes the units' results to the target (`replication.handoff`), where the
+it too; the driver writes the units' results to the target (`replication.executors.handoff`), where the
 runner or the DAG's report task reads them by the run's id: no disk is shared. Each task loads the
 config itself and copies its unit with the same copier as every other mode, so secrets never
 travel in the plan: executors resolve `${env:...}` from their own environment.
@@ -36,7 +36,7 @@ PACKAGED_JOB = Path(__file__).with_name("spark_job.py")
 def job_path(package_dir: Path = Path(mirrorflow.__file__).parent) -> Path:
     """The Spark application to submit: spark_jobs/mirrorflow_copy.py of the checkout mirrorflow
     runs from (include/mirrorflow -> spark_jobs/; an editable install, the Docker image), else the
-    package's own replication/spark_job.py, the same main() as a script: a wheel installed without
+    package's own replication/executors/spark_job.py, the same main() as a script: a wheel installed without
     the repository carries no spark_jobs/ (shipping it as a top-level package would put a generic
     `spark_jobs` name into site-packages), and needs none."""
     if package_dir.parent.name == "include":
@@ -68,8 +68,8 @@ def _copy_task(config_path: str | None, head: dict[str, Any]) -> Callable[[Any],
     def task(rows: Any) -> list[dict]:  # runs inside a Spark task: clients are built here
         from mirrorflow import config as config_mod
         from mirrorflow.clients import FlowClients
-        from mirrorflow.replication.faults import from_env as faults_from_env
-        from mirrorflow.replication.task_copier import copy_together
+        from mirrorflow.replication.task.faults import from_env as faults_from_env
+        from mirrorflow.replication.task.task_copier import copy_together
 
         faults = faults_from_env()  # test crash points: read once per task, never on the copy path
         cfg = config_mod.load(config_path)
@@ -156,8 +156,8 @@ def shipped_file(path: str) -> Path:
 
 def copy_from_plan_file(spark: Any, plan_path: str) -> list[dict]:
     """Entry used by spark_job.py: read the plan file, run it, hand the results to the report
-    through the target (replication.handoff): the driver may share no disk with it."""
-    from mirrorflow.replication.handoff import publish_results
+    through the target (replication.executors.handoff): the driver may share no disk with it."""
+    from mirrorflow.replication.executors.handoff import publish_results
 
     t0 = time.time()
     plan = json.loads(shipped_file(plan_path).read_text())
@@ -241,7 +241,7 @@ def copy_with_spark_submit(
 ) -> list[dict]:
     """Run the copy job on `plan_path` (the plan `plan`, written there); its results, as the driver
     wrote them to the target (a planned unit without one: MirrorflowError naming it)."""
-    from mirrorflow.replication.handoff import collect_results
+    from mirrorflow.replication.executors.handoff import collect_results
 
     cmd = submit_command(clients.cfg, plan_path, master)
     log("running: " + " ".join(cmd))

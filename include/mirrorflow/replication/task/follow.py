@@ -1,6 +1,6 @@
 """When a continuous copy stops: the run's deadline, the flow's state, SIGTERM, a stop file.
 
-A continuous run (`replication.continuous`) hands its copy tasks a plan with a `continuous` spec:
+A continuous run (`replication.run.continuous`) hands its copy tasks a plan with a `continuous` spec:
 the deadline (wall clock, so Spark executors on other hosts agree), the micro-batch interval and a
 stop file in the run directory. Each task (a Spark task or a thread of `copy_direct`) builds one
 `StopWatch` from it, whose thread looks at the stop file every 0.2 s and reads the flow's state
@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from mirrorflow.clients import FlowClients
-from mirrorflow.replication.reader import Follow
+from mirrorflow.replication.task.reader import Follow
 from mirrorflow.state.flow_state import flow_state
 
 log = logging.getLogger(__name__)

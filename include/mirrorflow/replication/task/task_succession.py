@@ -20,7 +20,7 @@ from confluent_kafka import KafkaException
 from mirrorflow.clients import FlowClients
 from mirrorflow.errors import FencedError, LeaseError, MirrorflowError
 from mirrorflow.process import background
-from mirrorflow.replication.copy_transaction import read_claim
+from mirrorflow.replication.task.copy_transaction import read_claim
 from mirrorflow.state.lease import LeaseGuard
 
 GUARD_EVERY_S = 5.0  # how often, at most, a task asks before a round whether its run still holds the lease

@@ -1,7 +1,7 @@
 """Writing one round of a copy task as one target transaction: the batches of many partitions, each
 with its offset-map entry and its new progress.
 
-Exactly-once (the default): the attempt's transaction (replication.copy_transaction, which owns
+Exactly-once (the default): the attempt's transaction (replication.task.copy_transaction, which owns
 every begin, flush, commit and abort and decides what their failures mean) is already established
 (its epoch confirmed, older attempts fenced). A round opens a transaction
 (`begin`); the task's lanes produce their batches' records into it while they read them (`send`,
@@ -24,12 +24,12 @@ Every copied record goes through `_produce`: same partition, key, value and head
 timestamp as CreateTime (none, <= 0, becomes 0: the producer's clock). `message.max.bytes` is
 librdkafka's maximum, so the broker decides what is too large; producer batches stay below the
 smallest max.message.bytes of the task's target topics (task_producer), so a record the broker
-rejects is one too large itself (replication.write_failures names it and the limit).
+rejects is one too large itself (replication.task.write_failures names it and the limit).
 
 Broker outages: a transaction that an outage made abortable is a `TransactionAbortedError` (and a
 fatal error on a transaction open longer than transaction.timeout.ms a `TransactionTimeoutError`):
 the task drops this producer and goes on from every partition's committed progress with a new one
-(replication.task_copier). A commit whose outcome is unknown is committed again, never aborted
+(replication.task.task_copier). A commit whose outcome is unknown is committed again, never aborted
 (copy_transaction). Fencing surfaces as a KafkaException the task decides about (task_copier).
 """
 
@@ -45,11 +45,11 @@ from confluent_kafka import KafkaError, KafkaException
 from mirrorflow.errors import MirrorflowError, TransactionAbortedError
 from mirrorflow.kafka.connection import kafka_error
 from mirrorflow.kafka.retry import transient_error
-from mirrorflow.replication.copy_transaction import CopyTransaction
-from mirrorflow.replication.faults import NO_FAULTS, Faults
-from mirrorflow.replication.planner import Unit
-from mirrorflow.replication.reader import Batch
-from mirrorflow.replication.write_failures import (
+from mirrorflow.replication.plan.planner import Unit
+from mirrorflow.replication.task.copy_transaction import CopyTransaction
+from mirrorflow.replication.task.faults import NO_FAULTS, Faults
+from mirrorflow.replication.task.reader import Batch
+from mirrorflow.replication.task.write_failures import (
     Abortable,
     batch_failure,
     purged,

@@ -7,7 +7,7 @@ round trip to the transaction coordinator, so a Python process that copies many 
 Connect server's workers live on between runs) keeps the producer of each slot it copied in a
 cache (`ProducerCache`): an attempt checks it out (no two attempts ever share one), gives it back
 when it ends well, and drops it when it failed or was fenced. What an attempt does with it (its
-epoch, its claim, its transactions) is replication.copy_transaction's.
+epoch, its claim, its transactions) is replication.task.copy_transaction's.
 """
 
 from __future__ import annotations
@@ -24,16 +24,16 @@ from confluent_kafka.admin import ConfigResource, ResourceType
 
 from mirrorflow.clients import FlowClients
 from mirrorflow.config import FlowConfig
-from mirrorflow.replication.budget import CopyBudget
-from mirrorflow.replication.reader import TRANSACTION_TIMEOUT_MS
-from mirrorflow.replication.write_failures import FatalError
+from mirrorflow.replication.task.budget import CopyBudget
+from mirrorflow.replication.task.reader import TRANSACTION_TIMEOUT_MS
+from mirrorflow.replication.task.write_failures import FatalError
 
 MAX_MESSAGE_BYTES = 1_000_000_000  # librdkafka's maximum: let the BROKER decide what is too large
 BATCH_BYTES = 1_000_000  # a producer batch (MessageSet) at most...
 BATCH_MARGIN = 512  # ...and this far below the smallest max.message.bytes of the task's target topics
 
 # The producer's settings a user may override (`producer.*`); its batching comes from the task's
-# memory budget (replication.budget.CopyBudget.producer), `producer_required` is applied on top.
+# memory budget (replication.task.budget.CopyBudget.producer), `producer_required` is applied on top.
 PRODUCER_DEFAULTS: dict[str, Any] = {
     "message.max.bytes": MAX_MESSAGE_BYTES,
     "compression.type": "none",

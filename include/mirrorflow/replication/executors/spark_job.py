@@ -2,13 +2,14 @@
 
 spark_jobs/mirrorflow_copy.py (the repository's Spark application) calls main(); a wheel installed
 without the repository submits this module itself, which runs as a script too (see
-mirrorflow.replication.spark.job_path). Absolute imports only: Spark runs it as a script.
+mirrorflow.replication.executors.spark.job_path). Absolute imports only: Spark runs it as a script.
 
 The plan file carries the flow name, the config path and the units (never secrets); each Spark task
-copies one unit with mirrorflow.replication.copier, building its Kafka clients inside the task. PLAN_JSON
+copies one unit with mirrorflow.replication.task.copier, building its Kafka clients inside the task. PLAN_JSON
 is a local path, or the name of the file spark-submit shipped with --files (a driver on another host).
 The results (one dict per unit) go to the target cluster under the plan's run id, where the runner or
-the DAG's report task reads them (mirrorflow.replication.handoff). Logic lives in mirrorflow.replication.spark.
+the DAG's report task reads them (mirrorflow.replication.executors.handoff). Logic lives in
+mirrorflow.replication.executors.spark.
 """
 
 import sys
@@ -21,7 +22,7 @@ def main(argv: list[str]) -> int:
         return 2
     from pyspark.sql import SparkSession
 
-    from mirrorflow.replication.spark import copy_from_plan_file
+    from mirrorflow.replication.executors.spark import copy_from_plan_file
 
     spark = SparkSession.builder.appName("mirrorflow-copy").getOrCreate()
     try:

@@ -46,7 +46,7 @@ from mirrorflow.kafka.retry import transient_error
 from mirrorflow.state.names import COPIER, reader_group
 
 # The source consumer's prefetch and the batch size come from the task's memory budget
-# (replication.budget.CopyBudget: `task.memory.bytes` over the partitions the task reads at once);
+# (replication.task.budget.CopyBudget: `task.memory.bytes` over the partitions the task reads at once);
 # a user's `consumer.*` overrides win over it, `consumer_required` is applied on top of them.
 FETCH_RECORDS = 2_000  # records per consume() call: a lane holds one call's records at a time
 POLL_TIMEOUT_S = 0.05  # markers take offsets without a message: then the position tells
@@ -58,7 +58,7 @@ OPEN_END = 2**63 - 1  # the end of a followed range (continuous runs): there is 
 @dataclass(frozen=True)
 class Follow:
     """How a continuous run follows a partition: `stop()` is polled between source polls (cheap:
-    the run's deadline, a flow pause, SIGTERM, see replication.follow); `batch_s` bounds how long a
+    the run's deadline, a flow pause, SIGTERM, see replication.task.follow); `batch_s` bounds how long a
     batch's transaction collects records before it commits."""
 
     stop: Callable[[], bool]

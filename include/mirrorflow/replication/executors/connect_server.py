@@ -1,6 +1,6 @@
 """The Spark Connect server the `connect` copy mode runs on: its settings and its command line.
 
-`python -m mirrorflow.replication.connect_server serve --master M --bind ADDR --port P --driver-host H`
+`python -m mirrorflow.replication.executors.connect_server serve --master M --bind ADDR --port P --driver-host H`
 runs it in the foreground (a container's main process: docker-compose's spark-connect service), from
 the PySpark distribution of this Python (`spark-submit --class ...SparkConnectServer`, the
 spark-connect jar PySpark ships), its executors on this Python (they import mirrorflow's
@@ -15,7 +15,7 @@ import os
 import shutil
 import sys
 
-from mirrorflow.replication.spark import VENV_BIN, local_slots, spark_env
+from mirrorflow.replication.executors.spark import VENV_BIN, local_slots, spark_env
 
 CONNECT_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
 DEFAULT_PORT = 15002  # Spark Connect's own default
@@ -66,7 +66,7 @@ def server_env() -> dict[str, str]:
 
 def serve_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(
-        prog="python -m mirrorflow.replication.connect_server", description="run a Spark Connect server"
+        prog="python -m mirrorflow.replication.executors.connect_server", description="run a Spark Connect server"
     )
     sub = ap.add_subparsers(dest="cmd", required=True)
     sv = sub.add_parser("serve", help="in the foreground (a container's main process)")

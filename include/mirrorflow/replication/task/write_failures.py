@@ -1,6 +1,6 @@
 """What went wrong writing a copy task's transaction, as the error to raise or report.
 
-The writer (replication.transaction_writer) produces and commits; this module classifies what it
+The writer (replication.task.transaction_writer) produces and commits; this module classifies what it
 gets back: a transaction an outage made abortable (`Abortable`: the task goes on with a new
 producer), the broker's timeout abort of a transaction open too long (`timed_out`), and a
 partition's batch that the target refused for good (`batch_failure`): a record too large for the
@@ -24,7 +24,7 @@ from mirrorflow.config import FlowConfig
 from mirrorflow.errors import MirrorflowError, RecordTooLargeError, TopicError, TransactionTimeoutError
 from mirrorflow.kafka.connection import kafka_error
 from mirrorflow.kafka.retry import describe, is_fenced
-from mirrorflow.replication.reader import record_size
+from mirrorflow.replication.task.reader import record_size
 
 TOO_LARGE_CODES = {KafkaError.MSG_SIZE_TOO_LARGE, KafkaError.RECORD_LIST_TOO_LARGE}
 MISSING_CODES = {KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_PARTITION, KafkaError._UNKNOWN_TOPIC}

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from mirrorflow.replication.reader import OPEN_END
+from mirrorflow.replication.task.reader import OPEN_END
 from mirrorflow.reporting import Report
 from mirrorflow.state.run_log import MAX_ERRORS, PartitionRun, RunRecord
 

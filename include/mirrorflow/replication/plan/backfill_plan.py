@@ -1,7 +1,7 @@
 """The plan of a backfill: a historical source range, per partition, minus what the flow copied.
 
 A backfill (`ops.backfill`, `mirrorflow backfill`, the backfill DAG) and an Airflow backfill of the
-replicate DAG (an `interval` run, replication.run: the records of a past data interval) plan here: per source
+replicate DAG (an `interval` run, replication.run.run: the records of a past data interval) plan here: per source
 partition the range [from, to) is resolved (`When`), the ledger of what the flow already copied
 (`Progress.covered`) is subtracted, what source retention already removed is a gap (reported, never
 copied, never written to the state), and the rest is cut into units flagged `backfill`, which the
@@ -24,7 +24,7 @@ from confluent_kafka.admin import OffsetSpec
 
 from mirrorflow.clients import FlowClients
 from mirrorflow.errors import ConfigError
-from mirrorflow.replication.planner import (
+from mirrorflow.replication.plan.planner import (
     PartitionInput,
     Plan,
     Unit,
