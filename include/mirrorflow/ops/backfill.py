@@ -167,23 +167,17 @@ def backfill(
 def carry_out_backfill(
     run: ReplicationRun, clients: FlowClients, report: BackfillReport, mode: str, master: str | None, scratch: Scratch
 ) -> BackfillReport:
-    """After the run's `begin`: plan and (unless a dry run) copy and report, then release the lease
-    (`mirrorflow backfill`, and the backfill DAG's one task when the copy runs on a Spark Connect
-    server). `report` gets the plan's partitions and what the copy did to them."""
-    results: list[dict[str, Any]] = []
-    if run.lease is not None:
-        run.lease.start_renewing()
-    try:
-        plan = run.make_plan(clients)
+    """After the run's `begin`: the run carried out as any other (plan, copy, report, the lease renewed
+    and released: `mirrorflow backfill`, and the backfill DAG's one task when the copy runs on a Spark
+    Connect server); a dry run only plans (it took no lease and writes nothing). `report` gets the
+    plan's partitions and what the copy did to them."""
+    if run.dry_run:
+        run.make_plan(clients)
         report.partitions = run.parts
-        if run.dry_run:
-            return report
-        offsets = sum(u.records for u in plan.units)
-        run.log(f"backfill: {len(plan.units)} units in {len(plan.tasks)} tasks ({offsets:,} offsets)")
-        results, spark_s = run.copy(clients, mode, master, scratch)
-        report.run = run.report(clients, results, spark_s)
-        scratch.done(report.run.ok)
+        return report
+    try:
+        report.run = run.carry_out(clients, mode, master, scratch)
     finally:
-        run.release_lease(clients)
-    apply_results(report.partitions, results)
+        report.partitions = run.parts
+    apply_results(report.partitions, run.results)
     return report

@@ -56,7 +56,8 @@ import socket
 import threading
 import time
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -430,6 +431,17 @@ class FlowLease:
         self._renewer = threading.Thread(target=loop, name=f"lease-{self.flow.id}", daemon=True)
         self._renewer.start()
         return self
+
+    @contextmanager
+    def renewed(self) -> Iterator[FlowLease]:
+        """The lease renewed in the background while the block runs (the one way a run keeps its
+        lease: the CLI's run, a DAG's one task, the spark-submit copy); not released after it: the
+        run's last step does that, maybe in another process."""
+        self.start_renewing()
+        try:
+            yield self
+        finally:
+            self.stop_renewing()
 
     def stop_renewing(self) -> None:
         self._stop.set()

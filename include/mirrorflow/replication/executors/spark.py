@@ -122,11 +122,8 @@ def lease_kept(plan: dict[str, Any], clients: Any = None) -> Iterator[None]:
 
     with contextlib.ExitStack() as stack:
         clients = clients or stack.enter_context(plan_clients(plan))
-        held = FlowLease(clients, lease["owner"], lease["who"]).acquire().start_renewing()
-        try:
+        with FlowLease(clients, lease["owner"], lease["who"]).acquire().renewed():
             yield
-        finally:
-            held.stop_renewing()
 
 
 def copy_in_spark(spark: Any, plan: dict[str, Any], clients: Any = None) -> list[dict]:

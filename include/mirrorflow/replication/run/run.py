@@ -29,6 +29,7 @@ has something to copy: a run with nothing new never pays it.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 from collections.abc import Callable
@@ -264,15 +265,14 @@ class ReplicationRun:
             return self.carry_out(clients, mode, master, scratch)
 
     def carry_out(self, clients: FlowClients, mode: str, master: str | None, scratch: Scratch) -> RunReport:
-        """After `begin`: plan, copy, report and release, the lease renewed meanwhile (the CLI, and a
-        DAG's one task when the copy runs on a Spark Connect server)."""
-        if self.lease is not None:
-            self.lease.start_renewing()
+        """After `begin`: plan, copy, report and release, the lease renewed meanwhile (the CLI's
+        replicate and backfill, and a DAG's one task when the copy runs on a Spark Connect server)."""
         try:
-            plan = self.make_plan(clients)
-            self._say_planned(plan)
-            results, spark_s = self.copy(clients, mode, master, scratch)
-            return self.finish(clients, scratch, results, spark_s)
+            with self.lease.renewed() if self.lease is not None else contextlib.nullcontext():
+                plan = self.make_plan(clients)
+                self._say_planned(plan)
+                results, spark_s = self.copy(clients, mode, master, scratch)
+                return self.finish(clients, scratch, results, spark_s)
         finally:
             self.release_lease(clients)
 
@@ -289,6 +289,10 @@ class ReplicationRun:
 
     def _say_planned(self, plan: Plan) -> None:
         name = self.flow.name
+        if self.kind == "backfill" and not self.dry_run:
+            offsets = sum(u.records for u in plan.units)
+            self.log(f"backfill: {len(plan.units)} units in {len(plan.tasks)} tasks ({offsets:,} offsets)")
+            return
         if self.kind == "continuous":
             if self.dry_run:
                 would = sum(p["planned"] for p in plan.partitions)
