@@ -19,7 +19,7 @@ from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 from mirrorflow.clients import FlowClients
 from mirrorflow.config import Config, FlowConfig
 from mirrorflow.errors import BrokerUnavailableError, ConfigError, LeaseError
-from mirrorflow.replication.executors.spark import JOB_PATH, spark_conf, spark_env
+from mirrorflow.replication.executors.spark import JOB_PATH, spark_env
 from mirrorflow.replication.run.run import ReplicationRun, RunSkipped
 from mirrorflow_airflow.common import flow_dag_id
 from mirrorflow_airflow.hooks import MirrorflowHook
@@ -95,11 +95,11 @@ def submit_copy(cfg: Config, flow: FlowConfig, kind: str, config_path: str | Non
     clusters = (cfg.cluster(alias).airflow_conn_id for alias in (flow.source, flow.target))
     return MirrorflowSparkSubmitOperator(
         task_id="copy",
-        application=str(JOB_PATH),  # its argument, the plan file, is set at execute time
+        application=str(JOB_PATH),  # its argument (the plan file), its conf and py-files: at execute time
         spark_conn_id=SPARK_CONN_ID,
         plan_task_id="plan",
         kafka_conn_ids=sorted({c for c in clusters if c}),
-        conf=spark_conf(cfg),
+        config_path=config_path,
         env_vars=env,
         name=f"mirrorflow-{'copy' if kind == 'replicate' else kind}-{flow.id}",
         retries=0,  # a rerun is a new plan: the next run continues exactly, a backfill's ledger has the rest

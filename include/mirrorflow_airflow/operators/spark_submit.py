@@ -11,8 +11,9 @@ from airflow.sdk import BaseHook
 from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 
 from mirrorflow.replication.executors.handoff import decode_plan, write_plan_file
-from mirrorflow.replication.executors.spark import CONNECT_CLIENT_VARS, build_pyfiles_zip, is_local_master, lease_kept
+from mirrorflow.replication.executors.spark import CONNECT_CLIENT_VARS, is_local_master, lease_kept, submit_spec
 from mirrorflow.replication.run.scratch import Scratch
+from mirrorflow_airflow.hooks.mirrorflow import MirrorflowHook
 from mirrorflow_airflow.lineage import report_plan_lineage
 
 SPARK_CONN_ID = "spark_default"
@@ -42,12 +43,14 @@ class MirrorflowSparkSubmitOperator(SparkSubmitOperator):
         spark_conn_id: str = SPARK_CONN_ID,
         plan_task_id: str = "plan",
         kafka_conn_ids: Sequence[str] = (),
+        config_path: str | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(conn_id=spark_conn_id, **kwargs)
         self.spark_conn_id = spark_conn_id
         self.plan_task_id = plan_task_id
         self.kafka_conn_ids = list(kafka_conn_ids)
+        self.config_path = config_path  # the flow's config: the job's Spark settings (spark.submit_spec)
 
     def execute(self, context: Any) -> None:
         try:
@@ -65,11 +68,13 @@ class MirrorflowSparkSubmitOperator(SparkSubmitOperator):
         try:
             plan = decode_plan(handed["plan"])
             plan_path = write_plan_file(plan, scratch.path)
-            self.files = str(plan_path)
-            self.application_args = [str(plan_path)]
-            if not is_local_master(conn.host or ""):
-                self.py_files = str(build_pyfiles_zip(scratch.path))
-            else:
+            # the same assembly as the CLI's spark-submit; the master is the connection's (a connection
+            # without a host: the provider's default, yarn)
+            cfg = MirrorflowHook(self.config_path).get_conn()
+            spec = submit_spec(cfg, plan_path, conn.host or "yarn", scratch.path, self.name)
+            self.application, self.application_args, self.files = spec.application, spec.args, spec.files
+            self.conf, self.py_files = {**spec.conf, **(self.conf or {})}, spec.py_files
+            if is_local_master(spec.master):
                 self.env_vars = {**(self.env_vars or {}), **kafka_connections_env(self.kafka_conn_ids)}
             for var in CONNECT_CLIENT_VARS:  # the Spark provider hands spark-submit this whole environment
                 os.environ.pop(var, None)

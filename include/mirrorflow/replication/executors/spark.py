@@ -22,6 +22,7 @@ import time
 import zipfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -207,15 +208,51 @@ def spark_conf(cfg: Config) -> dict[str, str]:
     return conf
 
 
-def submit_command(cfg: Config, plan_path: Path, master: str | None = None, work_dir: Path | None = None) -> list[str]:
-    """spark-submit of the copy job; --files ships the plan to a driver on any host."""
+@dataclass(frozen=True)
+class SubmitSpec:
+    """One spark-submit of the copy job, assembled once: the CLI runs it as a command line
+    (`command`), the Airflow operator hands it to the Spark provider field by field."""
+
+    master: str
+    name: str
+    conf: dict[str, str]
+    plan_path: Path  # shipped with --files, so a driver on any host gets it; the job's argument
+    py_files: str | None = None  # the package as a zip, for masters other than local[*]
+
+    @property
+    def application(self) -> str:
+        return str(JOB_PATH)
+
+    @property
+    def files(self) -> str:
+        return str(self.plan_path)
+
+    @property
+    def args(self) -> list[str]:
+        return [str(self.plan_path)]
+
+    def command(self) -> list[str]:
+        cmd = [str(VENV_BIN / "spark-submit"), "--master", self.master, "--name", self.name]
+        for k, v in self.conf.items():
+            cmd += ["--conf", f"{k}={v}"]
+        if self.py_files:
+            cmd += ["--py-files", self.py_files]
+        return cmd + ["--files", self.files, self.application, *self.args]
+
+
+def submit_spec(
+    cfg: Config, plan_path: Path, master: str | None = None, work_dir: Path | None = None, name: str = "mirrorflow-copy"
+) -> SubmitSpec:
+    """The copy job's spark-submit on the plan file `plan_path` (its zip of the package, when the
+    master needs one, in `work_dir`, else beside the plan)."""
     master = master or cfg.spark.master or "local[*]"
-    cmd = [str(VENV_BIN / "spark-submit"), "--master", master, "--name", "mirrorflow-copy"]
-    for k, v in spark_conf(cfg).items():
-        cmd += ["--conf", f"{k}={v}"]
-    if not is_local_master(master):
-        cmd += ["--py-files", str(build_pyfiles_zip(work_dir or plan_path.parent))]
-    return cmd + ["--files", str(plan_path), str(JOB_PATH), str(plan_path)]
+    py_files = None if is_local_master(master) else str(build_pyfiles_zip(work_dir or plan_path.parent))
+    return SubmitSpec(master, name, spark_conf(cfg), plan_path, py_files)
+
+
+def submit_command(cfg: Config, plan_path: Path, master: str | None = None, work_dir: Path | None = None) -> list[str]:
+    """spark-submit of the copy job as a command line; --files ships the plan to a driver on any host."""
+    return submit_spec(cfg, plan_path, master, work_dir).command()
 
 
 def job_output_tail(out: str | None, err: str | None, lines: int = 30) -> str:
