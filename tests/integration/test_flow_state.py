@@ -157,3 +157,42 @@ def test_a_pause_decided_before_a_failover_committed_is_not_applied_over_it(tmp_
         with pytest.raises(StateError, match="changed state"):
             set_flow_state(clients, "stopped", "second", "carol", via="cli", expect=base)
         assert (flow_state(clients).state, flow_state(clients).by) == ("paused", "bob")
+
+
+def test_a_resume_racing_a_failover_never_restarts_the_failed_over_flow(tmp_path, source, target, unique, monkeypatch):
+    """A resume decided while the flow ran (its checks passed) and a failover that commits right after
+    them: the resume must not apply over the failover (the flow would copy again from a source its
+    applications left). Found by the model-based search (a resume raced a failover's commit and the
+    flow was running afterwards): the resume read the state it writes over only after its checks, so it
+    took the failover's record for its base. The failover here is real, committed at that moment."""
+    from mirrorflow.errors import StateError
+    from mirrorflow.ops import flow_control
+    from mirrorflow.ops.dr.failover import failover
+    from mirrorflow.ops.flow_control import control_flow
+    from tests.support import write_config
+
+    pfx = unique("rsfo")
+    topic = f"{pfx}.orders"
+    src, tgt = unique("RA"), unique("RB")  # aliases of its own: its failover touches no other test's flow
+    cfg = write_config(tmp_path / "mf.yaml", {src: source, tgt: target}, {f"{src}->{tgt}": {
+        "topics": f"{pfx}\\..*", "state.topic.partitions": 1, "heartbeats.replication.enabled": False}})
+    flow = cfg.flow(f"{src}->{tgt}")
+    create_topic(source, topic, 1)
+    assert sync_flow(cfg, flow, ["topics"]).ok
+    produce(source, topic, records(5, 1))
+    assert run_once(cfg, flow, mode="direct").records == 5
+
+    checked = flow_control.resume_problem
+
+    def then_a_failover(*a, **kw):  # the resume's checks pass (the flow runs), then the failover commits
+        why = checked(*a, **kw)
+        assert why is None and failover(cfg, flow).done
+        return why
+
+    monkeypatch.setattr(flow_control, "resume_problem", then_a_failover)
+    with pytest.raises(StateError, match=f"flow {flow.name} changed state while this resume was being recorded"):
+        control_flow(cfg, flow, "resume", "alice", via="cli")
+    with FlowClients(cfg, flow) as clients:
+        now = flow_state(clients)
+    assert now.failed_over and now.state == "stopped", now.describe()
+    assert run_once(cfg, flow, mode="direct").skipped  # and it copies nothing

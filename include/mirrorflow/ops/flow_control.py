@@ -47,15 +47,17 @@ def control_flow(
     if problems:
         raise ConfigError(problems)
     state = ACTIONS[action]
-    if state == "running":
-        why = resume_problem(cfg, flow, force)
-        if why is not None:
-            raise StateError(f"cannot resume flow {flow.name}: {why}")
     with FlowClients(cfg, flow) as clients:
         controls = read_controls(clients, ["flow-state"])
-        # the change applies only over the state it was decided on (state.flow_state.applies): a
-        # failover that commits meanwhile is never overwritten, through any door
+        # the change applies only over the state it was decided on (state.flow_state.applies), read
+        # before anything is checked: a failover that commits after this read fails the write, one that
+        # committed before it is what the checks below see. (A resume checked first and read the state
+        # after: a failover in between was overwritten by the resume, found by the model-based search.)
         stored, now = stored_state(clients, controls), flow_state(clients, controls)
+        if state == "running":
+            why = resume_problem(cfg, flow, force)
+            if why is not None:
+                raise StateError(f"cannot resume flow {flow.name}: {why}")
         summary = ""
         if now.failed_over and state != "running":
             harm = (
