@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import functools
 import json
-import random
 import threading
 import time
 import uuid
@@ -710,9 +709,13 @@ class ReplicationMachine(RuleBasedStateMachine):
 
     # -- failover and failback -----------------------------------------------------------------
     @precondition(lambda self: self.running is not None)
-    @rule(planned=st.booleans(), racing=st.sampled_from([None, None, "pause", "stop", "resume"]))
+    @rule(
+        planned=st.booleans(),
+        racing=st.sampled_from([None, None, "pause", "stop", "resume"]),
+        after_s=st.sampled_from([0.0, 0.02, 0.1, 0.4]),
+    )
     @counted
-    def fail_over(self, planned: bool, racing: str | None = None) -> None:
+    def fail_over(self, planned: bool, racing: str | None = None, after_s: float = 0.0) -> None:
         """Failover of the running flow (planned: drained and verified; unplanned: S declared lost,
         still up); every group resumes on T at its latest checkpoint, never behind, never past. With
         `racing`, an operator's pause, stop or resume through another door races the commit: the
@@ -735,7 +738,7 @@ class ReplicationMachine(RuleBasedStateMachine):
             assert planned is False or (pre.verify is not None and pre.verify.ok), pre.render()
             src, dst = self.check_copy(flow)  # the drain copied everything
             self.model.model_checkpoint(flow.name, src, dst, {})  # the drain's last checkpoint pass
-        rep = self.commit_failover(flow, mode, pre, racing)
+        rep = self.commit_failover(flow, mode, pre, racing, after_s)
         assert rep.done, rep.render()
         self.flows_run.add(flow.name)
         src, dst = self.snap(s), self.snap(t)
@@ -747,15 +750,15 @@ class ReplicationMachine(RuleBasedStateMachine):
         self.running, self.failed_over = None, flow
         self.model.step += 1
 
-    def commit_failover(self, flow, mode: str, pre, racing: str | None):
-        """The failover's commit; with `racing`, an operator's command at the same moment (which may
-        move the plan: planned again, as an operator would). The flow is failed over afterwards."""
+    def commit_failover(self, flow, mode: str, pre, racing: str | None, after_s: float):
+        """The failover's commit; with `racing`, an operator's command `after_s` after it began (which
+        may move the plan: planned again, as an operator would). The flow is failed over afterwards."""
         if racing is None:
             return commit_failover(self.cfg, flow, pre.plan, APPROVER, pre, via="cli")
         refused: list[str] = []
 
         def command() -> None:
-            time.sleep(random.choice([0.0, 0.02, 0.1, 0.4]))
+            time.sleep(after_s)
             try:
                 control_flow(self.cfg, flow, racing, OPERATOR, via="airflow", reason="model: racing a failover")
             except StateError as exc:
