@@ -116,92 +116,135 @@ def read_seeds(
     reader, raw = rc.reader("source"), rc.reader("source", committed=False)
     try:
         for k in keys:
-            _partition(
-                out, k, reader, raw, rev.source, fc.flow.name,
-                old=old.get(k), pm=fwd.get(k), fp=fprog.get(k), topic_id=ids.get(k[0], ""),
-                start=starts[k], stable=stable[k], high=high[k], last=last.get(k), kept=kept.get(k, []),
-                compacted=k[0] in compacted, exactly_once=exactly_once, rev_end=rev_ends.get(k, -1),
+            facts = Facts(
+                k, rev.source, fc.flow.name, old.get(k), fwd.get(k), fprog.get(k), ids.get(k[0], ""), starts[k],
+                stable[k], high[k], last.get(k), kept.get(k, []), k[0] in compacted, exactly_once, rev_ends.get(k, -1),
             )  # fmt: skip
+            _partition(out, facts, reader, raw)
     finally:
         rc.release(reader.consumer)
         rc.release(raw.consumer)
     return out
 
 
-def _partition(
-    out: TargetRead,
-    k: Key,
-    reader: LogReader,
-    raw: LogReader,
-    cluster: str,
-    fwd_name: str,
-    *,
-    old: Progress | None,
-    pm: PartitionMap | None,
-    fp: Progress | None,
-    topic_id: str,
-    start: int,
-    stable: int,
-    high: int,
-    last: tuple[int, int] | None,
-    kept: list[tuple[int, int]],
-    compacted: bool,
-    exactly_once: bool,
-    rev_end: int,
-) -> None:
-    t, p = k
-    where = f"{t}[{p}] on {cluster!r}"
-    prev = old if old is not None and old.next >= 0 else None
-    runs = list(pm.runs) if pm is not None else []
-    pruned_map = pm is not None and pm.first is not None and pm.floor > pm.first
-    if fp is not None and fp.target_topic_id and topic_id and fp.target_topic_id != topic_id:
-        out.losses.append(
-            Loss(t, p, "recreated", (), -1,
-                 f"{where} was recreated after {fwd_name} wrote it (topic ID {topic_id}; {fwd_name} wrote topic ID "
-                 f"{fp.target_topic_id}): what was written to it before is gone. Once accepted, the new topic is "
-                 f"taken as written there only: copied from its start, nothing of {fwd_name} mapped back")
-        )  # fmt: skip
-        prev, runs, pruned_map = None, [], False
-    elif runs and last is not None:
-        runs = _truncated(out, k, reader, where, fwd_name, runs, last, high)
-    elif runs and fp is not None and 0 <= high < fp.tgt_end:
-        out.losses.append(
-            Loss(t, p, "truncated", ((high, fp.tgt_end),), -1,
-                 f"{where} ends at offset {high}, below the {fp.tgt_end} {fwd_name} wrote: it was truncated since, and "
-                 "its failover was recorded by a mirrorflow that did not keep the leader epoch of the last copy, so "
-                 "where it was cut cannot be told. The failback cannot start; copy what was written there since "
-                 f"by other means, or drop the topic from {fwd_name}'s filter and fail back without it",
-                 acceptable=False)
-        )  # fmt: skip
-    base = prev.next if prev is not None else start
+@dataclass(frozen=True)
+class Facts:
+    """What a failback knows of one partition of the reverse flow's source before it reads it."""
+
+    key: Key
+    cluster: str  # the reverse flow's source (the failed-over flow's target)
+    fwd_name: str  # the failed-over flow
+    old: Progress | None  # the reverse flow's progress (an earlier round trip)
+    pm: PartitionMap | None  # the failed-over flow's offset map of the partition (identity policy)
+    fp: Progress | None  # the failed-over flow's progress of it
+    topic_id: str  # the topic's ID now
+    start: int  # the log start, the stable end and the high watermark now
+    stable: int
+    high: int
+    last: tuple[int, int] | None  # the failed-over flow's last copy there and its leader epoch (the failover's)
+    kept: list[tuple[int, int]]  # what earlier failbacks kept apart there
+    compacted: bool
+    exactly_once: bool
+    rev_end: int  # where the reverse flow's copies go after, on its target (-1: not there yet)
+
+    @property
+    def where(self) -> str:
+        return f"{self.key[0]}[{self.key[1]}] on {self.cluster!r}"
+
+
+def _partition(out: TargetRead, f: Facts, reader: LogReader, raw: LogReader) -> None:
+    """One partition's seed, inverse map and losses (module docstring)."""
+    (t, p), fwd_name = f.key, f.fwd_name
+    prev, runs, pruned_map = _written(out, f, reader)
+    base = prev.next if prev is not None else f.start
     keep = [r for r in runs if r.tgt + r.count > base]
     owned = [(max(r.tgt, base), r.tgt + r.count) for r in keep]
     pruned = -1
-    if pruned_map and pm is not None:
+    below: list[tuple[int, int]] = []
+    if pruned_map and f.pm is not None:
         # the map forgot where the records below its floor landed: they lie below its first run
-        pruned = min((r.tgt for r in pm.runs), default=int(pm.tgt_end or base))
+        pruned = min((r.tgt for r in f.pm.runs), default=int(f.pm.tgt_end or base))
         below = [(base, pruned)] if pruned > base else []
-    else:
-        below = []
     # the commit marker after each of the forward flow's copy transactions (exactly once): never a record,
     # so neither lost nor removed by the cleaner. Only for counting: a run the forward flow's map got from a
     # failback's inverse seed (A's original records) has no marker after it, and the offset there may hold
     # a record written on B, which must be read like any other
-    marks = _markers(runs) if exactly_once else []
-    done = merge_ranges([*owned, *below, *kept])
+    marks = _markers(runs) if f.exactly_once else []
+    done = merge_ranges([*owned, *below, *f.kept])
     # offsets below the log start that the failed-over flow did not write: deleted before the failback
-    origin = prev.next if prev is not None else (min((r.tgt for r in runs), default=0) if pruned < 0 else start)
-    everything = merge_ranges([*((r.tgt, r.tgt + r.count) for r in runs), *marks, *kept])
-    gone = subtract_ranges(origin, start, everything) if start > origin else []
+    origin = prev.next if prev is not None else (min((r.tgt for r in runs), default=0) if pruned < 0 else f.start)
+    everything = merge_ranges([*((r.tgt, r.tgt + r.count) for r in runs), *marks, *f.kept])
+    gone = subtract_ranges(origin, f.start, everything) if f.start > origin else []
     if gone:
         n = sum(b - a for a, b in gone)
         out.losses.append(
             Loss(t, p, "retention", tuple(gone), n,
-                 f"deleted from {where} (retention, delete-records) before the failback, not written by {fwd_name}: "
+                 f"deleted from {f.where} (retention, delete-records) before the failback, not written by {fwd_name}: "
                  "records (and their transaction markers) that never reach the other side")
         )  # fmt: skip
+    todo, empty, holes, count = _read_the_rest(reader, f.key, subtract_ranges(base, max(f.stable, base), done))
+    holes = _without(merge_ranges(holes), marks)
+    if f.compacted and holes:
+        holes = _without(holes, _own_aborts(raw, t, p, holes))
+    if f.compacted and holes:
+        out.losses.append(
+            Loss(t, p, "compaction", tuple(holes), sum(b - a for a, b in holes),
+                 f"no record left at these offsets of {f.where} outside {fwd_name}'s writes: removed by the log "
+                 "cleaner (superseded values, and tombstones after delete.retention.ms; the transaction markers of "
+                 "transactional producers there count too). The latest record of every key still there is copied")
+        )  # fmt: skip
+    ledger = merge_ranges([*done, *empty])
+    nxt = next((b for a, b in ledger if a <= base < b), base)
+    inv = [Run(max(r.tgt, base), r.src + (max(r.tgt, base) - r.tgt), r.tgt + r.count - max(r.tgt, base)) for r in keep]
+    # the map entries cover what the forward flow wrote and B still holds, the stretches between, never the
+    # pruned stretch below its first run (never copied, in the ledger: verify says not checkable, not missing)
+    out.inverse[f.key] = (sorted(inv, key=lambda r: r.src), _without(merge_ranges([*owned, *empty]), below))
+    out.read_to[f"{t}:{p}"] = f.stable
+    out.seeds.append(
+        Seed(t, p, nxt, base, sum(r.count for r in inv), f.rev_end, count, tuple(todo), tuple(ledger), pruned)
+    )
+
+
+def _written(out: TargetRead, f: Facts, reader: LogReader) -> tuple[Progress | None, list[Run], bool]:
+    """What the failed-over flow wrote there that the partition still holds, checked against what it
+    recorded: (the reverse flow's progress to go on from, the forward runs, whether its map was
+    pruned). A recreated topic is the target's own from its start; a truncated partition the forward
+    flow's only below the cut (both a Loss)."""
+    (t, p), fwd_name, fp = f.key, f.fwd_name, f.fp
+    prev = f.old if f.old is not None and f.old.next >= 0 else None
+    runs = list(f.pm.runs) if f.pm is not None else []
+    pruned_map = f.pm is not None and f.pm.first is not None and f.pm.floor > f.pm.first
+    if fp is not None and fp.target_topic_id and f.topic_id and fp.target_topic_id != f.topic_id:
+        out.losses.append(
+            Loss(t, p, "recreated", (), -1,
+                 f"{f.where} was recreated after {fwd_name} wrote it (topic ID {f.topic_id}; {fwd_name} wrote topic "
+                 f"ID {fp.target_topic_id}): what was written to it before is gone. Once accepted, the new topic is "
+                 f"taken as written there only: copied from its start, nothing of {fwd_name} mapped back")
+        )  # fmt: skip
+        return None, [], False
+    if runs and f.last is not None:
+        return prev, _truncated(out, f.key, reader, f.where, fwd_name, runs, f.last, f.high), pruned_map
+    if runs and fp is not None and 0 <= f.high < fp.tgt_end:
+        out.losses.append(
+            Loss(t, p, "truncated", ((f.high, fp.tgt_end),), -1,
+                 f"{f.where} ends at offset {f.high}, below the {fp.tgt_end} {fwd_name} wrote: it was truncated "
+                 "since, and its failover was recorded by a mirrorflow that did not keep the leader epoch of the last "
+                 "copy, so where it was cut cannot be told. The failback cannot start; copy what was written there "
+                 f"since by other means, or drop the topic from {fwd_name}'s filter and fail back without it",
+                 acceptable=False)
+        )  # fmt: skip
+    return prev, runs, pruned_map
+
+
+def _read_the_rest(
+    reader: LogReader, k: Key, stretches: list[tuple[int, int]]
+) -> tuple[list[tuple[int, int]], list[tuple[int, int]], list[tuple[int, int]], int]:
+    """Read every stretch the failed-over flow did not write, once (read_committed): (the ranges the
+    reverse flow copies, from each stretch's first record; the empty stretches before them; the
+    offsets with no committed record; how many records to copy)."""
+    t, p = k
     todo, empty, holes, count = [], [], [], 0
-    for a, b in subtract_ranges(base, max(stable, base), done):
+    for a, b in stretches:
         first, n, at = -1, 0, a
         for m in reader.read(t, {p: a}, timeout=120, stops={p: b}):
             first = m.offset() if first < 0 else first
@@ -216,26 +259,7 @@ def _partition(
             count += n
         else:
             empty.append((a, b))
-    holes = _without(merge_ranges(holes), marks)
-    if compacted and holes:
-        holes = _without(holes, _own_aborts(raw, t, p, holes))
-    if compacted and holes:
-        out.losses.append(
-            Loss(t, p, "compaction", tuple(holes), sum(b - a for a, b in holes),
-                 f"no record left at these offsets of {where} outside {fwd_name}'s writes: removed by the log cleaner "
-                 "(superseded values, and tombstones after delete.retention.ms; the transaction markers of "
-                 "transactional producers there count too). The latest record of every key still there is copied")
-        )  # fmt: skip
-    ledger = merge_ranges([*done, *empty])
-    nxt = next((b for a, b in ledger if a <= base < b), base)
-    inv = [Run(max(r.tgt, base), r.src + (max(r.tgt, base) - r.tgt), r.tgt + r.count - max(r.tgt, base)) for r in keep]
-    # the map entries cover what the forward flow wrote and B still holds, the stretches between, never the
-    # pruned stretch below its first run (never copied, in the ledger: verify says not checkable, not missing)
-    out.inverse[k] = (sorted(inv, key=lambda r: r.src), _without(merge_ranges([*owned, *empty]), below))
-    out.read_to[f"{t}:{p}"] = stable
-    out.seeds.append(
-        Seed(t, p, nxt, base, sum(r.count for r in inv), rev_end, count, tuple(todo), tuple(ledger), pruned)
-    )
+    return todo, empty, holes, count
 
 
 def _truncated(
