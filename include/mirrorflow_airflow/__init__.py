@@ -8,7 +8,7 @@ Spark copy step and the deferrable heartbeat task, `triggers/` what those wait o
 `dag_builders/` one module per DAG kind (`build_<kind>_dags(cfg=None)`, `build_<kind>_dag(cfg, flow)`),
 `generated_dags.build_flow_dags` all of them for a config in one call (exported here), `common` what every
 generated DAG shares, `plugins/` the status page, metrics and notes plugins, `status_html` the status page's
-HTML (its data: `mirrorflow.ops.observe.status_page`).
+HTML (its data: `mirrorflow.observe.status_page`).
 """
 
 from __future__ import annotations

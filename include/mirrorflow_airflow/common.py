@@ -35,9 +35,9 @@ def metric(kind: str, name: str, value: float | timedelta, tags: dict[str, str])
 
 
 def emit_samples(samples: Any) -> None:
-    """Send mirrorflow.ops.observe.metrics samples (MM2's names) as gauges through Airflow's stats, so they
+    """Send mirrorflow.observe.metrics samples (MM2's names) as gauges through Airflow's stats, so they
     land where Airflow's own metrics do (StatsD, OpenTelemetry); their labels go as tags."""
-    from mirrorflow.ops.observe.metrics import statsd_name
+    from mirrorflow.observe.metrics import statsd_name
 
     for s in samples:
         metric("gauge", statsd_name(s).removeprefix("mirrorflow."), s.value, dict(s.labels))

@@ -1,5 +1,5 @@
 """The recovery point objective in Airflow: what a replicate run's report and a checkpoint pass do
-with the verdict of mirrorflow.ops.observe.rpo.
+with the verdict of mirrorflow.observe.rpo.
 
 Each check sends the verdict as metrics through Airflow's stats; a miss is a warning in the task's
 log and the DAG run's note; and the flow's `rpo.notifier` is told when the objective is first
@@ -24,7 +24,7 @@ from typing import Any
 
 from mirrorflow.config import Config, FlowConfig
 from mirrorflow.errors import ConfigError
-from mirrorflow.ops.observe.rpo import RpoVerdict, last_alert, notify_due, objective_s, record_alert
+from mirrorflow.observe.rpo import RpoVerdict, last_alert, notify_due, objective_s, record_alert
 from mirrorflow_airflow.common import emit_samples
 from mirrorflow_airflow.run_notes import leave_note
 
@@ -52,12 +52,12 @@ def rpo_notifier(flow: FlowConfig) -> Any:
 
 
 def check_rpo(cfg: Config, flow: FlowConfig, by: str) -> RpoVerdict | None:
-    """Measure the flow's RPO now (ops.observe.status measures it with the flow's status), report it and
+    """Measure the flow's RPO now (observe.status measures it with the flow's status), report it and
     tell the notifier when due. None when the flow has no objective or is stopped. A notifier that
     fails is logged and told again at the next check (the verdict is recorded only once told)."""
     from mirrorflow.clients import FlowClients
-    from mirrorflow.ops.observe.metrics import rpo_samples
-    from mirrorflow.ops.observe.status import flow_status
+    from mirrorflow.observe.metrics import rpo_samples
+    from mirrorflow.observe.status import flow_status
 
     if not objective_s(flow):
         return None

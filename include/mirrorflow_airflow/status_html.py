@@ -15,7 +15,7 @@ import html
 import time
 from collections.abc import Callable, Collection, Sequence
 
-from mirrorflow.ops.observe.status_page import ChartPoint, FlowPage
+from mirrorflow.observe.status_page import ChartPoint, FlowPage
 
 REFRESH_S = 10
 Links = Callable[[str], Sequence[tuple[str, str]]]  # flow name -> (label, url) of its DAGs

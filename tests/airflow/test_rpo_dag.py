@@ -16,7 +16,7 @@ import uuid
 import pytest
 
 from mirrorflow.clients import FlowClients
-from mirrorflow.ops.observe.status import flow_status
+from mirrorflow.observe.status import flow_status
 from mirrorflow.replication.run.runner import run_once
 from mirrorflow.state.flow_state import set_flow_state
 from tests.support import create_topic, produce, write_config
@@ -63,9 +63,9 @@ def test_a_missed_rpo_is_told_once_shown_in_red_a_metric_and_met_again(tmp_path,
     from airflow.sdk.observability import stats
 
     from mirrorflow.cli import main
-    from mirrorflow.ops.observe.metrics import collect, prometheus_text
+    from mirrorflow.observe.metrics import collect, prometheus_text
     from mirrorflow_airflow.status_html import render_flow
-    from mirrorflow.ops.observe.status_page import flow_page
+    from mirrorflow.observe.status_page import flow_page
     from mirrorflow_airflow.run_notes import RUN_NOTE_KEY
 
     bag = DagBag(dag_folder=DAG_FILE)

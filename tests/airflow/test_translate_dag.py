@@ -12,7 +12,7 @@ import pytest
 
 from mirrorflow.clients import FlowClients
 from mirrorflow.metadata.sync import sync_flow
-from mirrorflow.ops.observe.status_page import flow_page
+from mirrorflow.observe.status_page import flow_page
 from mirrorflow.replication.run.runner import run_once
 from mirrorflow.state.history import read_history
 from tests.integration.test_replicate import cli, records

@@ -30,7 +30,7 @@ import pytest
 from confluent_kafka import KafkaException, Producer
 
 from mirrorflow.clients import FlowClients
-from mirrorflow.ops.observe.status import flow_status
+from mirrorflow.observe.status import flow_status
 from mirrorflow.ops.verify.verify import verify_flow
 from mirrorflow_dev.dev_cluster import DevCluster
 from tests.integration.replicate_helpers import assert_copied, assert_map_exact, make_flow, mirror_topic

@@ -82,7 +82,7 @@ def test_drill_rehearses_the_failover_and_moves_nothing(tmp_path, source, target
     status = cli(cfg, "status", "--flow", flow.name).stdout
     assert "last drill at " in status and "RPO 20 offsets not replicated" in status
     assert "1 group(s) would resume, verify ok, shadow groups <group>.drill" in status
-    from mirrorflow.ops.observe.status_page import flow_page
+    from mirrorflow.observe.status_page import flow_page
     from mirrorflow_airflow import status_html
 
     card = status_html.render_flow(flow_page(cfg, flow), lambda f: [])  # the status page's card of the flow

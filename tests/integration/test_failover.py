@@ -162,7 +162,7 @@ def test_commit_refuses_a_plan_whose_state_moved_and_commits_exactly_an_unmoved_
     from mirrorflow.ops.dr.failover_commit import commit_failover
     from mirrorflow.ops.dr.failover_plan import PlanMovedError
     from mirrorflow.ops.dr.failover_preflight import plan_failover
-    from mirrorflow.ops.observe.status import flow_status
+    from mirrorflow.observe.status import flow_status
     from mirrorflow.state.flow_state import flow_state, read_control
     from tests.support import create_topic
 

@@ -10,7 +10,7 @@ import pytest
 from mirrorflow.clients import FlowClients
 from mirrorflow.groups.checkpoint import emit_checkpoints
 from mirrorflow.metadata.sync import sync_flow
-from mirrorflow.ops.observe.status import flow_status, render_text
+from mirrorflow.observe.status import flow_status, render_text
 from mirrorflow.replication.run.runner import run_once
 from mirrorflow.state.flow_state import flow_state
 from tests.integration.replicate_helpers import make_flow, mirror_topic
@@ -166,9 +166,9 @@ def test_a_resume_racing_a_failover_never_restarts_the_failed_over_flow(tmp_path
     flow was running afterwards): the resume read the state it writes over only after its checks, so it
     took the failover's record for its base. The failover here is real, committed at that moment."""
     from mirrorflow.errors import StateError
-    from mirrorflow.ops import flow_control
+    from mirrorflow.ops.control import flow_control
     from mirrorflow.ops.dr.failover import failover
-    from mirrorflow.ops.flow_control import control_flow
+    from mirrorflow.ops.control.flow_control import control_flow
     from tests.support import write_config
 
     pfx = unique("rsfo")

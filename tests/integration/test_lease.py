@@ -12,7 +12,7 @@ import pytest
 
 from mirrorflow.clients import FlowClients
 from mirrorflow.errors import LeaseError
-from mirrorflow.ops.observe.status import flow_status
+from mirrorflow.observe.status import flow_status
 from mirrorflow.replication.run.runner import run_once, take_lease
 from mirrorflow.state.lease import current_holder
 from tests.integration.replicate_helpers import assert_copied, make_flow, mirror_topic

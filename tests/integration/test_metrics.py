@@ -14,7 +14,7 @@ from confluent_kafka import Consumer, TopicPartition
 from prometheus_client.parser import text_string_to_metric_families
 
 from mirrorflow.groups.checkpoint import emit_checkpoints
-from mirrorflow.ops.observe import metrics
+from mirrorflow.observe import metrics
 from mirrorflow.replication.run.runner import run_once
 from tests.support import create_topic, produce, write_config
 

@@ -16,7 +16,7 @@ import pytest
 from mirrorflow.clients import FlowClients
 from mirrorflow_dev.mirrormaker import ConnectWorker, connect_worker_properties
 from mirrorflow.mm2.connect_offsets import STRIMZI_OFFSETS_TOPIC, strimzi_connector
-from mirrorflow.ops.dr.takeover import TakeoverError, mm2_offsets, read_mm2_offsets, takeover
+from mirrorflow.ops.takeover.from_mm2 import TakeoverError, mm2_offsets, read_mm2_offsets, takeover
 from mirrorflow.state.history import read_history
 from tests.integration.replicate_helpers import assert_copied
 from tests.integration.test_mm2_takeover import records, target_topics, wait_for

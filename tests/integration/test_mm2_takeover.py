@@ -16,7 +16,7 @@ from mirrorflow_dev.mirrormaker import MirrorMaker2, mm2_properties
 from mirrorflow.groups.checkpoint import emit_checkpoints, translate_group
 from mirrorflow.kafka.log_reader import read_partition
 from mirrorflow.mm2.formats import Checkpoint
-from mirrorflow.ops.dr.takeover import TakeoverError, mm2_offsets, takeover
+from mirrorflow.ops.takeover.from_mm2 import TakeoverError, mm2_offsets, takeover
 from tests.integration.replicate_helpers import assert_copied
 from tests.integration.test_replicate import cli
 from tests.support import consume_all, create_topic, produce, write_config

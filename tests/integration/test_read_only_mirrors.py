@@ -27,7 +27,7 @@ from confluent_kafka.admin import (
 from mirrorflow import config as config_mod
 from mirrorflow.errors import ConfigError
 from mirrorflow.metadata.sync import sync_flow
-from mirrorflow.ops.observe.status_page import flow_page
+from mirrorflow.observe.status_page import flow_page
 from mirrorflow.replication.run.runner import run_once
 from mirrorflow_airflow.status_html import render_flow
 from tests.integration.test_acl_sync import acls_on, add_acls

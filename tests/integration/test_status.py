@@ -5,7 +5,7 @@ import re
 
 import pytest
 
-from mirrorflow.ops.observe import status
+from mirrorflow.observe import status
 from mirrorflow.replication.run.runner import run_once
 from tests.support import create_topic, produce, write_config
 
@@ -184,7 +184,7 @@ def test_pause_and_resume_buttons_for_an_admin_refused_for_a_viewer(source, targ
 
 def test_every_checkpoint_pass_is_on_the_page_also_one_that_moved_no_group(source, target, unique, tmp_path):
     from mirrorflow.groups.checkpoint import emit_checkpoints
-    from mirrorflow.ops.observe.status_page import flow_page
+    from mirrorflow.observe.status_page import flow_page
     from mirrorflow_airflow import status_html
 
     cfg, flow, topic = own_flow(tmp_path, source, target, unique, "cpass")

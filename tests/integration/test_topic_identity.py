@@ -8,7 +8,7 @@ import time
 
 from confluent_kafka.admin import NewTopic
 
-from mirrorflow.ops.observe.status import flow_status
+from mirrorflow.observe.status import flow_status
 from mirrorflow.replication.run.runner import run_once
 from tests.integration.replicate_helpers import assert_copied, make_flow, mirror_topic
 from tests.integration.test_replicate import cli, records

@@ -19,7 +19,7 @@ from mirrorflow.groups.offset_sync import sync_group_offsets
 from mirrorflow.kafka.log_reader import read_partition
 from mirrorflow.metadata.sync import sync_flow
 from mirrorflow.mm2.formats import Checkpoint
-from mirrorflow.ops.observe.status import flow_status
+from mirrorflow.observe.status import flow_status
 from mirrorflow.state.names import lease_topic, progress_topic, transactional_id
 from tests.integration.replicate_helpers import assert_copied, target_offset_of
 from tests.integration.test_replicate import CLI, cli

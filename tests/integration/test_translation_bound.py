@@ -16,7 +16,7 @@ from confluent_kafka import Consumer, TopicPartition
 
 from mirrorflow.groups.checkpoint import emit_checkpoints
 from mirrorflow.groups.offset_sync import sync_group_offsets
-from mirrorflow.ops.observe.status_page import flow_page
+from mirrorflow.observe.status_page import flow_page
 from mirrorflow.replication.run.runner import run_once
 from tests.integration.test_continuous import Background
 from tests.integration.test_replicate import cli

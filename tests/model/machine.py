@@ -42,7 +42,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, precondition,
 
 from mirrorflow.clients import FlowClients
 from mirrorflow.errors import StateError
-from mirrorflow.ops.flow_control import control_flow
+from mirrorflow.ops.control.flow_control import control_flow
 from mirrorflow.ops.dr.failover_plan import PlanMovedError
 from mirrorflow.groups.checkpoint import emit_checkpoints
 from mirrorflow.groups.offset_sync import sync_group_offsets

@@ -15,7 +15,7 @@ PKG = Path(mirrorflow.__file__).parent
 BELOW_OPS = {"errors", "process", "reporting", "kafka", "mm2", "config", "clients", "state", "replication", "metadata",
              "groups", "schemas"}
 # the rooms of ops (ops/<room>/): each its own layer; the modules directly in ops/ sit above them
-ROOMS = {"ops.acls", "ops.verify", "ops.observe", "ops.dr"}
+ROOMS = {"ops.acls", "ops.verify", "ops.dr", "ops.takeover", "ops.control"}
 ROOT = PKG.parents[1]
 # what ships and runs in production: the core, the Airflow adapters, the DAG files, the plugins, the Spark job
 PRODUCT = ("include/mirrorflow", "include/mirrorflow_airflow", "dags", "plugins", "spark_jobs")
@@ -33,12 +33,15 @@ ALLOWED: dict[str, set[str]] = {
     "metadata": {"errors", "reporting", "kafka", "mm2", "config", "clients", "state"},
     "groups": {"errors", "reporting", "kafka", "mm2", "config", "clients", "state"},
     "schemas": {"errors", "reporting", "kafka", "mm2", "config", "clients", "state"},
+    # read-only views of flows (status, metrics, the RPO): beside the operations, not one of them
+    "observe": BELOW_OPS,
     "ops.acls": BELOW_OPS,
     "ops.verify": BELOW_OPS,
-    "ops.observe": BELOW_OPS,
+    "ops.takeover": BELOW_OPS,
     "ops.dr": BELOW_OPS | {"ops.verify"},
+    "ops.control": BELOW_OPS | {"ops.dr"},
     "ops": BELOW_OPS | ROOMS,
-    "cli": BELOW_OPS | {"ops"} | ROOMS,
+    "cli": BELOW_OPS | {"observe", "ops"} | ROOMS,
 }
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 from prometheus_client.parser import text_string_to_metric_families
 
 from mirrorflow.config.model import FlowConfig
-from mirrorflow.ops.observe.metrics import (
+from mirrorflow.observe.metrics import (
     Sample,
     checkpoint_samples,
     flow_samples,
@@ -12,7 +12,7 @@ from mirrorflow.ops.observe.metrics import (
     source_samples,
     statsd_name,
 )
-from mirrorflow.ops.observe.status import FlowStatus, PartitionStatus
+from mirrorflow.observe.status import FlowStatus, PartitionStatus
 from mirrorflow.state.run_log import GroupCheckpoints, PartitionRun, RunRecord
 
 FLOW = FlowConfig(source="east", target="central", props={})

@@ -14,7 +14,7 @@ from mirrorflow.mm2.connect_offsets import (
     dedicated_offsets_topic,
     strimzi_connector,
 )
-from mirrorflow.ops.dr.takeover import TakeoverError, _is_copy, choose_connector
+from mirrorflow.ops.takeover.from_mm2 import TakeoverError, _is_copy, choose_connector
 
 
 @pytest.mark.parametrize("connector", ["MirrorSourceConnector", "A-to-B-MirrorSourceConnector",

@@ -1,8 +1,8 @@
-"""The recovery point objective's verdict (ops.observe.rpo.evaluate: pure) and when a notifier is told."""
+"""The recovery point objective's verdict (observe.rpo.evaluate: pure) and when a notifier is told."""
 from __future__ import annotations
 
-from mirrorflow.ops.observe.rpo import NOTHING_PENDING, RpoVerdict, evaluate, notify_due
-from mirrorflow.ops.observe.status import PartitionStatus
+from mirrorflow.observe.rpo import NOTHING_PENDING, RpoVerdict, evaluate, notify_due
+from mirrorflow.observe.status import PartitionStatus
 
 NOW = 1_800_000_000_000
 

@@ -6,8 +6,8 @@ import threading
 from pathlib import Path
 from types import SimpleNamespace
 
-from mirrorflow.ops.observe.status import FlowStatus, PartitionStatus
-from mirrorflow.ops.observe.status_page import FlowPage, PageCache, _history, _problems
+from mirrorflow.observe.status import FlowStatus, PartitionStatus
+from mirrorflow.observe.status_page import FlowPage, PageCache, _history, _problems
 from mirrorflow.state.run_log import PartitionRun, RunRecord
 from mirrorflow_airflow import status_html
 
@@ -33,7 +33,7 @@ def _run(at: int, records: int, lag: int, ok: bool = True, copy_s: float = 2.0) 
 def test_lag_seconds_latency_and_problems_in_plain_words():
     page = _page()
     clients = SimpleNamespace()
-    import mirrorflow.ops.observe.status_page as sp
+    import mirrorflow.observe.status_page as sp
 
     runs = [_run(NOW - 60_000, 100, 30), _run(NOW - 30_000, 0, 30, copy_s=0), _run(NOW - 10_000, 40, 30, ok=False)]
     orig = sp.run_log.recent
@@ -108,7 +108,7 @@ def test_cache_builds_once_per_ttl_even_under_a_storm():
 
 
 def test_operations_in_words_oldest_first_and_on_the_page():
-    from mirrorflow.ops.observe.status import operations
+    from mirrorflow.observe.status import operations
 
     words = operations({
         "takeover": {"at": NOW, "by": "ops@host", "partitions": 4},
@@ -184,7 +184,7 @@ def test_a_failed_over_flow_says_so_and_offers_the_failback_not_a_resume():
 
 
 def test_every_checkpoint_pass_counts_not_only_those_that_moved_a_group():
-    import mirrorflow.ops.observe.status_page as sp
+    import mirrorflow.observe.status_page as sp
     from mirrorflow.state.run_log import GroupCheckpoints
 
     moved = RunRecord("checkpoint", NOW - 14 * 60_000, True, checkpoints=[GroupCheckpoints("g", "A.orders", 0, 5)])
@@ -229,7 +229,7 @@ def test_checkpoint_passes_that_stopped_need_attention_unless_the_flow_is_stoppe
 
 
 def test_a_group_resuming_earlier_says_so_on_the_page():
-    from mirrorflow.ops.observe.status_page import GroupRow
+    from mirrorflow.observe.status_page import GroupRow
 
     page = _page()
     page.groups = [

@@ -51,7 +51,7 @@ def _flow(args: argparse.Namespace) -> int:
         return 0
     if not args.flow:
         raise ConfigError([("--flow", f"`mirrorflow flow {args.action}` needs --flow, e.g. --flow A->B")])
-    from mirrorflow.ops.flow_control import ACTIONS, control_flow
+    from mirrorflow.ops.control.flow_control import ACTIONS, control_flow
 
     flow = cfg.flow(args.flow)
     st = control_flow(cfg, flow, args.action, whoami(), "cli", args.reason, args.force)

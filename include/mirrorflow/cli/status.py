@@ -14,7 +14,7 @@ def _args(p: argparse.ArgumentParser) -> None:
 
 @command("status", "progress and lag of each flow, read from the target clusters", _args)
 def status_cmd(args: argparse.Namespace) -> int:
-    from mirrorflow.ops.observe import status
+    from mirrorflow.observe import status
 
     cfg = load_config(args)
     flows = [cfg.flow(args.flow)] if args.flow else list(cfg.flows.values())

@@ -40,7 +40,7 @@ def _args(p: argparse.ArgumentParser) -> None:
 )
 def _takeover(args: argparse.Namespace) -> int:
     from mirrorflow.clients import FlowClients
-    from mirrorflow.ops.dr.takeover import takeover
+    from mirrorflow.ops.takeover.from_mm2 import takeover
 
     cfg, flow = load_flow(args)
     dry = not writes(args)

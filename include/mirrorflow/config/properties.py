@@ -341,7 +341,7 @@ FLOW_PROPERTIES: dict[str, Prop] = {
         _non_negative_int,
         mm2=False,
         doc="recovery point objective: no source record older than this may wait unreplicated (0: none); "
-        "checked by every replicate run and checkpoint pass (ops.observe.rpo)",
+        "checked by every replicate run and checkpoint pass (observe.rpo)",
     ),
     "rpo.notifier": Prop(
         "",

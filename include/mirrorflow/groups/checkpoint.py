@@ -98,7 +98,7 @@ class CheckpointRun(Report):
     def run_record(self, at: int) -> RunRecord:
         """The pass's summary for the flow's run log: the checkpoints it emitted and their latency
         (the first RUN_LOG_CHECKPOINTS: a record must stay under the broker's message size), from
-        which ops.observe.metrics computes each group's and partition's min/avg/max over the recent passes."""
+        which observe.metrics computes each group's and partition's min/avg/max over the recent passes."""
         if len(self.emitted) > RUN_LOG_CHECKPOINTS:
             log.info(
                 "flow %s: the run log keeps %d of the %d checkpoints of this pass (their latency metrics)",
@@ -195,7 +195,7 @@ def _emit(
         )
         # MM2's checkpoint-latency-ms: acknowledged minus the checkpoint's timestamp; one flush
         # acknowledges the pass's checkpoints together, so each gets this value (min/avg/max per
-        # group and partition span the passes: ops.observe.metrics.checkpoint_samples)
+        # group and partition span the passes: observe.metrics.checkpoint_samples)
         run.latency_ms = int(time.time() * 1000) - ts
         for c in run.emitted:
             got.store.update(c)

@@ -69,7 +69,7 @@ def checkpoint_task(
     import time
 
     from mirrorflow.groups.checkpoint import emit_checkpoints
-    from mirrorflow.ops.observe.metrics import checkpoint_pass_samples
+    from mirrorflow.observe.metrics import checkpoint_pass_samples
 
     times = times or RunTimes.of()
     cfg, flow = MirrorflowHook(config_path).get_flow(flow_name)

@@ -1,7 +1,7 @@
 """Control DAGs: one per flow, `mirrorflow_control__<flow.id>`, manual trigger only.
 
 Pause, resume or stop the flow from Airflow's trigger form, as `mirrorflow flow pause|resume|stop`
-does from the CLI and the status page's buttons do: one core function (ops.flow_control), which
+does from the CLI and the status page's buttons do: one core function (ops.control.flow_control), which
 records the state on the target and appends the operation to the flow's history with the Airflow
 user who triggered the run (the DAG run's triggering user) and the reason given.
 
@@ -44,7 +44,7 @@ def triggering_user(dag_run: Any) -> str:
 def control_task(
     flow_name: str, action: str, reason: str | None, by: str, config_path: str | None = None, force: bool = False
 ) -> dict[str, Any]:
-    from mirrorflow.ops.flow_control import control_flow
+    from mirrorflow.ops.control.flow_control import control_flow
 
     cfg, flow = MirrorflowHook(config_path).get_flow(flow_name)
     st = control_flow(cfg, flow, action, by, "airflow", reason or "", force)

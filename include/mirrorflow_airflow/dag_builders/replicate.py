@@ -54,7 +54,7 @@ from airflow.sdk.exceptions import AirflowFailException
 from mirrorflow.clients import FlowClients
 from mirrorflow.config import Config, FlowConfig
 from mirrorflow.errors import MirrorflowError
-from mirrorflow.ops.observe.metrics import run_samples, source_samples
+from mirrorflow.observe.metrics import run_samples, source_samples
 from mirrorflow.replication.plan.backfill_plan import When
 from mirrorflow.replication.plan.run_options import RunOptions
 from mirrorflow.replication.run.continuous import is_continuous

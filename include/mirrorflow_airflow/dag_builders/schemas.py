@@ -30,7 +30,7 @@ log = logging.getLogger(__name__)
 
 def schemas_task(flow_name: str, dry_run: bool, config_path: str | None = None) -> dict[str, Any]:
     """One schema pass of the flow: its report in the log, its figures as metrics, its brief to XCom."""
-    from mirrorflow.ops.observe.metrics import schema_samples
+    from mirrorflow.observe.metrics import schema_samples
     from mirrorflow.schemas.replicate import replicate_schemas
     from mirrorflow.state.run_log import RunRecord
 

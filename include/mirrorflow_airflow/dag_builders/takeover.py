@@ -25,7 +25,7 @@ log = logging.getLogger(__name__)
 
 def takeover_task(flow_name: str, params: dict[str, Any], config_path: str | None = None) -> dict[str, Any]:
     from mirrorflow.clients import FlowClients
-    from mirrorflow.ops.dr.takeover import takeover
+    from mirrorflow.ops.takeover.from_mm2 import takeover
 
     cfg, flow = MirrorflowHook(config_path).get_flow(flow_name)
     with FlowClients(cfg, flow) as clients:

@@ -1,6 +1,6 @@
 """Airflow plugin: mirrorflow's metrics in the Prometheus text format, at /mirrorflow-metrics/metrics.
 
-Thin: the names and values come from mirrorflow.ops.observe.metrics (MM2's names, read from the targets).
+Thin: the names and values come from mirrorflow.observe.metrics (MM2's names, read from the targets).
 A login is required (an Airflow API token: Prometheus' `authorization` with a bearer token) unless
 Airflow's config says `[mirrorflow] metrics_public = True` (AIRFLOW__MIRRORFLOW__METRICS_PUBLIC),
 for scrapers inside a trusted network. One scrape per few seconds reaches Kafka; the others get the
@@ -29,7 +29,7 @@ _cache: dict[str, tuple[float, bytes]] = {}
 
 
 def _text() -> bytes:
-    from mirrorflow.ops.observe import metrics
+    from mirrorflow.observe import metrics
     from mirrorflow_airflow.hooks import MirrorflowHook
 
     with _lock:

@@ -1,6 +1,6 @@
 """Airflow plugin: the mirrorflow status page (Browse > Mirrorflow) inside the Airflow UI.
 
-Thin: the config comes through MirrorflowHook, the page's contents from mirrorflow.ops.observe.status_page
+Thin: the config comes through MirrorflowHook, the page's contents from mirrorflow.observe.status_page
 (the target clusters' state topics, cached a few seconds so a refresh storm reads Kafka once) and
 its HTML from mirrorflow_airflow.status_html. Every route requires an Airflow login (GetUserDep:
 the UI's JWT cookie or a bearer token); plugin routes are public otherwise.
@@ -13,7 +13,7 @@ and Keycloak per DAG), the same unit Airflow's own UI filters DAGs by.
 Pause, resume and stop (POST /api/flows/<flow.id>/control, a JSON body: a cross-site form cannot send
 one) need the permission to trigger the flow's control DAG (`mirrorflow_control__<flow.id>`, DAG run
 POST in the auth manager: Simple's viewer is refused, user and above may); the change is recorded on
-the target with the Airflow user's name (ops.flow_control), like a run of that DAG.
+the target with the Airflow user's name (ops.control.flow_control), like a run of that DAG.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from fastapi import FastAPI, HTTPException, Request
 from fastapi.responses import HTMLResponse
 from pydantic import BaseModel
 
-from mirrorflow.ops.observe.status_page import PageCache
+from mirrorflow.observe.status_page import PageCache
 from mirrorflow.ops.registry import linked_dag_kinds
 from mirrorflow.state.names import dag_id
 
@@ -114,7 +114,7 @@ def flows(request: Request, user: GetUserDep) -> list[dict]:
 def control(flow_id: str, body: ControlRequest, request: Request, user: GetUserDep) -> dict:
     """Pause, resume or stop the flow for the logged-in user (403 without the permission)."""
     from mirrorflow.errors import MirrorflowError
-    from mirrorflow.ops.flow_control import control_flow
+    from mirrorflow.ops.control.flow_control import control_flow
 
     if not may_control(request, user, flow_id):
         raise HTTPException(403, f"user {user.get_name()!r} may not trigger {control_dag_id(flow_id)}")

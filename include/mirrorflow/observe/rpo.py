@@ -38,7 +38,7 @@ if TYPE_CHECKING:
 
 
 class PartitionStatus(Protocol):
-    """What the measure needs of a partition's status (ops.observe.status.PartitionStatus)."""
+    """What the measure needs of a partition's status (observe.status.PartitionStatus)."""
 
     @property
     def topic(self) -> str: ...
@@ -102,7 +102,7 @@ def evaluate(
     now_ms: int,
     why_unread: str | None = None,
 ) -> RpoVerdict:
-    """The verdict from the partitions' progress and lag (ops.observe.status) and, for each lagging one,
+    """The verdict from the partitions' progress and lag (observe.status) and, for each lagging one,
     the source timestamp of its oldest unreplicated record (`pending`: NOTHING_PENDING when there is
     none, None when it has no timestamp; absent when it was not read, `why_unread` says why)."""
     worst: tuple[float, str] | None = None

@@ -1,6 +1,6 @@
 """What the status page shows of one flow, gathered from the target's state topics in one pass.
 
-`ops.observe.status` gives the per-partition truth (progress vs. source ends); this adds what an operator
+`observe.status` gives the per-partition truth (progress vs. source ends); this adds what an operator
 asks next: the last run and its result, lag in seconds and the replication latency, the history of
 lag and throughput (from the flow's run log, `state.run_log`: no database of its own), the consumer
 groups (their last checkpoint, where each would resume on the target, and which ones the group
@@ -24,7 +24,7 @@ from mirrorflow.groups.checkpoint import CheckpointStore
 from mirrorflow.groups.offset_sync import ACTIVE, UNKNOWN, sync_group_offsets
 from mirrorflow.groups.render import resume_note
 from mirrorflow.metadata.read_only import mirror_line
-from mirrorflow.ops.observe.status import FlowStatus, flow_status
+from mirrorflow.observe.status import FlowStatus, flow_status
 from mirrorflow.state import run_log
 from mirrorflow.state.history import OperationRecord, read_history
 from mirrorflow.state.run_log import RunRecord

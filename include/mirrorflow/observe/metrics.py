@@ -27,8 +27,8 @@ from dataclasses import dataclass
 from mirrorflow.clients import FlowClients
 from mirrorflow.config import Config, FlowConfig
 from mirrorflow.errors import MirrorflowError
-from mirrorflow.ops.observe.rpo import UNKNOWN, RpoVerdict
-from mirrorflow.ops.observe.status import FlowStatus, flow_status
+from mirrorflow.observe.rpo import UNKNOWN, RpoVerdict
+from mirrorflow.observe.status import FlowStatus, flow_status
 from mirrorflow.state import run_log
 from mirrorflow.state.run_log import RunRecord
 
@@ -193,7 +193,7 @@ def status_samples(flow: FlowConfig, status: FlowStatus, now_ms: int | None = No
 
 
 def rpo_samples(flow: FlowConfig, verdict: RpoVerdict) -> list[Sample]:
-    """The recovery point objective (ops.observe.rpo): the objective, the measured age and whether it is
+    """The recovery point objective (observe.rpo): the objective, the measured age and whether it is
     missed; an unknown age or verdict is left out (never a made-up 0)."""
     flab = _labels(flow=flow.name, source=flow.source, target=flow.target)
     out = [Sample("mirrorflow_flow_rpo_objective_seconds", flab, verdict.objective_s)]

@@ -19,7 +19,7 @@ from mirrorflow.config import Config, FlowConfig
 from mirrorflow.errors import MirrorflowError
 from mirrorflow.kafka.topic_admin import list_offsets, topic_ids
 from mirrorflow.mm2.filters import FlowFilters
-from mirrorflow.ops.observe.rpo import RpoVerdict, measure, objective_s
+from mirrorflow.observe.rpo import RpoVerdict, measure, objective_s
 from mirrorflow.replication.plan.planner import PartitionInput, identity_problem, source_offsets, stopped_message
 from mirrorflow.reporting import as_dict
 from mirrorflow.state.flow_state import flow_state, read_controls
@@ -74,7 +74,7 @@ class FlowStatus:
     next_step: str | None = None  # what gets the flow copying again (FlowState.next_step); None: running
     failed_over: bool = False  # stopped by its failover: the next step is the failback
     operations: list[str] = field(default_factory=list)  # the last failover, failback, takeover, in words
-    rpo: RpoVerdict | None = None  # the RPO verdict (ops.observe.rpo); None: no objective, or stopped
+    rpo: RpoVerdict | None = None  # the RPO verdict (observe.rpo); None: no objective, or stopped
 
     @property
     def lag(self) -> int | None:

@@ -1,0 +1,1 @@
+"""Control of a flow: pause, resume, stop (`flow_control`), through every door."""
