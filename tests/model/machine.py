@@ -582,7 +582,7 @@ class ReplicationMachine(RuleBasedStateMachine):
         assert not sync.errors and sync.skipped_reason is None, (sync.errors, sync.skipped_reason)
         statuses = {(r.group, r.target_topic, r.partition): r.status for r, _ in run.rows}
         src, dst = self.snap(s), self.snap(t)
-        self.model.model_checkpoint(flow.name, src, dst, statuses)
+        self.model.model_checkpoint(flow.name, s, src, dst, statuses)
         self.check_groups(flow, t, s, dst, src, before, f"checkpoint pass + group sync of {flow.name}")
         self.model.step += 1
 
@@ -737,7 +737,7 @@ class ReplicationMachine(RuleBasedStateMachine):
         if drained:
             assert planned is False or (pre.verify is not None and pre.verify.ok), pre.render()
             src, dst = self.check_copy(flow)  # the drain copied everything
-            self.model.model_checkpoint(flow.name, src, dst, {})  # the drain's last checkpoint pass
+            self.model.model_checkpoint(flow.name, s, src, dst, {})  # the drain's last checkpoint pass
         rep = self.commit_failover(flow, mode, pre, racing, after_s)
         assert rep.done, rep.render()
         self.flows_run.add(flow.name)

@@ -107,6 +107,7 @@ class Model:
         self.groups: dict[str, Group] = {}
         self.ckpt: dict[str, dict[tuple[str, str, int], ModelCheckpoint]] = {}
         self.seen: dict[str, dict[str, int]] = {"A": {}, "B": {}}  # side -> uid -> offset there
+        self.ever: dict[str, dict[TP, dict[int, Rec]]] = {"A": {}, "B": {}}  # side -> partition -> offset -> record
         self.step = 0
 
     # -- what happened -----------------------------------------------------------------------
@@ -116,9 +117,19 @@ class Model:
 
     def look(self, side: str, snap: Snapshot) -> None:
         """Remember where each record is on `side` (a record keeps its offset on a cluster)."""
-        for recs in snap.values():
+        for tp, recs in snap.items():
+            ever = self.ever[side].setdefault(tp, {})
             for r in recs:
                 self.seen[side].setdefault(uid_of(r), r.offset)
+                ever.setdefault(r.offset, r)
+
+    def with_deleted(self, side: str, tp: TP, now: list[Rec]) -> list[Rec]:
+        """`now` (a partition's records on `side`) and before them the records seen there below its first
+        record now: deleted since (delete-records, retention). A group's committed offset still names
+        such a record, and its copy on the target is where the group resumes exactly."""
+        start = now[0].offset if now else None
+        gone = [r for o, r in sorted(self.ever[side].get(tp, {}).items()) if start is None or o < start]
+        return gone + list(now)
 
     # -- a drained copy ------------------------------------------------------------------------
     def copy_problems(self, src_side: str, src: Snapshot, dst_side: str, dst: Snapshot) -> dict[str, list[str]]:
@@ -166,15 +177,16 @@ class Model:
         g.committed[tp] = next_offset
 
     def model_checkpoint(
-        self, flow: str, src: Snapshot, dst: Snapshot, statuses: Mapping[tuple[str, str, int], str]
+        self, flow: str, side: str, src: Snapshot, dst: Snapshot, statuses: Mapping[tuple[str, str, int], str]
     ) -> None:
-        """The checkpoints of a pass of `flow` while the groups read on its source: each group's
-        committed offset translated by the model, kept by MM2's guard (never back unless the group
-        rewound). `statuses`: the product's translation status per (group, topic, partition)."""
+        """The checkpoints of a pass of `flow` while the groups read on its source (`side`): each group's
+        committed offset translated by the model (the records delete-records took from the source since
+        still count: their copies are where the offset resumes), kept by MM2's guard (never back unless
+        the group rewound). `statuses`: the product's translation status per (group, topic, partition)."""
         store = self.ckpt.setdefault(flow, {})
         for g in self.groups.values():
             for tp, off in g.committed.items():
-                pos = translate(src[tp], off, dst[tp])
+                pos = translate(self.with_deleted(side, tp, src[tp]), off, dst[tp])
                 key = (g.name, *tp)
                 prev = store.get(key)
                 status = statuses.get(key, "?")

@@ -104,7 +104,12 @@ def test_the_sequences_the_search_found_replay_clean(tmp_path, source, target):
     - `--long`, seed 501, 2026-11-29 (shortened by hand): a flow failed over and back, then delete-records on
       its old target (the applications' side now, the reverse flow's source): verify of the old flow says
       `missing ... below the target's log start` for its copies there, as documented; the model expected
-      ok. A model defect: fixed in `ReplicationMachine.verified`."""
+      ok. A model defect: fixed in `ReplicationMachine.verified`.
+    - `--long`, seed 883130476, 2026-11-29 (shortened by hand): a group read one record on B, then
+      delete-records took that record and the next from B; the checkpoint pass rightly resumes the group on
+      A at the copy of the next one (its committed offset still names it, the copy is there); the model,
+      translating over B's records now, expected the record after. A model defect: fixed in
+      `Model.with_deleted`."""
     setting = Setting({"A": source, "B": target}, tmp_path)
     ReplicationMachine.setting = setting
     state = ReplicationMachine()
@@ -147,5 +152,18 @@ def test_the_sequences_the_search_found_replay_clean(tmp_path, source, target):
         state.fail_over(planned=False)
         state.fail_back()
         state.delete_source_records(k=2, partition=0)
+    finally:
+        state.teardown()
+    ReplicationMachine.setting = setting
+    state = ReplicationMachine()
+    try:
+        state.start(max_runs=2, unit=(3, 2_147_483_648), initial="earliest", txn_records=2)
+        state.fail_over(planned=True)
+        state.write(kind="commit", n=5, partition=1)
+        state.fail_back()
+        state.replicate()
+        state.consume(g="g2", n=1, which=0)
+        state.delete_source_records(k=2, partition=1)
+        state.checkpoint()
     finally:
         state.teardown()
