@@ -39,7 +39,7 @@ from mirrorflow.ops.verify.verify_report import PartitionVerify, VerifyReport, e
 from mirrorflow.ops.verify.verify_walk import Sides, clip, walk_partition
 from mirrorflow.replication.plan.backfill_plan import When, topic_pattern
 from mirrorflow.reporting import iso
-from mirrorflow.state.offset_map import PartitionMap, subtract_ranges
+from mirrorflow.state.offset_map import PartitionMap, merge_ranges, subtract_ranges
 from mirrorflow.state.records import Progress, VerifiedMark
 from mirrorflow.state.verified import write_marks
 
@@ -212,6 +212,8 @@ class Verifier:
                 f"source offsets {start}..{min(pm.floor, hi)}: below the offset map's floor (pruned), not checkable"
             )
             start = pm.floor
+            forgotten = [(r.tgt, r.tgt + r.count) for r in pm.marks] + [(sp.tgt, sp.tgt_end) for sp in pm.spans]
+            sides = replace(sides, forgotten=tuple(merge_ranges(forgotten)))
         ranges = [(max(a, start), min(b, hi)) for a, b in pm.covered if b > start and a < hi]
         if not ranges:
             return

@@ -237,9 +237,16 @@ class Sides:
     # a verify since the last one: the target offset right after the copies that one verified (the
     # first group's target span starts there; walk_partition)
     target_from: int | None = None
+    # target offsets [a, b) of copies of source offsets below the offset map's floor (its marks and
+    # spans): the map forgot which source record each is, so they are not checkable, and not extra.
+    # A backfill's island copied before the holes below it puts them among the checked copies.
+    forgotten: tuple[tuple[int, int], ...] = ()
 
     def is_kept(self, target_offset: int) -> bool:
         return any(a <= target_offset < b for a, b in self.kept)
+
+    def is_forgotten(self, target_offset: int) -> bool:
+        return any(a <= target_offset < b for a, b in self.forgotten)
 
 
 Reader = Callable[[int, int], Iterator[Rec]]  # the committed records of offsets [a, b), in order
@@ -324,7 +331,7 @@ def walk_group(
             continue
         st = group.source_of(t.offset) if t is not None else None
         if t is not None and st is None:
-            if everything.source_of(t.offset) is None and owns_extra(t.offset):
+            if everything.source_of(t.offset) is None and owns_extra(t.offset) and not sides.is_forgotten(t.offset):
                 if sides.is_kept(t.offset):
                     tally.kept += 1
                 else:
