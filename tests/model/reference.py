@@ -164,6 +164,8 @@ class Model:
             w = self.acked.get(u)
             if w is not None and w.side == dst_side:
                 continue  # T's own record, gone from T (compaction, delete-records): never copied back
+            if u in self.seen[dst_side]:
+                continue  # copied to T once, delete-records took it from T since (T was the applications')
             where = f"{w.topic}[{w.partition}]@{w.offset} on {w.side}" if w else "?"
             bad(f"missing on {dst_side} (on {src_side}, not kept apart by a failback)", f"{u} ({where})")
         for u in sorted(seen & self.kept):
