@@ -17,8 +17,8 @@ this attempt stopped committing: a zombie never commits after a newer attempt re
 
 One policy for every call:
 
-* fenced (a newer attempt initialised the slot; the broker's timeout abort bumped the epoch) or any
-  other fatal error: the KafkaException as it is, the task decides (replication.task.task_copier:
+* fenced (a newer attempt initialised the slot; the broker's timeout abort bumped the epoch), and a
+  fatal error at the claim: the KafkaException as it is, the task decides (replication.task.task_copier:
   re-initialise a cached producer, or stop);
 * abortable (an outage broke the transaction, the producer is fine): `Abortable`, and the task
   goes on from the committed progress with a new producer;
@@ -58,7 +58,8 @@ WAITS_S: dict[str, float] = {
     "metadata": 30.0,  # the producer's first metadata request (it connects before init_transactions)
     "init": 60.0,  # init_transactions: an older epoch's open transaction ends first
     "flush": 120.0,  # a round's records delivered (a round: up to transaction.max.bytes)
-    "commit": 120.0,  # commit_transaction (it flushes first)
+    "commit": 120.0,  # commit_transaction of a round (it flushes first)
+    "claim": 60.0,  # commit_transaction of the claim (one small record)
     "redo": 60.0,  # an abort before the round is written again, or of what an older epoch left pending
     "give_up": 30.0,  # an abort of a round given up (the producer may be dropped next: no long wait)
     "probe": 10.0,  # an abort that only asks why the transaction failed: fenced, or an outage
@@ -155,7 +156,7 @@ class CopyTransaction:
         pr.produce(progress_topic(flow), claim.to_json(), claim_key(slot), key_partition(claim_key(slot), nprog))
         what = f"the claim of {where}"
         try:
-            self.commit(what, outage)
+            self.commit(what, outage, claim=True)
         except Abortable as exc:
             raise TransactionAbortedError(f"{what} was not committed: {exc}") from None
         faults.reached("after_init")
@@ -196,9 +197,10 @@ class CopyTransaction:
                 self.producer.abort_transaction(self.wait_s("give_up"))
             raise MirrorflowError(f"flushing the transaction failed: {exc}") from None
 
-    def commit(self, what: str, outage: Outage | None = None) -> None:
+    def commit(self, what: str, outage: Outage | None = None, claim: bool = False) -> None:
         """Commit (exactly-once; else wait until everything is delivered), again while the outcome is
-        not known, up to the outage bound. Fenced or fatal: the KafkaException; abortable: Abortable."""
+        not known, up to the outage bound. Fenced: the KafkaException; abortable: Abortable. The
+        claim's commit (`claim`) gives a fatal error up as its KafkaException."""
         if not self.eos:
             if self.producer.flush(self.wait_s("flush")) != 0:
                 raise MirrorflowError(f"state records of {what} were not delivered")
@@ -206,17 +208,20 @@ class CopyTransaction:
         outage = outage or Outage(self.bound_s)
         while True:
             try:
-                self.producer.commit_transaction(self.wait_s("commit"))
+                self.producer.commit_transaction(self.wait_s("claim" if claim else "commit"))
                 return
             except KafkaException as exc:
-                e = kafka_error(exc)
-                if is_fenced(exc) or (e is not None and e.fatal()):
+                if is_fenced(exc):
                     raise
-                if e is not None and e.txn_requires_abort():
+                e = kafka_error(exc)
+                given_up = claim and e is not None and e.fatal()
+                if e is not None and e.txn_requires_abort() and not given_up:
                     raise Abortable(exc) from None
-                if e is not None and e.retriable():  # the outcome is not known yet: commit again
+                if e is not None and e.retriable() and not given_up:  # the outcome is not known yet: commit again
                     outage.wait(self.flow.target, f"committing {what}", exc)
                     continue
+                if claim:
+                    raise
                 raise MirrorflowError(f"committing {what} failed: {e.str() if e else exc}") from None
 
     def give_up(self) -> None:
