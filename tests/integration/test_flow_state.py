@@ -82,18 +82,9 @@ def test_a_failed_over_flow_refuses_pause_and_stop_through_every_door(tmp_path, 
 
     from mirrorflow.ops.dr.failover import failover
     from mirrorflow.state.history import read_history
-    from tests.support import write_config
 
-    pfx = unique("fsfo")
-    topic = f"{pfx}.orders"
-    src, tgt = unique("XA"), unique("XB")  # aliases of its own: its failover touches no other test's flow
-    cfg = write_config(tmp_path / "mf.yaml", {src: source, tgt: target}, {f"{src}->{tgt}": {
-        "topics": f"{pfx}\\..*", "state.topic.partitions": 1, "heartbeats.replication.enabled": False}})
-    flow = cfg.flow(f"{src}->{tgt}")
-    create_topic(source, topic, 1)
-    assert sync_flow(cfg, flow, ["topics"]).ok
-    produce(source, topic, records(5, 1))
-    assert run_once(cfg, flow, mode="direct").records == 5
+    cfg, flow = copied_flow_of_its_own(tmp_path, source, target, unique, "fsfo")
+    src, tgt = flow.source, flow.target
     assert failover(cfg, flow).done
 
     def state_and_history():
@@ -169,18 +160,8 @@ def test_a_resume_racing_a_failover_never_restarts_the_failed_over_flow(tmp_path
     from mirrorflow.ops.control import flow_control
     from mirrorflow.ops.dr.failover import failover
     from mirrorflow.ops.control.flow_control import control_flow
-    from tests.support import write_config
 
-    pfx = unique("rsfo")
-    topic = f"{pfx}.orders"
-    src, tgt = unique("RA"), unique("RB")  # aliases of its own: its failover touches no other test's flow
-    cfg = write_config(tmp_path / "mf.yaml", {src: source, tgt: target}, {f"{src}->{tgt}": {
-        "topics": f"{pfx}\\..*", "state.topic.partitions": 1, "heartbeats.replication.enabled": False}})
-    flow = cfg.flow(f"{src}->{tgt}")
-    create_topic(source, topic, 1)
-    assert sync_flow(cfg, flow, ["topics"]).ok
-    produce(source, topic, records(5, 1))
-    assert run_once(cfg, flow, mode="direct").records == 5
+    cfg, flow = copied_flow_of_its_own(tmp_path, source, target, unique, "rsfo")
 
     checked = flow_control.resume_problem
 
@@ -196,3 +177,20 @@ def test_a_resume_racing_a_failover_never_restarts_the_failed_over_flow(tmp_path
         now = flow_state(clients)
     assert now.failed_over and now.state == "stopped", now.describe()
     assert run_once(cfg, flow, mode="direct").skipped  # and it copies nothing
+
+
+def copied_flow_of_its_own(tmp_path, source, target, unique, tag: str):
+    """A flow with aliases of its own (its failover touches no other test's flow) that copied 5 records."""
+    from tests.support import write_config
+
+    pfx = unique(tag)
+    topic = f"{pfx}.orders"
+    src, tgt = unique(f"{tag}A"), unique(f"{tag}B")
+    cfg = write_config(tmp_path / "mf.yaml", {src: source, tgt: target}, {f"{src}->{tgt}": {
+        "topics": f"{pfx}\\..*", "state.topic.partitions": 1, "heartbeats.replication.enabled": False}})
+    flow = cfg.flow(f"{src}->{tgt}")
+    create_topic(source, topic, 1)
+    assert sync_flow(cfg, flow, ["topics"]).ok
+    produce(source, topic, records(5, 1))
+    assert run_once(cfg, flow, mode="direct").records == 5
+    return cfg, flow
