@@ -375,9 +375,13 @@ class ReplicationMachine(RuleBasedStateMachine):
         return True
 
     def log_start(self, side: str, topic: str, partition: int) -> int:
+        return self.watermarks(side, topic, partition)[0]
+
+    def watermarks(self, side: str, topic: str, partition: int) -> tuple[int, int]:
+        """The partition's log start and end on `side`, as the broker has them now."""
         c = Consumer({**self.cluster(side).client_config(), "group.id": f"{self.pfx}-wm"})
         try:
-            return c.get_watermark_offsets(TopicPartition(topic, partition), timeout=10, cached=False)[0]
+            return c.get_watermark_offsets(TopicPartition(topic, partition), timeout=10, cached=False)
         finally:
             c.close()
 
@@ -459,9 +463,7 @@ class ReplicationMachine(RuleBasedStateMachine):
         """`delete-records` moves the running flow's source log start up by `k` offsets (at most to the end)."""
         side = self.side_of(self.running)[0]
         t = f"{self.pfx}.plain"
-        c = Consumer({**self.cluster(side).client_config(), "group.id": f"{self.pfx}-wm"})
-        lo, hi = c.get_watermark_offsets(TopicPartition(t, partition), timeout=10, cached=False)
-        c.close()
+        lo, hi = self.watermarks(side, t, partition)
         if hi > lo:
             delete_records(self.cluster(side), t, partition, min(hi, lo + k))
             self.deleted[side].add((t, partition))
