@@ -12,8 +12,10 @@ answer that is not JSON.
 from __future__ import annotations
 
 import base64
+import http.client
 import json
 import ssl
+import time
 import urllib.error
 import urllib.request
 from dataclasses import dataclass
@@ -25,6 +27,11 @@ from mirrorflow.errors import ConfigError, MirrorflowError
 
 CONTENT_TYPE = "application/vnd.schemaregistry.v1+json"
 DEFAULT_TIMEOUT_S = 30.0
+# A registry may close a connection it accepted before answering (seen on Apicurio's Vert.x server under
+# load: "Remote end closed connection without response", the request never reached its access log). A
+# request whose repetition changes nothing more is sent again after these pauses; a POST never is.
+IDEMPOTENT = frozenset({"GET", "HEAD", "PUT", "DELETE"})
+DROPPED_RETRY_PAUSES_S = (0.2, 1.0)
 
 
 class RegistryError(MirrorflowError):
@@ -154,14 +161,19 @@ class RegistryClient:
                 req.add_header("Authorization", self.endpoint.auth)
             for k, v in (headers or {}).items():
                 req.add_header(k, v)
-            try:
-                with urllib.request.urlopen(req, timeout=self.endpoint.timeout_s, context=self._context) as resp:
-                    return resp.read()
-            except urllib.error.HTTPError as exc:
-                raise self._refused(method, path, exc) from None
-            except (urllib.error.URLError, OSError) as exc:
-                last = exc
-                continue
+            pauses = DROPPED_RETRY_PAUSES_S if method in IDEMPOTENT else ()
+            for attempt in range(len(pauses) + 1):
+                try:
+                    with urllib.request.urlopen(req, timeout=self.endpoint.timeout_s, context=self._context) as resp:
+                        return resp.read()
+                except urllib.error.HTTPError as exc:
+                    raise self._refused(method, path, exc) from None
+                except (urllib.error.URLError, OSError) as exc:
+                    last = exc
+                    if attempt < len(pauses) and _dropped(exc):
+                        time.sleep(pauses[attempt])
+                        continue
+                    break
         reason = getattr(last, "reason", last)
         raise RegistryError(self.name, f"unreachable ({method} {path}: {reason})")
 
@@ -194,3 +206,9 @@ def client_for(cluster: ClusterConfig) -> RegistryClient | None:
 
 def quote_subject(subject: str) -> str:
     return quote(subject, safe="")
+
+
+def _dropped(exc: BaseException) -> bool:
+    """The server took the connection and closed it without an answer (not: refused, timed out)."""
+    reason = getattr(exc, "reason", exc)
+    return isinstance(reason, (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError))
