@@ -54,6 +54,21 @@ def failback_pairs(reverse: FlowConfig, seeds: Iterable[Any]) -> list[tuple[str,
     return sorted({(s.topic, filters.remote_topic(s.topic)) for s in seeds})
 
 
+def after_failover(cfg: Config, flow: FlowConfig, report: Any) -> None:
+    """The groups' topics, after a failover's commit."""
+    report_lineage(cfg, flow, [(p.topic, p.target_topic) for p in report.plan.partitions])
+
+
+def after_failback(cfg: Config, flow: FlowConfig, report: Any) -> None:
+    """The reverse flow's topics, from the failed-over target back to the source, after a failback's start."""
+    reverse = cfg.flow(report.reverse)
+    report_lineage(cfg, reverse, failback_pairs(reverse, report.seeds))
+
+
+# what an approved operation's commit reports as lineage (gated_tasks.commit_task), by operation
+AFTER = {"failover": after_failover, "failback": after_failback}
+
+
 def plan_pairs(plan: dict[str, Any]) -> list[tuple[str, str]]:
     """The (source topic, remote topic) of every unit of a replication plan (replication.executors.handoff)."""
     return sorted({(u["topic"], u["target_topic"]) for task in plan.get("tasks", []) for u in task})

@@ -5,9 +5,8 @@ the flow's client-switch steps (`client.switch.failback`)."""
 from __future__ import annotations
 
 import argparse
-import sys
 
-from mirrorflow.cli.registry import add_operation_args, command, confirmed, load_flow, print_report
+from mirrorflow.cli.registry import add_operation_args, command, confirmed, gated_exit, load_flow
 
 
 def _args(p: argparse.ArgumentParser) -> None:
@@ -57,8 +56,4 @@ def _failback(args: argparse.Namespace) -> int:
         plan_id=args.plan_id,
         approved_by=whoami() + (" (--yes)" if args.yes else ""),
     )
-    print_report(rep, args.json)
-    if rep.switch is not None and rep.switch.error:  # the failback stands; the step that failed, named
-        print(f"mirrorflow: {rep.switch.error}", file=sys.stderr)
-        return 1
-    return 0 if rep.done or args.dry_run or (rep.note or "").startswith("nothing to do") else 1
+    return gated_exit(args, rep)

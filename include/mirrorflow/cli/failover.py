@@ -7,9 +7,8 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import sys
 
-from mirrorflow.cli.registry import add_operation_args, command, confirmed, load_flow, print_report
+from mirrorflow.cli.registry import add_operation_args, command, confirmed, gated_exit, load_flow
 
 
 def _args(p: argparse.ArgumentParser) -> None:
@@ -91,8 +90,4 @@ def _failover(args: argparse.Namespace) -> int:
             max_lag=args.max_lag,
             take_over=args.take_over,
         )
-    print_report(rep, args.json)
-    if rep.switch is not None and rep.switch.error:  # the failover stands; the step that failed, named
-        print(f"mirrorflow: {rep.switch.error}", file=sys.stderr)
-        return 1
-    return 0 if rep.done or args.dry_run or (rep.note or "").startswith("nothing to do") else 1
+    return gated_exit(args, rep)

@@ -112,3 +112,16 @@ def confirmed(args: argparse.Namespace, preflight: str, question: str, answer: s
         print("mirrorflow: not confirmed (no terminal): run again with --yes", file=sys.stderr)
         return False
     return input(question).strip() == answer
+
+
+def gated_exit(args: argparse.Namespace, report: Any) -> int:
+    """Print an approved operation's report (ops.dr.gated); its exit code: 0 when it is done (or was
+    before), or a dry run; 1 otherwise, and when a client-switch step failed (the operation stands, the
+    step is named)."""
+    from mirrorflow.ops.dr.gated import settled
+
+    print_report(report, args.json)
+    if report.switch is not None and report.switch.error:
+        print(f"mirrorflow: {report.switch.error}", file=sys.stderr)
+        return 1
+    return 0 if settled(report) or args.dry_run else 1

@@ -26,7 +26,7 @@ from mirrorflow.clients import FlowClients
 from mirrorflow.errors import ClusterError, ConfigError, StateError
 from mirrorflow.kafka.log_reader import LogReader
 from mirrorflow.state.history import record_operation
-from mirrorflow.state.names import STATE_READER, progress_topic, reader_group
+from mirrorflow.state.names import STATE_READER, dag_id, progress_topic, reader_group
 from mirrorflow.state.state_writer import write_acknowledged
 
 STATES = ("running", "paused", "stopped")
@@ -87,12 +87,12 @@ class FlowState:
         if self.failed_over:
             return (
                 f"fail back once {source} is back: `mirrorflow failback --flow {flow_name}` or the DAG "
-                f"mirrorflow_failback__{flow_id} (it starts {reverse}, so what was written on {target} reaches "
+                f"{dag_id('failback', flow_id)} (it starts {reverse}, so what was written on {target} reaches "
                 f"{source}); not a resume. {flow_name} itself runs again after a planned failover of {reverse} "
                 "and its failback"
             )
         return (
-            f"resume it when ready: `mirrorflow flow resume --flow {flow_name}`, the DAG mirrorflow_control__{flow_id} "
+            f"resume it when ready: `mirrorflow flow resume --flow {flow_name}`, the DAG {dag_id('control', flow_id)} "
             "(action resume) or the Resume button on the status page"
         )
 

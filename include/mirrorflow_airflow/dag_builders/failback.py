@@ -32,84 +32,15 @@ the target lost records the plan names), `approval_timeout_minutes` (default 60)
 
 from __future__ import annotations
 
-import logging
 from typing import Any
 
-from airflow.sdk import DAG, Param, task
-from airflow.sdk.exceptions import AirflowFailException
+from airflow.sdk import DAG, Param
 
 from mirrorflow.config import Config, FlowConfig
 from mirrorflow_airflow.common import flow_dag, flow_dags, task_config_path
-from mirrorflow_airflow.hooks import MirrorflowHook
-from mirrorflow_airflow.lineage import failback_pairs, report_lineage
+from mirrorflow_airflow.gated_tasks import gated_chain
 from mirrorflow_airflow.operators.approval import FailbackApproval, approval_params
 from mirrorflow_airflow.params import dry_run
-from mirrorflow_airflow.switch_tasks import add_switch_tasks
-
-log = logging.getLogger(__name__)
-
-
-def preflight_task(flow_name: str, params: dict[str, Any], config_path: str | None = None) -> dict[str, Any]:
-    """The plan and its report (text, and Markdown for the approval page)."""
-    from mirrorflow.errors import MirrorflowError
-    from mirrorflow.ops.dr.client_switch import plan_switch
-    from mirrorflow.ops.dr.failback import switch_after
-    from mirrorflow.ops.dr.failback_preflight import plan_failback
-
-    cfg = MirrorflowHook(config_path).get_conn()
-    flow = cfg.flow(flow_name)
-    dry = bool(params.get("dry_run"))
-    try:  # every step's callable imported before anything changes
-        steps = plan_switch(flow, "failback")
-    except MirrorflowError as exc:
-        raise AirflowFailException(str(exc)) from None
-    rep = plan_failback(cfg, flow, bool(params.get("reseed")), bool(params.get("accept_loss")), dry_run=dry)
-    if rep.plan is not None:
-        rep.switch_steps = steps
-    if dry and rep.plan is not None:
-        rep.note = "dry run: nothing changed"
-        if rep.switch_steps:
-            rep.switch = switch_after(cfg, flow, rep, dry_run=True, via="airflow")
-    text = rep.render()
-    log.info("%s", text)
-    figures = {"to_copy": rep.to_copy, "diverged": rep.diverged, "split": rep.split, "done": False, "note": rep.note}
-    if rep.plan is None:  # already started by a failback of this failover (as the CLI, not an error)
-        return {"plan_id": None, "text": text, **figures}
-    if rep.plan.blocked and not dry:
-        raise AirflowFailException(text)
-    return {"plan_id": rep.plan.id, "plan": rep.plan.to_dict(), "text": text, "markdown": rep.markdown(), **figures}
-
-
-def start_task(
-    flow_name: str, preflight: dict[str, Any], approval: dict[str, Any] | None, config_path: str | None = None
-) -> dict[str, Any]:
-    """Start exactly the approved plan (fails, starting nothing, when the state moved)."""
-    from mirrorflow.errors import MirrorflowError
-    from mirrorflow.ops.dr.failback_commit import commit_failback
-    from mirrorflow.ops.dr.failback_plan import FailbackPlan
-
-    cfg = MirrorflowHook(config_path).get_conn()
-    plan = FailbackPlan.from_dict(preflight["plan"])
-    if not approval or approval.get("plan_id") != plan.id:
-        raise AirflowFailException(f"the approval was for plan {(approval or {}).get('plan_id')}, not {plan.id}")
-    try:
-        rep = commit_failback(cfg, cfg.flow(flow_name), plan, str(approval["approved_by"]), via="airflow")
-    except MirrorflowError as exc:
-        raise AirflowFailException(str(exc)) from None
-    text = rep.render()
-    log.info("%s", text)
-    if not rep.done and not (rep.note or "").startswith("nothing to do"):
-        raise AirflowFailException(text)
-    if rep.done:  # the reverse flow's topics: from the failed-over target back to the source
-        report_lineage(cfg, cfg.flow(rep.reverse), failback_pairs(cfg.flow(rep.reverse), rep.seeds))
-    return {
-        "plan_id": plan.id,
-        "approved_by": rep.approved_by,
-        "done": rep.done,
-        "text": text,
-        "to_copy": rep.to_copy,
-        "switch": rep.done,  # the client-switch tasks run after a failback that started the reverse flow
-    }
 
 
 def missing_reverse_flow(reverse: str) -> Param:
@@ -128,7 +59,7 @@ def missing_reverse_flow(reverse: str) -> Param:
 
 
 def build_failback_dag(cfg: Config, flow: FlowConfig) -> DAG:
-    name, path = flow.name, task_config_path(cfg)
+    path = task_config_path(cfg)
     reverse = f"{flow.target}->{flow.source}"
     params: dict[str, Any] = {
         "dry_run": dry_run("Preflight report only"),
@@ -161,17 +92,6 @@ def build_failback_dag(cfg: Config, flow: FlowConfig) -> DAG:
         params=params,
         doc_md=__doc__,
     ) as dag:
-
-        @task(task_id="preflight", retries=0)
-        def preflight(params: dict | None = None) -> dict[str, Any]:
-            """The plan: the divergence, what the reverse flow copies and where it starts, what was lost."""
-            return preflight_task(name, params or {}, path)
-
-        @task.short_circuit(task_id="go_on")
-        def go_on(params: dict | None = None, ti: Any = None) -> bool:
-            """A dry run, or a reverse flow already started by this failover's failback, ends here."""
-            return not (params or {}).get("dry_run") and bool(ti.xcom_pull(task_ids="preflight")["plan_id"])
-
         approve = FailbackApproval(
             reverse=reverse,
             task_id="approve_failback",
@@ -180,17 +100,7 @@ def build_failback_dag(cfg: Config, flow: FlowConfig) -> DAG:
             body="{{ ti.xcom_pull(task_ids='preflight')['markdown'] }}",
             retries=0,
         )
-
-        @task(task_id="start", retries=0)
-        def start(ti: Any = None) -> dict[str, Any]:
-            """Start exactly the approved plan, record the failback and its approver."""
-            return start_task(
-                name, ti.xcom_pull(task_ids="preflight"), ti.xcom_pull(task_ids="approve_failback"), config_path=path
-            )
-
-        started = start()
-        preflight() >> go_on() >> approve >> started
-        add_switch_tasks(flow, "failback", started, "start", path)
+        gated_chain("failback", flow, approve, "start", path)
     return dag
 
 

@@ -39,99 +39,17 @@ user who may act on the DAG).
 
 from __future__ import annotations
 
-import logging
-from typing import Any
-
-from airflow.sdk import DAG, Param, task
-from airflow.sdk.exceptions import AirflowFailException
+from airflow.sdk import DAG, Param
 
 from mirrorflow.config import Config, FlowConfig
 from mirrorflow_airflow.common import flow_dag, flow_dags, task_config_path
-from mirrorflow_airflow.hooks import MirrorflowHook
-from mirrorflow_airflow.lineage import report_lineage
+from mirrorflow_airflow.gated_tasks import gated_chain
 from mirrorflow_airflow.operators.approval import FailoverApproval, approval_params
-from mirrorflow_airflow.params import dry_run, regex, regex_or_none
-from mirrorflow_airflow.switch_tasks import add_switch_tasks
-
-log = logging.getLogger(__name__)
-
-
-def preflight_task(flow_name: str, params: dict[str, Any], config_path: str | None = None) -> dict[str, Any]:
-    """Drain (planned), then the plan and its report (text, and Markdown for the approval page)."""
-    from mirrorflow.errors import MirrorflowError
-    from mirrorflow.ops.dr.client_switch import plan_switch
-    from mirrorflow.ops.dr.failover import switch_after
-    from mirrorflow.ops.dr.failover_preflight import plan_failover
-
-    cfg, flow = MirrorflowHook(config_path).get_flow(flow_name)
-    dry = bool(params.get("dry_run"))
-    try:  # every step's callable imported before anything changes
-        steps = plan_switch(flow, "failover")
-    except MirrorflowError as exc:
-        raise AirflowFailException(str(exc)) from None
-    rep = plan_failover(
-        cfg,
-        flow,
-        str(params.get("mode") or "unplanned"),
-        regex_or_none(params, "groups"),
-        dry_run=dry,
-        copy_mode="submit",
-        log=log.info,
-        drain=not dry,
-        max_lag=params.get("max_lag"),
-        take_over=bool(params.get("take_over")),
-        via="airflow",
-    )
-    if rep.plan is not None and rep.plan.moves_after is None:
-        rep.switch_steps = steps
-    if dry and rep.plan is not None:
-        rep.note = "dry run: nothing changed"
-        if rep.switch_steps:
-            rep.switch = switch_after(cfg, flow, rep, dry_run=True, via="airflow", log=log.info)
-    text = rep.render()
-    log.info("%s", text)
-    if rep.plan is None:  # already failed over, nothing to move (as the CLI, not an error): go_on ends the run
-        return {"plan_id": None, "text": text, "note": rep.note}
-    if rep.plan.blocked and not dry:
-        raise AirflowFailException(text)
-    return {
-        "plan_id": rep.plan.id,
-        "plan": rep.plan.to_dict(),
-        "text": text,
-        "markdown": rep.markdown(),
-        "not_replicated": rep.not_replicated,
-        "client_switch_steps": rep.switch_steps,
-    }
-
-
-def commit_task(
-    flow_name: str, preflight: dict[str, Any], approval: dict[str, Any], config_path: str | None = None
-) -> dict[str, Any]:
-    """Commit exactly the approved plan (fails, committing nothing, when the state moved)."""
-    from mirrorflow.errors import MirrorflowError
-    from mirrorflow.ops.dr.failover_commit import commit_failover
-    from mirrorflow.ops.dr.failover_plan import FailoverPlan
-
-    cfg, flow = MirrorflowHook(config_path).get_flow(flow_name)
-    plan = FailoverPlan.from_dict(preflight["plan"])
-    if approval.get("plan_id") != plan.id:
-        raise AirflowFailException(f"the approval was for plan {approval.get('plan_id')}, not {plan.id}")
-    try:
-        rep = commit_failover(cfg, flow, plan, str(approval["approved_by"]), via="airflow")
-    except MirrorflowError as exc:
-        raise AirflowFailException(str(exc)) from None
-    text = rep.render()
-    log.info("%s", text)
-    if not rep.done:
-        raise AirflowFailException(text)
-    report_lineage(cfg, flow, [(p.topic, p.target_topic) for p in plan.partitions])  # the groups' topics
-    # the client-switch tasks run after a failover, not after moving groups left alone at it
-    switch = rep.done and plan.moves_after is None
-    return {"plan_id": plan.id, "approved_by": rep.approved_by, "done": rep.done, "text": text, "switch": switch}
+from mirrorflow_airflow.params import dry_run, regex
 
 
 def build_failover_dag(cfg: Config, flow: FlowConfig) -> DAG:
-    name, path = flow.name, task_config_path(cfg)
+    path = task_config_path(cfg)
     with flow_dag(
         "failover",
         flow,
@@ -173,17 +91,6 @@ def build_failover_dag(cfg: Config, flow: FlowConfig) -> DAG:
         },
         doc_md=__doc__,
     ) as dag:
-
-        @task(task_id="preflight", retries=0)
-        def preflight(params: dict | None = None) -> dict[str, Any]:
-            """Drain (planned), then the plan: RPO per partition, the offsets each group gets."""
-            return preflight_task(name, params or {}, config_path=path)
-
-        @task.short_circuit(task_id="go_on")
-        def go_on(params: dict | None = None, ti: Any = None) -> bool:
-            """A dry run, or a flow already failed over, ends after the preflight."""
-            return not (params or {}).get("dry_run") and bool(ti.xcom_pull(task_ids="preflight")["plan_id"])
-
         approve = FailoverApproval(
             task_id="approve_failover",
             subject=f"Fail over {flow.name} to {flow.target}: plan "
@@ -191,17 +98,7 @@ def build_failover_dag(cfg: Config, flow: FlowConfig) -> DAG:
             body="{{ ti.xcom_pull(task_ids='preflight')['markdown'] }}",
             retries=0,
         )
-
-        @task(task_id="commit", retries=0)
-        def commit(ti: Any = None) -> dict[str, Any]:
-            """Commit exactly the approved plan, stop the flow, record the failover and its approver."""
-            return commit_task(
-                name, ti.xcom_pull(task_ids="preflight"), ti.xcom_pull(task_ids="approve_failover"), config_path=path
-            )
-
-        committed = commit()
-        preflight() >> go_on() >> approve >> committed
-        add_switch_tasks(flow, "failover", committed, "commit", path)
+        gated_chain("failover", flow, approve, "commit", path)
     return dag
 
 

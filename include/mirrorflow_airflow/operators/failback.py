@@ -53,10 +53,10 @@ class FailbackPreflightOperator(FlowOperation, BaseOperator):
         self.reseed, self.accept_loss, self.dry = reseed, accept_loss, dry_run
 
     def execute(self, context: Any) -> dict[str, Any]:
-        from mirrorflow_airflow.dag_builders.failback import preflight_task
+        from mirrorflow_airflow.gated_tasks import preflight_task
 
         params = {"reseed": self.reseed, "accept_loss": self.accept_loss, "dry_run": self.dry}
-        return {**preflight_task(self.flow, params, self.resolved_config_path()), "dry_run": self.dry}
+        return {**preflight_task("failback", self.flow, params, self.resolved_config_path()), "dry_run": self.dry}
 
 
 class FailbackApprovalOperator(PlanApprovalStep, FailbackApproval):
@@ -85,8 +85,3 @@ class FailbackStartOperator(ApprovedPlanCommit):
 
     def __init__(self, *, preflight_task_id: str = PREFLIGHT, approval_task_id: str = APPROVAL, **kwargs: Any) -> None:
         super().__init__(preflight_task_id=preflight_task_id, approval_task_id=approval_task_id, **kwargs)
-
-    def carry_out(self, preflight: dict[str, Any], approval: dict[str, Any] | None) -> dict[str, Any]:
-        from mirrorflow_airflow.dag_builders.failback import start_task
-
-        return start_task(self.flow, preflight, approval, self.resolved_config_path())

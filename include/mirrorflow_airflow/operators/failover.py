@@ -54,7 +54,7 @@ class FailoverPreflightOperator(FlowOperation, BaseOperator):
         self.mode, self.groups, self.max_lag, self.take_over, self.dry = mode, groups, max_lag, take_over, dry_run
 
     def execute(self, context: Any) -> dict[str, Any]:
-        from mirrorflow_airflow.dag_builders.failover import preflight_task
+        from mirrorflow_airflow.gated_tasks import preflight_task
 
         params = {
             "mode": self.mode,
@@ -63,7 +63,7 @@ class FailoverPreflightOperator(FlowOperation, BaseOperator):
             "take_over": self.take_over,
             "dry_run": self.dry,
         }
-        return {**preflight_task(self.flow, params, self.resolved_config_path()), "dry_run": self.dry}
+        return {**preflight_task("failover", self.flow, params, self.resolved_config_path()), "dry_run": self.dry}
 
 
 class FailoverApprovalOperator(PlanApprovalStep, FailoverApproval):
@@ -92,8 +92,3 @@ class FailoverCommitOperator(ApprovedPlanCommit):
 
     def __init__(self, *, preflight_task_id: str = PREFLIGHT, approval_task_id: str = APPROVAL, **kwargs: Any) -> None:
         super().__init__(preflight_task_id=preflight_task_id, approval_task_id=approval_task_id, **kwargs)
-
-    def carry_out(self, preflight: dict[str, Any], approval: dict[str, Any] | None) -> dict[str, Any]:
-        from mirrorflow_airflow.dag_builders.failover import commit_task
-
-        return commit_task(self.flow, preflight, approval or {}, self.resolved_config_path())

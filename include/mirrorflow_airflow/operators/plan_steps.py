@@ -72,7 +72,9 @@ class ApprovedPlanCommit(FlowOperation, BaseOperator):
         self.preflight_task_id, self.approval_task_id = preflight_task_id, approval_task_id
 
     def carry_out(self, preflight: dict[str, Any], approval: dict[str, Any] | None) -> dict[str, Any]:
-        raise NotImplementedError
+        from mirrorflow_airflow.gated_tasks import commit_task
+
+        return commit_task(self.operation, self.flow, preflight, approval, self.resolved_config_path())
 
     def execute(self, context: Any) -> dict[str, Any]:
         ti = context["ti"]

@@ -41,7 +41,8 @@ counted and named, and stops the failback until the operator accepts it (failbac
 
 Two steps, as a failover: `plan_failback` (failback_preflight) makes the plan, with an id derived from
 its content; `commit_failback(plan)` (failback_commit) starts exactly that plan or, when what it was
-built from moved, nothing. `failback` composes them for the CLI (plan, confirm, commit).
+built from moved, nothing. `OPERATION` declares them as an approved operation (ops.dr.gated); `failback`
+carries it out for the CLI (plan, confirm, commit).
 
 X rebuilt empty (`failback --reseed`): nothing of X's is kept, so Y->X starts each partition of Y's
 topics at Y's log start in a new map epoch (as `mirrorflow reseed` does) and copies all of it; its
@@ -68,18 +69,30 @@ standing (the report's `switch` names it).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from mirrorflow.clients import FlowClients
 from mirrorflow.config import Config, FlowConfig
-from mirrorflow.ops.dr.client_switch import ClientSwitchError, SwitchReport, plan_switch, run_client_switch
 from mirrorflow.ops.dr.failback_commit import commit_failback
+from mirrorflow.ops.dr.failback_plan import FailbackPlan
 from mirrorflow.ops.dr.failback_preflight import is_identity, plan_failback
 from mirrorflow.ops.dr.failback_report import FailbackReport
-from mirrorflow.ops.dr.failover_plan import PlanMovedError
+from mirrorflow.ops.dr.gated import GatedOperation, Log
 from mirrorflow.reporting import iso
 from mirrorflow.state.flow_state import flow_state, read_control, read_controls
-from mirrorflow.state.lease import whoami
+from mirrorflow.state.names import dag_id
+
+
+def _plan(
+    cfg: Config, flow: FlowConfig, params: Mapping[str, Any], dry_run: bool, via: str, log: Log
+) -> FailbackReport:
+    return plan_failback(cfg, flow, bool(params.get("reseed")), bool(params.get("accept_loss")), dry_run)
+
+
+OPERATION: GatedOperation[FailbackReport] = GatedOperation(
+    "failback", "started", _plan, commit_failback, FailbackPlan.from_dict
+)
 
 
 def failback(
@@ -94,53 +107,11 @@ def failback(
     approved_by: str | None = None,
     via: str = "cli",
 ) -> FailbackReport:
-    """Plan, confirm, start that plan (the CLI; see the module docstring). Never raises for a refusal
-    the report can explain (already started, not confirmed, a plan that cannot be started: what the
-    target lost and `accept_loss` was not given); raises MirrorflowError for bad input,
-    PlanMovedError when the state moved after the plan or the plan is not `plan_id`."""
-    report = plan_failback(cfg, flow, reseed, accept_loss, dry_run)
-    if report.plan is None:  # nothing to do
-        return report
-    report.switch_steps = plan_switch(flow, "failback")
-    if plan_id and plan_id != report.plan.id:
-        raise PlanMovedError(
-            f"failback of {flow.name}: the plan is {report.plan.id} now, not {plan_id}: the state moved since that "
-            "preflight (see this report); nothing started"
-        )
-    if dry_run:
-        report.note = "dry run: nothing changed"
-        if report.switch_steps:
-            report.switch = switch_after(cfg, flow, report, dry_run=True, by=approved_by, via=via)
-        return report
-    if report.plan.blocked or not confirm(report):
-        report.note = (
-            f"plan {report.plan.id} cannot be started: {report.plan.blocked}; nothing changed"
-            if report.plan.blocked
-            else "not confirmed: nothing changed"
-        )
-        return report
-    report = commit_failback(cfg, flow, report.plan, approved_by or whoami(), report, via=via)
-    if report.done and report.switch_steps:
-        report.switch = switch_after(cfg, flow, report, by=report.approved_by, via=via)
-    return report
-
-
-def switch_after(
-    cfg: Config,
-    flow: FlowConfig,
-    report: FailbackReport,
-    *,
-    dry_run: bool = False,
-    by: str | None = None,
-    via: str = "",
-) -> SwitchReport:
-    """The client-switch steps after the failback of `report` (its plan): what they did, a failed step
-    included (its error in the SwitchReport: the failback stands)."""
-    plan_id = report.plan.id if report.plan else None
-    try:
-        return run_client_switch(cfg, flow, "failback", dry_run=dry_run, by=by, via=via, plan_id=plan_id)
-    except ClientSwitchError as exc:
-        return exc.report
+    """Plan, confirm, start that plan, switch the clients (the CLI; `GatedOperation.carry_out`)."""
+    params = {"reseed": reseed, "accept_loss": accept_loss}
+    return OPERATION.carry_out(
+        cfg, flow, params, dry_run=dry_run, confirm=confirm, plan_id=plan_id, approved_by=approved_by, via=via
+    )
 
 
 def resume_problem(cfg: Config, flow: FlowConfig, force: bool = False) -> str | None:
@@ -189,7 +160,7 @@ def resume_problem(cfg: Config, flow: FlowConfig, force: bool = False) -> str | 
         )
     else:
         step = (
-            f"the failback (`mirrorflow failback --flow {flow.name}`, DAG mirrorflow_failback__{flow.id}), which "
+            f"the failback (`mirrorflow failback --flow {flow.name}`, DAG {dag_id('failback', flow.id)}), which "
             f"copies what was written on {flow.target!r} back"
         )
     return (

@@ -155,6 +155,15 @@ class FailbackReport(Report):
             )
         return out
 
+    def figures(self) -> dict[str, Any]:
+        """What a DAG's preflight and start tasks put beside the plan in XCom."""
+        return {
+            "to_copy": self.to_copy,
+            "diverged": self.diverged,
+            "split": self.split,
+            "client_switch_steps": self.switch_steps,
+        }
+
     def markdown(self) -> str:
         """The report for Airflow's Required Actions page: as printed, in a code block, headed by the plan id."""
         text = self.render()

@@ -19,8 +19,9 @@ Two steps, so that what is approved is what is committed:
   backwards, never a group with active members), sets the flow to `stopped` and writes the failover
   record (who approved, the plan id, per-partition target ends, per-group offsets) to the target.
 
-`failover` composes them for the CLI (plan, confirm, commit); the DAG runs them as its preflight and
-commit tasks with Airflow's approval step between. A second failover of a stopped, failed-over flow
+`OPERATION` declares them as an approved operation (ops.dr.gated): `failover` carries it out for the CLI
+(plan, confirm, commit); the DAG runs them as its preflight and commit tasks with Airflow's approval step
+between. A second failover of a stopped, failed-over flow
 is a no-op that says so, naming the groups still to move -- those left alone at the failover (active
 members on B) or never chosen by its `--groups`. With `groups` it moves them: a plan
 bound to the failover record (`moves_after`), committed the same way (never backwards, never a
@@ -50,15 +51,45 @@ failing step leaves the failover committed: the report's `switch` names it (its 
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from mirrorflow.config import Config, FlowConfig
-from mirrorflow.ops.dr.client_switch import ClientSwitchError, SwitchReport, plan_switch, run_client_switch
 from mirrorflow.ops.dr.failover_commit import commit_failover
-from mirrorflow.ops.dr.failover_plan import PlanMovedError
+from mirrorflow.ops.dr.failover_plan import FailoverPlan
 from mirrorflow.ops.dr.failover_preflight import plan_failover
 from mirrorflow.ops.dr.failover_report import FailoverReport
-from mirrorflow.state.lease import whoami
+from mirrorflow.ops.dr.gated import GatedOperation, Log
+
+
+def _plan(
+    cfg: Config, flow: FlowConfig, params: Mapping[str, Any], dry_run: bool, via: str, log: Log
+) -> FailoverReport:
+    return plan_failover(
+        cfg,
+        flow,
+        str(params.get("mode") or "unplanned"),
+        params.get("groups") or None,
+        dry_run,
+        str(params.get("copy_mode") or "submit"),
+        int(params.get("max_drain_runs") or 5),
+        log,
+        params.get("drain"),
+        max_lag=params.get("max_lag"),
+        take_over=bool(params.get("take_over")),
+        via=via,
+    )
+
+
+OPERATION: GatedOperation[FailoverReport] = GatedOperation(
+    "failover",
+    "committed",
+    _plan,
+    commit_failover,
+    FailoverPlan.from_dict,
+    # moving the groups a failover left alone moves no application: no client switch after it
+    switches=lambda report: report.plan is not None and report.plan.moves_after is None,
+)
 
 
 def failover(
@@ -78,66 +109,17 @@ def failover(
     max_lag: int | None = None,
     take_over: bool = False,
 ) -> FailoverReport:
-    """Plan, confirm, commit that plan (the CLI; see the module docstring). Never raises for a refusal
-    the report can explain (already failed over, not confirmed, a plan that cannot be committed);
-    raises MirrorflowError for bad input or a drain left with more lag than `max_lag`, PlanMovedError
-    when the state moved after the plan or the plan is not `plan_id`. `drain` (planned mode; default:
-    unless a dry run)."""
-    report = plan_failover(
-        cfg,
-        flow,
-        mode,
-        groups,
-        dry_run,
-        copy_mode,
-        max_drain_runs,
-        log,
-        drain,
-        max_lag=max_lag,
-        take_over=take_over,
-        via=via,
+    """Plan, confirm, commit that plan, switch the clients (the CLI; `GatedOperation.carry_out`). `drain`
+    (planned mode; default: unless a dry run)."""
+    params = {
+        "mode": mode,
+        "groups": groups,
+        "copy_mode": copy_mode,
+        "max_drain_runs": max_drain_runs,
+        "drain": drain,
+        "max_lag": max_lag,
+        "take_over": take_over,
+    }
+    return OPERATION.carry_out(
+        cfg, flow, params, dry_run=dry_run, confirm=confirm, plan_id=plan_id, approved_by=approved_by, via=via, log=log
     )
-    if report.plan is None:  # nothing to do
-        return report
-    if report.plan.moves_after is None:  # moving groups left alone moves no application
-        report.switch_steps = plan_switch(flow, "failover")
-    if plan_id and plan_id != report.plan.id:
-        raise PlanMovedError(
-            f"failover of {flow.name}: the plan is {report.plan.id} now, not {plan_id}: the state moved since "
-            "that preflight (see this report); nothing committed"
-        )
-    if dry_run:
-        report.note = "dry run: nothing changed"
-        if report.switch_steps:
-            report.switch = switch_after(cfg, flow, report, dry_run=True, by=approved_by, via=via, log=log)
-        return report
-    if report.plan.blocked or not confirm(report):
-        report.note = (
-            f"plan {report.plan.id} cannot be committed: {report.plan.blocked}; nothing changed"
-            if report.plan.blocked
-            else "not confirmed: nothing changed"
-        )
-        return report
-    report = commit_failover(cfg, flow, report.plan, approved_by or whoami(), report, via=via)
-    if report.done and report.switch_steps:
-        report.switch = switch_after(cfg, flow, report, by=report.approved_by, via=via, log=log)
-    return report
-
-
-def switch_after(
-    cfg: Config,
-    flow: FlowConfig,
-    report: FailoverReport,
-    *,
-    dry_run: bool = False,
-    by: str | None = None,
-    via: str = "cli",
-    log: Callable[[str], None] = lambda s: None,
-) -> SwitchReport:
-    """The client-switch steps after the failover of `report` (its plan): what they did, a failed step
-    included (its error in the SwitchReport: the failover stands)."""
-    plan_id = report.plan.id if report.plan else None
-    try:
-        return run_client_switch(cfg, flow, "failover", dry_run=dry_run, by=by, via=via, plan_id=plan_id, log=log)
-    except ClientSwitchError as exc:
-        return exc.report

@@ -153,6 +153,10 @@ class FailoverReport(Report):
         out += [f"    {g}: CANNOT be read on the target: {e}" for g, e in sorted(plan.errors.items())]
         return out
 
+    def figures(self) -> dict[str, Any]:
+        """What a DAG's preflight and commit tasks put beside the plan in XCom."""
+        return {"not_replicated": self.not_replicated, "client_switch_steps": self.switch_steps}
+
     def markdown(self) -> str:
         """The report for Airflow's Required Actions page: as printed, in a code block, headed by the plan id."""
         text = self.render()
