@@ -9,15 +9,36 @@ keeps its Trigger button disabled (tests/airflow/test_ui_forms_browser.py).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from airflow.sdk import Param
+
+from mirrorflow.params import Field
 
 SYNC_CONCERNS = ["topics", "configs", "acls"]
 
 
 def dry_run(description: str, default: bool = False) -> Param:
     return Param(default, type="boolean", title="Dry run", description=description)
+
+
+def form(fields: Sequence[Field]) -> dict[str, Param]:
+    """An operation's inputs (mirrorflow.params.Field) as its trigger form's Params, each with the schema
+    of its rule, so the form refuses what the operation's own check would."""
+    out: dict[str, Param] = {}
+    for f in fields:
+        text = f.help[:1].upper() + f.help[1:]
+        if f.kind == "flag":
+            out[f.name] = Param(bool(f.default), type="boolean", title=f.title, description=text)
+        elif f.kind == "count":
+            bound: dict[str, Any] = {} if f.minimum is None else {"minimum": f.minimum}
+            out[f.name] = Param(f.default, type=["null", "integer"], title=f.title, description=text, **bound)
+        elif f.kind == "choice":
+            out[f.name] = Param(f.default, enum=list(f.choices), title=f.title, description=text)
+        else:
+            out[f.name] = regex(f.title, text)
+    return out
 
 
 def optional_text(title: str, description: str, **schema: Any) -> Param:

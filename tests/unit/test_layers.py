@@ -12,7 +12,7 @@ from pathlib import Path
 import mirrorflow
 
 PKG = Path(mirrorflow.__file__).parent
-BELOW_OPS = {"errors", "process", "reporting", "kafka", "mm2", "config", "clients", "state", "replication", "metadata",
+BELOW_OPS = {"errors", "process", "reporting", "params", "kafka", "mm2", "config", "clients", "state", "replication", "metadata",
              "groups", "schemas"}
 # the rooms of ops (ops/<room>/): each its own layer; the modules directly in ops/ sit above them
 ROOMS = {"ops.acls", "ops.verify", "ops.dr", "ops.takeover", "ops.control"}
@@ -24,6 +24,7 @@ ALLOWED: dict[str, set[str]] = {
     "errors": set(),
     "process": set(),
     "reporting": set(),
+    "params": {"errors"},  # an operation's inputs, declared once for the CLI, the DAG's form and the check
     "kafka": {"errors"},
     "mm2": {"errors", "kafka"},
     "config": {"errors", "kafka", "mm2"},

@@ -7,6 +7,8 @@ from __future__ import annotations
 import argparse
 
 from mirrorflow.cli.registry import add_operation_args, command, confirmed, gated_exit, load_flow
+from mirrorflow.ops.dr import inputs
+from mirrorflow.params import add_flags, from_args
 
 
 def _args(p: argparse.ArgumentParser) -> None:
@@ -15,18 +17,7 @@ def _args(p: argparse.ArgumentParser) -> None:
         "the failed-over flow, e.g. A->B (its reverse flow B->A starts)",
         "print the plan: the divergence, what B->A copies and where it starts, what B no longer holds; change nothing",
     )
-    p.add_argument(
-        "--reseed",
-        action="store_true",
-        help="A was rebuilt empty: B->A copies all of B's topics from their start (refused if A's topics hold records)",
-    )
-    p.add_argument(
-        "--accept-loss",
-        action="store_true",
-        help="start even though B no longer holds records the failback would copy (deleted by retention, removed by "
-        "compaction) or cannot tell them from A->B's (a topic recreated, a partition truncated on B): the plan "
-        "counts and names them; without this flag such a plan is not started",
-    )
+    add_flags(p, inputs.FAILBACK)
     p.add_argument(
         "--plan-id",
         help="start only if the plan is still this one (the id a --dry-run printed); otherwise nothing is started",
@@ -51,8 +42,7 @@ def _failback(args: argparse.Namespace) -> int:
         flow,
         args.dry_run,
         confirm,
-        reseed=args.reseed,
-        accept_loss=args.accept_loss,
+        **from_args(args, inputs.FAILBACK),
         plan_id=args.plan_id,
         approved_by=whoami() + (" (--yes)" if args.yes else ""),
     )

@@ -9,42 +9,17 @@ import argparse
 import contextlib
 
 from mirrorflow.cli.registry import add_operation_args, command, confirmed, gated_exit, load_flow
+from mirrorflow.ops.dr import inputs
+from mirrorflow.params import add_flags, from_args
 
 
 def _args(p: argparse.ArgumentParser) -> None:
     add_operation_args(
         p, "the flow to fail over, e.g. A->B (its groups move to B)", "print the preflight report, change nothing"
     )
-    p.add_argument(
-        "--mode",
-        choices=["unplanned", "planned"],
-        default="unplanned",
-        help="unplanned (default): the source is lost, everything comes from the target; planned: the source "
-        "is up (stop its producers first), drain it, then switch",
-    )
-    p.add_argument(
-        "--groups",
-        help="only the groups matching this regex (default: every group the flow checkpoints); on a flow already "
-        "failed over: move the groups it left alone (or did not choose) that match",
-    )
-    p.add_argument(
-        "--max-lag",
-        type=int,
-        metavar="N",
-        help="planned mode: go on when the drain leaves at most N offsets not replicated in all (default: the "
-        "drain must reach lag 0, else nothing changes)",
-    )
+    add_flags(p, inputs.FAILOVER)
     p.add_argument(
         "--copy-mode", choices=["submit", "inprocess", "direct"], default="submit", help="planned mode: how to drain"
-    )
-    p.add_argument(
-        "--take-over",
-        action="store_true",
-        help="take the flow over from a run that holds its lease (e.g. a continuous run riding out the outage, a "
-        "run of the other site's Airflow) or from another deployment (deployment.id) that owns its state: the "
-        "commit (planned: the drain) takes the lease from it, fences the flow's copy transactions on the target so "
-        "that run can never write there again, makes this deployment the flow's owner, and records who took the "
-        "flow from whom in the operations history. Without it such a failover stops, naming the holder",
     )
     p.add_argument(
         "--plan-id",
@@ -79,15 +54,12 @@ def _failover(args: argparse.Namespace) -> int:
         rep = failover(
             cfg,
             flow,
-            args.mode,
-            args.groups,
-            args.dry_run,
-            confirm,
-            args.copy_mode,
+            dry_run=args.dry_run,
+            confirm=confirm,
+            copy_mode=args.copy_mode,
             log=log,
             plan_id=args.plan_id,
             approved_by=approver,
-            max_lag=args.max_lag,
-            take_over=args.take_over,
+            **from_args(args, inputs.FAILOVER),
         )
     return gated_exit(args, rep)

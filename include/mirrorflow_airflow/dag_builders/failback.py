@@ -37,10 +37,11 @@ from typing import Any
 from airflow.sdk import DAG, Param
 
 from mirrorflow.config import Config, FlowConfig
+from mirrorflow.ops.dr import inputs
 from mirrorflow_airflow.common import flow_dag, flow_dags, task_config_path
 from mirrorflow_airflow.gated_tasks import gated_chain
 from mirrorflow_airflow.operators.approval import FailbackApproval, approval_params
-from mirrorflow_airflow.params import dry_run
+from mirrorflow_airflow.params import dry_run, form
 
 
 def missing_reverse_flow(reverse: str) -> Param:
@@ -63,21 +64,7 @@ def build_failback_dag(cfg: Config, flow: FlowConfig) -> DAG:
     reverse = f"{flow.target}->{flow.source}"
     params: dict[str, Any] = {
         "dry_run": dry_run("Preflight report only"),
-        "reseed": Param(
-            False,
-            type="boolean",
-            title="Source rebuilt (reseed)",
-            description=f"{flow.source} was rebuilt empty: {reverse} copies all of {flow.target}'s topics "
-            f"from their start (refused if {flow.source}'s topics hold records)",
-        ),
-        "accept_loss": Param(
-            False,
-            type="boolean",
-            title="Accept what the target lost",
-            description=f"Start although {flow.target} no longer holds records the failback would copy (deleted by "
-            "retention, removed by compaction) or cannot tell them from the failed-over flow's (a topic recreated, "
-            "a partition truncated): the preflight counts and names them; without this the run fails there",
-        ),
+        **form(inputs.FAILBACK),
         **approval_params(),
     }
     missing = reverse not in cfg.flows

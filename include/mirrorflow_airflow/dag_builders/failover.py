@@ -39,13 +39,14 @@ user who may act on the DAG).
 
 from __future__ import annotations
 
-from airflow.sdk import DAG, Param
+from airflow.sdk import DAG
 
 from mirrorflow.config import Config, FlowConfig
+from mirrorflow.ops.dr import inputs
 from mirrorflow_airflow.common import flow_dag, flow_dags, task_config_path
 from mirrorflow_airflow.gated_tasks import gated_chain
 from mirrorflow_airflow.operators.approval import FailoverApproval, approval_params
-from mirrorflow_airflow.params import dry_run, regex
+from mirrorflow_airflow.params import dry_run, form
 
 
 def build_failover_dag(cfg: Config, flow: FlowConfig) -> DAG:
@@ -56,36 +57,7 @@ def build_failover_dag(cfg: Config, flow: FlowConfig) -> DAG:
         f"move the consumer groups to {flow.target} and stop the flow (disaster recovery)",
         None,
         params={
-            "mode": Param(
-                "unplanned",
-                enum=["unplanned", "planned"],
-                title="Mode",
-                description="unplanned: the source is lost (everything comes from the target); planned: the "
-                "source is up and its producers are stopped (drain first)",
-            ),
-            "groups": regex(
-                "Groups (regex)",
-                "Only these groups; empty: all of the flow's. On a flow already failed over: move the groups "
-                "it left alone that match",
-            ),
-            "max_lag": Param(
-                None,
-                type=["null", "integer"],
-                minimum=0,
-                title="Max lag (planned)",
-                description="Go on when the drain leaves at most this many offsets not replicated in all; "
-                "empty: the drain must reach lag 0, else the run fails and nothing changes",
-            ),
-            "take_over": Param(
-                False,
-                type="boolean",
-                title="Take over",
-                description="The flow is held by another run (its lease: e.g. a continuous run riding out the "
-                "outage) or owned by another deployment (deployment.id, e.g. the other site's Airflow): take it over. "
-                "The commit (planned: the drain) takes the lease from that run, fences the flow's copy transactions "
-                "on the target so it can never write there again, makes this deployment the owner, and records who "
-                "took it from whom. Without it such a failover fails in the preflight, naming the holder",
-            ),
+            **form(inputs.FAILOVER),
             "dry_run": dry_run("Preflight report only"),
             **approval_params(),
         },

@@ -74,6 +74,7 @@ from typing import Any
 
 from mirrorflow.clients import FlowClients
 from mirrorflow.config import Config, FlowConfig
+from mirrorflow.ops.dr import inputs
 from mirrorflow.ops.dr.failback_commit import commit_failback
 from mirrorflow.ops.dr.failback_plan import FailbackPlan
 from mirrorflow.ops.dr.failback_preflight import is_identity, plan_failback
@@ -87,11 +88,11 @@ from mirrorflow.state.names import dag_id
 def _plan(
     cfg: Config, flow: FlowConfig, params: Mapping[str, Any], dry_run: bool, via: str, log: Log
 ) -> FailbackReport:
-    return plan_failback(cfg, flow, bool(params.get("reseed")), bool(params.get("accept_loss")), dry_run)
+    return plan_failback(cfg, flow, params["reseed"], params["accept_loss"], dry_run)
 
 
 OPERATION: GatedOperation[FailbackReport] = GatedOperation(
-    "failback", "started", _plan, commit_failback, FailbackPlan.from_dict
+    "failback", "started", _plan, commit_failback, FailbackPlan.from_dict, fields=inputs.FAILBACK
 )
 
 

@@ -55,6 +55,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from mirrorflow.config import Config, FlowConfig
+from mirrorflow.ops.dr import inputs
 from mirrorflow.ops.dr.failover_commit import commit_failover
 from mirrorflow.ops.dr.failover_plan import FailoverPlan
 from mirrorflow.ops.dr.failover_preflight import plan_failover
@@ -68,15 +69,15 @@ def _plan(
     return plan_failover(
         cfg,
         flow,
-        str(params.get("mode") or "unplanned"),
-        params.get("groups") or None,
+        params["mode"],
+        params["groups"],
         dry_run,
         str(params.get("copy_mode") or "submit"),
         int(params.get("max_drain_runs") or 5),
         log,
         params.get("drain"),
-        max_lag=params.get("max_lag"),
-        take_over=bool(params.get("take_over")),
+        max_lag=params["max_lag"],
+        take_over=params["take_over"],
         via=via,
     )
 
@@ -89,6 +90,7 @@ OPERATION: GatedOperation[FailoverReport] = GatedOperation(
     FailoverPlan.from_dict,
     # moving the groups a failover left alone moves no application: no client switch after it
     switches=lambda report: report.plan is not None and report.plan.moves_after is None,
+    fields=inputs.FAILOVER,
 )
 
 

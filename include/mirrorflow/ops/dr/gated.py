@@ -24,6 +24,7 @@ from typing import Any, Generic, Protocol, TypeVar
 from mirrorflow.config import Config, FlowConfig
 from mirrorflow.ops.dr.client_switch import ClientSwitchError, SwitchReport, plan_switch, run_client_switch
 from mirrorflow.ops.dr.failover_plan import PlanMovedError
+from mirrorflow.params import Field, checked
 from mirrorflow.state.lease import whoami
 
 
@@ -74,6 +75,7 @@ class GatedOperation(Generic[R]):
     commit: Callable[[Config, FlowConfig, Any, str, R | None, str], R]  # (cfg, flow, plan, approver, report, via)
     read_plan: Callable[[dict[str, Any]], Any]  # a plan back from its to_dict() (XCom)
     switches: Callable[[R], bool] = lambda report: True  # the client switch follows this report's plan
+    fields: tuple[Field, ...] = ()  # its inputs (ops.dr.inputs): checked whichever door they came through
 
     def preflight(
         self,
@@ -87,7 +89,9 @@ class GatedOperation(Generic[R]):
         via: str = "cli",
         log: Log = _quiet,
     ) -> R:
-        """The plan and its report (`report.plan` None: nothing to do, the report's note says why)."""
+        """The plan and its report (`report.plan` None: nothing to do, the report's note says why).
+        ConfigError naming the input when one breaks its field's rule (mirrorflow.params.checked)."""
+        params = {**params, **checked(self.fields, params, via)}
         steps = plan_switch(flow, self.name)
         report = self.plan(cfg, flow, params, dry_run, via, log)
         if report.plan is None:

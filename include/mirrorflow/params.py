@@ -1,0 +1,101 @@
+"""An operation's inputs, declared once: the CLI's flags (`add_flags`), the DAG's trigger form
+(mirrorflow_airflow.params.form) and the check of a value whichever door it came through (`checked`)
+are made from the same `Field`s, so the doors cannot drift apart in name, default or rule.
+
+The failover and the failback declare theirs (`FIELDS` beside their `OPERATION`, ops.dr.gated). What
+only one door has stays there: the CLI's `--copy-mode`, `--plan-id`, `--yes` and `--json`; the DAG's
+approval timeout and approvers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from mirrorflow.errors import ConfigError
+
+KINDS = ("flag", "count", "regex", "choice")
+
+
+@dataclass(frozen=True)
+class Field:
+    """One input: `name` is the Param's key and, with dashes, the CLI's flag (`max_lag`: `--max-lag`).
+
+    kind `flag` (a boolean, off by default), `count` (an integer from `minimum`, or none), `regex` (a
+    pattern, or none: no filter) or `choice` (one of `choices`, `default` unless given)."""
+
+    name: str
+    title: str
+    help: str
+    kind: str
+    default: Any = None
+    choices: tuple[str, ...] = ()
+    minimum: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.kind not in KINDS:
+            raise ValueError(f"field {self.name}: kind {self.kind!r} is not one of {', '.join(KINDS)}")
+        if self.kind == "flag" and self.default is None:
+            object.__setattr__(self, "default", False)
+        if self.kind == "choice" and self.default not in self.choices:
+            raise ValueError(f"field {self.name}: default {self.default!r} is not one of {self.choices}")
+
+    @property
+    def flag(self) -> str:
+        return "--" + self.name.replace("_", "-")
+
+
+def add_flags(parser: argparse.ArgumentParser, fields: Sequence[Field]) -> None:
+    """Each field as a flag of `parser`, its help the field's."""
+    for f in fields:
+        if f.kind == "flag":
+            parser.add_argument(f.flag, action="store_true", help=f.help)
+        elif f.kind == "count":
+            parser.add_argument(f.flag, type=int, metavar="N", help=f.help)
+        elif f.kind == "choice":
+            parser.add_argument(f.flag, choices=list(f.choices), default=f.default, help=f.help)
+        else:
+            parser.add_argument(f.flag, metavar="REGEX", help=f.help)
+
+
+def from_args(args: argparse.Namespace, fields: Sequence[Field]) -> dict[str, Any]:
+    """The fields' values as the CLI parsed them."""
+    return {f.name: getattr(args, f.name) for f in fields}
+
+
+def checked(fields: Sequence[Field], values: Mapping[str, Any], via: str = "cli") -> dict[str, Any]:
+    """The fields' values from `values` (what a door handed over: a form, the CLI's flags, an operator's
+    arguments), defaults filled in, empty text as none. ConfigError naming each value that breaks its
+    field's rule as the door `via` calls it (the CLI: `--max-lag`; Airflow: `Param max_lag`), and the
+    rule; other keys are left to the door."""
+    out: dict[str, Any] = {}
+    problems: list[tuple[str, str]] = []
+    for f in fields:
+        value = values.get(f.name)
+        if value is None or value == "":
+            out[f.name] = f.default
+            continue
+        key = f.flag if via == "cli" else f"Param {f.name}"
+        if f.kind == "flag":
+            if not isinstance(value, bool):
+                problems.append((key, f"must be true or false, got {value!r}"))
+        elif f.kind == "count":
+            if isinstance(value, bool) or not isinstance(value, int):
+                problems.append((key, f"must be a whole number, got {value!r}"))
+            elif f.minimum is not None and value < f.minimum:
+                problems.append((key, f"must be at least {f.minimum}, got {value}"))
+        elif f.kind == "choice":
+            if value not in f.choices:
+                problems.append((key, f"must be one of {', '.join(f.choices)}, got {value!r}"))
+        else:
+            try:
+                re.compile(str(value))
+            except re.error as exc:
+                problems.append((key, f"not a valid regular expression ({exc}): {value!r}"))
+        out[f.name] = value
+    if problems:
+        raise ConfigError(problems)
+    return out

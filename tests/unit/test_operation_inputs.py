@@ -1,0 +1,57 @@
+"""An operation's inputs declared once (mirrorflow.params): the CLI's flags, the DAG's trigger form and the
+check every door's values pass come from the same fields, and say the same thing."""
+from __future__ import annotations
+
+import argparse
+
+import pytest
+
+from mirrorflow.errors import ConfigError
+from mirrorflow.ops.dr import inputs
+from mirrorflow.params import add_flags, checked, from_args
+
+
+def test_defaults_are_filled_and_empty_text_is_none():
+    assert checked(inputs.FAILOVER, {"groups": ""}) == {
+        "mode": "unplanned", "groups": None, "max_lag": None, "take_over": False}
+    assert checked(inputs.FAILBACK, {"reseed": True}) == {"reseed": True, "accept_loss": False}
+
+
+@pytest.mark.parametrize("via", ["cli", "airflow"])
+def test_every_broken_rule_is_named_once_as_the_door_calls_it(via):
+    with pytest.raises(ConfigError) as e:
+        checked(inputs.FAILOVER, {"mode": "soon", "groups": "((", "max_lag": -1, "take_over": "yes"}, via)
+    msg = str(e.value)
+    name = {"cli": lambda n: "--" + n.replace("_", "-"), "airflow": lambda n: f"Param {n}"}[via]
+    for key, rule in [("mode", "must be one of unplanned, planned, got 'soon'"),
+                      ("groups", "not a valid regular expression (missing ), unterminated subpattern"),
+                      ("max_lag", "must be at least 0, got -1"),
+                      ("take_over", "must be true or false, got 'yes'")]:
+        assert f"{name(key)}: {rule}" in msg, msg
+        assert msg.count(name(key)) == 1, msg
+
+
+def test_the_cli_flags_parse_to_the_fields_values():
+    p = argparse.ArgumentParser()
+    add_flags(p, inputs.FAILOVER)
+    args = p.parse_args(["--mode", "planned", "--groups", "app-.*", "--max-lag", "5", "--take-over"])
+    assert from_args(args, inputs.FAILOVER) == {"mode": "planned", "groups": "app-.*", "max_lag": 5, "take_over": True}
+    assert from_args(p.parse_args([]), inputs.FAILOVER) == checked(inputs.FAILOVER, {})
+    with pytest.raises(SystemExit):
+        p.parse_args(["--mode", "soon"])
+
+
+def test_the_dag_form_has_one_param_per_field_with_its_rule():
+    from airflow.sdk.definitions.param import ParamValidationError
+
+    from mirrorflow_airflow.params import form
+
+    params = form(inputs.FAILOVER)
+    assert list(params) == [f.name for f in inputs.FAILOVER]
+    assert params["mode"].value == "unplanned" and params["take_over"].value is False
+    assert params["max_lag"].schema["minimum"] == 0 and params["groups"].schema["format"] == "regex"
+    assert params["take_over"].description.startswith("Take the flow over from a run")
+    for key, bad in (("mode", "soon"), ("max_lag", -1)):
+        with pytest.raises(ParamValidationError):
+            params[key].resolve(bad)
+    assert params["max_lag"].resolve(0) == 0 and params["mode"].resolve("planned") == "planned"
