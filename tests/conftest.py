@@ -6,6 +6,7 @@ process (PR_SET_PDEATHSIG), so none is left behind even when pytest is killed.
 """
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import re
@@ -20,6 +21,9 @@ ROOT = Path(__file__).resolve().parents[1]
 
 # Airflow reads its settings at import time: isolate it before anything imports airflow.
 _AIRFLOW_HOME = tempfile.mkdtemp(prefix="mirrorflow-airflow-")
+# gone when this process ends (each xdist worker has its own): a machine that runs the suite for months
+# kept one per process (~8 MB each)
+atexit.register(shutil.rmtree, _AIRFLOW_HOME, ignore_errors=True)
 os.environ.update({
     "AIRFLOW_HOME": _AIRFLOW_HOME,
     "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
