@@ -2,8 +2,8 @@
 (mirrorflow_airflow.params.form) and the check of a value whichever door it came through (`checked`)
 are made from the same `Field`s, so the doors cannot drift apart in name, default or rule.
 
-The failover and the failback declare theirs (`FIELDS` beside their `OPERATION`, ops.dr.gated). What
-only one door has stays there: the CLI's `--copy-mode`, `--plan-id`, `--yes` and `--json`; the DAG's
+The failover and the failback declare theirs in ops.dr.inputs (their `OPERATION`s, ops.dr.gated, check
+them). What only one door has stays there: the CLI's `--copy-mode`, `--plan-id`, `--yes` and `--json`; the DAG's
 approval timeout and approvers.
 """
 

@@ -66,19 +66,19 @@ from mirrorflow.ops.dr.gated import GatedOperation, Log
 def _plan(
     cfg: Config, flow: FlowConfig, params: Mapping[str, Any], dry_run: bool, via: str, log: Log
 ) -> FailoverReport:
+    # what only the CLI sets (how to drain, how often, whether): plan_failover's own defaults otherwise
+    door = {k: params[k] for k in ("copy_mode", "max_drain_runs", "drain") if params.get(k) is not None}
     return plan_failover(
         cfg,
         flow,
         params["mode"],
         params["groups"],
         dry_run,
-        str(params.get("copy_mode") or "submit"),
-        int(params.get("max_drain_runs") or 5),
-        log,
-        params.get("drain"),
+        log=log,
         max_lag=params["max_lag"],
         take_over=params["take_over"],
         via=via,
+        **door,
     )
 
 
