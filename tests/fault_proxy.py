@@ -25,11 +25,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import socket
 import struct
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
+
+from mirrorflow_dev.dev_cluster import DevCluster
 
 CHUNK = 64 * 1024
 
@@ -231,3 +235,36 @@ class FaultProxy:
                     await asyncio.sleep(len(data) / self.faults.rate)
             finally:
                 queue.task_done()
+
+
+@dataclass
+class Pair:
+    """Two clusters (direct) and their proxies; `via(side)` is the cluster as a config reaching it
+    through its proxy sees it."""
+
+    direct: dict[str, DevCluster]
+    proxy: dict[str, FaultProxy]
+
+    def via(self, side: str) -> DevCluster:
+        return dataclasses.replace(self.direct[side], port=self.proxy[side].port)
+
+    def heal(self) -> None:
+        for p in self.proxy.values():
+            p.heal()
+
+
+@contextlib.contextmanager
+def proxied_pair(kafka_pool, a: str, b: str) -> Iterator[Pair]:
+    """Clusters `a` and `b` of the caller's own (sides "A" and "B"), each advertising a second listener
+    at a proxy's port; released at the end."""
+    proxies = {"A": FaultProxy(a), "B": FaultProxy(b)}
+    started = kafka_pool.dev.up([a, b], proxy_ports={a: proxies["A"].port, b: proxies["B"].port}, attached=True)
+    kafka_pool.started.update(started)
+    for side, alias in (("A", a), ("B", b)):
+        proxies[side].start(started[alias].proxied_port)
+    try:
+        yield Pair({"A": started[a], "B": started[b]}, proxies)
+    finally:
+        for p in proxies.values():
+            p.close()
+        kafka_pool.release(a, b)

@@ -22,7 +22,6 @@ What must hold (the product's promises, docs/guarantees.md):
 
 from __future__ import annotations
 
-import dataclasses
 import sys
 import threading
 import time
@@ -42,7 +41,7 @@ from mirrorflow.mm2.formats import Checkpoint
 from mirrorflow.ops.verify.verify import verify_flow
 from mirrorflow.replication.run.runner import run_once
 from mirrorflow_dev.dev_cluster import DevCluster
-from tests.fault_proxy import FaultProxy
+from tests.fault_proxy import FaultProxy, Pair, proxied_pair
 from tests.model.reference import first_at, translate, uid_of
 from tests.support import (consume_all, create_topic, end_transaction, markers_written, produce, read_progress,
                            write_config)
@@ -52,35 +51,10 @@ pytestmark = pytest.mark.chaos
 NOW = int(time.time() * 1000) - 60_000
 
 
-@dataclasses.dataclass
-class Pair:
-    """The clusters (direct) and their proxies; `via(side)` is the cluster as the flows reach it."""
-
-    direct: dict[str, DevCluster]
-    proxy: dict[str, FaultProxy]
-
-    def via(self, side: str) -> DevCluster:
-        return dataclasses.replace(self.direct[side], port=self.proxy[side].port)
-
-    def heal(self) -> None:
-        for p in self.proxy.values():
-            p.heal()
-
-
 @pytest.fixture(scope="module")
 def pair(kafka_pool):
-    proxies = {"A": FaultProxy("NA"), "B": FaultProxy("NB")}
-    started = kafka_pool.dev.up(["NA", "NB"], proxy_ports={"NA": proxies["A"].port, "NB": proxies["B"].port},
-                                attached=True)
-    kafka_pool.started.update(started)
-    for side, alias in (("A", "NA"), ("B", "NB")):
-        proxies[side].start(started[alias].proxied_port)
-    try:
-        yield Pair({"A": started["NA"], "B": started["NB"]}, proxies)
-    finally:
-        for p in proxies.values():
-            p.close()
-        kafka_pool.release("NA", "NB")
+    with proxied_pair(kafka_pool, "NA", "NB") as started:
+        yield started
 
 
 @pytest.fixture(autouse=True)

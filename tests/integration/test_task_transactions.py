@@ -4,6 +4,7 @@ run, a retried attempt of the same run, a layout change while a zombie of the ol
 record or a batch too large for the target."""
 from __future__ import annotations
 
+import time
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -16,7 +17,9 @@ from mirrorflow.replication.task.task_attempt import TaskAttempt
 from mirrorflow.replication.task.task_copier import copy_task
 from mirrorflow.replication.task.task_producer import CACHE
 from mirrorflow.state.state_topics import ensure_state_topics
+from mirrorflow.state.names import offset_map_topic, progress_topic
 from mirrorflow.state.task_slots import read_layout
+from tests.integration.test_broker_restart import high_watermark
 from tests.integration.replicate_helpers import assert_copied, assert_map_exact, make_flow, mirror_topic
 from tests.integration.test_replicate import _PauseAt as PauseAt
 from tests.integration.test_replicate import records
@@ -127,6 +130,40 @@ def test_a_zombie_of_an_older_run_never_commits_after_a_newer_run_took_its_parti
     assert sum(r.records for r in older) + sum(r.records for r in newer) == 1800
     assert_copied(source, target, t)
     assert_map_exact(cfg, flow, source, target, t, 2)
+
+
+def test_a_task_of_a_run_that_lost_the_lease_writes_nothing_not_even_its_claim(tmp_path, source, target, unique):
+    """A copy task of a run whose lapsed lease a failover took starts only after the failover fenced
+    the slot (a Spark task scheduled late; a run cut off from the target while the failover ran, as the
+    model-based search found): its producer is new, so the fencing does not reach it. It asks whether
+    its run holds the lease after its epoch and before it writes anything: it ends fenced, naming the
+    holder, and the target's topic, progress and offset map are as the failover left them (it used to
+    commit its claim first)."""
+    pfx = unique("lateclaim")
+    t = f"{pfx}.orders"
+    remote = mirror_topic(source, target, t, 2)
+    produce(source, t, records(200, 2))
+    cfg, flow = make_flow(tmp_path, source, target, pfx, **{
+        "tasks.max": 1, "lease.timeout.seconds": 2, "state.namespace": pfx})
+    layout = planned(cfg, flow).layout
+    old_run = f"old-run-{pfx}"
+    with FlowClients(cfg, flow) as clients:
+        old = take_lease(clients, old_run, "the older run")
+        old.stop_renewing()  # cut off: its renewals never arrive
+        time.sleep(3)  # its lease lapses
+        taker = take_lease(clients, f"failover-{pfx}", "mirrorflow failover")  # fences the flow's copies
+        try:
+            state = [progress_topic(flow), offset_map_topic(flow)]
+            before = {name: high_watermark(target, name, 2) for name in [remote, *state]}
+            CACHE.clear()  # the late task's worker has no producer of the slot: it initialises afresh
+            late = _copy(cfg, flow, layout, [Unit(t, p, f"A.{t}", 0, 100) for p in range(2)], NO_FAULTS, old_run)
+            after = {name: high_watermark(target, name, 2) for name in [remote, *state]}
+        finally:
+            taker.release()
+    assert {r.status for r in late} == {"fenced"}, [(r.status, r.error) for r in late]
+    assert all("this run no longer holds the flow's lease (mirrorflow failover holds it since " in r.error
+               for r in late), [r.error for r in late]
+    assert after == before  # not a claim, not an aborted record: nothing
 
 
 def _copy(cfg, flow, layout, units, faults, owner, attempt=0):

@@ -1,6 +1,6 @@
 """The model-based test's state machine: random sequences of real operations on real brokers.
 
-Each example is a fresh pair of flows over the session's clusters A and B (aliases of its own,
+Each example is a fresh pair of flows over the model's clusters A and B (aliases of its own,
 identity policy): X->Y, and Y->X as its `standby` reverse. Two phases alternate, in either direction:
 
 * running(F): flow F (S->T) copies; the applications write to S and their two groups read and
@@ -8,7 +8,8 @@ identity policy): X->Y, and Y->X as its `standby` reverse. Two phases alternate,
   the compacted topic supersedes, tombstones), `delete-records` on S, copy runs, checkpoint passes
   with group sync, verify, group reads; an operator's pause or stop during a copy run; a state
   topic's setting changed by a platform (and set back); the progress rewritten as an older release
-  wrote it; a failover (planned or unplanned with S still up), raced or not by an operator's command.
+  wrote it; a failover (planned or unplanned with S still up), raced or not by an operator's command,
+  or while a copy run is cut off from T (a black hole at a drawn step of its copy) past its lease.
 * failed_over(F): the applications moved to T and go on there; S is still written to (split
   brain). Rules: writes on both sides, group reads on T, a checkpoint pass of the stopped F (must
   be skipped), the failback (starts the reverse flow: running(reverse F)).
@@ -52,6 +53,7 @@ from mirrorflow.ops.dr.failover_preflight import plan_failover
 from mirrorflow.metadata.sync import sync_flow
 from mirrorflow.ops.backfill import backfill
 from mirrorflow.ops.verify.verify import verify_flow
+from mirrorflow.replication.executors import copy_modes
 from mirrorflow.replication.plan.run_options import RunOptions
 from mirrorflow.replication.run.runner import run_once
 from mirrorflow.state.flow_state import flow_state
@@ -59,6 +61,7 @@ from mirrorflow.state.names import lease_topic, offset_map_topic, progress_topic
 from mirrorflow.state.state_topics import state_key, state_partition, state_topic_configs
 from mirrorflow_dev.dev_cluster import DevCluster
 from tests.chaos.test_chaos import COMPACT  # the same fast log cleaner
+from tests.fault_proxy import FaultProxy, Pair
 from tests.integration.replicate_helpers import delete_records
 from tests.model.reference import TP, Group, Model, Snapshot, Written, uid_of
 from tests.support import (
@@ -99,6 +102,7 @@ class Setting:
     clusters: dict[str, DevCluster]
     folder: Path
     known_hits: list[str] = field(default_factory=list)
+    pair: Pair | None = None  # the clusters' proxies: a run cut off from its target goes through them
     examples: int = 0
     ran: dict[str, int] = field(default_factory=dict)  # rule -> how many times it ran (printed at the end)
 
@@ -109,7 +113,11 @@ def counted(fn):
     @functools.wraps(fn)
     def run(self, *args, **kwargs):
         self.setting.ran[fn.__name__] = self.setting.ran.get(fn.__name__, 0) + 1
-        return fn(self, *args, **kwargs)
+        try:
+            return fn(self, *args, **kwargs)
+        except BaseException:
+            self.failed_step = fn.__name__  # the teardown only cleans up: its checks would hide this failure
+            raise
 
     return run
 
@@ -171,6 +179,18 @@ def read_and_commit(cluster: DevCluster, group: str, tp: TP, start: int | None, 
     return out
 
 
+class CutAt:
+    """The copy's faults seam: black-holes `proxy` the first time the copy reaches `point`."""
+
+    def __init__(self, proxy: FaultProxy, point: str) -> None:
+        self.proxy, self.point, self.done = proxy, point, threading.Event()
+
+    def reached(self, point: str, n: int = 0) -> None:
+        if point == self.point and not self.done.is_set():
+            self.proxy.blackhole()
+            self.done.set()
+
+
 class ReplicationMachine(RuleBasedStateMachine):
     setting: Setting  # set by the test before the run
 
@@ -178,6 +198,8 @@ class ReplicationMachine(RuleBasedStateMachine):
         super().__init__()
         self.model = Model()
         self.cfg = None
+        self.cut_cfg = None
+        self.failed_step: str | None = None  # the step that failed (counted steps)
         self.producers: dict[str, Producer] = {}
         self.running: object | None = None  # the flow that copies now
         self.failed_over: object | None = None  # the flow failed over, waiting for its failback
@@ -240,10 +262,11 @@ class ReplicationMachine(RuleBasedStateMachine):
         self.deleted: dict[str, set[TP]] = {"A": set(), "B": set()}  # partitions delete-records cut, per side
         self.added: list[str] = []  # topics created on a source while the flows ran
         x, y = self.alias["A"], self.alias["B"]
-        self.cfg = write_config(
-            self.setting.folder / f"{tag}.yaml",
-            {x: a, y: b},
-            {f"{x}->{y}": common, f"{y}->{x}": {**common, "standby": True}},
+        flows = {f"{x}->{y}": common, f"{y}->{x}": {**common, "standby": True}}
+        self.cfg = write_config(self.setting.folder / f"{tag}.yaml", {x: a, y: b}, flows)
+        pair = self.setting.pair  # the same flows, every cluster reached through its proxy
+        self.cut_cfg = pair and write_config(
+            self.setting.folder / f"{tag}-via-proxies.yaml", {x: pair.via("A"), y: pair.via("B")}, flows
         )
         self.flows = {"A": self.cfg.flow(f"{x}->{y}"), "B": self.cfg.flow(f"{y}->{x}")}  # by source side
         self.running = self.flows["A"]
@@ -722,6 +745,9 @@ class ReplicationMachine(RuleBasedStateMachine):
         still up); every group resumes on T at its latest checkpoint, never behind, never past. With
         `racing`, an operator's pause, stop or resume through another door races the commit: the
         failover stands (the command applied before it, or is refused naming the change)."""
+        self.failover_of(planned, racing, after_s)
+
+    def failover_of(self, planned: bool, racing: str | None = None, after_s: float = 0.0) -> None:
         flow = self.running
         s, t = self.side_of(flow)
         self.model.step += 1
@@ -751,6 +777,79 @@ class ReplicationMachine(RuleBasedStateMachine):
             g.committed = {tp: o for tp, o in now[g.name].items() if o is not None}
         self.running, self.failed_over = None, flow
         self.model.step += 1
+
+    @precondition(
+        lambda self: self.running is not None and self.running.name in self.flows_run and self.cut_cfg is not None
+    )
+    @rule(planned=st.booleans(), at=st.sampled_from(["after_init", "after_flush", "before_commit", "after_commit"]))
+    @counted
+    def fail_over_while_a_run_is_cut_off(self, planned: bool, at: str) -> None:
+        """A copy run cut off from its target the first time it reaches step `at` (a black hole between
+        its worker and T, as a network partition makes one: `after_flush` and `before_commit` leave its
+        transaction open with records in it) for longer than the flow's lease, and a failover during the
+        cut by an operator who reaches T: the failover takes the lapsed lease and fences the run's
+        copies; healed, the old run writes nothing more to T (it ends fenced, skipped or failed, naming
+        why), and what it committed before the failover is on T once."""
+        flow = self.running
+        s, t = self.side_of(flow)
+        for partition in (0, 1):  # a backlog of several transactions: the cut finds the run under way
+            self.produce(s, (f"{self.pfx}.plain", partition), 4, True, fresh_keys=True)
+        out: dict[str, object] = {}
+
+        def copy() -> None:
+            try:
+                out["report"] = run_once(self.cut_cfg, self.cut_cfg.flow(flow.name), mode="direct")
+            except BaseException as exc:  # noqa: BLE001 - judged below
+                out["error"] = exc
+
+        runner = threading.Thread(target=copy, daemon=True)
+        proxy = self.setting.pair.proxy[t]
+        cut = CutAt(proxy, at)
+        seam = copy_modes.faults_from_env
+        copy_modes.faults_from_env = lambda: cut  # read once, as the run's copy starts
+        try:
+            runner.start()
+            deadline = time.monotonic() + 120
+            while not cut.done.wait(0.05) and runner.is_alive() and time.monotonic() < deadline:
+                pass
+        finally:
+            copy_modes.faults_from_env = seam
+        proxy.blackhole()  # cut already, or the run ended before the step: cut now
+        try:
+            time.sleep(2.5 * float(flow.props["lease.timeout.seconds"]))  # the run's lease lapses
+            self.failover_of(planned)
+            at_failover = self.ends(t, flow)
+        finally:
+            proxy.heal()
+        runner.join(300)
+        assert not runner.is_alive(), f"a copy of {flow.name} cut off from {t} still runs 300 s after the heal"
+        after = self.ends(t, flow)
+        assert after == at_failover, (
+            f"the run of {flow.name} cut off from {t} wrote to it after the failover: "
+            f"{at_failover} then {after}"
+        )
+        if "error" in out:
+            print(f"the run cut off from {t}: {type(out['error']).__name__}: {str(out['error'])[:200]}")
+        else:
+            rep = out["report"]
+            assert {p.status for p in rep.partitions} <= {"idle", "skipped", "ok", "partial", "fenced", "failed"}, (
+                rep.render()
+            )
+            assert all(
+                "no longer holds the flow's lease" in e or "fenced" in e
+                for p in rep.partitions if p.status == "fenced" for e in p.errors
+            ), rep.render()
+            print(f"the run cut off from {t}: " + ("skipped" if rep.skipped else f"{rep.records} records, "
+                  + ", ".join(sorted({p.status for p in rep.partitions}))))
+        problems = self.model.copy_problems(s, self.snap(s), t, self.snap(t))
+        if not planned:  # S declared lost: what the failover did not wait for stays there
+            problems = {k: v for k, v in problems.items() if not k.startswith("missing on")}
+        self.fail(f"after the run of {flow.name} cut off from {t}", problems)
+
+    def ends(self, side: str, flow) -> dict[TP, int]:
+        """The high watermarks on `side` of the example's topics and of the flow's progress and offset map."""
+        names = [t for t in self.topics if self.exists_on(side, t)] + [progress_topic(flow), offset_map_topic(flow)]
+        return {(t, p): self.watermarks(side, t, p)[1] for t in names for p in range(self.partitions_on(side, t))}
 
     def commit_failover(self, flow, mode: str, pre, racing: str | None, after_s: float):
         """The failover's commit; with `racing`, an operator's command `after_s` after it began (which
@@ -873,7 +972,7 @@ class ReplicationMachine(RuleBasedStateMachine):
     # -- the end ------------------------------------------------------------------------------
     def teardown(self) -> None:
         try:
-            if self.cfg is not None and self.running is not None:
+            if self.cfg is not None and self.running is not None and self.failed_step is None:
                 self.drain(self.running)
                 self.check_copy(self.running)
                 for name in sorted(self.flows_run):
@@ -887,7 +986,7 @@ class ReplicationMachine(RuleBasedStateMachine):
             self.cleanup()
 
     def cleanup(self) -> None:
-        """Delete the example's topics and its flows' state on both clusters (the session's clusters
+        """Delete the example's topics and its flows' state on both clusters (the model's clusters
         stay light)."""
         if self.cfg is None:
             return

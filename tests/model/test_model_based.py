@@ -1,5 +1,5 @@
 """Model-based tests: Hypothesis draws random sequences of real operations (tests/model/machine.py)
-on the session's clusters A and B and checks every step against a small reference model
+on clusters of its own (MA and MB, each reachable through a fault proxy too) and checks every step against a small reference model
 (tests/model/reference.py): no record lost or doubled, nothing changed, no group past a record it
 has not read, exactly at its next unread record where the product promises it, verify ok.
 
@@ -22,11 +22,27 @@ import pytest
 from hypothesis import HealthCheck, Phase, Verbosity, reproduce_failure, seed, settings
 from hypothesis.stateful import run_state_machine_as_test
 
+from tests.fault_proxy import Pair, proxied_pair
 from tests.model.machine import KNOWN, ReplicationMachine, Setting
 
 pytestmark = pytest.mark.integration
 
 CI_SEED = 20261127
+
+
+@pytest.fixture(scope="module")
+def clusters(kafka_pool):
+    """Clusters MA and MB of the model's own, each reachable through a proxy too (a run cut off from
+    its target goes through them; everything else talks to the brokers directly)."""
+    with proxied_pair(kafka_pool, "MA", "MB") as pair:
+        yield pair
+
+
+@pytest.fixture(autouse=True)
+def healed(clusters: Pair):
+    clusters.heal()
+    yield
+    clusters.heal()
 
 
 @pytest.fixture
@@ -40,12 +56,12 @@ def model_budget(request: pytest.FixtureRequest) -> dict:
 
 
 def test_random_operation_sequences_keep_every_record_and_group_where_the_model_says(
-    tmp_path, source, target, model_budget
+    tmp_path, clusters, model_budget
 ):
     budget = model_budget
     print(f"\nmodel-based: seed {budget['seed']} (MIRRORFLOW_MODEL_SEED={budget['seed']} repeats these examples), "
           f"{budget['examples']} examples of at most {budget['steps']} steps")
-    setting = Setting({"A": source, "B": target}, tmp_path)
+    setting = Setting(clusters.direct, tmp_path, pair=clusters)
     phases = [Phase.explicit, Phase.reuse, Phase.generate] + ([Phase.shrink] if budget["shrink"] else [])
 
     def machine() -> ReplicationMachine:
@@ -89,7 +105,7 @@ def test_random_operation_sequences_keep_every_record_and_group_where_the_model_
             print(f"known defect met {len(hits)} time(s): {why}")
 
 
-def test_the_sequences_the_search_found_replay_clean(tmp_path, source, target):
+def test_the_sequences_the_search_found_replay_clean(tmp_path, clusters):
     """Each sequence a search failed on, replayed step by step (the search's shrunk output, as Python):
     kept so that what was fixed (in the product or in the model) stays fixed.
 
@@ -110,7 +126,7 @@ def test_the_sequences_the_search_found_replay_clean(tmp_path, source, target):
       A at the copy of the next one (its committed offset still names it, the copy is there); the model,
       translating over B's records now, expected the record after. A model defect: fixed in
       `Model.with_deleted`."""
-    setting = Setting({"A": source, "B": target}, tmp_path)
+    setting = Setting(clusters.direct, tmp_path, pair=clusters)
     ReplicationMachine.setting = setting
     state = ReplicationMachine()
     try:
@@ -165,5 +181,77 @@ def test_the_sequences_the_search_found_replay_clean(tmp_path, source, target):
         state.consume(g="g2", n=1, which=0)
         state.delete_source_records(k=2, partition=1)
         state.checkpoint()
+    finally:
+        state.teardown()
+
+
+def test_the_long_sequences_the_search_found_replay_clean(tmp_path, clusters, request):
+    """The sequences a search failed on that take long to replay (`--long` only; the CI budget stays).
+
+    - `--long`, seed 3618366295, 2026-11-29 (13 minutes in): three round trips, the last an unplanned
+      failover of A->B while records A wrote stayed uncopied (the runs were stopped by a drifted state
+      topic), split brain on A, the failback, and a planned failover of B->A: group g1, at the end of
+      what B held, resumes on A at 7, before the divergence and split brain that failback kept on A
+      (the product's translation says exact: none of those records was ever on B, the group reads them
+      once and re-reads nothing); the model expected after them (A's end). A model defect: fixed in
+      `Model.before_kept_only` (both places are accepted; where the product resumes depends on where the
+      reverse flow's map ends, docs/guarantees.md)."""
+    if not request.config.getoption("--long"):
+        pytest.skip("--long only: about 100 s")
+    setting = Setting(clusters.direct, tmp_path, pair=clusters)
+    ReplicationMachine.setting = setting
+    state = ReplicationMachine()
+    try:
+        state.start(txn_records=2, max_runs=2, unit=(3, 2_147_483_648), initial="timestamp")
+        state.replicate()
+        state.checkpoint()
+        state.state_topic_drifts(drift="offset-map-retention")
+        state.checkpoint()
+        state.fail_over(after_s=0.4, planned=False, racing=None)
+        state.consume(g="g1", n=6, which=0)
+        state.fail_back()
+        state.verify()
+        state.an_older_release_wrote_the_progress()
+        state.replicate()
+        state.fail_over(after_s=0.0, planned=False, racing="resume")
+        state.write_compacted(n=2)
+        state.write_split_brain(n=1, partition=0)
+        state.fail_back()
+        state.an_older_release_wrote_the_progress()
+        state.checkpoint()
+        state.operator_during_a_run(action="pause", after_s=0.3)
+        state.write_compacted(n=1)
+        state.state_topic_drifts(drift="progress-delete")
+        state.state_topic_drifts(drift="lease-create-time")
+        state.consume(g="g1", n=3, which=1)
+        state.fail_over(after_s=0.4, planned=False, racing=None)
+        state.checkpoint_stopped()
+        state.write_split_brain(n=2, partition=1)
+        state.fail_back()
+        state.consume(g="g1", n=1, which=1)
+        state.fail_over(after_s=0.4, planned=True, racing=None)
+        state.fail_back()
+    finally:
+        state.teardown()
+
+
+@pytest.mark.parametrize("at", ["after_flush", "after_commit"])
+def test_a_failover_while_a_run_is_cut_off_from_its_target_leaves_it_writing_nothing(tmp_path, clusters, at):
+    """The machine's `fail_over_while_a_run_is_cut_off` in both kinds, then the failback: the cut run
+    writes nothing after either failover, every record the model knows is where it says (the steps
+    themselves assert it)."""
+    setting = Setting(clusters.direct, tmp_path, pair=clusters)
+    ReplicationMachine.setting = setting
+    state = ReplicationMachine()
+    try:
+        state.start(max_runs=20_000, txn_records=2, unit=(3, 2_147_483_648))
+        state.write(kind="commit", n=3, partition=0)
+        state.replicate()
+        state.fail_over_while_a_run_is_cut_off(planned=False, at=at)
+        state.fail_back()
+        state.write(kind="commit", n=2, partition=1)
+        state.fail_over_while_a_run_is_cut_off(planned=True, at=at)
+        state.fail_back()
+        state.replicate()
     finally:
         state.teardown()

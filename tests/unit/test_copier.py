@@ -222,7 +222,7 @@ def writer_for(producer: FakeProducer) -> tuple[TransactionWriter, FakeState]:
     pending = patch.object(copy_transaction, "open_transactions", lambda _clients, tps: [k for k in tps if k != parts[0]])
     txn = CopyTransaction(flow, slot)
     with pending:
-        txn.establish(clients, 0, parts, Claim("", 0), Outage(300))
+        txn.establish(clients, 0, parts, Claim("", 0), Outage(300), lambda: None)
     state = FakeState()
     # a task first writes one aborted transaction over those of its target, progress and map
     # partitions that hold a transaction open (it ends what an earlier attempt of the

@@ -9,11 +9,14 @@ over those of the attempt's partitions (its target partitions and their progress
 partitions) that still hold a transaction open, so what an earlier epoch left pending there ends
 as aborted (state.fencing.abort_pending; a quiet partition gets no write, and no aborted record
 lands where nothing was pending); a cached producer does the same over the partitions its epoch
-has not looked at yet. Both then commit a CLAIM: a record in the progress topic (key
-`task_slots.claim_key`) naming the run's lease owner and the attempt (Spark's attempt number). A
-producer that a newer epoch fenced fails this commit before anything was read; once a claim is
-committed no older producer of the slot can commit anymore, and a newer one commits only after
-this attempt stopped committing: a zombie never commits after a newer attempt read its progress.
+has not looked at yet. Before either writes anything, the task asks whether its run still holds
+the flow's lease (task_succession.TaskSuccession.holds): a producer initialised after a failover
+fenced the slot is not fenced itself, and a read begun after its epoch is what stops it. Both then
+commit a CLAIM: a record in the progress topic (key `task_slots.claim_key`) naming the run's lease
+owner and the attempt (Spark's attempt number). A producer that a newer epoch fenced fails this
+commit before anything was read; once a claim is committed no older producer of the slot can
+commit anymore, and a newer one commits only after this attempt stopped committing: a zombie
+never commits after a newer attempt read its progress.
 
 One policy for every call:
 
@@ -36,6 +39,7 @@ from __future__ import annotations
 import contextlib
 import json
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from confluent_kafka import KafkaException
@@ -122,16 +126,18 @@ class CopyTransaction:
         parts: list[Part],
         claim: Claim,
         outage: Outage,
+        held: Callable[[], None],
         faults: Faults = NO_FAULTS,
     ) -> None:
-        """The attempt's epoch (module docstring): init_transactions when the producer is new, an
-        aborted transaction over those of `parts` its epoch has not covered that hold one open, the
-        claim committed. An outage is ridden through up to `outage`'s bound (a TransactionAbortedError
-        when the aborted transaction did not reach every partition: the caller starts again with a
-        new producer)."""
+        """The attempt's epoch (module docstring): init_transactions when the producer is new, `held`
+        (raises when the run lost the flow's lease), an aborted transaction over those of `parts` its
+        epoch has not covered that hold one open, the claim committed. An outage is ridden through
+        up to `outage`'s bound (a TransactionAbortedError when the aborted transaction did not reach
+        every partition: the caller starts again with a new producer)."""
         flow, sp, target = self.flow, self.sp, self.flow.target
         if not self.eos:
             sp.initialised = True
+            held()
             return
         pr, where = self.producer, sp.transactional_id
         if not sp.initialised:
@@ -143,6 +149,7 @@ class CopyTransaction:
             )
             retrying(lambda: pr.init_transactions(self.wait_s("init")), outage, target, f"init_transactions ({where})")
             sp.initialised = True
+        held()  # after the epoch, before any write: a run that lost the flow's lease writes nothing
         todo = [p for p in dict.fromkeys(parts) if p not in sp.closed]
         pending = open_transactions(clients, todo)
         if pending:

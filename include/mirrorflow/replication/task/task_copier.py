@@ -188,14 +188,12 @@ class TaskCopier:
         parts = [(pc.unit.target_topic, pc.unit.partition) for pc in live] + state_parts(self.clients, keys)
         claim = Claim(self.how.owner or "", self.how.number)
         txn = CopyTransaction(self.flow, sp)
-        txn.establish(self.clients, self.slot, parts, claim, self.outage, self.faults)
+        txn.establish(self.clients, self.slot, parts, claim, self.outage, self.succession.holds, self.faults)
         self.established = True
-        lease_held = self.succession.lease_check()  # answered beside the progress read
         # read AFTER the epoch is established: the committed progress is the truth, the plan is advisory.
         # The read ends at the progress partitions' high watermarks: it waits for transactions open below
         bound = max(outage_bound_s(self.flow), self._txn_timeout_s() + 30)
         progress = self.store.progress(keys, timeout=bound)
-        lease_held()
         todo = self._plan_ranges(live, progress)
         if not todo:
             return

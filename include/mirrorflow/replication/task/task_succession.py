@@ -13,13 +13,11 @@ zombie: it would fence the attempt that owns the slot) and what its report names
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 
 from confluent_kafka import KafkaException
 
 from mirrorflow.clients import FlowClients
 from mirrorflow.errors import FencedError, LeaseError, MirrorflowError
-from mirrorflow.process import background
 from mirrorflow.replication.task.copy_transaction import read_claim
 from mirrorflow.state.lease import LeaseGuard
 
@@ -34,21 +32,18 @@ class TaskSuccession:
         self.guard = LeaseGuard(clients, owner) if owner else None
         self._next_check = time.monotonic() + GUARD_EVERY_S  # the attempt asks once after its epoch
 
-    def lease_check(self) -> Callable[[], None]:
-        """Ask now, in the background (beside the progress read: a task's first read of a topic waits
-        for its connection); the function returned waits for the answer and raises FencedError when
-        the run lost the lease."""
+    def holds(self) -> None:
+        """FencedError when the run's lease is someone else's now. Asked once the attempt's epoch is
+        established and before it writes anything (its claim): a producer initialised after the
+        taker fenced the slot is not fenced, so only this read, begun after the epoch, stops it (a
+        run cut off from the target while a failover took the flow wrote its claim after the
+        failover's commit)."""
         if self.guard is None:
-            return lambda: None
-        wait = background(self.guard.check, "mirrorflow-lease-guard")
-
-        def answer() -> None:
-            try:
-                wait(None)  # as long as it takes: its own reads are bounded
-            except LeaseError as exc:  # a run taken over since commits nothing
-                raise FencedError(str(exc)) from None
-
-        return answer
+            return
+        try:
+            self.guard.check()
+        except LeaseError as exc:  # a run taken over since writes nothing
+            raise FencedError(str(exc)) from None
 
     def before_round(self) -> None:
         """Before a round writes anything, at most every GUARD_EVERY_S: FencedError when the run's lease
