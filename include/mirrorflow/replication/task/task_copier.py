@@ -187,6 +187,7 @@ class TaskCopier:
         keys = [pc.key for pc in live]
         parts = [(pc.unit.target_topic, pc.unit.partition) for pc in live] + state_parts(self.clients, keys)
         claim = Claim(self.how.owner or "", self.how.number)
+        self.succession.warm()  # asked for real after the epoch (establish: `holds`)
         txn = CopyTransaction(self.flow, sp)
         txn.establish(self.clients, self.slot, parts, claim, self.outage, self.succession.holds, self.faults)
         self.established = True

@@ -12,12 +12,15 @@ zombie: it would fence the attempt that owns the slot) and what its report names
 
 from __future__ import annotations
 
+import contextlib
 import time
+from collections.abc import Callable
 
 from confluent_kafka import KafkaException
 
 from mirrorflow.clients import FlowClients
 from mirrorflow.errors import FencedError, LeaseError, MirrorflowError
+from mirrorflow.process import background
 from mirrorflow.replication.task.copy_transaction import read_claim
 from mirrorflow.state.lease import LeaseGuard
 
@@ -31,6 +34,13 @@ class TaskSuccession:
         self.clients, self.owner, self.attempt, self.slot, self.tid = clients, owner, attempt, slot, tid
         self.guard = LeaseGuard(clients, owner) if owner else None
         self._next_check = time.monotonic() + GUARD_EVERY_S  # the attempt asks once after its epoch
+        self._warming: Callable[[float | None], object] | None = None
+
+    def warm(self) -> None:
+        """Begin reading the lease topic in the background (its connection, its history) while the
+        epoch's first requests run: `holds` then reads only what was appended since."""
+        if self.guard is not None and self._warming is None:
+            self._warming = background(self.guard.check, "mirrorflow-lease-guard")
 
     def holds(self) -> None:
         """FencedError when the run's lease is someone else's now. Asked once the attempt's epoch is
@@ -40,7 +50,11 @@ class TaskSuccession:
         failover's commit)."""
         if self.guard is None:
             return
+        warming, self._warming = self._warming, None
         try:
+            if warming is not None:
+                with contextlib.suppress(MirrorflowError, KafkaException):  # the read below says it
+                    warming(None)
             self.guard.check()
         except LeaseError as exc:  # a run taken over since writes nothing
             raise FencedError(str(exc)) from None
