@@ -2,9 +2,9 @@
 (mirrorflow_airflow.params.form) and the check of a value whichever door it came through (`checked`)
 are made from the same `Field`s, so the doors cannot drift apart in name, default or rule.
 
-The failover and the failback declare theirs in ops.dr.inputs (their `OPERATION`s, ops.dr.gated, check
-them). What only one door has stays there: the CLI's `--copy-mode`, `--plan-id`, `--yes` and `--json`; the DAG's
-approval timeout and approvers.
+The failover, the failback and the drill declare theirs in ops.dr.inputs (the first two's `OPERATION`s,
+ops.dr.gated, check them; the drill checks its own). What only one door has stays there: the CLI's
+`--copy-mode`, `--plan-id`, `--yes` and `--json`; the DAG's approval timeout and approvers.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from typing import Any
 
 from mirrorflow.errors import ConfigError
 
-KINDS = ("flag", "count", "regex", "choice")
+KINDS = ("flag", "count", "regex", "choice", "text")
 
 
 @dataclass(frozen=True)
@@ -25,7 +25,9 @@ class Field:
     """One input: `name` is the Param's key and, with dashes, the CLI's flag (`max_lag`: `--max-lag`).
 
     kind `flag` (a boolean, off by default), `count` (an integer from `minimum`, or none), `regex` (a
-    pattern, or none: no filter) or `choice` (one of `choices`, `default` unless given)."""
+    pattern, or none: no filter), `choice` (one of `choices`, `default` unless given) or `text` (a
+    string, or none; with `blank` set, a given string that is empty or spaces only is refused with that
+    reason)."""
 
     name: str
     title: str
@@ -34,6 +36,7 @@ class Field:
     default: Any = None
     choices: tuple[str, ...] = ()
     minimum: int | None = None
+    blank: str = ""  # text: why a given empty string is refused ("": it counts as none)
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
@@ -45,7 +48,12 @@ class Field:
 
     @property
     def flag(self) -> str:
-        return "--" + self.name.replace("_", "-")
+        return named(self.name)
+
+
+def named(name: str, via: str = "cli") -> str:
+    """An input as the door `via` calls it: the CLI's flag (`--max-lag`), else the DAG's `Param max_lag`."""
+    return "--" + name.replace("_", "-") if via == "cli" else f"Param {name}"
 
 
 def add_flags(parser: argparse.ArgumentParser, fields: Sequence[Field]) -> None:
@@ -57,6 +65,8 @@ def add_flags(parser: argparse.ArgumentParser, fields: Sequence[Field]) -> None:
             parser.add_argument(f.flag, type=int, metavar="N", help=f.help)
         elif f.kind == "choice":
             parser.add_argument(f.flag, choices=list(f.choices), default=f.default, help=f.help)
+        elif f.kind == "text":
+            parser.add_argument(f.flag, help=f.help)
         else:
             parser.add_argument(f.flag, metavar="REGEX", help=f.help)
 
@@ -75,10 +85,13 @@ def checked(fields: Sequence[Field], values: Mapping[str, Any], via: str = "cli"
     problems: list[tuple[str, str]] = []
     for f in fields:
         value = values.get(f.name)
+        key = named(f.name, via)
+        if f.kind == "text" and f.blank and isinstance(value, str) and not value.strip():
+            problems.append((key, f"must not be empty: {f.blank}"))
+            continue
         if value is None or value == "":
             out[f.name] = f.default
             continue
-        key = f.flag if via == "cli" else f"Param {f.name}"
         if f.kind == "flag":
             if not isinstance(value, bool):
                 problems.append((key, f"must be true or false, got {value!r}"))
@@ -90,6 +103,9 @@ def checked(fields: Sequence[Field], values: Mapping[str, Any], via: str = "cli"
         elif f.kind == "choice":
             if value not in f.choices:
                 problems.append((key, f"must be one of {', '.join(f.choices)}, got {value!r}"))
+        elif f.kind == "text":
+            if not isinstance(value, str):
+                problems.append((key, f"must be text, got {value!r}"))
         else:
             try:
                 re.compile(str(value))

@@ -36,6 +36,8 @@ def form(fields: Sequence[Field]) -> dict[str, Param]:
             out[f.name] = Param(f.default, type=["null", "integer"], title=f.title, description=text, **bound)
         elif f.kind == "choice":
             out[f.name] = Param(f.default, enum=list(f.choices), title=f.title, description=text)
+        elif f.kind == "text":
+            out[f.name] = optional_text(f.title, text, **({"minLength": 1} if f.blank else {}))
         else:
             out[f.name] = regex(f.title, text)
     return out

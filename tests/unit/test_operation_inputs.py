@@ -55,3 +55,34 @@ def test_the_dag_form_has_one_param_per_field_with_its_rule():
         with pytest.raises(ParamValidationError):
             params[key].resolve(bad)
     assert params["max_lag"].resolve(0) == 0 and params["mode"].resolve("planned") == "planned"
+
+
+@pytest.mark.parametrize("via", ["cli", "airflow"])
+def test_text_is_none_unless_given_and_a_blank_one_is_refused_with_its_reason(via):
+    assert checked(inputs.DRILL, {}, via) == {"groups": None, "verify_from": None, "shadow_suffix": None}
+    assert checked(inputs.DRILL, {"verify_from": "", "shadow_suffix": ".drill"}, via)["verify_from"] is None
+    key = "--shadow-suffix" if via == "cli" else "Param shadow_suffix"
+    for blank in ("", "  "):
+        with pytest.raises(ConfigError) as e:
+            checked(inputs.DRILL, {"shadow_suffix": blank}, via)
+        assert str(e.value).count(key) == 1
+        assert f"{key}: must not be empty: the shadow groups would be the real groups" in str(e.value)
+    with pytest.raises(ConfigError, match="must be text, got 15"):
+        checked(inputs.DRILL, {"verify_from": 15}, via)
+
+
+def test_the_drill_form_and_flags_come_from_its_fields():
+    from airflow.sdk.definitions.param import ParamValidationError
+
+    from mirrorflow_airflow.params import form
+
+    params = form(inputs.DRILL)
+    assert list(params) == ["groups", "verify_from", "shadow_suffix"]
+    assert params["shadow_suffix"].schema["minLength"] == 1 and "minLength" not in params["verify_from"].schema
+    assert params["verify_from"].resolve(None) is None
+    with pytest.raises(ParamValidationError):
+        params["shadow_suffix"].resolve("")
+    p = argparse.ArgumentParser()
+    add_flags(p, inputs.DRILL)
+    args = p.parse_args(["--verify-from", "15m", "--shadow-suffix", ".d"])
+    assert from_args(args, inputs.DRILL) == {"groups": None, "verify_from": "15m", "shadow_suffix": ".d"}

@@ -11,18 +11,11 @@ from mirrorflow.cli.registry import command, load_flow, print_report
 
 
 def _args(p: argparse.ArgumentParser) -> None:
+    from mirrorflow.ops.dr.inputs import DRILL
+    from mirrorflow.params import add_flags
+
     p.add_argument("--flow", required=True, help="the flow whose failover to rehearse, e.g. A->B (it keeps running)")
-    p.add_argument("--groups", help="only the groups matching this regex (default: every group the flow checkpoints)")
-    p.add_argument(
-        "--verify-from",
-        help="verify the records from here on: a duration back from now (90s, 15m, 1h, 2d), earliest, "
-        "offset:N or an ISO-8601 time with a zone; latest verifies nothing (default: 1h)",
-    )
-    p.add_argument(
-        "--shadow-suffix",
-        help="commit where each group would resume to the shadow group <group><S> on the target (never the "
-        "real groups), so an application can be started against the target",
-    )
+    add_flags(p, DRILL)
     p.add_argument("--json", action="store_true", help="print the report as JSON")
 
 
@@ -30,9 +23,11 @@ def _args(p: argparse.ArgumentParser) -> None:
 def _drill(args: argparse.Namespace) -> int:
     from mirrorflow.cli.progress import spinner
     from mirrorflow.ops.dr.drill import drill
+    from mirrorflow.ops.dr.inputs import DRILL
+    from mirrorflow.params import from_args
 
     cfg, flow = load_flow(args)
     with spinner(args, f"drill of {flow.name}") as log:
-        rep = drill(cfg, flow, args.groups, args.verify_from, args.shadow_suffix, log=log)
+        rep = drill(cfg, flow, **from_args(args, DRILL), log=log)
     print_report(rep, args.json)
     return 0 if rep.ok else 1

@@ -23,10 +23,11 @@ from typing import Any
 from airflow.sdk import DAG, task
 
 from mirrorflow.config import Config, FlowConfig
+from mirrorflow.ops.dr.inputs import DRILL
 from mirrorflow_airflow.common import flow_dag, flow_dags, log_report, metric, task_config_path
 from mirrorflow_airflow.dag_builders.control import triggering_user
 from mirrorflow_airflow.hooks import MirrorflowHook
-from mirrorflow_airflow.params import optional_text, regex, regex_or_none
+from mirrorflow_airflow.params import form
 
 log = logging.getLogger(__name__)
 
@@ -38,16 +39,8 @@ def drill_task(flow_name: str, params: dict[str, Any], by: str, config_path: str
     from mirrorflow.ops.dr.drill import drill
 
     cfg, flow = MirrorflowHook(config_path).get_flow(flow_name)
-    rep = drill(
-        cfg,
-        flow,
-        regex_or_none(params, "groups"),
-        params.get("verify_from") or None,
-        params.get("shadow_suffix") or None,
-        by=by,
-        via="airflow",
-        log=log.info,
-    )
+    given = {f.name: params.get(f.name) for f in DRILL}  # checked by the drill, named as Params
+    rep = drill(cfg, flow, **given, by=by, via="airflow", log=log.info)
     log_report(log, rep)
     tags = {"flow": flow.id}
     metric("gauge", "drill.rto_seconds", rep.rto_s, tags)
@@ -73,20 +66,7 @@ def build_drill_dag(cfg: Config, flow: FlowConfig) -> DAG:
         flow,
         "rehearse the failover (plan, RPO, bounded verify, RTO) with the flow running and nothing moved",
         None,
-        params={
-            "groups": regex("Groups (regex)", "Only the groups matching this regex; empty: every checkpointed group"),
-            "verify_from": optional_text(
-                "Verify from",
-                "Verify the records from here on: a duration back from now (90s, 15m, 1h, 2d), earliest, "
-                "offset:N or an ISO-8601 time with a zone; latest: no verify; empty: the last hour",
-            ),
-            "shadow_suffix": optional_text(
-                "Shadow group suffix",
-                "Commit where each group would resume to <group><suffix> on the target (never the real "
-                "groups), to start an application against the target; empty: no shadow groups",
-                minLength=1,
-            ),
-        },
+        params=form(DRILL),
         doc_md=__doc__,
     ) as dag:
 

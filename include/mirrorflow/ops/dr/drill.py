@@ -45,7 +45,9 @@ from mirrorflow.groups.render import resume_note
 from mirrorflow.ops.dr.client_switch import ClientSwitchError, SwitchReport, run_client_switch
 from mirrorflow.ops.dr.failover_plan import FailoverPlan
 from mirrorflow.ops.dr.failover_preflight import plan_failover
+from mirrorflow.ops.dr.inputs import DRILL
 from mirrorflow.ops.verify.verify import VerifyReport, verify_flow
+from mirrorflow.params import checked, named
 from mirrorflow.replication.plan.backfill_plan import WHEN_HELP, When
 from mirrorflow.reporting import Report
 from mirrorflow.state.flow_state import flow_state, read_control, write_control
@@ -58,22 +60,22 @@ _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 RESUMING = ("write", "skip-equal", "skip-ahead")  # partitions a failover leaves at a known offset
 
 
-def verify_start(verify_from: str | None, now_ms: int) -> str:
+def verify_start(verify_from: str | None, now_ms: int, key: str = "--verify-from") -> str:
     """The verify window's start as `verify_flow` takes it: a duration back from now (`90s`, `15m`,
     `1h`, `2d`) becomes an ISO time; `earliest`, `latest` (verify nothing), `start`, `offset:N` and
-    ISO times pass. ConfigError naming `--verify-from` otherwise."""
+    ISO times pass. ConfigError naming the input (`key`) otherwise."""
     text = (verify_from or DEFAULT_VERIFY_FROM).strip()
     m = _DURATION.fullmatch(text)
     if m:
         at = datetime.fromtimestamp(now_ms / 1000, tz=UTC) - timedelta(seconds=int(m[1]) * _UNITS[m[2]])
         return at.isoformat(timespec="milliseconds")
     try:
-        When.parse(text, "--verify-from")
+        When.parse(text, key)
     except ConfigError as exc:
         if not exc.problems[0][1].startswith("expected"):  # e.g. a time without a zone: said as is
             raise
         raise ConfigError(
-            [("--verify-from", f"expected a duration back from now (90s, 15m, 1h, 2d), {WHEN_HELP}; got {text!r}")]
+            [(key, f"expected a duration back from now (90s, 15m, 1h, 2d), {WHEN_HELP}; got {text!r}")]
         ) from None
     return text
 
@@ -272,11 +274,12 @@ def drill(
     log: Callable[[str], None] = lambda s: None,
 ) -> DrillReport:
     """Rehearse the failover of `flow` (module docstring). MirrorflowError for bad input (a bad
-    regex, window or suffix: before anything is read or written) or a flow already failed over."""
-    if shadow_suffix is not None and not shadow_suffix.strip():
-        raise ConfigError([("--shadow-suffix", "must not be empty: the shadow groups would be the real groups")])
+    regex, window or suffix, named as the door `via` calls it: before anything is read or written) or a
+    flow already failed over."""
+    given = checked(DRILL, {"groups": groups, "verify_from": verify_from, "shadow_suffix": shadow_suffix}, via)
+    groups, verify_from, shadow_suffix = given["groups"], given["verify_from"], given["shadow_suffix"]
     report = DrillReport(flow.name, flow.target, by or whoami(), shadow_suffix=shadow_suffix)
-    report.verify_from = verify_start(verify_from, report.at_ms)
+    report.verify_from = verify_start(verify_from, report.at_ms, named("verify_from", via))
     log("plan: the failover's preflight (unplanned, no drain, no lease)")
     began = time.monotonic()
     pre = plan_failover(cfg, flow, "unplanned", groups, dry_run=True, drain=False)
@@ -287,7 +290,7 @@ def drill(
     report.plan, report.source_error = pre.plan, pre.source_error
     report.at_ms = pre.plan.at_ms
     with FlowClients(cfg, flow) as clients:
-        shadows = _shadow_names(clients, report) if shadow_suffix else {}
+        shadows = _shadow_names(clients, report, named("shadow_suffix", via)) if shadow_suffix else {}
         log(f"verify from {report.verify_from}")
         began = time.monotonic()
         try:
@@ -343,10 +346,11 @@ def _rehearse_switch(cfg: Config, flow: FlowConfig, report: DrillReport, via: st
         report.steps[f"client switch {step.name}"] = step.seconds
 
 
-def _shadow_names(clients: FlowClients, report: DrillReport) -> dict[str, str]:
+def _shadow_names(clients: FlowClients, report: DrillReport, key: str) -> dict[str, str]:
     """group -> its shadow group, checked before anything is written: a shadow may not be one of the
     flow's groups, another group existing on the target (only a previous drill's shadow may be
-    reused), or have active members (an application of a previous drill still running)."""
+    reused), or have active members (an application of a previous drill still running). ConfigErrors
+    name the suffix as `key`."""
     suffix = report.shadow_suffix or ""
     names = {g: g + suffix for g in report.resumes()}
     real = {g.group for g in report.plan.groups} if report.plan else set()
@@ -358,7 +362,7 @@ def _shadow_names(clients: FlowClients, report: DrillReport) -> dict[str, str]:
         raise ConfigError(
             [
                 (
-                    "--shadow-suffix",
+                    key,
                     f"{suffix!r} names groups that exist on {clients.flow.target!r} and are not "
                     f"shadows of a drill: {', '.join(clash[:10])}; choose another suffix (nothing was committed)",
                 )

@@ -1,4 +1,4 @@
-"""The inputs of the operations a person approves (ops.dr.gated), declared once for the CLI's flags, the
+"""The inputs of the failover, the failback (ops.dr.gated) and the drill, declared once for the CLI's flags, the
 DAG's trigger form and the check of a value (mirrorflow.params). A module of its own, with no import
 beyond `params`: the DAG files read it when they are parsed, which must not load the operations."""
 
@@ -58,5 +58,29 @@ FAILBACK = (
         "removed by compaction) or cannot tell them from the failed-over flow's (a topic recreated, a partition "
         "truncated): the plan counts and names them; without this such a plan is not started",
         "flag",
+    ),
+)
+
+DRILL = (
+    Field(
+        "groups",
+        "Groups (regex)",
+        "only the groups matching this regex (empty: every group the flow checkpoints)",
+        "regex",
+    ),
+    Field(
+        "verify_from",
+        "Verify from",
+        "verify the records from here on: a duration back from now (90s, 15m, 1h, 2d), earliest, offset:N or an "
+        "ISO-8601 time with a zone; latest: no verify (empty: the last hour)",
+        "text",
+    ),
+    Field(
+        "shadow_suffix",
+        "Shadow group suffix",
+        "commit where each group would resume to the shadow group <group><suffix> on the target (never the real "
+        "groups), so an application can be started against the target (empty: no shadow groups)",
+        "text",
+        blank="the shadow groups would be the real groups",
     ),
 )
