@@ -25,7 +25,8 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -100,6 +101,28 @@ class DrillReport(Report):
     @property
     def rto_s(self) -> float:
         return sum(self.steps.values())
+
+    @contextmanager
+    def timed(self, step: str) -> Iterator[None]:
+        """Time `step` into `steps` (what the RTO adds up)."""
+        began = time.monotonic()
+        try:
+            yield
+        finally:
+            self.steps[step] = time.monotonic() - began
+
+    def figures(self) -> dict[str, Any]:
+        """What the operations history keeps of the drill (an unknown RPO, no shadow groups: left out)."""
+        figures = {
+            "RPO offsets": self.not_replicated,
+            "RPO s": None if self.seconds_behind is None else round(self.seconds_behind, 1),
+            "RTO s": round(self.rto_s, 2),
+            "groups": len(self.resumes()),
+            "verify": self.verify_verdict,
+            "shadow suffix": self.shadow_suffix,
+            "client switch": self.switch_verdict,
+        }
+        return {k: v for k, v in figures.items() if v is not None}
 
     @property
     def not_replicated(self) -> int | None:
@@ -281,9 +304,8 @@ def drill(
     report = DrillReport(flow.name, flow.target, by or whoami(), shadow_suffix=shadow_suffix)
     report.verify_from = verify_start(verify_from, report.at_ms, named("verify_from", via))
     log("plan: the failover's preflight (unplanned, no drain, no lease)")
-    began = time.monotonic()
-    pre = plan_failover(cfg, flow, "unplanned", groups, dry_run=True, drain=False)
-    report.steps["plan"] = time.monotonic() - began
+    with report.timed("plan"):
+        pre = plan_failover(cfg, flow, "unplanned", groups, dry_run=True, drain=False)
     if pre.plan is None or pre.plan.moves_after:  # already failed over: its plans move groups left alone
         why = pre.note or f"flow {flow.name} was already failed over (failover {pre.plan and pre.plan.moves_after})"
         raise StateError(f"drill of {flow.name}: {why}; drill the flow that replicates now instead")
@@ -292,40 +314,20 @@ def drill(
     with FlowClients(cfg, flow) as clients:
         shadows = _shadow_names(clients, report, named("shadow_suffix", via)) if shadow_suffix else {}
         log(f"verify from {report.verify_from}")
-        began = time.monotonic()
-        try:
-            report.verify = verify_flow(clients, None, report.verify_from, "latest")
-        except MirrorflowError as exc:
-            report.verify_error = str(exc)
-        report.steps["verify"] = time.monotonic() - began
+        with report.timed("verify"):
+            try:
+                report.verify = verify_flow(clients, None, report.verify_from, "latest")
+            except MirrorflowError as exc:
+                report.verify_error = str(exc)
         if shadows:
             log(f"shadow groups: committing {len(shadows)} on {flow.target!r}")
-            began = time.monotonic()
-            _commit_shadows(clients, report, shadows)
-            report.steps["shadow commit"] = time.monotonic() - began
+            with report.timed("shadow commit"):
+                _commit_shadows(clients, report, shadows)
         _rehearse_switch(cfg, flow, report, via, log)
         report.state = flow_state(clients).describe()
         write_control(clients, "drill", report.record())
-        record_operation(
-            clients,
-            "drill",
-            report.by,
-            via=via,
-            summary=f"drill of the failover to {flow.target!r}, plan {report.plan.id}: nothing moved",
-            figures={
-                k: v
-                for k, v in {
-                    "RPO offsets": report.not_replicated,
-                    "RPO s": None if report.seconds_behind is None else round(report.seconds_behind, 1),
-                    "RTO s": round(report.rto_s, 2),
-                    "groups": len(report.resumes()),
-                    "verify": report.verify_verdict,
-                    "shadow suffix": shadow_suffix,
-                    "client switch": report.switch_verdict,
-                }.items()
-                if v is not None  # an unknown RPO (the source did not answer), no shadow groups
-            },
-        )
+        summary = f"drill of the failover to {flow.target!r}, plan {report.plan.id}: nothing moved"
+        record_operation(clients, "drill", report.by, via=via, summary=summary, figures=report.figures())
     return report
 
 
