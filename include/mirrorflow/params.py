@@ -3,7 +3,7 @@
 are made from the same `Field`s, so the doors cannot drift apart in name, default or rule.
 
 The failover, the failback and the drill declare theirs in ops.dr.inputs (the first two's `OPERATION`s,
-ops.dr.gated, check them; the drill checks its own). What only one door has stays there: the CLI's
+ops.dr.gated, check them; the drill checks its own), the take-over from MM2 in ops.takeover.inputs. What only one door has stays there: the CLI's
 `--copy-mode`, `--plan-id`, `--yes` and `--json`; the DAG's approval timeout and approvers.
 """
 
@@ -17,17 +17,17 @@ from typing import Any
 
 from mirrorflow.errors import ConfigError
 
-KINDS = ("flag", "count", "regex", "choice", "text")
+KINDS = ("flag", "count", "number", "regex", "choice", "text")
 
 
 @dataclass(frozen=True)
 class Field:
     """One input: `name` is the Param's key and, with dashes, the CLI's flag (`max_lag`: `--max-lag`).
 
-    kind `flag` (a boolean, off by default), `count` (an integer from `minimum`, or none), `regex` (a
-    pattern, or none: no filter), `choice` (one of `choices`, `default` unless given) or `text` (a
-    string, or none; with `blank` set, a given string that is empty or spaces only is refused with that
-    reason)."""
+    kind `flag` (a boolean, off by default), `count` (an integer from `minimum`, or none), `number` (a
+    number from `minimum`, `default` unless given), `regex` (a pattern, or none: no filter), `choice`
+    (one of `choices`, `default` unless given) or `text` (a string, or none; with `blank` set, a given
+    string that is empty or spaces only is refused with that reason)."""
 
     name: str
     title: str
@@ -37,6 +37,7 @@ class Field:
     choices: tuple[str, ...] = ()
     minimum: int | None = None
     blank: str = ""  # text: why a given empty string is refused ("": it counts as none)
+    aliases: tuple[str, ...] = ()  # the CLI's other names of the flag (kept for older command lines)
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
@@ -65,8 +66,10 @@ def add_flags(parser: argparse.ArgumentParser, fields: Sequence[Field]) -> None:
             parser.add_argument(f.flag, type=int, metavar="N", help=f.help)
         elif f.kind == "choice":
             parser.add_argument(f.flag, choices=list(f.choices), default=f.default, help=f.help)
+        elif f.kind == "number":
+            parser.add_argument(f.flag, *f.aliases, type=float, default=f.default, metavar="N", help=f.help)
         elif f.kind == "text":
-            parser.add_argument(f.flag, help=f.help)
+            parser.add_argument(f.flag, *f.aliases, help=f.help)
         else:
             parser.add_argument(f.flag, metavar="REGEX", help=f.help)
 
@@ -95,9 +98,10 @@ def checked(fields: Sequence[Field], values: Mapping[str, Any], via: str = "cli"
         if f.kind == "flag":
             if not isinstance(value, bool):
                 problems.append((key, f"must be true or false, got {value!r}"))
-        elif f.kind == "count":
-            if isinstance(value, bool) or not isinstance(value, int):
-                problems.append((key, f"must be a whole number, got {value!r}"))
+        elif f.kind in ("count", "number"):
+            kinds = (int,) if f.kind == "count" else (int, float)
+            if isinstance(value, bool) or not isinstance(value, kinds):
+                problems.append((key, f"must be a {'whole ' if f.kind == 'count' else ''}number, got {value!r}"))
             elif f.minimum is not None and value < f.minimum:
                 problems.append((key, f"must be at least {f.minimum}, got {value}"))
         elif f.kind == "choice":

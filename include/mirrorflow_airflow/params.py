@@ -34,6 +34,9 @@ def form(fields: Sequence[Field]) -> dict[str, Param]:
         elif f.kind == "count":
             bound: dict[str, Any] = {} if f.minimum is None else {"minimum": f.minimum}
             out[f.name] = Param(f.default, type=["null", "integer"], title=f.title, description=text, **bound)
+        elif f.kind == "number":
+            low: dict[str, Any] = {} if f.minimum is None else {"minimum": f.minimum}
+            out[f.name] = Param(f.default, type="number", title=f.title, description=text, **low)
         elif f.kind == "choice":
             out[f.name] = Param(f.default, enum=list(f.choices), title=f.title, description=text)
         elif f.kind == "text":

@@ -86,3 +86,22 @@ def test_the_drill_form_and_flags_come_from_its_fields():
     add_flags(p, inputs.DRILL)
     args = p.parse_args(["--verify-from", "15m", "--shadow-suffix", ".d"])
     assert from_args(args, inputs.DRILL) == {"groups": None, "verify_from": "15m", "shadow_suffix": ".d"}
+
+
+def test_a_number_keeps_its_default_and_its_minimum_and_a_flag_keeps_its_old_names():
+    from mirrorflow.ops.takeover.inputs import QUIET_S, TAKEOVER
+    from mirrorflow_airflow.params import form
+
+    assert checked(TAKEOVER, {})["mm2_quiet_seconds"] == QUIET_S == 30.0
+    assert checked(TAKEOVER, {"mm2_quiet_seconds": 5}, "airflow")["mm2_quiet_seconds"] == 5
+    with pytest.raises(ConfigError, match=r"Param mm2_quiet_seconds: must be at least 0, got -1"):
+        checked(TAKEOVER, {"mm2_quiet_seconds": -1}, "airflow")
+    with pytest.raises(ConfigError, match=r"--mm2-quiet-seconds: must be a number, got 'soon'"):
+        checked(TAKEOVER, {"mm2_quiet_seconds": "soon"})
+    p = argparse.ArgumentParser()
+    add_flags(p, TAKEOVER)
+    old = p.parse_args(["--offsets-topic", "t", "--connector", "c", "--mm2-quiet-seconds", "2.5"])
+    assert from_args(old, TAKEOVER) == {"mm2_offsets_topic": "t", "mm2_connector": "c", "mm2_source": None,
+                                        "mm2_quiet_seconds": 2.5}
+    params = form(TAKEOVER)
+    assert params["mm2_quiet_seconds"].value == 30.0 and params["mm2_quiet_seconds"].schema["minimum"] == 0

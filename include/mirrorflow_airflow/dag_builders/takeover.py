@@ -13,30 +13,24 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from airflow.sdk import DAG, Param, task
+from airflow.sdk import DAG, task
 
 from mirrorflow.config import Config, FlowConfig
+from mirrorflow.ops.takeover.inputs import TAKEOVER
 from mirrorflow_airflow.common import flow_dag, flow_dags, log_report, task_config_path
 from mirrorflow_airflow.hooks import MirrorflowHook
-from mirrorflow_airflow.params import dry_run, optional_text
+from mirrorflow_airflow.params import dry_run, form
 
 log = logging.getLogger(__name__)
 
 
 def takeover_task(flow_name: str, params: dict[str, Any], config_path: str | None = None) -> dict[str, Any]:
     from mirrorflow.clients import FlowClients
-    from mirrorflow.ops.takeover.from_mm2 import takeover
+    from mirrorflow.ops.takeover.from_mm2 import takeover_given
 
     cfg, flow = MirrorflowHook(config_path).get_flow(flow_name)
     with FlowClients(cfg, flow) as clients:
-        rep = takeover(
-            clients,
-            params.get("mm2_offsets_topic") or None,
-            params.get("mm2_source") or None,
-            dry_run=bool(params.get("dry_run", True)),
-            quiet_s=float(params.get("mm2_quiet_seconds", 30)),
-            connector=params.get("mm2_connector") or None,
-        )
+        rep = takeover_given(clients, params, dry_run=bool(params.get("dry_run", True)), via="airflow")
     log_report(log, rep)
     return rep.to_dict()
 
@@ -50,26 +44,7 @@ def build_takeover_dag(cfg: Config, flow: FlowConfig) -> DAG:
         None,
         params={
             "dry_run": dry_run("Only log what would be written (on by default)", default=True),
-            "mm2_offsets_topic": optional_text(
-                "MM2 offsets topic",
-                "MM2's Connect offsets topic on the target (the worker's offset.storage.topic; Strimzi: "
-                "mirrormaker2-cluster-offsets); empty: dedicated mode's mm2-offsets.<source>.internal",
-            ),
-            "mm2_connector": optional_text(
-                "MM2 source connector",
-                "The MirrorSourceConnector's name in Connect (e.g. A-to-B-MirrorSourceConnector; Strimzi: "
-                "A->B.MirrorSourceConnector); empty: the only one with offsets for the source",
-            ),
-            "mm2_source": optional_text(
-                "MM2 source alias", "The source cluster's alias in MM2's config; empty: the flow's source"
-            ),
-            "mm2_quiet_seconds": Param(
-                30,
-                type="number",
-                minimum=0,
-                title="MM2 quiet seconds",
-                description="MM2 counts as stopped when its last heartbeat into the target is older than this",
-            ),
+            **form(TAKEOVER),
         },
         doc_md=__doc__,
     ) as dag:

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import base64
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,6 +38,8 @@ from mirrorflow.kafka.log_reader import read_partition
 from mirrorflow.kafka.topic_admin import list_offsets, topic_ids
 from mirrorflow.mm2.connect_offsets import STRIMZI_OFFSETS_TOPIC, decode_source_offset, dedicated_offsets_topic
 from mirrorflow.mm2.formats import FormatError, Heartbeat
+from mirrorflow.ops.takeover.inputs import QUIET_S, TAKEOVER
+from mirrorflow.params import checked
 from mirrorflow.replication.plan.planner import source_offsets, source_partitions
 from mirrorflow.reporting import Report
 from mirrorflow.state.flow_state import write_control
@@ -50,7 +53,6 @@ from mirrorflow.state.state_topics import ensure_state_topics
 from mirrorflow.state.state_writer import StateWriter, write_partition_state
 from mirrorflow.state.store import StateStore
 
-QUIET_S = 30.0  # no heartbeat from MM2 for this long: it is stopped (it beats every second by default)
 TAIL_WINDOW = 10_000  # how far back in a remote partition MM2's copy of its last record is looked for
 
 
@@ -329,6 +331,22 @@ def _offset_after(clients: FlowClients, topic: str, p: int, n: int, k: int) -> i
         return last + 1
     finally:
         clients.release(src.consumer)
+
+
+def takeover_given(
+    clients: FlowClients, values: Mapping[str, Any], dry_run: bool, via: str = "cli"
+) -> TakeoverReport:
+    """`takeover` with its inputs as a door handed them (ops.takeover.inputs.TAKEOVER: the CLI's flags,
+    the DAG's Params), checked first: a value that breaks its rule is named as the door calls it."""
+    given = checked(TAKEOVER, values, via)
+    return takeover(
+        clients,
+        given["mm2_offsets_topic"],
+        given["mm2_source"],
+        dry_run=dry_run,
+        quiet_s=float(given["mm2_quiet_seconds"]),
+        connector=given["mm2_connector"],
+    )
 
 
 def takeover(
