@@ -3,7 +3,8 @@
 are made from the same `Field`s, so the doors cannot drift apart in name, default or rule.
 
 The failover, the failback and the drill declare theirs in ops.dr.inputs (the first two's `OPERATION`s,
-ops.dr.gated, check them; the drill checks its own), the take-over from MM2 in ops.takeover.inputs. What only one door has stays there: the CLI's
+ops.dr.gated, check them; the drill checks its own), the take-over from MM2 in ops.takeover.inputs, the
+re-seed in ops.inputs. What only one door has stays there: the CLI's
 `--copy-mode`, `--plan-id`, `--yes` and `--json`; the DAG's approval timeout and approvers.
 """
 
@@ -26,8 +27,8 @@ class Field:
 
     kind `flag` (a boolean, off by default), `count` (an integer from `minimum`, or none), `number` (a
     number from `minimum`, `default` unless given), `regex` (a pattern, or none: no filter), `choice`
-    (one of `choices`, `default` unless given) or `text` (a string, or none; with `blank` set, a given
-    string that is empty or spaces only is refused with that reason)."""
+    (one of `choices`, `default` unless given) or `text` (a string, or none; `required`: it must be
+    given; with `blank` set, a given string that is empty or spaces only is refused with that reason)."""
 
     name: str
     title: str
@@ -38,6 +39,7 @@ class Field:
     minimum: int | None = None
     blank: str = ""  # text: why a given empty string is refused ("": it counts as none)
     aliases: tuple[str, ...] = ()  # the CLI's other names of the flag (kept for older command lines)
+    required: bool = False  # text: it must be given (the CLI's flag is required, the form's field too)
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
@@ -69,7 +71,7 @@ def add_flags(parser: argparse.ArgumentParser, fields: Sequence[Field]) -> None:
         elif f.kind == "number":
             parser.add_argument(f.flag, *f.aliases, type=float, default=f.default, metavar="N", help=f.help)
         elif f.kind == "text":
-            parser.add_argument(f.flag, *f.aliases, help=f.help)
+            parser.add_argument(f.flag, *f.aliases, required=f.required, help=f.help)
         else:
             parser.add_argument(f.flag, metavar="REGEX", help=f.help)
 
@@ -93,6 +95,8 @@ def checked(fields: Sequence[Field], values: Mapping[str, Any], via: str = "cli"
             problems.append((key, f"must not be empty: {f.blank}"))
             continue
         if value is None or value == "":
+            if f.required:
+                problems.append((key, f"must be given: {f.help}"))
             out[f.name] = f.default
             continue
         if f.kind == "flag":

@@ -47,6 +47,13 @@ def test_reseed_dag_restarts_a_recreated_topic(tmp_path, source, target, airflow
     run = dag.test(run_conf={"topic": t, "dry_run": False})
     assert run.get_task_instances()[0].state == "success"
     assert read_progress(cfg, flow, [(t, 0)])[(t, 0)].epoch == 1
+    from mirrorflow.clients import FlowClients
+    from mirrorflow.state.history import read_history
+
+    with FlowClients(cfg, flow) as clients:
+        last = read_history(clients)[-1]
+    # the history names the Airflow user who triggered it and the door (it named the worker's OS user)
+    assert (last.kind, last.by, last.via, last.summary) == ("reseed", "dag_test", "airflow", f"re-seeded {t}")
     rep = run_once(cfg, flow, mode="direct")
     assert rep.ok and rep.records == 7, rep.render()
     assert [r.value for r in consume_all(target, remote)[40:]] == [r.value for r in consume_all(source, t)]

@@ -48,7 +48,7 @@ def test_pause_stop_resume_and_reseed_are_appended_with_who_and_why(tmp_path, so
         (flow.name, "pause", "cli", "still maintaining", "", {}),
         (flow.name, "stop", "cli", "", "", {}),
         (flow.name, "resume", "cli", "done", "", {}),
-        (flow.name, "reseed", "", "", f"re-seeded {topic}", {"partitions": 2, "offsets to copy": 9}),
+        (flow.name, "reseed", "cli", "", f"re-seeded {topic}", {"partitions": 2, "offsets to copy": 9}),
     ]
     assert all(r["by"].startswith(me + " pid ") for r in rows)
     assert [r["at"] for r in rows] == sorted(r["at"] for r in rows)
@@ -58,7 +58,7 @@ def test_pause_stop_resume_and_reseed_are_appended_with_who_and_why(tmp_path, so
         assert (st.state, st.reason, st.at) == ("running", "done", rows[3]["at"])
         assert [o.kind for o in read_history(clients, 2)] == ["resume", "reseed"]
     text = cli(cfg, "history", "--flow", flow.name, "--limit", "1").stdout.splitlines()
-    assert len(text) == 1 and text[0].endswith(f" reseed by {rows[4]['by']}: re-seeded {topic}; partitions 2, "
+    assert len(text) == 1 and text[0].endswith(f" reseed by {rows[4]['by']} (cli): re-seeded {topic}; partitions 2, "
                                                "offsets to copy 9")
 
     # the topic: one partition, deleted by time and size, never compacted

@@ -105,3 +105,20 @@ def test_a_number_keeps_its_default_and_its_minimum_and_a_flag_keeps_its_old_nam
                                         "mm2_quiet_seconds": 2.5}
     params = form(TAKEOVER)
     assert params["mm2_quiet_seconds"].value == 30.0 and params["mm2_quiet_seconds"].schema["minimum"] == 0
+
+
+@pytest.mark.parametrize("via", ["cli", "airflow"])
+def test_a_required_text_must_be_given(via):
+    from mirrorflow.ops.inputs import RESEED
+    from mirrorflow_airflow.params import form
+
+    key = "--topic" if via == "cli" else "Param topic"
+    for missing in (None, ""):
+        with pytest.raises(ConfigError, match=f"{key}: must be given: the SOURCE topic to re-seed"):
+            checked(RESEED, {"topic": missing}, via)
+    assert checked(RESEED, {"topic": "orders"}, via) == {"topic": "orders"}
+    assert form(RESEED)["topic"].schema["minLength"] == 1
+    p = argparse.ArgumentParser()
+    add_flags(p, RESEED)
+    with pytest.raises(SystemExit):
+        p.parse_args([])

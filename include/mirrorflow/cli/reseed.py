@@ -9,8 +9,11 @@ from mirrorflow.errors import ConfigError
 
 
 def _args(p: argparse.ArgumentParser) -> None:
+    from mirrorflow.ops.inputs import RESEED
+    from mirrorflow.params import add_flags
+
     p.add_argument("--flow", required=True, help="the flow, e.g. A->B")
-    p.add_argument("--topic", required=True, help="the SOURCE topic to re-seed")
+    add_flags(p, RESEED)
     add_write_args(p)
 
 
@@ -22,7 +25,7 @@ def _args(p: argparse.ArgumentParser) -> None:
 )
 def _reseed(args: argparse.Namespace) -> int:
     from mirrorflow.clients import FlowClients
-    from mirrorflow.ops.reseed import reseed, to_dicts
+    from mirrorflow.ops.reseed import lines, reseed, to_dicts
 
     if args.dry_run and args.yes:
         raise ConfigError([("--yes", "writes the re-seed; --dry-run writes nothing: give one of them")])
@@ -33,9 +36,6 @@ def _reseed(args: argparse.Namespace) -> int:
     if args.json:
         print_json({"flow": flow.name, "topic": args.topic, "dry_run": dry, "partitions": to_dicts(plan)})
         return 0
-    head = "would re-seed" if dry else "re-seeded"
-    print(f"{head} {args.topic} of flow {flow.name}; the next run copies:")
-    for r in plan:
-        print(f"  {r.line()}")
+    print("\n".join(lines(flow.name, args.topic, plan, dry)))
     say_nothing_written(args, "re-seed")
     return 0

@@ -23,6 +23,8 @@ from mirrorflow.clients import FlowClients
 from mirrorflow.errors import TopicError
 from mirrorflow.kafka.topic_admin import list_offsets, topic_ids
 from mirrorflow.mm2.filters import FlowFilters
+from mirrorflow.ops.inputs import RESEED
+from mirrorflow.params import checked
 from mirrorflow.replication.plan.planner import source_offsets
 from mirrorflow.state.history import record_operation
 from mirrorflow.state.lease import local_owner, whoami
@@ -108,8 +110,12 @@ def plan_reseed(clients: FlowClients, topic: str) -> list[ReseedPartition]:
     return out
 
 
-def reseed(clients: FlowClients, topic: str, dry_run: bool = False) -> list[ReseedPartition]:
-    """Re-seed `topic` (see the module docstring); with `dry_run`, only say what it would write."""
+def reseed(
+    clients: FlowClients, topic: str | None, dry_run: bool = False, by: str | None = None, via: str = "cli"
+) -> list[ReseedPartition]:
+    """Re-seed `topic` (see the module docstring); with `dry_run`, only say what it would write. The
+    operations history names `by` (default: who runs this process) and the door."""
+    topic = checked(RESEED, {"topic": topic}, via)["topic"]
     flow = clients.flow
     ensure_state_topics(clients)
     lease = take_lease(clients, *local_owner("mirrorflow reseed"))
@@ -124,7 +130,8 @@ def reseed(clients: FlowClients, topic: str, dry_run: bool = False) -> list[Rese
         )
         for r in plan:
             _write(clients, writer, r)
-        record_operation(clients, "reseed", whoami(), summary=f"re-seeded {topic}", figures=_figures(plan))
+        summary = f"re-seeded {topic}"
+        record_operation(clients, "reseed", by or whoami(), via=via, summary=summary, figures=_figures(plan))
         return plan
     finally:
         lease.release()
@@ -154,3 +161,9 @@ def _figures(plan: list[ReseedPartition]) -> dict[str, Any]:
 
 def to_dicts(plan: list[ReseedPartition]) -> list[dict[str, Any]]:
     return [asdict(r) for r in plan]
+
+
+def lines(flow: str, topic: str, plan: list[ReseedPartition], dry_run: bool) -> list[str]:
+    """What a re-seed did (or would do), as the CLI prints it and the DAG logs it."""
+    head = f"{'would re-seed' if dry_run else 're-seeded'} {topic} of flow {flow}; the next run copies:"
+    return [head, *(f"  {r.line()}" for r in plan)]

@@ -16,26 +16,29 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from airflow.sdk import DAG, Param, task
+from airflow.sdk import DAG, task
 
 from mirrorflow.config import Config, FlowConfig
+from mirrorflow.ops.inputs import RESEED
 from mirrorflow_airflow.common import flow_dag, flow_dags, task_config_path
+from mirrorflow_airflow.dag_builders.control import triggering_user
 from mirrorflow_airflow.hooks import MirrorflowHook
-from mirrorflow_airflow.params import dry_run
+from mirrorflow_airflow.params import dry_run, form
 
 log = logging.getLogger(__name__)
 
 
-def reseed_task(flow_name: str, topic: str, dry_run: bool, config_path: str | None = None) -> dict[str, Any]:
+def reseed_task(
+    flow_name: str, topic: str | None, dry_run: bool, config_path: str | None = None, by: str | None = None
+) -> dict[str, Any]:
     from mirrorflow.clients import FlowClients
-    from mirrorflow.ops.reseed import reseed, to_dicts
+    from mirrorflow.ops.reseed import lines, reseed, to_dicts
 
     cfg, flow = MirrorflowHook(config_path).get_flow(flow_name)
     with FlowClients(cfg, flow) as clients:
-        plan = reseed(clients, topic, dry_run=dry_run)
-    log.info("%s %s of flow %s; the next run copies:", "would re-seed" if dry_run else "re-seeded", topic, flow.name)
-    for r in plan:
-        log.info("  %s", r.line())
+        plan = reseed(clients, topic, dry_run=dry_run, by=by, via="airflow")
+    for line in lines(flow.name, str(topic), plan, dry_run):
+        log.info("%s", line)
     return {"topic": topic, "dry_run": dry_run, "partitions": to_dicts(plan)}
 
 
@@ -47,19 +50,17 @@ def build_reseed_dag(cfg: Config, flow: FlowConfig) -> DAG:
         "restart a stopped topic (recreated, truncated, renamed) from the source's start",
         None,
         params={
-            "topic": Param(
-                "", type="string", minLength=1, title="Source topic", description="The SOURCE topic to re-seed"
-            ),
+            **form(RESEED),
             "dry_run": dry_run("Only log what would be written (on by default)", default=True),
         },
         doc_md=__doc__,
     ) as dag:
 
         @task(task_id="reseed", retries=0)
-        def run(params: dict | None = None) -> dict[str, Any]:
+        def run(params: dict | None = None, dag_run: Any = None) -> dict[str, Any]:
             """Write the new progress and map epoch of every partition of the topic (or say what it would)."""
             p = params or {}
-            return reseed_task(name, str(p.get("topic", "")), bool(p.get("dry_run", True)), path)
+            return reseed_task(name, p.get("topic"), bool(p.get("dry_run", True)), path, triggering_user(dag_run))
 
         run()
     return dag
