@@ -333,9 +333,7 @@ def _offset_after(clients: FlowClients, topic: str, p: int, n: int, k: int) -> i
         clients.release(src.consumer)
 
 
-def takeover_given(
-    clients: FlowClients, values: Mapping[str, Any], dry_run: bool, via: str = "cli"
-) -> TakeoverReport:
+def takeover_given(clients: FlowClients, values: Mapping[str, Any], dry_run: bool, via: str = "cli") -> TakeoverReport:
     """`takeover` with its inputs as a door handed them (ops.takeover.inputs.TAKEOVER: the CLI's flags,
     the DAG's Params), checked first: a value that breaks its rule is named as the door calls it."""
     given = checked(TAKEOVER, values, via)
