@@ -286,16 +286,20 @@ def test_a_slow_source_never_keeps_a_transaction_open_past_its_timeout(tmp_path,
 
 
 class AfterCommits:
-    """Faults hook: tells the test when a copy has committed `n` transactions."""
+    """Faults hook: tells the test when a copy has committed `n` transactions, and holds every commit
+    after those at `before_commit` until the test says `go` (the copy stays alive, mid-run, for as long
+    as the test needs: a fast machine copied the whole backlog before the failover came)."""
 
     def __init__(self, n: int) -> None:
-        self.n, self.commits, self.reached_n = n, 0, threading.Event()
+        self.n, self.commits, self.reached_n, self.go = n, 0, threading.Event(), threading.Event()
 
     def reached(self, point: str, n: int = 0) -> None:
         if point == "after_commit":
             self.commits += 1
             if self.commits >= self.n:
                 self.reached_n.set()
+        elif point == "before_commit" and self.commits >= self.n:
+            self.go.wait(300)
 
 
 def test_a_failover_after_a_target_outage_longer_than_the_lease_leaves_the_old_run_writing_nothing(
@@ -303,7 +307,8 @@ def test_a_failover_after_a_target_outage_longer_than_the_lease_leaves_the_old_r
 ):
     """As an operator meets it: a copy under way, the target down 40 s (the run's 15 s lease lapses,
     its renewals fail), the target back, and an unplanned failover at once while the old run, still
-    alive, rides out the outage. The failover takes the lapsed lease and fences the old run's copies:
+    alive, rides out the outage (held at its next commit until the failover committed, so that it is still
+    mid-copy whatever the machine's speed). The failover takes the lapsed lease and fences the old run's copies:
     from its commit on, the old run writes nothing to the target (it ends fenced, naming why), and what
     it committed before is on the target once."""
     from mirrorflow.ops.dr.failover_commit import commit_failover
@@ -334,6 +339,7 @@ def test_a_failover_after_a_target_outage_longer_than_the_lease_leaves_the_old_r
             continue
     assert committed is not None
     at_failover = high_watermark(restartable, remote, parts)
+    hook.go.set()  # the old run, held at its next commit since the third, goes on
     t.join(300)
     assert not t.is_alive()
     assert "error" not in out, out.get("traceback")
@@ -342,8 +348,9 @@ def test_a_failover_after_a_target_outage_longer_than_the_lease_leaves_the_old_r
     rep = out["report"]
     assert rep.records < n and {p.status for p in rep.partitions} <= {"fenced", "ok"}, rep.render()
     fenced = [p for p in rep.partitions if p.status == "fenced"]
-    assert fenced and all("this run no longer holds the flow's lease (mirrorflow failover by " in e
-                          for p in fenced for e in p.errors), rep.render()
+    # the failover released the lease when it ended: the old run, going on after it, finds it free
+    assert fenced and all("this run no longer holds the flow's lease" in e for p in fenced for e in p.errors), (
+        rep.render())
     dst = consume_all(restartable, remote)
     assert 0 < len(dst) < n
     assert len({(r.partition, r.content()) for r in dst}) == len(dst)  # each once

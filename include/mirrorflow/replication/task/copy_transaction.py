@@ -137,7 +137,7 @@ class CopyTransaction:
         flow, sp, target = self.flow, self.sp, self.flow.target
         if not self.eos:
             sp.initialised = True
-            held()
+            retrying(held, outage, target, f"asking for the lease of flow {flow.name}")
             return
         pr, where = self.producer, sp.transactional_id
         if not sp.initialised:
@@ -149,7 +149,9 @@ class CopyTransaction:
             )
             retrying(lambda: pr.init_transactions(self.wait_s("init")), outage, target, f"init_transactions ({where})")
             sp.initialised = True
-        held()  # after the epoch, before any write: a run that lost the flow's lease writes nothing
+        # after the epoch, before any write: a run that lost the flow's lease writes nothing. The target
+        # may be back for the epoch before the lease topic's leader is: ridden out like the calls above
+        retrying(held, outage, target, f"asking for the lease of flow {flow.name} ({where})")
         todo = [p for p in dict.fromkeys(parts) if p not in sp.closed]
         pending = open_transactions(clients, todo)
         if pending:
