@@ -29,14 +29,13 @@ def form(fields: Sequence[Field]) -> dict[str, Param]:
     out: dict[str, Param] = {}
     for f in fields:
         text = f.help[:1].upper() + f.help[1:]
+        bound: dict[str, Any] = {} if f.minimum is None else {"minimum": f.minimum}
         if f.kind == "flag":
             out[f.name] = Param(bool(f.default), type="boolean", title=f.title, description=text)
         elif f.kind == "count":
-            bound: dict[str, Any] = {} if f.minimum is None else {"minimum": f.minimum}
             out[f.name] = Param(f.default, type=["null", "integer"], title=f.title, description=text, **bound)
         elif f.kind == "number":
-            low: dict[str, Any] = {} if f.minimum is None else {"minimum": f.minimum}
-            out[f.name] = Param(f.default, type="number", title=f.title, description=text, **low)
+            out[f.name] = Param(f.default, type="number", title=f.title, description=text, **bound)
         elif f.kind == "choice":
             out[f.name] = Param(f.default, enum=list(f.choices), title=f.title, description=text)
         elif f.kind == "text" and f.required:
