@@ -87,8 +87,8 @@ def test_failback_covers_the_flow_as_it_is_at_the_failback(tmp_path, source, tar
 
     dry = failback(cfg, fwd, dry_run=True)
     text = dry.render()
-    assert {(s.topic, s.partition): (s.to_copy, s.mapped) for s in dry.seeds} == {
-        (t, 0): (3, 10), (t, 1): (4, 0), (born_b, 0): (5, 0)}, text
+    assert {(s.topic, s.partition): (s.to_copy, s.mapped, s.absent) for s in dry.seeds} == {
+        (t, 0): (3, 10, False), (t, 1): (4, 0, False), (born_b, 0): (5, 0, False), (born_a, 0): (0, 0, True)}, text
     assert "written on WB outside WA->WB: 12 records, will be copied to WA" in text, text
     assert [(d.topic, d.partition, d.ranges, d.records) for d in dry.divergence] == [(t, 0, ((10, 12),), 2)], text
     assert [(d.topic, d.partition, d.ranges, d.records) for d in dry.split_brain] == [
@@ -376,3 +376,71 @@ def test_after_a_failback_over_a_pruned_map_the_reverse_flow_verifies_and_fails_
     assert ver.ok, ver.render()
     back = plan_failover(cfg, rev, "planned", copy_mode="direct")
     assert back.plan is not None and not back.plan.blocked, back.render()
+
+
+def test_a_partition_and_a_topic_only_the_old_source_has_are_copied_whole_once_the_other_side_gets_them(
+    tmp_path, source, target, unique
+):
+    """A partition and a topic created on A and written to while A->B ran, which no sync took to B
+    before an unplanned failover (found by the model-based search, seed 1255376339). The failback
+    keeps A's records there apart, as split brain, and records them as kept: when B later gets that
+    partition and that topic (an operator adds them, B's applications write), B->A copies them from
+    their beginning after A's records, instead of stopping them as state lost; verify of B->A checks
+    B's records there, and the failback back copies none of A's records to B."""
+    from mirrorflow.ops.verify.verify import verify_flow
+
+    pfx = unique("fbp")
+    t, born_a = f"{pfx}.orders", f"{pfx}.audit"
+    cfg, fwd, rev = identity_pair(tmp_path, source, target, pfx, "PA", "PB")
+    create_topic(source, t, 1)
+    assert sync_flow(cfg, fwd, ["topics"]).ok
+    produce(source, t, batch(5, 1, "a0", NOW))
+    assert run_once(cfg, fwd, mode="direct").records == 5
+    add_partitions(source, t, 2)  # no sync, no run: B never gets them
+    produce(source, t, [{**r, "partition": 1} for r in batch(3, 1, "apart", NOW + 100)])
+    create_topic(source, born_a, 1)
+    produce(source, born_a, batch(2, 1, "atopic", NOW + 200))
+    kept_part, kept_topic = [content(r) for r in on(consume_all(source, t), 1)], consume_all(source, born_a)
+    assert len(kept_part) == 3 and len(kept_topic) == 2
+    assert failover(cfg, fwd).done  # unplanned
+    produce(target, t, batch(2, 1, "b0", NOW + 300))
+
+    fb = failback(cfg, fwd)
+    text = fb.render()
+    assert fb.done, text
+    assert {(s.topic, s.partition): (s.to_copy, s.absent) for s in fb.seeds} == {
+        (t, 0): (2, False), (t, 1): (0, True), (born_a, 0): (0, True)}, text
+    assert f"{t}[1]: not on PB yet" in text and f"{born_a}[0]: not on PB yet" in text, text
+    rep = run_once(cfg, rev, mode="direct")
+    assert rep.ok and rep.records == 2, rep.render()
+
+    # B gets the partition and the topic after the failback, and its applications write to them
+    add_partitions(target, t, 2)
+    produce(target, t, [{**r, "partition": 1} for r in batch(4, 1, "bpart", NOW + 400)])
+    create_topic(target, born_a, 1)
+    produce(target, born_a, batch(3, 1, "btopic", NOW + 500))
+    assert sync_flow(cfg, rev, ["topics"]).ok
+    rep = run_once(cfg, rev, mode="direct")
+    assert rep.ok and rep.records == 7, rep.render()
+    markers_written(source, t, 2)
+    # A's own records first (kept), then B's, each exactly once, in B's order
+    b_part, b_topic = [content(r) for r in on(consume_all(target, t), 1)], consume_all(target, born_a)
+    assert len(b_part) == 4 and len(b_topic) == 3
+    assert [content(r) for r in on(consume_all(source, t), 1)] == kept_part + b_part
+    assert [content(r) for r in consume_all(source, born_a)] == [content(r) for r in kept_topic + b_topic]
+    with FlowClients(cfg, rev) as clients:
+        ver = verify_flow(clients)
+    text = ver.render()
+    assert ver.ok, text
+    assert f"{t}[1] -> {t}[1]: ok, 4 of 4 source records match (4 on the target)" in text, text
+    assert f"{born_a}[0] -> {born_a}[0]: ok, 3 of 3 source records match (3 on the target)" in text, text
+
+    # back to A and A->B again: A's kept records never reach B
+    back = failover(cfg, rev, mode="planned", copy_mode="direct")
+    assert back.done, back.render()
+    fb2 = failback(cfg, rev)
+    assert fb2.done and fb2.to_copy == 0, fb2.render()
+    rep = run_once(cfg, fwd, mode="direct")
+    assert rep.ok and rep.records == 0, rep.render()
+    assert [content(r) for r in on(consume_all(target, t), 1)] == b_part, "A's kept records reached B"
+    assert [content(r) for r in consume_all(target, born_a)] == [content(r) for r in b_topic]

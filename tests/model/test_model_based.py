@@ -125,7 +125,17 @@ def test_the_sequences_the_search_found_replay_clean(tmp_path, clusters):
       delete-records took that record and the next from B; the checkpoint pass rightly resumes the group on
       A at the copy of the next one (its committed offset still names it, the copy is there); the model,
       translating over B's records now, expected the record after. A model defect: fixed in
-      `Model.with_deleted`."""
+      `Model.with_deleted`.
+    - `--long`, seed 1255376339, 2026-11-29 (shortened by hand): a partition added on A while A->B ran, which
+      no sync took to B before an unplanned failover; after the failback a partition added on B: B->A stopped
+      B's partition 2 as state lost (its target partition on A holds A's own records, kept apart). A
+      product defect: B->A now takes a target partition holding only what the failback kept there
+      (state_drift.only_kept) as one to copy into, from B's partition's beginning, after A's records.
+    - `--long`, seed 2693876366, 2026-11-29 (shortened by hand): a topic created on B while B->A ran, kept on B
+      by the failback of B->A's failover; the failback after the next round trip's failover named it a
+      loss ("topic ... no longer exists on A", 0 offsets) and waited for `--accept-loss`, though A never
+      had it. A product defect: only a topic the failed-over flow's target had at the failover (the
+      record's `target_ends`) can be lost (failback_seeds._there_at_failover)."""
     setting = Setting(clusters.direct, tmp_path, pair=clusters)
     ReplicationMachine.setting = setting
     state = ReplicationMachine()
@@ -181,6 +191,35 @@ def test_the_sequences_the_search_found_replay_clean(tmp_path, clusters):
         state.consume(g="g2", n=1, which=0)
         state.delete_source_records(k=2, partition=1)
         state.checkpoint()
+    finally:
+        state.teardown()
+    ReplicationMachine.setting = setting
+    state = ReplicationMachine()
+    try:
+        state.start(max_runs=2, unit=(3, 2_147_483_648), txn_records=2, initial="earliest")
+        state.write(kind="commit", n=3, partition=0)
+        state.replicate()
+        state.add_partition()
+        state.fail_over(planned=False)
+        state.write_split_brain(n=3, partition=1)
+        state.fail_back()
+        state.add_partition()
+        state.write(kind="commit", n=2, partition=2)
+    finally:
+        state.teardown()
+    ReplicationMachine.setting = setting
+    state = ReplicationMachine()
+    try:
+        state.start(max_runs=2, initial="latest", unit=(3, 2_147_483_648), txn_records=2)
+        state.fail_over(planned=False)
+        state.fail_back()
+        state.add_topic(n=1)
+        state.fail_over(planned=False)
+        state.fail_back()
+        state.fail_over(planned=False)
+        state.fail_back()
+        state.fail_over(planned=False)
+        state.fail_back()
     finally:
         state.teardown()
 

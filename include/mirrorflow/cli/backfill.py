@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 
 from mirrorflow.cli.registry import add_copy_mode_args, command, copy_mode, load_flow, print_report
-from mirrorflow.replication.plan.backfill_plan import WHEN_HELP
+from mirrorflow.replication.plan.when import WHEN_HELP
 
 
 def _args(p: argparse.ArgumentParser) -> None:
@@ -27,7 +27,7 @@ def _args(p: argparse.ArgumentParser) -> None:
 def _backfill(args: argparse.Namespace) -> int:
     from mirrorflow.cli.progress import records_bar
     from mirrorflow.ops.backfill import backfill
-    from mirrorflow.replication.plan.backfill_plan import When, topic_pattern
+    from mirrorflow.replication.plan.when import When, topic_pattern
 
     When.parse(args.start, "--from")  # bad values: one clear error before the config is read
     When.parse(args.end, "--to")

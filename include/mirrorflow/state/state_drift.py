@@ -47,6 +47,7 @@ from mirrorflow.kafka.connection import kafka_error
 from mirrorflow.kafka.retry import retry_call, transient_error
 from mirrorflow.kafka.topic_admin import list_offsets
 from mirrorflow.state.flow_state import control_key
+from mirrorflow.state.kept_apart import kept_on_target
 from mirrorflow.state.names import STATE_READER, offset_map_topic, progress_topic, reader_group, snapshot_topic
 from mirrorflow.state.records import Progress
 from mirrorflow.state.state_topics import state_topic_configs
@@ -299,6 +300,21 @@ def first_committed(clients: FlowClients, remotes: Sequence[Key]) -> dict[Key, i
         finally:
             clients.release(reader.consumer)
     return found
+
+
+def only_kept(clients: FlowClients, firsts: Mapping[Key, int]) -> set[Key]:
+    """The remote partitions of `firsts` (first_committed) that hold only records a failback kept apart
+    on this flow's target (state.kept_apart): the first committed record inside a kept range, none at or
+    after the end of the last one (the last stable offset there). A partition or topic the failed-over
+    flow's source had and its target did not, which the target (this flow's source) gets after the
+    failback: this flow copies it from its beginning, after them."""
+    kept = kept_on_target(clients) if firsts else {}
+    inside = [k for k, first in firsts.items() if any(a <= first < b for a, b in kept.get(k, ()))]
+    if not inside:
+        return set()
+    admin, conn = clients.admin("target"), clients.connection("target")
+    stable = list_offsets(admin, conn, inside, OffsetSpec.latest(), committed=True, timeout=clients.outage_timeout)
+    return {k for k in inside if stable[k] <= kept[k][-1][1]}
 
 
 def unexplained_remote(

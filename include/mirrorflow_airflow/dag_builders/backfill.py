@@ -37,8 +37,9 @@ from mirrorflow.clients import FlowClients
 from mirrorflow.config import Config, FlowConfig
 from mirrorflow.errors import MirrorflowError
 from mirrorflow.ops.backfill import BackfillReport, apply_results, carry_out_backfill
-from mirrorflow.replication.plan.backfill_plan import WHEN_HELP, WHEN_PATTERN, When, partitions_of
+from mirrorflow.replication.plan.backfill_plan import partitions_of
 from mirrorflow.replication.plan.run_options import RunOptions
+from mirrorflow.replication.plan.when import WHEN_HELP, WHEN_PATTERN, When
 from mirrorflow.replication.run.run import ReplicationRun
 from mirrorflow.replication.run.scratch import Scratch
 from mirrorflow_airflow import params as P

@@ -55,8 +55,8 @@ from mirrorflow.clients import FlowClients
 from mirrorflow.config import Config, FlowConfig
 from mirrorflow.errors import MirrorflowError
 from mirrorflow.observe.metrics import run_samples, source_samples
-from mirrorflow.replication.plan.backfill_plan import When
 from mirrorflow.replication.plan.run_options import RunOptions
+from mirrorflow.replication.plan.when import When
 from mirrorflow.replication.run.continuous import is_continuous
 from mirrorflow.replication.run.run import ReplicationRun
 from mirrorflow.replication.run.run_report import RunReport

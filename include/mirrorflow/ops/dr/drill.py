@@ -49,7 +49,7 @@ from mirrorflow.ops.dr.failover_preflight import plan_failover
 from mirrorflow.ops.dr.inputs import DRILL
 from mirrorflow.ops.verify.verify import VerifyReport, verify_flow
 from mirrorflow.params import checked, named
-from mirrorflow.replication.plan.backfill_plan import WHEN_HELP, When
+from mirrorflow.replication.plan.when import WHEN_HELP, When
 from mirrorflow.reporting import Report
 from mirrorflow.state.flow_state import flow_state, read_control, write_control
 from mirrorflow.state.history import record_operation

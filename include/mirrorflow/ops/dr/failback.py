@@ -32,7 +32,9 @@ Y by any later step (a failback back records them as done for X->Y):
   (ranges, counts) so the operator decides (re-produce them on Y, or drop them).
 Both: per partition X->Y's filter matches on X now, X offsets at or above X->Y's progress that its
 ledger does not cover (a partition it never copied: from its log start), up to X's end now; by
-offsets, not the records' timestamps (failback_divergence).
+offsets, not the records' timestamps (failback_divergence). Where Y lacks such a topic or partition (no
+sync took it across), the report says `not on Y yet`: when Y gets it later, Y->X copies it from its
+beginning after X's records there, which the failback record names as kept (state_drift.only_kept).
 
 The whole flow as it is at the failback: Y's topics and partitions the reverse filter matches, also
 those created on Y during the outage, are copied back and counted; what Y no longer holds (deleted by

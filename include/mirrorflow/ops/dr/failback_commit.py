@@ -30,8 +30,8 @@ from mirrorflow.ops.dr.seed_writer import write_reseed, write_seeds
 from mirrorflow.reporting import iso
 from mirrorflow.state.flow_state import read_control, set_flow_state, write_control
 from mirrorflow.state.history import record_operation
+from mirrorflow.state.kept_apart import kept_ranges
 from mirrorflow.state.lease import local_owner, whoami
-from mirrorflow.state.offset_map import merge_ranges
 from mirrorflow.state.run_lease import take_lease
 from mirrorflow.state.state_topics import ensure_state_topics
 
@@ -148,15 +148,11 @@ def _started(
 
 
 def _kept_ranges(record: dict[str, Any] | None) -> list[dict[str, Any]]:
-    """Every range a failback record says is kept on its reverse flow's target: its divergence and
-    split brain and the earlier failbacks' (`kept_earlier`), per partition. A later failback's record
-    carries them on (the latest record is the only one read), so `verify` of the reverse flow counts
-    the records every failback kept as kept, not as `extra`, round trip after round trip."""
-    out: dict[tuple[str, int], list[tuple[int, int]]] = {}
-    rec = record or {}
-    for d in [*rec.get("kept_earlier", []), *rec.get("divergence", []), *rec.get("split_brain", [])]:
-        out.setdefault((str(d["topic"]), int(d["partition"])), []).extend((int(a), int(b)) for a, b in d["ranges"])
+    """Every range a failback record says is kept on its reverse flow's target (state.kept_apart), as
+    the next failback's record carries them on (`kept_earlier`; the latest record is the only one read),
+    so `verify` of the reverse flow counts the records every failback kept as kept, not as `extra`, round
+    trip after round trip."""
     return [
-        {"topic": t, "partition": p, "ranges": [list(r) for r in merge_ranges(ranges)]}
-        for (t, p), ranges in sorted(out.items())
+        {"topic": t, "partition": p, "ranges": [list(r) for r in ranges]}
+        for (t, p), ranges in sorted(kept_ranges(record).items())
     ]

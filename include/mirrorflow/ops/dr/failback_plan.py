@@ -50,6 +50,10 @@ class Seed:
     to_copy_ranges: Ranges = ()  # [from, to) holding them (the last one up to the stable end then)
     covered: Ranges = ()  # the reverse flow's ledger at or above owned_from: never copied
     pruned_below: int = -1  # the forward map was pruned: offsets below this are taken as its writes
+    # not on the reverse flow's source yet, but its target partition holds records the failback keeps
+    # apart there: the reverse flow copies the partition from its beginning, after them, once it exists
+    # (reported; nothing written: state_drift.only_kept tells those records apart)
+    absent: bool = False
 
 
 LOSS_CAUSES = ("retention", "compaction", "recreated", "truncated", "deleted")
@@ -269,6 +273,7 @@ def seed_from(d: Mapping[str, Any]) -> Seed:
         _pairs(d.get("to_copy_ranges")),
         _pairs(d.get("covered")),
         int(d.get("pruned_below", -1)),
+        bool(d.get("absent", False)),
     )
 
 

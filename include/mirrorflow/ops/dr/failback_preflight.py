@@ -170,7 +170,8 @@ def build_plan(
         rebuilt = plan_reseed(rc, read_to)
         return plan(seeds=tuple(rebuilt.seeds), read_to=rebuilt.read_to), {}
     divergence, split, how = read_divergence(fc, record, at)
-    target: TargetRead = read_seeds(fc, rc, record, identity, read_to)
+    kept = {(d.topic, d.partition) for d in (*divergence, *split)}
+    target: TargetRead = read_seeds(fc, rc, record, identity, read_to, kept)
     made = plan(
         divergence=tuple(divergence),
         split_brain=tuple(split),

@@ -111,6 +111,12 @@ class FailbackReport(Report):
             return out
         out.append(f"  written on {tgt} outside {self.flow}: {self.to_copy:,} records, will be copied to {src}")
         for s in self.seeds:
+            if s.absent:
+                out.append(
+                    f"    {s.topic}[{s.partition}]: not on {tgt} yet; {src}'s records there are kept, "
+                    f"{self.reverse} copies {tgt}'s partition from its beginning after them once it exists"
+                )
+                continue
             where = ", ".join(f"{a}..{b}" for a, b in s.to_copy_ranges) or "-"
             line = (
                 f"    {s.topic}[{s.partition}]: {s.to_copy:,} records (offsets {where}); {self.reverse} copies "

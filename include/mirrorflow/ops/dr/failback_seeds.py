@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -67,11 +67,17 @@ class TargetRead:
 
 
 def read_seeds(
-    fc: FlowClients, rc: FlowClients, record: dict[str, Any], identity: bool, read_to: Mapping[str, int] | None = None
+    fc: FlowClients,
+    rc: FlowClients,
+    record: dict[str, Any],
+    identity: bool,
+    read_to: Mapping[str, int] | None = None,
+    kept_here: Collection[Key] = (),
 ) -> TargetRead:
     """Per partition of the reverse flow's source (module docstring). `read_to` ("topic:partition" ->
     offset): read the target only up to these ends (a plan's, read again at its start), else up to
-    its stable ends now."""
+    its stable ends now. `kept_here`: the partitions of the reverse flow's target where this failback
+    keeps records apart (its divergence and split brain): those the source lacks are reported (`_absent`)."""
     rev, out = rc.flow, TargetRead()
     bound = rc.outage_timeout
     parts = source_partitions(rev, rc.admin("source"), bound)
@@ -80,7 +86,7 @@ def read_seeds(
     here = {t for t, _ in keys}
     gone = {t for t, _ in written} - here
     counts = rc.partition_counts("source") if gone else {}
-    for t in sorted(t for t in gone if not counts.get(t)):
+    for t in sorted(t for t in gone if not counts.get(t) and _there_at_failover(record, t)):
         out.losses.append(
             Loss(
                 t,
@@ -92,7 +98,9 @@ def read_seeds(
                 f"there after the failover is gone; the failback leaves it out",
             )
         )
+    absent = _absent(rc, sorted(set(kept_here) - set(keys))) if identity else []
     if not keys:
+        out.seeds += absent
         return out
     store = StateStore(fc)
     fwd = store.offset_map([k for k in keys if k in set(written)]) if identity else {}
@@ -124,7 +132,28 @@ def read_seeds(
     finally:
         rc.release(reader.consumer)
         rc.release(raw.consumer)
+    out.seeds += absent
     return out
+
+
+def _absent(rc: FlowClients, kept: list[Key]) -> list[Seed]:
+    """Partitions where the failback keeps records apart on the reverse flow's target (a partition or
+    topic created on the failed-over flow's source that no sync took across before the failover) and
+    that the reverse flow's source does not have, for the report and the plan (nothing is written for
+    them). When the source gets them (an operator adds the partition, creates the topic), the reverse
+    flow's planner finds their target partition holds only what the failback kept there
+    (state_drift.only_kept) and copies them from their beginning, after it. Not where it has progress."""
+    filters = FlowFilters.for_flow(rc.flow)
+    kept = [k for k in kept if filters.should_replicate_topic(k[0])]
+    if not kept:
+        return []
+    old = StateStore(rc).progress(kept)
+    ends = list_offsets(
+        rc.admin("target"), rc.connection("target"), kept, OffsetSpec.latest(), False, rc.outage_timeout
+    )
+    return [
+        Seed(t, p, 0, 0, 0, ends[(t, p)], absent=True) for t, p in kept if (t, p) not in old or old[(t, p)].next < 0
+    ]
 
 
 @dataclass(frozen=True)
@@ -394,6 +423,15 @@ def plan_reseed(rc: FlowClients, read_to: Mapping[str, int] | None = None) -> Ta
         for t, p in keys
     ]  # fmt: skip
     return TargetRead(seeds, read_to={f"{t}:{p}": stable[(t, p)] for t, p in keys})
+
+
+def _there_at_failover(record: Mapping[str, Any], topic: str) -> bool:
+    """Whether the failed-over flow's target had `topic` when the failover committed (its record's
+    `target_ends`: -1 where the partition was not there). A topic it has progress for but never
+    created there (its records were kept on its source by an earlier failback, no sync took it across)
+    holds nothing to lose. An older record without ends: taken as there."""
+    ends = [v for (t, _), v in offsets(record, "target_ends").items() if t == topic]
+    return not ends or any(v >= 0 for v in ends)
 
 
 def _kept_out(fc: FlowClients) -> dict[Key, list[tuple[int, int]]]:

@@ -62,6 +62,8 @@ def write_seeds(rc: FlowClients, seeds: list[Seed], inverse: dict[Key, Inverse])
     )
     now = int(time.time() * 1000)
     for s in seeds:
+        if s.absent:  # nothing to write: the planner tells its records apart (state_drift.only_kept)
+            continue
         prev = old.get((s.topic, s.partition))
         epoch = prev.epoch if prev is not None else 0
         runs, ranges = inverse.get((s.topic, s.partition), ([], []))

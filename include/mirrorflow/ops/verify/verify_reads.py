@@ -16,9 +16,9 @@ from mirrorflow.kafka.log_reader import LogReader
 from mirrorflow.kafka.topic_admin import compacted_topics, list_offsets, topic_ids
 from mirrorflow.mm2.filters import FlowFilters
 from mirrorflow.ops.verify.verify_walk import Rec
-from mirrorflow.replication.plan.backfill_plan import When
 from mirrorflow.replication.plan.planner import source_offsets, source_partitions
-from mirrorflow.state.flow_state import read_control
+from mirrorflow.replication.plan.when import When
+from mirrorflow.state.kept_apart import kept_on_target
 from mirrorflow.state.names import VERIFY, reader_group
 from mirrorflow.state.offset_map import PartitionMap
 from mirrorflow.state.records import Progress, VerifiedMark
@@ -87,7 +87,7 @@ def read_inputs(
     tgt_ids = topic_ids(clients.admin("target"), clients.connection("target"), set(remote.values()))
     compacted_src = _compacted(clients, "source", {t for t, _ in live})
     compacted_tgt = _compacted(clients, "target", set(remote.values()) & set(tgt_ids))
-    kept = _kept_by_failback(clients)
+    kept = {k: tuple(v) for k, v in kept_on_target(clients).items()}
     marks = read_marks(clients, [k for k in live if k in progress]) if with_marks else {}
     target_ends = _target_ends(clients, [(remote[k], k[1]) for k in marks], tgt_ids)
     return VerifyInputs(
@@ -136,22 +136,6 @@ def _bound(
 def _compacted(clients: FlowClients, side: Side, topics: set[str]) -> set[str]:
     """The topics whose cleanup.policy includes compact."""
     return compacted_topics(clients.admin(side), clients.connection(side), topics)
-
-
-def _kept_by_failback(clients: FlowClients) -> dict[Key, tuple[tuple[int, int], ...]]:
-    """Target ranges holding records the failbacks that started this flow kept on its target:
-    the reverse flow's divergence and split brain (ops.dr.failback), reported, never copied; the
-    latest failback record carries the earlier ones' (`kept_earlier`)."""
-    record = read_control(clients, "failback") or {}
-    kept: dict[Key, tuple[tuple[int, int], ...]] = {}
-    for d in [
-        *(record.get("kept_earlier") or []),
-        *(record.get("divergence") or []),
-        *(record.get("split_brain") or []),
-    ]:
-        k = (str(d["topic"]), int(d["partition"]))
-        kept[k] = kept.get(k, ()) + tuple((int(a), int(b)) for a, b in d["ranges"])
-    return kept
 
 
 def _target_ends(clients: FlowClients, tps: list[Key], tgt_ids: dict[str, str]) -> dict[Key, int]:

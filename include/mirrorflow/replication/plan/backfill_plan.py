@@ -15,9 +15,7 @@ with a zone (the first offset whose timestamp is at or after it, `offsets_for_ti
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from confluent_kafka.admin import OffsetSpec
@@ -35,67 +33,12 @@ from mirrorflow.replication.plan.planner import (
     source_offsets,
     stopped_message,
 )
+from mirrorflow.replication.plan.when import When, topic_pattern
 from mirrorflow.reporting import as_dict
 from mirrorflow.state.offset_map import subtract_ranges
 from mirrorflow.state.store import StateStore
 
-EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-WHEN_HELP = (
-    "earliest (source log start), latest (source end), start (where the flow's copy began), "
-    "offset:N, or an ISO-8601 time with a zone, e.g. 2026-01-01T00:00:00Z"
-)
-# what the DAG's Params form accepts (JSON-schema pattern, checked in the form before any task runs)
-WHEN_PATTERN = (
-    r"^(earliest|latest|start|offset:[0-9]+|"
-    r"[0-9]{4}-[0-9]{2}-[0-9]{2}[T ][0-9]{2}:[0-9]{2}(:[0-9]{2}(\.[0-9]{1,6})?)?(Z|[+-][0-9]{2}:?[0-9]{2}))$"
-)
 Key = tuple[str, int]
-
-
-@dataclass(frozen=True)
-class When:
-    """One bound of a backfill range, before it is resolved to an offset per partition."""
-
-    kind: str  # earliest | latest | start | offset | time
-    value: int = 0  # the offset, or the time in ms since the epoch
-
-    @classmethod
-    def parse(cls, text: str | None, option: str) -> When:
-        """ConfigError naming the option for anything but the documented forms."""
-        v = (text or "").strip()
-        if v in ("earliest", "latest", "start"):
-            return cls(v)
-        if v.startswith("offset:"):
-            n = v[7:].strip()
-            if n.isdigit():
-                return cls("offset", int(n))
-            raise ConfigError([(option, f"offset:N needs a non-negative integer N, got {text!r}")])
-        try:
-            dt = datetime.fromisoformat(v.replace("Z", "+00:00")) if v[:4].isdigit() else None
-        except ValueError:
-            dt = None
-        if dt is None:
-            raise ConfigError([(option, f"expected {WHEN_HELP}; got {text!r}")])
-        if dt.tzinfo is None:
-            raise ConfigError([(option, f"the time {text!r} needs a time zone (e.g. {v}Z for UTC)")])
-        return cls("time", (dt - EPOCH) // timedelta(milliseconds=1))
-
-    def __str__(self) -> str:
-        if self.kind == "offset":
-            return f"offset:{self.value}"
-        if self.kind == "time":
-            return (EPOCH + timedelta(milliseconds=self.value)).isoformat(timespec="milliseconds")
-        return self.kind
-
-
-def topic_pattern(topics: str | None) -> re.Pattern[str] | None:
-    """The --topics regex (full match on SOURCE topic names), or one clear ConfigError."""
-    if not topics:
-        return None
-    try:
-        return re.compile(topics)
-    except re.error as exc:
-        raise ConfigError([("--topics", f"not a valid regular expression ({exc}): {topics!r}")]) from None
 
 
 @dataclass

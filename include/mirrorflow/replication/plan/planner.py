@@ -41,7 +41,7 @@ from mirrorflow.state.lease import FlowLease
 from mirrorflow.state.names import progress_topic
 from mirrorflow.state.offset_map import subtract_ranges
 from mirrorflow.state.records import Progress
-from mirrorflow.state.state_drift import first_committed, fresh_remotes, unexplained_remote
+from mirrorflow.state.state_drift import first_committed, fresh_remotes, only_kept, unexplained_remote
 from mirrorflow.state.store import StateStore
 from mirrorflow.state.task_slots import TaskLayout, deal, provisional, read_layout
 
@@ -457,6 +457,9 @@ def gather_inputs(clients: FlowClients, progress: dict[tuple[str, int], Progress
     # a partition without progress whose remote holds committed records: its state was lost, or
     # another writer filled it (at-least-once copies commit records before their progress: skipped)
     firsts = first_committed(clients, fresh_remotes(parts, progress, tgt_parts)) if flow.exactly_once else {}
+    # ...unless they are only what a failback kept apart there (a partition its source got afterwards)
+    for k in only_kept(clients, firsts):
+        del firsts[k]
     partitions = [
         PartitionInput(
             t,

@@ -50,9 +50,10 @@ from mirrorflow.replication.executors.handoff import (
     new_run_id,
     write_plan_file,
 )
-from mirrorflow.replication.plan.backfill_plan import BackfillPartition, When, plan_backfill
+from mirrorflow.replication.plan.backfill_plan import BackfillPartition, plan_backfill
 from mirrorflow.replication.plan.planner import Plan, make_plan, source_offsets, wait_for_clusters
 from mirrorflow.replication.plan.run_options import RunOptions
+from mirrorflow.replication.plan.when import When
 from mirrorflow.replication.run.continuous import check_options, continuous_plan, follow_spec, run_seconds
 from mirrorflow.replication.run.run_report import RunReport, build_report
 from mirrorflow.replication.run.scratch import Scratch
