@@ -3,9 +3,9 @@
 are made from the same `Field`s, so the doors cannot drift apart in name, default or rule.
 
 The failover, the failback and the drill declare theirs in ops.dr.inputs (the first two's `OPERATION`s,
-ops.dr.gated, check them; the drill checks its own), the take-over from MM2 in ops.takeover.inputs, the
-re-seed in ops.inputs. What only one door has stays there: the CLI's `--copy-mode`, `--plan-id`, `--yes`
-and `--json`; the DAG's approval timeout and approvers.
+ops.dr.gated, check them; the drill checks its own), the take-over from MM2 in ops.takeover.inputs, verify
+in ops.verify.inputs, the re-seed in ops.inputs. What only one door has stays there: the CLI's
+`--copy-mode`, `--plan-id`, `--yes` and `--json`; the DAG's approval timeout and approvers.
 """
 
 from __future__ import annotations
@@ -27,8 +27,9 @@ class Field:
 
     kind `flag` (a boolean, off by default), `count` (an integer from `minimum`, or none), `number` (a
     number from `minimum`, `default` unless given), `regex` (a pattern, or none: no filter), `choice`
-    (one of `choices`, `default` unless given) or `text` (a string, or none; `required`: it must be
-    given; with `blank` set, a given string that is empty or spaces only is refused with that reason)."""
+    (one of `choices`, `default` unless given) or `text` (a string, `default` unless given; `required`: it
+    must be given; with `blank` set, a given string that is empty or spaces only is refused with that
+    reason)."""
 
     name: str
     title: str
@@ -40,6 +41,9 @@ class Field:
     blank: str = ""  # text: why a given empty string is refused ("": it counts as none)
     aliases: tuple[str, ...] = ()  # the CLI's other names of the flag (kept for older command lines)
     required: bool = False  # text: it must be given (the CLI's flag is required, the form's field too)
+    # text: the form's JSON-schema pattern (refused before any task runs); the operation's own parse checks
+    # the value again whichever door it came through, with the reason (e.g. a time without a zone)
+    pattern: str = ""
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:

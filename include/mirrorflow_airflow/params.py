@@ -38,8 +38,9 @@ def form(fields: Sequence[Field]) -> dict[str, Param]:
             out[f.name] = Param(f.default, type="number", title=f.title, description=text, **bound)
         elif f.kind == "choice":
             out[f.name] = Param(f.default, enum=list(f.choices), title=f.title, description=text)
-        elif f.kind == "text" and f.required:
-            out[f.name] = Param("", type="string", minLength=1, title=f.title, description=text)
+        elif f.kind == "text" and (f.required or f.default is not None):
+            shape: dict[str, Any] = {"pattern": f.pattern} if f.pattern else {}
+            out[f.name] = Param(f.default or "", type="string", minLength=1, title=f.title, description=text, **shape)
         elif f.kind == "text":
             out[f.name] = optional_text(f.title, text, **({"minLength": 1} if f.blank else {}))
         else:

@@ -122,3 +122,40 @@ def test_a_required_text_must_be_given(via):
     add_flags(p, RESEED)
     with pytest.raises(SystemExit):
         p.parse_args([])
+
+
+@pytest.mark.parametrize("via", ["cli", "airflow"])
+def test_verify_names_a_bad_input_as_its_door_calls_it_before_reading_anything(via):
+    """verify's inputs (ops.verify.inputs.VERIFY): the CLI's `--from` and the form's `from` are one field;
+    a bad window, regex or combination is refused before any cluster is asked (no clients needed),
+    named as the door calls it (the DAG's errors named the CLI's flags)."""
+    from airflow.sdk.definitions.param import ParamValidationError
+
+    from mirrorflow.ops.verify.inputs import VERIFY
+    from mirrorflow.ops.verify.verify import verify_given
+    from mirrorflow_airflow.params import form
+
+    key = (lambda n: "--" + n.replace("_", "-")) if via == "cli" else (lambda n: f"Param {n}")
+    cases = [
+        ({"from": "yesterday"}, f"{key('from')}: expected earliest"),
+        ({"to": "2026-01-01T00:00:00"}, f"{key('to')}: the time '2026-01-01T00:00:00' needs a time zone"),
+        ({"topics": "(("}, f"{key('topics')}: not a valid regular expression"),
+        ({"from": "offset:5", "since_last": True}, f"{key('from')}: checks from each partition's last verify "
+                                                   f"with {key('since_last')}: not both"),
+    ]
+    for values, message in cases:
+        with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace(")", r"\)")):
+            verify_given(None, values, via=via)  # type: ignore[arg-type]
+    assert checked(VERIFY, {}) == {"topics": None, "from": "earliest", "to": "latest", "since_last": False,
+                                   "record": False}
+    params = form(VERIFY)
+    assert list(params) == ["topics", "from", "to", "since_last", "record"]
+    assert params["from"].value == "earliest" and params["to"].value == "latest"
+    assert params["from"].resolve("offset:12") == "offset:12"
+    with pytest.raises(ParamValidationError):
+        params["from"].resolve("yesterday")  # the form refuses it before any task runs
+    p = argparse.ArgumentParser()
+    add_flags(p, VERIFY)
+    args = p.parse_args(["--from", "offset:3", "--to", "latest", "--since-last"])
+    assert from_args(args, VERIFY) == {"topics": None, "from": "offset:3", "to": "latest", "since_last": True,
+                                       "record": False}

@@ -19,40 +19,33 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from airflow.sdk import DAG, Param, task
+from airflow.sdk import DAG, task
 
 from mirrorflow.config import Config, FlowConfig
+from mirrorflow.ops.verify.inputs import VERIFY
 from mirrorflow_airflow.common import flow_dag, flow_dags, log_report, metric, task_config_path
 from mirrorflow_airflow.dag_builders.control import triggering_user
 from mirrorflow_airflow.hooks import MirrorflowHook
-from mirrorflow_airflow.params import regex
+from mirrorflow_airflow.params import form
 
 log = logging.getLogger(__name__)
-WHEN = "earliest, latest, start (where the flow's copy began), offset:N or an ISO-8601 time with a zone"
 
 
 def verify_task(
-    flow_name: str,
-    topics: str | None,
-    start: str | None,
-    end: str,
-    config_path: str | None = None,
-    ti: Any = None,
-    since_last: bool = False,
-    record: bool = False,
-    by: str = "",
+    flow_name: str, params: dict[str, Any], config_path: str | None = None, ti: Any = None, by: str = ""
 ) -> dict[str, Any]:
     """Run the verification, log its report, push it as XCom `report`; fail on a mismatch."""
     from airflow.sdk.exceptions import AirflowFailException
 
     from mirrorflow.clients import FlowClients
-    from mirrorflow.ops.verify.verify import verify_flow
+    from mirrorflow.ops.verify.verify import verify_given
 
     cfg, flow = MirrorflowHook(config_path).get_flow(flow_name)
+    given = {f.name: params.get(f.name) for f in VERIFY}  # checked by verify_given, named as Params
+    if given["since_last"]:
+        given["from"] = None  # the form always has a start (its default); since the last verify, it is not used
     with FlowClients(cfg, flow) as clients:
-        report = verify_flow(
-            clients, topics or None, start, end, since_last=since_last, record=record or since_last, by=by
-        )
+        report = verify_given(clients, given, via="airflow", by=by)
     log_report(log, report)
     tags = {"flow": flow.id}
     metric("gauge", "verify.mismatched_partitions", len(report.mismatched), tags)
@@ -75,46 +68,14 @@ def build_verify_dag(cfg: Config, flow: FlowConfig) -> DAG:
         flow,
         "compare source and target record by record over the copied ranges",
         None,
-        params={
-            "topics": regex("Topics (regex)", "Only SOURCE topics matching this regex; empty: every topic of the flow"),
-            "from": Param("earliest", type="string", minLength=1, title="From", description=f"Window start: {WHEN}"),
-            "to": Param(
-                "latest", type="string", minLength=1, title="To", description=f"Window end (exclusive): {WHEN}"
-            ),
-            "since_last": Param(
-                False,
-                type="boolean",
-                title="Since the last verify",
-                description="Check each partition only from where the last verify that passed got to (From is "
-                "not used), and record how far this one gets",
-            ),
-            "record": Param(
-                False,
-                type="boolean",
-                title="Record",
-                description="Record per matching partition how far it is verified (for a later 'since the last "
-                "verify' or a planned failover)",
-            ),
-        },
+        params=form(VERIFY),
         doc_md=__doc__,
     ) as dag:
 
         @task(task_id="verify", retries=0)
         def run(params: dict | None = None, ti: Any = None, dag_run: Any = None) -> dict[str, Any]:
             """Compare the flow's copied ranges; fails on a mismatch (the report is in the log)."""
-            p = params or {}
-            since = bool(p.get("since_last"))
-            return verify_task(
-                name,
-                str(p.get("topics") or ""),
-                None if since else str(p.get("from") or "earliest"),
-                str(p.get("to") or "latest"),
-                path,
-                ti,
-                since_last=since,
-                record=bool(p.get("record")),
-                by=triggering_user(dag_run),
-            )
+            return verify_task(name, params or {}, path, ti, by=triggering_user(dag_run))
 
         run()
     return dag

@@ -40,14 +40,11 @@ class VerifyOperator(FlowOperation, BaseOperator):
         from mirrorflow_airflow.dag_builders.control import triggering_user
         from mirrorflow_airflow.dag_builders.verify import verify_task
 
+        given = {"topics": self.topics, "from": self.start, "to": self.end, "since_last": self.since_last}
         return verify_task(
             self.flow,
-            self.topics,
-            None if self.since_last else self.start,
-            self.end,
+            {**given, "record": self.record},
             self.resolved_config_path(),
             context["ti"],
-            since_last=self.since_last,
-            record=self.record,
             by=triggering_user(context.get("dag_run")),
         )

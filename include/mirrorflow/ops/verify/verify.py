@@ -28,16 +28,20 @@ wrote.
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from dataclasses import replace
+from typing import Any
 
 from mirrorflow.clients import FlowClients
 from mirrorflow.config import FlowConfig
 from mirrorflow.errors import ClusterError, ConfigError, StateError, TopicError
+from mirrorflow.ops.verify.inputs import VERIFY
 from mirrorflow.ops.verify.verified_marks import mark_problem, next_mark
 from mirrorflow.ops.verify.verify_reads import LATEST, Key, RecordReader, VerifyInputs, read_inputs
 from mirrorflow.ops.verify.verify_report import PartitionVerify, VerifyReport, exit_code
 from mirrorflow.ops.verify.verify_walk import Sides, clip, walk_partition
-from mirrorflow.replication.plan.backfill_plan import When, topic_pattern
+from mirrorflow.params import checked, named
+from mirrorflow.replication.plan.when import When, topic_pattern
 from mirrorflow.reporting import iso
 from mirrorflow.state.offset_map import PartitionMap, merge_ranges, subtract_ranges
 from mirrorflow.state.records import Progress, VerifiedMark
@@ -57,16 +61,20 @@ def verify_flow(
     since_last: bool = False,
     record: bool = False,
     by: str = "",
+    via: str = "cli",
 ) -> VerifyReport:
     """Compare source and target over the copied ranges of the flow's partitions (see the module
     docstring); `topics` is a regex over source topic names, `start`/`end` bound the window.
     `since_last`: each partition from its trusted 'verified up to' (not with `start`); `record`:
-    write the new marks of the partitions that matched (`by`: who, for the record)."""
+    write the new marks of the partitions that matched (`by`: who, for the record). A bad input is
+    named as the door `via` calls it (ops.verify.inputs.VERIFY)."""
     if since_last and start:
-        raise ConfigError([("--from", "checks from each partition's last verify with --since-last: not both")])
+        why = f"checks from each partition's last verify with {named('since_last', via)}: not both"
+        raise ConfigError([(named("from", via), why)])
     began = time.monotonic()
-    lo_when, hi_when = When.parse(start or "earliest", "--from"), When.parse(end or "latest", "--to")
-    pattern = topic_pattern(topics)
+    lo_when = When.parse(start or "earliest", named("from", via))
+    hi_when = When.parse(end or "latest", named("to", via))
+    pattern = topic_pattern(topics, named("topics", via))
     window_from = SINCE_LAST if since_last else str(lo_when)
     report = VerifyReport(clients.flow.name, window_from, str(hi_when), topics, since_last=since_last)
     inputs = read_inputs(clients, pattern, lo_when, hi_when, with_marks=since_last or record)
@@ -77,6 +85,24 @@ def verify_flow(
             report.recorded = write_marks(clients, new_marks)
     report.duration_s = time.monotonic() - began
     return report
+
+
+def verify_given(clients: FlowClients, values: Mapping[str, Any], via: str = "cli", by: str = "") -> VerifyReport:
+    """`verify_flow` over its inputs as a door handed them (ops.verify.inputs.VERIFY: the CLI's flags, the DAG's
+    form), checked and named as that door calls them; `since_last` records too. A window start given
+    with `since_last` is refused: the door drops a start it only has as a default (the form's)."""
+    given = checked(VERIFY, values, via)
+    since = bool(given["since_last"])
+    return verify_flow(
+        clients,
+        given["topics"],
+        values.get("from") or None,
+        given["to"],
+        since_last=since,
+        record=bool(given["record"]) or since,
+        by=by,
+        via=via,
+    )
 
 
 class Verifier:
