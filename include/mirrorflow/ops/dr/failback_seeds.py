@@ -44,6 +44,7 @@ from mirrorflow.ops.dr.failover_record import offsets
 from mirrorflow.replication.plan.planner import source_offsets, source_partitions
 from mirrorflow.state.fencing import ABORTED_VALUE
 from mirrorflow.state.flow_state import read_control
+from mirrorflow.state.kept_apart import kept_ranges
 from mirrorflow.state.offset_map import PartitionMap, Run, merge_ranges, subtract_ranges
 from mirrorflow.state.records import Progress
 from mirrorflow.state.store import StateStore
@@ -84,20 +85,7 @@ def read_seeds(
     keys = sorted((t, p) for t, p, _ in parts)
     written = sorted(offsets(record, "replicated_to")) if identity else []
     here = {t for t, _ in keys}
-    gone = {t for t, _ in written} - here
-    counts = rc.partition_counts("source") if gone else {}
-    for t in sorted(t for t in gone if not counts.get(t) and _there_at_failover(record, t)):
-        out.losses.append(
-            Loss(
-                t,
-                -1,
-                "deleted",
-                (),
-                -1,
-                f"topic {t!r} no longer exists on {rev.source!r}: what was written to it "
-                f"there after the failover is gone; the failback leaves it out",
-            )
-        )
+    out.losses += _gone_topics(rc, record, {t for t, _ in written} - here)
     absent = _absent(rc, sorted(set(kept_here) - set(keys))) if identity else []
     if not keys:
         out.seeds += absent
@@ -425,6 +413,19 @@ def plan_reseed(rc: FlowClients, read_to: Mapping[str, int] | None = None) -> Ta
     return TargetRead(seeds, read_to={f"{t}:{p}": stable[(t, p)] for t, p in keys})
 
 
+def _gone_topics(rc: FlowClients, record: Mapping[str, Any], gone: set[str]) -> list[Loss]:
+    """A `deleted` loss per topic the failed-over flow wrote that the reverse flow's source no longer has
+    (only one there when the failover committed: `_there_at_failover`)."""
+    counts = rc.partition_counts("source") if gone else {}
+    return [
+        Loss(t, -1, "deleted", (), -1,
+             f"topic {t!r} no longer exists on {rc.flow.source!r}: what was written to it there after the failover "
+             "is gone; the failback leaves it out")
+        for t in sorted(gone)
+        if not counts.get(t) and _there_at_failover(record, t)
+    ]  # fmt: skip
+
+
 def _there_at_failover(record: Mapping[str, Any], topic: str) -> bool:
     """Whether the failed-over flow's target had `topic` when the failover committed (its record's
     `target_ends`: -1 where the partition was not there). A topic it has progress for but never
@@ -438,7 +439,4 @@ def _kept_out(fc: FlowClients) -> dict[Key, list[tuple[int, int]]]:
     """The divergence and split-brain ranges of the failback that started `fc`'s flow (on its
     source, kept there): the reverse flow of a failback back must not copy them either."""
     rec = read_control(fc, "failback") or {}
-    out: dict[Key, list[tuple[int, int]]] = {}
-    for d in [*rec.get("divergence", []), *rec.get("split_brain", [])]:
-        out.setdefault((str(d["topic"]), int(d["partition"])), []).extend((int(a), int(b)) for a, b in d["ranges"])
-    return out
+    return kept_ranges({"divergence": rec.get("divergence"), "split_brain": rec.get("split_brain")})

@@ -56,7 +56,6 @@ def verify_flow(
     topics: str | None = None,
     start: str | None = None,
     end: str | None = None,
-    read_timeout: float = READ_TIMEOUT_S,
     *,
     since_last: bool = False,
     record: bool = False,
@@ -79,7 +78,7 @@ def verify_flow(
     report = VerifyReport(clients.flow.name, window_from, str(hi_when), topics, since_last=since_last)
     inputs = read_inputs(clients, pattern, lo_when, hi_when, with_marks=since_last or record)
     if inputs is not None:
-        verifier = Verifier(RecordReader(clients, read_timeout), clients.flow, since_last, record, by)
+        verifier = Verifier(RecordReader(clients, READ_TIMEOUT_S), clients.flow, since_last, record, by)
         new_marks = [m for k in inputs.keys if (m := verifier.check(report, k, inputs)) is not None]
         if new_marks:
             report.recorded = write_marks(clients, new_marks)
