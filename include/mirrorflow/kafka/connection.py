@@ -30,6 +30,17 @@ AUTHZ_CODES = {
 }
 DIAGNOSE_TIMEOUT_S = 3.0  # how long describe_failure looks for a refused login behind a transport failure
 UNREACHABLE_CODES = {KafkaError._TRANSPORT, KafkaError._TIMED_OUT, KafkaError._ALL_BROKERS_DOWN, KafkaError._RESOLVE}
+# librdkafka settings of every admin client, under the cluster's own (which may set them otherwise).
+# metadata.recovery.strategy: librdkafka's default, `rebootstrap`, starts over from bootstrap.servers
+# whenever every broker connection is down at once (a reset network path, a single-broker cluster's
+# restart): it decommissions the broker handles, but the group coordinators an admin client had found
+# stay cached on the old handles, which never send again, so every group request (offset fetches and
+# commits) times out until those entries expire: 60 s and more under connection resets every 4 s,
+# where `none` fails only the request in flight at each reset
+# (tests/chaos/test_network_faults.py::test_group_requests_are_answered_between_connection_resets).
+# Admin clients only: consumers and producers with `none` did not recover from a target restart
+# (tests/integration/test_broker_restart.py), and their reads and transactions ride resets out.
+ADMIN_DEFAULTS: dict[str, Any] = {"metadata.recovery.strategy": "none"}
 # librdkafka reports TLS handshake failures as transport errors; their text tells them apart
 # (OpenSSL's reason strings): the broker's certificate is not trusted, or it rejects ours
 TLS_UNTRUSTED_TEXT = ("certificate verify failed", "self-signed certificate", "unable to get local issuer")
@@ -167,7 +178,7 @@ class ClusterConnection:
         """An AdminClient; with `check_timeout` it first proves the cluster answers (and we may log in)."""
         watch = ErrorWatch()
         try:
-            admin = AdminClient({**self.settings(conf), "error_cb": watch})
+            admin = AdminClient({**ADMIN_DEFAULTS, **self.settings(conf), "error_cb": watch})
         except KafkaException as exc:
             raise self.describe_failure(exc) from None
         if check_timeout:
