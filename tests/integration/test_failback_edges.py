@@ -444,3 +444,35 @@ def test_a_partition_and_a_topic_only_the_old_source_has_are_copied_whole_once_t
     assert rep.ok and rep.records == 0, rep.render()
     assert [content(r) for r in on(consume_all(target, t), 1)] == b_part, "A's kept records reached B"
     assert [content(r) for r in consume_all(target, born_a)] == [content(r) for r in b_topic]
+
+
+def test_records_deleted_on_the_old_source_before_the_failover_are_not_checkable_after_the_failback(
+    tmp_path, source, target, unique
+):
+    """delete-records on A while A->B ran (the copies on B stay), then an unplanned failover and the
+    failback: B->A's map must not place B's copies of those records at A's offsets, which A no longer
+    holds. It did (the inverse of A->B's map), and verify of B->A named them `missing ... below the
+    target's log start`, which also refused the planned failover back to A (found by the model-based
+    search, seed 2629272868). Now they are not checkable (nothing to compare them with on A), verify says
+    ok and the planned failover back commits."""
+    from mirrorflow.ops.verify.verify import verify_flow
+    from tests.integration.replicate_helpers import delete_records
+
+    pfx = unique("fbd")
+    t = f"{pfx}.orders"
+    cfg, fwd, rev = identity_pair(tmp_path, source, target, pfx, "DA", "DB")
+    create_topic(source, t, 1)
+    assert sync_flow(cfg, fwd, ["topics"]).ok
+    produce(source, t, batch(6, 1, "a0", NOW))
+    assert run_once(cfg, fwd, mode="direct").records == 6
+    delete_records(source, t, 0, 2)  # A's first two records: their copies stay on B
+    assert failover(cfg, fwd).done  # unplanned
+    produce(target, t, batch(2, 1, "b0", NOW + 100))
+    fb = failback(cfg, fwd)
+    assert fb.done, fb.render()
+    assert run_once(cfg, rev, mode="direct").records == 2
+    with FlowClients(cfg, rev) as clients:
+        ver = verify_flow(clients)
+    assert ver.ok, ver.render()
+    back = failover(cfg, rev, mode="planned", copy_mode="direct")
+    assert back.done, back.render()

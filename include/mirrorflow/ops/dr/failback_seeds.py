@@ -107,6 +107,9 @@ def read_seeds(
     on_target = [k for k in keys if counts.get(k[0], 0) > k[1]]
     # where the reverse flow's copies go after (a topic or partition born on the source: not there yet)
     rev_ends = list_offsets(rc.admin("target"), rc.connection("target"), on_target, OffsetSpec.latest(), False)
+    # what the reverse flow's target (the failed-over flow's source) still holds: its map never places a
+    # record below it (delete-records or retention took the original there)
+    rev_starts = list_offsets(rc.admin("target"), rc.connection("target"), on_target, OffsetSpec.earliest(), False)
     last = {k: (int(v[0]), int(v[1])) for k, v in _pairs(record.get("target_last")).items()}
     exactly_once = bool(fc.flow.props["exactly.once"])
     reader, raw = rc.reader("source"), rc.reader("source", committed=False)
@@ -115,6 +118,7 @@ def read_seeds(
             facts = Facts(
                 k, rev.source, fc.flow.name, old.get(k), fwd.get(k), fprog.get(k), ids.get(k[0], ""), starts[k],
                 stable[k], high[k], last.get(k), kept.get(k, []), k[0] in compacted, exactly_once, rev_ends.get(k, -1),
+                rev_starts.get(k, 0),
             )  # fmt: skip
             _partition(out, facts, reader, raw)
     finally:
@@ -163,6 +167,7 @@ class Facts:
     compacted: bool
     exactly_once: bool
     rev_end: int  # where the reverse flow's copies go after, on its target (-1: not there yet)
+    rev_start: int = 0  # the reverse flow's target's log start: the originals below it are gone
 
     @property
     def where(self) -> str:
@@ -213,13 +218,34 @@ def _partition(out: TargetRead, f: Facts, reader: LogReader, raw: LogReader) -> 
     ledger = merge_ranges([*done, *empty])
     nxt = next((b for a, b in ledger if a <= base < b), base)
     inv = [Run(max(r.tgt, base), r.src + (max(r.tgt, base) - r.tgt), r.tgt + r.count - max(r.tgt, base)) for r in keep]
+    inv, gone_there = _still_there(inv, f.rev_start)
     # the map entries cover what the forward flow wrote and B still holds, the stretches between, never the
     # pruned stretch below its first run (never copied, in the ledger: verify says not checkable, not missing)
-    out.inverse[f.key] = (sorted(inv, key=lambda r: r.src), _without(merge_ranges([*owned, *empty]), below))
+    # nor what the reverse flow's target no longer holds (no original to map to: not checkable either)
+    out.inverse[f.key] = (
+        sorted(inv, key=lambda r: r.src),
+        _without(merge_ranges([*owned, *empty]), merge_ranges([*below, *gone_there])),
+    )
     out.read_to[f"{t}:{p}"] = f.stable
     out.seeds.append(
         Seed(t, p, nxt, base, sum(r.count for r in inv), f.rev_end, count, tuple(todo), tuple(ledger), pruned)
     )
+
+
+def _still_there(inv: list[Run], start: int) -> tuple[list[Run], list[tuple[int, int]]]:
+    """The inverse runs cut to the originals the reverse flow's target still holds (at or above its log
+    `start`), and the source ranges of the runs' parts below it: records deleted there (delete-records,
+    retention) while the failed-over flow copied them, whose copies the failed-over target keeps. They are
+    the failed-over flow's writes (never copied back) with nothing to map to."""
+    kept: list[Run] = []
+    gone: list[tuple[int, int]] = []
+    for r in inv:
+        cut = min(max(start - r.tgt, 0), r.count)
+        if cut:
+            gone.append((r.src, r.src + cut))
+        if cut < r.count:
+            kept.append(Run(r.src + cut, r.tgt + cut, r.count - cut))
+    return kept, gone
 
 
 def _written(out: TargetRead, f: Facts, reader: LogReader) -> tuple[Progress | None, list[Run], bool]:
