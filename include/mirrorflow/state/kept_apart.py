@@ -16,12 +16,16 @@ from mirrorflow.state.offset_map import merge_ranges
 Key = tuple[str, int]
 
 
-def kept_ranges(record: Mapping[str, Any] | None) -> dict[Key, list[tuple[int, int]]]:
+KINDS = ("kept_earlier", "divergence", "split_brain")
+
+
+def kept_ranges(record: Mapping[str, Any] | None, kinds: tuple[str, ...] = KINDS) -> dict[Key, list[tuple[int, int]]]:
     """Per (topic, partition) of the flow's target, the merged offset ranges a failback record says
-    are kept there (its divergence and split brain, and the earlier failbacks' `kept_earlier`)."""
+    are kept there: of `kinds`, by default all (its divergence and split brain, and the earlier
+    failbacks' `kept_earlier`)."""
     rec = record or {}
     out: dict[Key, list[tuple[int, int]]] = {}
-    for d in [*(rec.get("kept_earlier") or []), *(rec.get("divergence") or []), *(rec.get("split_brain") or [])]:
+    for d in [x for kind in kinds for x in rec.get(kind) or []]:
         out.setdefault((str(d["topic"]), int(d["partition"])), []).extend((int(a), int(b)) for a, b in d["ranges"])
     return {k: merge_ranges(v) for k, v in out.items()}
 

@@ -40,10 +40,15 @@ class VerifyOperator(FlowOperation, BaseOperator):
         from mirrorflow_airflow.dag_builders.control import triggering_user
         from mirrorflow_airflow.dag_builders.verify import verify_task
 
-        given = {"topics": self.topics, "from": self.start, "to": self.end, "since_last": self.since_last}
         return verify_task(
             self.flow,
-            {**given, "record": self.record},
+            {
+                "topics": self.topics,
+                "from": self.start,
+                "to": self.end,
+                "since_last": self.since_last,
+                "record": self.record,
+            },
             self.resolved_config_path(),
             context["ti"],
             by=triggering_user(context.get("dag_run")),

@@ -464,5 +464,4 @@ def _there_at_failover(record: Mapping[str, Any], topic: str) -> bool:
 def _kept_out(fc: FlowClients) -> dict[Key, list[tuple[int, int]]]:
     """The divergence and split-brain ranges of the failback that started `fc`'s flow (on its
     source, kept there): the reverse flow of a failback back must not copy them either."""
-    rec = read_control(fc, "failback") or {}
-    return kept_ranges({"divergence": rec.get("divergence"), "split_brain": rec.get("split_brain")})
+    return kept_ranges(read_control(fc, "failback"), ("divergence", "split_brain"))
