@@ -22,6 +22,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from mirrorflow.config import Config, FlowConfig
+from mirrorflow.replication.plan.run_plan import Plan
 from mirrorflow_airflow.assets import asset_uri, cluster_server
 from mirrorflow_airflow.hooks import MirrorflowHook
 
@@ -69,16 +70,18 @@ def after_failback(cfg: Config, flow: FlowConfig, report: Any) -> None:
 AFTER = {"failover": after_failover, "failback": after_failback}
 
 
-def plan_pairs(plan: dict[str, Any]) -> list[tuple[str, str]]:
-    """The (source topic, remote topic) of every unit of a replication plan (replication.executors.handoff)."""
-    return sorted({(u["topic"], u["target_topic"]) for task in plan.get("tasks", []) for u in task})
+def plan_pairs(plan: Plan) -> list[tuple[str, str]]:
+    """The (source topic, remote topic) of every unit of a replication plan."""
+    return sorted({(u.topic, u.target_topic) for u in plan.units})
 
 
-def report_plan_lineage(plan: dict[str, Any], config_path: str | None = None) -> None:
+def report_plan_lineage(plan: Plan | None, config_path: str | None = None) -> None:
     """The lineage of a copy task from its plan (its flow and config are named in it)."""
+    if plan is None:
+        return
     try:
-        cfg = MirrorflowHook(config_path or plan.get("config")).get_conn()
-        flow = cfg.flow(plan["flow"])
+        cfg = MirrorflowHook(config_path or plan.config_path).get_conn()
+        flow = cfg.flow(plan.flow)
     except Exception:  # noqa: BLE001 - see report_lineage
         log.warning("lineage not reported: the plan's flow could not be loaded", exc_info=True)
         return

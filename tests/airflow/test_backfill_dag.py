@@ -102,7 +102,8 @@ def test_replicate_runs_of_an_airflow_backfill_copy_their_intervals_records(tmp_
     """What a run of `airflow backfill create` over three past data intervals does in the replicate
     DAG's plan -> copy -> report (the copy in threads instead of spark-submit)."""
     from mirrorflow.clients import FlowClients
-    from mirrorflow.replication.executors.handoff import decode_plan, publish_results
+    from mirrorflow.replication.executors.handoff import publish_results
+    from mirrorflow.replication.plan.run_plan import Plan
     from mirrorflow.replication.run.runner import copy_direct
     from mirrorflow_airflow.dag_builders.replicate import plan_task, report_task
     from tests.integration.test_replicate import NOW
@@ -126,7 +127,7 @@ def test_replicate_runs_of_an_airflow_backfill_copy_their_intervals_records(tmp_
 
     def airflow_run(run_id: str, interval: tuple[int, int]) -> dict:
         paths = plan_task(flow.name, run_id, str(cfg.path), {}, interval)
-        plan = decode_plan(paths["plan"])
+        plan = Plan.decode(paths["plan"])
         if paths["units"]:  # the copy task's part: copy, hand the results back through the target
             with FlowClients(cfg, flow) as clients:
                 publish_results(clients, plan, copy_direct(cfg, flow, plan))

@@ -110,14 +110,14 @@ def test_dag_run_copies_through_spark_submit(dagbag, source, target, monkeypatch
     assert report["records"] == 300 and report["lag"] == 0
     # the results the report read: the driver's, on the target under the run's id, one per unit
     from mirrorflow.clients import FlowClients
-    from mirrorflow.replication.executors.handoff import decode_plan
+    from mirrorflow.replication.plan.run_plan import Plan
     from mirrorflow.state.run_results import read
 
     planned = tis["plan"].xcom_pull(task_ids="plan")
-    plan = decode_plan(planned["plan"])
+    plan = Plan.decode(planned["plan"])
     with FlowClients(cfg, flow) as clients:
         written = read(clients, planned["run"])
-    assert written["run"] == plan["run"] == planned["run"] and "job_finished" in written
+    assert written["run"] == plan.run == planned["run"] and "job_finished" in written
     assert len(written["results"]) == planned["units"]
     per_partition = {p: sum(r["records"] for r in written["results"] if r["partition"] == p) for p in (0, 1)}
     assert per_partition == {0: 150, 1: 150}

@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from mirrorflow.replication.plan.planner import Unit
+from mirrorflow.replication.plan.run_plan import Unit
 from mirrorflow.replication.run.run_progress import copied_offsets
 from mirrorflow.state.records import Progress
 from tests.support import consume_all, create_topic, produce, write_config

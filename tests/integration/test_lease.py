@@ -168,11 +168,10 @@ def test_a_run_taken_over_copies_nothing_more_and_never_gets_the_lease_back(tmp_
         old = take_lease(clients, "old-run", "the run taken over")
         run = ReplicationRun(cfg, flow, owner="old-run", who="the run taken over", lease=old)
         run.make_plan(clients)
-        handed = run.handed
         new = FlowLease(clients, "failover", "the failover")
         assert new.take_over().owner == "old-run"
         new.release()
-        results = copy_direct(cfg, flow, handed)
+        results = copy_direct(cfg, flow, run.plan)
         assert {r["status"] for r in results} == {"fenced"} and len(results) == 2, results
         assert all("this run no longer holds the flow's lease: it copies nothing more" in r["error"] for r in results)
         assert consume_all(target, f"A.{t}") == []

@@ -15,7 +15,7 @@ from confluent_kafka import Producer
 
 from mirrorflow.clients import FlowClients
 from mirrorflow.replication.task.faults import NO_FAULTS
-from mirrorflow.replication.plan.planner import Unit
+from mirrorflow.replication.plan.run_plan import Unit
 from mirrorflow.replication.run.runner import run_once
 from mirrorflow.state.state_topics import ensure_state_topics
 from tests.integration.replicate_helpers import (add_partitions, assert_copied, assert_map_exact, copy_unit,

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from mirrorflow.replication.executors.handoff import decode_plan
+from mirrorflow.replication.plan.run_plan import Plan
 from tests.support import consume_all, create_topic, produce
 
 pytestmark = [pytest.mark.integration, pytest.mark.airflow, pytest.mark.spark]
@@ -87,7 +87,7 @@ def test_replicate_dag_with_clusters_from_airflow_connections(
         xcoms = [json.dumps(x.value, default=str) for x in session.query(XComModel).filter_by(run_id=run.run_id)]
         seen += xcoms
         # the plan travels compressed in XCom: search it decoded too
-        plans = [json.dumps(decode_plan(m)) for x in xcoms for m in re.findall(r"mfplan1:[A-Za-z0-9+/=]+", x)]
+        plans = [json.dumps(Plan.decode(m).to_dict()) for x in xcoms for m in re.findall(r"mfplan1:[A-Za-z0-9+/=]+", x)]
         assert plans and '"tasks"' in plans[0]
         seen += plans
         seen += [json.dumps(r.rendered_fields, default=str)

@@ -11,7 +11,8 @@ import pytest
 
 from mirrorflow.clients import FlowClients
 from mirrorflow.replication.task.faults import NO_FAULTS
-from mirrorflow.replication.plan.planner import Unit, gather_inputs
+from mirrorflow.replication.plan.planner import gather_inputs
+from mirrorflow.replication.plan.run_plan import Unit
 from mirrorflow.replication.run.runner import run_once, take_lease
 from mirrorflow.replication.task.task_attempt import TaskAttempt
 from mirrorflow.replication.task.task_copier import copy_task

@@ -10,7 +10,8 @@ import pytest
 
 from mirrorflow.errors import ConfigError
 from mirrorflow.replication.plan.backfill_plan import plan_partition, units_of
-from mirrorflow.replication.plan.planner import PartitionInput, Unit
+from mirrorflow.replication.plan.planner import PartitionInput
+from mirrorflow.replication.plan.run_plan import Unit
 from mirrorflow.replication.plan.when import WHEN_PATTERN, When
 from mirrorflow.replication.task.copier import ranges_to_copy
 from mirrorflow.state.offset_map import MapEntry, PartitionMap, Run, Translation

@@ -16,7 +16,7 @@ from mirrorflow.replication.task.budget import (
     CopyBudget,
 )
 from mirrorflow.replication.task.copier import reading_at_once
-from mirrorflow.replication.plan.planner import Unit
+from mirrorflow.replication.plan.run_plan import Unit
 from mirrorflow.replication.task.reader import BatchLimits
 
 CLUSTERS = {"A": {"bootstrap.servers": "a:9092"}, "B": {"bootstrap.servers": "b:9092"}}

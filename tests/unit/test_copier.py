@@ -16,7 +16,7 @@ from mirrorflow.errors import MirrorflowError, RecordTooLargeError, TransactionA
 from mirrorflow.kafka.retry import Outage
 from mirrorflow.replication.task import copy_transaction, faults
 from mirrorflow.replication.task.copier import PartitionCopy, UnitResult, ranges_to_copy, retention_gap
-from mirrorflow.replication.plan.planner import Unit
+from mirrorflow.replication.plan.run_plan import Unit
 from mirrorflow.replication.task.reader import BatchLimits, RangeReader, Room, segments
 from mirrorflow.replication.task.copy_transaction import Claim, CopyTransaction
 from mirrorflow.replication.task.task_producer import SlotProducer

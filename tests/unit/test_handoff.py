@@ -6,28 +6,29 @@ from __future__ import annotations
 import pytest
 
 from mirrorflow.errors import MirrorflowError
-from mirrorflow.replication.executors.handoff import check_results, decode_plan, encode_plan, new_run_id
+from mirrorflow.replication.executors.handoff import check_results, new_run_id
+from mirrorflow.replication.plan.run_plan import Plan, Unit
 from mirrorflow.replication.task.reader import OPEN_END
 from mirrorflow.state.run_results import decode, encode
 
 
-def unit(topic: str, p: int, start: int, end: int) -> dict:
-    return {"topic": topic, "partition": p, "target_topic": f"A.{topic}", "start": start, "end": end}
+def unit(topic: str, p: int, start: int, end: int) -> Unit:
+    return Unit(topic, p, f"A.{topic}", start, end)
 
 
-def plan_of(*tasks: list[dict]) -> dict:
-    return {"flow": "A->B", "run": "r-1", "tasks": list(tasks), "partitions": [], "config": "/c.yaml"}
+def plan_of(*tasks: list[Unit]) -> Plan:
+    return Plan("A->B", "/c.yaml", list(tasks), run="r-1")
 
 
 def test_the_plan_travels_as_one_string_and_comes_back_equal():
     plan = plan_of([unit(f"t{i}", i % 50, i, i + 5) for i in range(2000)])
-    text = encode_plan(plan)
+    text = plan.encode()
     assert isinstance(text, str) and text.startswith("mfplan1:")
-    assert decode_plan(text) == plan
+    assert Plan.decode(text) == plan
     with pytest.raises(MirrorflowError, match="not a mirrorflow plan"):
-        decode_plan("/tmp/runs/A-B/plan.json")  # what an older plan task put in XCom
+        Plan.decode("/tmp/runs/A-B/plan.json")  # what an older plan task put in XCom
     with pytest.raises(MirrorflowError, match="damaged"):
-        decode_plan(text[:-40])
+        Plan.decode(text[:-40])
 
 
 def test_run_ids_are_safe_and_never_repeat():

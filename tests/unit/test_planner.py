@@ -4,7 +4,8 @@ from __future__ import annotations
 import pytest
 
 from mirrorflow.errors import ConfigError
-from mirrorflow.replication.plan.planner import PartitionInput, Plan, parse_initial_position, plan_units
+from mirrorflow.replication.plan.planner import PartitionInput, parse_initial_position, plan_units
+from mirrorflow.replication.plan.run_plan import Plan
 from mirrorflow.state.records import Progress
 
 
@@ -76,8 +77,8 @@ def test_plan_round_trips_without_secrets():
     tasks, summary = plan_units([PartitionInput("t", 1, "A.t", 0, 5, None, 0)], 10, 2)
     plan = Plan("A->B", "/x/mf.yaml", tasks, summary)
     d = plan.to_dict()
-    assert set(d) == {"flow", "config", "planned_at", "tasks", "partitions", "lease"}
-    assert Plan.from_dict(d).units == plan.units
+    assert set(d) == {"flow", "config", "planned_at", "tasks", "partitions", "lease", "run"}
+    assert Plan.from_dict(d) == plan  # the plan file as the copy job reads it: the same plan
 
 
 def test_initial_position_parsing():

@@ -21,6 +21,7 @@ from mirrorflow.replication.executors.spark_connect import (
     session_id,
     task_rows,
 )
+from mirrorflow.replication.plan.run_plan import Plan, Unit
 from mirrorflow_dev.cli.dev import dev_spark_port
 
 CLUSTERS = {"A": {"bootstrap.servers": "a:1"}, "B": {"bootstrap.servers": "b:1"}}
@@ -113,11 +114,11 @@ def test_session_id_is_stable_per_server_package_and_generation(tmp_path):
 
 
 def test_task_rows_are_the_plans_tasks_in_order_without_secrets():
-    units = [[{"topic": "t", "partition": 0, "start": 0, "end": 5}], [{"topic": "t", "partition": 1, "start": 3,
-                                                                       "end": 4}]]
-    plan = {"flow": "A->B", "config": "/c.yaml", "tasks": units, "lease": {"owner": "o", "who": "w"}}
+    units = [[Unit("t", 0, "A.t", 0, 5)], [Unit("t", 1, "A.t", 3, 4)]]
+    plan = Plan("A->B", "/c.yaml", units, lease={"owner": "o", "who": "w"})
     rows = task_rows(plan)
-    assert [json.loads(r) for r in rows] == units
+    assert [[Unit.from_dict(u) for u in json.loads(r)] for r in rows] == units
+    assert all(set(u) == set(Unit.__dataclass_fields__) for r in rows for u in json.loads(r))
 
 
 def test_dev_server_command_binds_to_loopback():
@@ -155,10 +156,10 @@ def test_the_embedded_default_runs_on_a_local_connect_server():
 
 
 def test_job_tag_is_the_runs_and_a_valid_spark_tag():
-    assert job_tag({"run": "cli-20261126T2231-ab12"}) == "mirrorflow-cli-20261126T2231-ab12"
-    tag = job_tag({"run": "airflow:scheduled__2026-11-26T22:30:00+00:00,x"})
+    assert job_tag(Plan("A->B", None, [], run="cli-20261126T2231-ab12")) == "mirrorflow-cli-20261126T2231-ab12"
+    tag = job_tag(Plan("A->B", None, [], run="airflow:scheduled__2026-11-26T22:30:00+00:00,x"))
     assert tag.startswith("mirrorflow-airflow_scheduled__2026-11-26T22_30_00_00_00_x") and "," not in tag
-    assert job_tag({}) != job_tag({})  # no run id: a tag of its own
+    assert job_tag(Plan("A->B", None, [])) != job_tag(Plan("A->B", None, []))  # no run id: a tag of its own
 
 
 def test_first_line_of_a_grpc_error_is_its_details():

@@ -28,8 +28,8 @@ from typing import Any
 from mirrorflow.clients import FlowClients
 from mirrorflow.config import Config, FlowConfig
 from mirrorflow.replication.plan.backfill_plan import BackfillPartition
-from mirrorflow.replication.plan.planner import Plan
 from mirrorflow.replication.plan.run_options import RunOptions
+from mirrorflow.replication.plan.run_plan import Plan
 from mirrorflow.replication.plan.when import When, topic_pattern
 from mirrorflow.replication.run.run import ReplicationRun, RunSkipped
 from mirrorflow.replication.run.run_report import RunReport

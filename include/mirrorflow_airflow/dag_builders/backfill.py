@@ -106,7 +106,7 @@ def backfill_task(
     with FlowClients(run.cfg, run.flow) as clients:
         begin(run, clients, config_path, **waited)
         carry_out_backfill(run, clients, rep, "connect", None, Scratch.for_task("backfill"))
-    report_plan_lineage(run.handed, config_path)
+    report_plan_lineage(run.plan, config_path)
     return publish(run, rep, run.results, outlet_events)
 
 
@@ -116,7 +116,7 @@ def report_task(
     """The backfill run's `report` and `release` after a spark-submit copy."""
     run = ReplicationRun.from_handoff(MirrorflowHook(config_path).get_conn(), paths["plan"])
     rep = BackfillReport(run.flow.name, paths["from"], paths["to"], paths.get("topics"), paths["dry_run"])
-    rep.partitions = partitions_of(run.handed)
+    rep.partitions = partitions_of(run.plan)
     try:  # written to the target by the copy job under the run's id (no shared disk)
         rep.run, results = run.collect_and_report(report=not paths["dry_run"])
     except MirrorflowError as exc:
@@ -130,7 +130,7 @@ def publish(run: ReplicationRun, rep: BackfillReport, results: list[dict], outle
     log_report(log, rep)
     if outlet_events is not None:
         alias = flow_dag_id("backfill", run.flow)
-        emit_copied(outlet_events, alias, run.cfg, run.flow, results, "backfill", run.handed.get("run", ""))
+        emit_copied(outlet_events, alias, run.cfg, run.flow, results, "backfill", run.plan.run if run.plan else "")
     if not rep.ok:
         raise AirflowFailException(rep.render())
     return rep.to_dict()

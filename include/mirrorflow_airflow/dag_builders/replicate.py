@@ -164,7 +164,7 @@ def replicate_task(
     with FlowClients(run.cfg, run.flow) as clients:
         begin(run, clients, config_path, lease_wait_s(run), **waited)
         rep = run.carry_out(clients, copy_mode, master, Scratch.for_task("replicate"))
-    report_plan_lineage(run.handed, config_path)
+    report_plan_lineage(run.plan, config_path)
     done = {**run.plan_summary(), **publish(run, rep, run.results, outlet_events)}
     if run.idle_wait_s():
         end_after(run.idle_wait_s(), done)
@@ -190,7 +190,15 @@ def publish(run: ReplicationRun, rep: RunReport, results: list[dict], outlet_eve
     log_report(log, rep)
     emit_run_metrics(run.flow, rep)
     if outlet_events is not None:
-        emit_copied(outlet_events, alias_name(run.flow), run.cfg, run.flow, results, "replicate", run.handed["run"])
+        emit_copied(
+            outlet_events,
+            alias_name(run.flow),
+            run.cfg,
+            run.flow,
+            results,
+            "replicate",
+            run.plan.run if run.plan else "",
+        )
     check_rpo(run.cfg, run.flow, f"the replicate DAG of {run.flow.name}")
     if not rep.ok:
         raise AirflowFailException(

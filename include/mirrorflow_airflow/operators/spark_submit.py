@@ -10,8 +10,9 @@ from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOpe
 from airflow.sdk import BaseHook
 from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 
-from mirrorflow.replication.executors.handoff import decode_plan, write_plan_file
+from mirrorflow.replication.executors.handoff import write_plan_file
 from mirrorflow.replication.executors.spark import CONNECT_CLIENT_VARS, is_local_master, lease_kept, submit_spec
+from mirrorflow.replication.plan.run_plan import Plan
 from mirrorflow.replication.run.scratch import Scratch
 from mirrorflow_airflow.hooks.mirrorflow import MirrorflowHook
 from mirrorflow_airflow.lineage import report_plan_lineage
@@ -66,7 +67,7 @@ class MirrorflowSparkSubmitOperator(SparkSubmitOperator):
             raise AirflowSkipException("nothing to copy")
         scratch = Scratch.for_task("copy")
         try:
-            plan = decode_plan(handed["plan"])
+            plan = Plan.decode(handed["plan"])
             plan_path = write_plan_file(plan, scratch.path)
             # the same assembly as the CLI's spark-submit; the master is the connection's (a connection
             # without a host: the provider's default, yarn)

@@ -17,6 +17,7 @@ from mirrorflow.errors import MirrorflowError
 from mirrorflow.replication.executors.handoff import check_results, write_plan_file
 from mirrorflow.replication.executors.spark import copy_in_process_spark, copy_with_spark_submit
 from mirrorflow.replication.executors.spark_connect import copy_with_connect
+from mirrorflow.replication.plan.run_plan import Plan, Unit
 from mirrorflow.replication.task.faults import from_env as faults_from_env
 from mirrorflow.replication.task.task_attempt import TaskAttempt
 from mirrorflow.replication.task.task_copier import copy_planned
@@ -24,15 +25,16 @@ from mirrorflow.replication.task.task_copier import copy_planned
 MODES = ("submit", "inprocess", "connect", "direct")
 
 
-def copy_direct(cfg: Config, flow: FlowConfig, plan: dict[str, Any]) -> list[dict]:
+def copy_direct(cfg: Config, flow: FlowConfig, plan: Plan) -> list[dict]:
     """The plan's tasks in threads of this process (no Spark); each task has its own clients."""
     how = TaskAttempt(faults=faults_from_env())  # test crash points: read once here, never on the copy path
+    head = plan.head()
 
-    def task(indexed: tuple[int, list[dict[str, Any]]]) -> list[dict[str, Any]]:
+    def task(indexed: tuple[int, list[Unit]]) -> list[dict[str, Any]]:
         with FlowClients(cfg, flow) as clients:
-            return copy_planned(clients, plan, indexed[0], indexed[1], how)
+            return copy_planned(clients, head, indexed[0], indexed[1], how)
 
-    tasks = plan["tasks"]
+    tasks = plan.tasks
     with ThreadPoolExecutor(max_workers=max(1, len(tasks))) as pool:
         return [r for results in pool.map(task, enumerate(tasks)) for r in results]
 
@@ -41,7 +43,7 @@ def copy_plan(
     clients: FlowClients,
     mode: str,
     master: str | None,
-    plan: dict[str, Any],
+    plan: Plan,
     directory: Path,
     log: Callable[[str], None],
 ) -> list[dict]:

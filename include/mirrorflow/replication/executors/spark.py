@@ -30,6 +30,7 @@ import mirrorflow
 from mirrorflow.config import Config
 from mirrorflow.errors import MirrorflowError
 from mirrorflow.process import die_with_parent
+from mirrorflow.replication.plan.run_plan import Plan, TaskHead
 
 PACKAGED_JOB = Path(__file__).with_name("spark_job.py")
 
@@ -51,12 +52,6 @@ JOB_PATH = job_path()
 VENV_BIN = Path(sys.executable).parent
 
 
-def task_head(plan: dict[str, Any]) -> dict[str, Any]:
-    """What every task of a plan needs besides its units: the flow, its task layout, the lease's
-    owner and a continuous run's follow spec (small, never secrets)."""
-    return {k: plan.get(k) for k in ("flow", "layout", "lease", "continuous")}
-
-
 def spark_attempt() -> int:
     """This Spark task's attempt number (0: the first; a retry of a failed task counts up)."""
     from pyspark import TaskContext
@@ -65,8 +60,8 @@ def spark_attempt() -> int:
     return int(ctx.attemptNumber()) if ctx is not None else 0
 
 
-def _copy_task(config_path: str | None, head: dict[str, Any]) -> Callable[[Any], list[dict]]:
-    def task(rows: Any) -> list[dict]:  # runs inside a Spark task: clients are built here
+def _copy_task(config_path: str | None, head: TaskHead) -> Callable[[Any], list[dict]]:
+    def task(rows: Any) -> list[dict]:  # runs inside a Spark task, (index, units) rows: clients are built here
         from mirrorflow import config as config_mod
         from mirrorflow.clients import FlowClients
         from mirrorflow.replication.task.faults import from_env as faults_from_env
@@ -75,7 +70,7 @@ def _copy_task(config_path: str | None, head: dict[str, Any]) -> Callable[[Any],
         faults = faults_from_env()  # test crash points: read once per task, never on the copy path
         cfg = config_mod.load(config_path)
         attempt = spark_attempt()
-        with FlowClients(cfg, cfg.flow(head["flow"])) as clients:
+        with FlowClients(cfg, cfg.flow(head.flow)) as clients:
             return copy_together(clients, head, list(rows), faults, attempt)
 
     return task
@@ -101,21 +96,21 @@ def spark_tasks(planned: int, slots: int | None) -> int:
 
 
 @contextmanager
-def plan_clients(plan: dict[str, Any]) -> Iterator[Any]:
+def plan_clients(plan: Plan) -> Iterator[Any]:
     """FlowClients of the plan's flow, built from the plan's config file (the driver's own)."""
     from mirrorflow import config as config_mod
     from mirrorflow.clients import FlowClients
 
-    cfg = config_mod.load(plan.get("config"))
-    with FlowClients(cfg, cfg.flow(plan["flow"])) as clients:
+    cfg = config_mod.load(plan.config_path)
+    with FlowClients(cfg, cfg.flow(plan.flow)) as clients:
         yield clients
 
 
 @contextmanager
-def lease_kept(plan: dict[str, Any], clients: Any = None) -> Iterator[None]:
+def lease_kept(plan: Plan, clients: Any = None) -> Iterator[None]:
     """Keep the run's lease (taken by whoever planned the run, see state.lease) renewed while the
     job copies. When another run holds it now, stop before copying anything (LeaseError)."""
-    lease = plan.get("lease")
+    lease = plan.lease
     if not lease:
         yield
         return
@@ -127,16 +122,16 @@ def lease_kept(plan: dict[str, Any], clients: Any = None) -> Iterator[None]:
             yield
 
 
-def copy_in_spark(spark: Any, plan: dict[str, Any], clients: Any = None) -> list[dict]:
+def copy_in_spark(spark: Any, plan: Plan, clients: Any = None) -> list[dict]:
     """One Spark job, one Spark task per planned task or per task slot (`spark_tasks`)."""
     sc = spark.sparkContext
-    tasks = plan["tasks"]
-    sc.setJobDescription(f"mirrorflow {plan['flow']}: {sum(len(t) for t in tasks)} units in {len(tasks)} tasks")
+    tasks = plan.tasks
+    sc.setJobDescription(f"mirrorflow {plan.flow}: {len(plan.units)} units in {len(tasks)} tasks")
     # packed only on a local master: a cluster's default parallelism counts the executors registered
     # so far (dynamic allocation: maybe none yet), not what the job may get
     rdd = sc.parallelize(list(enumerate(tasks)), spark_tasks(len(tasks), local_slots(sc.master)))
     with lease_kept(plan, clients):
-        return list(rdd.mapPartitions(_copy_task(plan.get("config"), task_head(plan))).collect())
+        return list(rdd.mapPartitions(_copy_task(plan.config_path, plan.head())).collect())
 
 
 def shipped_file(path: str) -> Path:
@@ -158,7 +153,7 @@ def copy_from_plan_file(spark: Any, plan_path: str) -> list[dict]:
     from mirrorflow.replication.executors.handoff import publish_results
 
     t0 = time.time()
-    plan = json.loads(shipped_file(plan_path).read_text())
+    plan = Plan.from_dict(json.loads(shipped_file(plan_path).read_text()))
     with plan_clients(plan) as clients:
         results = copy_in_spark(spark, plan, clients)
         publish_results(clients, plan, results, job_started=t0, job_finished=time.time())
@@ -267,7 +262,7 @@ def job_output_tail(out: str | None, err: str | None, lines: int = 30) -> str:
 
 def copy_with_spark_submit(
     clients: Any,
-    plan: dict[str, Any],
+    plan: Plan,
     plan_path: Path,
     master: str | None = None,
     log: Callable[[str], None] = print,
@@ -298,7 +293,7 @@ def copy_with_spark_submit(
     return collect_results(clients, plan)
 
 
-def copy_in_process_spark(cfg: Config, plan: dict[str, Any], master: str | None = None) -> list[dict]:
+def copy_in_process_spark(cfg: Config, plan: Plan, master: str | None = None) -> list[dict]:
     os.environ.update({k: v for k, v in spark_env().items() if k in ("PYSPARK_PYTHON", "PATH")})
     for k in CONNECT_CLIENT_VARS:  # a process that ran a Connect copy before builds a classic session now
         os.environ.pop(k, None)

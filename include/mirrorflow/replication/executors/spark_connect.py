@@ -47,7 +47,8 @@ from typing import Any
 import mirrorflow
 from mirrorflow.config import Config, config_path
 from mirrorflow.errors import MirrorflowError
-from mirrorflow.replication.executors.spark import _copy_task, lease_kept, spark_env, spark_tasks, task_head
+from mirrorflow.replication.executors.spark import _copy_task, lease_kept, spark_env, spark_tasks
+from mirrorflow.replication.plan.run_plan import Plan, TaskHead
 
 SESSION_NS = uuid.UUID("6f2f3b4e-93a4-4a63-9d0c-5b3f1c8e0a11")  # namespace of mirrorflow's session ids
 RESULT_SCHEMA = "result string"
@@ -148,20 +149,24 @@ def bump_generation(remote: str, directory: Path, seen: int) -> int:
     return nxt
 
 
-def task_rows(plan: dict[str, Any]) -> list[str]:
+def task_rows(plan: Plan) -> list[str]:
     """One JSON string per planned task (its units in order): the job's input column."""
-    return [json.dumps(t) for t in plan["tasks"]]
+    return [json.dumps([u.to_dict() for u in t]) for t in plan.tasks]
 
 
-def _arrow_task(config_file: str, head: dict[str, Any]) -> Callable[[Iterator[Any]], Iterator[Any]]:
+def _arrow_task(config_file: str, head: TaskHead) -> Callable[[Iterator[Any]], Iterator[Any]]:
     """mapInArrow function: the (task, units) rows of a partition -> one result row per unit
-    (`head`: what every task of the plan needs besides its units, spark.task_head)."""
+    (`head`: what every task of the plan needs besides its units)."""
     copy = _copy_task(config_file, head)
 
     def run(batches: Iterator[Any]) -> Iterator[Any]:  # runs in an executor's Python worker
         import pyarrow as pa  # type: ignore[import-untyped]
 
-        rows = [(r["task"], json.loads(r["units"])) for b in batches for r in b.to_pylist()]
+        from mirrorflow.replication.plan.run_plan import Unit
+
+        rows = [
+            (r["task"], [Unit.from_dict(u) for u in json.loads(r["units"])]) for b in batches for r in b.to_pylist()
+        ]
         results = copy(rows) if rows else []
         yield pa.RecordBatch.from_pydict({"result": [json.dumps(r) for r in results]})
 
@@ -208,17 +213,17 @@ def _tag(text: str) -> str:
     return "".join(c if c.isalnum() or c in "-_" else "_" for c in text)
 
 
-def job_tag(plan: dict[str, Any]) -> str:
+def job_tag(plan: Plan) -> str:
     """The tag of a run's operations on the server (its session is shared with other flows' runs, so
     an abandoned job is interrupted by this tag, never by interrupting the whole session)."""
-    return "mirrorflow-" + _tag(str(plan.get("run") or uuid.uuid4()))
+    return "mirrorflow-" + _tag(plan.run or str(uuid.uuid4()))
 
 
-def flow_tag(plan: dict[str, Any], cfg: Config | None = None) -> str:
+def flow_tag(plan: Plan, cfg: Config | None = None) -> str:
     """The tag every copy job of the plan's flow carries. The run that holds the flow's lease
     interrupts what still runs under it before its own job starts: the job of a run that was
     killed (SIGKILL of the CLI, of an Airflow worker) and could not interrupt it itself."""
-    flow = cfg.flow(plan["flow"]).client_name if cfg is not None else str(plan["flow"])
+    flow = cfg.flow(plan.flow).client_name if cfg is not None else plan.flow
     return "mirrorflow-flow-" + _tag(flow)
 
 
@@ -244,7 +249,7 @@ class ConnectCopy:
         spark.client.set_retry_policies([DefaultPolicy(**UNAVAILABLE_RETRIES)])
         return spark
 
-    def run(self, plan: dict[str, Any], config_file: str, cfg: Config | None = None) -> list[dict]:
+    def run(self, plan: Plan, config_file: str, cfg: Config | None = None) -> list[dict]:
         probe(self.remote)
         # PySpark warns when its retries run out; the error below says it once, naming the server
         warnings.filterwarnings("ignore", message=r"\[RETRIES_EXCEEDED\]")
@@ -255,7 +260,7 @@ class ConnectCopy:
             spark = self.session(session_id(self.remote, pkg.digest, gen))
             tag = job_tag(plan)
             try:
-                self._stop_abandoned(spark, flow_tag(plan, cfg), plan["flow"])
+                self._stop_abandoned(spark, flow_tag(plan, cfg), plan.flow)
                 spark.addTag(flow_tag(plan, cfg))
                 return self._job(spark, plan, config_file, pkg, tag)
             except Exception as exc:  # noqa: BLE001
@@ -294,7 +299,7 @@ class ConnectCopy:
         with contextlib.suppress(Exception):  # best effort: the server may be gone
             spark.interruptTag(tag)
 
-    def _job(self, spark: Any, plan: dict[str, Any], config_file: str, pkg: PackageZip, tag: str) -> list[dict]:
+    def _job(self, spark: Any, plan: Plan, config_file: str, pkg: PackageZip, tag: str) -> list[dict]:
         from pyspark.sql import functions as F
 
         t0 = time.time()
@@ -307,7 +312,7 @@ class ConnectCopy:
         df = spark.range(0, n, 1, parts).select(
             F.col("id").cast("int").alias("task"), F.element_at(units, (F.col("id") + 1).cast("int")).alias("units")
         )
-        task = _arrow_task(config_file, task_head(plan))
+        task = _arrow_task(config_file, plan.head())
         out = df.mapInArrow(task, RESULT_SCHEMA).collect()
         results = [json.loads(r["result"]) for r in out]
         self.log(
@@ -338,15 +343,15 @@ def first_line(exc: BaseException) -> str:
     return lines[0][:300] if lines else type(exc).__name__
 
 
-def resolved_config(plan: dict[str, Any]) -> str:
+def resolved_config(plan: Plan) -> str:
     """The plan's config file as an absolute path: the server's executors do not share our cwd or
     environment ($MIRRORFLOW_CONFIG), so they get the file the planner read."""
-    return str(config_path(plan.get("config")).resolve())
+    return str(config_path(plan.config_path).resolve())
 
 
 def copy_with_connect(
     cfg: Config,
-    plan: dict[str, Any],
+    plan: Plan,
     remote: str | None = None,
     log: Callable[[str], None] = lambda s: None,
     keep_lease: bool = True,
@@ -356,7 +361,7 @@ def copy_with_connect(
     remote = remote or cfg.spark.remote
     if not remote:
         raise MirrorflowError("the connect copy mode needs spark.remote: sc://HOST:PORT in the config (or --remote)")
-    if not plan.get("tasks"):
+    if not plan.tasks:
         return []
     job = ConnectCopy(remote, log)
     if not keep_lease:

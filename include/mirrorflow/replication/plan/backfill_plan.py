@@ -24,8 +24,6 @@ from mirrorflow.clients import FlowClients
 from mirrorflow.errors import ConfigError
 from mirrorflow.replication.plan.planner import (
     PartitionInput,
-    Plan,
-    Unit,
     gather_inputs,
     group_by_slot,
     identity_problem,
@@ -33,6 +31,7 @@ from mirrorflow.replication.plan.planner import (
     source_offsets,
     stopped_message,
 )
+from mirrorflow.replication.plan.run_plan import Plan, Unit
 from mirrorflow.replication.plan.when import When, topic_pattern
 from mirrorflow.reporting import as_dict
 from mirrorflow.state.offset_map import subtract_ranges
@@ -212,11 +211,11 @@ def plan_backfill(
     return new_plan(clients, gathered, group_by_slot(per_partition, gathered.slot_of), summary), parts
 
 
-def partitions_of(plan: dict[str, Any]) -> list[BackfillPartition]:
-    """The per-partition view a backfill plan file carries (for the DAG's report task)."""
+def partitions_of(plan: Plan | None) -> list[BackfillPartition]:
+    """The per-partition view a backfill plan carries (for the DAG's report task)."""
     names = set(BackfillPartition.__dataclass_fields__)
     out = []
-    for s in plan.get("partitions", []):
+    for s in plan.partitions if plan is not None else []:
         d = {k: v for k, v in s["backfill"].items() if k in names}
         d["todo"] = [tuple(r) for r in d.get("todo", [])]
         d["gaps"] = [tuple(r) for r in d.get("gaps", [])]

@@ -19,10 +19,9 @@ The plan is advisory: each unit re-reads its progress before copying.
 from __future__ import annotations
 
 import re
-import time
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from functools import partial
 from typing import Any
@@ -36,6 +35,7 @@ from mirrorflow.errors import ConfigError
 from mirrorflow.kafka.retry import retry_call
 from mirrorflow.kafka.topic_admin import list_offsets, topic_ids
 from mirrorflow.mm2.filters import FlowFilters
+from mirrorflow.replication.plan.run_plan import Plan, Unit
 from mirrorflow.state.fencing import ensure_layout, fence_open_transactions
 from mirrorflow.state.lease import FlowLease
 from mirrorflow.state.names import progress_topic
@@ -62,95 +62,6 @@ class PartitionInput:
     target_end: int = -1  # the remote partition's high watermark (-1: not asked)
     target_partitions: int = -1  # partitions of the remote topic on the target (0: missing; -1: not asked)
     target_first: int = -1  # without progress: the remote partition's first committed record (-1: none, not asked)
-
-
-@dataclass(frozen=True)
-class Unit:
-    """Copy source offsets [start, end) of one partition into the same partition of target_topic."""
-
-    topic: str
-    partition: int
-    target_topic: str
-    start: int
-    end: int
-    log_start: int = 0  # source log start at planning time (start < log_start: offsets were lost)
-    topic_id: str = ""  # the topics' IDs when planned: the copy refuses state written for others
-    target_topic_id: str = ""
-    # a backfill unit (replication.plan.backfill_plan) copies [start, end) minus the ledger wherever the
-    # progress stands; a normal unit copies from the committed progress onwards
-    backfill: bool = False
-
-    @property
-    def records(self) -> int:
-        return self.end - self.start
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> Unit:
-        fields = (
-            "topic",
-            "partition",
-            "target_topic",
-            "start",
-            "end",
-            "log_start",
-            "topic_id",
-            "target_topic_id",
-            "backfill",
-        )
-        return cls(**{k: d[k] for k in fields if k in d})
-
-
-@dataclass
-class Plan:
-    flow: str
-    config_path: str | None
-    tasks: list[list[Unit]]
-    partitions: list[dict[str, Any]] = field(default_factory=list)  # per-partition summary for the report
-    planned_at: float = field(default_factory=time.time)
-    lease: dict[str, str] | None = None  # {"owner", "who"} of the run's lease (state.lease), kept by the copy job
-    layout: TaskLayout | None = None  # the generation of task slots the tasks copy with (state.task_slots)
-    slots: list[int] = field(default_factory=list)  # each task's slot in `layout`
-
-    @property
-    def units(self) -> list[Unit]:
-        return [u for t in self.tasks for u in t]
-
-    def to_dict(self) -> dict[str, Any]:
-        """What the plan file holds: flow name, config path and units -- never secrets."""
-        d: dict[str, Any] = {
-            "flow": self.flow,
-            "config": self.config_path,
-            "planned_at": self.planned_at,
-            "tasks": [[u.to_dict() for u in t] for t in self.tasks],
-            "partitions": self.partitions,
-            "lease": self.lease,
-        }
-        if self.layout is not None:
-            d["layout"] = {**self.layout.to_dict(), "task_slots": list(self.slots)}
-        return d
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> Plan:
-        layout = d.get("layout")
-        return cls(
-            d["flow"],
-            d.get("config"),
-            [[Unit.from_dict(u) for u in t] for t in d["tasks"]],
-            d.get("partitions", []),
-            d.get("planned_at", time.time()),
-            d.get("lease"),
-            TaskLayout.from_dict(layout) if layout else None,
-            list(layout.get("task_slots", [])) if layout else [],
-        )
-
-    def narrowed(self, tasks: list[list[Unit]]) -> None:
-        """Keep only `tasks` (some of this plan's, or none: a dry run), with their slots."""
-        slot_of = dict(zip((id(t) for t in self.tasks), self.slots, strict=False))
-        self.slots = [slot_of[id(t)] for t in tasks if id(t) in slot_of]
-        self.tasks = tasks
 
 
 def plan_units(

@@ -33,9 +33,10 @@ from types import FrameType
 from mirrorflow.clients import FlowClients
 from mirrorflow.config import FlowConfig
 from mirrorflow.errors import ConfigError
-from mirrorflow.replication.plan.planner import Plan, Unit, gather_inputs, group_by_slot, new_plan, plan_units
+from mirrorflow.replication.plan.planner import gather_inputs, group_by_slot, new_plan, plan_units
 from mirrorflow.replication.plan.run_options import RunOptions
-from mirrorflow.replication.task.follow import STOP_REQUESTED, FollowSpec
+from mirrorflow.replication.plan.run_plan import FollowSpec, Plan, Unit
+from mirrorflow.replication.task.follow import STOP_REQUESTED
 from mirrorflow.replication.task.reader import OPEN_END
 
 CONTINUOUS_SCHEDULE = "@continuous"

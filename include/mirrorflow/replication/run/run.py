@@ -43,16 +43,11 @@ from mirrorflow.clients import FlowClients
 from mirrorflow.config import Config, FlowConfig
 from mirrorflow.errors import MirrorflowError
 from mirrorflow.replication.executors.copy_modes import copy_plan
-from mirrorflow.replication.executors.handoff import (
-    collect_results,
-    decode_plan,
-    encode_plan,
-    new_run_id,
-    write_plan_file,
-)
+from mirrorflow.replication.executors.handoff import collect_results, new_run_id, write_plan_file
 from mirrorflow.replication.plan.backfill_plan import BackfillPartition, plan_backfill
-from mirrorflow.replication.plan.planner import Plan, make_plan, source_offsets, wait_for_clusters
+from mirrorflow.replication.plan.planner import make_plan, source_offsets, wait_for_clusters
 from mirrorflow.replication.plan.run_options import RunOptions
+from mirrorflow.replication.plan.run_plan import Plan
 from mirrorflow.replication.plan.when import When
 from mirrorflow.replication.run.continuous import check_options, continuous_plan, follow_spec, run_seconds
 from mirrorflow.replication.run.run_report import RunReport, build_report
@@ -89,8 +84,7 @@ class ReplicationRun:
     log: Callable[[str], None] = lambda s: None
     started: float = field(default_factory=time.time)
     lease: FlowLease | None = None
-    plan: Plan | None = None
-    handed: dict[str, Any] = field(default_factory=dict)  # the plan as handed on (`handoff`)
+    plan: Plan | None = None  # with the run's id once planned (`handoff` encodes it)
     parts: list[BackfillPartition] = field(default_factory=list)  # interval and backfill runs' view
     results: list[dict] = field(default_factory=list)  # the units' results, once copied in this process
     stop_file: Path | None = None  # continuous runs whose copy runs on this host (the CLI)
@@ -111,11 +105,10 @@ class ReplicationRun:
     @classmethod
     def from_handoff(cls, cfg: Config, text: str) -> ReplicationRun:
         """The run a plan task handed on (a DAG's copy or report task, in another process)."""
-        handed = decode_plan(text)
-        lease = handed.get("lease") or {}
-        run = cls(cfg, cfg.flow(handed["flow"]), owner=lease.get("owner", ""), who=lease.get("who", ""))
-        run.handed, run.plan = handed, Plan.from_dict(handed)
-        run.started = float(handed.get("planned_at", time.time()))
+        plan = Plan.decode(text)
+        lease = plan.lease or {}
+        run = cls(cfg, cfg.flow(plan.flow), owner=lease.get("owner", ""), who=lease.get("who", ""), plan=plan)
+        run.started = float(plan.planned_at)
         return run
 
     @property
@@ -147,13 +140,12 @@ class ReplicationRun:
         if self.lease is not None:
             ensure_state_topics(clients)
             checked = check_state_topics(clients, self._controls)  # StateError: a state topic is not as created
-        opts, extra = self.options, {}
+        opts = self.options
         if self.kind == "once":
             plan = make_plan(clients, opts.topics, opts.partition_limit)
         elif self.kind == "continuous":
             plan = continuous_plan(clients, opts.topics)
-            spec = follow_spec(self.flow, time.time(), self.seconds, self.stop_file)  # from the plan, as before
-            extra["continuous"] = spec.to_dict()
+            plan.follow = follow_spec(self.flow, time.time(), self.seconds, self.stop_file)  # from the plan, as before
         else:
             assert self.window is not None, "an interval or backfill run needs its window"
             plan, self.parts = plan_backfill(clients, *self.window, opts.topics, fence=self.lease is not None)
@@ -163,8 +155,8 @@ class ReplicationRun:
             plan.lease = {"owner": self.owner, "who": self.who}
         if checked is not None and not self.dry_run:
             checked.record(clients)  # first run (or state topics from before the record): as created
+        plan.run = new_run_id(self.label)
         self.plan = plan
-        self.handed = {**plan.to_dict(), **extra, "run": new_run_id(self.label)}
         if opts.on_plan is not None:
             opts.on_plan(plan)
         return plan
@@ -182,14 +174,15 @@ class ReplicationRun:
 
     def handoff(self) -> str:
         """The plan as the copy and report tasks get it (XCom; spark-submit's plan file)."""
-        return encode_plan(self.handed)
+        assert self.plan is not None, "make_plan first"
+        return self.plan.encode()
 
     def plan_summary(self) -> dict[str, Any]:
         """What a person reads of the plan: the run's id, its units, the offsets they cover and (a
         dry run) the offsets it would copy."""
         assert self.plan is not None, "make_plan first"
         return {
-            "run": self.handed["run"],
+            "run": self.plan.run,
             "units": len(self.plan.units),
             "offsets": sum(u.records for u in self.plan.units),
             "would_copy": sum(p["planned"] for p in self.plan.partitions),
@@ -201,14 +194,14 @@ class ReplicationRun:
             return [], 0.0
         t0 = time.time()
         self._plan_file = mode == "submit"  # spark-submit ships the plan file it gets from here
-        self.results = copy_plan(clients, mode, master, self.handed, scratch.path, self.log)
+        self.results = copy_plan(clients, mode, master, self.plan, scratch.path, self.log)
         return self.results, time.time() - t0
 
     def report(self, clients: FlowClients, results: list[dict], spark_s: float = 0.0) -> RunReport:
         """The run's report: the plan's partitions, the units' results and the source ends now. Its
         summary goes to the flow's run log (state.run_log) for the status page and metrics."""
-        plan = self.handed
-        keys = [(p["topic"], p["partition"]) for p in plan.get("partitions", [])]
+        partitions = self.plan.partitions if self.plan is not None else []
+        keys = [(p["topic"], p["partition"]) for p in partitions]
         ends, unknown = None, None
         try:
             ends = source_offsets(clients, keys, OffsetSpec.latest()) if keys else {}
@@ -217,7 +210,7 @@ class ReplicationRun:
         rep = build_report(
             self.flow.name,
             bool(self.flow.exactly_once),
-            plan.get("partitions", []),
+            partitions,
             results,
             ends,
             time.time() - self.started,
@@ -234,7 +227,7 @@ class ReplicationRun:
         lease released whatever happens."""
         with FlowClients(self.cfg, self.flow) as clients:
             try:
-                results = collect_results(clients, self.handed)
+                results = collect_results(clients, self.plan) if self.plan is not None else []
                 return (self.report(clients, results) if report else None), results
             finally:
                 self.release_lease(clients)
@@ -244,7 +237,7 @@ class ReplicationRun:
         if self.lease is not None:
             self.lease.release(once=self.target_away)
             return
-        if not self.owner or not self.handed.get("lease"):
+        if not self.owner or self.plan is None or not self.plan.lease:
             return
         if clients is None:
             with FlowClients(self.cfg, self.flow) as own:
@@ -280,8 +273,8 @@ class ReplicationRun:
     def finish(self, clients: FlowClients, scratch: Scratch, results: list[dict], spark_s: float) -> RunReport:
         """Write the run's plan, results and report files (this process's copy, for inspection),
         report, and remove the files of a run that went well (unless kept)."""
-        if not self._plan_file:  # spark-submit's copy wrote it already
-            write_plan_file(self.handed, scratch.path)
+        if self.plan is not None and not self._plan_file:  # spark-submit's copy wrote it already
+            write_plan_file(self.plan, scratch.path)
         (scratch.path / "results.json").write_text(json.dumps({"flow": self.flow.name, "results": results}))
         rep = self.report(clients, results, spark_s)
         (scratch.path / "report.json").write_text(json.dumps(rep.to_dict()))
@@ -302,7 +295,7 @@ class ReplicationRun:
                     "now; copying nothing"
                 )
             else:
-                deadline = self.handed["continuous"]["deadline"]
+                deadline = plan.follow.deadline if plan.follow is not None else time.time()
                 self.log(
                     f"continuous run of flow {name}: {len(plan.units)} partitions in {len(plan.tasks)} tasks, "
                     f"until {time.strftime('%H:%M:%S', time.localtime(deadline))}"

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable
 from mirrorflow.clients import FlowClients
 from mirrorflow.config import Config, FlowConfig
 from mirrorflow.errors import MirrorflowError
-from mirrorflow.replication.plan.planner import Unit
+from mirrorflow.replication.plan.run_plan import Unit
 from mirrorflow.state.records import Progress
 from mirrorflow.state.store import StateStore
 

@@ -38,7 +38,7 @@ from confluent_kafka.admin import OffsetSpec
 from mirrorflow.clients import FlowClients
 from mirrorflow.errors import MirrorflowError
 from mirrorflow.kafka.topic_admin import list_offsets
-from mirrorflow.replication.plan.planner import Unit
+from mirrorflow.replication.plan.run_plan import Unit
 from mirrorflow.state.names import offset_map_topic, progress_topic
 from mirrorflow.state.offset_map import MapEntry
 from mirrorflow.state.records import Progress

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from mirrorflow.clients import FlowClients
 from mirrorflow.errors import MirrorflowError
-from mirrorflow.replication.plan.planner import Unit
+from mirrorflow.replication.plan.run_plan import Unit
 from mirrorflow.replication.task.anchors import is_anchor, write_anchors
 from mirrorflow.replication.task.reader import OPEN_END, Batch
 from mirrorflow.state.offset_map import merge_ranges, subtract_ranges, uncovered

@@ -1,6 +1,6 @@
 """When a continuous copy stops: the run's deadline, the flow's state, SIGTERM, a stop file.
 
-A continuous run (`replication.run.continuous`) hands its copy tasks a plan with a `continuous` spec:
+A continuous run (`replication.run.continuous`) hands its copy tasks a `FollowSpec` (replication.plan.run_plan):
 the deadline (wall clock, so Spark executors on other hosts agree), the micro-batch interval and a
 stop file in the run directory. Each task (a Spark task or a thread of `copy_direct`) builds one
 `StopWatch` from it, whose thread looks at the stop file every 0.2 s and reads the flow's state
@@ -20,11 +20,10 @@ import logging
 import threading
 import time
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
 
 from mirrorflow.clients import FlowClients
+from mirrorflow.replication.plan.run_plan import FollowSpec
 from mirrorflow.replication.task.reader import Follow
 from mirrorflow.state.flow_state import flow_state
 
@@ -32,23 +31,6 @@ log = logging.getLogger(__name__)
 
 STOP_REQUESTED = threading.Event()  # set by this process's SIGTERM handler (see continuous.stop_on_signals)
 FILE_CHECK_S = 0.2
-
-
-@dataclass(frozen=True)
-class FollowSpec:
-    """What a continuous plan tells its copy tasks (JSON in the plan file; never secrets)."""
-
-    deadline: float  # wall clock (time.time()) at which every partition stops
-    batch_ms: int  # continuous.poll.ms: a transaction commits at least this often while records come
-    check_s: float  # continuous.state.check.seconds: how often a task reads the flow's state
-    stop_file: str | None = None  # its existence stops the run (SIGTERM of the driver)
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> FollowSpec:
-        return cls(float(d["deadline"]), int(d["batch_ms"]), float(d["check_s"]), d.get("stop_file"))
 
 
 class StopWatch:
@@ -98,15 +80,14 @@ class StopWatch:
 
 
 @contextlib.contextmanager
-def following(clients: FlowClients, spec: dict[str, Any] | None) -> Iterator[Follow | None]:
+def following(clients: FlowClients, spec: FollowSpec | None) -> Iterator[Follow | None]:
     """The `Follow` of one copy task of a continuous plan (None for a one-shot plan), with its
     watcher running while the task copies."""
-    if not spec:
+    if spec is None:
         yield None
         return
-    fs = FollowSpec.from_dict(spec)
-    watch = StopWatch(clients, fs).start()
+    watch = StopWatch(clients, spec).start()
     try:
-        yield Follow(watch, fs.batch_ms / 1000.0)
+        yield Follow(watch, spec.batch_ms / 1000.0)
     finally:
         watch.close()

@@ -50,7 +50,8 @@ from mirrorflow.errors import (
 from mirrorflow.kafka.connection import kafka_error, warm_topics
 from mirrorflow.kafka.retry import Outage, is_fenced, outage_failure, transient
 from mirrorflow.kafka.topic_admin import list_offsets
-from mirrorflow.replication.plan.planner import Unit, stopped_message
+from mirrorflow.replication.plan.planner import stopped_message
+from mirrorflow.replication.plan.run_plan import TaskHead, Unit
 from mirrorflow.replication.task.budget import CopyBudget
 from mirrorflow.replication.task.copier import PartitionCopy, UnitResult, anchor_all, reading_at_once, u_where
 from mirrorflow.replication.task.copy_transaction import Claim, CopyTransaction
@@ -426,42 +427,21 @@ def copy_task(
     return [r for r in results if r is not None]
 
 
-def task_layout(plan: dict[str, Any]) -> tuple[TaskLayout, list[int]]:
-    """The plan's task layout and each task's slot (MirrorflowError for a plan without them)."""
-    d = plan.get("layout")
-    if not d:
-        raise MirrorflowError(
-            f"the plan of flow {plan.get('flow')} has no task layout (planned by an older mirrorflow?): plan again"
-        )
-    return TaskLayout.from_dict(d), [int(s) for s in d.get("task_slots", [])]
-
-
 def copy_planned(
-    clients: FlowClients,
-    plan: dict[str, Any],
-    index: int,
-    units: list[dict[str, Any]],
-    how: TaskAttempt,
+    clients: FlowClients, head: TaskHead, index: int, units: list[Unit], how: TaskAttempt
 ) -> list[dict[str, Any]]:
-    """Task `index` of a plan (its units as the plan holds them), copied: the one way every mode
-    (a Spark task, a Spark Connect task, a thread of direct mode) runs a planned task. The plan
-    names the lease owner and whether the run follows its partitions."""
-    layout, slots = task_layout(plan)
-    owner = (plan.get("lease") or {}).get("owner")
+    """Task `index` of a plan, copied: the one way every mode (a Spark task, a Spark Connect task, a
+    thread of direct mode) runs a planned task. The head names the lease owner and whether the run
+    follows its partitions."""
+    layout, slot = head.slot(index)
     clients.reached("source", "target")  # planned: a broker away as the task starts is waited for
-    with following(clients, plan.get("continuous")) as follow:
-        results = copy_task(
-            clients, layout, slots[index], [Unit.from_dict(d) for d in units], replace(how, owner=owner, follow=follow)
-        )
+    with following(clients, head.follow) as follow:
+        results = copy_task(clients, layout, slot, units, replace(how, owner=head.owner, follow=follow))
     return [r.to_dict() for r in results]
 
 
 def copy_together(
-    clients: FlowClients,
-    plan: dict[str, Any],
-    rows: list[tuple[int, list[dict[str, Any]]]],
-    faults: Faults,
-    attempt: int = 0,
+    clients: FlowClients, head: TaskHead, rows: list[tuple[int, list[Unit]]], faults: Faults, attempt: int = 0
 ) -> list[dict[str, Any]]:
     """Several planned tasks (`rows`: (index, units)) copied at once by one process, a thread each
     (a Spark task that copies more than one: replication.executors.spark.spark_tasks). Together they take
@@ -470,10 +450,10 @@ def copy_together(
     producer's epoch, a commit) the others copy."""
     if len(rows) <= 1:
         how = TaskAttempt(number=attempt, faults=faults)
-        return [r for i, units in rows for r in copy_planned(clients, plan, i, units, how)]
+        return [r for i, units in rows for r in copy_planned(clients, head, i, units, how)]
     lanes = max(1, int(clients.flow.props["task.partitions.in.flight"]) // len(rows))
-    busy = sum(reading_at_once([Unit.from_dict(d) for d in units], lanes) for _, units in rows)
+    busy = sum(reading_at_once(units, lanes) for _, units in rows)
     with ThreadPoolExecutor(max_workers=len(rows), thread_name_prefix="mirrorflow-task") as pool:
         how = TaskAttempt(number=attempt, in_flight=lanes, budget_lanes=busy, faults=faults)
-        futures = [pool.submit(copy_planned, clients, plan, i, units, how) for i, units in rows]
+        futures = [pool.submit(copy_planned, clients, head, i, units, how) for i, units in rows]
         return [r for f in futures for r in f.result()]

@@ -45,7 +45,7 @@ from confluent_kafka import KafkaError, KafkaException
 from mirrorflow.errors import MirrorflowError, TransactionAbortedError
 from mirrorflow.kafka.connection import kafka_error
 from mirrorflow.kafka.retry import transient_error
-from mirrorflow.replication.plan.planner import Unit
+from mirrorflow.replication.plan.run_plan import Unit
 from mirrorflow.replication.task.copy_transaction import CopyTransaction
 from mirrorflow.replication.task.faults import NO_FAULTS, Faults
 from mirrorflow.replication.task.reader import Batch
