@@ -32,6 +32,7 @@ from mirrorflow.replication.plan.run_options import RunOptions
 from mirrorflow.replication.plan.run_plan import Plan
 from mirrorflow.replication.plan.when import When, topic_pattern
 from mirrorflow.replication.run.run import ReplicationRun, RunSkipped
+from mirrorflow.replication.run.run_kinds import Backfill
 from mirrorflow.replication.run.run_report import RunReport
 from mirrorflow.replication.run.scratch import Scratch
 from mirrorflow.reporting import Report
@@ -150,8 +151,7 @@ def backfill(
         cfg,
         flow,
         f"mirrorflow backfill --mode {mode}",
-        kind="backfill",
-        window=(lo, hi),
+        kind=Backfill((lo, hi)),
         options=RunOptions(topics, None, dry_run, on_plan),
         log=log,
         label="cli-backfill",

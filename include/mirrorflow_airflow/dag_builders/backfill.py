@@ -41,6 +41,7 @@ from mirrorflow.replication.plan.backfill_plan import partitions_of
 from mirrorflow.replication.plan.run_options import RunOptions
 from mirrorflow.replication.plan.when import WHEN_HELP, WHEN_PATTERN, When
 from mirrorflow.replication.run.run import ReplicationRun
+from mirrorflow.replication.run.run_kinds import Backfill
 from mirrorflow.replication.run.scratch import Scratch
 from mirrorflow_airflow import params as P
 from mirrorflow_airflow.assets import emit_copied
@@ -73,12 +74,12 @@ def new_run(flow_name: str, run_id: str, p: dict[str, Any], config_path: str | N
     window = When.parse(p.get("from"), "from"), When.parse(p.get("to"), "to")
     opts = RunOptions(P.regex_or_none(p, "topics"), None, bool(p.get("dry_run", False)))
     owner, who = lease_owner(flow, run_id, "backfill")
-    return ReplicationRun(cfg, flow, "backfill", owner, who, opts, "backfill-" + run_id, window, log=log.info)
+    return ReplicationRun(cfg, flow, Backfill(window), owner, who, opts, "backfill-" + run_id, log=log.info)
 
 
 def new_report(run: ReplicationRun) -> BackfillReport:
-    assert run.window is not None
-    lo, hi = run.window
+    assert isinstance(run.kind, Backfill), "a backfill run"
+    lo, hi = run.kind.window
     return BackfillReport(run.flow.name, str(lo), str(hi), run.options.topics, run.dry_run)
 
 

@@ -59,6 +59,7 @@ from mirrorflow.replication.plan.run_options import RunOptions
 from mirrorflow.replication.plan.when import When
 from mirrorflow.replication.run.continuous import is_continuous
 from mirrorflow.replication.run.run import ReplicationRun
+from mirrorflow.replication.run.run_kinds import Continuous, Interval, Once, RunKind
 from mirrorflow.replication.run.run_report import RunReport
 from mirrorflow.replication.run.scratch import Scratch
 from mirrorflow_airflow.assets import emit_copied
@@ -116,15 +117,18 @@ def new_run(
     create`, `interval` (the records of [interval_ms), not copied yet). `owner_dag_id`: the DAG whose run
     holds the lease, when not the flow's replicate DAG."""
     cfg, flow = MirrorflowHook(config_path).get_flow(flow_name)
-    kind = "continuous" if is_continuous(flow) else "interval" if interval_ms is not None else "once"
-    window = (When("time", interval_ms[0]), When("time", interval_ms[1])) if interval_ms is not None else None
+    kind: RunKind = Once()
+    if is_continuous(flow):
+        kind = Continuous()
+    elif interval_ms is not None:
+        kind = Interval((When("time", interval_ms[0]), When("time", interval_ms[1])))
     owner, who = lease_owner(flow, run_id, dag_id=owner_dag_id)
-    return ReplicationRun(cfg, flow, kind, owner, who, run_options(params), run_id, window, log=log.info)
+    return ReplicationRun(cfg, flow, kind, owner, who, run_options(params), run_id, log=log.info)
 
 
 def lease_wait_s(run: ReplicationRun) -> float | None:
     """A run of `airflow backfill create` waits for the lease: a skipped one would look done."""
-    return BACKFILL_LEASE_WAIT_S if run.kind == "interval" else None
+    return BACKFILL_LEASE_WAIT_S if run.kind.waits_for_lease else None
 
 
 def plan_task(

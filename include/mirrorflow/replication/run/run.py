@@ -1,8 +1,9 @@
 """One replicate run of a flow, in one place: its steps, whoever runs them.
 
-A run is of one KIND: `once` (the flow's new records: `mirrorflow replicate`, a scheduled DAG run),
-`continuous` (every partition until a deadline, replication.run.continuous), `interval` (the records of
-an Airflow backfill run's data interval) or `backfill` (a historical range, ops.backfill). Its steps:
+A run is of one KIND (replication.run.run_kinds): `Once` (the flow's new records: `mirrorflow
+replicate`, a scheduled DAG run), `Continuous` (every partition until a deadline), `Interval` (the
+records of an Airflow backfill run's data interval) or `Backfill` (a historical range, ops.backfill);
+the kind plans, the run does every other step the same way. Its steps:
 
 1. `begin`: wait for both clusters (a broker restarting as the run starts is waited for, not
    failed), read the flow's state (paused or stopped: the run is skipped, with the reason), take
@@ -44,12 +45,11 @@ from mirrorflow.config import Config, FlowConfig
 from mirrorflow.errors import MirrorflowError
 from mirrorflow.replication.executors.copy_modes import copy_plan
 from mirrorflow.replication.executors.handoff import collect_results, new_run_id, write_plan_file
-from mirrorflow.replication.plan.backfill_plan import BackfillPartition, plan_backfill
-from mirrorflow.replication.plan.planner import make_plan, source_offsets, wait_for_clusters
+from mirrorflow.replication.plan.backfill_plan import BackfillPartition
+from mirrorflow.replication.plan.planner import source_offsets, wait_for_clusters
 from mirrorflow.replication.plan.run_options import RunOptions
 from mirrorflow.replication.plan.run_plan import Plan
-from mirrorflow.replication.plan.when import When
-from mirrorflow.replication.run.continuous import check_options, continuous_plan, follow_spec, run_seconds
+from mirrorflow.replication.run.run_kinds import Once, RunKind
 from mirrorflow.replication.run.run_report import RunReport, build_report
 from mirrorflow.replication.run.scratch import Scratch
 from mirrorflow.state import run_log
@@ -60,8 +60,6 @@ from mirrorflow.state.run_lease import take_lease
 from mirrorflow.state.state_drift import STATE_TOPICS_CONTROL, check_state_topics
 from mirrorflow.state.state_topics import ensure_state_topics
 from mirrorflow.state.state_writer import prepare_acknowledged_writes
-
-KINDS = ("once", "continuous", "interval", "backfill")
 
 
 class RunSkipped(MirrorflowError):
@@ -74,27 +72,20 @@ class ReplicationRun:
 
     cfg: Config
     flow: FlowConfig
-    kind: str = "once"
+    kind: RunKind = field(default_factory=Once)
     owner: str = ""
     who: str = ""
     options: RunOptions = field(default_factory=RunOptions)
     label: str = "cli"  # what the run's id starts with (a DAG run's id)
-    window: tuple[When, When] | None = None  # interval and backfill runs: [from, to)
-    seconds: float | None = None  # continuous runs: how long (default continuous.run.seconds)
     log: Callable[[str], None] = lambda s: None
     started: float = field(default_factory=time.time)
     lease: FlowLease | None = None
     plan: Plan | None = None  # with the run's id once planned (`handoff` encodes it)
     parts: list[BackfillPartition] = field(default_factory=list)  # interval and backfill runs' view
     results: list[dict] = field(default_factory=list)  # the units' results, once copied in this process
-    stop_file: Path | None = None  # continuous runs whose copy runs on this host (the CLI)
     _plan_file: bool = False  # the plan file is in the scratch directory already
     _controls: dict[str, Any] | None = None  # the control records `begin` read (flow state, state topics)
     target_away: bool = False  # the copy gave up on the target: the run's last writes to it get one short try
-
-    def __post_init__(self) -> None:
-        if self.kind not in KINDS:
-            raise MirrorflowError(f"unknown kind of run {self.kind!r} ({', '.join(KINDS)})")
 
     @classmethod
     def local(cls, cfg: Config, flow: FlowConfig, purpose: str, **kw: Any) -> ReplicationRun:
@@ -120,9 +111,9 @@ class ReplicationRun:
         """Wait for the clusters (up to `cluster_wait_s`, default broker.outage.max.seconds: then
         BrokerUnavailableError), check the flow's state (RunSkipped), take the lease (LeaseError
         naming its holder). A dry backfill takes no lease."""
-        if self.kind == "continuous":
-            check_options(self.options)  # before the lease: an option a continuous run cannot honour
-        if not (self.kind == "backfill" and self.dry_run):  # the lease is its first write
+        self.kind.check(self.options)  # before the lease: an option this kind of run cannot honour
+        leased = self.kind.leased(self.dry_run)
+        if leased:  # the lease is its first write
             prepare_acknowledged_writes(clients, lease_topic(self.flow))
         wait_for_clusters(clients, cluster_wait_s)
         # one read of the control records: the flow's state, and the record of its state topics as created
@@ -130,9 +121,8 @@ class ReplicationRun:
         skip = flow_state(clients, self._controls).skip_reason(self.flow.name, "copy")
         if skip:
             raise RunSkipped(skip)
-        if self.kind == "backfill" and self.dry_run:
-            return
-        self.lease = take_lease(clients, self.owner, self.who)
+        if leased:
+            self.lease = take_lease(clients, self.owner, self.who)
 
     def make_plan(self, clients: FlowClients) -> Plan:
         """Plan the run (a dry run's plan holds no tasks; its summary says what would be copied)."""
@@ -141,14 +131,7 @@ class ReplicationRun:
             ensure_state_topics(clients)
             checked = check_state_topics(clients, self._controls)  # StateError: a state topic is not as created
         opts = self.options
-        if self.kind == "once":
-            plan = make_plan(clients, opts.topics, opts.partition_limit)
-        elif self.kind == "continuous":
-            plan = continuous_plan(clients, opts.topics)
-            plan.follow = follow_spec(self.flow, time.time(), self.seconds, self.stop_file)  # from the plan, as before
-        else:
-            assert self.window is not None, "an interval or backfill run needs its window"
-            plan, self.parts = plan_backfill(clients, *self.window, opts.topics, fence=self.lease is not None)
+        plan, self.parts = self.kind.plan(clients, opts, self.lease is not None)
         if self.dry_run:
             plan.narrowed([])
         if self.lease is not None:
@@ -282,43 +265,13 @@ class ReplicationRun:
         return rep
 
     def _say_planned(self, plan: Plan) -> None:
-        name = self.flow.name
-        if self.kind == "backfill" and not self.dry_run:
-            offsets = sum(u.records for u in plan.units)
-            self.log(f"backfill: {len(plan.units)} units in {len(plan.tasks)} tasks ({offsets:,} offsets)")
-            return
-        if self.kind == "continuous":
-            if self.dry_run:
-                would = sum(p["planned"] for p in plan.partitions)
-                self.log(
-                    f"dry run: would follow {len(plan.partitions)} partitions of {name}, {would:,} offsets behind "
-                    "now; copying nothing"
-                )
-            else:
-                deadline = plan.follow.deadline if plan.follow is not None else time.time()
-                self.log(
-                    f"continuous run of flow {name}: {len(plan.units)} partitions in {len(plan.tasks)} tasks, "
-                    f"until {time.strftime('%H:%M:%S', time.localtime(deadline))}"
-                )
-            return
-        if self.dry_run:
-            self.log(
-                f"dry run: would copy {sum(p['planned'] for p in plan.partitions):,} offsets of {name}; copying nothing"
-            )
-            for p in plan.partitions:
-                if p["planned"]:
-                    self.log(f"  {p['topic']}-{p['partition']}: would copy {p['planned']:,} offsets from {p['start']}")
-        self.log(
-            f"planned {len(plan.units)} units in {len(plan.tasks)} tasks "
-            f"({sum(u.records for u in plan.units):,} offsets) for flow {name}"
-        )
+        for line in self.kind.planned(plan, self.flow.name, self.dry_run):
+            self.log(line)
 
     def idle_wait_s(self) -> float:
-        """How long a continuous DAG run with nothing to follow yet waits before it ends, so that
-        Airflow does not start run after run (0: the run has something to follow, or is dry)."""
-        if self.kind == "continuous" and self.plan is not None and not self.plan.units and not self.dry_run:
-            return min(30.0, run_seconds(self.flow))
-        return 0.0
+        """How long a DAG run with nothing to copy waits before it ends (a continuous one: so that
+        Airflow does not start run after run; 0: at once)."""
+        return self.kind.idle_wait_s(self.flow, self.plan, self.dry_run) if self.plan is not None else 0.0
 
 
 def gave_up_on(cluster: str, results: list[dict]) -> bool:

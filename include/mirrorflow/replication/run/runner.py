@@ -12,6 +12,7 @@ from mirrorflow.replication.executors.copy_modes import copy_direct
 from mirrorflow.replication.plan.run_options import RunOptions
 from mirrorflow.replication.run.continuous import STOP_FILE, check_options, stop_on_signals
 from mirrorflow.replication.run.run import ReplicationRun
+from mirrorflow.replication.run.run_kinds import Continuous
 from mirrorflow.replication.run.run_report import RunReport
 from mirrorflow.replication.run.scratch import Scratch, run_dir
 from mirrorflow.replication.task.follow import STOP_REQUESTED
@@ -52,20 +53,19 @@ def run_continuous(
     lease. A dry run plans and reports what would be copied, copies nothing and ends. A stop
     requested before the run started (SIGTERM) still ends it at once."""
     check_options(options)
+    scratch = Scratch.of(flow, directory)
+    stop_file = scratch.path / STOP_FILE
     run = ReplicationRun.local(
         cfg,
         flow,
         f"mirrorflow replicate --continuous --mode {mode}",
-        kind="continuous",
+        kind=Continuous(seconds, stop_file),
         options=options or RunOptions(),
-        seconds=seconds,
         log=log,
         label="cli-continuous",
     )
-    scratch = Scratch.of(flow, directory)
-    run.stop_file = scratch.path / STOP_FILE
     try:
-        with stop_on_signals(run.stop_file):
+        with stop_on_signals(stop_file):
             return run.run(mode, master, scratch=scratch)
     finally:
         STOP_REQUESTED.clear()
