@@ -58,24 +58,6 @@ def regex(title: str, description: str) -> Param:
     return optional_text(title, description, format="regex")
 
 
-def topics_subset() -> Param:
-    return regex(
-        "Topics (regex)",
-        "Only SOURCE topics matching this regex (full match), within the flow's own topics; empty: all",
-    )
-
-
-def max_records_per_partition() -> Param:
-    return Param(
-        None,
-        type=["null", "integer"],
-        minimum=1,
-        title="Max records per partition",
-        description="Copy at most this many offsets of each partition in this run (the next run continues "
-        "from there); empty: no limit beyond the flow's own",
-    )
-
-
 def sync_only() -> Param:
     return Param(
         list(SYNC_CONCERNS),

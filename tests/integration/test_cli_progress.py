@@ -97,6 +97,6 @@ def test_cli_refuses_a_bad_topics_regex_and_cap(flow_cfg):
     cfg, flow, _, _ = flow_cfg
     base = [*CLI, "--config", str(cfg.path), "replicate", "--flow", flow, "--mode", "direct"]
     bad = subprocess.run([*base, "--topics", "orders("], capture_output=True, text=True, timeout=120)
-    assert bad.returncode == 2 and "--topics: not a regex" in bad.stderr, bad.stderr
+    assert bad.returncode == 2 and "--topics: not a valid regular expression" in bad.stderr, bad.stderr
     bad = subprocess.run([*base, "--max-records-per-partition", "0"], capture_output=True, text=True, timeout=120)
     assert bad.returncode == 2 and "--max-records-per-partition: must be at least 1, got 0" in bad.stderr, bad.stderr

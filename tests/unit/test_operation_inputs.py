@@ -159,3 +159,55 @@ def test_verify_names_a_bad_input_as_its_door_calls_it_before_reading_anything(v
     args = p.parse_args(["--from", "offset:3", "--to", "latest", "--since-last"])
     assert from_args(args, VERIFY) == {"topics": None, "from": "offset:3", "to": "latest", "since_last": True,
                                        "record": False}
+
+
+@pytest.mark.parametrize("via", ["cli", "airflow"])
+def test_replicate_and_backfill_name_a_bad_input_as_their_door_calls_it(via):
+    """replicate's and backfill's inputs (ops.inputs.REPLICATE, BACKFILL): one declaration for the CLI's
+    flags and the DAG's form; a bad value is refused before any cluster is asked, named as the door calls it;
+    the CLI must be told a backfill's range, the form suggests one."""
+    from airflow.sdk.definitions.param import ParamValidationError
+
+    from mirrorflow.ops.inputs import BACKFILL, REPLICATE, backfill_inputs, run_options
+    from mirrorflow.replication.plan.run_options import RunOptions
+    from mirrorflow.replication.plan.when import When
+    from mirrorflow_airflow.params import form
+
+    key = (lambda n: "--" + n.replace("_", "-")) if via == "cli" else (lambda n: f"Param {n}")
+    for values, message in [
+        ({"topics": "orders("}, f"{key('topics')}: not a valid regular expression"),
+        ({"max_records_per_partition": 0}, f"{key('max_records_per_partition')}: must be at least 1, got 0"),
+        ({"dry_run": "yes"}, f"{key('dry_run')}: must be true or false"),
+    ]:
+        with pytest.raises(ConfigError, match=message.replace("(", r"\(")):
+            run_options(values, via)
+    assert run_options({}, via) == RunOptions()
+    assert run_options({"topics": "orders", "max_records_per_partition": 5, "dry_run": True}, via) == RunOptions(
+        "orders", 5, True
+    )
+    for values, message in [
+        ({"to": "latest"}, f"{key('from')}: must be given"),
+        ({"from": "yesterday", "to": "latest"}, f"{key('from')}: expected earliest"),
+        ({"from": "earliest", "to": "offset:-1"}, f"{key('to')}: offset:N needs a non-negative integer"),
+    ]:
+        with pytest.raises(ConfigError, match=message):
+            backfill_inputs(values, via)
+    lo, hi, opts = backfill_inputs({"from": "offset:3", "to": "start", "topics": "t", "dry_run": True}, via)
+    assert (lo, hi, opts) == (When("offset", 3), When("start"), RunOptions("t", None, True))
+
+    params = form(REPLICATE)
+    assert list(params) == ["topics", "max_records_per_partition", "dry_run"]
+    assert params["topics"].value is None and params["max_records_per_partition"].value is None
+    with pytest.raises(ParamValidationError):
+        params["max_records_per_partition"].resolve(0)
+    params = form(BACKFILL)
+    assert list(params) == ["topics", "from", "to", "dry_run"]
+    assert params["from"].value == "earliest" and params["to"].value == "start"
+    with pytest.raises(ParamValidationError):
+        params["to"].resolve("offset:-1")
+    p = argparse.ArgumentParser()
+    add_flags(p, BACKFILL)
+    with pytest.raises(SystemExit):
+        p.parse_args(["--to", "latest"])  # the CLI must be told where the range starts
+    args = p.parse_args(["--from", "earliest", "--to", "latest", "--dry-run"])
+    assert from_args(args, BACKFILL) == {"topics": None, "from": "earliest", "to": "latest", "dry_run": True}

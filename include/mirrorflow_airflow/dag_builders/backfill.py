@@ -37,9 +37,8 @@ from mirrorflow.clients import FlowClients
 from mirrorflow.config import Config, FlowConfig
 from mirrorflow.errors import MirrorflowError
 from mirrorflow.ops.backfill import BackfillReport, apply_results, carry_out_backfill
+from mirrorflow.ops.inputs import BACKFILL, backfill_inputs
 from mirrorflow.replication.plan.backfill_plan import partitions_of
-from mirrorflow.replication.plan.run_options import RunOptions
-from mirrorflow.replication.plan.when import WHEN_HELP, WHEN_PATTERN, When
 from mirrorflow.replication.run.run import ReplicationRun
 from mirrorflow.replication.run.run_kinds import Backfill
 from mirrorflow.replication.run.scratch import Scratch
@@ -54,27 +53,18 @@ from mirrorflow_airflow.replication_tasks import begin, lease_owner, submit_copy
 log = logging.getLogger(__name__)
 
 
-def when_param(default: str, title: str, what: str) -> Param:
-    """A From/To field: the pattern refuses a bad value in the form, before any task runs."""
-    return Param(default, type="string", pattern=WHEN_PATTERN, title=title, description=f"{what}: {WHEN_HELP}")
-
-
 def backfill_params() -> dict[str, Param]:
-    return {
-        "topics": P.topics_subset(),
-        "from": when_param("earliest", "From", "Range start (inclusive)"),
-        "to": when_param("start", "To", "Range end (exclusive)"),
-        "dry_run": P.dry_run("Only log per partition the offset range and records it would copy; copy nothing"),
-    }
+    """The trigger form, declared once for the form and the CLI (mirrorflow.ops.inputs.BACKFILL); the
+    From/To patterns refuse a bad value before any task runs."""
+    return P.form(BACKFILL)
 
 
 def new_run(flow_name: str, run_id: str, p: dict[str, Any], config_path: str | None) -> ReplicationRun:
     """The backfill run of a DAG run, from its form (a dry run takes no lease)."""
     cfg, flow = MirrorflowHook(config_path).get_flow(flow_name)
-    window = When.parse(p.get("from"), "from"), When.parse(p.get("to"), "to")
-    opts = RunOptions(P.regex_or_none(p, "topics"), None, bool(p.get("dry_run", False)))
+    lo, hi, opts = backfill_inputs(p, "airflow")
     owner, who = lease_owner(flow, run_id, "backfill")
-    return ReplicationRun(cfg, flow, Backfill(window), owner, who, opts, "backfill-" + run_id, log=log.info)
+    return ReplicationRun(cfg, flow, Backfill((lo, hi)), owner, who, opts, "backfill-" + run_id, log=log.info)
 
 
 def new_report(run: ReplicationRun) -> BackfillReport:

@@ -55,7 +55,7 @@ from mirrorflow.clients import FlowClients
 from mirrorflow.config import Config, FlowConfig
 from mirrorflow.errors import MirrorflowError
 from mirrorflow.observe.metrics import run_samples, source_samples
-from mirrorflow.replication.plan.run_options import RunOptions
+from mirrorflow.ops.inputs import REPLICATE, run_options
 from mirrorflow.replication.plan.when import When
 from mirrorflow.replication.run.continuous import is_continuous
 from mirrorflow.replication.run.run import ReplicationRun
@@ -75,7 +75,7 @@ from mirrorflow_airflow.common import (
 from mirrorflow_airflow.hooks import MirrorflowHook
 from mirrorflow_airflow.lineage import report_plan_lineage
 from mirrorflow_airflow.operators.deferrable import DeferrableTask, end_after
-from mirrorflow_airflow.params import dry_run, max_records_per_partition, regex_or_none, topics_subset
+from mirrorflow_airflow.params import form
 from mirrorflow_airflow.replication_tasks import begin, lease_owner, submit_copy
 from mirrorflow_airflow.rpo_alerts import check_rpo
 
@@ -85,24 +85,14 @@ BACKFILL_LEASE_WAIT_S = 3600.0  # how long a run of `airflow backfill create` wa
 
 
 def replicate_params() -> dict[str, Any]:
-    """The trigger form: a topics subset, a per-partition cap, a dry run (defaults: a normal run)."""
-    return {
-        "topics": topics_subset(),
-        "max_records_per_partition": max_records_per_partition(),
-        "dry_run": dry_run("Plan only: log per partition what would be copied; copy nothing"),
-    }
+    """The trigger form: a topics subset, a per-partition cap, a dry run (defaults: a normal run), declared
+    once for the form and the CLI (mirrorflow.ops.inputs.REPLICATE)."""
+    return form(REPLICATE)
 
 
 def alias_name(flow: FlowConfig) -> str:
     """The AssetAlias through which the run emits one Asset event per target topic."""
     return flow_dag_id("replicate", flow)
-
-
-def run_options(params: dict[str, Any] | None) -> RunOptions:
-    """The run's RunOptions from the trigger form's Params (scheduled runs: the defaults)."""
-    p = params or {}
-    limit = p.get("max_records_per_partition")
-    return RunOptions(regex_or_none(p, "topics"), int(limit) if limit else None, bool(p.get("dry_run")))
 
 
 def new_run(
@@ -123,7 +113,7 @@ def new_run(
     elif interval_ms is not None:
         kind = Interval((When("time", interval_ms[0]), When("time", interval_ms[1])))
     owner, who = lease_owner(flow, run_id, dag_id=owner_dag_id)
-    return ReplicationRun(cfg, flow, kind, owner, who, run_options(params), run_id, log=log.info)
+    return ReplicationRun(cfg, flow, kind, owner, who, run_options(params, "airflow"), run_id, log=log.info)
 
 
 def lease_wait_s(run: ReplicationRun) -> float | None:
