@@ -1,15 +1,17 @@
-"""How a planned run is copied: spark-submit, an in-process SparkSession, a Spark Connect server, or
-threads of this process (`direct`: no Spark; tests and debugging). Every mode runs the same tasks
-with the same copier (replication.task.task_copier.copy_planned) and returns one result per planned unit
-(else a MirrorflowError naming the units without one).
+"""How a planned run is copied, one `Executor` per copy mode: spark-submit, an in-process SparkSession, a
+Spark Connect server, or threads of this process (`direct`: no Spark; tests and debugging). Every one runs
+the same tasks with the same copier (replication.task.task_copier.copy_planned) and returns one result per
+planned unit (else a MirrorflowError naming the units without one). The replicate DAG's spark-submit is
+the Spark provider's operator, given the same assembly (spark.SubmitSpec) as `Submit`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from mirrorflow.clients import FlowClients
 from mirrorflow.config import Config, FlowConfig
@@ -39,25 +41,61 @@ def copy_direct(cfg: Config, flow: FlowConfig, plan: Plan) -> list[dict]:
         return [r for results in pool.map(task, enumerate(tasks)) for r in results]
 
 
-def copy_plan(
-    clients: FlowClients,
-    mode: str,
-    master: str | None,
-    plan: Plan,
-    directory: Path,
-    log: Callable[[str], None],
-) -> list[dict]:
-    """Copy a planned run's tasks in `mode`. spark-submit gets the plan as a file in `directory`,
-    which it ships to the driver; the driver hands the results back through the target
-    (replication.executors.handoff), as to a DAG's report task. The caller renews the run's lease."""
-    cfg, flow = clients.cfg, clients.flow
+class Executor(Protocol):
+    """Where a planned run's tasks are copied; the caller renews the run's lease."""
+
+    def copy(self, clients: FlowClients, plan: Plan, directory: Path, log: Callable[[str], None]) -> list[dict]:
+        """One result per planned unit (else a MirrorflowError naming the units without one)."""
+        ...
+
+
+@dataclass(frozen=True)
+class Submit:
+    """spark-submit: the plan as a file in `directory`, which spark-submit ships to the driver; the driver
+    hands the results back through the target (replication.executors.handoff), as to a DAG's report task."""
+
+    master: str | None = None
+
+    def copy(self, clients: FlowClients, plan: Plan, directory: Path, log: Callable[[str], None]) -> list[dict]:
+        return copy_with_spark_submit(clients, plan, write_plan_file(plan, directory), self.master, log)
+
+
+@dataclass(frozen=True)
+class InProcess:
+    """A SparkSession in this process."""
+
+    master: str | None = None
+
+    def copy(self, clients: FlowClients, plan: Plan, directory: Path, log: Callable[[str], None]) -> list[dict]:
+        return check_results(plan, copy_in_process_spark(clients.cfg, plan, self.master))
+
+
+@dataclass(frozen=True)
+class Direct:
+    """Threads of this process, no Spark (tests, debugging)."""
+
+    def copy(self, clients: FlowClients, plan: Plan, directory: Path, log: Callable[[str], None]) -> list[dict]:
+        return check_results(plan, copy_direct(clients.cfg, clients.flow, plan))
+
+
+@dataclass(frozen=True)
+class Connect:
+    """A running Spark Connect server (`remote`, else the config's spark.remote)."""
+
+    remote: str | None = None
+
+    def copy(self, clients: FlowClients, plan: Plan, directory: Path, log: Callable[[str], None]) -> list[dict]:
+        return check_results(plan, copy_with_connect(clients.cfg, plan, self.remote, log, keep_lease=False))
+
+
+def executor(mode: str, master: str | None = None) -> Executor:
+    """The executor of copy mode `mode` (`master`: spark-submit's or the session's; sc://... for connect)."""
     if mode == "submit":
-        return copy_with_spark_submit(clients, plan, write_plan_file(plan, directory), master, log)
+        return Submit(master)
     if mode == "inprocess":
-        return check_results(plan, copy_in_process_spark(cfg, plan, master))
+        return InProcess(master)
     if mode == "direct":
-        return check_results(plan, copy_direct(cfg, flow, plan))
-    if mode == "connect":  # a running Spark Connect server (spark.remote, or master sc://...)
-        remote = master if master and master.startswith("sc://") else None
-        return check_results(plan, copy_with_connect(cfg, plan, remote, log, keep_lease=False))
+        return Direct()
+    if mode == "connect":
+        return Connect(master if master and master.startswith("sc://") else None)
     raise MirrorflowError(f"unknown copy mode {mode!r} ({', '.join(MODES)})")

@@ -43,7 +43,7 @@ from confluent_kafka.admin import OffsetSpec
 from mirrorflow.clients import FlowClients
 from mirrorflow.config import Config, FlowConfig
 from mirrorflow.errors import MirrorflowError
-from mirrorflow.replication.executors.copy_modes import copy_plan
+from mirrorflow.replication.executors.copy_modes import executor
 from mirrorflow.replication.executors.handoff import collect_results, new_run_id, write_plan_file
 from mirrorflow.replication.plan.backfill_plan import BackfillPartition
 from mirrorflow.replication.plan.planner import source_offsets, wait_for_clusters
@@ -177,7 +177,7 @@ class ReplicationRun:
             return [], 0.0
         t0 = time.time()
         self._plan_file = mode == "submit"  # spark-submit ships the plan file it gets from here
-        self.results = copy_plan(clients, mode, master, self.plan, scratch.path, self.log)
+        self.results = executor(mode, master).copy(clients, self.plan, scratch.path, self.log)
         return self.results, time.time() - t0
 
     def report(self, clients: FlowClients, results: list[dict], spark_s: float = 0.0) -> RunReport:
