@@ -476,3 +476,52 @@ def test_records_deleted_on_the_old_source_before_the_failover_are_not_checkable
     assert ver.ok, ver.render()
     back = failover(cfg, rev, mode="planned", copy_mode="direct")
     assert back.done, back.render()
+
+
+@pytest.mark.xfail(strict=True, reason="KNOWN failback-pruned-map (tests/model/machine.py): open")
+def test_a_group_inside_what_a_pruned_map_forgot_resumes_on_a_at_or_before_its_next_record(tmp_path, source, target,
+                                                                                          unique):
+    """A->B's offset map pruned to its last runs before a planned failover; on B a group reads the first record
+    and commits; after the failback, B->A's checkpoint pass and group sync must put the group on A at or
+    before A's second record, which it never read (a re-read is allowed, a skip never). The failback seeds
+    B->A's map from A->B's, and leaves the stretch that map forgot uncovered: the translation calls it a
+    gap and resumes the group at the first record B->A's map knows, past A's second record (found by the
+    model-based search, seed 2744423497). Strict: it fails the suite once it passes, so that the KNOWN entry
+    goes with the fix."""
+    from confluent_kafka import Consumer
+
+    from mirrorflow.groups.checkpoint import emit_checkpoints
+    from mirrorflow.groups.offset_sync import sync_group_offsets
+    from mirrorflow.ops.dr.failover_commit import commit_failover
+    from mirrorflow.ops.dr.failover_preflight import plan_failover
+
+    pfx = unique("fbg")
+    topic, group = f"{pfx}.t", f"{pfx}-g"
+    cfg, fwd, rev = identity_pair(tmp_path, source, target, pfx, "PGA", "PGB",
+                                  both={"offset.map.max.runs": 2, "transaction.max.records": 2,
+                                        "sync.group.offsets.enabled": True})
+    create_topic(source, topic, 1)
+    create_topic(target, topic, 1)
+    produce(source, topic, [{"partition": 0, "key": f"k{i}".encode(), "value": f"v{i}".encode(),
+                             "timestamp": NOW + i} for i in range(6)])
+    pre = plan_failover(cfg, fwd, "planned", copy_mode="direct")  # drains: 3 copy transactions, pruned to 2 runs
+    assert pre.plan is not None and not pre.plan.blocked, pre.render()
+    assert commit_failover(cfg, fwd, pre.plan, "tester", pre).done
+    assert [r.value for r in consume_all(target, topic)][:2] == [b"v0", b"v1"]
+    c = Consumer({**target.client_config(), "group.id": group, "enable.auto.commit": False})
+    try:
+        c.commit(offsets=[TopicPartition(topic, 0, 1)], asynchronous=False)  # read v0 (B offset 0) on B
+    finally:
+        c.close()
+    rep = failback(cfg, fwd)
+    assert rep.done and rep.seeds[0].pruned_below > 0, rep.render()
+    run = emit_checkpoints(cfg, rev)
+    assert not run.errors, run.errors
+    assert not sync_group_offsets(cfg, rev, store=run.store).errors
+    c = Consumer({**source.client_config(), "group.id": group, "enable.auto.commit": False})
+    try:
+        at = c.committed([TopicPartition(topic, 0)], timeout=30)[0].offset
+    finally:
+        c.close()
+    v1 = next(r.offset for r in consume_all(source, topic) if r.value == b"v1")
+    assert 0 <= at <= v1, f"group {group} committed at {at} on A, past v1 at {v1}, which it never read"
