@@ -124,11 +124,17 @@ class Model:
                 ever.setdefault(r.offset, r)
 
     def with_deleted(self, side: str, tp: TP, now: list[Rec]) -> list[Rec]:
-        """`now` (a partition's records on `side`) and before them the records seen there below its first
-        record now: deleted since (delete-records, retention). A group's committed offset still names
-        such a record, and its copy on the target is where the group resumes exactly."""
+        """`now` (a partition's records on `side`) and before them the records that were there below its
+        first record now: deleted since (delete-records, retention, the log cleaner), also those written
+        there and gone before any snapshot saw them (a compacted topic's superseded values, after the copy
+        took them). A group's committed offset still names such a record, and its copy on the target is
+        where the group resumes exactly."""
         start = now[0].offset if now else None
-        gone = [r for o, r in sorted(self.ever[side].get(tp, {}).items()) if start is None or o < start]
+        was = dict(self.ever[side].get(tp, {}))
+        for w in self.acked.values():
+            if w.side == side and (w.topic, w.partition) == tp and w.offset not in was:
+                was[w.offset] = Rec(w.partition, w.offset, w.key, w.value, w.headers, w.ts)
+        gone = [r for o, r in sorted(was.items()) if start is None or o < start]
         return gone + list(now)
 
     # -- a drained copy ------------------------------------------------------------------------
