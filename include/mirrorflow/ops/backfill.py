@@ -21,16 +21,15 @@ The plan (WHEN bounds, the ledger subtracted, gaps, units) is `replication.plan.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from mirrorflow.clients import FlowClients
 from mirrorflow.config import Config, FlowConfig
+from mirrorflow.ops.inputs import backfill_inputs
 from mirrorflow.replication.plan.backfill_plan import BackfillPartition
-from mirrorflow.replication.plan.run_options import RunOptions
 from mirrorflow.replication.plan.run_plan import Plan
-from mirrorflow.replication.plan.when import When, topic_pattern
 from mirrorflow.replication.run.run import ReplicationRun, RunSkipped
 from mirrorflow.replication.run.run_kinds import Backfill
 from mirrorflow.replication.run.run_report import RunReport
@@ -143,16 +142,15 @@ def backfill(
 ) -> BackfillReport:
     """Plan and (unless `dry_run`) copy [start, end) of every partition of the flow minus its ledger,
     as a backfill run (replication.run.run.ReplicationRun). Bad WHEN values or regex: one ConfigError
-    before any cluster is asked."""
-    lo, hi = When.parse(start, "--from"), When.parse(end, "--to")
-    topic_pattern(topics)
+    before any cluster is asked (ops.inputs.backfill_inputs, as the CLI and the DAG check them)."""
+    lo, hi, opts = backfill_inputs({"from": start, "to": end, "topics": topics, "dry_run": dry_run})
     report = BackfillReport(flow.name, str(lo), str(hi), topics, dry_run)
     run = ReplicationRun.local(
         cfg,
         flow,
         f"mirrorflow backfill --mode {mode}",
         kind=Backfill((lo, hi)),
-        options=RunOptions(topics, None, dry_run, on_plan),
+        options=replace(opts, on_plan=on_plan),
         log=log,
         label="cli-backfill",
     )
