@@ -346,27 +346,35 @@ def test_a_target_truncated_since_the_failover_is_found_by_its_leader_epochs(tmp
         assert content(next(r for r in on_a if r.offset == got.target_offset)) == content(b_rec), (b_rec.offset, got)
 
 
+def failed_over_over_a_pruned_map(tmp_path, source, target, pfx: str, a: str, b: str, **props):
+    """Six records on a's topic, a->b with `offset.map.max.runs` 2 and transactions of 2 records, a planned
+    failover (its drain copies 3 transactions, the map keeps its last 2 runs): (cfg, a->b, b->a, topic)."""
+    from mirrorflow.ops.dr.failover_commit import commit_failover
+    from mirrorflow.ops.dr.failover_preflight import plan_failover
+
+    topic = f"{pfx}.t"
+    cfg, fwd, rev = identity_pair(tmp_path, source, target, pfx, a, b,
+                                  both={"offset.map.max.runs": 2, "transaction.max.records": 2, **props})
+    create_topic(source, topic, 1)
+    create_topic(target, topic, 1)
+    produce(source, topic, [{"partition": 0, "key": f"k{i}".encode(), "value": f"v{i}".encode(),
+                             "timestamp": NOW + i} for i in range(6)])
+    pre = plan_failover(cfg, fwd, "planned", copy_mode="direct")
+    assert pre.plan is not None and not pre.plan.blocked, pre.render()
+    assert commit_failover(cfg, fwd, pre.plan, "tester", pre).done
+    return cfg, fwd, rev, topic
+
+
 def test_after_a_failback_over_a_pruned_map_the_reverse_flow_verifies_and_fails_back_over(tmp_path, source, target,
                                                                                           unique):
     """A->B's offset map pruned to its last runs before the failover (found by the model-based
     tests): the failback takes the offsets below its first run as A->B's (never copied back) but maps
     nothing there, so verify of B->A names them not checkable instead of `missing`, and the planned
     failover back to A is not blocked."""
-    from mirrorflow.ops.dr.failover_commit import commit_failover
     from mirrorflow.ops.dr.failover_preflight import plan_failover
     from mirrorflow.ops.verify.verify import verify_flow
 
-    pfx = unique("fbp")
-    topic = f"{pfx}.t"
-    cfg, fwd, rev = identity_pair(tmp_path, source, target, pfx, "PRA", "PRB",
-                                  both={"offset.map.max.runs": 2, "transaction.max.records": 2})
-    create_topic(source, topic, 1)
-    create_topic(target, topic, 1)
-    produce(source, topic, [{"partition": 0, "key": f"k{i}".encode(), "value": f"v{i}".encode(),
-                             "timestamp": NOW + i} for i in range(6)])
-    pre = plan_failover(cfg, fwd, "planned", copy_mode="direct")  # drains: 3 copy transactions, pruned to 2 runs
-    assert pre.plan is not None and not pre.plan.blocked, pre.render()
-    assert commit_failover(cfg, fwd, pre.plan, "tester", pre).done
+    cfg, fwd, rev, _ = failed_over_over_a_pruned_map(tmp_path, source, target, unique("fbp"), "PRA", "PRB")
     rep = failback(cfg, fwd)
     assert rep.done and rep.to_copy == 0, rep.render()
     assert rep.seeds[0].pruned_below > 0, rep.render()  # the map kept its last 2 runs only
@@ -492,21 +500,10 @@ def test_a_group_inside_what_a_pruned_map_forgot_resumes_on_a_at_or_before_its_n
 
     from mirrorflow.groups.checkpoint import emit_checkpoints
     from mirrorflow.groups.offset_sync import sync_group_offsets
-    from mirrorflow.ops.dr.failover_commit import commit_failover
-    from mirrorflow.ops.dr.failover_preflight import plan_failover
-
     pfx = unique("fbg")
-    topic, group = f"{pfx}.t", f"{pfx}-g"
-    cfg, fwd, rev = identity_pair(tmp_path, source, target, pfx, "PGA", "PGB",
-                                  both={"offset.map.max.runs": 2, "transaction.max.records": 2,
-                                        "sync.group.offsets.enabled": True})
-    create_topic(source, topic, 1)
-    create_topic(target, topic, 1)
-    produce(source, topic, [{"partition": 0, "key": f"k{i}".encode(), "value": f"v{i}".encode(),
-                             "timestamp": NOW + i} for i in range(6)])
-    pre = plan_failover(cfg, fwd, "planned", copy_mode="direct")  # drains: 3 copy transactions, pruned to 2 runs
-    assert pre.plan is not None and not pre.plan.blocked, pre.render()
-    assert commit_failover(cfg, fwd, pre.plan, "tester", pre).done
+    group = f"{pfx}-g"
+    cfg, fwd, rev, topic = failed_over_over_a_pruned_map(tmp_path, source, target, pfx, "PGA", "PGB",
+                                                         **{"sync.group.offsets.enabled": True})
     assert [r.value for r in consume_all(target, topic)][:2] == [b"v0", b"v1"]
     c = Consumer({**target.client_config(), "group.id": group, "enable.auto.commit": False})
     try:
