@@ -368,9 +368,9 @@ def failed_over_over_a_pruned_map(tmp_path, source, target, pfx: str, a: str, b:
 def test_after_a_failback_over_a_pruned_map_the_reverse_flow_verifies_and_fails_back_over(tmp_path, source, target,
                                                                                           unique):
     """A->B's offset map pruned to its last runs before the failover (found by the model-based
-    tests): the failback takes the offsets below its first run as A->B's (never copied back) but maps
-    nothing there, so verify of B->A names them not checkable instead of `missing`, and the planned
-    failover back to A is not blocked."""
+    tests): the failback takes the offsets below its first run as A->B's (never copied back) and maps them
+    back as far as A->B's map knows them (exactly where it kept runs, else below B->A's floor, which verify
+    names not checkable), never as `missing`; the planned failover back to A is not blocked."""
     from mirrorflow.ops.dr.failover_preflight import plan_failover
     from mirrorflow.ops.verify.verify import verify_flow
 
@@ -486,16 +486,15 @@ def test_records_deleted_on_the_old_source_before_the_failover_are_not_checkable
     assert back.done, back.render()
 
 
-@pytest.mark.xfail(strict=True, reason="KNOWN failback-pruned-map (tests/model/machine.py): open")
 def test_a_group_inside_what_a_pruned_map_forgot_resumes_on_a_at_or_before_its_next_record(tmp_path, source, target,
                                                                                           unique):
     """A->B's offset map pruned to its last runs before a planned failover; on B a group reads the first record
     and commits; after the failback, B->A's checkpoint pass and group sync must put the group on A at or
     before A's second record, which it never read (a re-read is allowed, a skip never). The failback seeds
-    B->A's map from A->B's, and leaves the stretch that map forgot uncovered: the translation calls it a
-    gap and resumes the group at the first record B->A's map knows, past A's second record (found by the
-    model-based search, seed 2744423497). Strict: it fails the suite once it passes, so that the KNOWN entry
-    goes with the fix."""
+    B->A's map from A->B's, also below its floor, from what it kept there (landmarks exactly, the rest as
+    spans: state.landmarks.inverted); it left that stretch uncovered, and the translation resumed the group
+    at the first record B->A's map knew, past A's second record (found by the model-based search, seed
+    2744423497)."""
     from confluent_kafka import Consumer
 
     from mirrorflow.groups.checkpoint import emit_checkpoints

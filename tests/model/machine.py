@@ -59,7 +59,6 @@ from mirrorflow.replication.run.runner import run_once
 from mirrorflow.state.flow_state import flow_state
 from mirrorflow.state.names import lease_topic, offset_map_topic, progress_topic, snapshot_topic
 from mirrorflow.state.state_topics import state_key, state_partition, state_topic_configs
-from mirrorflow.state.store import StateStore
 from mirrorflow_dev.dev_cluster import DevCluster
 from tests.chaos.test_chaos import COMPACT  # the same fast log cleaner
 from tests.fault_proxy import FaultProxy, Pair
@@ -81,12 +80,6 @@ KNOWN: dict[str, str] = {
     "failback-own-aborts": (
         "a failback cannot tell the failed-over flow's own aborted copy transactions, once the log cleaner "
         "removed them from a compacted topic, from records the cleaner removed there: it asks for --accept-loss"
-    ),
-    "failback-pruned-map": (
-        "a failback seeds the reverse flow's offset map from the failed-over flow's map; where that map was "
-        "pruned below its floor (offset.map bound) the seed leaves the stretch uncovered, and a group that "
-        "committed inside it is translated past it (status gap) instead of to an earlier position: it skips "
-        "the originals there it never read (found by the search, seed 2744423497)"
     ),
 }
 APPROVER = "model-approver"
@@ -381,24 +374,6 @@ class ReplicationMachine(RuleBasedStateMachine):
         if bad:
             raise AssertionError(f"{what}:\n" + "\n".join(f"  {k}: {v[:10]}" for k, v in bad.items()))
 
-    def failback_pruned(self, flow, s: str) -> tuple[str, ...]:
-        """The "group topic[partition]" of each group whose committed offset on `s` (the flow's source) lies
-        where the flow's progress says copied but its offset map covers nothing: what a failback seeded from
-        a pruned map leaves (KNOWN `failback-pruned-map`; a failback's kept stretch looks the same)."""
-        out = []
-        with FlowClients(self.cfg, flow) as clients:
-            store = StateStore(clients)
-            for g in self.model.groups.values():
-                at = committed_offsets(self.cluster(s), g.name, g.tps)
-                keys = [tp for tp in g.tps if at.get(tp) is not None]
-                maps, progress = store.offset_map(keys), store.progress(keys)
-                for tp in keys:
-                    off, m, prog = at[tp], maps.get(tp), progress.get(tp)
-                    in_ledger = prog is not None and any(a <= off < b for a, b in prog.covered)
-                    if in_ledger and m is not None and not any(a <= off < b for a, b in m.covered):
-                        out.append(f"{g.name} {tp[0]}[{tp[1]}] ")
-        return tuple(out)
-
     def known(self, kind: str, what: str) -> None:
         self.setting.known_hits.append(f"{kind}: {what}")
         print(f"KNOWN DEFECT ({KNOWN[kind]}): {what}")
@@ -640,11 +615,6 @@ class ReplicationMachine(RuleBasedStateMachine):
     def check_groups(self, flow, t: str, s: str, dst: Snapshot, src: Snapshot, before, what: str) -> None:
         on_src = {uid_of(r) for recs in src.values() for r in recs}
         skips, inexact = self.model.resume_problems(flow.name, t, s, dst, on_src, self.committed(t), before)
-        unmapped = self.failback_pruned(flow, s)
-        for problems in (skips, inexact):
-            for line in [x for x in problems if x.startswith(unmapped)]:
-                problems.remove(line)
-                self.known("failback-pruned-map", line)
         self.fail(f"{what}: groups past records they never read", {"skipped": skips})
         self.fail(f"{what}: groups not at their next unread record", {"inexact": inexact})
 

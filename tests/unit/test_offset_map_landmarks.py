@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import json
 import random
+from dataclasses import replace
 
 import pytest
 
-from mirrorflow.state.landmarks import Pieces, Span, landmark_offsets, run_piece, span_piece, thin
+from mirrorflow.state.landmarks import Pieces, Span, inverted, landmark_offsets, run_piece, span_piece, thin
 from mirrorflow.state.offset_map import Folded, MapEntry, PartitionMap, Run, Translation
 from mirrorflow.state.snapshot import Snapshot
 
@@ -36,6 +37,15 @@ def history(n, rnd, start=0, tgt=0, holes=0.0):
         out.append(E(s, s + size, [tuple(r) for r in runs], t))
         s, t = s + size, t + 1
     return out, s, t
+
+
+def folds(k, n, rnd, holes):
+    """k batches of `history(n)` one after the other: (the batches, the next source and target offsets)."""
+    batches, s, t = [], 0, 0
+    for _ in range(k):
+        b, s, t = history(n, rnd, s, t, holes=holes)
+        batches.append(b)
+    return batches, s, t
 
 
 def placed(entries):
@@ -78,10 +88,7 @@ def fold_repeatedly(batches, max_runs, pins_of):
 # -- the idle group -------------------------------------------------------------------------------
 def test_an_idle_group_below_the_raised_floor_stays_exact():
     rnd = random.Random(5)
-    batches, s, t = [], 0, 0
-    for _ in range(30):
-        b, s, t = history(10, rnd, s, t, holes=0.2)
-        batches.append(b)
+    batches, s, t = folds(30, 10, rnd, holes=0.2)
     everything = [e for b in batches for e in b]
     truth = placed(everything)
     idle = 37  # committed early, never again
@@ -96,10 +103,7 @@ def test_an_idle_group_below_the_raised_floor_stays_exact():
 
 def test_without_pins_the_map_degrades_to_an_earlier_position_never_a_later_one():
     rnd = random.Random(11)
-    batches, s, t = [], 0, 0
-    for _ in range(40):
-        b, s, t = history(12, rnd, s, t, holes=0.1)
-        batches.append(b)
+    batches, s, t = folds(40, 12, rnd, holes=0.1)
     truth = placed([e for b in batches for e in b])
     pm = fold_repeatedly(batches, max_runs=10, pins_of=lambda i: [])
     check_never_skips(pm, truth, 0, s + 3)
@@ -234,3 +238,62 @@ def test_folded_defaults_are_the_old_format():
     with pytest.raises(Exception, match="5-tuples"):
         Snapshot.from_json(json.dumps({"v": 2, "topic": "t", "partition": 0, "spans": [1, 2]}).encode())
 
+
+
+# -- a failback maps the failed-over flow's target back (ops.dr.failback_seeds) --------------------
+def reverse_map(fwd, lo, least):
+    """The reverse flow's map of target offsets [lo, ...) as a failback seeds it from the forward map `fwd`:
+    the runs above the floor swapped, what lies below swapped by `inverted`, in entries through the record
+    format (source and target of the reverse flow: the forward flow's target and source)."""
+    from mirrorflow.state.records import decode_entry, encode_entry
+
+    hi = fwd.runs[0].tgt
+    swapped, spans = inverted(fwd.pieces_below, lo, hi, least, fwd.runs[0].src)
+    runs = sorted([Run(*r) for r in swapped] + [Run(r.tgt, r.src, r.count) for r in fwd.runs], key=lambda r: r.src)
+    entry = MapEntry("t", 0, lo, fwd.tgt_end, tuple(runs), fwd.end, spans=tuple(spans))
+    assert decode_entry(encode_entry(entry)) == entry
+    return PartitionMap([decode_entry(encode_entry(entry))])
+
+
+def test_a_failback_over_a_pruned_map_resumes_a_group_of_the_target_at_or_before_its_next_record():
+    """Found by the model-based search (seed 2744423497): a group on the failed-over flow's target inside
+    what the forward map kept only as landmarks and spans resumes on the source at or before its next record."""
+    rnd = random.Random(17)
+    batches, s, t = folds(25, 10, rnd, holes=0.15)
+    truth = placed([e for b in batches for e in b])
+    fwd = fold_repeatedly(batches, max_runs=6, pins_of=lambda i: [])
+    assert fwd.spans and fwd.marks and fwd.floor > 1000
+    back = {tgt: src for src, tgt in truth.items()}  # the reverse flow's truth: target offset -> source offset
+    rev = reverse_map(fwd, 0, 0)
+    assert rev.floor == max(sp.src_end for sp in rev.spans) and rev.spans
+    check_never_skips(rev, back, 0, t + 2)
+    # exact where the forward map kept runs: above its floor and at every landmark
+    for m in fwd.marks:
+        assert rev.translate(m.tgt + m.count - 1) == Translation(m.tgt + m.count - 1, m.src + m.count - 1, "exact")
+    first = fwd.runs[0]
+    assert rev.translate(first.tgt) == Translation(first.tgt, first.src, "exact")
+    # folded and pruned again as the reverse flow runs on: still never a skip
+    again = PartitionMap((), base=Snapshot.from_json(Snapshot("t", 0, rev.pruned(0, 4, []).folded()).to_json()).folded)
+    check_never_skips(again, back, 0, t + 2)
+
+
+def test_what_an_old_pruned_map_forgot_maps_back_to_the_lowest_source_offset_that_can_hold_it():
+    """A forward map pruned by a mirrorflow before landmarks knows nothing below its floor: the failback's
+    reverse map resumes a group there at the lowest source offset that can hold its next record (the
+    first the forward flow copied, or the source's log start), a re-read, never past a record."""
+    rnd = random.Random(4)
+    es, s, t = history(30, rnd, start=500, tgt=0)
+    truth = placed(es)
+    fwd = PartitionMap(es).pruned(0, 5, [])
+    fwd = PartitionMap((), base=replace(fwd.folded(), marks=(), spans=(), forgotten=fwd.floor))  # what v1 kept
+    assert not fwd.pieces_below and fwd.translate(510).status == "pruned"
+    back = {tgt: src for src, tgt in truth.items()}
+    for least in (500, 530):  # the first copied; the source's log start, above it (older records deleted)
+        rev = reverse_map(fwd, 0, least)
+        for g in range(0, t + 2):
+            tr = rev.translate(g)
+            unread = [a for b, a in back.items() if b >= g]
+            assert tr.target_offset is not None and all(a >= min(tr.target_offset, a) for a in unread)
+            assert tr.target_offset <= max(min(unread, default=tr.target_offset), least), (g, tr)
+            if g < fwd.runs[0].tgt:
+                assert tr.target_offset == least, (g, tr)

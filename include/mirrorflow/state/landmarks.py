@@ -26,6 +26,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
+from mirrorflow.errors import StateError
+
 # landmarks per octave of distance below the floor: in [floor - 2d, floor - d) they are spaced about
 # d / 4 apart, so a group d offsets below the floor re-reads at most about d / 4 offsets' records
 LANDMARKS_PER_OCTAVE_LOG2 = 2
@@ -59,6 +61,17 @@ class Span:
     tgt: int
     tgt_end: int
     records: int
+
+
+def encode_spans(spans: Sequence[Span]) -> list[int]:
+    """Spans as a flat list of 5-tuples (how the state records store them)."""
+    return [x for s in spans for x in (s.src, s.src_end, s.tgt, s.tgt_end, s.records)]
+
+
+def decode_spans(flat: list[int], what: str) -> tuple[Span, ...]:
+    if len(flat) % 5:
+        raise StateError(f"{what}: spans list of length {len(flat)} is not made of 5-tuples")
+    return tuple(Span(*(int(x) for x in flat[i : i + 5])) for i in range(0, len(flat), 5))
 
 
 class Piece(NamedTuple):
@@ -212,3 +225,32 @@ def thin(
             group.append((kind, i))
     close()
     return sorted(kept), out
+
+
+def inverted(
+    pieces: Sequence[Piece], lo: int, hi: int, least: int, after: int
+) -> tuple[list[tuple[int, int, int]], list[Span]]:
+    """What a map's pieces below its floor (source -> target) say the other way round over target
+    offsets [lo, hi) (a failback maps the failed-over flow's target back to its source): the exact runs
+    as (src, tgt, count) and the spans, each with source and target swapped and cut to [lo, hi). Where
+    no piece places the stretch from `lo` to the first piece (the map forgot it: a snapshot of a
+    mirrorflow before landmarks), a span says its records came from somewhere in [least, the first
+    piece's source), or [least, `after`) (the source offset of the first run above the floor) without one.
+    The spans' sources are raised to `least` (the lowest source offset that can hold them: the first it
+    copied, the source's log start now), so a group resumes at or before its next record, never past it."""
+    runs: list[tuple[int, int, int]] = []
+    spans: list[Span] = []
+    for p in pieces:
+        a, b = max(p.tgt, lo), min(p.tgt_end, hi)
+        if a >= b:
+            continue
+        if p.exact:
+            runs.append((a, p.src + (a - p.tgt), b - a))
+        else:
+            src = max(p.src, least)
+            spans.append(Span(a, b, src, max(p.src_end, src), min(p.records, b - a)))
+    placed = sorted([(r[0], r[1]) for r in runs] + [(s.src, s.tgt) for s in spans])
+    first, source = placed[0] if placed else (hi, after)
+    if first > lo:
+        spans.append(Span(lo, first, least, max(source, least), first - lo))
+    return sorted(runs), sorted(spans, key=lambda s: (s.src, s.tgt))

@@ -59,6 +59,9 @@ class MapEntry:
     # the map epoch: re-seeding a recreated topic starts a new epoch (its first entry, with an empty
     # range and no runs, marks it); translation uses only the entries of the newest epoch
     epoch: int = 0
+    # where records lie only approximately (a failback's inverse of what the failed-over flow's map
+    # kept below its floor, state.landmarks.inverted): the map's floor rises over them
+    spans: tuple[Span, ...] = ()
 
     @property
     def records(self) -> int:
@@ -255,8 +258,9 @@ class PartitionMap:
             base = Folded(epoch=self.epoch)
         current = [e for e in entries if e.epoch == self.epoch]
         self.count: int = base.entries + len(current)
-        self.floor: int = base.floor
         self.covered_from: int = base.floor if base.covered_from is None else base.covered_from
+        seeded = {s for e in current for s in e.spans}
+        self.floor: int = max(base.floor, max((s.src_end for s in seeded), default=0))
         nonempty = [e.src_from for e in current if e.src_to > e.src_from]
         self.first: int | None = _min(base.first, min(nonempty, default=None))
         self.anchor: int | None = _min(base.anchor, min((e.src_from for e in current), default=None))
@@ -271,24 +275,26 @@ class PartitionMap:
         below = runs_below(runs, self.floor)
         self.marks: list[Run] = merge_runs([*base.marks, *below]) if below else list(base.marks)
         self.spans: list[Span] = list(base.spans)
+        if seeded - set(self.spans):  # a failback re-run writes the same entries again
+            self.spans = sorted(seeded.union(self.spans), key=lambda s: (s.src, s.tgt))
         self.pins: tuple[int, ...] = base.pins
         self.forgotten: int | None = base.forgotten
         self._starts = [r.src for r in self.runs]
         # a backfill copied older records after newer ones: target order is not source order here
         self.reordered: bool = any(b.tgt < a.tgt for a, b in zip(self.runs, self.runs[1:], strict=False))
         if self.marks or self.spans:  # and below the floor (few pieces, all before the runs)
-            low = self._below
+            low = self.pieces_below
             self.reordered |= not regular(low) or bool(self.runs and low[-1].tgt_end > self.runs[0].tgt)
 
     @cached_property
-    def _below(self) -> list[Piece]:
+    def pieces_below(self) -> list[Piece]:
         """The marks and spans as pieces, in source order."""
         return sorted([*(run_piece(r.src, r.tgt, r.count) for r in self.marks), *(span_piece(s) for s in self.spans)])
 
     @cached_property
     def _pieces(self) -> Pieces:
         """Every run and span, indexed (built when a translation needs more than the runs)."""
-        return Pieces([*self._below, *(run_piece(r.src, r.tgt, r.count) for r in self.runs)], in_order=True)
+        return Pieces([*self.pieces_below, *(run_piece(r.src, r.tgt, r.count) for r in self.runs)], in_order=True)
 
     # -- folding and pruning ------------------------------------------------------------------
     def folded(self) -> Folded:

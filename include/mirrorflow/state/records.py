@@ -12,6 +12,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from mirrorflow.errors import StateError
+from mirrorflow.state.landmarks import decode_spans, encode_spans
 from mirrorflow.state.offset_map import MapEntry, Run, merge_ranges, subtract_ranges
 
 FORMAT_VERSION = 1
@@ -216,6 +217,8 @@ def encode_entry(e: MapEntry) -> bytes:
         d["lost"] = e.lost
     if e.epoch:
         d["epoch"] = e.epoch
+    if e.spans:  # a mirrorflow before them reads the entry without them (as it wrote it)
+        d["spans"] = encode_spans(e.spans)
     return json.dumps(d, separators=(",", ":")).encode()
 
 
@@ -232,6 +235,7 @@ def decode_entry(raw: bytes) -> MapEntry:
         int(d["tgt_end"]),
         int(d.get("lost", 0)),
         int(d.get("epoch", 0)),
+        decode_spans(d.get("spans", []), "offset-map entry"),
     )
 
 

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mirrorflow.errors import StateError
-from mirrorflow.state.landmarks import Span
+from mirrorflow.state.landmarks import decode_spans, encode_spans
 from mirrorflow.state.offset_map import Folded, Run
 
 SNAPSHOT_FORMAT = 2  # the newest snapshot format this mirrorflow reads and writes
@@ -80,16 +80,6 @@ def decode_runs(flat: list[int]) -> tuple[Run, ...]:
         runs.append(r)
         src_end, tgt_end = r.src + r.count, r.tgt + r.count
     return tuple(runs)
-
-
-def encode_spans(spans: tuple[Span, ...]) -> list[int]:
-    return [x for s in spans for x in (s.src, s.src_end, s.tgt, s.tgt_end, s.records)]
-
-
-def decode_spans(flat: list[int]) -> tuple[Span, ...]:
-    if len(flat) % 5:
-        raise StateError(f"offset-map snapshot: spans list of length {len(flat)} is not made of 5-tuples")
-    return tuple(Span(*(int(x) for x in flat[i : i + 5])) for i in range(0, len(flat), 5))
 
 
 @dataclass(frozen=True)
@@ -154,7 +144,7 @@ class Snapshot:
             floor=int(d.get("floor", 0)),
             covered_from=opt("covered_from"),
             marks=decode_runs(d.get("marks", [])),
-            spans=decode_spans(d.get("spans", [])),
+            spans=decode_spans(d.get("spans", []), "offset-map snapshot"),
             pins=tuple(int(p) for p in d.get("pins", [])),
             forgotten=opt("forgotten") if "forgotten" in d else old_prune,
         )

@@ -15,14 +15,22 @@ import hashlib
 import json
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, replace
-from typing import Any
+from typing import Any, NamedTuple
 
 from mirrorflow.errors import StateError
+from mirrorflow.state.landmarks import Span
 from mirrorflow.state.offset_map import Run
 
 Ranges = tuple[tuple[int, int], ...]
 Key = tuple[str, int]
-Inverse = tuple[list[Run], list[tuple[int, int]]]  # inverse runs, and the ranges their map entries cover
+
+
+class Inverse(NamedTuple):
+    """The reverse flow's offset map of one partition as a failback seeds it (failback_seeds)."""
+
+    runs: list[Run]  # the failed-over flow's runs, source and target swapped
+    ranges: list[tuple[int, int]]  # what its map entries cover
+    spans: tuple[Span, ...] = ()  # where the failed-over flow's map kept only spans (below its floor), swapped
 
 
 @dataclass(frozen=True)

@@ -45,6 +45,7 @@ from mirrorflow.replication.plan.planner import source_offsets, source_partition
 from mirrorflow.state.fencing import ABORTED_VALUE
 from mirrorflow.state.flow_state import read_control
 from mirrorflow.state.kept_apart import kept_ranges
+from mirrorflow.state.landmarks import Span, encode_spans, inverted
 from mirrorflow.state.offset_map import PartitionMap, Run, merge_ranges, subtract_ranges
 from mirrorflow.state.records import Progress
 from mirrorflow.state.store import StateStore
@@ -61,9 +62,11 @@ class TargetRead:
 
     def digest(self) -> str:
         """The inverse offset map, in 16 hex digits (the plan carries this, not the runs)."""
-        rows = [
-            [k[0], k[1], [[r.src, r.tgt, r.count] for r in runs], rs] for k, (runs, rs) in sorted(self.inverse.items())
-        ]
+        rows = []
+        for k, inv in sorted(self.inverse.items()):
+            rows.append([k[0], k[1], [[r.src, r.tgt, r.count] for r in inv.runs], inv.ranges])
+            if inv.spans:  # (a plan without them keeps its id)
+                rows[-1].append(encode_spans(inv.spans))
         return hashlib.sha256(json.dumps(rows).encode()).hexdigest()[:16]
 
 
@@ -183,10 +186,18 @@ def _partition(out: TargetRead, f: Facts, reader: LogReader, raw: LogReader) -> 
     owned = [(max(r.tgt, base), r.tgt + r.count) for r in keep]
     pruned = -1
     below: list[tuple[int, int]] = []
+    forgot: list[Run] = []
+    spans: list[Span] = []
     if pruned_map and f.pm is not None:
-        # the map forgot where the records below its floor landed: they lie below its first run
+        # below its floor the map keeps only landmarks and spans: they lie below its first run, and map
+        # back as well as the map knows them (a group there resumes at or before its next record)
         pruned = min((r.tgt for r in f.pm.runs), default=int(f.pm.tgt_end or base))
         below = [(base, pruned)] if pruned > base else []
+        if below:
+            after = f.pm.runs[0].src if f.pm.runs else f.pm.floor
+            least = max(f.pm.first or 0, f.rev_start)
+            swapped, spans = inverted(f.pm.pieces_below, base, pruned, least, after)
+            forgot = [Run(*r) for r in swapped]
     # the commit marker after each of the forward flow's copy transactions (exactly once): never a record,
     # so neither lost nor removed by the cleaner. Only for counting: a run the forward flow's map got from a
     # failback's inverse seed (A's original records) has no marker after it, and the offset there may hold
@@ -218,13 +229,12 @@ def _partition(out: TargetRead, f: Facts, reader: LogReader, raw: LogReader) -> 
     ledger = merge_ranges([*done, *empty])
     nxt = next((b for a, b in ledger if a <= base < b), base)
     inv = [Run(max(r.tgt, base), r.src + (max(r.tgt, base) - r.tgt), r.tgt + r.count - max(r.tgt, base)) for r in keep]
-    inv, gone_there = _still_there(inv, f.rev_start)
-    # the map entries cover what the forward flow wrote and B still holds, the stretches between, never the
-    # pruned stretch below its first run (never copied, in the ledger: verify says not checkable, not missing)
-    # nor what the reverse flow's target no longer holds (no original to map to: not checkable either)
-    out.inverse[f.key] = (
-        sorted(inv, key=lambda r: r.src),
-        _without(merge_ranges([*owned, *empty]), merge_ranges([*below, *gone_there])),
+    inv, gone_there = _still_there([*forgot, *inv], f.rev_start)
+    # the map entries cover what the forward flow wrote and B still holds and the stretches between (the
+    # pruned stretch too: spans there raise the reverse map's floor, below which verify says not
+    # checkable), never what the reverse flow's target no longer holds (no original to map to)
+    out.inverse[f.key] = Inverse(
+        sorted(inv, key=lambda r: r.src), _without(merge_ranges([*owned, *empty, *below]), gone_there), tuple(spans)
     )
     out.read_to[f"{t}:{p}"] = f.stable
     out.seeds.append(

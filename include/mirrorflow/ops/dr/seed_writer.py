@@ -66,15 +66,16 @@ def write_seeds(rc: FlowClients, seeds: list[Seed], inverse: dict[Key, Inverse])
             continue
         prev = old.get((s.topic, s.partition))
         epoch = prev.epoch if prev is not None else 0
-        runs, ranges = inverse.get((s.topic, s.partition), ([], []))
+        runs, ranges, spans = inverse.get((s.topic, s.partition), Inverse([], []))
         entries = []
-        for a, b in ranges if runs else ():
+        for a, b in ranges if runs or spans else ():
             inside = [r for r in runs if a <= r.src < b]
             for i in range(0, max(len(inside), 1), RUNS_PER_ENTRY):
                 chunk = tuple(inside[i : i + RUNS_PER_ENTRY])
                 lo = a if i == 0 else chunk[0].src
                 hi = inside[i + RUNS_PER_ENTRY].src if i + RUNS_PER_ENTRY < len(inside) else b
-                entries.append(MapEntry(s.topic, s.partition, lo, hi, chunk, s.target_end, epoch=epoch))
+                there = tuple(x for x in spans if a <= x.src < b) if i == 0 else ()
+                entries.append(MapEntry(s.topic, s.partition, lo, hi, chunk, s.target_end, epoch=epoch, spans=there))
         if prev is None or prev.next < 0:
             prog = Progress(
                 s.topic, s.partition, s.start, s.covered, s.target_end, updated=now, epoch=epoch, origin=s.start
