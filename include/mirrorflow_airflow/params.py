@@ -14,9 +14,8 @@ from typing import Any
 
 from airflow.sdk import Param
 
+from mirrorflow.metadata.sync_report import CONCERNS
 from mirrorflow.params import Field
-
-SYNC_CONCERNS = ["topics", "configs", "acls"]
 
 
 def dry_run(description: str, default: bool = False) -> Param:
@@ -58,16 +57,19 @@ def regex(title: str, description: str) -> Param:
     return optional_text(title, description, format="regex")
 
 
-def sync_only() -> Param:
+def sync_only(schemas: bool) -> Param:
+    """The sync DAG's concerns (metadata.sync_report.CONCERNS; `schemas` where the flow's clusters name
+    registries), all by default: a scheduled run gets the default."""
+    concerns = [*CONCERNS, *(["schemas"] if schemas else [])]
     return Param(
-        list(SYNC_CONCERNS),
+        concerns,
         type="array",
-        items={"type": "string", "enum": SYNC_CONCERNS},
+        items={"type": "string", "enum": concerns},
         minItems=1,
         uniqueItems=True,
-        examples=SYNC_CONCERNS,
+        examples=concerns,
         title="Only",
-        description="Which concerns to sync: topics (and partitions), configs, acls",
+        description="Which concerns to sync: topics (and partitions), " + ", ".join(concerns[1:]),
     )
 
 

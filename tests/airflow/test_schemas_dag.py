@@ -50,3 +50,24 @@ def test_schemas_dag_dry_run_then_copy(airflow_db, tmp_path, source, target, reg
     run = dag.test(run_conf={"dry_run": False})
     assert run.get_task_instances()[0].state == "success"
     assert call(registries["B"].confluent_url, "GET", f"/subjects/A.{p}.orders-value/versions/1")["id"] == i
+
+
+def test_the_sync_dags_schemas_task_copies_unless_the_form_leaves_it_out(airflow_db, tmp_path, source, target,
+                                                                         registries, unique, monkeypatch):
+    """The sync DAG's `schemas` task runs with the form's defaults (what a scheduled run gets) and copies the
+    flow's schemas with their ids; a manual run whose `only` leaves `schemas` out skips it."""
+    p = unique("sdag")
+    i = register(registries["A"].confluent_url, f"{p}.orders-value", avro("O", ("o", "long")))
+    cfg = schema_config(tmp_path, source, target, registries, p)
+    monkeypatch.setenv("MIRRORFLOW_CONFIG", str(cfg.path))
+    dag = bag_of("mirrorflow_sync.py").get_dag("mirrorflow_sync__A-B")
+    assert dag.params["only"] == ["topics", "configs", "acls", "schemas"]
+    run = dag.test()  # the form's defaults
+    states = {ti.task_id: ti.state for ti in run.get_task_instances()}
+    assert states["schemas"] == "success", states
+    assert call(registries["B"].confluent_url, "GET", f"/subjects/A.{p}.orders-value/versions/1")["id"] == i
+    register(registries["A"].confluent_url, f"{p}.users-value", avro("U", ("u", "long")))
+    run = dag.test(run_conf={"only": ["topics"]})
+    states = {ti.task_id: ti.state for ti in run.get_task_instances()}
+    assert states["schemas"] == "skipped" and states["topics_and_partitions"] == "success", states
+    assert f"A.{p}.users-value" not in call(registries["B"].confluent_url, "GET", "/subjects")

@@ -108,9 +108,9 @@ def sync_task(
     return report.summary()
 
 
-def sync_params() -> dict[str, Any]:
+def sync_params(schemas: bool) -> dict[str, Any]:
     return {
-        "only": sync_only(),
+        "only": sync_only(schemas),
         "dry_run": dry_run("Plan and report only; change nothing on the target"),
     }
 
@@ -140,7 +140,7 @@ def build_sync_dag(cfg: Config, flow: FlowConfig) -> DAG:
         flow,
         "remote topics, partitions, topic configs and topic ACLs",
         timedelta(seconds=tick) if tick else None,
-        params=sync_params(),
+        params=sync_params(has_registries(cfg, flow)),
         doc_md=__doc__,
     ) as dag:
         # topics first (a config or ACL needs its topic), then configs and ACLs side by side
@@ -153,13 +153,14 @@ def build_sync_dag(cfg: Config, flow: FlowConfig) -> DAG:
 
 def _schemas_task(flow_name: str, path: str | None) -> Any:
     """`schemas`: copy the flow's missing schema versions with their ids, at every tick (a run whose
-    `only` Param names concerns leaves it out)."""
+    `only` Param leaves `schemas` out skips it)."""
 
     def body(times: RunTimes, params: dict) -> dict[str, Any]:
         from mirrorflow_airflow.dag_builders.schemas import schemas_task
 
-        if params.get("only"):
-            raise AirflowSkipException(f"{flow_name}: schemas: not selected (Param only={params.get('only')})")
+        only = params.get("only")
+        if only is not None and "schemas" not in only:
+            raise AirflowSkipException(f"{flow_name}: schemas: not selected (Param only={only})")
         return schemas_task(flow_name, bool(params.get("dry_run")), path)
 
     return timed_task("schemas", body, doc_md="Copy the flow's schemas to the target's registry, ids kept.")()
