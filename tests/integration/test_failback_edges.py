@@ -346,9 +346,10 @@ def test_a_target_truncated_since_the_failover_is_found_by_its_leader_epochs(tmp
         assert content(next(r for r in on_a if r.offset == got.target_offset)) == content(b_rec), (b_rec.offset, got)
 
 
-def failed_over_over_a_pruned_map(tmp_path, source, target, pfx: str, a: str, b: str, **props):
+def failed_over_over_a_pruned_map(tmp_path, source, target, pfx: str, a: str, b: str, records: int = 6, **props):
     """Six records on a's topic, a->b with `offset.map.max.runs` 2 and transactions of 2 records, a planned
-    failover (its drain copies 3 transactions, the map keeps its last 2 runs): (cfg, a->b, b->a, topic)."""
+    failover (its drain copies 3 transactions, the map keeps its last 2 runs; with more records, landmarks and
+    spans below them): (cfg, a->b, b->a, topic)."""
     from mirrorflow.ops.dr.failover_commit import commit_failover
     from mirrorflow.ops.dr.failover_preflight import plan_failover
 
@@ -358,7 +359,7 @@ def failed_over_over_a_pruned_map(tmp_path, source, target, pfx: str, a: str, b:
     create_topic(source, topic, 1)
     create_topic(target, topic, 1)
     produce(source, topic, [{"partition": 0, "key": f"k{i}".encode(), "value": f"v{i}".encode(),
-                             "timestamp": NOW + i} for i in range(6)])
+                             "timestamp": NOW + i} for i in range(records)])
     pre = plan_failover(cfg, fwd, "planned", copy_mode="direct")
     assert pre.plan is not None and not pre.plan.blocked, pre.render()
     assert commit_failover(cfg, fwd, pre.plan, "tester", pre).done
@@ -486,31 +487,42 @@ def test_records_deleted_on_the_old_source_before_the_failover_are_not_checkable
     assert back.done, back.render()
 
 
+@pytest.mark.parametrize("records,committed,unread", [(6, 1, 1), (40, 7, 5)], ids=["landmarks", "spans"])
 def test_a_group_inside_what_a_pruned_map_forgot_resumes_on_a_at_or_before_its_next_record(tmp_path, source, target,
-                                                                                          unique):
+                                                                                          unique, records, committed,
+                                                                                          unread):
     """A->B's offset map pruned to its last runs before a planned failover; on B a group reads the first record
     and commits; after the failback, B->A's checkpoint pass and group sync must put the group on A at or
     before A's second record, which it never read (a re-read is allowed, a skip never). The failback seeds
     B->A's map from A->B's, also below its floor, from what it kept there (landmarks exactly, the rest as
     spans: state.landmarks.inverted); it left that stretch uncovered, and the translation resumed the group
     at the first record B->A's map knew, past A's second record (found by the model-based search, seed
-    2744423497)."""
+    2744423497). With 40 records (20 transactions of 2, a commit marker after each on B), the group reads up
+    to B offset 7 (A's record 5 is next) inside a span (A 2..7 at B 3..10): it resumes on A at or before 5.
+    The reverse flow verifies and its planned failover back is not blocked."""
     from confluent_kafka import Consumer
+
+    from mirrorflow.ops.dr.failover_preflight import plan_failover
+    from mirrorflow.ops.verify.verify import verify_flow
 
     from mirrorflow.groups.checkpoint import emit_checkpoints
     from mirrorflow.groups.offset_sync import sync_group_offsets
     pfx = unique("fbg")
     group = f"{pfx}-g"
-    cfg, fwd, rev, topic = failed_over_over_a_pruned_map(tmp_path, source, target, pfx, "PGA", "PGB",
+    cfg, fwd, rev, topic = failed_over_over_a_pruned_map(tmp_path, source, target, pfx, f"PGA{records}",
+                                                         f"PGB{records}", records,
                                                          **{"sync.group.offsets.enabled": True})
-    assert [r.value for r in consume_all(target, topic)][:2] == [b"v0", b"v1"]
+    on_b = consume_all(target, topic)
+    assert [r.value for r in on_b if r.offset < committed] == [f"v{i}".encode() for i in range(unread)]
+    assert next(r.value for r in on_b if r.offset >= committed) == f"v{unread}".encode()
     c = Consumer({**target.client_config(), "group.id": group, "enable.auto.commit": False})
     try:
-        c.commit(offsets=[TopicPartition(topic, 0, 1)], asynchronous=False)  # read v0 (B offset 0) on B
+        c.commit(offsets=[TopicPartition(topic, 0, committed)], asynchronous=False)  # read up to v{unread - 1} on B
     finally:
         c.close()
     rep = failback(cfg, fwd)
     assert rep.done and rep.seeds[0].pruned_below > 0, rep.render()
+    assert bool(load_offset_map(cfg, rev, [(topic, 0)])[(topic, 0)].spans) == (records > 6)
     run = emit_checkpoints(cfg, rev)
     assert not run.errors, run.errors
     assert not sync_group_offsets(cfg, rev, store=run.store).errors
@@ -519,5 +531,10 @@ def test_a_group_inside_what_a_pruned_map_forgot_resumes_on_a_at_or_before_its_n
         at = c.committed([TopicPartition(topic, 0)], timeout=30)[0].offset
     finally:
         c.close()
-    v1 = next(r.offset for r in consume_all(source, topic) if r.value == b"v1")
-    assert 0 <= at <= v1, f"group {group} committed at {at} on A, past v1 at {v1}, which it never read"
+    nxt = next(r.offset for r in consume_all(source, topic) if r.value == f"v{unread}".encode())
+    assert 0 <= at <= nxt, f"group {group} committed at {at} on A, past v{unread} at {nxt}, which it never read"
+    with FlowClients(cfg, rev) as clients:
+        ver = verify_flow(clients)
+    assert ver.ok, ver.render()
+    back = plan_failover(cfg, rev, "planned", copy_mode="direct")
+    assert back.plan is not None and not back.plan.blocked, back.render()
