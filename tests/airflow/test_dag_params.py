@@ -189,3 +189,26 @@ def test_checkpoint_params_groups_regex_and_group_sync_off(bag, source, target):
     t = Consumer({**target.client_config(), "group.id": f"keep-{prefix}", "enable.auto.commit": False})
     assert t.committed([TopicPartition(f"A.{topic}", 0)], timeout=10)[0].offset < 0  # not synced this run
     t.close()
+
+
+def test_an_operations_declared_inputs_are_its_dags_form(bag):
+    """Each input an operation declares (ops.registry `inputs`) is a Param of its DAG's trigger form, with the
+    schema and default `mirrorflow_airflow.params.form` makes of it: the form cannot drift from the CLI
+    (tests/unit/test_operation_registry.py holds the CLI's side)."""
+    import importlib
+
+    from mirrorflow.ops.registry import OPERATIONS
+    from mirrorflow_airflow.params import form
+
+    _, _, dags = bag
+    checked = []
+    for op in (op for op in OPERATIONS if op.inputs and op.dag):
+        module, _, name = op.inputs.partition(":")
+        fields = getattr(importlib.import_module(module), name)
+        dag = dags.get_dag(f"mirrorflow_{op.dag}__A-B")
+        for key, want in form(fields).items():
+            assert key in dag.params, f"{dag.dag_id}: no Param {key}"
+            got = dag.params.get_param(key)
+            assert (got.value, got.schema) == (want.value, want.schema), (dag.dag_id, key)
+            checked.append(key)
+    assert len(checked) >= 20, checked

@@ -66,3 +66,38 @@ def test_the_generated_dags_and_the_status_pages_links_are_the_registrys():
     assert dag_kinds() == ("replicate", "sync", "checkpoint", "heartbeat", "schemas", "translate", "verify",
                            "backfill", "control", "failover", "failback", "takeover", "reseed", "drill")
     assert linked_dag_kinds() == tuple(k for k in dag_kinds() if k != "schemas")
+
+
+def declared(op):
+    """The inputs an operation declares (its `inputs`, "module:NAME")."""
+    module, _, name = op.inputs.partition(":")
+    return getattr(importlib.import_module(module), name)
+
+
+def test_an_operations_declared_inputs_are_its_commands_flags():
+    """Each input an operation declares is a flag of its command, as the field says (a flag a switch, a
+    choice its choices, a required text required): the CLI cannot drift from the form."""
+    import argparse
+
+    from mirrorflow.cli.registry import COMMANDS
+
+    for op in OPERATIONS:
+        importlib.import_module(f"mirrorflow.cli.{op.cli}")
+    with_inputs = [op for op in OPERATIONS if op.inputs]
+    assert {op.name for op in with_inputs} >= {"replicate", "backfill", "verify", "failover", "failback", "drill",
+                                               "takeover", "reseed"}
+    for op in with_inputs:
+        parser = argparse.ArgumentParser()
+        next(args for name, _, args, _ in COMMANDS if name == op.command)(parser)
+        options = {s: a for a in parser._actions for s in a.option_strings}
+        for f in declared(op):
+            action = options.get(f.flag)
+            assert action is not None, f"{op.name}: {f.flag} ({f.name}) is not a flag of `mirrorflow {op.command}`"
+            assert action.dest == f.name, (op.name, f.flag, action.dest)
+            assert action.help == f.help, (op.name, f.flag)
+            if f.kind == "flag":
+                assert isinstance(action, argparse._StoreTrueAction), (op.name, f.flag)
+            if f.kind == "choice":
+                assert list(action.choices) == list(f.choices) and action.default == f.default, (op.name, f.flag)
+            if f.kind == "text":
+                assert action.required == f.required, (op.name, f.flag)

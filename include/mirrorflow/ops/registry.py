@@ -33,6 +33,9 @@ class Operation:
     history: tuple[str, ...] = ()  # the kinds it appends to the flow's operations history (state.history)
     dag: str | None = None  # its generated DAG kind (dag_builders/<dag>.py, dags/mirrorflow_<dag>.py), if any
     linked: bool = False  # the status page links its DAG (only a DAG every flow has)
+    # its inputs declared once (mirrorflow.params.Field), "module:NAME": the CLI's flags and the DAG's form are
+    # made from them (tests/unit/test_operation_registry.py, tests/airflow/test_dag_params.py hold the doors to it)
+    inputs: str = ""
 
     def __post_init__(self) -> None:
         if not self.command:
@@ -41,7 +44,14 @@ class Operation:
 
 # in the order of the generated DAGs: scheduled ones first, then the manual ones; operations without a DAG last
 OPERATIONS = (
-    Operation("replicate", "copy the records not yet copied", cli="replicate", dag="replicate", linked=True),
+    Operation(
+        "replicate",
+        "copy the records not yet copied",
+        cli="replicate",
+        dag="replicate",
+        linked=True,
+        inputs="mirrorflow.ops.inputs:REPLICATE",
+    ),
     Operation("sync", "remote topics, partitions, topic configs and ACLs", cli="sync", dag="sync", linked=True),
     Operation("checkpoint", "exact MM2 checkpoints and group offset sync", cli="groups", dag="checkpoint", linked=True),
     Operation(
@@ -59,8 +69,22 @@ OPERATIONS = (
         dag="translate",
         linked=True,
     ),
-    Operation("verify", "compare source and target over the copied ranges", cli="verify", dag="verify", linked=True),
-    Operation("backfill", "copy a historical time or offset range", cli="backfill", dag="backfill", linked=True),
+    Operation(
+        "verify",
+        "compare source and target over the copied ranges",
+        cli="verify",
+        dag="verify",
+        linked=True,
+        inputs="mirrorflow.ops.verify.inputs:VERIFY",
+    ),
+    Operation(
+        "backfill",
+        "copy a historical time or offset range",
+        cli="backfill",
+        dag="backfill",
+        linked=True,
+        inputs="mirrorflow.ops.inputs:BACKFILL",
+    ),
     Operation(
         "control",
         "pause, resume or stop a flow",
@@ -77,6 +101,7 @@ OPERATIONS = (
         history=("failover", "promote"),
         dag="failover",
         linked=True,
+        inputs="mirrorflow.ops.dr.inputs:FAILOVER",
     ),
     Operation(
         "failback",
@@ -85,6 +110,7 @@ OPERATIONS = (
         history=("failback",),
         dag="failback",
         linked=True,
+        inputs="mirrorflow.ops.dr.inputs:FAILBACK",
     ),
     Operation(
         "takeover",
@@ -93,10 +119,25 @@ OPERATIONS = (
         history=("takeover",),
         dag="takeover",
         linked=True,
+        inputs="mirrorflow.ops.takeover.inputs:TAKEOVER",
     ),
-    Operation("reseed", "restart a stopped topic", cli="reseed", history=("reseed",), dag="reseed", linked=True),
     Operation(
-        "drill", "a failover rehearsed, nothing moved", cli="drill", history=("drill",), dag="drill", linked=True
+        "reseed",
+        "restart a stopped topic",
+        cli="reseed",
+        history=("reseed",),
+        dag="reseed",
+        linked=True,
+        inputs="mirrorflow.ops.inputs:RESEED",
+    ),
+    Operation(
+        "drill",
+        "a failover rehearsed, nothing moved",
+        cli="drill",
+        history=("drill",),
+        dag="drill",
+        linked=True,
+        inputs="mirrorflow.ops.dr.inputs:DRILL",
     ),
     # run by the failover and failback DAGs (mirrorflow_airflow.switch_tasks), no DAG of its own
     Operation(
