@@ -1,10 +1,13 @@
 """State record codecs and placement (pure)."""
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from mirrorflow.config import parse
 from mirrorflow.errors import StateError
+from mirrorflow.state.landmarks import Span
 from mirrorflow.state.names import offset_map_topic, progress_topic, transactional_id
 from mirrorflow.state.offset_map import MapEntry, Run
 from mirrorflow.state.records import Progress, decode_entry, encode_entry
@@ -37,6 +40,14 @@ def test_key_and_partition_are_deterministic():
 def test_entry_round_trip():
     e = MapEntry("orders", 3, 100, 200, (Run(100, 7, 50), Run(160, 57, 40)), 97, lost=12)
     assert decode_entry(encode_entry(e)) == e
+    assert "spans" not in json.loads(encode_entry(e))  # as entries were before spans
+    # a failback's seed of a pruned map (ops.dr.failback_seeds): spans, flat as in snapshots
+    seeded = MapEntry("orders", 3, 0, 100, (Run(60, 40, 10),), 97, spans=(Span(0, 50, 3, 35, 30),))
+    assert json.loads(encode_entry(seeded))["spans"] == [0, 50, 3, 35, 30]
+    assert decode_entry(encode_entry(seeded)) == seeded
+    # an entry as a mirrorflow before spans wrote it reads as it did
+    old = b'{"v":1,"topic":"orders","partition":3,"from":0,"to":10,"runs":[[0,0,10]],"tgt_end":11,"ts":1}'
+    assert decode_entry(old) == MapEntry("orders", 3, 0, 10, (Run(0, 0, 10),), 11)
 
 
 def test_progress_round_trip_and_advance():
