@@ -502,11 +502,11 @@ def test_a_group_inside_what_a_pruned_map_forgot_resumes_on_a_at_or_before_its_n
     The reverse flow verifies and its planned failover back is not blocked."""
     from confluent_kafka import Consumer
 
-    from mirrorflow.ops.dr.failover_preflight import plan_failover
-    from mirrorflow.ops.verify.verify import verify_flow
-
     from mirrorflow.groups.checkpoint import emit_checkpoints
     from mirrorflow.groups.offset_sync import sync_group_offsets
+    from mirrorflow.ops.dr.failover_preflight import plan_failover
+    from mirrorflow.ops.verify.verify import verify_flow
+    from tests.support import load_offset_map
     pfx = unique("fbg")
     group = f"{pfx}-g"
     cfg, fwd, rev, topic = failed_over_over_a_pruned_map(tmp_path, source, target, pfx, f"PGA{records}",

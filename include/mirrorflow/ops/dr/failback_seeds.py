@@ -184,20 +184,7 @@ def _partition(out: TargetRead, f: Facts, reader: LogReader, raw: LogReader) -> 
     base = prev.next if prev is not None else f.start
     keep = [r for r in runs if r.tgt + r.count > base]
     owned = [(max(r.tgt, base), r.tgt + r.count) for r in keep]
-    pruned = -1
-    below: list[tuple[int, int]] = []
-    forgot: list[Run] = []
-    spans: list[Span] = []
-    if pruned_map and f.pm is not None:
-        # below its floor the map keeps only landmarks and spans: they lie below its first run, and map
-        # back as well as the map knows them (a group there resumes at or before its next record)
-        pruned = min((r.tgt for r in f.pm.runs), default=int(f.pm.tgt_end or base))
-        below = [(base, pruned)] if pruned > base else []
-        if below:
-            after = f.pm.runs[0].src if f.pm.runs else f.pm.floor
-            least = max(f.pm.first or 0, f.rev_start)
-            swapped, spans = inverted(f.pm.pieces_below, base, pruned, least, after)
-            forgot = [Run(*r) for r in swapped]
+    pruned, below, forgot, spans = _below_the_floor(f, base) if pruned_map else (-1, [], [], [])
     # the commit marker after each of the forward flow's copy transactions (exactly once): never a record,
     # so neither lost nor removed by the cleaner. Only for counting: a run the forward flow's map got from a
     # failback's inverse seed (A's original records) has no marker after it, and the offset there may hold
@@ -240,6 +227,20 @@ def _partition(out: TargetRead, f: Facts, reader: LogReader, raw: LogReader) -> 
     out.seeds.append(
         Seed(t, p, nxt, base, sum(r.count for r in inv), f.rev_end, count, tuple(todo), tuple(ledger), pruned)
     )
+
+
+def _below_the_floor(f: Facts, base: int) -> tuple[int, list[tuple[int, int]], list[Run], list[Span]]:
+    """Where the failed-over flow's map was pruned: (the target offset of its first run, the stretch from
+    `base` below it, and that stretch mapped back as well as the map knows it: its landmarks exactly, its
+    spans as spans, state.landmarks.inverted), so a group there resumes at or before its next record."""
+    if f.pm is None:
+        return -1, [], [], []
+    pruned = min((r.tgt for r in f.pm.runs), default=int(f.pm.tgt_end or base))
+    if pruned <= base:
+        return pruned, [], [], []
+    after = f.pm.runs[0].src if f.pm.runs else f.pm.floor
+    swapped, spans = inverted(f.pm.pieces_below, base, pruned, max(f.pm.first or 0, f.rev_start), after)
+    return pruned, [(base, pruned)], [Run(*r) for r in swapped], spans
 
 
 def _still_there(inv: list[Run], start: int) -> tuple[list[Run], list[tuple[int, int]]]:
