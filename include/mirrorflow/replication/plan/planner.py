@@ -336,34 +336,15 @@ def gather_inputs(clients: FlowClients, progress: dict[tuple[str, int], Progress
             started = bool(progress) or read_layout(clients) is not None
         starts, ends = starts_f.result(), ends_f.result()
         src_ids, tgt_ids, tgt_parts = src_ids_f.result(), tgt_ids_f.result(), tgt_parts_f.result()
-    kind, ts = parse_initial_position(flow.props["initial.position"])
-    # initial.position is where the flow's first run starts what exists then; a partition or topic
-    # that appears later is copied from its beginning, as MirrorMaker 2 does (also when it waited for
-    # the sync to create its remote copy)
-    if started:
-        kind = "earliest"
     fresh = [tp for tp in tps if tp not in progress or progress[tp].next < 0]
-    initial: dict[tuple[str, int], int] = {}
-    if kind == "earliest":
-        initial = {tp: starts[tp] for tp in fresh}
-    elif kind == "latest":
-        initial = {tp: ends[tp] for tp in fresh}
-    elif fresh:
-        found = source_offsets(clients, fresh, OffsetSpec.for_timestamp(ts))
-        # no record at or after the timestamp: start at the end
-        initial = {tp: (off if off >= 0 else ends[tp]) for tp, off in found.items()}
+    initial = _initial_positions(clients, fresh, started, starts, ends)
     copied = [
         (remote, p)
         for t, p, remote in parts
         if (t, p) in progress and progress[(t, p)].tgt_end >= 0 and remote in tgt_ids and p < tgt_parts.get(remote, 0)
     ]
     tgt_ends = list_offsets(
-        clients.admin("target"),
-        clients.connection("target"),
-        copied,
-        OffsetSpec.latest(),
-        committed=False,
-        timeout=clients.outage_timeout,
+        clients.admin("target"), clients.connection("target"), copied, OffsetSpec.latest(), False, bound
     )
     # a partition without progress whose remote holds committed records: its state was lost, or
     # another writer filled it (at-least-once copies commit records before their progress: skipped)
@@ -389,6 +370,28 @@ def gather_inputs(clients: FlowClients, progress: dict[tuple[str, int], Progress
         for t, p, remote in parts
     ]
     return Inputs(partitions, layout, deal(tps, layout.slots))
+
+
+def _initial_positions(
+    clients: FlowClients,
+    fresh: list[tuple[str, int]],
+    started: bool,
+    starts: dict[tuple[str, int], int],
+    ends: dict[tuple[str, int], int],
+) -> dict[tuple[str, int], int]:
+    """Where each partition without progress starts. initial.position is where the flow's first run starts
+    what exists then; a partition or topic that appears later (`started`) is copied from its beginning, as
+    MirrorMaker 2 does (also when it waited for the sync to create its remote copy)."""
+    kind, ts = parse_initial_position(clients.flow.props["initial.position"])
+    if started or kind == "earliest":
+        return {tp: starts[tp] for tp in fresh}
+    if kind == "latest":
+        return {tp: ends[tp] for tp in fresh}
+    if not fresh:
+        return {}
+    found = source_offsets(clients, fresh, OffsetSpec.for_timestamp(ts))
+    # no record at or after the timestamp: start at the end
+    return {tp: (off if off >= 0 else ends[tp]) for tp, off in found.items()}
 
 
 def new_plan(clients: FlowClients, inputs: Inputs, tasks: list[list[Unit]], summary: list[dict[str, Any]]) -> Plan:
