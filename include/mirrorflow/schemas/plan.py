@@ -98,33 +98,8 @@ def plan_schemas(
             plan.left_out.append(f"{subject} (topic {topic} is not replicated by the flow)")
         else:
             wanted.append(subject)
-    order: list[SchemaVersion] = []
-    seen: set[tuple[str, int]] = set()
-
-    def visit(v: SchemaVersion, path: tuple[tuple[str, int], ...]) -> None:
-        key = (v.subject, v.version)
-        if key in seen or key in path:
-            return
-        for earlier in source.subjects.get(v.subject, []):
-            if earlier.version < v.version:
-                visit(earlier, (*path, key))
-        for ref in v.references:
-            dep = source.version(ref.subject, ref.version)
-            if dep is None:
-                plan.conflicts.append(
-                    f"{v.subject} version {v.version} (id {v.id}) references {ref.subject} version {ref.version}, "
-                    "which the source registry does not list"
-                )
-                continue
-            visit(dep, (*path, key))
-        seen.add(key)
-        order.append(v)
-
-    for subject in wanted:
-        for v in source.subjects[subject]:
-            visit(v, ())
     held = target.by_id()
-    for v in order:
+    for v in _in_dependency_order(source, wanted, plan.conflicts):
         t_subject = rename(v.subject)
         plan.subjects[v.subject] = t_subject
         mine = SchemaVersion(
@@ -165,6 +140,38 @@ def plan_schemas(
         s for s in target.subjects if s not in from_here and subject_source(policy, s) == source_alias
     )
     return plan
+
+
+def _in_dependency_order(source: Catalog, wanted: list[str], conflicts: list[str]) -> list[SchemaVersion]:
+    """The versions of the `wanted` subjects and of everything they reference, each after the earlier
+    versions of its subject and after what it references (a registry refuses a reference to what it does not
+    hold yet); a reference the source does not list is a conflict."""
+    order: list[SchemaVersion] = []
+    seen: set[tuple[str, int]] = set()
+
+    def visit(v: SchemaVersion, path: tuple[tuple[str, int], ...]) -> None:
+        key = (v.subject, v.version)
+        if key in seen or key in path:
+            return
+        for earlier in source.subjects.get(v.subject, []):
+            if earlier.version < v.version:
+                visit(earlier, (*path, key))
+        for ref in v.references:
+            dep = source.version(ref.subject, ref.version)
+            if dep is None:
+                conflicts.append(
+                    f"{v.subject} version {v.version} (id {v.id}) references {ref.subject} version {ref.version}, "
+                    "which the source registry does not list"
+                )
+                continue
+            visit(dep, (*path, key))
+        seen.add(key)
+        order.append(v)
+
+    for subject in wanted:
+        for v in source.subjects[subject]:
+            visit(v, ())
+    return order
 
 
 def _as_subject(v: SchemaVersion, like: SchemaVersion) -> SchemaVersion:

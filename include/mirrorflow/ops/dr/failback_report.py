@@ -109,7 +109,26 @@ class FailbackReport(Report):
                     f"    {s.topic}[{s.partition}]: copies offsets {a}..{b} ({b - a:,} offsets) into an empty {src}"
                 )
             return out
-        out.append(f"  written on {tgt} outside {self.flow}: {self.to_copy:,} records, will be copied to {src}")
+        out += self._seed_lines(src, tgt)
+        if self.losses:
+            accepted = self.plan is not None and self.plan.accept_loss
+            out.append(
+                f"  lost on {tgt}: {len(self.losses)} partition(s) no longer hold what {self.reverse} would copy, "
+                f"or no longer tell it from {self.flow}'s records: "
+                + ("ACCEPTED (--accept-loss)" if accepted else "STOPPED until accepted (--accept-loss)")
+            )
+            out += [f"    {x.line()}" for x in self.losses]
+        out += self._kept_lines(src, tgt)
+        if self.split_by != "offsets":
+            out.append(
+                f"  ({src} did not answer when the failover plan was made: the split brain was told from the "
+                "divergence by the records' timestamps, which a producer stamping event time can put on the wrong side)"
+            )
+        return out
+
+    def _seed_lines(self, src: str, tgt: str) -> list[str]:
+        """Per partition of the reverse flow's source: what it copies and from where."""
+        out = [f"  written on {tgt} outside {self.flow}: {self.to_copy:,} records, will be copied to {src}"]
         for s in self.seeds:
             if s.absent:
                 out.append(
@@ -127,14 +146,11 @@ class FailbackReport(Report):
             if s.pruned_below >= 0:
                 line += f" (offset map pruned: offsets below {s.pruned_below} taken as {self.flow}'s)"
             out.append(line)
-        if self.losses:
-            accepted = self.plan is not None and self.plan.accept_loss
-            out.append(
-                f"  lost on {tgt}: {len(self.losses)} partition(s) no longer hold what {self.reverse} would copy, "
-                f"or no longer tell it from {self.flow}'s records: "
-                + ("ACCEPTED (--accept-loss)" if accepted else "STOPPED until accepted (--accept-loss)")
-            )
-            out += [f"    {x.line()}" for x in self.losses]
+        return out
+
+    def _kept_lines(self, src: str, tgt: str) -> list[str]:
+        """The divergence and the split brain: records kept on the old source, never copied."""
+        out: list[str] = []
         for name, total, parts, what in (
             (
                 "divergence",
@@ -154,11 +170,6 @@ class FailbackReport(Report):
             for d in parts:
                 ranges = ", ".join(f"{a}..{b}" for a, b in d.ranges)
                 out.append(f"    {d.topic}[{d.partition}]: {d.records:,} records at offsets {ranges}")
-        if self.split_by != "offsets":
-            out.append(
-                f"  ({src} did not answer when the failover plan was made: the split brain was told from the "
-                "divergence by the records' timestamps, which a producer stamping event time can put on the wrong side)"
-            )
         return out
 
     def figures(self) -> dict[str, Any]:
