@@ -290,8 +290,9 @@ class Model:
         earlier failback kept: divergence (written before the failover) and split brain (after). Only
         records produced on `side`: one the other side's producers wrote, copied here, and then removed
         there by its own log cleaner (a compacted topic keeps the latest value of a key) is that side's
-        own business, not a record the failback keeps apart."""
-        there = {uid_of(r) for recs in other.values() for r in recs}
+        own business, not a record the failback keeps apart. A record that reached the other side once
+        counts as there, also when delete-records took it from there since (it was copied: no divergence)."""
+        there = {uid_of(r) for recs in other.values() for r in recs} | set(self.seen["B" if side == "A" else "A"])
         mine = [self.acked[uid_of(r)] for recs in on_side.values() for r in recs if uid_of(r) in self.acked]
         kept = [
             w for w in mine if w.side == side and w.uid not in there and w.uid not in self.kept | self.unowned
