@@ -189,23 +189,8 @@ def build_report(
     rep = RunReport(
         flow, exactly_once, units=len(results), duration_s=duration_s, spark_s=spark_s, ends_unknown=ends_unknown
     )
-    parts: dict[tuple[str, int], PartitionReport] = {}
-    owed: dict[tuple[str, int], tuple[int, int]] = {}  # offsets not copied when planned, and the end then
+    parts, owed = _planned(rep, plan_summary)
     accounted: dict[tuple[str, int], int] = {}  # offsets the run copied or named lost
-    for s in plan_summary:
-        key = (s["topic"], s["partition"])
-        parts[key] = PartitionReport(s["topic"], s["partition"], s["target_topic"], next_offset=s["start"])
-        if "uncopied" in s:
-            owed[key] = (int(s["uncopied"]), int(s["planned_end"]))
-        if s.get("waiting"):
-            parts[key].status = "waiting"
-            parts[key].errors.append(s["waiting"])
-            if s["start"] < 0:  # nothing copied yet: it is owned from its log start (a new partition)
-                owed[key] = (max(0, s["end"] - s["log_start"]), s["end"])
-        if s.get("stopped"):
-            parts[key].status = "stopped"
-            parts[key].errors.append(s["stopped"])
-            rep.stopped_partitions += 1
     rank = {"idle": 0, "skipped": 1, "ok": 2, "partial": 3, "fenced": 4, "failed": 5, "stopped": 6}
     for r in results:
         key = (r["topic"], r["partition"])
@@ -240,14 +225,44 @@ def build_report(
     for key, pr in parts.items():
         # the end read now, never the plan's: an older end would make a lag nobody measured
         pr.source_end = (ends or {}).get(key, -1)
-        if pr.source_end < 0:
-            pr.lag = None
-        elif pr.status == "stopped":
-            pr.lag = pr.source_end  # a stopped partition replicates nothing of what its source holds
-        elif key in owed:  # every offset it owns and has not copied, holes below `next_offset` included
-            uncopied, planned_end = owed[key]
-            pr.lag = max(0, uncopied + max(0, pr.source_end - planned_end) - accounted.get(key, 0))
-        elif pr.next_offset >= 0:
-            pr.lag = max(0, pr.source_end - pr.next_offset)
+        pr.lag = _lag(pr, owed.get(key), accounted.get(key, 0))
     rep.partitions = sorted(parts.values(), key=lambda p: (p.topic, p.partition))
     return rep
+
+
+def _planned(
+    rep: RunReport, plan_summary: list[dict]
+) -> tuple[dict[tuple[str, int], PartitionReport], dict[tuple[str, int], tuple[int, int]]]:
+    """The planned partitions' reports (waiting and stopped ones with why), and per partition the offsets
+    it owned and had not copied when planned, with the end then."""
+    parts: dict[tuple[str, int], PartitionReport] = {}
+    owed: dict[tuple[str, int], tuple[int, int]] = {}
+    for s in plan_summary:
+        key = (s["topic"], s["partition"])
+        parts[key] = PartitionReport(s["topic"], s["partition"], s["target_topic"], next_offset=s["start"])
+        if "uncopied" in s:
+            owed[key] = (int(s["uncopied"]), int(s["planned_end"]))
+        if s.get("waiting"):
+            parts[key].status = "waiting"
+            parts[key].errors.append(s["waiting"])
+            if s["start"] < 0:  # nothing copied yet: it is owned from its log start (a new partition)
+                owed[key] = (max(0, s["end"] - s["log_start"]), s["end"])
+        if s.get("stopped"):
+            parts[key].status = "stopped"
+            parts[key].errors.append(s["stopped"])
+            rep.stopped_partitions += 1
+    return parts, owed
+
+
+def _lag(pr: PartitionReport, owed: tuple[int, int] | None, accounted: int) -> int | None:
+    """A partition's lag after the run: None without a source end read."""
+    if pr.source_end < 0:
+        return None
+    if pr.status == "stopped":
+        return pr.source_end  # a stopped partition replicates nothing of what its source holds
+    if owed is not None:  # every offset it owns and has not copied, holes below `next_offset` included
+        uncopied, planned_end = owed
+        return max(0, uncopied + max(0, pr.source_end - planned_end) - accounted)
+    if pr.next_offset >= 0:
+        return max(0, pr.source_end - pr.next_offset)
+    return pr.lag
