@@ -230,6 +230,35 @@ def run_client_switch(
     recorded in the operations history. ClientSwitchError at the first step that fails (recorded;
     the later steps are not run); ConfigError for a step that is not in the config or cannot be
     imported (nothing run)."""
+    names = [s["name"] for s in switch_steps(flow, operation)]
+    chosen = _chosen(flow, operation, start, only)
+    callables = [resolve(flow, s, operation) for s in chosen]  # all imported before the first runs
+    cluster = destination(flow, operation)
+    report = SwitchReport(flow.name, operation, cluster, dry_run)
+    by = by or whoami()
+    servers = cfg.cluster(cluster).bootstrap_servers
+    hflow = history_flow(cfg, flow, operation)
+    with FlowClients(cfg, hflow) if not dry_run else _nothing() as clients:
+        for i, (step, fn) in enumerate(zip(chosen, callables, strict=True)):
+            ctx = SwitchContext(
+                flow.name, operation, flow.source, flow.target, cluster, servers, step["name"], dry_run, by, plan_id
+            )
+            ctx = replace(ctx, log=log)
+            log(f"client switch {step['name']}" + (" (dry run)" if dry_run else ""))
+            result = _run_step(flow, operation, step, fn, ctx)
+            report.steps.append(result)
+            if clients is not None:
+                _record(clients, report, result, by, via, plan_id)
+            if not result.ok:
+                after = names[names.index(step["name"]) + 1 :]
+                report.not_run = [s["name"] for s in chosen[i + 1 :]]
+                report.error = _failure(flow, operation, result, after, plan_id, dry_run)
+                raise ClientSwitchError(report.error, report)
+    return report
+
+
+def _chosen(flow: FlowConfig, operation: str, start: str | None, only: str | None) -> list[dict[str, Any]]:
+    """The steps to run: all, from `start` on, or the one step `only`; ConfigError naming one not there."""
     steps = switch_steps(flow, operation)
     names = [s["name"] for s in steps]
     for wanted, what in ((start, "--from"), (only, "step")):
@@ -244,36 +273,20 @@ def run_client_switch(
                 ]
             )
     first = names.index(only if only is not None else start) if (only or start) else 0
-    chosen = steps[first : first + 1] if only is not None else steps[first:]
-    callables = [resolve(flow, s, operation) for s in chosen]  # all imported before the first runs
-    cluster = destination(flow, operation)
-    report = SwitchReport(flow.name, operation, cluster, dry_run)
-    by = by or whoami()
-    servers = cfg.cluster(cluster).bootstrap_servers
-    hflow = history_flow(cfg, flow, operation)
-    with FlowClients(cfg, hflow) if not dry_run else _nothing() as clients:
-        for i, (step, fn) in enumerate(zip(chosen, callables, strict=True)):
-            ctx = SwitchContext(
-                flow.name, operation, flow.source, flow.target, cluster, servers, step["name"], dry_run, by, plan_id
-            )
-            ctx = replace(ctx, log=log)
-            log(f"client switch {step['name']}" + (" (dry run)" if dry_run else ""))
-            began = time.monotonic()
-            try:
-                said = within(step["timeout_seconds"], fn, ctx, **step_args(flow, step, operation))
-                result = StepResult(step["name"], step["callable"], time.monotonic() - began, True, str(said or "done"))
-            except Exception as exc:  # noqa: BLE001 - a user's step: any failure is reported, named
-                error = f"{type(exc).__name__}: {exc}" if not isinstance(exc, MirrorflowError) else str(exc)
-                result = StepResult(step["name"], step["callable"], time.monotonic() - began, False, error=error)
-            report.steps.append(result)
-            if clients is not None:
-                _record(clients, report, result, by, via, plan_id)
-            if not result.ok:
-                after = names[names.index(step["name"]) + 1 :]
-                report.not_run = [s["name"] for s in chosen[i + 1 :]]
-                report.error = _failure(flow, operation, result, after, plan_id, dry_run)
-                raise ClientSwitchError(report.error, report)
-    return report
+    return steps[first : first + 1] if only is not None else steps[first:]
+
+
+def _run_step(
+    flow: FlowConfig, operation: str, step: dict[str, Any], fn: Callable[..., Any], ctx: SwitchContext
+) -> StepResult:
+    """One step run within its timeout, timed: any failure of a user's step is its result, named."""
+    began = time.monotonic()
+    try:
+        said = within(step["timeout_seconds"], fn, ctx, **step_args(flow, step, operation))
+        return StepResult(step["name"], step["callable"], time.monotonic() - began, True, str(said or "done"))
+    except Exception as exc:  # noqa: BLE001 - a user's step: any failure is reported, named
+        error = f"{type(exc).__name__}: {exc}" if not isinstance(exc, MirrorflowError) else str(exc)
+        return StepResult(step["name"], step["callable"], time.monotonic() - began, False, error=error)
 
 
 def step_args(flow: FlowConfig, step: dict[str, Any], operation: str) -> dict[str, Any]:
