@@ -144,7 +144,10 @@ class FailbackReport(Report):
             if self.identity:
                 line += f", {s.mapped:,} records of {self.flow} mapped back"
             if s.pruned_below >= 0:
-                line += f" (offset map pruned: offsets below {s.pruned_below} taken as {self.flow}'s)"
+                line += (
+                    f" (offset map pruned: offsets below {s.pruned_below} taken as {self.flow}'s, mapped back as "
+                    "its map kept them: a group there may re-read, never skip)"
+                )
             out.append(line)
         return out
 
