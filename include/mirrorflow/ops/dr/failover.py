@@ -62,12 +62,14 @@ from mirrorflow.ops.dr.failover_preflight import plan_failover
 from mirrorflow.ops.dr.failover_report import FailoverReport
 from mirrorflow.ops.dr.gated import GatedOperation, Log
 
+# what only the CLI sets (how to drain, how often, whether): plan_failover's own defaults otherwise
+DOOR_ONLY = ("copy_mode", "max_drain_runs", "drain")
+
 
 def _plan(
     cfg: Config, flow: FlowConfig, params: Mapping[str, Any], dry_run: bool, via: str, log: Log
 ) -> FailoverReport:
-    # what only the CLI sets (how to drain, how often, whether): plan_failover's own defaults otherwise
-    door = {k: params[k] for k in ("copy_mode", "max_drain_runs", "drain") if params.get(k) is not None}
+    door = {k: params[k] for k in DOOR_ONLY if params.get(k) is not None}
     return plan_failover(
         cfg,
         flow,
@@ -97,31 +99,23 @@ OPERATION: GatedOperation[FailoverReport] = GatedOperation(
 def failover(
     cfg: Config,
     flow: FlowConfig,
-    mode: str = "unplanned",
-    groups: str | None = None,
+    *,
     dry_run: bool = False,
     confirm: Callable[[FailoverReport], bool] = lambda r: True,
-    copy_mode: str = "submit",
-    max_drain_runs: int = 5,
-    log: Callable[[str], None] = lambda s: None,
-    drain: bool | None = None,
     plan_id: str | None = None,
     approved_by: str | None = None,
     via: str = "cli",
-    max_lag: int | None = None,
-    take_over: bool = False,
+    log: Callable[[str], None] = lambda s: None,
+    **params: Any,
 ) -> FailoverReport:
-    """Plan, confirm, commit that plan, switch the clients (the CLI; `GatedOperation.carry_out`). `drain`
-    (planned mode; default: unless a dry run)."""
-    params = {
-        "mode": mode,
-        "groups": groups,
-        "copy_mode": copy_mode,
-        "max_drain_runs": max_drain_runs,
-        "drain": drain,
-        "max_lag": max_lag,
-        "take_over": take_over,
-    }
+    """Plan, confirm, commit that plan, switch the clients (the CLI; `GatedOperation.carry_out`). `params`:
+    its inputs (ops.dr.inputs.FAILOVER: `mode`, `groups`, `max_lag`, `take_over`; the fields' defaults
+    where not given) and what only the CLI sets (`copy_mode`, `max_drain_runs`, `drain`: planned mode's
+    drain, unless a dry run)."""
+    known = {f.name for f in inputs.FAILOVER} | set(DOOR_ONLY)
+    unknown = sorted(set(params) - known)
+    if unknown:
+        raise TypeError(f"failover() got unexpected inputs {', '.join(unknown)} (it takes {', '.join(sorted(known))})")
     return OPERATION.carry_out(
         cfg, flow, params, dry_run=dry_run, confirm=confirm, plan_id=plan_id, approved_by=approved_by, via=via, log=log
     )
