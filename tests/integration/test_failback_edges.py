@@ -538,3 +538,41 @@ def test_a_group_inside_what_a_pruned_map_forgot_resumes_on_a_at_or_before_its_n
     assert ver.ok, ver.render()
     back = plan_failover(cfg, rev, "planned", copy_mode="direct")
     assert back.plan is not None and not back.plan.blocked, back.render()
+
+
+def test_a_failback_over_a_pruned_map_a_backfill_reordered_copies_none_of_the_old_sources_records_back(
+    tmp_path, source, target, unique
+):
+    """A->B started at `latest`, copied six records, then a backfill copied the two older ones after them on B;
+    the planned failover pruned A->B's map to its last 2 runs: the backfill's run (source offsets 0..1, the
+    lowest) stays below the floor as a landmark, above the first run on B. The failback took every offset
+    below that first run as A->B's and the rest from its runs only, so it named the backfill's two copies
+    "written on B" and copied them back to A: duplicates (found by the model-based search, seed 2995648010).
+    Now a landmark above the first run is A->B's exact write like a run: nothing to copy, A unchanged."""
+    from mirrorflow.ops.backfill import backfill
+    from mirrorflow.ops.dr.failover_commit import commit_failover
+    from mirrorflow.ops.dr.failover_preflight import plan_failover
+
+    pfx = unique("fbr")
+    topic = f"{pfx}.t"
+    cfg, fwd, rev = identity_pair(tmp_path, source, target, pfx, "PRBA", "PRBB",
+                                  both={"offset.map.max.runs": 2, "transaction.max.records": 2,
+                                        "initial.position": "latest"})
+    create_topic(source, topic, 1)
+    create_topic(target, topic, 1)
+    rec = [{"partition": 0, "key": f"k{i}".encode(), "value": f"v{i}".encode(), "timestamp": NOW + i} for i in range(8)]
+    produce(source, topic, rec[:2])
+    assert run_once(cfg, fwd, mode="direct").records == 0  # the flow starts at A's end: v0, v1 are not its
+    produce(source, topic, rec[2:])
+    assert run_once(cfg, fwd, mode="direct").records == 6
+    assert backfill(cfg, fwd, "earliest", "start", mode="direct").ok
+    assert [r.value for r in consume_all(target, topic)] == [f"v{i}".encode() for i in (2, 3, 4, 5, 6, 7, 0, 1)]
+    pre = plan_failover(cfg, fwd, "planned", copy_mode="direct")
+    assert pre.plan is not None and not pre.plan.blocked, pre.render()
+    assert commit_failover(cfg, fwd, pre.plan, "tester", pre).done
+    on_a = [content(r) for r in consume_all(source, topic)]
+    rep = failback(cfg, fwd)
+    assert rep.done and rep.to_copy == 0, rep.render()
+    assert rep.seeds[0].pruned_below > 0, rep.render()
+    run_once(cfg, rev, mode="direct")
+    assert [content(r) for r in consume_all(source, topic)] == on_a

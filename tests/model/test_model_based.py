@@ -262,9 +262,16 @@ def test_the_long_sequences_the_search_found_replay_clean(tmp_path, clusters, re
       first records of plain[1] to B, delete-records took three of them from B while B->A ran, and after
       the third failover (unplanned) the failback rightly counted only the four records A->B never copied
       as divergence; the model counted the three deleted from B too (A's records "not on B"). A model
-      defect: fixed in `Model.kept_now` (a record that reached the other side once is no divergence)."""
+      defect: fixed in `Model.kept_now` (a record that reached the other side once is no divergence).
+    - `--long`, seed 2995648010, 2026-11-30 (its second batch, on 7b5765d): a PRODUCT defect, fixed: A->B
+      started at a time, backfilled the older records after the newer ones, its map pruned to its last runs;
+      at the third failback the two backfilled copies kept as a landmark below the floor but above the first
+      run on B were taken as written on B and copied back to A (duplicates). A landmark or span above the
+      first run is the flow's write now (failback_seeds `_written`, `_below_the_floor`). Its own tests:
+      `tests/integration/test_failback_edges.py::test_a_failback_over_a_pruned_map_a_backfill_reordered_copies_none_of_the_old_sources_records_back`,
+      `tests/unit/test_failback_seeds.py`."""
     if not request.config.getoption("--long"):
-        pytest.skip("--long only: about 10 minutes")
+        pytest.skip("--long only: about 12 minutes")
     setting = Setting(clusters.direct, tmp_path, pair=clusters)
     ReplicationMachine.setting = setting
     state = ReplicationMachine()
@@ -442,6 +449,38 @@ def test_the_long_sequences_the_search_found_replay_clean(tmp_path, clusters, re
         state.checkpoint()
         state.consume(g="g1", n=4, which=1)
         state.fail_over_while_a_run_is_cut_off(at="after_init", planned=False)
+        state.fail_back()
+    finally:
+        state.teardown()
+    ReplicationMachine.setting = setting
+    state = ReplicationMachine()
+    try:
+        state.start(initial="timestamp", txn_records=3, max_runs=4, unit=(1000, 48))
+        state.write(kind="commit", n=5, partition=0)
+        state.fail_over_while_a_run_is_cut_off(at="before_commit", planned=True)
+        state.checkpoint_stopped()
+        state.write(kind="commit", n=1, partition=3)
+        state.write(kind="abort", n=5, partition=3)
+        state.fail_back()
+        state.state_topic_drifts(drift="offset-map-retention")
+        state.operator_during_a_run(action="stop", after_s=0.0)
+        state.fail_over_while_a_run_is_cut_off(at="before_commit", planned=True)
+        state.consume(g="g2", n=3, which=1)
+        state.fail_back()
+        state.an_older_release_wrote_the_progress()
+        state.state_topic_drifts(drift="snapshot-delete")
+        state.state_topic_drifts(drift="lease-create-time")
+        state.backfill_interval(lo=0, width=21)
+        state.backfill_interval(lo=12, width=24)
+        state.add_partition()
+        state.delete_source_records(k=3, partition=1)
+        state.backfill_interval(lo=18, width=10)
+        state.an_older_release_wrote_the_progress()
+        state.fail_over_while_a_run_is_cut_off(at="after_init", planned=True)
+        state.consume(g="g2", n=1, which=0)
+        state.checkpoint_stopped()
+        state.checkpoint_stopped()
+        state.checkpoint_stopped()
         state.fail_back()
     finally:
         state.teardown()

@@ -236,11 +236,20 @@ def _below_the_floor(f: Facts, base: int) -> tuple[int, list[tuple[int, int]], l
     if f.pm is None:
         return -1, [], [], []
     pruned = min((r.tgt for r in f.pm.runs), default=int(f.pm.tgt_end or base))
+    least, hi = max(f.pm.first or 0, f.rev_start), max(pruned, base)
+    # a backfill put older records after newer ones: a span kept below the floor (by source offset) may lie
+    # above the first run on the target, the flow's writes too (its landmarks there are runs: `_written`)
+    above = [
+        Span(max(p.tgt, hi), p.tgt_end, max(p.src, least), max(p.src_end, p.src, least), p.records)
+        for p in f.pm.pieces_below
+        if not p.exact and p.tgt_end > hi
+    ]
     if pruned <= base:
-        return pruned, [], [], []
+        return pruned, [(s.src, s.src_end) for s in above], [], above
     after = f.pm.runs[0].src if f.pm.runs else f.pm.floor
-    swapped, spans = inverted(f.pm.pieces_below, base, pruned, max(f.pm.first or 0, f.rev_start), after)
-    return pruned, [(base, pruned)], [Run(*r) for r in swapped], spans
+    swapped, spans = inverted(f.pm.pieces_below, base, pruned, least, after)
+    below = merge_ranges([(base, pruned), *((s.src, s.src_end) for s in above)])
+    return pruned, below, [Run(*r) for r in swapped], [*spans, *above]
 
 
 def _still_there(inv: list[Run], start: int) -> tuple[list[Run], list[tuple[int, int]]]:
@@ -268,6 +277,12 @@ def _written(out: TargetRead, f: Facts, reader: LogReader) -> tuple[Progress | N
     prev = f.old if f.old is not None and f.old.next >= 0 else None
     runs = list(f.pm.runs) if f.pm is not None else []
     pruned_map = f.pm is not None and f.pm.first is not None and f.pm.floor > f.pm.first
+    if pruned_map and runs and f.pm is not None:
+        # a backfill put older records after newer ones: a landmark the map kept below its floor (by source
+        # offset) may lie above its first run on the target, an exact write of the flow like the runs
+        first = min(r.tgt for r in runs)
+        runs += [Run(m.src + max(0, first - m.tgt), max(m.tgt, first), m.count - max(0, first - m.tgt))
+                 for m in f.pm.marks if m.tgt + m.count > first]  # fmt: skip
     if fp is not None and fp.target_topic_id and f.topic_id and fp.target_topic_id != f.topic_id:
         out.losses.append(
             Loss(t, p, "recreated", (), -1,
