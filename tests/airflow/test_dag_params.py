@@ -195,18 +195,15 @@ def test_an_operations_declared_inputs_are_its_dags_form(bag):
     """Each input an operation declares (ops.registry `inputs`) is a Param of its DAG's trigger form, with the
     schema and default `mirrorflow_airflow.params.form` makes of it: the form cannot drift from the CLI
     (tests/unit/test_operation_registry.py holds the CLI's side)."""
-    import importlib
-
     from mirrorflow.ops.registry import OPERATIONS
     from mirrorflow_airflow.params import form
+    from tests.unit.test_operation_registry import declared
 
     _, _, dags = bag
     checked = []
     for op in (op for op in OPERATIONS if op.inputs and op.dag):
-        module, _, name = op.inputs.partition(":")
-        fields = getattr(importlib.import_module(module), name)
         dag = dags.get_dag(f"mirrorflow_{op.dag}__A-B")
-        for key, want in form(fields).items():
+        for key, want in form(declared(op)).items():
             assert key in dag.params, f"{dag.dag_id}: no Param {key}"
             got = dag.params.get_param(key)
             assert (got.value, got.schema) == (want.value, want.schema), (dag.dag_id, key)

@@ -366,25 +366,31 @@ def failed_over_over_a_pruned_map(tmp_path, source, target, pfx: str, a: str, b:
     return cfg, fwd, rev, topic
 
 
+def verifies_and_fails_back_over(cfg, rev) -> None:
+    """The reverse flow `rev` verifies, and its planned failover back is not blocked."""
+    from mirrorflow.ops.dr.failover_preflight import plan_failover
+    from mirrorflow.ops.verify.verify import verify_flow
+
+    with FlowClients(cfg, rev) as clients:
+        ver = verify_flow(clients)
+    assert ver.ok, ver.render()
+    back = plan_failover(cfg, rev, "planned", copy_mode="direct")
+    assert back.plan is not None and not back.plan.blocked, back.render()
+
+
 def test_after_a_failback_over_a_pruned_map_the_reverse_flow_verifies_and_fails_back_over(tmp_path, source, target,
                                                                                           unique):
     """A->B's offset map pruned to its last runs before the failover (found by the model-based
     tests): the failback takes the offsets below its first run as A->B's (never copied back) and maps them
     back as far as A->B's map knows them (exactly where it kept runs, else below B->A's floor, which verify
     names not checkable), never as `missing`; the planned failover back to A is not blocked."""
-    from mirrorflow.ops.dr.failover_preflight import plan_failover
-    from mirrorflow.ops.verify.verify import verify_flow
 
     cfg, fwd, rev, _ = failed_over_over_a_pruned_map(tmp_path, source, target, unique("fbp"), "PRA", "PRB")
     rep = failback(cfg, fwd)
     assert rep.done and rep.to_copy == 0, rep.render()
     assert rep.seeds[0].pruned_below > 0, rep.render()  # the map kept its last 2 runs only
     assert run_once(cfg, rev, mode="direct").records == 0
-    with FlowClients(cfg, rev) as clients:
-        ver = verify_flow(clients)
-    assert ver.ok, ver.render()
-    back = plan_failover(cfg, rev, "planned", copy_mode="direct")
-    assert back.plan is not None and not back.plan.blocked, back.render()
+    verifies_and_fails_back_over(cfg, rev)
 
 
 def test_a_partition_and_a_topic_only_the_old_source_has_are_copied_whole_once_the_other_side_gets_them(
@@ -504,8 +510,6 @@ def test_a_group_inside_what_a_pruned_map_forgot_resumes_on_a_at_or_before_its_n
 
     from mirrorflow.groups.checkpoint import emit_checkpoints
     from mirrorflow.groups.offset_sync import sync_group_offsets
-    from mirrorflow.ops.dr.failover_preflight import plan_failover
-    from mirrorflow.ops.verify.verify import verify_flow
     from tests.support import load_offset_map
     pfx = unique("fbg")
     group = f"{pfx}-g"
@@ -533,11 +537,7 @@ def test_a_group_inside_what_a_pruned_map_forgot_resumes_on_a_at_or_before_its_n
         c.close()
     nxt = next(r.offset for r in consume_all(source, topic) if r.value == f"v{unread}".encode())
     assert 0 <= at <= nxt, f"group {group} committed at {at} on A, past v{unread} at {nxt}, which it never read"
-    with FlowClients(cfg, rev) as clients:
-        ver = verify_flow(clients)
-    assert ver.ok, ver.render()
-    back = plan_failover(cfg, rev, "planned", copy_mode="direct")
-    assert back.plan is not None and not back.plan.blocked, back.render()
+    verifies_and_fails_back_over(cfg, rev)
 
 
 def test_a_failback_over_a_pruned_map_a_backfill_reordered_copies_none_of_the_old_sources_records_back(

@@ -17,6 +17,8 @@ from __future__ import annotations
 import os
 import random
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import pytest
 from hypothesis import HealthCheck, Phase, Verbosity, reproduce_failure, seed, settings
@@ -36,6 +38,17 @@ def clusters(kafka_pool):
     its target goes through them; everything else talks to the brokers directly)."""
     with proxied_pair(kafka_pool, "MA", "MB") as pair:
         yield pair
+
+
+@contextmanager
+def replayed(setting: Setting) -> Iterator[ReplicationMachine]:
+    """A machine to replay a found sequence on, step by step, torn down however the replay ends."""
+    ReplicationMachine.setting = setting
+    state = ReplicationMachine()
+    try:
+        yield state
+    finally:
+        state.teardown()
 
 
 @pytest.fixture(autouse=True)
@@ -137,9 +150,7 @@ def test_the_sequences_the_search_found_replay_clean(tmp_path, clusters):
       had it. A product defect: only a topic the failed-over flow's target had at the failover (the
       record's `target_ends`) can be lost (failback_seeds._there_at_failover)."""
     setting = Setting(clusters.direct, tmp_path, pair=clusters)
-    ReplicationMachine.setting = setting
-    state = ReplicationMachine()
-    try:
+    with replayed(setting) as state:
         state.start(max_runs=2, txn_records=2, unit=(3, 2_147_483_648))
         state.write_compacted(n=3)
         state.write_compacted(n=1)
@@ -155,11 +166,7 @@ def test_the_sequences_the_search_found_replay_clean(tmp_path, clusters):
         state.consume(g="g1", n=6, which=1)
         state.consume(g="g2", n=2, which=1)
         state.checkpoint()
-    finally:
-        state.teardown()
-    ReplicationMachine.setting = setting
-    state = ReplicationMachine()
-    try:
+    with replayed(setting) as state:
         state.start(max_runs=2, initial="latest", unit=(3, 2_147_483_648), txn_records=2)
         state.write(kind="commit", n=2, partition=1)
         state.fail_over(planned=True)
@@ -167,22 +174,14 @@ def test_the_sequences_the_search_found_replay_clean(tmp_path, clusters):
         state.fail_over(planned=True)
         state.write_split_brain(n=3, partition=0)
         state.fail_back()
-    finally:
-        state.teardown()
-    ReplicationMachine.setting = setting
-    state = ReplicationMachine()
-    try:
+    with replayed(setting) as state:
         state.start(max_runs=2, initial="earliest", unit=(3, 2_147_483_648), txn_records=2)
         state.write(kind="commit", n=3, partition=0)
         state.replicate()
         state.fail_over(planned=False)
         state.fail_back()
         state.delete_source_records(k=2, partition=0)
-    finally:
-        state.teardown()
-    ReplicationMachine.setting = setting
-    state = ReplicationMachine()
-    try:
+    with replayed(setting) as state:
         state.start(max_runs=2, unit=(3, 2_147_483_648), initial="earliest", txn_records=2)
         state.fail_over(planned=True)
         state.write(kind="commit", n=5, partition=1)
@@ -191,11 +190,7 @@ def test_the_sequences_the_search_found_replay_clean(tmp_path, clusters):
         state.consume(g="g2", n=1, which=0)
         state.delete_source_records(k=2, partition=1)
         state.checkpoint()
-    finally:
-        state.teardown()
-    ReplicationMachine.setting = setting
-    state = ReplicationMachine()
-    try:
+    with replayed(setting) as state:
         state.start(max_runs=2, unit=(3, 2_147_483_648), txn_records=2, initial="earliest")
         state.write(kind="commit", n=3, partition=0)
         state.replicate()
@@ -205,11 +200,7 @@ def test_the_sequences_the_search_found_replay_clean(tmp_path, clusters):
         state.fail_back()
         state.add_partition()
         state.write(kind="commit", n=2, partition=2)
-    finally:
-        state.teardown()
-    ReplicationMachine.setting = setting
-    state = ReplicationMachine()
-    try:
+    with replayed(setting) as state:
         state.start(max_runs=2, initial="latest", unit=(3, 2_147_483_648), txn_records=2)
         state.fail_over(planned=False)
         state.fail_back()
@@ -220,8 +211,6 @@ def test_the_sequences_the_search_found_replay_clean(tmp_path, clusters):
         state.fail_back()
         state.fail_over(planned=False)
         state.fail_back()
-    finally:
-        state.teardown()
 
 
 def test_the_long_sequences_the_search_found_replay_clean(tmp_path, clusters, request):
@@ -273,9 +262,7 @@ def test_the_long_sequences_the_search_found_replay_clean(tmp_path, clusters, re
     if not request.config.getoption("--long"):
         pytest.skip("--long only: about 12 minutes")
     setting = Setting(clusters.direct, tmp_path, pair=clusters)
-    ReplicationMachine.setting = setting
-    state = ReplicationMachine()
-    try:
+    with replayed(setting) as state:
         state.start(txn_records=2, max_runs=2, unit=(3, 2_147_483_648), initial="timestamp")
         state.replicate()
         state.checkpoint()
@@ -305,11 +292,7 @@ def test_the_long_sequences_the_search_found_replay_clean(tmp_path, clusters, re
         state.consume(g="g1", n=1, which=1)
         state.fail_over(after_s=0.4, planned=True, racing=None)
         state.fail_back()
-    finally:
-        state.teardown()
-    ReplicationMachine.setting = setting
-    state = ReplicationMachine()
-    try:
+    with replayed(setting) as state:
         state.start(max_runs=2, initial="earliest", txn_records=2, unit=(3, 2_147_483_648))
         state.replicate_some(limit=1)
         state.replicate_some(limit=1)
@@ -339,11 +322,7 @@ def test_the_long_sequences_the_search_found_replay_clean(tmp_path, clusters, re
         state.backfill_interval(lo=11, width=30)
         state.replicate_some(limit=1)
         state.fail_over(after_s=0.02, planned=True, racing=None)
-    finally:
-        state.teardown()
-    ReplicationMachine.setting = setting
-    state = ReplicationMachine()
-    try:
+    with replayed(setting) as state:
         state.start(unit=(3, 2_147_483_648), max_runs=2, txn_records=2, initial="timestamp")
         state.verify()
         state.an_older_release_wrote_the_progress()
@@ -366,11 +345,7 @@ def test_the_long_sequences_the_search_found_replay_clean(tmp_path, clusters, re
         state.delete_source_records(k=1, partition=0)
         state.operator_during_a_run(action="stop", after_s=0.05)
         state.verify()
-    finally:
-        state.teardown()
-    ReplicationMachine.setting = setting
-    state = ReplicationMachine()
-    try:
+    with replayed(setting) as state:
         state.start(max_runs=2, txn_records=2, unit=(3, 2_147_483_648), initial="earliest")
         state.write(kind="abort", n=4, partition=3)
         state.write(kind="abort", n=3, partition=2)
@@ -398,11 +373,7 @@ def test_the_long_sequences_the_search_found_replay_clean(tmp_path, clusters, re
         state.write_split_brain(n=1, partition=0)
         state.fail_back()
         state.operator_during_a_run(action="pause", after_s=0.0)
-    finally:
-        state.teardown()
-    ReplicationMachine.setting = setting
-    state = ReplicationMachine()
-    try:
+    with replayed(setting) as state:
         state.start(max_runs=2, initial="earliest", unit=(3, 2_147_483_648), txn_records=2)
         state.fail_over(after_s=0.0, planned=False, racing=None)
         state.write_compacted(n=1)
@@ -420,11 +391,7 @@ def test_the_long_sequences_the_search_found_replay_clean(tmp_path, clusters, re
         state.write_compacted(n=3)
         state.write_compacted(n=2)
         state.fail_over(after_s=0.02, planned=True, racing="pause")
-    finally:
-        state.teardown()
-    ReplicationMachine.setting = setting
-    state = ReplicationMachine()
-    try:
+    with replayed(setting) as state:
         state.start(max_runs=2, initial="earliest", txn_records=2, unit=(3, 2_147_483_648))
         state.consume(g="g2", n=1, which=1)
         state.verify()
@@ -450,11 +417,7 @@ def test_the_long_sequences_the_search_found_replay_clean(tmp_path, clusters, re
         state.consume(g="g1", n=4, which=1)
         state.fail_over_while_a_run_is_cut_off(at="after_init", planned=False)
         state.fail_back()
-    finally:
-        state.teardown()
-    ReplicationMachine.setting = setting
-    state = ReplicationMachine()
-    try:
+    with replayed(setting) as state:
         state.start(initial="timestamp", txn_records=3, max_runs=4, unit=(1000, 48))
         state.write(kind="commit", n=5, partition=0)
         state.fail_over_while_a_run_is_cut_off(at="before_commit", planned=True)
@@ -482,8 +445,6 @@ def test_the_long_sequences_the_search_found_replay_clean(tmp_path, clusters, re
         state.checkpoint_stopped()
         state.checkpoint_stopped()
         state.fail_back()
-    finally:
-        state.teardown()
 
 
 def test_a_failover_while_a_run_is_cut_off_from_its_target_leaves_it_writing_nothing(tmp_path, clusters):
@@ -493,9 +454,7 @@ def test_a_failover_while_a_run_is_cut_off_from_its_target_leaves_it_writing_not
     new producer: tests/integration/test_task_transactions.py (deterministic)."""
     at = "after_flush"
     setting = Setting(clusters.direct, tmp_path, pair=clusters)
-    ReplicationMachine.setting = setting
-    state = ReplicationMachine()
-    try:
+    with replayed(setting) as state:
         state.start(max_runs=20_000, txn_records=2, unit=(3, 2_147_483_648))
         state.write(kind="commit", n=3, partition=0)
         state.replicate()
@@ -505,5 +464,3 @@ def test_a_failover_while_a_run_is_cut_off_from_its_target_leaves_it_writing_not
         state.fail_over_while_a_run_is_cut_off(planned=True, at=at)
         state.fail_back()
         state.replicate()
-    finally:
-        state.teardown()

@@ -184,6 +184,15 @@ def clip_runs(runs: list[Run], floor: int) -> list[Run]:
     return out
 
 
+def from_target(runs: Iterable[Run], at: int) -> list[Run]:
+    """The parts of runs (in any order) at or above target offset `at` (clip_runs cuts by source offset)."""
+    return [
+        Run(r.src + max(0, at - r.tgt), max(r.tgt, at), r.count - max(0, at - r.tgt))
+        for r in runs
+        if r.tgt + r.count > at
+    ]
+
+
 def runs_below(runs: list[Run], floor: int) -> list[Run]:
     """The parts of sorted runs below source offset `floor` (what clip_runs leaves out)."""
     out = []

@@ -46,7 +46,7 @@ from mirrorflow.state.fencing import ABORTED_VALUE
 from mirrorflow.state.flow_state import read_control
 from mirrorflow.state.kept_apart import kept_ranges
 from mirrorflow.state.landmarks import Span, encode_spans, inverted
-from mirrorflow.state.offset_map import PartitionMap, Run, merge_ranges, subtract_ranges
+from mirrorflow.state.offset_map import PartitionMap, Run, from_target, merge_ranges, subtract_ranges
 from mirrorflow.state.records import Progress
 from mirrorflow.state.store import StateStore
 
@@ -182,8 +182,8 @@ def _partition(out: TargetRead, f: Facts, reader: LogReader, raw: LogReader) -> 
     (t, p), fwd_name = f.key, f.fwd_name
     prev, runs, pruned_map = _written(out, f, reader)
     base = prev.next if prev is not None else f.start
-    keep = [r for r in runs if r.tgt + r.count > base]
-    owned = [(max(r.tgt, base), r.tgt + r.count) for r in keep]
+    keep = from_target(runs, base)
+    owned = [(r.tgt, r.tgt + r.count) for r in keep]
     pruned, below, forgot, spans = _below_the_floor(f, base) if pruned_map else (-1, [], [], [])
     # the commit marker after each of the forward flow's copy transactions (exactly once): never a record,
     # so neither lost nor removed by the cleaner. Only for counting: a run the forward flow's map got from a
@@ -215,7 +215,7 @@ def _partition(out: TargetRead, f: Facts, reader: LogReader, raw: LogReader) -> 
         )  # fmt: skip
     ledger = merge_ranges([*done, *empty])
     nxt = next((b for a, b in ledger if a <= base < b), base)
-    inv = [Run(max(r.tgt, base), r.src + (max(r.tgt, base) - r.tgt), r.tgt + r.count - max(r.tgt, base)) for r in keep]
+    inv = [Run(r.tgt, r.src, r.count) for r in keep]
     inv, gone_there = _still_there([*forgot, *inv], f.rev_start)
     # the map entries cover what the forward flow wrote and B still holds and the stretches between (the
     # pruned stretch too: spans there raise the reverse map's floor, below which verify says not
@@ -280,9 +280,7 @@ def _written(out: TargetRead, f: Facts, reader: LogReader) -> tuple[Progress | N
     if pruned_map and runs and f.pm is not None:
         # a backfill put older records after newer ones: a landmark the map kept below its floor (by source
         # offset) may lie above its first run on the target, an exact write of the flow like the runs
-        first = min(r.tgt for r in runs)
-        runs += [Run(m.src + max(0, first - m.tgt), max(m.tgt, first), m.count - max(0, first - m.tgt))
-                 for m in f.pm.marks if m.tgt + m.count > first]  # fmt: skip
+        runs += from_target(f.pm.marks, min(r.tgt for r in runs))
     if fp is not None and fp.target_topic_id and f.topic_id and fp.target_topic_id != f.topic_id:
         out.losses.append(
             Loss(t, p, "recreated", (), -1,
