@@ -230,11 +230,11 @@ def test_the_long_sequences_the_search_found_replay_clean(tmp_path, clusters, re
       ones), as docs/guarantees.md says for a partition a backfill wrote to; the model expected the first
       record at the checkpoint's position (5). A model defect: fixed in `Model.at_first_unread`.
     - `--long`, seed 2657751344, 2026-11-30 (its first batch): delete-records on B while B->A ran, the
-      second round trip back to A->B, and a backfill above the progress: verify of A->B rightly says
-      `missing ... below the target's log start` for A->B's copies that delete-records took from B
-      (docs/operations.md), beside the holes below the backfill's island; the model, after a backfill,
-      expected no mismatch at all. A model defect: fixed in `ReplicationMachine.verify` (the same
-      allowance as `verified`, holes included).
+      second round trip back to A->B, and a backfill above the progress: verify of A->B said `missing
+      ... below the target's log start` for A->B's copies that delete-records took from B, beside the
+      holes below the backfill's island; the model, after a backfill, expected no mismatch at all. A model
+      defect then: fixed in `ReplicationMachine.verify` (holes allowed as in `verified`). Since
+      seed 879911656 verify names such copies not checkable instead (below).
     - `--long`, seed 2744423497, 2026-11-30 (its first batch): a PRODUCT defect, fixed: A->B's offset map
       pruned to its last runs, the failback seeded B->A's map from it and left what it forgot uncovered;
       group g1, committed on B inside that stretch, was moved on A past two of A's records it never read.
@@ -258,7 +258,14 @@ def test_the_long_sequences_the_search_found_replay_clean(tmp_path, clusters, re
       run on B were taken as written on B and copied back to A (duplicates). A landmark or span above the
       first run is the flow's write now (failback_seeds `_written`, `_below_the_floor`). Its own tests:
       `tests/integration/test_failback_edges.py::test_a_failback_over_a_pruned_map_a_backfill_reordered_copies_none_of_the_old_sources_records_back`,
-      `tests/unit/test_failback_seeds.py`."""
+      `tests/unit/test_failback_seeds.py`.
+    - `--long`, seed 879911656, 2026-11-30 (its first batch, on 7babcf5): a PRODUCT defect, fixed:
+      delete-records on B while B->A ran took copies A->B had made in its first tenure; at the third
+      failover (A->B, planned) verify called them `missing ... below the target's log start` and the
+      plan was refused, with no way forward (nothing can be written below a log start). verify now names
+      copies below the target's log start not checkable, as it does below the source's (the target's
+      retention does the same in every long-lived mirror). Its own test:
+      `tests/integration/test_verify.py::test_copies_deleted_on_the_target_are_named_not_checkable`."""
     if not request.config.getoption("--long"):
         pytest.skip("--long only: about 12 minutes")
     setting = Setting(clusters.direct, tmp_path, pair=clusters)
@@ -445,6 +452,34 @@ def test_the_long_sequences_the_search_found_replay_clean(tmp_path, clusters, re
         state.checkpoint_stopped()
         state.checkpoint_stopped()
         state.fail_back()
+    with replayed(setting) as state:
+        state.start(initial="timestamp", max_runs=2, unit=(3, 2_147_483_648), txn_records=2)
+        state.fail_over(after_s=0.02, planned=False, racing=None)
+        state.fail_back()
+        state.add_partition()
+        state.operator_during_a_run(action="pause", after_s=0.3)
+        state.delete_source_records(k=3, partition=0)
+        state.replicate_some(limit=3)
+        state.checkpoint()
+        state.replicate_some(limit=1)
+        state.add_partition()
+        state.delete_source_records(k=4, partition=0)
+        state.fail_over(after_s=0.0, planned=True, racing=None)
+        state.checkpoint_stopped()
+        state.write_split_brain(n=3, partition=1)
+        state.checkpoint_stopped()
+        state.write_split_brain(n=3, partition=0)
+        state.write(kind="commit", n=1, partition=0)
+        state.checkpoint_stopped()
+        state.fail_back()
+        state.state_topic_drifts(drift="lease-create-time")
+        state.an_older_release_wrote_the_progress()
+        state.consume(g="g1", n=1, which=0)
+        state.write_compacted(n=3)
+        state.an_older_release_wrote_the_progress()
+        state.write_compacted(n=1)
+        state.an_older_release_wrote_the_progress()
+        state.fail_over(after_s=0.02, planned=True, racing="resume")
 
 
 def test_a_failover_while_a_run_is_cut_off_from_its_target_leaves_it_writing_nothing(tmp_path, clusters):

@@ -5,7 +5,7 @@ import pytest
 
 from mirrorflow.errors import ConfigError
 from mirrorflow.ops.verify.verify import When
-from mirrorflow.ops.verify.verify_walk import Rec, Sides, encode, group_runs, walk_partition
+from mirrorflow.ops.verify.verify_walk import Rec, Sides, deleted_on_target, encode, group_runs, walk_partition
 from mirrorflow.state.offset_map import Run
 
 
@@ -162,3 +162,18 @@ def test_when_refuses_what_it_cannot_place(text, message):
     with pytest.raises(ConfigError, match=message) as err:
         When.parse(text, "--from")
     assert str(err.value).startswith("--from: ")
+
+
+def test_copies_below_the_targets_log_start_are_one_stretch_per_run_of_deleted_copies():
+    """verify leaves these source ranges out (not checkable, said in the report): the target's retention or
+    delete-records took their copies. A stretch spans the gaps between deleted runs (no split per marker)."""
+    assert deleted_on_target(RUNS, 0) == []
+    assert deleted_on_target(RUNS, 3) == [(0, 3)]
+    assert deleted_on_target(RUNS, 5) == [(0, 5)]
+    assert deleted_on_target(RUNS, 9) == [(0, 10)]  # over the gap 5..8, into the second run (tgt 7, 8)
+    assert deleted_on_target(RUNS, 99) == [(0, 20)]
+    # a backfill copied older records after newer ones: only the runs below the log start, each its own stretch
+    reordered = [Run(0, 10, 5), Run(5, 0, 5), Run(10, 15, 5)]
+    assert deleted_on_target(reordered, 5) == [(5, 10)]
+    assert deleted_on_target(reordered, 12) == [(0, 2), (5, 10)]
+    assert deleted_on_target(reordered, 17) == [(0, 12)]

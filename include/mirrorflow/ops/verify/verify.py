@@ -19,10 +19,12 @@ target partition not shorter than the verified copies' end. Otherwise that parti
 from the start and the report says why; nothing is ever skipped silently.
 
 What cannot be checked is said, not counted as a mismatch: source offsets below the source's log
-start (deleted by retention) and below the offset map's floor (state.snapshot prunes what no
-translation can still need, docs/state.md). Source offsets the flow has not copied are listed as
-`not_copied`. A flow with exactly.once=false may show `extra` records: duplicates a retried batch
-wrote.
+start (deleted by retention), copies below the target's log start (deleted there since, by its
+retention or delete-records: the target's segments roll apart from the source's, so its retention
+takes a copy while the source still holds the original) and source offsets below the offset map's
+floor (state.snapshot prunes what no translation can still need, docs/state.md). Source offsets
+the flow has not copied are listed as `not_copied`. A flow with exactly.once=false may show `extra`
+records: duplicates a retried batch wrote.
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ from mirrorflow.ops.verify.inputs import VERIFY
 from mirrorflow.ops.verify.verified_marks import mark_problem, next_mark
 from mirrorflow.ops.verify.verify_reads import LATEST, Key, RecordReader, VerifyInputs, read_inputs
 from mirrorflow.ops.verify.verify_report import PartitionVerify, VerifyReport, exit_code
-from mirrorflow.ops.verify.verify_walk import Sides, clip, walk_partition
+from mirrorflow.ops.verify.verify_walk import Sides, clip, deleted_on_target, walk_partition
 from mirrorflow.params import checked, named
 from mirrorflow.replication.plan.when import When, topic_pattern
 from mirrorflow.reporting import iso
@@ -253,6 +255,15 @@ class Verifier:
                     f"{sum(r.count for r in runs):,} copied records are missing"
                 ) from None
             lo_t = 0
+        gone = deleted_on_target(runs, lo_t)
+        if gone:
+            n = sum(min(max(lo_t - r.tgt, 0), r.count) for r in runs)
+            pv.unchecked.append(
+                f"source offsets {gone[0][0]}..{gone[-1][1]}: {n:,} copied records deleted on the target since "
+                f"(below its log start {lo_t}: retention, delete-records), not checkable"
+            )
+            ranges = [piece for a, b in ranges for piece in subtract_ranges(a, b, gone)]
+            runs = [piece for a, b in ranges for piece in clip(runs, a, b)]
         tally = walk_partition(
             ranges,
             runs,
@@ -260,7 +271,7 @@ class Verifier:
             lambda a, b: self.records.records("source", pv.topic, p, a, b),
             lambda a, b: self.records.records("target", remote, p, a, b),
             replace(sides, target_log_start=lo_t),
-            sides.target_from,
+            None if sides.target_from is None else max(sides.target_from, lo_t),
         )
         pv.ranges, pv.counts, pv.first_mismatch, pv.kept = tally.ranges, dict(tally.counts), tally.first, tally.kept
 

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from itertools import chain
 from typing import Any, NamedTuple
 
-from mirrorflow.state.offset_map import Run
+from mirrorflow.state.offset_map import Run, merge_ranges
 
 # what can differ, in the order a pair is compared
 KINDS = ("key", "value", "headers", "timestamp", "missing", "source-missing", "extra")
@@ -200,6 +200,24 @@ def clip(runs: Iterable[Run], lo: int, hi: int) -> list[Run]:
         if a < b:
             out.append(Run(a, r.tgt + (a - r.src), b - a))
     return out
+
+
+def deleted_on_target(runs: Iterable[Run], log_start: int) -> list[tuple[int, int]]:
+    """The source ranges whose copies lie below the target's `log_start` (deleted there since: retention,
+    delete-records), runs in source order; a stretch of such runs is one range, the gaps between them
+    (transaction markers, aborted records) included, so the walk does not split at every marker."""
+    out: list[tuple[int, int]] = []
+    cur: tuple[int, int] | None = None
+    for r in sorted(runs, key=lambda r: r.src):
+        cut = min(max(log_start - r.tgt, 0), r.count)
+        if cut:
+            cur = (cur[0] if cur else r.src, r.src + cut)
+        if cut < r.count and cur:
+            out.append(cur)
+            cur = None
+    if cur:
+        out.append(cur)
+    return merge_ranges(out)
 
 
 class RunIndex:
