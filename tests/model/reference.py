@@ -253,7 +253,7 @@ class Model:
                     continue  # nothing copied yet: no checkpoint, the group starts at the target's earliest
                 pos = max([p for p in (cp.position if cp else None, prev) if p is not None], default=None)
                 want, actual = first_at(snap[tp], pos), first_at(snap[tp], got)
-                if self.before_kept_only(g, snap[tp], got, pos):
+                if self.before_kept_only(g, snap[tp], got, pos, src_side):
                     continue
                 if self.at_first_unread(g, tp, snap[tp], got, pos):
                     continue
@@ -273,16 +273,18 @@ class Model:
         unread = [r.offset for r in recs if got <= r.offset < pos and uid_of(r) not in g.read]
         return bool(unread) and min(unread) == got
 
-    def before_kept_only(self, g: Group, recs: list[Rec], got: int | None, pos: int | None) -> bool:
-        """`got` is below `pos` by records a failback kept apart on this side only (its divergence and
-        split brain, never copied to the side the group read on) that the group never read: at the end
-        of what a flow copied, the product resumes a group before them (the flow's map ends where the
-        failback seeded it, at the side's end when the failover's plan was made), so it reads them
-        once and re-reads nothing; the model's translation puts it after them."""
+    def before_kept_only(self, g: Group, recs: list[Rec], got: int | None, pos: int | None, src_side: str) -> bool:
+        """`got` is below `pos` by records that never reached the side the group read on (`src_side`) and
+        that the group never read: those a failback kept apart on this side (its divergence and split brain)
+        and those no flow owned (written before a `latest` first run, not backfilled). At the end of what a
+        flow copied, the product resumes a group before them (the flow's map ends where the failback seeded
+        it, at the side's end when the failover's plan was made; a group no copy moved stays where it was),
+        so it reads them once and re-reads nothing; the model's translation puts it after them."""
         if got is None or pos is None or got >= pos:
             return False
         between = [uid_of(r) for r in recs if got <= r.offset < pos]
-        return bool(between) and all(u in self.kept and u not in g.read for u in between)
+        apart = self.kept | (self.unowned - set(self.seen[src_side]))
+        return bool(between) and all(u in apart and u not in g.read for u in between)
 
     # -- failback ----------------------------------------------------------------------------------
     def kept_now(self, side: str, on_side: Snapshot, other: Snapshot, failover_step: int) -> dict[str, list[Written]]:
