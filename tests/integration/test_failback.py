@@ -398,6 +398,43 @@ def test_split_brain_starts_when_the_plan_was_made_however_it_is_committed(tmp_p
     assert [(d.ranges, d.records) for d in dry.split_brain] == [(((13, 17),), 4)], dry.render()
 
 
+def test_a_flow_a_person_stopped_after_a_round_trip_fails_over_again(tmp_path, source, target, unique):
+    """After a round trip A->B runs again, its first failover's record still on B. A person stops it
+    (maintenance, or a stop that raced the commit), then a failover: a new one, which moves the group and
+    leaves the flow failed over. It was taken as "already failed over" (the old record and a stopped
+    flow): nothing committed, the group left where it was, the flow only stopped (found by the
+    model-based search: a stop racing a failover's commit)."""
+    from mirrorflow.ops.control.flow_control import control_flow
+    from mirrorflow.state.flow_state import flow_state
+
+    pfx = unique("fbs")
+    topic, group = f"{pfx}.orders", f"{pfx}-app"
+    cfg = pair(tmp_path, source, target, pfx, "SA", "SB", "IdentityReplicationPolicy")
+    fwd, rev = cfg.flow("SA->SB"), cfg.flow("SB->SA")
+    create_topic(source, topic, 1)
+    assert sync_flow(cfg, fwd, ["topics"]).ok
+    produce(source, topic, batch(10, 1, "a", NOW))
+    assert run_once(cfg, fwd, mode="direct").records == 10
+    first = failover(cfg, fwd)
+    assert first.done and failback(cfg, fwd).done
+    assert failover(cfg, rev, mode="planned", copy_mode="direct").done
+    assert failback(cfg, rev).done  # A->B runs again; its first failover's record stays on B
+    produce(source, topic, batch(6, 1, "again", NOW + 100))
+    assert run_once(cfg, fwd, mode="direct").records == 6
+    commit(source, group, topic, {0: 13})  # the application read 13 of A's 16 records
+    assert group in emit_checkpoints(cfg, fwd).groups
+    control_flow(cfg, fwd, "stop", "alice", via="cli", reason="maintenance")
+
+    second = failover(cfg, fwd)
+    assert second.done and not second.note and second.plan.id != first.plan.id, second.render()
+    with FlowClients(cfg, fwd) as clients:
+        state = flow_state(clients)
+    assert state.failed_over and f"plan {second.plan.id} " in state.reason, state
+    _, msg = first_record_after_resume(target, group, topic, 0)  # the copy of A's record at 13 (B's offsets differ)
+    assert msg is not None and msg.value() == batch(6, 1, "again", NOW + 100)[3]["value"]
+    assert failback(cfg, fwd).done  # and the failback of this failover starts B->A
+
+
 def test_a_second_round_trip_still_keeps_the_first_ones_records_apart(tmp_path, source, target, unique):
     """Two round trips, each leaving records on A that B never got: `verify --flow B->A` (the whole
     history, as an operator runs it) counts the records every failback kept on A, not only the

@@ -141,3 +141,20 @@ def test_the_failover_plan_and_report_tell_the_applications_to_read_committed():
     assert "**Application owners**" in head and "`isolation.level=read_committed`" in head
     # no plan (a preflight that failed before it): nothing to approve, no line
     assert not [x for x in FailoverReport("A->B", "B", "unplanned", False).lines() if "applications" in x]
+
+
+def test_a_flow_is_failed_over_only_when_its_failover_stopped_it():
+    """The failover record outlives the failover (a round trip runs the flow again with it): a person's
+    stop then, or a state the config declares, is no failover. A release before `cause` named the plan."""
+    from mirrorflow.ops.dr.failover_record import stopped_by
+    from mirrorflow.state.flow_state import FlowState
+
+    done = {"plan": "3f9c0a1b2c4d", "at": 1}
+    why = "failed over to 'B' (unplanned), plan 3f9c0a1b2c4d approved by admin"
+    assert stopped_by(done, FlowState("stopped", why, cause="failover"))
+    assert stopped_by(done, FlowState("stopped", why))  # an earlier release: no cause
+    assert not stopped_by(done, FlowState("stopped", "maintenance", "alice"))
+    assert not stopped_by(done, FlowState("stopped", why.replace("3f9c0a1b2c4d", "0123456789ab")))  # another failover's
+    assert not stopped_by(done, FlowState("stopped", "declared in the config", declared_in="config"))
+    assert not stopped_by(done, FlowState("running"))
+    assert not stopped_by({"at": 1}, FlowState("stopped", why))  # a record without a plan id: only the cause says
