@@ -193,6 +193,11 @@ def from_target(runs: Iterable[Run], at: int) -> list[Run]:
     ]
 
 
+def below_target(runs: Iterable[Run], at: int) -> list[Run]:
+    """The parts of runs (in any order) below target offset `at` (what from_target leaves out)."""
+    return [Run(r.src, r.tgt, min(r.count, at - r.tgt)) for r in runs if r.tgt < at and r.count > 0]
+
+
 def runs_below(runs: list[Run], floor: int) -> list[Run]:
     """The parts of sorted runs below source offset `floor` (what clip_runs leaves out)."""
     out = []

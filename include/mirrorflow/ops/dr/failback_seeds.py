@@ -46,7 +46,7 @@ from mirrorflow.state.fencing import ABORTED_VALUE
 from mirrorflow.state.flow_state import read_control
 from mirrorflow.state.kept_apart import kept_ranges
 from mirrorflow.state.landmarks import Span, encode_spans, inverted
-from mirrorflow.state.offset_map import PartitionMap, Run, from_target, merge_ranges, subtract_ranges
+from mirrorflow.state.offset_map import PartitionMap, Run, below_target, from_target, merge_ranges, subtract_ranges
 from mirrorflow.state.records import Progress
 from mirrorflow.state.store import StateStore
 
@@ -257,15 +257,7 @@ def _still_there(inv: list[Run], start: int) -> tuple[list[Run], list[tuple[int,
     `start`), and the source ranges of the runs' parts below it: records deleted there (delete-records,
     retention) while the failed-over flow copied them, whose copies the failed-over target keeps. They are
     the failed-over flow's writes (never copied back) with nothing to map to."""
-    kept: list[Run] = []
-    gone: list[tuple[int, int]] = []
-    for r in inv:
-        cut = min(max(start - r.tgt, 0), r.count)
-        if cut:
-            gone.append((r.src, r.src + cut))
-        if cut < r.count:
-            kept.append(Run(r.src + cut, r.tgt + cut, r.count - cut))
-    return kept, gone
+    return from_target(inv, start), [(r.src, r.src_end) for r in below_target(inv, start)]
 
 
 def _written(out: TargetRead, f: Facts, reader: LogReader) -> tuple[Progress | None, list[Run], bool]:

@@ -45,7 +45,7 @@ from mirrorflow.ops.verify.verify_walk import Sides, clip, deleted_on_target, wa
 from mirrorflow.params import checked, named
 from mirrorflow.replication.plan.when import When, topic_pattern
 from mirrorflow.reporting import iso
-from mirrorflow.state.offset_map import PartitionMap, merge_ranges, subtract_ranges
+from mirrorflow.state.offset_map import PartitionMap, below_target, merge_ranges, subtract_ranges
 from mirrorflow.state.records import Progress, VerifiedMark
 from mirrorflow.state.verified import write_marks
 
@@ -257,7 +257,7 @@ class Verifier:
             lo_t = 0
         gone = deleted_on_target(runs, lo_t)
         if gone:
-            n = sum(min(max(lo_t - r.tgt, 0), r.count) for r in runs)
+            n = sum(r.count for r in below_target(runs, lo_t))
             pv.unchecked.append(
                 f"source offsets {gone[0][0]}..{gone[-1][1]}: {n:,} copied records deleted on the target since "
                 f"(below its log start {lo_t}: retention, delete-records), not checkable"

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from itertools import chain
 from typing import Any, NamedTuple
 
-from mirrorflow.state.offset_map import Run, merge_ranges
+from mirrorflow.state.offset_map import Run, below_target, merge_ranges
 
 # what can differ, in the order a pair is compared
 KINDS = ("key", "value", "headers", "timestamp", "missing", "source-missing", "extra")
@@ -209,10 +209,10 @@ def deleted_on_target(runs: Iterable[Run], log_start: int) -> list[tuple[int, in
     out: list[tuple[int, int]] = []
     cur: tuple[int, int] | None = None
     for r in sorted(runs, key=lambda r: r.src):
-        cut = min(max(log_start - r.tgt, 0), r.count)
-        if cut:
-            cur = (cur[0] if cur else r.src, r.src + cut)
-        if cut < r.count and cur:
+        low = below_target([r], log_start)
+        if low:
+            cur = (cur[0] if cur else r.src, low[0].src_end)
+        if (not low or low[0].count < r.count) and cur:
             out.append(cur)
             cur = None
     if cur:
