@@ -147,6 +147,38 @@ def test_planned_failover_drains_verifies_and_resumes_exactly(tmp_path, source, 
         assert (msg.key(), msg.value(), msg.timestamp()[1]) == (want.key, want.value, want.timestamp)
 
 
+def test_a_planned_failover_of_a_paused_flow_is_refused_until_it_is_resumed(tmp_path, source, target, unique):
+    """A paused flow's drain copies nothing: its run is skipped, and a skipped run has no partition to count a
+    lag on. The planned failover took that as lag 0 and committed with 40 records not copied (RPO 40 where a
+    planned failover promises 0). It is refused now, naming the pause and the next steps; nothing changes,
+    and after the resume the planned failover drains everything."""
+    pfx = unique("drz")
+    topic = f"{pfx}.orders"
+    cfg = write_config(tmp_path / "mf.yaml", {"Z": source, "B": target}, {"Z->B": {
+        "topics": f"{pfx}\\..*", "groups": f"{pfx}-.*", "state.topic.partitions": 2,
+        "heartbeats.replication.enabled": False}})
+    flow = cfg.flow("Z->B")
+    from tests.support import create_topic
+
+    create_topic(source, topic, 2)
+    assert sync_flow(cfg, flow, ["topics"]).ok
+    produce(source, topic, records(60, 2))
+    assert run_once(cfg, flow, mode="direct").records == 60
+    cli(cfg, "flow", "pause", "--flow", "Z->B", "--reason", "maintenance")
+    produce(source, topic, records(40, 2, seed="late"))
+    failover = ("failover", "--flow", "Z->B", "--mode", "planned", "--copy-mode", "direct", "--yes")
+    refused = cli(cfg, *failover, check=False)
+    assert refused.returncode == 1, refused.stdout + refused.stderr
+    assert "planned failover of Z->B: nothing changed, its drain cannot copy (flow Z->B is paused" in refused.stderr
+    assert "`mirrorflow flow resume --flow Z->B`" in refused.stderr and "fail over unplanned" in refused.stderr
+    [status] = json.loads(cli(cfg, "status", "--flow", "Z->B", "--json").stdout)
+    assert status["state"].startswith("paused") and not status["operations"], status  # no failover recorded
+    cli(cfg, "flow", "resume", "--flow", "Z->B")
+    out = json.loads(cli(cfg, *failover, "--json").stdout)
+    assert out["done"] is True and out["not_replicated"] == 0, out
+    assert out["drain"][1].startswith("replicate run 1: 40 records, lag 0"), out["drain"]
+
+
 def committed_offsets(cluster, group: str, topic: str, partitions: int) -> dict[int, int]:
     c = Consumer({**cluster.client_config(), "group.id": group, "enable.auto.commit": False})
     got = c.committed([TopicPartition(topic, p) for p in range(partitions)], timeout=10)

@@ -49,6 +49,11 @@ def drain_flow(
     runs = 0
     for runs in range(1, max_runs + 1):
         rep = run_once(cfg, flow, mode=copy_mode, log=log)
+        if rep.skipped:  # a paused or stopped flow copies nothing: its lag 0 would be a made-up one
+            raise MirrorflowError(
+                f"planned failover of {flow.name}: nothing changed, its drain cannot copy ({rep.skipped}); then fail "
+                "over again, or fail over unplanned (what is not copied stays on the source: the report's RPO)"
+            )
         if not rep.ok:
             raise MirrorflowError(
                 f"planned failover of {flow.name}: replication failed, nothing changed:\n{rep.render()}"
