@@ -78,3 +78,13 @@ def test_the_lag_counts_every_offset_owned_and_not_copied_holes_included():
     rep = build_report("A->B", True, summary, results, ends={("t", 0): 3_010})
     assert rep.ok and rep.partitions[0].lag == 2_912 and rep.partitions[0].status == "partial"
     assert "partition t[0]: unit.max.bytes reached at source offset 98" in rep.render()
+
+
+def test_a_skipped_run_has_no_lag_not_a_made_up_0():
+    """A paused or stopped flow's run looks at no partition: its lag is unknown (a planned failover's drain
+    took the 0 it was before as drained, ops.dr.failover_drain)."""
+    from mirrorflow.replication.run.run_report import RunReport
+
+    rep = RunReport("A->B", True, skipped="flow A->B is paused")
+    assert rep.lag is None and rep.ok and rep.to_dict()["lag"] is None
+    assert RunReport("A->B", True).lag == 0  # a run with nothing to look at either: nothing behind

@@ -82,7 +82,10 @@ class RunReport(Report):
 
     @property
     def lag(self) -> int | None:
-        """The partitions' lag together; None when any partition's is unknown (never a made-up 0)."""
+        """The partitions' lag together; None when any partition's is unknown, or the run was skipped (it
+        looked at no partition: never a made-up 0)."""
+        if self.skipped:
+            return None
         lags = [p.lag for p in self.partitions]
         return None if any(x is None for x in lags) else sum(x for x in lags if x is not None)
 
