@@ -119,20 +119,27 @@ def test_failover_refuses_bad_input(tmp_path, source, target, unique):
     assert proc.returncode == 2 and "--groups: not a valid regular expression" in proc.stderr
 
 
-def test_planned_failover_drains_verifies_and_resumes_exactly(tmp_path, source, target, unique):
-    pfx = unique("drp")
-    topic, group = f"{pfx}.orders", f"{pfx}-app"
-    # source alias Q: a flow of its own (Q->B), so its stopped state touches no other test's flow
-    cfg = write_config(tmp_path / "mf.yaml", {"Q": source, "B": target}, {"Q->B": {
-        "topics": f"{pfx}\\..*", "groups": f"{pfx}-.*", "state.topic.partitions": 2,
-        "heartbeats.replication.enabled": False}})
-    flow = cfg.flow("Q->B")
+def own_flow(tmp_path, source, target, alias: str, pfx: str, partitions: int, n: int):
+    """A flow of its own (`alias`->B, so its stopped state touches no other test's flow) over topic
+    `pfx`.orders of `partitions`, synced, its first `n` records copied: (config, flow, topic)."""
     from tests.support import create_topic
 
-    create_topic(source, topic, 2)
+    topic = f"{pfx}.orders"
+    cfg = write_config(tmp_path / "mf.yaml", {alias: source, "B": target}, {f"{alias}->B": {
+        "topics": f"{pfx}\\..*", "groups": f"{pfx}-.*", "state.topic.partitions": 2,
+        "heartbeats.replication.enabled": False}})
+    flow = cfg.flow(f"{alias}->B")
+    create_topic(source, topic, partitions)
     assert sync_flow(cfg, flow, ["topics"]).ok
-    produce(source, topic, records(60, 2))
-    assert run_once(cfg, flow, mode="direct").records == 60
+    produce(source, topic, records(n, partitions))
+    assert run_once(cfg, flow, mode="direct").records == n
+    return cfg, flow, topic
+
+
+def test_planned_failover_drains_verifies_and_resumes_exactly(tmp_path, source, target, unique):
+    pfx = unique("drp")
+    group = f"{pfx}-app"
+    cfg, flow, topic = own_flow(tmp_path, source, target, "Q", pfx, 2, 60)
     produce(source, topic, records(40, 2, seed="late"))  # not replicated yet: the drain copies it
     commit(source, group, topic, {0: 44, 1: 9})  # the application committed after the last checkpoint
     out = json.loads(cli(cfg, "failover", "--flow", "Q->B", "--mode", "planned", "--copy-mode", "direct",
@@ -152,18 +159,7 @@ def test_a_planned_failover_of_a_paused_flow_is_refused_until_it_is_resumed(tmp_
     lag on. The planned failover took that as lag 0 and committed with 40 records not copied (RPO 40 where a
     planned failover promises 0). It is refused now, naming the pause and the next steps; nothing changes,
     and after the resume the planned failover drains everything."""
-    pfx = unique("drz")
-    topic = f"{pfx}.orders"
-    cfg = write_config(tmp_path / "mf.yaml", {"Z": source, "B": target}, {"Z->B": {
-        "topics": f"{pfx}\\..*", "groups": f"{pfx}-.*", "state.topic.partitions": 2,
-        "heartbeats.replication.enabled": False}})
-    flow = cfg.flow("Z->B")
-    from tests.support import create_topic
-
-    create_topic(source, topic, 2)
-    assert sync_flow(cfg, flow, ["topics"]).ok
-    produce(source, topic, records(60, 2))
-    assert run_once(cfg, flow, mode="direct").records == 60
+    cfg, _, topic = own_flow(tmp_path, source, target, "Z", unique("drz"), 2, 60)
     cli(cfg, "flow", "pause", "--flow", "Z->B", "--reason", "maintenance")
     produce(source, topic, records(40, 2, seed="late"))
     failover = ("failover", "--flow", "Z->B", "--mode", "planned", "--copy-mode", "direct", "--yes")
@@ -341,19 +337,9 @@ def test_a_planned_drain_that_cannot_reach_lag_0_stops_unless_the_lag_is_accepte
     from mirrorflow.errors import MirrorflowError
     from mirrorflow.ops.dr.failover_preflight import plan_failover
     from mirrorflow.state.flow_state import flow_state, read_control
-    from tests.support import create_topic
 
     pfx = unique("drd")
-    topic = f"{pfx}.orders"
-    # source alias W: a flow of its own (W->B)
-    cfg = write_config(tmp_path / "mf.yaml", {"W": source, "B": target}, {"W->B": {
-        "topics": f"{pfx}\\..*", "groups": f"{pfx}-.*", "state.topic.partitions": 2,
-        "heartbeats.replication.enabled": False}})
-    flow = cfg.flow("W->B")
-    create_topic(source, topic, 1)
-    assert sync_flow(cfg, flow, ["topics"]).ok
-    produce(source, topic, records(20, 1))
-    assert run_once(cfg, flow, mode="direct").records == 20
+    cfg, flow, topic = own_flow(tmp_path, source, target, "W", pfx, 1, 20)
     stop = threading.Event()
 
     def keep_writing() -> None:  # the producers the operator did not stop
