@@ -576,3 +576,49 @@ def test_a_failback_over_a_pruned_map_a_backfill_reordered_copies_none_of_the_ol
     assert rep.seeds[0].pruned_below > 0, rep.render()
     run_once(cfg, rev, mode="direct")
     assert [content(r) for r in consume_all(source, topic)] == on_a
+
+
+def test_holes_an_unplanned_failover_left_are_its_rpo_not_a_mismatch_and_stay_apart_after_the_failback(
+    tmp_path, source, target, unique
+):
+    """A->B copied A's first ten records and a backfill its last ten: ten offsets between them not copied
+    (a hole, verify fails) when A was lost and the flow failed over unplanned. The failover reports them
+    not replicated; verify of the failed-over flow then names them so (its RPO: nothing copies them, the
+    flow is stopped) and passes; the failback keeps them apart on A (divergence) and verify of both
+    flows passes after it. Verify called them `HOLES ... the next replicate run copies them` and failed
+    (found by the model-based search, seed 711118659)."""
+    from mirrorflow.replication.plan.run_options import RunOptions
+
+    pfx = unique("fbh")
+    t = f"{pfx}.orders"
+    cfg, fwd, rev = identity_pair(tmp_path, source, target, pfx, "HOA", "HOB")
+    create_topic(source, t, 1)
+    assert sync_flow(cfg, fwd, ["topics"]).ok
+    produce(source, t, batch(30, 1, "a0", NOW))
+    assert run_once(cfg, fwd, mode="direct", options=RunOptions(partition_limit=10)).records == 10
+    assert cli(cfg, "backfill", "--flow", "HOA->HOB", "--from", "offset:20", "--to", "offset:30", "--mode",
+               "direct").returncode == 0
+    hole = cli(cfg, "verify", "--flow", "HOA->HOB", check=False)
+    assert hole.returncode == 1 and "HOLES: 10 source offsets below the copied ones are not on the target (10..20); " \
+        "the next replicate run copies them" in hole.stdout, hole.stdout
+
+    fo = failover(cfg, fwd)  # unplanned: A answers, its end is on record
+    assert fo.done and [(p.replicated_to, p.not_replicated) for p in fo.plan.partitions] == [(10, 20)], fo.render()
+    after = cli(cfg, "verify", "--flow", "HOA->HOB", check=False)
+    assert after.returncode == 0, after.stdout
+    assert "10 source offsets below the copied ones were not copied when the flow failed over (10..20): its " \
+        "failover reported them not replicated" in after.stdout, after.stdout
+    assert "HOLES" not in after.stdout and "next replicate run" not in after.stdout, after.stdout
+
+    produce(target, t, batch(3, 1, "b0", NOW + 100))  # B's applications, after the failover
+    fb = failback(cfg, fwd)
+    assert fb.done, fb.render()
+    assert [(d.topic, d.partition, d.ranges, d.records) for d in fb.divergence] == [(t, 0, ((10, 20),), 10)], \
+        fb.render()
+    assert run_once(cfg, rev, mode="direct").records == 3
+    on_a = consume_all(source, t)
+    assert [content(r) for r in on_a[30:]] == [content(r) for r in consume_all(target, t)[20:]]  # B's, after A's
+    for flow in ("HOA->HOB", "HOB->HOA"):
+        ver = cli(cfg, "verify", "--flow", flow, check=False)
+        assert ver.returncode == 0, (flow, ver.stdout)
+    assert len(consume_all(target, t)) == 23  # the divergence stays on A only

@@ -271,9 +271,15 @@ def test_the_long_sequences_the_search_found_replay_clean(tmp_path, clusters, re
       a planned failover put it at the end of B's (empty) copy, and after the failback B->A's group sync
       rightly left it on A where it was, before the record it never read; the model's translation put it
       after that record. A model defect: fixed in `Model.before_kept_only` (records no flow owned that never
-      reached the other side are passed over like those a failback kept apart)."""
+      reached the other side are passed over like those a failback kept apart).
+    - `--long`, seed 711118659, 2026-11-30 (its third batch, on a52970b): a PRODUCT defect, fixed: A->B had
+      holes below its copies (a backfill above the progress, delete-records on A) when it was failed over
+      unplanned; after the failback verify of A->B (failed over) failed on them as `HOLES ... the next
+      replicate run copies them`. They are the failover's RPO: verify of a failed-over flow names them
+      `not copied when the flow failed over`. Its own test:
+      `tests/integration/test_failback_edges.py::test_holes_an_unplanned_failover_left_are_its_rpo_not_a_mismatch_and_stay_apart_after_the_failback`."""
     if not request.config.getoption("--long"):
-        pytest.skip("--long only: about 12 minutes")
+        pytest.skip("--long only: about 13 minutes")
     setting = Setting(clusters.direct, tmp_path, pair=clusters)
     with replayed(setting) as state:
         state.start(txn_records=2, max_runs=2, unit=(3, 2_147_483_648), initial="timestamp")
@@ -502,6 +508,37 @@ def test_the_long_sequences_the_search_found_replay_clean(tmp_path, clusters, re
         state.fail_over_while_a_run_is_cut_off(at="after_flush", planned=True)
         state.fail_back()
         state.checkpoint()
+    with replayed(setting) as state:
+        state.start(unit=(3, 2_147_483_648), max_runs=2, txn_records=2, initial="earliest")
+        state.consume(g="g1", n=6, which=0)
+        state.consume(g="g1", n=4, which=1)
+        state.replicate_some(limit=3)
+        state.replicate()
+        state.operator_during_a_run(action="pause", after_s=0.0)
+        state.replicate()
+        state.delete_source_records(k=3, partition=1)
+        state.checkpoint()
+        state.backfill_above(at=1)
+        state.write(kind="commit", n=3, partition=0)
+        state.checkpoint()
+        state.an_older_release_wrote_the_progress()
+        state.add_topic(n=3)
+        state.add_partition()
+        state.write(kind="abort", n=4, partition=1)
+        state.backfill_interval(lo=18, width=18)
+        state.state_topic_drifts(drift="snapshot-delete")
+        state.state_topic_drifts(drift="lease-create-time")
+        state.backfill_above(at=2)
+        state.delete_source_records(k=1, partition=1)
+        state.fail_over_while_a_run_is_cut_off(at="after_init", planned=False)
+        state.fail_back()
+        state.write_added(kind="abort", n=3)
+        state.backfill_interval(lo=17, width=18)
+        state.delete_source_records(k=1, partition=1)
+        state.operator_during_a_run(action="stop", after_s=0.05)
+        state.replicate()
+        state.replicate_some(limit=3)
+        state.write(kind="commit", n=2, partition=0)
 
 
 def test_a_failover_while_a_run_is_cut_off_from_its_target_leaves_it_writing_nothing(tmp_path, clusters):

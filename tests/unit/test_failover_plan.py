@@ -146,15 +146,14 @@ def test_the_failover_plan_and_report_tell_the_applications_to_read_committed():
 def test_a_flow_is_failed_over_only_when_its_failover_stopped_it():
     """The failover record outlives the failover (a round trip runs the flow again with it): a person's
     stop then, or a state the config declares, is no failover. A release before `cause` named the plan."""
-    from mirrorflow.ops.dr.failover_record import stopped_by
     from mirrorflow.state.flow_state import FlowState
 
     done = {"plan": "3f9c0a1b2c4d", "at": 1}
     why = "failed over to 'B' (unplanned), plan 3f9c0a1b2c4d approved by admin"
-    assert stopped_by(done, FlowState("stopped", why, cause="failover"))
-    assert stopped_by(done, FlowState("stopped", why))  # an earlier release: no cause
-    assert not stopped_by(done, FlowState("stopped", "maintenance", "alice"))
-    assert not stopped_by(done, FlowState("stopped", why.replace("3f9c0a1b2c4d", "0123456789ab")))  # another failover's
-    assert not stopped_by(done, FlowState("stopped", "declared in the config", declared_in="config"))
-    assert not stopped_by(done, FlowState("running"))
-    assert not stopped_by({"at": 1}, FlowState("stopped", why))  # a record without a plan id: only the cause says
+    assert FlowState("stopped", why, cause="failover").left_by(done)
+    assert FlowState("stopped", why).left_by(done)  # an earlier release: no cause
+    assert not FlowState("stopped", "maintenance", "alice").left_by(done)
+    assert not FlowState("stopped", why.replace("3f9c0a1b2c4d", "0123456789ab")).left_by(done)  # another failover's
+    assert not FlowState("stopped", "declared in the config", declared_in="config").left_by(done)
+    assert not FlowState("running").left_by(done)
+    assert not FlowState("stopped", why).left_by({"at": 1})  # a record without a plan id: only the cause says

@@ -53,6 +53,17 @@ class FlowState:
     def failed_over(self) -> bool:
         return self.state == "stopped" and self.cause == "failover"
 
+    def left_by(self, failover: Mapping[str, Any] | None) -> bool:
+        """Whether this is the state the failover record `failover` left: the record outlives its
+        failover (after a round trip the flow runs again with it, and a person may stop it then; that
+        stop is no failover). `cause: failover` says so, or, written by a release before causes, a stop
+        whose reason names the record's plan."""
+        if failover is None:
+            return False
+        plan = failover.get("plan")
+        older = self.state == "stopped" and not self.cause and bool(plan) and f"plan {plan} " in self.reason
+        return self.failed_over or older
+
     def allows(self, step: str) -> bool:
         return step in ALLOWED[self.state]
 

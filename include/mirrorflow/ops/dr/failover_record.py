@@ -13,26 +13,16 @@ from typing import Any
 from mirrorflow.clients import FlowClients
 from mirrorflow.mm2.filters import FlowFilters
 from mirrorflow.reporting import iso
-from mirrorflow.state.flow_state import FlowState, flow_state, read_control
+from mirrorflow.state.flow_state import flow_state, read_control
 from mirrorflow.state.records import Progress
 
 
 def failed_over(clients: FlowClients) -> dict[str, Any] | None:
-    """The flow's failover record when its failover stopped it, else None. The record outlives the
-    failover: after a round trip (the failback, the reverse flow's failover and failback) the flow
-    runs again with it, and a person may stop it then; that stop is no failover, and a failover of
-    the flow then is a new one (taken as "already failed over", it committed nothing and said so,
-    found by the model-based search). The flow-state record says who stopped it: `cause: failover`,
-    or, written by a release before causes, a reason naming the record's plan."""
+    """The flow's failover record when its failover stopped it, else None (`FlowState.left_by`: a
+    person's stop after a round trip is no failover, and a failover of the flow then is a new one;
+    taken as "already failed over", it committed nothing and said so, found by the model-based search)."""
     done = read_control(clients, "failover")
-    return dict(done) if done is not None and stopped_by(done, flow_state(clients)) else None
-
-
-def stopped_by(done: Mapping[str, Any], state: FlowState) -> bool:
-    """Whether `state` is the one failover `done` left (pure; `failed_over`)."""
-    plan = done.get("plan")
-    older = state.state == "stopped" and not state.cause and bool(plan) and f"plan {plan} " in state.reason
-    return state.failed_over or older
+    return dict(done) if done is not None and flow_state(clients).left_by(done) else None
 
 
 def record_id(done: Mapping[str, Any]) -> str:

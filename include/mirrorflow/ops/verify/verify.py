@@ -117,7 +117,7 @@ class Verifier:
     def check(self, report: VerifyReport, k: Key, inputs: VerifyInputs) -> VerifiedMark | None:
         """Check partition `k` into a new PartitionVerify of `report`; returns its new mark (None: none)."""
         t, p = k
-        pv = PartitionVerify(t, p, inputs.remote[k])
+        pv = PartitionVerify(t, p, inputs.remote[k], failed_over=inputs.failed_over)
         report.partitions.append(pv)
         prog = inputs.progress.get(k)
         if k not in inputs.on_source:

@@ -18,7 +18,8 @@ from mirrorflow.mm2.filters import FlowFilters
 from mirrorflow.ops.verify.verify_walk import Rec
 from mirrorflow.replication.plan.planner import source_offsets, source_partitions
 from mirrorflow.replication.plan.when import When
-from mirrorflow.state.kept_apart import kept_on_target
+from mirrorflow.state.flow_state import flow_state, read_controls
+from mirrorflow.state.kept_apart import kept_ranges
 from mirrorflow.state.names import VERIFY, reader_group
 from mirrorflow.state.offset_map import PartitionMap
 from mirrorflow.state.records import Progress, VerifiedMark
@@ -49,6 +50,7 @@ class VerifyInputs:
     kept: dict[Key, tuple[tuple[int, int], ...]]  # (remote topic, partition) -> target ranges a failback kept
     marks: dict[Key, VerifiedMark | StateError]  # stored 'verified up to' marks (read when needed)
     target_ends: dict[Key, int]  # (remote topic, partition) -> end, for the partitions with a mark
+    failed_over: bool = False  # the flow's failover stopped it: it copies nothing until a round trip ends
 
     def src_id(self, k: Key) -> str:
         return self.src_ids.get(k[0], "")
@@ -87,7 +89,8 @@ def read_inputs(
     tgt_ids = topic_ids(clients.admin("target"), clients.connection("target"), set(remote.values()))
     compacted_src = _compacted(clients, "source", {t for t, _ in live})
     compacted_tgt = _compacted(clients, "target", set(remote.values()) & set(tgt_ids))
-    kept = {k: tuple(v) for k, v in kept_on_target(clients).items()}
+    controls = read_controls(clients, ["failback", "failover", "flow-state"])
+    kept = {k: tuple(v) for k, v in kept_ranges(controls.get("failback")).items()}
     marks = read_marks(clients, [k for k in live if k in progress]) if with_marks else {}
     target_ends = _target_ends(clients, [(remote[k], k[1]) for k in marks], tgt_ids)
     return VerifyInputs(
@@ -107,6 +110,7 @@ def read_inputs(
         kept,
         marks,
         target_ends,
+        flow_state(clients, controls).left_by(controls.get("failover")),
     )
 
 

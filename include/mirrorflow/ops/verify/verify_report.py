@@ -23,8 +23,10 @@ class PartitionVerify:
     counts: dict[str, int] = field(default_factory=dict)  # mismatches per kind
     first_mismatch: Mismatch | None = None
     not_copied: list[tuple[int, int]] = field(default_factory=list)  # source offsets in the window not copied yet
-    # the part of `not_copied` below a copied offset: a hole the copy left (a mismatch until copied)
+    # the part of `not_copied` below a copied offset: a hole the copy left (a mismatch until copied,
+    # unless the flow failed over: then its failover's RPO, which that failover reported not replicated)
     holes: list[tuple[int, int]] = field(default_factory=list)
+    failed_over: bool = False  # the flow's failover stopped it: nothing not copied will be copied by it
     unchecked: list[str] = field(default_factory=list)  # what could not be checked, and why
     notes: list[str] = field(default_factory=list)
     error: str | None = None  # the partition could not be verified (counts as a mismatch)
@@ -54,7 +56,7 @@ class PartitionVerify:
 
     @property
     def ok(self) -> bool:
-        return self.error is None and self.mismatches == 0 and not self.holes
+        return self.error is None and self.mismatches == 0 and not (self.holes and not self.failed_over)
 
     def line(self) -> str:
         head = f"{self.topic}[{self.partition}] -> {self.target_topic}[{self.partition}]"
@@ -72,18 +74,23 @@ class PartitionVerify:
         if self.counts:
             text += "; " + ", ".join(f"{n:,} {k}" for k, n in sorted(self.counts.items()))
         if self.holes:
-            n = sum(b - a for a, b in self.holes)
-            text += (
-                f"; HOLES: {n:,} source offsets below the copied ones are not on the target ("
-                + ", ".join(f"{a}..{b}" for a, b in self.holes)
-                + "); the next replicate run copies them"
-                + (
-                    f" (those below the source's log start {self.source_start} are gone: it names them lost)"
-                    if self.holes[0][0] < self.source_start
-                    else ""
-                )
-            )
+            text += "; " + self._holes()
         return text
+
+    def _holes(self) -> str:
+        n, ranges = sum(b - a for a, b in self.holes), ", ".join(f"{a}..{b}" for a, b in self.holes)
+        gone = self.holes[0][0] < self.source_start
+        below = f" (those below the source's log start {self.source_start} are gone" if gone else ""
+        if self.failed_over:  # an unplanned failover's RPO (a planned one drains them, or --max-lag accepted them)
+            return (
+                f"{n:,} source offsets below the copied ones were not copied when the flow failed over ({ranges}): "
+                "its failover reported them not replicated; a failback keeps those the source holds apart there"
+                + (f"{below})" if gone else "")
+            )
+        return (
+            f"HOLES: {n:,} source offsets below the copied ones are not on the target ({ranges}); the next "
+            "replicate run copies them" + (f"{below}: it names them lost)" if gone else "")
+        )
 
     def detail_lines(self) -> list[str]:
         out = []
@@ -97,7 +104,8 @@ class PartitionVerify:
                 + ("" if r.ok else f", {r.mismatches:,} not matching")
             )
         if self.not_copied:
-            out.append("not copied yet: " + ", ".join(f"{a}..{b}" for a, b in self.not_copied))
+            when = "when the flow failed over" if self.failed_over else "yet"
+            out.append(f"not copied {when}: " + ", ".join(f"{a}..{b}" for a, b in self.not_copied))
         out += self.unchecked + self.notes
         return out
 
