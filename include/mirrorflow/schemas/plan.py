@@ -89,15 +89,7 @@ def plan_schemas(
 ) -> SchemaPlan:
     plan = SchemaPlan()
     rename = renamer(policy, source_alias)
-    wanted: list[str] = []
-    for subject in sorted(source.subjects):
-        topic = topic_of(subject)
-        if subject_source(policy, subject) == target_alias:
-            plan.left_out.append(f"{subject} (it came from {target_alias})")
-        elif topic is not None and not topic_wanted(topic):
-            plan.left_out.append(f"{subject} (topic {topic} is not replicated by the flow)")
-        else:
-            wanted.append(subject)
+    wanted = _wanted(source, policy, target_alias, topic_wanted, plan.left_out)
     held = target.by_id()
     for v in _in_dependency_order(source, wanted, plan.conflicts):
         t_subject = rename(v.subject)
@@ -140,6 +132,27 @@ def plan_schemas(
         s for s in target.subjects if s not in from_here and subject_source(policy, s) == source_alias
     )
     return plan
+
+
+def _wanted(
+    source: Catalog,
+    policy: DefaultReplicationPolicy,
+    target_alias: str,
+    topic_wanted: Callable[[str], bool],
+    left_out: list[str],
+) -> list[str]:
+    """The source's subjects the flow copies; the others named in `left_out` with why (they came from the
+    target, as MM2's cycle detection leaves topics out, or their topic is not replicated)."""
+    wanted: list[str] = []
+    for subject in sorted(source.subjects):
+        topic = topic_of(subject)
+        if subject_source(policy, subject) == target_alias:
+            left_out.append(f"{subject} (it came from {target_alias})")
+        elif topic is not None and not topic_wanted(topic):
+            left_out.append(f"{subject} (topic {topic} is not replicated by the flow)")
+        else:
+            wanted.append(subject)
+    return wanted
 
 
 def _in_dependency_order(source: Catalog, wanted: list[str], conflicts: list[str]) -> list[SchemaVersion]:

@@ -7,6 +7,7 @@ mirror promoted (metadata.read_only: its DENY lifted, a `promote` line in the hi
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any
 
 from mirrorflow.clients import FlowClients
 from mirrorflow.config import Config, FlowConfig
@@ -20,7 +21,7 @@ from mirrorflow.ops.dr.failover_report import FailoverReport
 from mirrorflow.ops.dr.lease_takeover import TAKE_OVER_HINT, take_over_flow
 from mirrorflow.state.flow_state import set_flow_state, write_control
 from mirrorflow.state.history import record_operation
-from mirrorflow.state.lease import local_owner, whoami
+from mirrorflow.state.lease import FlowLease, local_owner, whoami
 from mirrorflow.state.run_lease import take_lease
 from mirrorflow.state.store import StateStore
 
@@ -55,21 +56,9 @@ def commit_failover(
                 + ("flow is not failed over now" if done is None else f"flow's failover is {record_id(done)} now")
                 + ": nothing committed. Run the preflight again."
             )
-        if plan.take_over:
-            keys = [(p.topic, p.partition) for p in plan.partitions]
-            lease, report.take_over = take_over_flow(clients, approved_by, via, f"failover of plan {plan.id}", keys)
-        else:
-            try:
-                lease = take_lease(clients, *local_owner("mirrorflow failover"))
-            except (LeaseError, DeploymentConflictError) as exc:
-                raise type(exc)(f"failover of {flow.name}: {exc}. {TAKE_OVER_HINT}") from None
+        lease = _lease(clients, plan, report, approved_by, via)
         try:
-            pattern = group_pattern(plan.groups_regex)
-            if done is None:
-                now = build_plan(clients, plan.mode, plan.groups_regex, pattern, None)
-            else:
-                now = build_plan(clients, plan.mode, plan.groups_regex, pattern, None, moved_groups(done))
-                now = replace(now, moves_after=plan.moves_after)
+            now = _plan_now(clients, plan, done)
             moved = plan_moves(plan, now)
             if moved:
                 raise PlanMovedError(
@@ -87,6 +76,29 @@ def commit_failover(
         finally:
             lease.release()
     return report
+
+
+def _lease(clients: FlowClients, plan: FailoverPlan, report: FailoverReport, approved_by: str, via: str) -> FlowLease:
+    """The flow's lease for the commit: taken over (its copies fenced) when the operator confirmed it, else
+    taken as a run takes it (refused, naming the take-over, while another holds it)."""
+    if plan.take_over:
+        keys = [(p.topic, p.partition) for p in plan.partitions]
+        lease, report.take_over = take_over_flow(clients, approved_by, via, f"failover of plan {plan.id}", keys)
+        return lease
+    try:
+        return take_lease(clients, *local_owner("mirrorflow failover"))
+    except (LeaseError, DeploymentConflictError) as exc:
+        raise type(exc)(f"failover of {clients.flow.name}: {exc}. {TAKE_OVER_HINT}") from None
+
+
+def _plan_now(clients: FlowClients, plan: FailoverPlan, done: dict[str, Any] | None) -> FailoverPlan:
+    """`plan` made again from the state now, to compare (plan_moves): after failover `done` when it moves
+    groups after one."""
+    pattern = group_pattern(plan.groups_regex)
+    if done is None:
+        return build_plan(clients, plan.mode, plan.groups_regex, pattern, None)
+    now = build_plan(clients, plan.mode, plan.groups_regex, pattern, None, moved_groups(done))
+    return replace(now, moves_after=plan.moves_after)
 
 
 def _commit(clients: FlowClients, report: FailoverReport, plan: FailoverPlan, now: FailoverPlan, via: str) -> None:

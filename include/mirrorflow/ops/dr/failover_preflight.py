@@ -17,7 +17,7 @@ from mirrorflow.clients import FlowClients
 from mirrorflow.config import Config, FlowConfig
 from mirrorflow.errors import ConfigError, MirrorflowError, StateError
 from mirrorflow.groups.checkpoint import CheckpointStore
-from mirrorflow.groups.offset_sync import sync_group_offsets
+from mirrorflow.groups.offset_sync import GroupSyncRun, sync_group_offsets
 from mirrorflow.kafka.topic_admin import list_offsets
 from mirrorflow.metadata.read_only import check_target, promote
 from mirrorflow.mm2.filters import FlowFilters
@@ -123,13 +123,7 @@ def build_plan(
             if mode == "planned":
                 raise
             report.source_error = str(exc)
-    store = CheckpointStore.load(clients)
-    chosen = (
-        None
-        if pattern is None and not exclude
-        else [g for g in store.groups() if (pattern is None or pattern.fullmatch(g)) and g not in exclude]
-    )
-    run = sync_group_offsets(clients.cfg, flow, store, groups=chosen, dry_run=True, clients=clients, failover=True)
+    run = _group_plans(clients, pattern, exclude)
     return FailoverPlan(
         flow.name,
         flow.target,
@@ -151,6 +145,19 @@ def build_plan(
         int(time.time() * 1000),
         errors=dict(run.errors),
         source_ends={f"{t}:{p}": end for (t, p), end in sorted(ends.items())},
+    )
+
+
+def _group_plans(clients: FlowClients, pattern: re.Pattern[str] | None, exclude: frozenset[str]) -> GroupSyncRun:
+    """What group sync would commit at the failover (a dry run), for the groups `pattern` matches but `exclude`."""
+    store = CheckpointStore.load(clients)
+    chosen = (
+        None
+        if pattern is None and not exclude
+        else [g for g in store.groups() if (pattern is None or pattern.fullmatch(g)) and g not in exclude]
+    )
+    return sync_group_offsets(
+        clients.cfg, clients.flow, store, groups=chosen, dry_run=True, clients=clients, failover=True
     )
 
 

@@ -338,20 +338,7 @@ def gather_inputs(clients: FlowClients, progress: dict[tuple[str, int], Progress
         src_ids, tgt_ids, tgt_parts = src_ids_f.result(), tgt_ids_f.result(), tgt_parts_f.result()
     fresh = [tp for tp in tps if tp not in progress or progress[tp].next < 0]
     initial = _initial_positions(clients, fresh, started, starts, ends)
-    copied = [
-        (remote, p)
-        for t, p, remote in parts
-        if (t, p) in progress and progress[(t, p)].tgt_end >= 0 and remote in tgt_ids and p < tgt_parts.get(remote, 0)
-    ]
-    tgt_ends = list_offsets(
-        clients.admin("target"), clients.connection("target"), copied, OffsetSpec.latest(), False, bound
-    )
-    # a partition without progress whose remote holds committed records: its state was lost, or
-    # another writer filled it (at-least-once copies commit records before their progress: skipped)
-    firsts = first_committed(clients, fresh_remotes(parts, progress, tgt_parts)) if flow.exactly_once else {}
-    # ...unless they are only what a failback kept apart there (a partition its source got afterwards)
-    for k in only_kept(clients, firsts):
-        del firsts[k]
+    tgt_ends, firsts = _on_target(clients, parts, progress, tgt_ids, tgt_parts)
     partitions = [
         PartitionInput(
             t,
@@ -370,6 +357,36 @@ def gather_inputs(clients: FlowClients, progress: dict[tuple[str, int], Progress
         for t, p, remote in parts
     ]
     return Inputs(partitions, layout, deal(tps, layout.slots))
+
+
+def _on_target(
+    clients: FlowClients,
+    parts: list[tuple[str, int, str]],
+    progress: dict[tuple[str, int], Progress],
+    tgt_ids: dict[str, str],
+    tgt_parts: dict[str, int],
+) -> tuple[dict[tuple[str, int], int], dict[tuple[str, int], int]]:
+    """Per remote (topic, partition): the end of those the flow copied to, and the first committed record
+    of those without progress (a partition whose remote holds committed records: its state was lost, or
+    another writer filled it; at-least-once copies commit records before their progress: not asked),
+    unless they are only what a failback kept apart there (a partition its source got afterwards)."""
+    copied = [
+        (remote, p)
+        for t, p, remote in parts
+        if (t, p) in progress and progress[(t, p)].tgt_end >= 0 and remote in tgt_ids and p < tgt_parts.get(remote, 0)
+    ]
+    tgt_ends = list_offsets(
+        clients.admin("target"),
+        clients.connection("target"),
+        copied,
+        OffsetSpec.latest(),
+        False,
+        clients.outage_timeout,
+    )
+    firsts = first_committed(clients, fresh_remotes(parts, progress, tgt_parts)) if clients.flow.exactly_once else {}
+    for k in only_kept(clients, firsts):
+        del firsts[k]
+    return tgt_ends, firsts
 
 
 def _initial_positions(
