@@ -42,7 +42,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, precondition, rule
 
 from mirrorflow.clients import FlowClients
-from mirrorflow.errors import StateError
+from mirrorflow.errors import MirrorflowError, StateError
 from mirrorflow.ops.control.flow_control import control_flow
 from mirrorflow.ops.dr.failover_plan import PlanMovedError
 from mirrorflow.groups.checkpoint import emit_checkpoints
@@ -203,6 +203,7 @@ class ReplicationMachine(RuleBasedStateMachine):
         self.producers: dict[str, Producer] = {}
         self.running: object | None = None  # the flow that copies now
         self.failed_over: object | None = None  # the flow failed over, waiting for its failback
+        self.held: str | None = None  # "paused" / "stopped": how an operator left the running flow
         self.failover_step = 0
         self.flows_run: set[str] = set()
         self.setting.examples += 1
@@ -526,7 +527,7 @@ class ReplicationMachine(RuleBasedStateMachine):
             if key[0].startswith(self.pfx) and not self.islands:
                 assert prog.holes() == [], f"{flow.name} {key}: holes {prog.holes()} in {prog}"
 
-    @precondition(lambda self: self.running is not None)
+    @precondition(lambda self: self.running is not None and self.held is None)
     @rule(limit=st.sampled_from([1, 3]))
     @counted
     def replicate_some(self, limit: int) -> None:
@@ -543,14 +544,22 @@ class ReplicationMachine(RuleBasedStateMachine):
     @counted
     def backfill_above(self, at: int) -> None:
         """A backfill from source offset `at` to the end, wherever the progress stands: above it, an
-        island the next runs must not jump (the holes below it are copied)."""
+        island the next runs must not jump (the holes below it are copied). While an operator holds the
+        flow (paused or stopped) the backfill is skipped, naming why, and copies nothing."""
+        if self.held:
+            t = self.side_of(self.running)[1]
+            before = self.snap(t)
+            rep = backfill(self.cfg, self.running, f"offset:{at}", "latest", mode="direct")
+            assert rep.skipped and self.held in rep.skipped and rep.run is None, rep.render()
+            assert self.snap(t) == before, f"a backfill of the {self.held} flow {self.running.name} changed its target"
+            return
         rep = backfill(self.cfg, self.running, f"offset:{at}", "latest", mode="direct")
         assert rep.ok, rep.render()
         self.islands = True
         self.model.unordered |= {(p.topic, p.partition) for p in rep.partitions if p.records}
         self.model.step += 1
 
-    @precondition(lambda self: self.running is not None and self.running.name in self.flows_run)
+    @precondition(lambda self: self.running is not None and self.held is None and self.running.name in self.flows_run)
     @rule(lo=st.integers(0, 30), width=st.integers(1, 30))
     @counted
     def backfill_interval(self, lo: int, width: int) -> None:
@@ -582,7 +591,15 @@ class ReplicationMachine(RuleBasedStateMachine):
     @rule()
     @counted
     def replicate(self) -> None:
-        """Copy runs of the running flow until nothing is left; the target holds every source record once."""
+        """Copy runs of the running flow until nothing is left; the target holds every source record once.
+        While an operator holds the flow (paused or stopped) a run is skipped and changes nothing."""
+        if self.held:
+            t = self.side_of(self.running)[1]
+            before = self.snap(t)
+            rep = run_once(self.cfg, self.running, mode="direct")
+            assert rep.skipped and rep.records == 0 and rep.lag is None, rep.render()
+            assert self.snap(t) == before, f"a run of the {self.held} flow {self.running.name} changed its target"
+            return
         self.drain(self.running)
         self.check_copy(self.running)
         self.model.step += 1
@@ -591,9 +608,18 @@ class ReplicationMachine(RuleBasedStateMachine):
     @rule()
     @counted
     def checkpoint(self) -> None:
-        """A checkpoint pass with group sync: every group lands on the target exactly where it must."""
+        """A checkpoint pass with group sync: every group lands on the target exactly where it must (also
+        while an operator paused the flow, as in Strimzi); while it is stopped both skip and move nothing."""
         flow = self.running
         s, t = self.side_of(flow)
+        if self.held == "stopped":
+            before = self.committed(t)
+            run = emit_checkpoints(self.cfg, flow)
+            assert run.state_skip and not run.emitted, (run.skipped_reason, run.emitted)
+            sync = sync_group_offsets(self.cfg, flow)
+            assert sync.state_skip and not sync.committed, (sync.skipped_reason, sync.committed)
+            assert self.committed(t) == before, f"group sync of the stopped flow {flow.name} moved a group"
+            return
         before = self.committed(t)
         run = emit_checkpoints(self.cfg, flow)
         assert not run.errors and run.skipped_reason is None, (run.errors, run.skipped_reason)
@@ -621,6 +647,8 @@ class ReplicationMachine(RuleBasedStateMachine):
             with FlowClients(self.cfg, self.running) as clients:
                 rep = verify_flow(clients)
             assert self.verified(self.running, rep, holes=True), rep.render()
+            if self.held:  # nothing copies the holes while an operator holds the flow
+                return
             self.drain(self.running)
         with FlowClients(self.cfg, self.running) as clients:
             rep = verify_flow(clients)
@@ -628,7 +656,7 @@ class ReplicationMachine(RuleBasedStateMachine):
         self.model.step += 1
 
     # -- operators and platforms -------------------------------------------------------------
-    @precondition(lambda self: self.running is not None)
+    @precondition(lambda self: self.running is not None and self.held is None)
     @rule(action=st.sampled_from(["pause", "stop"]), after_s=st.sampled_from([0.0, 0.05, 0.3, 1.0]))
     @counted
     def operator_during_a_run(self, action: str, after_s: float) -> None:
@@ -672,7 +700,27 @@ class ReplicationMachine(RuleBasedStateMachine):
         control_flow(self.cfg, flow, "resume", OPERATOR, via="airflow", reason="model: maintenance over")
         self.model.step += 1
 
-    @precondition(lambda self: self.running is not None and self.running.name in self.flows_run)
+    @precondition(lambda self: self.running is not None and self.held is None)
+    @rule(action=st.sampled_from(["pause", "stop"]))
+    @counted
+    def operator_holds(self, action: str) -> None:
+        """An operator pauses or stops the running flow and leaves it so while other things happen (the
+        applications write, groups read and move, partitions and topics are added, a failover): runs and
+        backfills skip, a planned failover is refused, an unplanned one goes on."""
+        control_flow(self.cfg, self.running, action, OPERATOR, via="cli", reason="model: held")
+        self.held = {"pause": "paused", "stop": "stopped"}[action]
+        self.model.step += 1
+
+    @precondition(lambda self: self.running is not None and self.held is not None)
+    @rule()
+    @counted
+    def operator_resumes(self) -> None:
+        """The operator resumes the flow they held: the next drain copies everything."""
+        control_flow(self.cfg, self.running, "resume", OPERATOR, via="airflow", reason="model: held no more")
+        self.held = None
+        self.model.step += 1
+
+    @precondition(lambda self: self.running is not None and self.held is None and self.running.name in self.flows_run)
     @rule(drift=st.sampled_from(sorted(DRIFTS)))
     @counted
     def state_topic_drifts(self, drift: str) -> None:
@@ -744,6 +792,14 @@ class ReplicationMachine(RuleBasedStateMachine):
     def failover_of(self, planned: bool, racing: str | None = None, after_s: float = 0.0) -> None:
         flow = self.running
         s, t = self.side_of(flow)
+        if planned and self.held:  # its drain cannot copy: refused, nothing changed (unplanned goes on)
+            before = self.committed(t), self.snap(t)
+            with pytest.raises(MirrorflowError, match=f"planned failover of {flow.name}: nothing changed, its drain"):
+                plan_failover(self.cfg, flow, "planned", copy_mode="direct", max_drain_runs=DRAIN_RUNS)
+            assert (self.committed(t), self.snap(t)) == before, f"a refused failover of {flow.name} changed {t}"
+            with FlowClients(self.cfg, flow) as clients:
+                assert flow_state(clients).state == self.held, f"a refused failover of {flow.name} changed its state"
+            return
         self.model.step += 1
         self.failover_step = self.model.step
         before = self.committed(t)
@@ -769,11 +825,14 @@ class ReplicationMachine(RuleBasedStateMachine):
         for g in self.model.groups.values():  # the applications move to T
             g.side = t
             g.committed = {tp: o for tp, o in now[g.name].items() if o is not None}
-        self.running, self.failed_over = None, flow
+        self.running, self.failed_over, self.held = None, flow, None
         self.model.step += 1
 
     @precondition(
-        lambda self: self.running is not None and self.running.name in self.flows_run and self.cut_cfg is not None
+        lambda self: self.running is not None
+        and self.held is None
+        and self.running.name in self.flows_run
+        and self.cut_cfg is not None
     )
     @rule(planned=st.booleans(), at=st.sampled_from(["after_init", "after_flush", "before_commit", "after_commit"]))
     @counted
@@ -967,6 +1026,8 @@ class ReplicationMachine(RuleBasedStateMachine):
     def teardown(self) -> None:
         try:
             if self.cfg is not None and self.running is not None and self.failed_step is None:
+                if self.held:
+                    self.operator_resumes()
                 self.drain(self.running)
                 self.check_copy(self.running)
                 for name in sorted(self.flows_run):

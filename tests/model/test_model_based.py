@@ -541,6 +541,44 @@ def test_the_long_sequences_the_search_found_replay_clean(tmp_path, clusters, re
         state.write(kind="commit", n=2, partition=0)
 
 
+def test_a_flow_an_operator_holds_across_operations(tmp_path, clusters, request):
+    """The machine's `operator_holds` and `operator_resumes` through what happens while a flow is held (`--long`
+    only; the CI tier's random examples draw them too): paused, a run and a backfill skip and change nothing,
+    checkpoints and group sync go on, verify names the holes below a backfill's island, a planned failover
+    is refused (its drain cannot copy) and an unplanned one goes on; stopped, checkpoints and group sync skip
+    too, and an unplanned failover raced by a resume stands; resumed, the next drain copies everything."""
+    if not request.config.getoption("--long"):
+        pytest.skip("--long only: about a minute")
+    setting = Setting(clusters.direct, tmp_path, pair=clusters)
+    with replayed(setting) as state:
+        state.start(unit=(3, 2_147_483_648), max_runs=2, txn_records=2, initial="earliest")
+        state.write(kind="commit", n=3, partition=0)
+        state.replicate()
+        state.consume(g="g1", n=2, which=0)
+        state.checkpoint()
+        state.operator_holds(action="pause")
+        state.write(kind="commit", n=2, partition=1)
+        state.replicate()
+        state.checkpoint()
+        state.backfill_above(at=0)
+        state.verify()
+        state.fail_over(planned=True, racing=None, after_s=0.0)
+        state.add_partition()
+        state.fail_over(planned=False, racing=None, after_s=0.0)
+        state.fail_back()
+        state.operator_holds(action="stop")
+        state.write(kind="commit", n=2, partition=0)
+        state.checkpoint()
+        state.replicate()
+        state.fail_over(planned=False, racing="resume", after_s=0.02)
+        state.fail_back()
+        state.operator_holds(action="pause")
+        state.write(kind="commit", n=2, partition=0)
+        state.operator_resumes()
+        state.replicate()
+        state.operator_holds(action="stop")
+
+
 def test_a_failover_while_a_run_is_cut_off_from_its_target_leaves_it_writing_nothing(tmp_path, clusters):
     """The machine's `fail_over_while_a_run_is_cut_off` in both kinds (cut with a transaction open, after a
     flush), then the failback: the cut run writes nothing after either failover, every record the model
