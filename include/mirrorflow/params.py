@@ -4,7 +4,8 @@ are made from the same `Field`s, so the doors cannot drift apart in name, defaul
 
 The failover, the failback and the drill declare theirs in ops.dr.inputs (the first two's `OPERATION`s,
 ops.dr.gated, check them; the drill checks its own), the take-over from MM2 in ops.takeover.inputs, verify
-in ops.verify.inputs, replicate, backfill and the re-seed in ops.inputs. What only one door has stays there: the CLI's
+in ops.verify.inputs, a flow's pause, resume and stop in ops.control.inputs, replicate, backfill and the re-seed
+in ops.inputs. What only one door has stays there: the CLI's
 `--copy-mode`, `--plan-id`, `--yes` and `--json`; the DAG's approval timeout and approvers.
 """
 

@@ -16,6 +16,7 @@ import time
 from collections.abc import Callable, Collection, Sequence
 
 from mirrorflow.observe.status_page import ChartPoint, FlowPage
+from mirrorflow.ops.control.inputs import ACTION
 
 REFRESH_S = 10
 Links = Callable[[str], Sequence[tuple[str, str]]]  # flow name -> (label, url) of its DAGs
@@ -254,9 +255,7 @@ def _control(page: FlowPage, links: Links) -> str:
             f"{_e(page.flow.split('->')[0])} is back (not a resume).</p>"
         )
     flow_id = page.flow.replace("->", "-")
-    buttons = "".join(
-        f'<button type="button" data-action="{a}">{a.capitalize()}</button>' for a in ("pause", "resume", "stop")
-    )
+    buttons = "".join(f'<button type="button" data-action="{a}">{a.capitalize()}</button>' for a in ACTION.choices)
     return (
         f'<div class="control" data-flow-id="{_e(flow_id)}"><input type="text" aria-label="Reason" '
         f'placeholder="Reason (optional, recorded in the history)">{buttons}'

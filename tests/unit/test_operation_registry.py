@@ -76,7 +76,8 @@ def declared(op):
 
 def test_an_operations_declared_inputs_are_its_commands_flags():
     """Each input an operation declares is a flag of its command, as the field says (a flag a switch, a
-    choice its choices, a required text required): the CLI cannot drift from the form."""
+    choice its choices, a required text required), or its positional argument (`mirrorflow flow ACTION`: its
+    choices the field's and `list`): the CLI cannot drift from the form."""
     import argparse
 
     from mirrorflow.cli.registry import COMMANDS
@@ -85,12 +86,16 @@ def test_an_operations_declared_inputs_are_its_commands_flags():
         importlib.import_module(f"mirrorflow.cli.{op.cli}")
     with_inputs = [op for op in OPERATIONS if op.inputs]
     assert {op.name for op in with_inputs} >= {"replicate", "backfill", "verify", "failover", "failback", "drill",
-                                               "takeover", "reseed"}
+                                               "takeover", "reseed", "control"}
     for op in with_inputs:
         parser = argparse.ArgumentParser()
         next(args for name, _, args, _ in COMMANDS if name == op.command)(parser)
         options = {s: a for a in parser._actions for s in a.option_strings}
+        positional = {a.dest: a for a in parser._actions if not a.option_strings}
         for f in declared(op):
+            if f.name in positional:
+                assert f.kind == "choice" and set(f.choices) <= set(positional[f.name].choices), (op.name, f.name)
+                continue
             action = options.get(f.flag)
             assert action is not None, f"{op.name}: {f.flag} ({f.name}) is not a flag of `mirrorflow {op.command}`"
             assert action.dest == f.name, (op.name, f.flag, action.dest)

@@ -9,15 +9,12 @@ from mirrorflow.errors import ConfigError
 
 
 def _args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("action", choices=["list", "pause", "resume", "stop"], help="what to do")
+    from mirrorflow.ops.control.inputs import ACTION, FORCE, REASON
+    from mirrorflow.params import add_flags
+
+    p.add_argument("action", choices=["list", *ACTION.choices], help=f"list the flows' states; {ACTION.help}")
     p.add_argument("--flow", help="the flow, e.g. A->B (pause, resume, stop)")
-    p.add_argument("--reason", default="", help="why (recorded with the state and in the history, shown by status)")
-    p.add_argument(
-        "--force",
-        action="store_true",
-        help="resume: also a flow its failover stopped, when its applications never moved (the failback is the "
-        "way back otherwise: a resume copies what the source accepted since the failover)",
-    )
+    add_flags(p, (REASON, FORCE))
     p.add_argument("--json", action="store_true", help="print JSON")
 
 
@@ -54,7 +51,7 @@ def _flow(args: argparse.Namespace) -> int:
     from mirrorflow.ops.control.flow_control import ACTIONS, control_flow
 
     flow = cfg.flow(args.flow)
-    st = control_flow(cfg, flow, args.action, whoami(), "cli", args.reason, args.force)
+    st = control_flow(cfg, flow, args.action, whoami(), "cli", args.reason or "", args.force)
     if args.json:
         print_json({"flow": flow.name, **st.to_dict()})
     else:

@@ -93,6 +93,7 @@ OPERATIONS = (
         history=("pause", "resume", "stop"),
         dag="control",
         linked=True,
+        inputs="mirrorflow.ops.control.inputs:CONTROL",
     ),
     Operation(
         "failover",

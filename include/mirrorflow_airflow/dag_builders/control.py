@@ -14,8 +14,8 @@ user who triggered the run (the DAG run's triggering user) and the reason given.
 A flow its failover stopped refuses `pause` and `stop` too (the run fails naming the failback): they
 would overwrite what its failover recorded, which the failback needs.
 
-Params: `action`, `reason` (optional, recorded and shown on the status page and in skipped runs) and
-`force` (resume a flow its failover stopped).
+Params (declared once with the CLI's, ops.control.inputs): `action`, `reason` (optional, recorded and shown
+on the status page and in skipped runs) and `force` (resume a flow its failover stopped).
 """
 
 from __future__ import annotations
@@ -23,15 +23,15 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from airflow.sdk import DAG, Param, task
+from airflow.sdk import DAG, task
 
 from mirrorflow.config import Config, FlowConfig
+from mirrorflow.ops.control.inputs import CONTROL
 from mirrorflow_airflow.common import flow_dag, flow_dags, task_config_path
 from mirrorflow_airflow.hooks import MirrorflowHook
-from mirrorflow_airflow.params import optional_text
+from mirrorflow_airflow.params import form
 
 log = logging.getLogger(__name__)
-ACTIONS = ["pause", "resume", "stop"]
 
 
 def triggering_user(dag_run: Any) -> str:
@@ -59,23 +59,7 @@ def build_control_dag(cfg: Config, flow: FlowConfig) -> DAG:
         flow,
         "pause, resume or stop the flow (recorded on the target with the user who triggered it)",
         None,
-        params={
-            "action": Param(
-                "pause",
-                type="string",
-                enum=ACTIONS,
-                title="Action",
-                description="pause: no copy or topic sync (checkpoints go on); stop: nothing runs; resume: run again",
-            ),
-            "reason": optional_text("Reason", "Why (recorded in the flow's history and shown on the status page)"),
-            "force": Param(
-                False,
-                type="boolean",
-                title="Force a resume after a failover",
-                description="resume also a flow its failover stopped, when its applications never moved (otherwise "
-                "its failback is the way back: a resume copies what the source accepted since the failover)",
-            ),
-        },
+        params=form(CONTROL),
         doc_md=__doc__,
     ) as dag:
 

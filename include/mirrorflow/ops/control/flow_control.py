@@ -15,6 +15,7 @@ from __future__ import annotations
 from mirrorflow.clients import FlowClients
 from mirrorflow.config import Config, FlowConfig
 from mirrorflow.errors import ConfigError, StateError
+from mirrorflow.ops.control.inputs import ACTION
 from mirrorflow.ops.dr.failback import resume_problem
 from mirrorflow.reporting import iso
 from mirrorflow.state.flow_state import (
@@ -26,8 +27,8 @@ from mirrorflow.state.flow_state import (
     stored_state,
 )
 
-# action -> the state it leaves the flow in
-ACTIONS = {"pause": "paused", "resume": "running", "stop": "stopped"}
+# action (ops.control.inputs.ACTION) -> the state it leaves the flow in
+ACTIONS = dict(zip(ACTION.choices, ("paused", "running", "stopped"), strict=True))
 VIA = ("cli", "airflow", "status-page")
 
 
