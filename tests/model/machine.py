@@ -754,10 +754,18 @@ class ReplicationMachine(RuleBasedStateMachine):
     def an_older_release_wrote_the_progress(self) -> None:
         """The running flow's progress records rewritten as the releases before `origin` wrote them
         (no `origin`, `next` at the highest offset copied: the unit jump over any hole): read as they
-        are, the holes are found and copied by the next drain, and nothing is copied twice."""
+        are, the holes are found and copied by the next drain, and nothing is copied twice. Not a partition
+        with a hole below its first copied range (a backfill was its first copy): the old format has no
+        `origin`, its first covered offset stands for it (docs/state.md), so such a hole is not the flow's in
+        it; an older release had skipped it for good before it wrote that record (found by seed 1537224005,
+        where the model expected the old record's holes to be those of the new one)."""
         flow = self.running
         s, t = self.side_of(flow)
-        mine = {k: v for k, v in read_progress(self.cfg, flow).items() if k[0].startswith(self.pfx)}
+        mine = {
+            k: v
+            for k, v in read_progress(self.cfg, flow).items()
+            if k[0].startswith(self.pfx) and not (v.covered and 0 <= v.next < v.covered[0][0])
+        }
         if not mine:
             return
         parts = int(flow.props["state.topic.partitions"])
