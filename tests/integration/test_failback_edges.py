@@ -585,8 +585,8 @@ def test_holes_an_unplanned_failover_left_are_its_rpo_not_a_mismatch_and_stay_ap
     (a hole, verify fails) when A was lost and the flow failed over unplanned. The failover reports them
     not replicated; verify of the failed-over flow then names them so (its RPO: nothing copies them, the
     flow is stopped) and passes; the failback keeps them apart on A (divergence) and verify of both
-    flows passes after it. Verify called them `HOLES ... the next replicate run copies them` and failed
-    (found by the model-based search, seed 711118659)."""
+    flows passes after it, and after the round trip A->B copies none of it. Verify called them `HOLES ... the
+    next replicate run copies them` and failed (found by the model-based search, seed 711118659)."""
     from mirrorflow.replication.plan.run_options import RunOptions
 
     pfx = unique("fbh")
@@ -622,3 +622,15 @@ def test_holes_an_unplanned_failover_left_are_its_rpo_not_a_mismatch_and_stay_ap
         ver = cli(cfg, "verify", "--flow", flow, check=False)
         assert ver.returncode == 0, (flow, ver.stdout)
     assert len(consume_all(target, t)) == 23  # the divergence stays on A only
+
+    # the round trip ends (B->A failed over planned, failed back): A->B copies what A gets from then on, and
+    # none of the hole it kept apart
+    assert failover(cfg, rev, mode="planned", copy_mode="direct").done
+    assert failback(cfg, rev).done
+    produce(source, t, batch(2, 1, "a1", NOW + 200))
+    rep = run_once(cfg, fwd, mode="direct")
+    assert rep.ok and rep.records == 2 and rep.partitions[0].lag == 0, rep.render()
+    assert [content(r) for r in consume_all(target, t)[23:]] == [content(r) for r in consume_all(source, t)[-2:]]
+    back = cli(cfg, "verify", "--flow", "HOB->HOA", check=False)  # failed over now: A->B's copies are not its own
+    assert back.returncode == 0 and "not copied (failed over: the flow copies nothing more)" in back.stdout, back.stdout
+    assert cli(cfg, "verify", "--flow", "HOA->HOB", check=False).returncode == 0

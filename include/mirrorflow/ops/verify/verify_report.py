@@ -104,7 +104,8 @@ class PartitionVerify:
                 + ("" if r.ok else f", {r.mismatches:,} not matching")
             )
         if self.not_copied:
-            when = "when the flow failed over" if self.failed_over else "yet"
+            # failed over: the flow copies nothing more (what it had not copied, and what the source got since)
+            when = "(failed over: the flow copies nothing more)" if self.failed_over else "yet"
             out.append(f"not copied {when}: " + ", ".join(f"{a}..{b}" for a, b in self.not_copied))
         out += self.unchecked + self.notes
         return out
