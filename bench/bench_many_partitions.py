@@ -13,7 +13,9 @@ partitions on A and two flows over them, each with its own state and target topi
   with its `include/` first on PYTHONPATH; its own Spark Connect session, as its package differs);
 * `current`: this checkout's code, the same way.
 
-Each flow first gets a warm-up run of a one-partition flow of its code (the Connect session and
+After the sync creates the remote topics on B it waits until B shows a topic created then (`settled`:
+a broker applies topic creations in order, and 4,000 new partitions take it seconds; the first runs
+measured that wait before). Each flow first gets a warm-up run of a one-partition flow of its code (the Connect session and
 its Python workers started, as a deployment that already runs has them). Then, per flow, timed as
 a process from outside, exactly-once:
 
@@ -65,6 +67,25 @@ def create_topics(cluster, names: list[str], partitions: int) -> None:
             return
         time.sleep(0.5)
     raise SystemExit("topics did not appear")
+
+
+def settled(cluster, timeout: float = 300.0) -> float:
+    """Seconds until the cluster shows a topic created now: a broker applies topic creations in order,
+    so the sync's thousands of remote partitions are in place by then. Without this wait the first run
+    measured the broker digesting them (its state topics appeared only after them: 6-7 s of its 11-14 s
+    over 2,000 partitions), not mirrorflow."""
+    a = AdminClient(cluster.client_config())
+    probe = f"bench.settled.{int(time.time() * 1000)}"
+    t0 = time.time()
+    a.create_topics([NewTopic(probe, 1, 1)])[probe].result(timeout)
+    while time.time() - t0 < timeout:
+        md = a.list_topics(probe, timeout=10).topics.get(probe)
+        if md is not None and md.error is None and md.partitions:
+            took = time.time() - t0
+            a.delete_topics([probe])[probe].result(60)
+            return took
+        time.sleep(0.1)
+    raise SystemExit(f"the cluster did not show topic {probe} within {timeout:.0f} s")
 
 
 def write_one(cluster, tps: list[tuple[str, int]], tag: str) -> None:
@@ -158,6 +179,7 @@ def main() -> int:
         cfg = config_mod.load(cfg_path)
         for name in cfg.flows:
             assert sync_flow(cfg, name).ok, name
+        print(f"the target showed a new topic {settled(b):.1f} s after the sync created the remote topics")
         write_one(a, [("warm.t", 0)], "warm")
         for kind, (_, warm) in FLOWS.items():
             took = cli(code[kind], cfg_path, f"{warm}->B", args.mode, env)
