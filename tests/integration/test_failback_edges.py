@@ -633,4 +633,6 @@ def test_holes_an_unplanned_failover_left_are_its_rpo_not_a_mismatch_and_stay_ap
     assert [content(r) for r in consume_all(target, t)[23:]] == [content(r) for r in consume_all(source, t)[-2:]]
     back = cli(cfg, "verify", "--flow", "HOB->HOA", check=False)  # failed over now: A->B's copies are not its own
     assert back.returncode == 0 and "not copied (failed over: the flow copies nothing more)" in back.stdout, back.stdout
-    assert cli(cfg, "verify", "--flow", "HOA->HOB", check=False).returncode == 0
+    ver = cli(cfg, "verify", "--flow", "HOA->HOB", check=False)
+    assert ver.returncode == 0 and "not the flow's to copy (before its origin, or kept apart on the source by a " \
+        "failback): 10..20" in ver.stdout and "not copied yet" not in ver.stdout, ver.stdout

@@ -144,6 +144,8 @@ class Verifier:
             self._check(pv, pm, lo, hi, sides)
         except (TopicError, ClusterError) as exc:
             pv.error = str(exc)
+        if prog is not None:
+            pv.not_copied, pv.not_owned = _owned(pv.not_copied, prog)
         if self.record and prog is not None and pv.ok:
             return self._mark(pv, prog, pm, lo, hi, base, inputs.src_id(k), inputs.tgt_id(k))
         return None
@@ -277,3 +279,11 @@ class Verifier:
 
 
 __all__ = ["PartitionVerify", "VerifyReport", "When", "exit_code", "verify_flow"]
+
+
+def _owned(ranges: list[tuple[int, int]], prog: Progress) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
+    """`ranges` (source offsets with no copy) split into those the flow owns and those it does not: below
+    its origin, or accounted for in its progress without a copy (a failback kept them apart on the source)."""
+    theirs = merge_ranges([*prog.accounted(), *([(0, prog.owned_from)] if prog.owned_from > 0 else [])])
+    mine = [piece for a, b in ranges for piece in subtract_ranges(a, b, theirs)]
+    return mine, [piece for a, b in ranges for piece in subtract_ranges(a, b, mine)]

@@ -23,6 +23,9 @@ class PartitionVerify:
     counts: dict[str, int] = field(default_factory=dict)  # mismatches per kind
     first_mismatch: Mismatch | None = None
     not_copied: list[tuple[int, int]] = field(default_factory=list)  # source offsets in the window not copied yet
+    # source offsets in the window with no copy that the flow does not own: below its origin (its initial
+    # position), or accounted for without a copy (a failback kept them apart on the source)
+    not_owned: list[tuple[int, int]] = field(default_factory=list)
     # the part of `not_copied` below a copied offset: a hole the copy left (a mismatch until copied,
     # unless the flow failed over: then its failover's RPO, which that failover reported not replicated)
     holes: list[tuple[int, int]] = field(default_factory=list)
@@ -107,6 +110,11 @@ class PartitionVerify:
             # failed over: the flow copies nothing more (what it had not copied, and what the source got since)
             when = "(failed over: the flow copies nothing more)" if self.failed_over else "yet"
             out.append(f"not copied {when}: " + ", ".join(f"{a}..{b}" for a, b in self.not_copied))
+        if self.not_owned:
+            out.append(
+                "not the flow's to copy (before its origin, or kept apart on the source by a failback): "
+                + ", ".join(f"{a}..{b}" for a, b in self.not_owned)
+            )
         out += self.unchecked + self.notes
         return out
 
