@@ -35,7 +35,8 @@ def test_reseed_dag_restarts_a_recreated_topic(tmp_path, source, target, airflow
     assert bag.import_errors == {}
     dag = bag.get_dag("mirrorflow_reseed__A-B")
     assert type(dag.timetable).__name__ == "NullTimetable"  # manual trigger only
-    assert set(dag.params.keys()) == {"topic", "dry_run"} and dag.params["dry_run"] is True
+    assert set(dag.params.keys()) == {"topic", "dry_run", "force"} and dag.params["dry_run"] is True
+    assert dag.params["force"] is False  # a topic no run stopped is refused unless forced
     before = read_progress(cfg, flow, [(t, 0)])[(t, 0)]
     # the default is a dry run: nothing written
     run = dag.test(run_conf={"topic": t})

@@ -112,3 +112,33 @@ def test_replication_policy_change_stops_the_partition(tmp_path, source, target,
     assert rep.stopped_partitions == 1 and rep.records == 0
     assert f"the remote topic of {t}[0] is now 'A-{t}' but its state was written for 'A.{t}'" in rep.render()
     assert consume_all(target, f"A-{t}") == []
+
+
+def test_a_reseed_of_a_topic_whose_state_describes_it_is_refused_unless_forced(tmp_path, source, target, unique):
+    """A re-seed copies the topic again after what the target holds: of a topic no run stopped (a misclick,
+    the wrong topic named) that is every record twice. It is refused, dry run and write alike, naming why
+    and `--force`, with nothing written; forced, it does what it says (the next run copies all again)."""
+    pfx = unique("needless")
+    t = f"{pfx}.orders"
+    remote = mirror_topic(source, target, t, 2)
+    produce(source, t, records(20, 2))
+    cfg, flow = make_flow(tmp_path, source, target, pfx)
+    assert run_once(cfg, flow, mode="direct").records == 20
+    before = read_progress(cfg, flow)
+    for args in ((), ("--yes",)):
+        proc = cli(cfg, "reseed", "--flow", "A->B", "--topic", t, *args, check=False)
+        assert proc.returncode != 0 and proc.stdout == "", proc.stdout
+        assert (
+            f"nothing to re-seed: the state of every partition of '{t}' still describes it (no partition is stopped), "
+            "and a re-seed would copy the 20 records flow A->B copied of it again" in proc.stderr
+            and "(--force)" in proc.stderr
+        ), proc.stderr
+    assert read_progress(cfg, flow) == before
+    with_history = cli(cfg, "history", "--flow", "A->B", "--json").stdout
+    assert f"re-seeded {t}" not in with_history, with_history  # flow A->B holds other tests' topics too
+
+    done = json.loads(cli(cfg, "reseed", "--flow", "A->B", "--topic", t, "--yes", "--force", "--json").stdout)
+    assert [p["epoch"] for p in done["partitions"]] == [1, 1] and [p["copied"] for p in done["partitions"]] == [10, 10]
+    rep = run_once(cfg, flow, mode="direct")
+    assert rep.ok and rep.records == 20, rep.render()
+    assert len(consume_all(target, remote)) == 40  # as forced: every record twice

@@ -116,7 +116,7 @@ def test_a_required_text_must_be_given(via):
     for missing in (None, ""):
         with pytest.raises(ConfigError, match=f"{key}: must be given: the SOURCE topic to re-seed"):
             checked(RESEED, {"topic": missing}, via)
-    assert checked(RESEED, {"topic": "orders"}, via) == {"topic": "orders"}
+    assert checked(RESEED, {"topic": "orders"}, via) == {"topic": "orders", "force": False}
     assert form(RESEED)["topic"].schema["minLength"] == 1
     p = argparse.ArgumentParser()
     add_flags(p, RESEED)

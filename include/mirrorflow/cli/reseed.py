@@ -32,7 +32,7 @@ def _reseed(args: argparse.Namespace) -> int:
     cfg, flow = load_flow(args)
     dry = not writes(args)
     with FlowClients(cfg, flow) as clients:
-        plan = reseed(clients, args.topic, dry_run=dry)
+        plan = reseed(clients, args.topic, dry_run=dry, force=args.force)
     if args.json:
         print_json({"flow": flow.name, "topic": args.topic, "dry_run": dry, "partitions": to_dicts(plan)})
         return 0

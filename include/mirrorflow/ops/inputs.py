@@ -48,7 +48,16 @@ BACKFILL = (
     Field("dry_run", "Dry run", "only report per partition the range and records it would copy; copy nothing", "flag"),
 )
 
-RESEED = (Field("topic", "Source topic", "the SOURCE topic to re-seed", "text", required=True),)
+RESEED = (
+    Field("topic", "Source topic", "the SOURCE topic to re-seed", "text", required=True),
+    Field(
+        "force",
+        "Force",
+        "re-seed although no partition of the topic needs it (its state still describes the topic): the records "
+        "the flow copied are copied again, after what the target holds (duplicates there)",
+        "flag",
+    ),
+)
 
 
 def run_options(

@@ -20,18 +20,19 @@ from typing import Any
 from confluent_kafka.admin import OffsetSpec
 
 from mirrorflow.clients import FlowClients
-from mirrorflow.errors import TopicError
+from mirrorflow.errors import StateError, TopicError
 from mirrorflow.kafka.topic_admin import list_offsets, topic_ids
 from mirrorflow.mm2.filters import FlowFilters
 from mirrorflow.ops.inputs import RESEED
-from mirrorflow.params import checked
-from mirrorflow.replication.plan.planner import source_offsets
+from mirrorflow.params import checked, named
+from mirrorflow.replication.plan.planner import PartitionInput, identity_problem, source_offsets
 from mirrorflow.state.history import record_operation
 from mirrorflow.state.lease import local_owner, whoami
 from mirrorflow.state.names import offset_map_topic, progress_topic
 from mirrorflow.state.offset_map import MapEntry
 from mirrorflow.state.records import Progress
 from mirrorflow.state.run_lease import take_lease
+from mirrorflow.state.state_drift import first_committed, fresh_remotes
 from mirrorflow.state.state_topics import ensure_state_topics
 from mirrorflow.state.state_writer import StateWriter, write_partition_state
 from mirrorflow.state.store import StateStore
@@ -50,13 +51,16 @@ class ReseedPartition:
     old_topic_id: str
     topic_id: str
     target_topic_id: str
+    copied: int = 0  # records the flow copied of the partition under the state being replaced
+    problem: str = ""  # why its state no longer describes the partition (planner.identity_problem; "": it does)
 
     def line(self) -> str:
         was = f"was at {self.old_next}" if self.old_next >= 0 else "no progress yet"
+        why = f"; stopped: {self.problem}" if self.problem else ""
         return (
             f"{self.topic}[{self.partition}] -> {self.target_topic}[{self.partition}]: copy source offsets "
             f"{self.start}..{self.end} ({max(0, self.end - self.start):,} offsets) after target offset "
-            f"{self.target_end}, map epoch {self.epoch} ({was})"
+            f"{self.target_end}, map epoch {self.epoch} ({was}{why})"
         )
 
 
@@ -89,9 +93,15 @@ def plan_reseed(clients: FlowClients, topic: str) -> list[ReseedPartition]:
     src_id = topic_ids(clients.admin("source"), clients.connection("source"), [topic]).get(topic, "")
     tgt_id = topic_ids(clients.admin("target"), clients.connection("target"), [remote]).get(remote, "")
     progress = StateStore(clients).progress(keys)
+    fresh = [(topic, p, remote) for p in range(n) if (topic, p) not in progress or progress[(topic, p)].next < 0]
+    firsts = first_committed(clients, fresh_remotes(fresh, progress, {remote: m}))
     out = []
     for p in range(n):
         old = progress.get((topic, p))
+        now = PartitionInput(
+            topic, p, remote, starts[(topic, p)], ends[(topic, p)], old, None, src_id, tgt_id,
+            target_ends[(remote, p)], m, firsts.get((remote, p), -1),
+        )  # fmt: skip
         out.append(
             ReseedPartition(
                 topic,
@@ -105,22 +115,48 @@ def plan_reseed(clients: FlowClients, topic: str) -> list[ReseedPartition]:
                 old.topic_id if old is not None else "",
                 src_id,
                 tgt_id,
+                old.records if old is not None else 0,
+                identity_problem(now) or "",
             )
         )
     return out
 
 
+def needless(topic: str, flow: str, plan: list[ReseedPartition]) -> str | None:
+    """Why re-seeding `topic` is refused without `force` (None: it is not): no partition's state needs it
+    and the flow copied records of it, which a re-seed copies again (a misclick must not duplicate a topic)."""
+    copied = sum(r.copied for r in plan)
+    if any(r.problem for r in plan) or not copied:
+        return None
+    return (
+        f"nothing to re-seed: the state of every partition of {topic!r} still describes it (no partition is "
+        f"stopped), and a re-seed would copy the {copied:,} records flow {flow} copied of it again, after what the "
+        "target holds (duplicates there). Re-seed a topic a run stopped (recreated, truncated, renamed), or force "
+        "it if copying it again is what you want"
+    )
+
+
 def reseed(
-    clients: FlowClients, topic: str | None, dry_run: bool = False, by: str | None = None, via: str = "cli"
+    clients: FlowClients,
+    topic: str | None,
+    dry_run: bool = False,
+    by: str | None = None,
+    via: str = "cli",
+    force: bool = False,
 ) -> list[ReseedPartition]:
     """Re-seed `topic` (see the module docstring); with `dry_run`, only say what it would write. The
-    operations history names `by` (default: who runs this process) and the door."""
-    topic = checked(RESEED, {"topic": topic}, via)["topic"]
+    operations history names `by` (default: who runs this process) and the door. A topic no partition
+    of which needs it is refused (StateError, nothing written: `needless`) unless `force`."""
+    given = checked(RESEED, {"topic": topic, "force": force}, via)
+    topic = given["topic"]
     flow = clients.flow
     ensure_state_topics(clients)
     lease = take_lease(clients, *local_owner("mirrorflow reseed"))
     try:
         plan = plan_reseed(clients, topic)
+        why = None if given["force"] else needless(topic, flow.name, plan)
+        if why is not None:
+            raise StateError(f"{why} ({named('force', via)})")
         if dry_run:
             return plan
         writer = StateWriter(

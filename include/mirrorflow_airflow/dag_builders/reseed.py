@@ -29,14 +29,19 @@ log = logging.getLogger(__name__)
 
 
 def reseed_task(
-    flow_name: str, topic: str | None, dry_run: bool, config_path: str | None = None, by: str | None = None
+    flow_name: str,
+    topic: str | None,
+    dry_run: bool,
+    config_path: str | None = None,
+    by: str | None = None,
+    force: bool = False,
 ) -> dict[str, Any]:
     from mirrorflow.clients import FlowClients
     from mirrorflow.ops.reseed import lines, reseed, to_dicts
 
     cfg, flow = MirrorflowHook(config_path).get_flow(flow_name)
     with FlowClients(cfg, flow) as clients:
-        plan = reseed(clients, topic, dry_run=dry_run, by=by, via="airflow")
+        plan = reseed(clients, topic, dry_run=dry_run, by=by, via="airflow", force=force)
     for line in lines(flow.name, str(topic), plan, dry_run):
         log.info("%s", line)
     return {"topic": topic, "dry_run": dry_run, "partitions": to_dicts(plan)}
@@ -60,7 +65,9 @@ def build_reseed_dag(cfg: Config, flow: FlowConfig) -> DAG:
         def run(params: dict | None = None, dag_run: Any = None) -> dict[str, Any]:
             """Write the new progress and map epoch of every partition of the topic (or say what it would)."""
             p = params or {}
-            return reseed_task(name, p.get("topic"), bool(p.get("dry_run", True)), path, triggering_user(dag_run))
+            return reseed_task(
+                name, p.get("topic"), bool(p.get("dry_run", True)), path, triggering_user(dag_run), bool(p.get("force"))
+            )
 
         run()
     return dag
