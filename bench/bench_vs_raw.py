@@ -216,15 +216,21 @@ def raw_pipe_main(spec: str) -> int:
     return 0
 
 
+def _cmdline(p: psutil.Process) -> str:
+    """A process's command line ("" for one that ended or is a zombie: a finished worker of the last run)."""
+    try:
+        return " ".join(p.cmdline())
+    except psutil.Error:
+        return ""
+
+
 class Profiler:
     """py-spy (sampling, 100 Hz) of the Connect server's Python workers (its pyspark.daemon and the
     workers it forks) for one run, in raw (collapsed stacks) form."""
 
     def __init__(self, out: Path, server_pid: int) -> None:
         self.out = out
-        daemons = [
-            p for p in psutil.Process(server_pid).children(recursive=True) if "pyspark.daemon" in " ".join(p.cmdline())
-        ]
+        daemons = [p for p in psutil.Process(server_pid).children(recursive=True) if "pyspark.daemon" in _cmdline(p)]
         self.proc = None
         if daemons:
             cmd = [
