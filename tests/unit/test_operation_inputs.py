@@ -142,6 +142,8 @@ def test_verify_names_a_bad_input_as_its_door_calls_it_before_reading_anything(v
         ({"topics": "(("}, f"{key('topics')}: not a valid regular expression"),
         ({"from": "offset:5", "since_last": True}, f"{key('from')}: checks from each partition's last verify "
                                                    f"with {key('since_last')}: not both"),
+        ({"from": "offset:9", "to": "offset:9"}, f"{key('from')}: offset:9 is not before {key('to')} offset:9: "
+                                                 "the range"),
     ]
     for values, message in cases:
         with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace(")", r"\)")):
@@ -189,6 +191,11 @@ def test_replicate_and_backfill_name_a_bad_input_as_their_door_calls_it(via):
         ({"to": "latest"}, f"{key('from')}: must be given"),
         ({"from": "yesterday", "to": "latest"}, f"{key('from')}: expected earliest"),
         ({"from": "earliest", "to": "offset:-1"}, f"{key('to')}: offset:N needs a non-negative integer"),
+        # an empty range whatever the partition: refused, not "copied 0 records" (found by a misclick)
+        ({"from": "offset:8", "to": "offset:2"}, f"{key('from')}: offset:8 is not before {key('to')} offset:2"),
+        ({"from": "2026-11-30T10:00:00Z", "to": "2026-11-30T09:00:00Z"}, f"{key('from')}: 2026-11-30T10:00:00"),
+        ({"from": "latest", "to": "latest"}, f"{key('from')}: latest is not before {key('to')} latest"),
+        ({"from": "start", "to": "earliest"}, f"{key('from')}: start is not before {key('to')} earliest"),
     ]:
         with pytest.raises(ConfigError, match=message):
             backfill_inputs(values, via)

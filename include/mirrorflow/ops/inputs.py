@@ -11,7 +11,7 @@ from typing import Any
 
 from mirrorflow.params import Field, checked, named
 from mirrorflow.replication.plan.run_options import RunOptions
-from mirrorflow.replication.plan.when import WHEN_HELP, WHEN_PATTERN, When
+from mirrorflow.replication.plan.when import WHEN_HELP, WHEN_PATTERN, When, check_range
 
 TOPICS = Field(
     "topics",
@@ -74,4 +74,5 @@ def backfill_inputs(values: Mapping[str, Any] | None, via: str = "cli") -> tuple
     naming each bad value as the door calls it, before any cluster is asked)."""
     v = checked(BACKFILL, values or {}, via)
     lo, hi = When.parse(v["from"], named("from", via)), When.parse(v["to"], named("to", via))
+    check_range(lo, hi, named("from", via), named("to", via))
     return lo, hi, RunOptions(v["topics"], None, bool(v["dry_run"]))

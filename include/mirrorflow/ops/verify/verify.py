@@ -43,7 +43,7 @@ from mirrorflow.ops.verify.verify_reads import LATEST, Key, RecordReader, Verify
 from mirrorflow.ops.verify.verify_report import PartitionVerify, VerifyReport, exit_code
 from mirrorflow.ops.verify.verify_walk import Sides, clip, deleted_on_target, walk_partition
 from mirrorflow.params import checked, named
-from mirrorflow.replication.plan.when import When, topic_pattern
+from mirrorflow.replication.plan.when import When, check_range, topic_pattern
 from mirrorflow.reporting import iso
 from mirrorflow.state.offset_map import PartitionMap, below_target, merge_ranges, subtract_ranges
 from mirrorflow.state.records import Progress, VerifiedMark
@@ -75,6 +75,7 @@ def verify_flow(
     began = time.monotonic()
     lo_when = When.parse(start or "earliest", named("from", via))
     hi_when = When.parse(end or "latest", named("to", via))
+    check_range(lo_when, hi_when, named("from", via), named("to", via))
     pattern = topic_pattern(topics, named("topics", via))
     window_from = SINCE_LAST if since_last else str(lo_when)
     report = VerifyReport(clients.flow.name, window_from, str(hi_when), topics, since_last=since_last)

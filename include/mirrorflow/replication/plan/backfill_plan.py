@@ -76,8 +76,9 @@ class BackfillPartition:
         t = f"{self.topic}[{self.partition}] -> {self.target_topic}[{self.partition}]"
         if self.skipped:
             return f"{t}: skipped: {self.skipped}"
-        rng = f"[{self.start}, {self.end})" if self.end > self.start else "empty range"
-        todo = ", ".join(f"{a}..{b - 1}" for a, b in self.todo) or "nothing (the ledger holds it all)"
+        empty = self.end <= self.start
+        rng = "empty here (no record in it)" if empty else f"[{self.start}, {self.end})"
+        todo = ", ".join(f"{a}..{b - 1}" for a, b in self.todo) or ("none" if empty else "none: all copied before")
         head = f"{t}: range {rng}: "
         if dry_run:
             text = head + f"would copy {self.offsets:,} records (offsets {todo})"

@@ -61,6 +61,14 @@ class When:
         return self.kind
 
 
+def check_range(lo: When, hi: When, lo_option: str, hi_option: str) -> None:
+    """ConfigError naming both options when [lo, hi) is empty whatever the partition (a reversed range, a
+    start at `latest`, an end at `earliest`): such a backfill or verify would say "0 records" and look done."""
+    same = lo.kind == hi.kind and lo.kind in ("offset", "time") and lo.value >= hi.value
+    if same or lo.kind == "latest" or hi.kind == "earliest":
+        raise ConfigError([(lo_option, f"{lo} is not before {hi_option} {hi}: the range [{lo}, {hi}) is empty")])
+
+
 def topic_pattern(topics: str | None, option: str = "--topics") -> re.Pattern[str] | None:
     """The topics regex (full match on SOURCE topic names), or one clear ConfigError naming `option`."""
     if not topics:
