@@ -279,12 +279,12 @@ class Verifier:
         pv.ranges, pv.counts, pv.first_mismatch, pv.kept = tally.ranges, dict(tally.counts), tally.first, tally.kept
 
 
-__all__ = ["PartitionVerify", "VerifyReport", "When", "exit_code", "verify_flow"]
-
-
 def _owned(ranges: list[tuple[int, int]], prog: Progress) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
     """`ranges` (source offsets with no copy) split into those the flow owns and those it does not: below
     its origin, or accounted for in its progress without a copy (a failback kept them apart on the source)."""
     theirs = merge_ranges([*prog.accounted(), *([(0, prog.owned_from)] if prog.owned_from > 0 else [])])
     mine = [piece for a, b in ranges for piece in subtract_ranges(a, b, theirs)]
     return mine, [piece for a, b in ranges for piece in subtract_ranges(a, b, mine)]
+
+
+__all__ = ["PartitionVerify", "VerifyReport", "When", "exit_code", "verify_flow"]
