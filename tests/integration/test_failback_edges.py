@@ -28,13 +28,19 @@ pytestmark = pytest.mark.integration
 DAY = 86_400_000
 
 
-def identity_pair(tmp_path, a_cluster, b_cluster, pfx: str, a: str, b: str, both: dict | None = None, **rev_props):
-    """Flows a->b and its standby reverse b->a with the identity policy (`both`: more properties of both)."""
+def identity_pair(tmp_path, a_cluster, b_cluster, pfx: str, a: str, b: str, both: dict | None = None,
+                  topics: tuple[str, ...] = (), **rev_props):
+    """Flows a->b and its standby reverse b->a with the identity policy (`both`: more properties of both);
+    `topics`: created on a's cluster with one partition each, and synced to b."""
     common = {"topics": f"{pfx}\\..*", "groups": f"{pfx}-.*", "replication.policy.class": "IdentityReplicationPolicy",
               "state.topic.partitions": 1, "lease.timeout.seconds": 2, "heartbeats.replication.enabled": False,
               "emit.heartbeats.enabled": False, **(both or {})}
     cfg = write_config(tmp_path / "mf.yaml", {a: a_cluster, b: b_cluster},
                        {f"{a}->{b}": common, f"{b}->{a}": {**common, "standby": True, **rev_props}})
+    for topic in topics:
+        create_topic(a_cluster, topic, 1)
+    if topics:
+        assert sync_flow(cfg, cfg.flow(f"{a}->{b}"), ["topics"]).ok
     return cfg, cfg.flow(f"{a}->{b}"), cfg.flow(f"{b}->{a}")
 
 
@@ -62,9 +68,8 @@ def test_failback_covers_the_flow_as_it_is_at_the_failback(tmp_path, source, tar
     back, A->B copies none of A's split brain to B, only what A gets from then on."""
     pfx = unique("fbw")
     t, born_b, born_a = f"{pfx}.orders", f"{pfx}.refunds", f"{pfx}.audit"
-    cfg, fwd, rev = identity_pair(tmp_path, source, target, pfx, "WA", "WB", **{"initial.position": "latest"})
-    create_topic(source, t, 1)
-    assert sync_flow(cfg, fwd, ["topics"]).ok
+    cfg, fwd, rev = identity_pair(tmp_path, source, target, pfx, "WA", "WB", topics=(t,),
+                                  **{"initial.position": "latest"})
     produce(source, t, batch(10, 1, "a1", NOW))
     assert run_once(cfg, fwd, mode="direct").records == 10
     # written before the failover, never replicated, stamped half an hour ahead (event time; brokers
@@ -135,10 +140,7 @@ def test_a_failback_stops_where_the_target_lost_records_until_accepted(tmp_path,
     A->B mapped into it. The history line counts what was accepted."""
     pfx = unique("fbl")
     t, u = f"{pfx}.orders", f"{pfx}.users"
-    cfg, fwd, rev = identity_pair(tmp_path, source, target, pfx, "LA", "LB")
-    for topic in (t, u):
-        create_topic(source, topic, 1)
-    assert sync_flow(cfg, fwd, ["topics"]).ok
+    cfg, fwd, rev = identity_pair(tmp_path, source, target, pfx, "LA", "LB", topics=(t, u))
     produce(source, t, batch(8, 1, "a", NOW))
     produce(source, u, batch(4, 1, "ua", NOW))
     assert run_once(cfg, fwd, mode="direct").records == 12
@@ -406,9 +408,7 @@ def test_a_partition_and_a_topic_only_the_old_source_has_are_copied_whole_once_t
 
     pfx = unique("fbp")
     t, born_a = f"{pfx}.orders", f"{pfx}.audit"
-    cfg, fwd, rev = identity_pair(tmp_path, source, target, pfx, "PA", "PB")
-    create_topic(source, t, 1)
-    assert sync_flow(cfg, fwd, ["topics"]).ok
+    cfg, fwd, rev = identity_pair(tmp_path, source, target, pfx, "PA", "PB", topics=(t,))
     produce(source, t, batch(5, 1, "a0", NOW))
     assert run_once(cfg, fwd, mode="direct").records == 5
     add_partitions(source, t, 2)  # no sync, no run: B never gets them
@@ -475,9 +475,7 @@ def test_records_deleted_on_the_old_source_before_the_failover_are_not_checkable
 
     pfx = unique("fbd")
     t = f"{pfx}.orders"
-    cfg, fwd, rev = identity_pair(tmp_path, source, target, pfx, "DA", "DB")
-    create_topic(source, t, 1)
-    assert sync_flow(cfg, fwd, ["topics"]).ok
+    cfg, fwd, rev = identity_pair(tmp_path, source, target, pfx, "DA", "DB", topics=(t,))
     produce(source, t, batch(6, 1, "a0", NOW))
     assert run_once(cfg, fwd, mode="direct").records == 6
     delete_records(source, t, 0, 2)  # A's first two records: their copies stay on B
@@ -591,9 +589,7 @@ def test_holes_an_unplanned_failover_left_are_its_rpo_not_a_mismatch_and_stay_ap
 
     pfx = unique("fbh")
     t = f"{pfx}.orders"
-    cfg, fwd, rev = identity_pair(tmp_path, source, target, pfx, "HOA", "HOB")
-    create_topic(source, t, 1)
-    assert sync_flow(cfg, fwd, ["topics"]).ok
+    cfg, fwd, rev = identity_pair(tmp_path, source, target, pfx, "HOA", "HOB", topics=(t,))
     produce(source, t, batch(30, 1, "a0", NOW))
     assert run_once(cfg, fwd, mode="direct", options=RunOptions(partition_limit=10)).records == 10
     assert cli(cfg, "backfill", "--flow", "HOA->HOB", "--from", "offset:20", "--to", "offset:30", "--mode",
