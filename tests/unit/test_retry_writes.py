@@ -65,6 +65,34 @@ def test_a_write_nobody_acknowledges_is_unacknowledged_and_its_producer_dropped(
     assert conn.__dict__["_produce_all_producers"] == {}  # the next attempt gets a new producer
 
 
+def test_a_failed_write_purges_only_its_own_records_not_another_threads():
+    """Two writes through the connection's one producer at once (a lease renewal beside a control write): the
+    renewal gives up after 1 s and purges what the producer holds. The other write's record was purged with it
+    and failed as a hard error ("Local: Purged in queue", not transient: a copy run beside a pause failed so,
+    found by the model-based search under load); now it waits its turn and fails, if the cluster stays away,
+    as unacknowledged (transient), which its caller rides out."""
+    import threading
+
+    conn = nowhere()
+    out: dict[str, BaseException] = {}
+
+    def write(name: str, timeout: float) -> None:
+        try:
+            produce_all(conn, "t", [(name.encode(), b"v", int(time.time() * 1000))], timeout=timeout)
+        except BaseException as exc:  # noqa: BLE001 - judged below
+            out[name] = exc
+
+    renew = threading.Thread(target=write, args=("renew", 1.0))
+    control = threading.Thread(target=write, args=("control", 3.0))
+    renew.start()
+    time.sleep(0.2)  # the control write queues its record while the renewal waits for its acknowledgement
+    control.start()
+    renew.join(10)
+    control.join(10)
+    assert isinstance(out["renew"], UnacknowledgedError), out
+    assert isinstance(out["control"], UnacknowledgedError), repr(out["control"])  # was: ClusterError, Purged
+
+
 def test_a_write_retried_past_its_bound_fails_naming_the_bound():
     conn = nowhere()
 

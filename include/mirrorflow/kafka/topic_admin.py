@@ -183,19 +183,32 @@ def produce_all(
     """Produce (key, value, timestamp_ms) records to one partition; raise unless all were acknowledged
     (UnacknowledgedError, transient, when a broker coming back may cure it)."""
     conf = _produce_all_conf(producer_conf)
-    producer = _reused_producer(conn, conf, topic, min(1.0, timeout))
+    # one write at a time per shared producer: a failed write purges what the producer holds, which must be
+    # its own records only (a lease renewal that timed out under load purged a control write another thread
+    # had queued: "Local: Purged in queue", a hard error, found by the model-based search), and a flush then
+    # waits for its own records only
+    began, lock = time.monotonic(), _write_lock(conn, conf)
+    if not lock.acquire(timeout=timeout):
+        raise UnacknowledgedError(
+            conn.alias, f"a write to {topic!r} waited {timeout:.0f}s for another write on the same connection"
+        )
+    left = max(0.1, timeout - (time.monotonic() - began))  # what waiting for the lock left of the time
     try:
-        return _produce_flush(conn, producer, topic, records, partition, timeout)
-    except BaseException:
-        _drop_producer(conn, conf)  # a failed producer may be fatally errored: the next call gets a new one
-        # and what it still holds is never sent: a record written again after this failure must not
-        # be overtaken by this one arriving late (a pause retried, then a resume, then the old pause)
+        producer = _reused_producer(conn, conf, topic, min(1.0, timeout))
         try:
-            producer.purge()
-            producer.flush(0)
-        except (KafkaException, RuntimeError):
-            pass  # the first failure is the one to report
-        raise
+            return _produce_flush(conn, producer, topic, records, partition, left)
+        except BaseException:
+            _drop_producer(conn, conf)  # a failed producer may be fatally errored: the next call gets a new one
+            # and what it still holds is never sent: a record written again after this failure must not
+            # be overtaken by this one arriving late (a pause retried, then a resume, then the old pause)
+            try:
+                producer.purge()
+                producer.flush(0)
+            except (KafkaException, RuntimeError):
+                pass  # the first failure is the one to report
+            raise
+    finally:
+        lock.release()
 
 
 # A new idempotent producer spends 0.5-1 s on its first write: librdkafka asks for its producer id
@@ -208,6 +221,13 @@ _PRODUCERS_LOCK = threading.Lock()
 
 def _producer_key(conf: Mapping[str, Any]) -> str:
     return repr(sorted((str(k), str(v)) for k, v in conf.items()))
+
+
+def _write_lock(conn: ClusterConnection, conf: Mapping[str, Any]) -> threading.Lock:
+    """The lock of `produce_all`'s writes through the connection's producer with these settings."""
+    with _PRODUCERS_LOCK:
+        locks: dict[str, threading.Lock] = conn.__dict__.setdefault("_produce_all_locks", {})
+        return locks.setdefault(_producer_key(conf), threading.Lock())
 
 
 def _reused_producer(conn: ClusterConnection, conf: Mapping[str, Any], topic: str, warm_s: float) -> Producer:
