@@ -194,8 +194,6 @@ def test_replicate_and_backfill_name_a_bad_input_as_their_door_calls_it(via):
         # an empty range whatever the partition: refused, not "copied 0 records" (found by a misclick)
         ({"from": "offset:8", "to": "offset:2"}, f"{key('from')}: offset:8 is not before {key('to')} offset:2"),
         ({"from": "2026-11-30T10:00:00Z", "to": "2026-11-30T09:00:00Z"}, f"{key('from')}: 2026-11-30T10:00:00"),
-        ({"from": "latest", "to": "latest"}, f"{key('from')}: latest is not before {key('to')} latest"),
-        ({"from": "start", "to": "earliest"}, f"{key('from')}: start is not before {key('to')} earliest"),
     ]:
         with pytest.raises(ConfigError, match=message):
             backfill_inputs(values, via)

@@ -62,10 +62,10 @@ class When:
 
 
 def check_range(lo: When, hi: When, lo_option: str, hi_option: str) -> None:
-    """ConfigError naming both options when [lo, hi) is empty whatever the partition (a reversed range, a
-    start at `latest`, an end at `earliest`): such a backfill or verify would say "0 records" and look done."""
-    same = lo.kind == hi.kind and lo.kind in ("offset", "time") and lo.value >= hi.value
-    if same or lo.kind == "latest" or hi.kind == "earliest":
+    """ConfigError naming both options when [lo, hi) is a reversed (or empty) range of offsets or of times:
+    such a backfill or verify would say "0 records" and look done. (A start at `latest` is left alone: the
+    drill's verify from `latest` is its way of checking nothing.)"""
+    if lo.kind == hi.kind and lo.kind in ("offset", "time") and lo.value >= hi.value:
         raise ConfigError([(lo_option, f"{lo} is not before {hi_option} {hi}: the range [{lo}, {hi}) is empty")])
 
 
