@@ -1,4 +1,4 @@
-"""`mirrorflow reseed --flow A->B --topic T [--dry-run] [--yes] [--json]`: restart a stopped topic."""
+"""`mirrorflow reseed --flow A->B --topic T [--dry-run] [--yes] [--force] [--json]`: restart a stopped topic."""
 
 from __future__ import annotations
 
