@@ -25,14 +25,13 @@ from mirrorflow.kafka.topic_admin import list_offsets, topic_ids
 from mirrorflow.mm2.filters import FlowFilters
 from mirrorflow.ops.inputs import RESEED
 from mirrorflow.params import checked, named
-from mirrorflow.replication.plan.planner import PartitionInput, identity_problem, source_offsets
+from mirrorflow.replication.plan.planner import PartitionInput, identity_problem, source_offsets, unexplained_firsts
 from mirrorflow.state.history import record_operation
 from mirrorflow.state.lease import local_owner, whoami
 from mirrorflow.state.names import offset_map_topic, progress_topic
 from mirrorflow.state.offset_map import MapEntry
 from mirrorflow.state.records import Progress
 from mirrorflow.state.run_lease import take_lease
-from mirrorflow.state.state_drift import first_committed, fresh_remotes
 from mirrorflow.state.state_topics import ensure_state_topics
 from mirrorflow.state.state_writer import StateWriter, write_partition_state
 from mirrorflow.state.store import StateStore
@@ -93,8 +92,7 @@ def plan_reseed(clients: FlowClients, topic: str) -> list[ReseedPartition]:
     src_id = topic_ids(clients.admin("source"), clients.connection("source"), [topic]).get(topic, "")
     tgt_id = topic_ids(clients.admin("target"), clients.connection("target"), [remote]).get(remote, "")
     progress = StateStore(clients).progress(keys)
-    fresh = [(topic, p, remote) for p in range(n) if (topic, p) not in progress or progress[(topic, p)].next < 0]
-    firsts = first_committed(clients, fresh_remotes(fresh, progress, {remote: m}))
+    firsts = unexplained_firsts(clients, [(topic, p, remote) for p in range(n)], progress, {remote: m})
     out = []
     for p in range(n):
         old = progress.get((topic, p))

@@ -13,7 +13,7 @@ from typing import Any
 from mirrorflow.clients import FlowClients
 from mirrorflow.mm2.filters import FlowFilters
 from mirrorflow.reporting import iso
-from mirrorflow.state.flow_state import flow_state, read_control
+from mirrorflow.state.flow_state import flow_state, read_controls
 from mirrorflow.state.records import Progress
 
 
@@ -21,8 +21,9 @@ def failed_over(clients: FlowClients) -> dict[str, Any] | None:
     """The flow's failover record when its failover stopped it, else None (`FlowState.left_by`: a
     person's stop after a round trip is no failover, and a failover of the flow then is a new one;
     taken as "already failed over", it committed nothing and said so, found by the model-based search)."""
-    done = read_control(clients, "failover")
-    return dict(done) if done is not None and flow_state(clients).left_by(done) else None
+    controls = read_controls(clients, ["failover", "flow-state"])  # one read of both records
+    done = controls.get("failover")
+    return dict(done) if done is not None and flow_state(clients, controls).left_by(done) else None
 
 
 def record_id(done: Mapping[str, Any]) -> str:

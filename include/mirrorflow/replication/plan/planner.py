@@ -19,7 +19,7 @@ The plan is advisory: each unit re-reads its progress before copying.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime
@@ -366,10 +366,7 @@ def _on_target(
     tgt_ids: dict[str, str],
     tgt_parts: dict[str, int],
 ) -> tuple[dict[tuple[str, int], int], dict[tuple[str, int], int]]:
-    """Per remote (topic, partition): the end of those the flow copied to, and the first committed record
-    of those without progress (a partition whose remote holds committed records: its state was lost, or
-    another writer filled it; at-least-once copies commit records before their progress: not asked),
-    unless they are only what a failback kept apart there (a partition its source got afterwards)."""
+    """Per remote (topic, partition): the end of those the flow copied to, and `unexplained_firsts`."""
     copied = [
         (remote, p)
         for t, p, remote in parts
@@ -383,10 +380,25 @@ def _on_target(
         False,
         clients.outage_timeout,
     )
-    firsts = first_committed(clients, fresh_remotes(parts, progress, tgt_parts)) if clients.flow.exactly_once else {}
+    return tgt_ends, unexplained_firsts(clients, parts, progress, tgt_parts)
+
+
+def unexplained_firsts(
+    clients: FlowClients,
+    parts: list[tuple[str, int, str]],
+    progress: Mapping[tuple[str, int], Progress],
+    tgt_parts: Mapping[str, int],
+) -> dict[tuple[str, int], int]:
+    """Per remote (topic, partition) of `parts` without progress, the offset of its first committed record
+    (`PartitionInput.target_first`, which `identity_problem` stops): its state was lost, or another writer
+    filled it. Not asked of an at-least-once flow (its copies commit records before their progress), and
+    not one that holds only what a failback kept apart there (a partition its source got afterwards)."""
+    if not clients.flow.exactly_once:
+        return {}
+    firsts = first_committed(clients, fresh_remotes(parts, progress, tgt_parts))
     for k in only_kept(clients, firsts):
         del firsts[k]
-    return tgt_ends, firsts
+    return firsts
 
 
 def _initial_positions(
