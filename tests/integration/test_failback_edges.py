@@ -632,3 +632,32 @@ def test_holes_an_unplanned_failover_left_are_its_rpo_not_a_mismatch_and_stay_ap
     ver = cli(cfg, "verify", "--flow", "HOA->HOB", check=False)
     assert ver.returncode == 0 and "not the flow's to copy (before its origin, or kept apart on the source by a " \
         "failback): 10..20" in ver.stdout and "not copied yet" not in ver.stdout, ver.stdout
+
+
+def test_a_reseed_of_a_failed_over_flow_is_refused_forced_or_not(tmp_path, source, target, unique):
+    """A failed-over flow's progress is what its failback reads to tell its copies on B from what B's
+    applications wrote after the failover. A re-seed of its topic (A's topic recreated while A was lost: a
+    partition the flow's runs would stop, so the re-seed is no misclick) replaced it with a progress from A's
+    log start, and the failback then took the flow's own copies for B's records; it is refused, forced or
+    not, dry run and write alike, naming the failback, with nothing written. It went through before."""
+    from tests.integration.test_topic_identity import recreate_topic
+    from tests.support import read_progress
+
+    pfx = unique("fbr")
+    t = f"{pfx}.orders"
+    cfg, fwd, _ = identity_pair(tmp_path, source, target, pfx, "RSA", "RSB", topics=(t,))
+    produce(source, t, batch(10, 1, "a0", NOW))
+    assert run_once(cfg, fwd, mode="direct").records == 10
+    assert failover(cfg, fwd).done
+    before = read_progress(cfg, fwd)
+    recreate_topic(source, t)  # A comes back with the topic recreated: the flow's state no longer describes it
+    produce(source, t, batch(4, 1, "a1", NOW + 100))
+    for extra in ((), ("--yes",), ("--yes", "--force")):
+        proc = cli(cfg, "reseed", "--flow", "RSA->RSB", "--topic", t, *extra, check=False)
+        assert proc.returncode != 0 and proc.stdout == "", (extra, proc.stdout)
+        assert "flow RSA->RSB was failed over to 'RSB': its progress tells its failback which records on 'RSB' it " \
+            "copied from 'RSA'" in proc.stderr and "Nothing written. Next step: `mirrorflow failback --flow " \
+            "RSA->RSB`" in proc.stderr, (extra, proc.stderr)
+    assert read_progress(cfg, fwd) == before
+    with FlowClients(cfg, fwd) as clients:
+        assert [e.kind for e in read_history(clients)] == ["failover"]

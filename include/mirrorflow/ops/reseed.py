@@ -23,6 +23,7 @@ from mirrorflow.clients import FlowClients
 from mirrorflow.errors import StateError, TopicError
 from mirrorflow.kafka.topic_admin import list_offsets, topic_ids
 from mirrorflow.mm2.filters import FlowFilters
+from mirrorflow.ops.dr.failover_record import failed_over
 from mirrorflow.ops.inputs import RESEED
 from mirrorflow.params import checked, named
 from mirrorflow.replication.plan.planner import PartitionInput, identity_problem, source_offsets, unexplained_firsts
@@ -134,6 +135,19 @@ def needless(topic: str, flow: str, plan: list[ReseedPartition]) -> str | None:
     )
 
 
+def after_failover(flow: str) -> str:
+    """Why a failed-over flow is never re-seeded, forced or not: its progress is what its failback reads to
+    tell the records it copied to the target from those the applications wrote there after the failover; a
+    re-seed's progress from the source's log start would make the failback copy the flow's own copies back."""
+    source, target = flow.split("->", 1)
+    return (
+        f"flow {flow} was failed over to {target!r}: its progress tells its failback which records on {target!r} "
+        f"it copied from {source!r}; a re-seed would replace that, and it copies nothing before the failback. "
+        f"Nothing written. Next step: `mirrorflow failback --flow {flow}` (with `--reseed` when {source!r} was "
+        "rebuilt empty), then re-seed the topic if a run of the flow stops it"
+    )
+
+
 def reseed(
     clients: FlowClients,
     topic: str | None,
@@ -144,13 +158,16 @@ def reseed(
 ) -> list[ReseedPartition]:
     """Re-seed `topic` (see the module docstring); with `dry_run`, only say what it would write. The
     operations history names `by` (default: who runs this process) and the door. A topic no partition
-    of which needs it is refused (StateError, nothing written: `needless`) unless `force`."""
+    of which needs it is refused (StateError, nothing written: `needless`) unless `force`; a failed-over
+    flow's always (`after_failover`)."""
     given = checked(RESEED, {"topic": topic, "force": force}, via)
     topic = given["topic"]
     flow = clients.flow
     ensure_state_topics(clients)
     lease = take_lease(clients, *local_owner("mirrorflow reseed"))
     try:
+        if failed_over(clients) is not None:
+            raise StateError(after_failover(flow.name))
         plan = plan_reseed(clients, topic)
         why = None if given["force"] else needless(topic, flow.name, plan)
         if why is not None:
