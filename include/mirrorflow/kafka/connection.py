@@ -233,6 +233,17 @@ def warm_metadata(client: Any, topic: str, timeout: float = 1.0) -> None:
         client.list_topics(topic, timeout=timeout)
 
 
+def warm_producer(producer: Any, topic: str, timeout: float = 1.0) -> None:
+    """`warm_metadata` for a new idempotent producer, asked twice. librdkafka (2.16) retires the
+    bootstrap connection once the first metadata answer names the cluster's brokers, and asks for the
+    producer id when a metadata answer arrives while a broker is up, else on a 500 ms timer: when the
+    first answer came through the connection being retired, the id (and the first write) waited for
+    that timer, in 7 of 12 runs measured here (0.4 s of an idle run's 0.9). The second answer comes from
+    a broker the producer keeps, and the id is asked for at once (0 of 12)."""
+    warm_metadata(producer, topic, timeout)
+    warm_metadata(producer, topic, timeout)
+
+
 def warm_topics(client: Any, topics: list[str], timeout: float = 5.0) -> None:
     """`warm_metadata` for the topics a consumer is about to read one partition after another. A
     consumer assigned a partition of a topic it has no metadata for asks for it on librdkafka's

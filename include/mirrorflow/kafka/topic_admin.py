@@ -18,7 +18,7 @@ from confluent_kafka import OFFSET_INVALID, IsolationLevel, KafkaError, KafkaExc
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic, ResourceType
 
 from mirrorflow.errors import ClusterError
-from mirrorflow.kafka.connection import ClusterConnection, kafka_error, warm_metadata
+from mirrorflow.kafka.connection import ClusterConnection, kafka_error, warm_producer
 from mirrorflow.kafka.log_reader import MISSING, RETRIABLE
 from mirrorflow.kafka.retry import (
     Outage,
@@ -215,7 +215,7 @@ def produce_all(
 # and the topic's leader before any broker connection is up and retries on 500 ms timers. A run
 # writes control records (lease, run log, release) a few times: one producer per connection and
 # settings, kept as long as the connection (its FlowClients), and warmed by one metadata request for
-# the topic it first writes (`warm_metadata`: ~50 ms), pays that once.
+# the topic it first writes (`warm_producer`: ~50 ms), pays that once.
 _PRODUCERS_LOCK = threading.Lock()
 
 
@@ -236,7 +236,7 @@ def _reused_producer(conn: ClusterConnection, conf: Mapping[str, Any], topic: st
         key = _producer_key(conf)
         if key not in cache:
             cache[key] = conn.producer(conf)
-            warm_metadata(cache[key], topic, warm_s)
+            warm_producer(cache[key], topic, warm_s)
         return cache[key]
 
 
