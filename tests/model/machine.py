@@ -26,6 +26,7 @@ explains are printed, not failed, so the search goes on for others.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import threading
@@ -295,6 +296,14 @@ class ReplicationMachine(RuleBasedStateMachine):
     def cluster(self, side: str) -> DevCluster:
         return self.setting.clusters[side]
 
+    @contextlib.contextmanager
+    def target_unchanged(self, flow, what: str):
+        """What the block does (a skipped run, a held flow's backfill) leaves `flow`'s target as it was."""
+        t = self.side_of(flow)[1]
+        before = self.snap(t)
+        yield
+        assert self.snap(t) == before, f"{what} changed the target of {flow.name}"
+
     def snap(self, side: str) -> Snapshot:
         out: Snapshot = {(t, p): [] for t, n in self.topics.items() for p in range(n)}
         for t in self.topics:
@@ -547,11 +556,9 @@ class ReplicationMachine(RuleBasedStateMachine):
         island the next runs must not jump (the holes below it are copied). While an operator holds the
         flow (paused or stopped) the backfill is skipped, naming why, and copies nothing."""
         if self.held:
-            t = self.side_of(self.running)[1]
-            before = self.snap(t)
-            rep = backfill(self.cfg, self.running, f"offset:{at}", "latest", mode="direct")
-            assert rep.skipped and self.held in rep.skipped and rep.run is None, rep.render()
-            assert self.snap(t) == before, f"a backfill of the {self.held} flow {self.running.name} changed its target"
+            with self.target_unchanged(self.running, f"a backfill of the {self.held} flow"):
+                rep = backfill(self.cfg, self.running, f"offset:{at}", "latest", mode="direct")
+                assert rep.skipped and self.held in rep.skipped and rep.run is None, rep.render()
             return
         rep = backfill(self.cfg, self.running, f"offset:{at}", "latest", mode="direct")
         assert rep.ok, rep.render()
@@ -594,11 +601,9 @@ class ReplicationMachine(RuleBasedStateMachine):
         """Copy runs of the running flow until nothing is left; the target holds every source record once.
         While an operator holds the flow (paused or stopped) a run is skipped and changes nothing."""
         if self.held:
-            t = self.side_of(self.running)[1]
-            before = self.snap(t)
-            rep = run_once(self.cfg, self.running, mode="direct")
-            assert rep.skipped and rep.records == 0 and rep.lag is None, rep.render()
-            assert self.snap(t) == before, f"a run of the {self.held} flow {self.running.name} changed its target"
+            with self.target_unchanged(self.running, f"a run of the {self.held} flow"):
+                rep = run_once(self.cfg, self.running, mode="direct")
+                assert rep.skipped and rep.records == 0 and rep.lag is None, rep.render()
             return
         self.drain(self.running)
         self.check_copy(self.running)
@@ -666,7 +671,7 @@ class ReplicationMachine(RuleBasedStateMachine):
         one's checkpoints and group sync go on, as in Strimzi); a resume (another door) lets the next
         drain copy everything."""
         flow = self.running
-        s, t = self.side_of(flow)
+        s = self.side_of(flow)[0]
         self.produce(s, (f"{self.pfx}.plain", 0), 2, True, fresh_keys=True)  # something to copy
         out: dict[str, object] = {}
 
@@ -688,13 +693,12 @@ class ReplicationMachine(RuleBasedStateMachine):
         if not rep.skipped:
             self.flows_run.add(flow.name)
         self.no_holes(flow)
-        before = self.snap(t)
-        again = run_once(self.cfg, flow, mode="direct")
-        assert again.skipped and again.records == 0, f"a run of the {action}d flow {flow.name}: {again.render()}"
-        if action == "stop":
-            run = emit_checkpoints(self.cfg, flow)
-            assert run.state_skip and not run.emitted, (run.skipped_reason, run.emitted)
-        assert self.snap(t) == before, f"the {action}d flow {flow.name} changed its target"
+        with self.target_unchanged(flow, f"a run of the {action}d flow"):
+            again = run_once(self.cfg, flow, mode="direct")
+            assert again.skipped and again.records == 0, f"a run of the {action}d flow {flow.name}: {again.render()}"
+            if action == "stop":
+                run = emit_checkpoints(self.cfg, flow)
+                assert run.state_skip and not run.emitted, (run.skipped_reason, run.emitted)
         if action == "pause":  # checkpoints and group sync go on (as in Strimzi), exactly
             self.checkpoint()
         control_flow(self.cfg, flow, "resume", OPERATOR, via="airflow", reason="model: maintenance over")
