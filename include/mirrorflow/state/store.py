@@ -80,15 +80,15 @@ class StateStore:
         """Latest committed progress per source partition (all of the flow's, or just `keys`). A
         partition no copy has committed progress for yet has its anchor's, if it has one
         (replication.task.anchors): a copy's progress always wins over an anchor, whatever their order."""
-        out: dict[tuple[str, int], Progress] = {}
-        anchored: dict[tuple[str, int], Progress] = {}
+        latest: dict[tuple[str, int], bytes] = {}
+        anchored: dict[tuple[str, int], bytes] = {}
         for tp, anchor, value in self._read(progress_topic(self.flow), keys, timeout, anchors=True):
-            into = anchored if anchor else out
+            into = anchored if anchor else latest
             if value is None:
                 into.pop(tp, None)
             else:
-                into[tp] = Progress.from_json(value)
-        return {**anchored, **out} if anchored else out
+                into[tp] = value  # parsed once, the latest only: the topic holds every run's until compacted
+        return {tp: Progress.from_json(value) for tp, value in {**anchored, **latest}.items()}
 
     def entries(self, keys: Keys | None = None, timeout: float = 300.0) -> dict[tuple[str, int], list[MapEntry]]:
         """The committed offset-map entries still in the topic per source partition (each of `keys`
