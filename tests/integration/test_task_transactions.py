@@ -392,3 +392,41 @@ def test_the_aborting_transaction_skips_a_partition_the_target_lacks_and_reaches
     raw = consume_all(target, t, isolation="read_uncommitted")
     assert sorted((r.partition, r.key) for r in raw) == [(0, b"k"), (0, ABORTED_VALUE), (2, ABORTED_VALUE)]
     assert [r.value for r in consume_all(target, t)] == [b"v"]  # read_committed: the aborted markers are not seen
+
+
+def test_a_task_of_a_run_that_lost_the_lease_anchors_nothing(tmp_path, source, target, unique):
+    """The same late task with a fresh empty partition among its units (planned to be anchored: its first
+    progress and offset-map entry, written without a transaction, which nothing fences): it asks whether
+    its run holds the lease before anchoring, ends fenced for every unit, and the target's topics, progress
+    and offset map are as the failover left them. It wrote the anchor after the failover before (found by
+    the model-based search: a run cut off from the target while the flow failed over, then healed)."""
+    from tests.support import admin
+
+    pfx = unique("lateanchor")
+    t = f"{pfx}.orders"
+    remote = mirror_topic(source, target, t, 3)
+    produce(source, t, records(200, 2))  # partitions 0 and 1; partition 2 stays empty
+    cfg, flow = make_flow(tmp_path, source, target, pfx, **{
+        "tasks.max": 1, "lease.timeout.seconds": 2, "state.namespace": pfx})
+    layout = planned(cfg, flow).layout
+    old_run = f"old-run-{pfx}"
+    names = [remote, progress_topic(flow), offset_map_topic(flow)]
+    sizes = {n: len(admin(target).list_topics(n, timeout=10).topics[n].partitions) for n in names}
+    with FlowClients(cfg, flow) as clients:
+        old = take_lease(clients, old_run, "the older run")
+        old.stop_renewing()  # cut off: its renewals never arrive
+        time.sleep(3)  # its lease lapses
+        taker = take_lease(clients, f"failover-{pfx}", "mirrorflow failover")  # fences the flow's copies
+        try:
+            before = {n: high_watermark(target, n, sizes[n]) for n in names}
+            CACHE.clear()
+            units = [Unit(t, 0, remote, 0, 100), Unit(t, 1, remote, 0, 100), Unit(t, 2, remote, 0, 0)]
+            late = _copy(cfg, flow, layout, units, NO_FAULTS, old_run)
+            after = {n: high_watermark(target, n, sizes[n]) for n in names}
+        finally:
+            taker.release()
+    assert [(r.partition, r.status) for r in late] == [(0, "fenced"), (1, "fenced"), (2, "fenced")], \
+        [(r.partition, r.status, r.error) for r in late]
+    assert all("this run no longer holds the flow's lease (mirrorflow failover holds it since " in r.error
+               for r in late), [r.error for r in late]
+    assert after == before  # no anchor, no claim, no record

@@ -19,8 +19,11 @@ idempotent producer and no transaction:
   (state_topics.anchor_key), which StateStore.progress reads only for a partition without progress
   of its own: a copy's progress always wins, whether it was written before or after the anchor.
 
-So an anchor needs no fencing: nothing it writes can hide, undo or repeat what any attempt at the
-partition (a zombie included) committed. Fencing stays where it matters, before the first record:
+So an anchor needs no fencing for the copy's sake: nothing it writes can hide, undo or repeat what any
+attempt at the partition (a zombie included) committed. It is still a write to the flow's target, which a
+run that lost the flow's lease must not make: the task asks for the lease first (copier.anchor_all); a write
+already in flight when the lease is lost is not stopped (open: docs/guarantees.md). Fencing stays where it
+matters, before the first record:
 the next unit of the partition fences its transactional.id, ends what earlier attempts left pending
 and reads its progress (the anchor, or a copy's) as always. An anchor that is not acknowledged is
 left to the unit path, which writes it in a transaction as before (see docs/replicate.md#fencing).

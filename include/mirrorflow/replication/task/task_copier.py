@@ -418,7 +418,7 @@ def copy_task(
     units = list(units)
     results: list[UnitResult | None] = [None] * len(units)
     if how.follow is None:  # units that only anchor a fresh partition: all at once (replication.task.anchors)
-        anchor_all(clients, units, results)
+        anchor_all(clients, units, results, how.owner)
     rest = [i for i, r in enumerate(results) if r is None]
     if rest:
         copier = TaskCopier(clients, layout, slot, [units[i] for i in rest], how)
