@@ -146,6 +146,19 @@ def test_a_task_of_a_run_that_lost_the_lease_writes_nothing_not_even_its_claim(t
     produce(source, t, records(200, 2))
     cfg, flow = make_flow(tmp_path, source, target, pfx, **{
         "tasks.max": 1, "lease.timeout.seconds": 2, "state.namespace": pfx})
+    watched = {name: 2 for name in [remote, progress_topic(flow), offset_map_topic(flow)]}
+    late, before, after = copy_after_a_failover_took_the_lease(
+        cfg, flow, pfx, [Unit(t, p, f"A.{t}", 0, 100) for p in range(2)], target, watched)
+    assert {r.status for r in late} == {"fenced"}, [(r.status, r.error) for r in late]
+    assert all("this run no longer holds the flow's lease (mirrorflow failover holds it since " in r.error
+               for r in late), [r.error for r in late]
+    assert after == before  # not a claim, not an aborted record: nothing
+
+
+def copy_after_a_failover_took_the_lease(cfg, flow, pfx, units, target, watched):
+    """A late copy task of `units` (slot 0) of a run whose lapsed lease a failover took (the failover's lease
+    fences the flow's copies; the task's worker has no producer of the slot: it initialises afresh): its
+    results, and the summed high watermarks of `watched` (topic -> partitions) on the target before and after."""
     layout = planned(cfg, flow).layout
     old_run = f"old-run-{pfx}"
     with FlowClients(cfg, flow) as clients:
@@ -154,17 +167,13 @@ def test_a_task_of_a_run_that_lost_the_lease_writes_nothing_not_even_its_claim(t
         time.sleep(3)  # its lease lapses
         taker = take_lease(clients, f"failover-{pfx}", "mirrorflow failover")  # fences the flow's copies
         try:
-            state = [progress_topic(flow), offset_map_topic(flow)]
-            before = {name: high_watermark(target, name, 2) for name in [remote, *state]}
-            CACHE.clear()  # the late task's worker has no producer of the slot: it initialises afresh
-            late = _copy(cfg, flow, layout, [Unit(t, p, f"A.{t}", 0, 100) for p in range(2)], NO_FAULTS, old_run)
-            after = {name: high_watermark(target, name, 2) for name in [remote, *state]}
+            before = {name: high_watermark(target, name, n) for name, n in watched.items()}
+            CACHE.clear()
+            late = _copy(cfg, flow, layout, units, NO_FAULTS, old_run)
+            after = {name: high_watermark(target, name, n) for name, n in watched.items()}
         finally:
             taker.release()
-    assert {r.status for r in late} == {"fenced"}, [(r.status, r.error) for r in late]
-    assert all("this run no longer holds the flow's lease (mirrorflow failover holds it since " in r.error
-               for r in late), [r.error for r in late]
-    assert after == before  # not a claim, not an aborted record: nothing
+    return late, before, after
 
 
 def _copy(cfg, flow, layout, units, faults, owner, attempt=0):
@@ -408,23 +417,10 @@ def test_a_task_of_a_run_that_lost_the_lease_anchors_nothing(tmp_path, source, t
     produce(source, t, records(200, 2))  # partitions 0 and 1; partition 2 stays empty
     cfg, flow = make_flow(tmp_path, source, target, pfx, **{
         "tasks.max": 1, "lease.timeout.seconds": 2, "state.namespace": pfx})
-    layout = planned(cfg, flow).layout
-    old_run = f"old-run-{pfx}"
     names = [remote, progress_topic(flow), offset_map_topic(flow)]
-    sizes = {n: len(admin(target).list_topics(n, timeout=10).topics[n].partitions) for n in names}
-    with FlowClients(cfg, flow) as clients:
-        old = take_lease(clients, old_run, "the older run")
-        old.stop_renewing()  # cut off: its renewals never arrive
-        time.sleep(3)  # its lease lapses
-        taker = take_lease(clients, f"failover-{pfx}", "mirrorflow failover")  # fences the flow's copies
-        try:
-            before = {n: high_watermark(target, n, sizes[n]) for n in names}
-            CACHE.clear()
-            units = [Unit(t, 0, remote, 0, 100), Unit(t, 1, remote, 0, 100), Unit(t, 2, remote, 0, 0)]
-            late = _copy(cfg, flow, layout, units, NO_FAULTS, old_run)
-            after = {n: high_watermark(target, n, sizes[n]) for n in names}
-        finally:
-            taker.release()
+    watched = {n: len(admin(target).list_topics(n, timeout=10).topics[n].partitions) for n in names}
+    units = [Unit(t, 0, remote, 0, 100), Unit(t, 1, remote, 0, 100), Unit(t, 2, remote, 0, 0)]
+    late, before, after = copy_after_a_failover_took_the_lease(cfg, flow, pfx, units, target, watched)
     assert [(r.partition, r.status) for r in late] == [(0, "fenced"), (1, "fenced"), (2, "fenced")], \
         [(r.partition, r.status, r.error) for r in late]
     assert all("this run no longer holds the flow's lease (mirrorflow failover holds it since " in r.error
