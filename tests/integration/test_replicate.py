@@ -364,13 +364,16 @@ def test_a_copy_fenced_at_any_step_reports_fenced_and_commits_nothing(tmp_path, 
     assert_map_exact(cfg, flow, source, target, t)
 
 
-def test_fresh_partitions_are_anchored_at_once_and_an_anchor_never_overrides_a_copy(tmp_path, source, target,
-                                                                                     unique):
-    """A first run anchors the partitions with nothing to copy in one batch per task (no unit, no
-    transactional.id of theirs, no transaction); their next records are copied from the anchor.
-    An anchor landing after a copy's progress (a late or zombie anchor: it is written unfenced)
-    changes nothing: the copy's progress wins, nothing is copied twice, the map stays exact."""
-    from mirrorflow.replication.task.anchors import write_anchors
+def test_fresh_partitions_are_anchored_in_the_tasks_transactions_and_an_old_anchor_never_overrides_a_copy(
+        tmp_path, source, target, unique):
+    """A first run anchors the partitions with nothing to copy in its tasks' round transactions (no
+    unit of their own, no transactional.id of theirs: fenced with the task's records); their next
+    records are copied from the anchor. An anchor record of an earlier release (its own key, written
+    unfenced) landing after a copy's progress changes nothing: the copy's progress wins, nothing is
+    copied twice, the map stays exact."""
+    from mirrorflow.state.names import progress_topic
+    from mirrorflow.state.records import Progress
+    from mirrorflow.state.state_topics import anchor_key, state_partition
 
     pfx = unique("anchor")
     t = f"{pfx}.orders"
@@ -380,13 +383,17 @@ def test_fresh_partitions_are_anchored_at_once_and_an_anchor_never_overrides_a_c
     rep = run_once(cfg, flow, mode="direct")
     assert rep.ok and rep.records == 5, rep.render()
     by_p = {p.partition: p for p in rep.partitions}
-    assert by_p[0].transactions >= 1 and [by_p[p].transactions for p in (1, 2, 3)] == [0, 0, 0], rep.render()
+    assert by_p[0].transactions >= 1 and [by_p[p].transactions for p in (1, 2, 3)] == [1, 1, 1], rep.render()
+    assert [by_p[p].records for p in (1, 2, 3)] == [0, 0, 0], rep.render()
     progress = read_progress(cfg, flow)
     assert progress[(t, 0)].next == 5
     assert [(progress[(t, p)].next, progress[(t, p)].tgt_end) for p in (1, 2, 3)] == [(0, 0)] * 3
-    # a late anchor of partition 0 (as the plan of a zombie run would have it) after its copy's progress
+    # a late anchor of partition 0 as an earlier release wrote it (a zombie's plan) after its copy's progress
     with FlowClients(cfg, flow) as clients:
-        assert set(write_anchors(clients, [Unit(t, 0, f"A.{t}", 0, 0)])) == {(t, 0)}
+        nprog = clients.partitions("target", progress_topic(flow))
+    late = Progress.empty(t, 0).advanced(0, 0, 0, 0, -1)
+    produce(target, progress_topic(flow), [{"partition": state_partition(t, 0, nprog), "key": anchor_key(t, 0),
+                                            "value": late.to_json()}])
     assert read_progress(cfg, flow, [(t, 0)])[(t, 0)].next == 5
     produce(source, t, [{"partition": p, "key": b"k", "value": f"next-{p}-{i}".encode()} for p in range(4)
                         for i in range(3)])

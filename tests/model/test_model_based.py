@@ -293,7 +293,15 @@ def test_the_long_sequences_the_search_found_replay_clean(tmp_path, clusters, re
       unplanned; after the failback verify of A->B (failed over) failed on them as `HOLES ... the next
       replicate run copies them`. They are the failover's RPO: verify of a failed-over flow names them
       `not copied when the flow failed over`. Its own test:
-      `tests/integration/test_failback_edges.py::test_holes_an_unplanned_failover_left_are_its_rpo_not_a_mismatch_and_stay_apart_after_the_failback`."""
+      `tests/integration/test_failback_edges.py::test_holes_an_unplanned_failover_left_are_its_rpo_not_a_mismatch_and_stay_apart_after_the_failback`.
+    - `--long`, seed 1841296616, 2026-11-30 (its eighth batch, on eb327f2): a PRODUCT defect, fixed: a run
+      cut off from its target right after a partition was added wrote that partition's anchor (its first
+      progress and offset-map entry, then written by an idempotent producer nothing fences) after the
+      unplanned failover took the flow: the write was in flight when the target went away and was
+      delivered when it came back. Anchors go into the copy task's round transactions now, fenced like its
+      records (replayed 2026-11-30 before the fix: the anchor at offset 18 of the progress partition, after
+      the failover's records at 16 and 17; clean after). The lease asked before anything is written:
+      `tests/integration/test_task_transactions.py::test_a_task_of_a_run_that_lost_the_lease_anchors_nothing`."""
     if not request.config.getoption("--long"):
         pytest.skip("--long only: about 13 minutes")
     setting = Setting(clusters.direct, tmp_path, pair=clusters)
@@ -555,6 +563,23 @@ def test_the_long_sequences_the_search_found_replay_clean(tmp_path, clusters, re
         state.replicate()
         state.replicate_some(limit=3)
         state.write(kind="commit", n=2, partition=0)
+    with replayed(setting) as state:
+        state.start(max_runs=2, txn_records=2, initial="earliest", unit=(3, 2_147_483_648))
+        state.add_partition()
+        state.consume(g="g1", n=2, which=0)
+        state.fail_over(after_s=0.4, planned=False, racing="resume")
+        state.replicate_some(limit=1)
+        state.backfill_interval(lo=28, width=21)
+        state.state_topic_drifts(drift="snapshot-delete")
+        state.operator_holds(action="stop")
+        state.consume(g="g2", n=4, which=0)
+        state.fail_over(after_s=0.4, planned=False, racing="stop")
+        state.checkpoint_stopped()
+        state.consume(g="g1", n=1, which=1)
+        state.fail_back()
+        state.state_topic_drifts(drift="offset-map-retention")
+        state.add_partition()
+        state.fail_over_while_a_run_is_cut_off(at="before_commit", planned=False)
 
 
 def test_a_flow_an_operator_holds_across_operations(tmp_path, clusters, request):

@@ -71,10 +71,11 @@ def parse_key(key: bytes | None) -> tuple[str, int] | None:
 
 
 def anchor_key(topic: str, partition: int) -> bytes:
-    """The key of a source partition's ANCHOR in the progress topic (replication.task.anchors): the
-    progress of a partition with nothing copied yet, which a copy's own progress always overrides.
-    It lives in the partition of `state_key` (written there explicitly), so a unit's read finds
-    both; readers that do not know it skip it (it names no top-level topic and partition)."""
+    """The key of a source partition's ANCHOR in the progress topic: the progress of a partition with
+    nothing copied yet, which a copy's own progress always overrides. Releases before 2026-11-30 wrote
+    anchors outside any transaction (unfenced, hence a key of their own); the state they left is read
+    as it is (state.store). It lives in the partition of `state_key`, so a unit's read finds both;
+    readers that do not know it skip it (it names no top-level topic and partition)."""
     return _compact_json({"anchor": {"partition": partition, "topic": topic}})
 
 

@@ -20,7 +20,7 @@ from mirrorflow.state.fencing import copy_ids, fence_ids
 from mirrorflow.state.names import offset_map_topic, progress_topic, state_transactional_id
 from mirrorflow.state.offset_map import MapEntry
 from mirrorflow.state.records import Progress, encode_entry
-from mirrorflow.state.state_topics import anchor_key, state_key, state_partition
+from mirrorflow.state.state_topics import state_key, state_partition
 from mirrorflow.state.task_slots import read_layout
 
 
@@ -47,17 +47,6 @@ class StateWriter:
             progress.to_json(),
             key,
             state_partition(progress.topic, progress.partition, self.progress_partitions),
-        )
-
-    def write_anchor(self, producer: Any, progress: Progress, on_delivery: Any = None) -> None:
-        """A partition's anchor (replication.task.anchors): its progress under the anchor key, in the
-        partition its progress key lives in."""
-        producer.produce(
-            self._progress_topic,
-            progress.to_json(),
-            anchor_key(progress.topic, progress.partition),
-            state_partition(progress.topic, progress.partition, self.progress_partitions),
-            on_delivery=on_delivery,
         )
 
     def write_entry(self, producer: Any, entry: MapEntry, on_delivery: Any = None) -> None:

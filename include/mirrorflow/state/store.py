@@ -78,8 +78,8 @@ class StateStore:
 
     def progress(self, keys: Keys | None = None, timeout: float = 120.0) -> dict[tuple[str, int], Progress]:
         """Latest committed progress per source partition (all of the flow's, or just `keys`). A
-        partition no copy has committed progress for yet has its anchor's, if it has one
-        (replication.task.anchors): a copy's progress always wins over an anchor, whatever their order."""
+        partition no copy has committed progress for yet has its anchor's, if an earlier release wrote
+        one (state_topics.anchor_key): a copy's progress always wins over an anchor, whatever their order."""
         latest: dict[tuple[str, int], bytes] = {}
         anchored: dict[tuple[str, int], bytes] = {}
         for tp, anchor, value in self._read(progress_topic(self.flow), keys, timeout, anchors=True):

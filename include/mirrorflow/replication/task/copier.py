@@ -24,14 +24,9 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from confluent_kafka import KafkaException
-
-from mirrorflow.clients import FlowClients
 from mirrorflow.errors import MirrorflowError
 from mirrorflow.replication.plan.run_plan import Unit
-from mirrorflow.replication.task.anchors import is_anchor, write_anchors
 from mirrorflow.replication.task.reader import OPEN_END, Batch
-from mirrorflow.state.lease import LeaseGuard
 from mirrorflow.state.offset_map import merge_ranges, subtract_ranges, uncovered
 from mirrorflow.state.records import Progress
 
@@ -287,57 +282,6 @@ class PartitionCopy:
             if r.status == "skipped" and not r.transactions:
                 continue
             r.status, r.error, r.error_type = status, error, error_type
-
-
-def still_holds(clients: FlowClients, owner: str | None) -> bool:
-    """Whether run `owner` holds the flow's lease now (True for a task of no run: tests, a bench); False
-    when it does not, or when the lease cannot be read."""
-    if not owner:
-        return True
-    guard = LeaseGuard(clients, owner)
-    try:
-        guard.check()
-        return True
-    except (MirrorflowError, KafkaException):  # LeaseError: another holds it; else the target did not answer
-        return False
-    finally:
-        guard.close()
-
-
-def anchor_all(
-    clients: FlowClients, units: list[Unit], results: list[UnitResult | None], owner: str | None = None
-) -> None:
-    """Anchor the task's fresh partitions with nothing to copy in one batch (replication.task.anchors)
-    and fill in their results; a unit whose anchor was not acknowledged keeps no result and runs. A task
-    of run `owner` first asks whether its run still holds the flow's lease: the anchors' producer is
-    fenced by nothing, and a task held up until a failover took the flow (cut off from the target, then
-    healed) wrote them after the failover (found by the model-based search). When the run lost the lease,
-    or the lease cannot be read, the units are left to the copier, which ends them fenced or rides the
-    outage out."""
-    todo = [i for i, u in enumerate(units) if is_anchor(u)]
-    if not todo or not still_holds(clients, owner):
-        return
-    started = time.time()
-    done = write_anchors(clients, [units[i] for i in todo])
-    finished = time.time()
-    for i in todo:
-        u = units[i]
-        progress = done.get((u.topic, u.partition))
-        if progress is not None:
-            results[i] = UnitResult(
-                u.topic,
-                u.partition,
-                u.target_topic,
-                "ok",
-                u.start,
-                u.end,
-                copied_from=u.start,
-                copied_to=u.end,
-                tgt_end=progress.tgt_end,
-                started=started,
-                copy_started=started,
-                finished=finished,
-            )
 
 
 def reading_at_once(units: Iterable[Unit], lanes: int) -> int:

@@ -53,7 +53,7 @@ from mirrorflow.kafka.topic_admin import list_offsets
 from mirrorflow.replication.plan.planner import stopped_message
 from mirrorflow.replication.plan.run_plan import TaskHead, Unit
 from mirrorflow.replication.task.budget import CopyBudget
-from mirrorflow.replication.task.copier import PartitionCopy, UnitResult, anchor_all, reading_at_once, u_where
+from mirrorflow.replication.task.copier import PartitionCopy, UnitResult, reading_at_once, u_where
 from mirrorflow.replication.task.copy_transaction import Claim, CopyTransaction
 from mirrorflow.replication.task.faults import Faults
 from mirrorflow.replication.task.follow import following
@@ -71,7 +71,7 @@ from mirrorflow.replication.task.task_rounds import Lane, Round
 from mirrorflow.replication.task.task_succession import TaskSuccession
 from mirrorflow.replication.task.transaction_writer import TransactionWriter
 from mirrorflow.state.fencing import state_parts
-from mirrorflow.state.names import COPIER, offset_map_topic, progress_topic, reader_group
+from mirrorflow.state.names import offset_map_topic, progress_topic
 from mirrorflow.state.records import Progress
 from mirrorflow.state.state_writer import StateWriter
 from mirrorflow.state.store import StateStore
@@ -204,7 +204,7 @@ class TaskCopier:
         writer = TransactionWriter(
             txn,
             StateWriter(self.flow, nprog, nmap),
-            self._target_end,
+            self._target_ends,
             self.faults,
             self._txn_timeout_s(),
             self.limits,
@@ -369,14 +369,14 @@ class TaskCopier:
         conf = {**self.defaults, **self.flow.client_overrides("target", "producer")}
         return int(conf.get("transaction.timeout.ms", 0)) / 1000
 
-    def _target_end(self, unit: Unit) -> int:
-        """Target end for a partition's batch without records and nothing copied yet: the target
-        partition's high watermark."""
-        reader = self.clients.reader("target", group=reader_group(self.flow, COPIER))
-        try:
-            return reader.watermarks(unit.target_topic, unit.partition)[1]
-        finally:
-            self.clients.release(reader.consumer)
+    def _target_ends(self, units: list[Unit]) -> dict[tuple[str, int], int]:
+        """The target high watermarks of fresh partitions whose first batch is empty (one request for a
+        round's, a first run anchors thousands; a target restart waited out up to the bound)."""
+        c = self.clients
+        tps = sorted({(u.target_topic, u.partition) for u in units})
+        return list_offsets(
+            c.admin("target"), c.connection("target"), tps, OffsetSpec.latest(), False, c.outage_timeout
+        )
 
     def _drop(self) -> None:
         """Let the slot producer go (failed, fenced, or an outage: never back to the cache)."""
@@ -412,19 +412,11 @@ def copy_task(
     units: Iterable[Unit],
     how: TaskAttempt = ONE_SHOT,
 ) -> list[UnitResult]:
-    """Copy a task's units (all of task slot `slot` of `layout`): the fresh partitions with nothing
-    to copy are anchored at once (replication.task.anchors), the others copied by one TaskCopier. Results
-    come in the units' order."""
-    units = list(units)
-    results: list[UnitResult | None] = [None] * len(units)
-    if how.follow is None:  # units that only anchor a fresh partition: all at once (replication.task.anchors)
-        anchor_all(clients, units, results, how.owner)
-    rest = [i for i, r in enumerate(results) if r is None]
-    if rest:
-        copier = TaskCopier(clients, layout, slot, [units[i] for i in rest], how)
-        for i, r in zip(rest, copier.run(), strict=True):
-            results[i] = r
-    return [r for r in results if r is not None]
+    """Copy a task's units (all of task slot `slot` of `layout`) with one TaskCopier; results in the
+    units' order. A fresh partition with nothing to copy (its start anchored at its initial position)
+    is a unit like any other: its progress and offset-map entry go into a round's transaction,
+    fenced like every write of the task (a run that lost the flow's lease writes none)."""
+    return TaskCopier(clients, layout, slot, list(units), how).run()
 
 
 def copy_planned(

@@ -151,7 +151,7 @@ class TransactionWriter:
         self,
         txn: CopyTransaction,
         state: StateWriter,
-        target_end: Callable[[Unit], int],
+        target_ends: Callable[[list[Unit]], dict[tuple[str, int], int]],
         faults: Faults = NO_FAULTS,
         txn_timeout_s: float = 30.0,
         limits: dict[str, int] | None = None,
@@ -159,7 +159,8 @@ class TransactionWriter:
         self.txn, self.flow, self.producer = txn, txn.flow, txn.producer
         self.state, self.faults = state, faults
         self.eos = txn.eos
-        self._target_end = target_end  # a partition's target high watermark (its first, empty batch)
+        # the target high watermarks of partitions (target topic, partition) whose first batch is empty
+        self._target_ends = target_ends
         self.txn_timeout_s = txn_timeout_s
         self.limits = limits or {}  # target topic -> max.message.bytes (for messages)
 
@@ -222,21 +223,28 @@ class TransactionWriter:
             self.txn.give_up()
             return []
         self.faults.reached("after_flush", n)
+        # a fresh partition's empty batch (its start anchored at its initial position) records where the
+        # flow's copies will begin on the target: its high watermark, asked for all of them at once
+        fresh = [p.unit for p in kept if not p.runs and (progress.get(p.key) or Progress.empty(*p.key)).tgt_end < 0]
+        ends = self._target_ends(fresh) if fresh else {}
         for p in kept:
             before = progress.get(p.key) or Progress.empty(*p.key)
-            p.progress = self._write_state(p, before)
+            p.progress = self._write_state(p, before, ends)
             progress[p.key] = p.progress
         self.faults.reached("before_commit", n)
         self.txn.commit(describe_parts(parts))
         self.faults.reached("after_commit", n)
         return kept
 
-    def _write_state(self, p: PartBatch, before: Progress) -> Progress:
-        """The batch's offset-map entry and the partition's progress after it, into the transaction."""
+    def _write_state(self, p: PartBatch, before: Progress, ends: dict[tuple[str, int], int]) -> Progress:
+        """The batch's offset-map entry and the partition's progress after it, into the transaction
+        (`ends`: the target high watermark of each fresh partition whose batch is empty)."""
         b, u = p.batch, p.unit
         runs = p.runs
         tgt_end = (
-            runs[-1].tgt + runs[-1].count if runs else (before.tgt_end if before.tgt_end >= 0 else self._target_end(u))
+            runs[-1].tgt + runs[-1].count
+            if runs
+            else (before.tgt_end if before.tgt_end >= 0 else ends[(u.target_topic, u.partition)])
         )
         lost = p.lost_range[1] - p.lost_range[0] if p.lost_range else 0
         entry = MapEntry(u.topic, u.partition, b.src_from, b.src_to, tuple(runs), tgt_end, lost, before.epoch)
