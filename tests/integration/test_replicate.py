@@ -364,6 +364,25 @@ def test_a_copy_fenced_at_any_step_reports_fenced_and_commits_nothing(tmp_path, 
     assert_map_exact(cfg, flow, source, target, t)
 
 
+def test_a_first_run_anchors_more_fresh_partitions_than_the_producers_queue_holds(tmp_path, source, target, unique):
+    """Anchors ride in a task's round: one task anchoring 60 fresh empty partitions and copying 3 records
+    writes 120 state records in one transaction; with a producer queue of 10 messages the state writes
+    wait for deliveries instead of failing the round (BufferError)."""
+    pfx = unique("anchorq")
+    t = f"{pfx}.orders"
+    mirror_topic(source, target, t, 60)
+    produce(source, t, [{"partition": 7, "key": b"k", "value": f"v-{i}".encode()} for i in range(3)])
+    cfg, flow = make_flow(tmp_path, source, target, pfx, **{"tasks.max": 1,
+                                                          "producer.queue.buffering.max.messages": 10})
+    rep = run_once(cfg, flow, mode="direct")
+    assert rep.ok and rep.records == 3, rep.render()
+    progress = read_progress(cfg, flow)
+    assert progress[(t, 7)].next == 3
+    assert sorted(p for (topic, p), pr in progress.items() if topic == t and pr.next == 0) == \
+        [p for p in range(60) if p != 7]
+    assert_copied(source, target, t)
+
+
 def test_fresh_partitions_are_anchored_in_the_tasks_transactions_and_an_old_anchor_never_overrides_a_copy(
         tmp_path, source, target, unique):
     """A first run anchors the partitions with nothing to copy in its tasks' round transactions (no

@@ -42,7 +42,8 @@ class StateWriter:
         key = state_key(progress.topic, progress.partition)
         if entry is not None:
             self.write_entry(producer, entry)
-        producer.produce(
+        _produce(
+            producer,
             self._progress_topic,
             progress.to_json(),
             key,
@@ -50,13 +51,25 @@ class StateWriter:
         )
 
     def write_entry(self, producer: Any, entry: MapEntry, on_delivery: Any = None) -> None:
-        producer.produce(
+        _produce(
+            producer,
             self._map_topic,
             encode_entry(entry),
             state_key(entry.topic, entry.partition),
             state_partition(entry.topic, entry.partition, self.map_partitions),
             on_delivery=on_delivery,
         )
+
+
+def _produce(producer: Any, *args: Any, **kwargs: Any) -> None:
+    """One state record into the producer's queue; a full queue (a round anchoring thousands of fresh
+    partitions, a small `producer.queue.buffering.max.messages`) is drained by deliveries first."""
+    while True:
+        try:
+            producer.produce(*args, **kwargs)
+            return
+        except BufferError:
+            producer.poll(0.1)
 
 
 # One attempt at an acknowledged write: short, so that an outage is retried (and its bound kept) by
