@@ -264,13 +264,9 @@ class ReplicationMachine(RuleBasedStateMachine):
         self.deleted: dict[str, set[TP]] = {"A": set(), "B": set()}  # partitions delete-records cut, per side
         self.added: list[str] = []  # topics created on a source while the flows ran
         x, y = self.alias["A"], self.alias["B"]
-        flows = {f"{x}->{y}": common, f"{y}->{x}": {**common, "standby": True}}
-        self.cfg = write_config(self.setting.folder / f"{tag}.yaml", {x: a, y: b}, flows)
-        pair = self.setting.pair  # the same flows, every cluster reached through its proxy
-        self.cut_cfg = pair and write_config(
-            self.setting.folder / f"{tag}-via-proxies.yaml", {x: pair.via("A"), y: pair.via("B")}, flows
-        )
-        self.flows = {"A": self.cfg.flow(f"{x}->{y}"), "B": self.cfg.flow(f"{y}->{x}")}  # by source side
+        self.flow_props = {f"{x}->{y}": common, f"{y}->{x}": {**common, "standby": True}}
+        self.tag, self.tunings = tag, 0
+        self.write_configs()
         self.running = self.flows["A"]
         for name, tps in (("g1", ((plain, 0), (plain, 1))), ("g2", ((plain, 1), (compact, 0)))):
             g = Group(f"{self.pfx}-{name}", tps)
@@ -284,6 +280,23 @@ class ReplicationMachine(RuleBasedStateMachine):
             self.flows_run.add(self.running.name)
 
     # -- helpers -----------------------------------------------------------------------------
+    def write_configs(self) -> None:
+        """The config of both flows (`flow_props`), and the same through the proxies; the flows the
+        machine holds (running, failed over) become the new config's."""
+        x, y = self.alias["A"], self.alias["B"]
+        a, b = self.setting.clusters["A"], self.setting.clusters["B"]
+        name = f"{self.tag}-{self.tunings}" if self.tunings else self.tag
+        self.cfg = write_config(self.setting.folder / f"{name}.yaml", {x: a, y: b}, self.flow_props)
+        pair = self.setting.pair  # the same flows, every cluster reached through its proxy
+        self.cut_cfg = pair and write_config(
+            self.setting.folder / f"{name}-via-proxies.yaml", {x: pair.via("A"), y: pair.via("B")}, self.flow_props
+        )
+        self.flows = {"A": self.cfg.flow(f"{x}->{y}"), "B": self.cfg.flow(f"{y}->{x}")}  # by source side
+        if self.running is not None:
+            self.running = self.cfg.flow(self.running.name)
+        if self.failed_over is not None:
+            self.failed_over = self.cfg.flow(self.failed_over.name)
+
     def side_of(self, flow) -> tuple[str, str]:
         s = "A" if flow is self.flows["A"] else "B"
         return s, "B" if s == "A" else "A"
@@ -435,6 +448,17 @@ class ReplicationMachine(RuleBasedStateMachine):
             a.create_partitions([NewPartitions(plain, n)])[plain].result(30)
         self.topics[plain] = n  # the other side gets it from the sync (each drain starts with one)
         self.produce(side, (plain, n - 1), 3, True, fresh_keys=True)
+
+    @rule(tasks=st.sampled_from([1, 2, 4]), unit=st.sampled_from([(3, 1 << 31), (1000, 48), (5_000_000, 1 << 31)]))
+    @counted
+    def retune(self, tasks: int, unit: tuple[int, int]) -> None:
+        """An operator changes `tasks.max` and the unit sizes of both flows between runs: the next run
+        deals the partitions onto a new generation of task slots (the old generation fenced first) and
+        cuts its units anew; nothing else changes (the model expects the same records and groups)."""
+        props = {"tasks.max": tasks, "unit.max.records": unit[0], "unit.max.bytes": unit[1]}
+        self.flow_props = {name: {**p, **props} for name, p in self.flow_props.items()}
+        self.tunings += 1
+        self.write_configs()
 
     @precondition(lambda self: self.apps_side() == "A")
     @rule(n=st.integers(1, 4))
