@@ -113,8 +113,8 @@ def test_a_state_read_past_its_timeout_names_the_open_transaction(tmp_path, sour
     finally:
         opened.abort_transaction(30)
     assert str(caught.value) == (
-        f"cluster 'B': timed out reading topic {topic!r} partitions [0] (an open transaction? a crashed "
-        "writer's transaction is aborted after transaction.timeout.ms)"
+        f"cluster 'B': timed out reading topic {topic!r} partitions [0] (partition 0: a transaction open since "
+        "offset 0 (high watermark 2); a crashed writer's transaction is aborted after transaction.timeout.ms)"
     )
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from confluent_kafka import OFFSET_INVALID, KafkaError, KafkaException, Message, TopicPartition
+from confluent_kafka import OFFSET_INVALID, IsolationLevel, KafkaError, KafkaException, Message, TopicPartition
 
 from mirrorflow.errors import ClusterError, TransientError, UnreachableError
 from mirrorflow.kafka.connection import ClusterConnection
@@ -63,9 +63,41 @@ class ReadCommitted:
         return [TopicPartition(tp.topic, tp.partition, self.pos) for tp in tps]
 
 
-def reader(stable: list[int], calls: list[str]) -> LogReader:
+class Answered:
+    def __init__(self, offset: int) -> None:
+        self.offset = offset
+
+    def result(self, timeout: float | None = None) -> Answered:
+        return self
+
+
+class Admin:
+    """ListOffsets of a partition whose transaction stays open at `stable` (None: the cluster does not
+    answer)."""
+
+    def __init__(self, stable: int | None) -> None:
+        self.stable = stable
+
+    def list_offsets(self, req: dict, isolation_level, request_timeout: float) -> dict:
+        if self.stable is None:
+            raise KafkaException(KafkaError(KafkaError._TIMED_OUT))
+        committed = isolation_level == IsolationLevel.READ_COMMITTED
+        return {tp: Answered(self.stable if committed else HIGH) for tp in req}
+
+
+class Connection(ClusterConnection):
+    def __init__(self, admin: Admin) -> None:
+        super().__init__("B", {})
+        self._admin = admin
+
+    def admin(self, conf=None, check_timeout=10.0) -> Admin:  # type: ignore[override]
+        return self._admin
+
+
+def reader(stable: list[int], calls: list[str], admin: Admin | None = None) -> LogReader:
     ends = Ends(calls)
-    return LogReader(ClusterConnection("B", {}), ReadCommitted(iter(stable), calls), lambda: ends)  # type: ignore[arg-type,return-value]
+    conn = Connection(admin or Admin(None))
+    return LogReader(conn, ReadCommitted(iter(stable), calls), lambda: ends)  # type: ignore[arg-type,return-value]
 
 
 def test_a_read_waits_for_the_transaction_open_below_the_high_watermark_and_not_for_later_ones():
@@ -80,6 +112,21 @@ def test_a_read_waits_for_the_transaction_open_below_the_high_watermark_and_not_
 
 
 def test_a_read_whose_open_transaction_does_not_end_fails_and_says_why():
+    """Where the partition stands says what holds the read: a transaction open since an offset (its
+    last stable offset below the high watermark), or nothing open and where the reader stopped; a
+    cluster that does not say leaves the question."""
+    with pytest.raises(ClusterError) as caught:
+        list(reader([5], [], Admin(5)).read("s", [0], timeout=0.3))
+    assert str(caught.value) == (
+        "cluster 'B': timed out reading topic 's' partitions [0] (partition 0: a transaction open since offset 5 "
+        "(high watermark 9); a crashed writer's transaction is aborted after transaction.timeout.ms)"
+    )
+    with pytest.raises(ClusterError) as caught:
+        list(reader([5], [], Admin(HIGH)).read("s", [0], timeout=0.3))
+    assert str(caught.value) == (
+        "cluster 'B': timed out reading topic 's' partitions [0] (partition 0: no transaction open (last stable "
+        "offset = high watermark = 9), this reader at 5 of 9)"
+    )
     with pytest.raises(ClusterError) as caught:
         list(reader([5], []).read("s", [0], timeout=0.3))
     assert str(caught.value) == (

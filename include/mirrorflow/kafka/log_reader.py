@@ -22,7 +22,16 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from confluent_kafka import OFFSET_BEGINNING, OFFSET_INVALID, Consumer, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import (
+    OFFSET_BEGINNING,
+    OFFSET_INVALID,
+    Consumer,
+    IsolationLevel,
+    KafkaError,
+    KafkaException,
+    TopicPartition,
+)
+from confluent_kafka.admin import OffsetSpec
 
 from mirrorflow.errors import ClusterError, TopicError, TransientError
 from mirrorflow.kafka.connection import ClusterConnection, kafka_error, warm_metadata
@@ -53,6 +62,7 @@ POLL_RECORDS = 1000  # at most this many messages per consume() call
 # consume() returns early only with a full batch; markers and aborted records take offsets without
 # a message, so a short timeout, then the position, tells when a partition is read to its end
 POLL_TIMEOUT_S = 0.05
+STANDING_S = 5.0  # how long a timed-out read asks where its partitions stand (the message only)
 MISSING = {KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_PARTITION, KafkaError._UNKNOWN_TOPIC}
 # "does not exist" is believed when the cluster's metadata has said so for this long (a broker
 # restarting may answer "unknown topic" for a moment)
@@ -299,13 +309,42 @@ class LogReader:
 
     def _timed_out(self, topic: str, todo: Mapping[int, int], unanswered: KafkaError | None) -> TransientError:
         """A read that did not reach its ends in time: a broker away, or a transaction open below
-        an end (both end in time: a caller riding out outages tries again)."""
+        an end (both end in time: a caller riding out outages tries again). Without an error, where
+        each partition stands says which (`_standing`)."""
         why = (
             f"last error: {unanswered.str()}"
             if unanswered is not None
-            else "an open transaction? a crashed writer's transaction is aborted after transaction.timeout.ms"
+            else self._standing(topic, todo)
+            or "an open transaction? a crashed writer's transaction is aborted after transaction.timeout.ms"
         )
         return TransientError(self.conn.alias, f"timed out reading topic {topic!r} partitions {sorted(todo)} ({why})")
+
+    def _standing(self, topic: str, todo: Mapping[int, int]) -> str | None:
+        """Per partition not read to its end: its last stable offset below its high watermark (a
+        transaction open there since that offset), or none open and where this reader stands. Best
+        effort, a few seconds (None: the cluster did not say)."""
+        tps = [TopicPartition(topic, p) for p in sorted(todo)]
+        try:
+            admin = self.conn.admin(check_timeout=None)
+
+            def ends(level: IsolationLevel) -> dict[int, int]:
+                futures = admin.list_offsets(
+                    {tp: OffsetSpec.latest() for tp in tps}, isolation_level=level, request_timeout=STANDING_S
+                )
+                return {tp.partition: f.result(STANDING_S).offset for tp, f in futures.items()}
+
+            stable, high = ends(IsolationLevel.READ_COMMITTED), ends(IsolationLevel.READ_UNCOMMITTED)
+            at = {tp.partition: tp.offset for tp in self.consumer.position(tps)}
+        except (KafkaException, TimeoutError, ValueError, TypeError):  # unreachable, no answer, no such client
+            return None
+        return "; ".join(
+            f"partition {p}: a transaction open since offset {stable[p]} (high watermark {high[p]}); a crashed "
+            "writer's transaction is aborted after transaction.timeout.ms"
+            if stable[p] < high[p]
+            else f"partition {p}: no transaction open (last stable offset = high watermark = {high[p]}), this "
+            f"reader at {at.get(p, -1)} of {todo[p]}"
+            for p in sorted(todo)
+        )
 
 
 class Unanswered(Exception):
