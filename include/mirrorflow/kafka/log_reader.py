@@ -62,7 +62,7 @@ POLL_RECORDS = 1000  # at most this many messages per consume() call
 # consume() returns early only with a full batch; markers and aborted records take offsets without
 # a message, so a short timeout, then the position, tells when a partition is read to its end
 POLL_TIMEOUT_S = 0.05
-STANDING_S = 5.0  # how long a timed-out read asks where its partitions stand (the message only)
+STANDING_S = 3.0  # how long a timed-out read asks where its partitions stand (the message only)
 MISSING = {KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_PARTITION, KafkaError._UNKNOWN_TOPIC}
 # "does not exist" is believed when the cluster's metadata has said so for this long (a broker
 # restarting may answer "unknown topic" for a moment)
@@ -326,14 +326,17 @@ class LogReader:
         tps = [TopicPartition(topic, p) for p in sorted(todo)]
         try:
             admin = self.conn.admin(check_timeout=None)
+            req = {tp: OffsetSpec.latest() for tp in tps}
+            levels = (IsolationLevel.READ_COMMITTED, IsolationLevel.READ_UNCOMMITTED)
+            asked = [admin.list_offsets(req, isolation_level=level, request_timeout=STANDING_S) for level in levels]
+            deadline = time.monotonic() + STANDING_S  # both asked at once: STANDING_S in all
 
-            def ends(level: IsolationLevel) -> dict[int, int]:
-                futures = admin.list_offsets(
-                    {tp: OffsetSpec.latest() for tp in tps}, isolation_level=level, request_timeout=STANDING_S
-                )
-                return {tp.partition: f.result(STANDING_S).offset for tp, f in futures.items()}
+            def answers(futures: Mapping[TopicPartition, Any]) -> dict[int, int]:
+                return {
+                    tp.partition: f.result(max(0.1, deadline - time.monotonic())).offset for tp, f in futures.items()
+                }
 
-            stable, high = ends(IsolationLevel.READ_COMMITTED), ends(IsolationLevel.READ_UNCOMMITTED)
+            stable, high = answers(asked[0]), answers(asked[1])
             at = {tp.partition: tp.offset for tp in self.consumer.position(tps)}
         except (KafkaException, TimeoutError, ValueError, TypeError):  # unreachable, no answer, no such client
             return None
