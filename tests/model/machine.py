@@ -607,7 +607,10 @@ class ReplicationMachine(RuleBasedStateMachine):
 
         rep = backfill(self.cfg, self.running, iso(t0), iso(t1), mode="direct")
         assert rep.ok, rep.render()
-        if any(p.records for p in rep.partitions):
+        # an island may hold no record (its offsets markers or aborted ones): the holes below it are there
+        # all the same (found by seed 826894052: verify named one; the model had expected none)
+        holes = any(v.holes() for k, v in read_progress(self.cfg, self.running).items() if k[0].startswith(self.pfx))
+        if holes or any(p.records for p in rep.partitions):
             self.islands = True
             self.model.unordered |= {(p.topic, p.partition) for p in rep.partitions if p.records}
         self.model.step += 1
