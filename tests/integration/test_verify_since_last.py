@@ -19,7 +19,7 @@ from mirrorflow.replication.run.runner import run_once
 from mirrorflow.state.verified import read_marks, write_marks
 from tests.integration.replicate_helpers import make_flow, mirror_topic
 from tests.integration.test_replicate import cli, records
-from tests.support import produce, read_progress
+from tests.support import consume_all, produce, read_progress
 
 pytestmark = pytest.mark.integration
 
@@ -89,3 +89,44 @@ def test_a_verify_since_the_last_one_checks_only_what_was_copied_since_and_stays
             assert any(n.startswith(f"the stored 'verified up to' {planted.to} is not trusted ({why}")
                        for n in p1.notes), p1.notes
             assert p1.verified_to is None  # record was not asked for
+
+
+def test_a_mark_of_no_copy_checks_the_next_copies_from_the_first_not_from_the_targets_start(
+        tmp_path, source, target, unique):
+    """A verify over source offsets the flow covers without a copy (an aborted transaction's) records a
+    mark with no place on the target (`tgt_end` -1). The next verify reads the target from the first copy
+    it checks, as a verify from the start: records the target got before the flow's copies (here by hand;
+    in the search, records a failback kept and records written before the flow) are not taken for extra.
+    It read them from the target's start as extra and refused the planned failover (model-based search,
+    seed 3017673022)."""
+    pfx = unique("vnocopy")
+    t = f"{pfx}.orders"
+    remote = mirror_topic(source, target, t, 1)
+    cfg, flow = make_flow(tmp_path, source, target, pfx)
+    assert run_once(cfg, flow, mode="direct").records == 0  # anchored at 0
+    produce(target, remote, [{"partition": 0, "key": b"before", "value": f"theirs-{i}".encode()} for i in range(2)])
+    aborted = Producer({**source.client_config(), "transactional.id": f"{pfx}-aborted"})
+    aborted.init_transactions(30)
+    aborted.begin_transaction()
+    for i in range(3):
+        aborted.produce(t, f"aborted-{i}".encode(), b"k", partition=0)
+    aborted.flush(30)
+    aborted.abort_transaction(30)
+    produce(source, t, [{"partition": 0, "key": b"k", "value": b"copied-0"}])
+    [first_record] = consume_all(source, t)  # above the aborted records and their marker
+    assert run_once(cfg, flow, mode="direct").records == 1
+    with FlowClients(cfg, flow) as clients:
+        first = verify_flow(clients, end=f"offset:{first_record.offset}", since_last=True, record=True)
+        mark = read_marks(clients, [(t, 0)])[(t, 0)]
+    assert first.ok and first.recorded == 1, first.render()
+    assert (mark.to, mark.records, mark.tgt_end) == (first_record.offset, 0, -1), mark
+
+    produce(source, t, [{"partition": 0, "key": b"k", "value": f"copied-{i}".encode()} for i in range(1, 4)])
+    assert run_once(cfg, flow, mode="direct").records == 3
+    with FlowClients(cfg, flow) as clients:
+        since = verify_flow(clients, since_last=True)
+        whole = verify_flow(clients)
+    assert whole.ok, whole.render()
+    assert since.ok, since.render()
+    [p] = since.partitions
+    assert (p.since, p.source_records, p.matched) == (first_record.offset, 4, 4), since.render()

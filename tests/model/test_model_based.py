@@ -307,7 +307,15 @@ def test_the_long_sequences_the_search_found_replay_clean(tmp_path, clusters, re
       one offset no record): verify rightly named the hole below that island (gone to retention: the next run
       names it lost); the model expected no hole, since it took an island only where the interval run copied
       records. A model defect: fixed in `ReplicationMachine.backfill_interval` (any hole in the progress after it
-      is an island's)."""
+      is an island's).
+    - `--long`, seed 3017673022, 2026-11-30 (the eighth batch of the two-hour search on b47b61b): a PRODUCT
+      defect, fixed: B->A's first verify (after a failback) covered B's offsets of aborted records only and
+      recorded its mark with no copy (`tgt_end` -1); the verify of the planned failover three round trips later,
+      checking since that mark, read A's partition from offset 0 (-1 raised to the log start) and took the two
+      records A held before any flow (a start at `latest`) for extra: MISMATCH, the failover refused. A mark of no
+      copy has no place on the target now: the next verify starts at the first copy, as one from the start
+      (replayed before the fix: the same 2 extra at target offset 0; clean after). Its own test:
+      `tests/integration/test_verify_since_last.py::test_a_mark_of_no_copy_checks_the_next_copies_from_the_first_not_from_the_targets_start`."""
     if not request.config.getoption("--long"):
         pytest.skip("--long only: about 13 minutes")
     setting = Setting(clusters.direct, tmp_path, pair=clusters)
@@ -606,6 +614,37 @@ def test_the_long_sequences_the_search_found_replay_clean(tmp_path, clusters, re
         state.add_partition()
         state.backfill_interval(lo=6, width=18)
         state.verify()
+    with replayed(setting) as state:
+        state.start(unit=(3, 2_147_483_648), initial="latest", max_runs=2, txn_records=2)
+        state.fail_over_while_a_run_is_cut_off(at="before_commit", planned=False)
+        state.write_split_brain(n=1, partition=0)
+        state.write(kind="abort", n=3, partition=2)
+        state.consume(g="g1", n=3, which=1)
+        state.fail_back()
+        state.write(kind="abort", n=3, partition=3)
+        state.operator_during_a_run(action="pause", after_s=0.0)
+        state.add_topic(n=1)
+        state.verify()
+        state.consume(g="g2", n=3, which=0)
+        state.operator_during_a_run(action="pause", after_s=0.0)
+        state.operator_during_a_run(action="pause", after_s=0.0)
+        state.add_topic(n=2)
+        state.fail_over(after_s=0.4, planned=True, racing="resume")
+        state.write_split_brain(n=2, partition=0)
+        state.write_compacted(n=1)
+        state.checkpoint_stopped()
+        state.fail_back()
+        state.write_compacted(n=1)
+        state.operator_holds(action="stop")
+        state.consume(g="g2", n=3, which=1)
+        state.consume(g="g1", n=4, which=0)
+        state.operator_resumes()
+        state.fail_over(after_s=0.1, planned=True, racing="stop")
+        state.checkpoint_stopped()
+        state.checkpoint_stopped()
+        state.write_split_brain(n=1, partition=1)
+        state.fail_back()
+        state.fail_over_while_a_run_is_cut_off(at="after_commit", planned=True)
 
 
 def test_a_flow_an_operator_holds_across_operations(tmp_path, clusters, request):

@@ -137,7 +137,10 @@ class Verifier:
         remote = inputs.remote[k]
         sides = Sides(t in inputs.compacted_src, remote in inputs.compacted_tgt, kept=inputs.kept.get((remote, p), ()))
         pm = inputs.maps.get(k, PartitionMap())
-        if pv.since is not None and base is not None:
+        if pv.since is not None and base is not None and base.tgt_end >= 0:
+            # where the copies it verified end; a mark of no copy (-1) has no place on the target: from the first
+            # copy, as a verify from the start (the target's records before it, a failback's or an application's
+            # from before the flow, were taken as extra: search seed 3017673022)
             sides = replace(sides, target_from=base.tgt_end)
         if prog is not None:  # offsets the flow owns below one it copied and did not copy: a hole
             pv.holes = [(max(a, lo), min(b, hi)) for a, b in prog.holes() if b > lo and a < hi]
