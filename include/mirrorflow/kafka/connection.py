@@ -233,6 +233,17 @@ def warm_metadata(client: Any, topic: str, timeout: float = 1.0) -> None:
         client.list_topics(topic, timeout=timeout)
 
 
+def produce_queued(producer: Any, *args: Any, **kwargs: Any) -> None:
+    """producer.produce(*args, **kwargs), waiting while the producer's local queue is full (deliveries
+    drain it) instead of failing with BufferError."""
+    while True:
+        try:
+            producer.produce(*args, **kwargs)
+            return
+        except BufferError:
+            producer.poll(0.1)
+
+
 def warm_producer(producer: Any, topic: str, timeout: float = 1.0) -> None:
     """`warm_metadata` for a new idempotent producer, asked twice. librdkafka (2.16) retires the
     bootstrap connection once the first metadata answer names the cluster's brokers, and asks for the

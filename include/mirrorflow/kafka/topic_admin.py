@@ -18,7 +18,7 @@ from confluent_kafka import OFFSET_INVALID, IsolationLevel, KafkaError, KafkaExc
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic, ResourceType
 
 from mirrorflow.errors import ClusterError
-from mirrorflow.kafka.connection import ClusterConnection, kafka_error, warm_producer
+from mirrorflow.kafka.connection import ClusterConnection, kafka_error, produce_queued, warm_producer
 from mirrorflow.kafka.log_reader import MISSING, RETRIABLE
 from mirrorflow.kafka.retry import (
     Outage,
@@ -278,14 +278,9 @@ def _produce_flush(
             errors.append(err)
 
     for key, value, ts in records:
-        while True:
-            try:
-                producer.produce(
-                    topic, key=key, value=value, partition=partition, timestamp=ts, on_delivery=on_delivery
-                )
-                break
-            except BufferError:
-                producer.poll(0.1)
+        produce_queued(
+            producer, topic, key=key, value=value, partition=partition, timestamp=ts, on_delivery=on_delivery
+        )
         sent += 1
         producer.poll(0)
     left = producer.flush(timeout)

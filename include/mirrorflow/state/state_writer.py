@@ -14,6 +14,7 @@ from typing import Any
 from mirrorflow.clients import FlowClients
 from mirrorflow.config import FlowConfig
 from mirrorflow.errors import MirrorflowError, StateError
+from mirrorflow.kafka.connection import produce_queued
 from mirrorflow.kafka.retry import OUTAGE_BOUND, retry_call
 from mirrorflow.kafka.topic_admin import prepare_produce_all, produce_all
 from mirrorflow.state.fencing import copy_ids, fence_ids
@@ -42,7 +43,8 @@ class StateWriter:
         key = state_key(progress.topic, progress.partition)
         if entry is not None:
             self.write_entry(producer, entry)
-        _produce(
+        # a round anchoring thousands of fresh partitions writes two records each into a queue that may be small
+        produce_queued(
             producer,
             self._progress_topic,
             progress.to_json(),
@@ -51,7 +53,7 @@ class StateWriter:
         )
 
     def write_entry(self, producer: Any, entry: MapEntry, on_delivery: Any = None) -> None:
-        _produce(
+        produce_queued(
             producer,
             self._map_topic,
             encode_entry(entry),
@@ -59,17 +61,6 @@ class StateWriter:
             state_partition(entry.topic, entry.partition, self.map_partitions),
             on_delivery=on_delivery,
         )
-
-
-def _produce(producer: Any, *args: Any, **kwargs: Any) -> None:
-    """One state record into the producer's queue; a full queue (a round anchoring thousands of fresh
-    partitions, a small `producer.queue.buffering.max.messages`) is drained by deliveries first."""
-    while True:
-        try:
-            producer.produce(*args, **kwargs)
-            return
-        except BufferError:
-            producer.poll(0.1)
 
 
 # One attempt at an acknowledged write: short, so that an outage is retried (and its bound kept) by

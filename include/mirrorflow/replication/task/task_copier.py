@@ -253,7 +253,7 @@ class TaskCopier:
         new = not self.lanes
         # the partitions with records to read: a fresh partition's empty range (its anchor) needs no
         # consumer of its own, nor its topic's metadata (a first run over 2,000 partitions, 200 with records)
-        reading = [pc for pc in todo if any(rng.b > rng.a for rng in pc.ranges)]
+        reading = [pc for pc in todo if any(rng.b > rng.a for rng in pc.ranges)] if new else []
         if new:
             want = len(todo) if follow else max(1, len(reading))  # followed: a lane each
             self.lanes = [self._lane(limits) for _ in range(min(self.lanes_n, want))]
