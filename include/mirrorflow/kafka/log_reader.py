@@ -322,7 +322,9 @@ class LogReader:
     def _standing(self, topic: str, todo: Mapping[int, int]) -> str | None:
         """Per partition not read to its end: its last stable offset below its high watermark (a
         transaction open there since that offset), or none open and where this reader stands. Best
-        effort, a few seconds (None: the cluster did not say)."""
+        effort, a few seconds (None: the cluster did not say). Its own ListOffsets, not
+        topic_admin.list_offsets: that module imports this one (tests/unit/test_layers.py), and this
+        asks once, without retries, for a message only."""
         tps = [TopicPartition(topic, p) for p in sorted(todo)]
         try:
             admin = self.conn.admin(check_timeout=None)
@@ -339,6 +341,8 @@ class LogReader:
             stable, high = answers(asked[0]), answers(asked[1])
             at = {tp.partition: tp.offset for tp in self.consumer.position(tps)}
         except (KafkaException, TimeoutError, ValueError, TypeError):  # unreachable, no answer, no such client
+            return None
+        if min([*stable.values(), *high.values()], default=-1) < 0:  # an answer without an offset (cut by a reset)
             return None
         return "; ".join(
             f"partition {p}: a transaction open since offset {stable[p]} (high watermark {high[p]}); a crashed "
