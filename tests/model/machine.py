@@ -94,6 +94,8 @@ DRIFTS = {
     "lease-create-time": (lease_topic, "message.timestamp.type", "CreateTime"),
 }
 DRAIN_RUNS = 40  # units cut short at a few records' bytes take a run each
+# (unit.max.records, unit.max.bytes): units of a few records, units a few records' bytes cut short, the defaults
+UNITS = [(3, 1 << 31), (1000, 48), (5_000_000, 1 << 31)]
 
 
 @dataclass
@@ -213,7 +215,7 @@ class ReplicationMachine(RuleBasedStateMachine):
     @initialize(
         max_runs=st.sampled_from([2, 4, 20_000]),
         txn_records=st.sampled_from([2, 3, 1000]),
-        unit=st.sampled_from([(3, 1 << 31), (1000, 48), (5_000_000, 1 << 31)]),
+        unit=st.sampled_from(UNITS),
         initial=st.sampled_from(["earliest", "latest", "timestamp"]),
     )
     def start(self, max_runs: int, txn_records: int, unit: tuple[int, int], initial: str = "earliest") -> None:
@@ -449,7 +451,7 @@ class ReplicationMachine(RuleBasedStateMachine):
         self.topics[plain] = n  # the other side gets it from the sync (each drain starts with one)
         self.produce(side, (plain, n - 1), 3, True, fresh_keys=True)
 
-    @rule(tasks=st.sampled_from([1, 2, 4]), unit=st.sampled_from([(3, 1 << 31), (1000, 48), (5_000_000, 1 << 31)]))
+    @rule(tasks=st.sampled_from([1, 2, 4]), unit=st.sampled_from(UNITS))
     @counted
     def retune(self, tasks: int, unit: tuple[int, int]) -> None:
         """An operator changes `tasks.max` and the unit sizes of both flows between runs: the next run
