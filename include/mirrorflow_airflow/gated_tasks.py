@@ -38,11 +38,12 @@ def operation(name: str) -> Any:
 def preflight_task(name: str, flow_name: str, params: dict[str, Any], config_path: str | None = None) -> dict[str, Any]:
     """The plan of operation `name` and its report."""
     from mirrorflow.errors import MirrorflowError
+    from mirrorflow.ops.dr.caller import Caller
 
     cfg, flow = MirrorflowHook(config_path).get_flow(flow_name)
     dry = bool(params.get("dry_run"))
     try:
-        rep = operation(name).preflight(cfg, flow, params, dry_run=dry, via="airflow", log=log.info)
+        rep = operation(name).preflight(cfg, flow, params, Caller("airflow", dry_run=dry, log=log.info))
     except MirrorflowError as exc:
         raise AirflowFailException(str(exc)) from None
     text = rep.render()

@@ -32,22 +32,15 @@ def switch_task(
     from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 
     from mirrorflow.errors import MirrorflowError
+    from mirrorflow.ops.dr.caller import Caller
     from mirrorflow.ops.dr.client_switch import ClientSwitchError, run_client_switch
 
     if not commit or not commit.get("switch"):
         raise AirflowSkipException(f"the {operation} moved no application: no client switch")
     cfg, flow = MirrorflowHook(config_path).get_flow(flow_name)
     try:
-        rep = run_client_switch(
-            cfg,
-            flow,
-            operation,
-            by=str(commit.get("approved_by") or ""),
-            via="airflow",
-            plan_id=commit.get("plan_id"),
-            only=step,
-            log=log.info,
-        )
+        caller = Caller("airflow", str(commit.get("approved_by") or ""), commit.get("plan_id"), log=log.info)
+        rep = run_client_switch(cfg, flow, operation, caller, only=step)
     except ClientSwitchError as exc:
         log_report(log, exc.report)
         raise AirflowFailException(str(exc)) from None

@@ -64,16 +64,17 @@ import pytest
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
 from mirrorflow.clients import FlowClients
-from mirrorflow_dev.dev_cluster import DevCluster
 from mirrorflow.groups.checkpoint import emit_checkpoints
 from mirrorflow.metadata.sync import sync_flow
 from mirrorflow.ops.dr.failback import failback
 from mirrorflow.ops.dr.failover_commit import commit_failover
+from mirrorflow.ops.dr.failover_drain import Drain
 from mirrorflow.ops.dr.failover_plan import FailoverPlan
 from mirrorflow.ops.dr.failover_preflight import plan_failover
 from mirrorflow.ops.verify.verify import verify_flow
 from mirrorflow.replication.run.runner import run_once
 from mirrorflow.state.flow_state import read_control
+from mirrorflow_dev.dev_cluster import DevCluster
 from tests.support import Rec, consume_all, create_topic, end_transaction, markers_written, write_config
 
 pytestmark = pytest.mark.chaos
@@ -556,7 +557,7 @@ class DrChaos:
         plan; the CLI's way (its report) or the DAG's (the plan through JSON, as XCom holds it)."""
         began = time.monotonic()
         t0 = now_ms()
-        pre = plan_failover(self.cfg, flow, mode, copy_mode="direct")
+        pre = plan_failover(self.cfg, flow, mode, drain=Drain("direct"))
         t1 = now_ms()
         assert pre.plan is not None and not pre.plan.blocked, pre.render()
         assert not [g.group for g in pre.plan.groups if g.action == "left-alone"], pre.render()

@@ -34,17 +34,25 @@ from mirrorflow.clients import FlowClients
 from mirrorflow.errors import BrokerUnavailableError, MirrorflowError
 from mirrorflow.groups.checkpoint import CheckpointStore, emit_checkpoints
 from mirrorflow.groups.offset_sync import sync_group_offsets
+from mirrorflow.mm2.formats import Checkpoint
 from mirrorflow.ops.dr.failback import failback
 from mirrorflow.ops.dr.failover_commit import commit_failover
+from mirrorflow.ops.dr.failover_drain import Drain
 from mirrorflow.ops.dr.failover_preflight import plan_failover
-from mirrorflow.mm2.formats import Checkpoint
 from mirrorflow.ops.verify.verify import verify_flow
 from mirrorflow.replication.run.runner import run_once
 from mirrorflow_dev.dev_cluster import DevCluster
 from tests.fault_proxy import FaultProxy, Pair, proxied_pair
 from tests.model.reference import first_at, translate, uid_of
-from tests.support import (consume_all, create_topic, end_transaction, markers_written, produce, read_progress,
-                           write_config)
+from tests.support import (
+    consume_all,
+    create_topic,
+    end_transaction,
+    markers_written,
+    produce,
+    read_progress,
+    write_config,
+)
 
 pytestmark = pytest.mark.chaos
 
@@ -403,7 +411,7 @@ def test_checkpoints_failover_and_failback_under_faults_end_where_the_runbook_sa
     write(a, topic, records("late", 10, 2), txid=f"{pfx}-a")  # never copied: the divergence
     pair.proxy["A"].blackhole()
     began = time.monotonic()
-    pre = plan_failover(cfg, fwd, "unplanned", copy_mode="direct")
+    pre = plan_failover(cfg, fwd, "unplanned", drain=Drain("direct"))
     assert pre.plan is not None and not pre.plan.blocked, pre.render()
     rep = commit_failover(cfg, fwd, pre.plan, "tester", pre)
     took = time.monotonic() - began

@@ -353,6 +353,7 @@ def failed_over_over_a_pruned_map(tmp_path, source, target, pfx: str, a: str, b:
     failover (its drain copies 3 transactions, the map keeps its last 2 runs; with more records, landmarks and
     spans below them): (cfg, a->b, b->a, topic)."""
     from mirrorflow.ops.dr.failover_commit import commit_failover
+    from mirrorflow.ops.dr.failover_drain import Drain
     from mirrorflow.ops.dr.failover_preflight import plan_failover
 
     topic = f"{pfx}.t"
@@ -362,7 +363,7 @@ def failed_over_over_a_pruned_map(tmp_path, source, target, pfx: str, a: str, b:
     create_topic(target, topic, 1)
     produce(source, topic, [{"partition": 0, "key": f"k{i}".encode(), "value": f"v{i}".encode(),
                              "timestamp": NOW + i} for i in range(records)])
-    pre = plan_failover(cfg, fwd, "planned", copy_mode="direct")
+    pre = plan_failover(cfg, fwd, "planned", drain=Drain("direct"))
     assert pre.plan is not None and not pre.plan.blocked, pre.render()
     assert commit_failover(cfg, fwd, pre.plan, "tester", pre).done
     return cfg, fwd, rev, topic
@@ -370,13 +371,14 @@ def failed_over_over_a_pruned_map(tmp_path, source, target, pfx: str, a: str, b:
 
 def verifies_and_fails_back_over(cfg, rev) -> None:
     """The reverse flow `rev` verifies, and its planned failover back is not blocked."""
+    from mirrorflow.ops.dr.failover_drain import Drain
     from mirrorflow.ops.dr.failover_preflight import plan_failover
     from mirrorflow.ops.verify.verify import verify_flow
 
     with FlowClients(cfg, rev) as clients:
         ver = verify_flow(clients)
     assert ver.ok, ver.render()
-    back = plan_failover(cfg, rev, "planned", copy_mode="direct")
+    back = plan_failover(cfg, rev, "planned", drain=Drain("direct"))
     assert back.plan is not None and not back.plan.blocked, back.render()
 
 
@@ -549,6 +551,7 @@ def test_a_failback_over_a_pruned_map_a_backfill_reordered_copies_none_of_the_ol
     Now a landmark above the first run is A->B's exact write like a run: nothing to copy, A unchanged."""
     from mirrorflow.ops.backfill import backfill
     from mirrorflow.ops.dr.failover_commit import commit_failover
+    from mirrorflow.ops.dr.failover_drain import Drain
     from mirrorflow.ops.dr.failover_preflight import plan_failover
 
     pfx = unique("fbr")
@@ -565,7 +568,7 @@ def test_a_failback_over_a_pruned_map_a_backfill_reordered_copies_none_of_the_ol
     assert run_once(cfg, fwd, mode="direct").records == 6
     assert backfill(cfg, fwd, "earliest", "start", mode="direct").ok
     assert [r.value for r in consume_all(target, topic)] == [f"v{i}".encode() for i in (2, 3, 4, 5, 6, 7, 0, 1)]
-    pre = plan_failover(cfg, fwd, "planned", copy_mode="direct")
+    pre = plan_failover(cfg, fwd, "planned", drain=Drain("direct"))
     assert pre.plan is not None and not pre.plan.blocked, pre.render()
     assert commit_failover(cfg, fwd, pre.plan, "tester", pre).done
     on_a = [content(r) for r in consume_all(source, topic)]

@@ -9,8 +9,8 @@ import json
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 
-from mirrorflow.metadata.sync import sync_flow
 from mirrorflow.groups.checkpoint import emit_checkpoints
+from mirrorflow.metadata.sync import sync_flow
 from mirrorflow.replication.run.runner import run_once
 from tests.integration.test_replicate import cli, records
 from tests.support import consume_all, produce, write_config
@@ -187,10 +187,11 @@ def test_commit_refuses_a_plan_whose_state_moved_and_commits_exactly_an_unmoved_
     the preflight, or a new checkpoint, makes it refuse (naming what moved, nothing committed, flow
     running); a plan whose state did not move is committed exactly, with its approver on the record."""
     from mirrorflow.clients import FlowClients
+    from mirrorflow.observe.status import flow_status
+    from mirrorflow.ops.dr.caller import Caller
     from mirrorflow.ops.dr.failover_commit import commit_failover
     from mirrorflow.ops.dr.failover_plan import PlanMovedError
     from mirrorflow.ops.dr.failover_preflight import plan_failover
-    from mirrorflow.observe.status import flow_status
     from mirrorflow.state.flow_state import flow_state, read_control
     from tests.support import create_topic
 
@@ -238,7 +239,7 @@ def test_commit_refuses_a_plan_whose_state_moved_and_commits_exactly_an_unmoved_
 
     # 3. nothing moves: the commit writes exactly the plan's offsets and names the approver
     plan = plan_failover(cfg, flow).plan
-    assert plan_failover(cfg, flow, dry_run=True).plan.id == plan.id  # the id is the content's
+    assert plan_failover(cfg, flow, caller=Caller(dry_run=True)).plan.id == plan.id  # the id is the content's
     proc = cli(cfg, "failover", "--flow", "M->B", "--plan-id", "0" * 12, "--yes", check=False)
     assert proc.returncode == 1, proc.stdout
     assert f"the plan is {plan.id} now, not 000000000000: the state moved since that preflight" in proc.stderr
@@ -335,6 +336,7 @@ def test_a_planned_drain_that_cannot_reach_lag_0_stops_unless_the_lag_is_accepte
 
     from mirrorflow.clients import FlowClients
     from mirrorflow.errors import MirrorflowError
+    from mirrorflow.ops.dr.failover_drain import Drain
     from mirrorflow.ops.dr.failover_preflight import plan_failover
     from mirrorflow.state.flow_state import flow_state, read_control
 
@@ -353,11 +355,11 @@ def test_a_planned_drain_that_cannot_reach_lag_0_stops_unless_the_lag_is_accepte
     writer.start()
     try:
         with pytest.raises(MirrorflowError) as err:
-            plan_failover(cfg, flow, "planned", copy_mode="direct", max_drain_runs=1)
+            plan_failover(cfg, flow, "planned", drain=Drain("direct", 1))
         msg = str(err.value)
         assert "the drain did not reach lag 0 in 1 replicate run(s): lag " in msg, msg
         assert f" on {topic}[0] " in msg and "Nothing changed." in msg and "--max-lag " in msg, msg
-        rep = plan_failover(cfg, flow, "planned", copy_mode="direct", max_drain_runs=1, max_lag=10**6)
+        rep = plan_failover(cfg, flow, "planned", drain=Drain("direct", 1, max_lag=10**6))
     finally:
         stop.set()
         writer.join(10)

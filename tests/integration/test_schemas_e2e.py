@@ -14,6 +14,7 @@ from confluent_kafka.serialization import MessageField, SerializationContext
 
 from mirrorflow.groups.checkpoint import emit_checkpoints
 from mirrorflow.metadata.sync import sync_flow
+from mirrorflow.ops.dr.caller import Caller
 from mirrorflow.ops.dr.failover_commit import commit_failover
 from mirrorflow.ops.dr.failover_preflight import plan_failover
 from mirrorflow.replication.run.runner import run_once
@@ -64,7 +65,7 @@ def test_avro_records_decode_on_the_target_through_its_registry(tmp_path, source
     assert run.records == 20
     assert group in emit_checkpoints(cfg, flow).groups
 
-    before = plan_failover(cfg, flow, mode="unplanned", dry_run=True)
+    before = plan_failover(cfg, flow, mode="unplanned", caller=Caller(dry_run=True))
     assert before.schemas_missing == 2
     assert f"schemas: 2 version(s) registered on A not yet in B's registry" in before.render()
 

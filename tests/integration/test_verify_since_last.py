@@ -13,6 +13,7 @@ import pytest
 from confluent_kafka import Producer
 
 from mirrorflow.clients import FlowClients
+from mirrorflow.ops.dr.failover_drain import Drain
 from mirrorflow.ops.dr.failover_preflight import plan_failover
 from mirrorflow.ops.verify.verify import verify_flow
 from mirrorflow.replication.run.runner import run_once
@@ -41,13 +42,13 @@ def test_a_verify_since_the_last_one_checks_only_what_was_copied_since_and_stays
     assert run_once(cfg, flow, mode="direct").records == 40
 
     # 1. the first planned failover's preflight verifies everything and records how far
-    first = plan_failover(cfg, flow, "planned", copy_mode="direct").verify
+    first = plan_failover(cfg, flow, "planned", drain=Drain("direct")).verify
     assert first.ok and first.since_last and first.recorded == 2, first.render()
     assert scope(first) == {0: (None, 0, [(0, 20)], 20, 20, 20), 1: (None, 0, [(0, 20)], 20, 20, 20)}
 
     # 2. the next one (its drain copies 10 new records) compares only those
     produce(source, t, records(10, 2, seed="new"))
-    second = plan_failover(cfg, flow, "planned", copy_mode="direct").verify
+    second = plan_failover(cfg, flow, "planned", drain=Drain("direct")).verify
     assert second.ok and second.recorded == 2, second.render()
     assert scope(second) == {0: (20, 20, [(20, 25)], 5, 5, 25), 1: (20, 20, [(20, 25)], 5, 5, 25)}
     assert "(from the last verify to latest): MATCH" in second.render()

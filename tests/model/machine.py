@@ -44,15 +44,16 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, precondition,
 
 from mirrorflow.clients import FlowClients
 from mirrorflow.errors import MirrorflowError, StateError
-from mirrorflow.ops.control.flow_control import control_flow
-from mirrorflow.ops.dr.failover_plan import PlanMovedError
 from mirrorflow.groups.checkpoint import emit_checkpoints
 from mirrorflow.groups.offset_sync import sync_group_offsets
-from mirrorflow.ops.dr.failback import failback
-from mirrorflow.ops.dr.failover_commit import commit_failover
-from mirrorflow.ops.dr.failover_preflight import plan_failover
 from mirrorflow.metadata.sync import sync_flow
 from mirrorflow.ops.backfill import backfill
+from mirrorflow.ops.control.flow_control import control_flow
+from mirrorflow.ops.dr.failback import failback
+from mirrorflow.ops.dr.failover_commit import commit_failover
+from mirrorflow.ops.dr.failover_drain import Drain
+from mirrorflow.ops.dr.failover_plan import PlanMovedError
+from mirrorflow.ops.dr.failover_preflight import plan_failover
 from mirrorflow.ops.verify.verify import verify_flow
 from mirrorflow.replication.executors import copy_modes
 from mirrorflow.replication.plan.run_options import RunOptions
@@ -836,7 +837,7 @@ class ReplicationMachine(RuleBasedStateMachine):
         if planned and self.held:  # its drain cannot copy: refused, nothing changed (unplanned goes on)
             before = self.committed(t), self.snap(t)
             with pytest.raises(MirrorflowError, match=f"planned failover of {flow.name}: nothing changed, its drain"):
-                plan_failover(self.cfg, flow, "planned", copy_mode="direct", max_drain_runs=DRAIN_RUNS)
+                plan_failover(self.cfg, flow, "planned", drain=Drain("direct", DRAIN_RUNS))
             assert (self.committed(t), self.snap(t)) == before, f"a refused failover of {flow.name} changed {t}"
             with FlowClients(self.cfg, flow) as clients:
                 assert flow_state(clients).state == self.held, f"a refused failover of {flow.name} changed its state"
@@ -847,9 +848,9 @@ class ReplicationMachine(RuleBasedStateMachine):
         mode = "planned" if planned else "unplanned"
         if not planned and flow.name not in self.flows_run:  # nothing copied yet: a clear refusal
             with pytest.raises(StateError, match=f"flow {flow.name} has no replicated data on cluster "):
-                plan_failover(self.cfg, flow, mode, copy_mode="direct")
+                plan_failover(self.cfg, flow, mode, drain=Drain("direct"))
             return
-        pre = plan_failover(self.cfg, flow, mode, copy_mode="direct", max_drain_runs=DRAIN_RUNS)
+        pre = plan_failover(self.cfg, flow, mode, drain=Drain("direct", DRAIN_RUNS))
         drained = planned
         assert pre.plan is not None, pre.render()
         assert pre.plan is not None and not pre.plan.blocked, pre.render()
@@ -967,7 +968,7 @@ class ReplicationMachine(RuleBasedStateMachine):
                     rep = commit_failover(self.cfg, flow, pre.plan, APPROVER, pre, via="cli")
                     break
                 except PlanMovedError:
-                    pre = plan_failover(self.cfg, flow, mode, copy_mode="direct", max_drain_runs=DRAIN_RUNS)
+                    pre = plan_failover(self.cfg, flow, mode, drain=Drain("direct", DRAIN_RUNS))
                     assert pre.plan is not None and not pre.plan.blocked, pre.render()
             else:
                 raise AssertionError(f"the failover of {flow.name} found its plan moved three times")

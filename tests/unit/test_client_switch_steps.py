@@ -9,6 +9,7 @@ import pytest
 
 from mirrorflow.config.loading import parse
 from mirrorflow.errors import ConfigError
+from mirrorflow.ops.dr.caller import Caller
 from mirrorflow.ops.dr.client_switch import ClientSwitchError, SwitchContext, bootstrap_file, run_client_switch
 
 BUILTIN = "mirrorflow.ops.dr.client_switch:bootstrap_file"
@@ -75,15 +76,15 @@ def test_a_dry_run_runs_every_step_in_order_and_stops_at_the_first_failure(tmp_p
                   {"name": "three", "callable": BUILTIN, "args": {"path": str(other)}}])
     flow = cfg.flow("A->B")
     with pytest.raises(ClientSwitchError) as exc:
-        run_client_switch(cfg, flow, "failover", dry_run=True)
+        run_client_switch(cfg, flow, "failover", Caller(dry_run=True))
     rep = exc.value.report
     assert [(s.name, s.ok) for s in rep.steps] == [("one", True), ("two", False)] and rep.not_run == ["three"]
     assert str(exc.value) == (f"failover of A->B: client-switch step 'two' ({BUILTIN}) failed in its dry run: "
                               f"cannot read {tmp_path / 'missing'}: No such file or directory")
-    rep = run_client_switch(cfg, flow, "failover", dry_run=True, start="three")
+    rep = run_client_switch(cfg, flow, "failover", Caller(dry_run=True), start="three")
     assert [s.name for s in rep.steps] == ["three"] and rep.ok and rep.cluster == "B"
     with pytest.raises(ConfigError, match="flow A->B has no client-switch step 'four' after the failover"):
-        run_client_switch(cfg, flow, "failover", dry_run=True, only="four")
+        run_client_switch(cfg, flow, "failover", Caller(dry_run=True), only="four")
     assert ok.read_text() == other.read_text() == "bootstrap.servers=a:1\n"  # nothing changed
 
 
@@ -107,7 +108,7 @@ def test_a_step_past_its_timeout_fails_named_and_env_args_reach_it_unprinted(mon
     cfg = config([step, {"name": "later", "callable": BUILTIN, "args": {"path": "/nowhere"}}])
     flow = cfg.flow("A->B")
     with pytest.raises(ClientSwitchError) as exc:
-        run_client_switch(cfg, flow, "failover", dry_run=True)
+        run_client_switch(cfg, flow, "failover", Caller(dry_run=True))
     rep = exc.value.report
     assert [(s.name, s.ok) for s in rep.steps] == [("slow", False)] and rep.not_run == ["later"]
     assert 1 <= rep.steps[0].seconds < 2.5, rep.steps[0].seconds
@@ -122,5 +123,5 @@ def test_a_step_past_its_timeout_fails_named_and_env_args_reach_it_unprinted(mon
     monkeypatch.delenv("MF_SWITCH_TOKEN")
     step["args"]["seconds"] = 0
     with pytest.raises(ClientSwitchError) as exc:
-        run_client_switch(config([step]), config([step]).flow("A->B"), "failover", dry_run=True)
+        run_client_switch(config([step]), config([step]).flow("A->B"), "failover", Caller(dry_run=True))
     assert "environment variable MF_SWITCH_TOKEN is not set" in str(exc.value)

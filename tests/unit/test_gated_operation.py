@@ -10,6 +10,7 @@ import pytest
 
 from mirrorflow.config.loading import parse
 from mirrorflow.errors import ConfigError
+from mirrorflow.ops.dr.caller import Caller
 from mirrorflow.ops.dr.failover_plan import PlanMovedError
 from mirrorflow.ops.dr.gated import GatedOperation, settled
 
@@ -50,8 +51,8 @@ def cfg(steps=()):
 
 
 def op(plan: P | None, calls: list):
-    def planned(cfg, flow, params, dry, via, log):
-        calls.append(("plan", dict(params), dry, via))
+    def planned(cfg, flow, params, caller):
+        calls.append(("plan", dict(params), caller.dry_run, caller.via))
         return R(plan)
 
     def commit(cfg, flow, plan, approver, report, via):
@@ -61,16 +62,16 @@ def op(plan: P | None, calls: list):
     return GatedOperation("failover", "committed", planned, commit, lambda d: P(**d))
 
 
-def carry(plan, **kw):
+def carry(plan, confirm=lambda report: True, **kw):
     c = cfg()
     calls: list = []
-    rep = op(plan, calls).carry_out(c, c.flow("A->B"), {"mode": "planned"}, **kw)
+    rep = op(plan, calls).carry_out(c, c.flow("A->B"), {"mode": "planned"}, Caller(**kw), confirm)
     return rep, calls
 
 
 def test_the_confirmed_plan_is_committed_with_its_approver():
     asked = []
-    rep, calls = carry(P("p1"), confirm=lambda r: asked.append(r.plan.id) or True, approved_by="ann", via="cli")
+    rep, calls = carry(P("p1"), confirm=lambda r: asked.append(r.plan.id) or True, by="ann", via="cli")
     assert asked == ["p1"]
     assert calls == [("plan", {"mode": "planned"}, False, "cli"), ("commit", "p1", "ann", "cli")]
     assert rep.done and rep.approved_by == "ann" and settled(rep)

@@ -25,6 +25,8 @@ def _args(p: argparse.ArgumentParser) -> None:
     _args,
 )
 def _backfill(args: argparse.Namespace) -> int:
+    from dataclasses import replace
+
     from mirrorflow.cli.progress import records_bar
     from mirrorflow.ops.backfill import backfill
     from mirrorflow.ops.inputs import BACKFILL, backfill_inputs
@@ -36,8 +38,7 @@ def _backfill(args: argparse.Namespace) -> int:
     mode = copy_mode(args, cfg)
     # a bar of the planned records (rate, ETA) on a terminal; quiet with --json or without a TTY
     with records_bar(args, cfg, flow) as (log, on_plan):
-        rep = backfill(
-            cfg, flow, values["from"], values["to"], opts.topics, opts.dry_run, mode, args.master, log, on_plan=on_plan
-        )
+        options = replace(opts, on_plan=on_plan)
+        rep = backfill(cfg, flow, values["from"], values["to"], mode, args.master, options=options, log=log)
     print_report(rep, args.json)
     return 0 if rep.ok else 1

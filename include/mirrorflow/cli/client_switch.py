@@ -29,6 +29,7 @@ def _args(p: argparse.ArgumentParser) -> None:
 @command("client-switch", "run a flow's client-switch steps again after its failover or failback (DR)", _args)
 def _client_switch(args: argparse.Namespace) -> int:
     from mirrorflow.errors import StateError
+    from mirrorflow.ops.dr.caller import Caller
     from mirrorflow.ops.dr.client_switch import (
         ClientSwitchError,
         check_switch_allowed,
@@ -56,7 +57,7 @@ def _client_switch(args: argparse.Namespace) -> int:
             return 1
     by = whoami() + (" (--yes)" if args.yes else "")
     try:
-        rep = run_client_switch(cfg, flow, args.after, dry_run=args.dry_run, by=by, start=args.start)
+        rep = run_client_switch(cfg, flow, args.after, Caller(by=by, dry_run=args.dry_run), start=args.start)
     except ClientSwitchError as exc:
         print_report(exc.report, args.json)
         print(f"mirrorflow: {exc}", file=sys.stderr)

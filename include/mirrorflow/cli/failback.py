@@ -40,8 +40,8 @@ def _failback(args: argparse.Namespace) -> int:
     rep = failback(
         cfg,
         flow,
-        args.dry_run,
-        confirm,
+        dry_run=args.dry_run,
+        confirm=confirm,
         **from_args(args, inputs.FAILBACK),
         plan_id=args.plan_id,
         approved_by=whoami() + (" (--yes)" if args.yes else ""),

@@ -22,14 +22,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 from typing import Any
 
 from mirrorflow.clients import FlowClients
 from mirrorflow.config import Config, FlowConfig
 from mirrorflow.ops.inputs import backfill_inputs
 from mirrorflow.replication.plan.backfill_plan import BackfillPartition
-from mirrorflow.replication.plan.run_plan import Plan
+from mirrorflow.replication.plan.run_options import RunOptions
 from mirrorflow.replication.run.run import ReplicationRun, RunSkipped
 from mirrorflow.replication.run.run_kinds import Backfill
 from mirrorflow.replication.run.run_report import RunReport
@@ -132,25 +131,25 @@ def backfill(
     flow: FlowConfig,
     start: str,
     end: str,
-    topics: str | None = None,
-    dry_run: bool = False,
     mode: str = "submit",
     master: str | None = None,
+    *,
+    options: RunOptions | None = None,
     log: Callable[[str], None] = lambda s: None,
-    directory: Path | None = None,
-    on_plan: Callable[[Plan], None] | None = None,
 ) -> BackfillReport:
-    """Plan and (unless `dry_run`) copy [start, end) of every partition of the flow minus its ledger,
-    as a backfill run (replication.run.run.ReplicationRun). Bad WHEN values or regex: one ConfigError
-    before any cluster is asked (ops.inputs.backfill_inputs, as the CLI and the DAG check them)."""
-    lo, hi, opts = backfill_inputs({"from": start, "to": end, "topics": topics, "dry_run": dry_run})
-    report = BackfillReport(flow.name, str(lo), str(hi), topics, dry_run)
+    """Plan and (unless `options.dry_run`) copy [start, end) of every partition of the flow (of those
+    `options.topics` matches) minus its ledger, as a backfill run (replication.run.run.ReplicationRun), as
+    `replication.run.runner.run_once` does a regular run. Bad WHEN values or regex: one ConfigError before
+    any cluster is asked (ops.inputs.backfill_inputs, as the CLI and the DAG check them)."""
+    asked = options or RunOptions()
+    lo, hi, opts = backfill_inputs({"from": start, "to": end, "topics": asked.topics, "dry_run": asked.dry_run})
+    report = BackfillReport(flow.name, str(lo), str(hi), asked.topics, asked.dry_run)
     run = ReplicationRun.local(
         cfg,
         flow,
         f"mirrorflow backfill --mode {mode}",
         kind=Backfill((lo, hi)),
-        options=replace(opts, on_plan=on_plan),
+        options=replace(opts, on_plan=asked.on_plan),
         log=log,
         label="cli-backfill",
     )
@@ -160,7 +159,7 @@ def backfill(
         except RunSkipped as skipped:
             report.skipped = str(skipped)
             return report
-        return carry_out_backfill(run, clients, report, mode, master, Scratch.of(flow, directory))
+        return carry_out_backfill(run, clients, report, mode, master, Scratch.of(flow))
 
 
 def carry_out_backfill(

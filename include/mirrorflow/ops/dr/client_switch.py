@@ -54,6 +54,7 @@ from mirrorflow.clients import FlowClients
 from mirrorflow.config import Config, FlowConfig
 from mirrorflow.config.secrets import resolve_env
 from mirrorflow.errors import ConfigError, MirrorflowError, StateError
+from mirrorflow.ops.dr.caller import CLI, Caller
 from mirrorflow.process import background
 from mirrorflow.reporting import Report
 from mirrorflow.state.history import record_operation
@@ -216,26 +217,23 @@ def run_client_switch(
     cfg: Config,
     flow: FlowConfig,
     operation: str,
+    caller: Caller = CLI,
     *,
-    dry_run: bool = False,
-    by: str | None = None,
-    via: str = "cli",
-    plan_id: str | None = None,
     start: str | None = None,
     only: str | None = None,
-    log: Callable[[str], None] = lambda s: None,
 ) -> SwitchReport:
     """Run `flow`'s client-switch steps of `operation` in order (module docstring): all of them, from
-    `start` on, or the one step `only` (a DAG's task). Each step is timed and, unless a dry run,
-    recorded in the operations history. ClientSwitchError at the first step that fails (recorded;
-    the later steps are not run); ConfigError for a step that is not in the config or cannot be
-    imported (nothing run)."""
+    `start` on, or the one step `only` (a DAG's task), as `caller` asked (a dry run changes nothing).
+    Each step is timed and, unless a dry run, recorded in the operations history. ClientSwitchError at
+    the first step that fails (recorded; the later steps are not run); ConfigError for a step that is
+    not in the config or cannot be imported (nothing run)."""
+    dry_run, via, plan_id, log = caller.dry_run, caller.via, caller.plan_id, caller.log
     names = [s["name"] for s in switch_steps(flow, operation)]
     chosen = _chosen(flow, operation, start, only)
     callables = [resolve(flow, s, operation) for s in chosen]  # all imported before the first runs
     cluster = destination(flow, operation)
     report = SwitchReport(flow.name, operation, cluster, dry_run)
-    by = by or whoami()
+    by = caller.by or whoami()
     servers = cfg.cluster(cluster).bootstrap_servers
     hflow = history_flow(cfg, flow, operation)
     with FlowClients(cfg, hflow) if not dry_run else _nothing() as clients:

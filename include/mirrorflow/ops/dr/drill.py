@@ -43,7 +43,9 @@ from mirrorflow.groups.offset_sync import (
     describe_target_groups,
 )
 from mirrorflow.groups.render import resume_note
+from mirrorflow.ops.dr.caller import Caller
 from mirrorflow.ops.dr.client_switch import ClientSwitchError, SwitchReport, run_client_switch
+from mirrorflow.ops.dr.failover_drain import Drain
 from mirrorflow.ops.dr.failover_plan import FailoverPlan
 from mirrorflow.ops.dr.failover_preflight import plan_failover
 from mirrorflow.ops.dr.inputs import DRILL
@@ -305,7 +307,7 @@ def drill(
     report.verify_from = verify_start(verify_from, report.at_ms, named("verify_from", via))
     log("plan: the failover's preflight (unplanned, no drain, no lease)")
     with report.timed("plan"):
-        pre = plan_failover(cfg, flow, "unplanned", groups, dry_run=True, drain=False)
+        pre = plan_failover(cfg, flow, "unplanned", groups, drain=Drain(enabled=False), caller=Caller(dry_run=True))
     if pre.plan is None or pre.plan.moves_after:  # already failed over: its plans move groups left alone
         why = pre.note or f"flow {flow.name} was already failed over (failover {pre.plan and pre.plan.moves_after})"
         raise StateError(f"drill of {flow.name}: {why}; drill the flow that replicates now instead")
@@ -337,9 +339,8 @@ def _rehearse_switch(cfg: Config, flow: FlowConfig, report: DrillReport, via: st
         return
     log("client switch: the failover's steps as a dry run")
     try:
-        report.switch = run_client_switch(
-            cfg, flow, "failover", dry_run=True, by=report.by, via=via, plan_id=report.plan.id if report.plan else None
-        )
+        plan_id = report.plan.id if report.plan else None
+        report.switch = run_client_switch(cfg, flow, "failover", Caller(via, report.by, plan_id, dry_run=True))
     except ClientSwitchError as exc:
         report.switch = exc.report
     except MirrorflowError as exc:  # a step that cannot be imported: the failover would refuse it

@@ -77,20 +77,19 @@ from typing import Any
 from mirrorflow.clients import FlowClients
 from mirrorflow.config import Config, FlowConfig
 from mirrorflow.ops.dr import inputs
+from mirrorflow.ops.dr.caller import Caller
 from mirrorflow.ops.dr.failback_commit import commit_failback
 from mirrorflow.ops.dr.failback_plan import FailbackPlan
 from mirrorflow.ops.dr.failback_preflight import is_identity, plan_failback
 from mirrorflow.ops.dr.failback_report import FailbackReport
-from mirrorflow.ops.dr.gated import GatedOperation, Log
+from mirrorflow.ops.dr.gated import GatedOperation
 from mirrorflow.reporting import iso
 from mirrorflow.state.flow_state import flow_state, read_control, read_controls
 from mirrorflow.state.names import dag_id
 
 
-def _plan(
-    cfg: Config, flow: FlowConfig, params: Mapping[str, Any], dry_run: bool, via: str, log: Log
-) -> FailbackReport:
-    return plan_failback(cfg, flow, params["reseed"], params["accept_loss"], dry_run)
+def _plan(cfg: Config, flow: FlowConfig, params: Mapping[str, Any], caller: Caller) -> FailbackReport:
+    return plan_failback(cfg, flow, params["reseed"], params["accept_loss"], caller.dry_run)
 
 
 OPERATION: GatedOperation[FailbackReport] = GatedOperation(
@@ -101,20 +100,19 @@ OPERATION: GatedOperation[FailbackReport] = GatedOperation(
 def failback(
     cfg: Config,
     flow: FlowConfig,
+    *,
     dry_run: bool = False,
     confirm: Callable[[FailbackReport], bool] = lambda r: True,
-    reseed: bool = False,
-    *,
-    accept_loss: bool = False,
     plan_id: str | None = None,
     approved_by: str | None = None,
     via: str = "cli",
+    **params: Any,
 ) -> FailbackReport:
-    """Plan, confirm, start that plan, switch the clients (the CLI; `GatedOperation.carry_out`)."""
-    params = {"reseed": reseed, "accept_loss": accept_loss}
-    return OPERATION.carry_out(
-        cfg, flow, params, dry_run=dry_run, confirm=confirm, plan_id=plan_id, approved_by=approved_by, via=via
-    )
+    """Plan, confirm, start that plan, switch the clients (the CLI; `GatedOperation.carry_out`), as
+    `failover` does. `params`: its inputs (ops.dr.inputs.FAILBACK: `reseed`, `accept_loss`; the fields'
+    defaults where not given)."""
+    OPERATION.refuse_unknown(params)
+    return OPERATION.carry_out(cfg, flow, params, Caller(via, approved_by, plan_id, dry_run), confirm)
 
 
 def resume_problem(cfg: Config, flow: FlowConfig, force: bool = False) -> str | None:

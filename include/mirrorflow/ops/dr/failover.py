@@ -56,31 +56,23 @@ from typing import Any
 
 from mirrorflow.config import Config, FlowConfig
 from mirrorflow.ops.dr import inputs
+from mirrorflow.ops.dr.caller import Caller
 from mirrorflow.ops.dr.failover_commit import commit_failover
+from mirrorflow.ops.dr.failover_drain import Drain
 from mirrorflow.ops.dr.failover_plan import FailoverPlan
 from mirrorflow.ops.dr.failover_preflight import plan_failover
 from mirrorflow.ops.dr.failover_report import FailoverReport
-from mirrorflow.ops.dr.gated import GatedOperation, Log
+from mirrorflow.ops.dr.gated import GatedOperation
 
-# what only the CLI sets (how to drain, how often, whether): plan_failover's own defaults otherwise
-DOOR_ONLY = ("copy_mode", "max_drain_runs", "drain")
+# what only the CLI sets (how to drain, how often, whether), and its field of Drain: Drain's defaults otherwise
+DOOR_ONLY = (("copy_mode", "copy_mode"), ("max_drain_runs", "max_runs"), ("drain", "enabled"))
 
 
-def _plan(
-    cfg: Config, flow: FlowConfig, params: Mapping[str, Any], dry_run: bool, via: str, log: Log
-) -> FailoverReport:
-    door = {k: params[k] for k in DOOR_ONLY if params.get(k) is not None}
+def _plan(cfg: Config, flow: FlowConfig, params: Mapping[str, Any], caller: Caller) -> FailoverReport:
+    door = {k: params[k] for k, _ in DOOR_ONLY if params.get(k) is not None}
+    drain = Drain(**{field: door[k] for k, field in DOOR_ONLY if k in door}, max_lag=params["max_lag"])
     return plan_failover(
-        cfg,
-        flow,
-        params["mode"],
-        params["groups"],
-        dry_run,
-        log=log,
-        max_lag=params["max_lag"],
-        take_over=params["take_over"],
-        via=via,
-        **door,
+        cfg, flow, params["mode"], params["groups"], drain=drain, take_over=params["take_over"], caller=caller
     )
 
 
@@ -112,10 +104,5 @@ def failover(
     its inputs (ops.dr.inputs.FAILOVER: `mode`, `groups`, `max_lag`, `take_over`; the fields' defaults
     where not given) and what only the CLI sets (`copy_mode`, `max_drain_runs`, `drain`: planned mode's
     drain, unless a dry run)."""
-    known = {f.name for f in inputs.FAILOVER} | set(DOOR_ONLY)
-    unknown = sorted(set(params) - known)
-    if unknown:
-        raise TypeError(f"failover() got unexpected inputs {', '.join(unknown)} (it takes {', '.join(sorted(known))})")
-    return OPERATION.carry_out(
-        cfg, flow, params, dry_run=dry_run, confirm=confirm, plan_id=plan_id, approved_by=approved_by, via=via, log=log
-    )
+    OPERATION.refuse_unknown(params, tuple(k for k, _ in DOOR_ONLY))
+    return OPERATION.carry_out(cfg, flow, params, Caller(via, approved_by, plan_id, dry_run, log), confirm)

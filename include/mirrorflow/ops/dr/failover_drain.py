@@ -5,6 +5,7 @@ pass, so that the groups resume exactly where they stopped on the source."""
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 
 from mirrorflow.config import Config, FlowConfig
 from mirrorflow.errors import MirrorflowError
@@ -32,17 +33,27 @@ def drain_refusal(flow: str, runs: int, lags: Mapping[tuple[str, int], int], max
     )
 
 
-def drain_flow(
-    cfg: Config,
-    flow: FlowConfig,
-    report: FailoverReport,
-    copy_mode: str,
-    max_runs: int,
-    log: Callable[[str], None],
-    max_lag: int | None = None,
-) -> None:
-    """Planned mode: last topic sync, replicate until the lag is at most `max_lag` (0; bounded runs,
-    else stop), last checkpoint."""
+@dataclass(frozen=True)
+class Drain:
+    """How a planned failover drains: only the CLI and the tests set the first three (the DAG's form sets
+    `max_lag`); a dry run drains nothing unless `enabled` says so."""
+
+    copy_mode: str = "submit"  # the replicate runs' executor (replication.run.runner)
+    max_runs: int = 5  # replicate runs at most before the lag must be at most `max_lag`
+    enabled: bool | None = None  # None: drain unless a dry run
+    max_lag: int | None = None  # offsets left that the failover accepts (None: 0)
+
+    def runs_in(self, mode: str, dry_run: bool) -> bool:
+        return mode == "planned" and (not dry_run if self.enabled is None else self.enabled)
+
+
+PLANNED = Drain()  # the defaults: spark-submit runs, at most five, lag 0, unless a dry run
+
+
+def drain_flow(cfg: Config, flow: FlowConfig, report: FailoverReport, drain: Drain, log: Callable[[str], None]) -> None:
+    """Planned mode: last topic sync, replicate until the lag is at most `drain.max_lag` (0; bounded
+    runs, else stop), last checkpoint."""
+    copy_mode, max_runs, max_lag = drain.copy_mode, drain.max_runs, drain.max_lag
     sync = sync_flow(cfg, flow, ["topics"])
     report.drain.append(f"topic sync: {len(sync.changes)} change(s)")
     lags: dict[tuple[str, int], int] = {}

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -21,7 +21,8 @@ from mirrorflow.groups.offset_sync import GroupSyncRun, sync_group_offsets
 from mirrorflow.kafka.topic_admin import list_offsets
 from mirrorflow.metadata.read_only import check_target, promote
 from mirrorflow.mm2.filters import FlowFilters
-from mirrorflow.ops.dr.failover_drain import drain_flow
+from mirrorflow.ops.dr.caller import CLI, Caller
+from mirrorflow.ops.dr.failover_drain import PLANNED, Drain, drain_flow
 from mirrorflow.ops.dr.failover_plan import FailoverPlan, PartitionRPO
 from mirrorflow.ops.dr.failover_record import done_note, failed_over, moved_groups, record_id
 from mirrorflow.ops.dr.failover_report import FailoverReport
@@ -40,31 +41,27 @@ def plan_failover(
     flow: FlowConfig,
     mode: str = "unplanned",
     groups: str | None = None,
-    dry_run: bool = False,
-    copy_mode: str = "submit",
-    max_drain_runs: int = 5,
-    log: Callable[[str], None] = lambda s: None,
-    drain: bool | None = None,
     *,
-    max_lag: int | None = None,
+    drain: Drain = PLANNED,
     take_over: bool = False,
-    via: str = "cli",
+    caller: Caller = CLI,
 ) -> FailoverReport:
-    """The preflight: drain (planned mode, unless a dry run or `drain=False`; more than `max_lag`
-    offsets left, default 0, stop it with MirrorflowError), then the report and its plan (planned
-    mode: verified). Changes no group and no flow state. On a flow already failed over, with `groups`:
-    the plan moving the groups still to move (no drain, no verify); `report.plan` is None when there
-    is nothing to do (`report.note` says so and names the groups still to move). A run holding the
-    flow's lease or another deployment owning it stops it (LeaseError / DeploymentConflictError
-    naming `--take-over`) unless `take_over`: then the plan takes the flow over at its commit (a
-    planned drain takes it over first, as `via` and this process)."""
+    """The preflight: drain (planned mode, unless a dry run or `drain.enabled` is False; more than
+    `drain.max_lag` offsets left, default 0, stop it with MirrorflowError), then the report and its plan
+    (planned mode: verified). Changes no group and no flow state. On a flow already failed over, with
+    `groups`: the plan moving the groups still to move (no drain, no verify); `report.plan` is None when
+    there is nothing to do (`report.note` says so and names the groups still to move). A run holding the
+    flow's lease or another deployment owning it stops it (LeaseError / DeploymentConflictError naming
+    `--take-over`) unless `take_over`: then the plan takes the flow over at its commit (a planned drain
+    takes it over first, as `caller.via` and this process)."""
+    dry_run, via, log, max_lag = caller.dry_run, caller.via, caller.log, drain.max_lag
     if mode not in MODES:
         raise ConfigError([("--mode", f"expected planned or unplanned, got {mode!r}")])
     if max_lag is not None and (isinstance(max_lag, bool) or not isinstance(max_lag, int) or max_lag < 0):
         raise ConfigError([("--max-lag", f"expected a number of offsets >= 0, got {max_lag!r}")])
     pattern = group_pattern(groups)
     report = FailoverReport(flow.name, flow.target, mode, dry_run)
-    draining = mode == "planned" and (not dry_run if drain is None else drain)
+    draining = drain.runs_in(mode, dry_run)
     with FlowClients(cfg, flow) as clients:
         done = failed_over(clients)
         if done is not None:
@@ -78,7 +75,7 @@ def plan_failover(
             lease, report.take_over = take_over_flow(clients, whoami(), via, "planned failover's drain")
             lease.release()
     if draining:
-        drain_flow(cfg, flow, report, copy_mode, max_drain_runs, log, max_lag)
+        drain_flow(cfg, flow, report, drain, log)
     with FlowClients(cfg, flow) as clients:
         report.plan = replace(build_plan(clients, mode, groups, pattern, report), take_over=take_over)
         if mode == "planned":

@@ -18,10 +18,11 @@ and whether a plan is followed by the client switch. What they share is here, on
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Generic, Protocol, TypeVar
 
 from mirrorflow.config import Config, FlowConfig
+from mirrorflow.ops.dr.caller import CLI, Caller
 from mirrorflow.ops.dr.client_switch import ClientSwitchError, SwitchReport, plan_switch, run_client_switch
 from mirrorflow.ops.dr.failover_plan import PlanMovedError
 from mirrorflow.params import Field, checked
@@ -61,52 +62,46 @@ def settled(report: GatedReport) -> bool:
 Log = Callable[[str], None]
 
 
-def _quiet(_: str) -> None:
-    pass
-
-
 @dataclass(frozen=True)
 class GatedOperation(Generic[R]):
     """What one approved operation declares; `name` is its client-switch direction and registry name."""
 
     name: str
     verb: str  # what its commit does to a plan, in the notes: "committed", "started"
-    plan: Callable[[Config, FlowConfig, Mapping[str, Any], bool, str, Log], R]  # (cfg, flow, params, dry, via, log)
+    plan: Callable[[Config, FlowConfig, Mapping[str, Any], Caller], R]  # (cfg, flow, params, caller)
     commit: Callable[[Config, FlowConfig, Any, str, R | None, str], R]  # (cfg, flow, plan, approver, report, via)
     read_plan: Callable[[dict[str, Any]], Any]  # a plan back from its to_dict() (XCom)
     switches: Callable[[R], bool] = lambda report: True  # the client switch follows this report's plan
     fields: tuple[Field, ...] = ()  # its inputs (ops.dr.inputs): checked whichever door they came through
 
-    def preflight(
-        self,
-        cfg: Config,
-        flow: FlowConfig,
-        params: Mapping[str, Any],
-        *,
-        dry_run: bool = False,
-        plan_id: str | None = None,
-        by: str | None = None,
-        via: str = "cli",
-        log: Log = _quiet,
-    ) -> R:
+    def refuse_unknown(self, params: Mapping[str, Any], extra: tuple[str, ...] = ()) -> None:
+        """TypeError naming the inputs this operation does not take (a caller's mistyped keyword)."""
+        known = {f.name for f in self.fields} | set(extra)
+        unknown = sorted(set(params) - known)
+        if unknown:
+            raise TypeError(
+                f"{self.name}() got unexpected inputs {', '.join(unknown)} (it takes {', '.join(sorted(known))})"
+            )
+
+    def preflight(self, cfg: Config, flow: FlowConfig, params: Mapping[str, Any], caller: Caller = CLI) -> R:
         """The plan and its report (`report.plan` None: nothing to do, the report's note says why).
         ConfigError naming the input when one breaks its field's rule (mirrorflow.params.checked)."""
-        params = {**params, **checked(self.fields, params, via)}
+        params = {**params, **checked(self.fields, params, caller.via)}
         steps = plan_switch(flow, self.name)
-        report = self.plan(cfg, flow, params, dry_run, via, log)
+        report = self.plan(cfg, flow, params, caller)
         if report.plan is None:
             return report
         if self.switches(report):
             report.switch_steps = steps
-        if plan_id and plan_id != report.plan.id:
+        if caller.plan_id and caller.plan_id != report.plan.id:
             raise PlanMovedError(
-                f"{self.name} of {flow.name}: the plan is {report.plan.id} now, not {plan_id}: the state moved since "
-                f"that preflight (see this report); nothing {self.verb}"
+                f"{self.name} of {flow.name}: the plan is {report.plan.id} now, not {caller.plan_id}: the state moved "
+                f"since that preflight (see this report); nothing {self.verb}"
             )
-        if dry_run:
+        if caller.dry_run:
             report.note = "dry run: nothing changed"
             if report.switch_steps:
-                report.switch = self.switch_after(cfg, flow, report, dry_run=True, by=by, via=via, log=log)
+                report.switch = self.switch_after(cfg, flow, report, caller)
         return report
 
     def carry_out(
@@ -114,19 +109,14 @@ class GatedOperation(Generic[R]):
         cfg: Config,
         flow: FlowConfig,
         params: Mapping[str, Any],
-        *,
-        dry_run: bool = False,
+        caller: Caller = CLI,
         confirm: Callable[[R], bool] = lambda report: True,
-        plan_id: str | None = None,
-        approved_by: str | None = None,
-        via: str = "cli",
-        log: Log = _quiet,
     ) -> R:
         """Plan, confirm, commit that plan, switch the clients (the CLI). Never raises for a refusal the
         report explains; raises MirrorflowError for bad input, PlanMovedError when the state moved after
-        the plan or the plan is not `plan_id`."""
-        report = self.preflight(cfg, flow, params, dry_run=dry_run, plan_id=plan_id, by=approved_by, via=via, log=log)
-        if report.plan is None or dry_run:
+        the plan or the plan is not `caller.plan_id`."""
+        report = self.preflight(cfg, flow, params, caller)
+        if report.plan is None or caller.dry_run:
             return report
         if report.plan.blocked or not confirm(report):
             report.note = (
@@ -135,26 +125,16 @@ class GatedOperation(Generic[R]):
                 else "not confirmed: nothing changed"
             )
             return report
-        report = self.commit(cfg, flow, report.plan, approved_by or whoami(), report, via)
+        report = self.commit(cfg, flow, report.plan, caller.by or whoami(), report, caller.via)
         if report.done and report.switch_steps:
-            report.switch = self.switch_after(cfg, flow, report, by=report.approved_by, via=via, log=log)
+            report.switch = self.switch_after(cfg, flow, report, replace(caller, by=report.approved_by))
         return report
 
-    def switch_after(
-        self,
-        cfg: Config,
-        flow: FlowConfig,
-        report: R,
-        *,
-        dry_run: bool = False,
-        by: str | None = None,
-        via: str = "cli",
-        log: Log = _quiet,
-    ) -> SwitchReport:
+    def switch_after(self, cfg: Config, flow: FlowConfig, report: R, caller: Caller) -> SwitchReport:
         """The client-switch steps after this operation's plan of `report`: what they did, a failed step
         included (its error in the SwitchReport: the operation stands)."""
-        plan_id = report.plan.id if report.plan else None
+        caller = replace(caller, plan_id=report.plan.id if report.plan else None)
         try:
-            return run_client_switch(cfg, flow, self.name, dry_run=dry_run, by=by, via=via, plan_id=plan_id, log=log)
+            return run_client_switch(cfg, flow, self.name, caller)
         except ClientSwitchError as exc:
             return exc.report
