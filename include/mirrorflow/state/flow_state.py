@@ -241,15 +241,15 @@ def set_flow_state(
     by: str = "",
     *,
     via: str = "",
-    record: bool = True,
     cause: str = "",
     summary: str = "",
     expect: FlowState | None = None,
 ) -> FlowState:
-    """Record `state` on the target (idempotent producer, acks=all) and, with `record`, append the
-    pause/resume/stop to the flow's operations history (state.history) with who, through which door
-    (`via`) and why, so every door (CLI, DAG, status page, a failover) leaves the same trail.
-    `cause` "failover": the flow's failover stopped it (its next step is the failback, not a resume).
+    """Record `state` on the target (idempotent producer, acks=all) and append the pause/resume/stop to
+    the flow's operations history (state.history) with who, through which door (`via`) and why, so every
+    door (CLI, DAG, status page, a failback) leaves the same trail. `cause` "failover": the flow's failover
+    stopped it (its next step is the failback, not a resume); the failover's own history entry says so,
+    not a stop of its own.
     `summary`: what the history line says it did beyond the state (e.g. a forced resume).
     `expect`: the stored state the caller decided on (a pause, resume or stop): the record applies
     only over it, so a failover that committed in between is never overwritten (StateError: nothing
@@ -271,7 +271,7 @@ def set_flow_state(
                 f"flow {clients.flow.name} changed state while this {OPERATION[state]} was being recorded "
                 f"(it is {now.describe()} now): nothing changed. Look at the flow again before acting"
             )
-    if record:
+    if cause != "failover":
         try:
             record_operation(clients, OPERATION[state], by, via=via, reason=reason, summary=summary, at=at)
         except StateError as exc:

@@ -135,7 +135,7 @@ def _commit(clients: FlowClients, report: FailoverReport, plan: FailoverPlan, no
     )
     why = f"failed over to {flow.target!r} ({plan.mode}), plan {plan.id} approved by {report.approved_by}"
     # the history line is the failover's; the cause makes every skipped run name the failback as the next step
-    set_flow_state(clients, "stopped", why, whoami(), record=False, cause="failover")
+    set_flow_state(clients, "stopped", why, whoami(), cause="failover")
     report.done = True
     try:
         _record(clients, report, plan, via)
