@@ -4,7 +4,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from confluent_kafka import Consumer, IsolationLevel, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, IsolationLevel, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
 
 from mirrorflow_dev.dev_cluster import DevCluster
@@ -99,6 +99,20 @@ def end_transaction(p: Producer, commit: bool, timeout: float = 30) -> None:
         p.abort_transaction(timeout)
 
 
+def _high_watermark(c: Consumer, topic: str, p: int, wait_s: float = 15) -> int:
+    """The partition's high watermark. A partition just added (a sync, a model step) is listed by the admin
+    client before a new consumer's metadata knows its leader ("Local: Unknown partition"): asked again a
+    moment later (a model-based search stopped on it once, as a flaky example)."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            return c.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
+        except KafkaException as exc:
+            if exc.args[0].code() != KafkaError._UNKNOWN_PARTITION or time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
+
+
 def consume_all(cluster: DevCluster, topic: str, partitions: list[int] | None = None,
                 isolation: str = "read_committed", timeout: float = 30, user: str = "admin") -> list[Rec]:
     """Every record of `topic` (up to the current end), ordered by partition then offset."""
@@ -109,10 +123,7 @@ def consume_all(cluster: DevCluster, topic: str, partitions: list[int] | None = 
     parts = sorted(partitions if partitions is not None else md.partitions)
     c = Consumer({**cluster.client_config(user), "group.id": "mirrorflow-tests-reader", "enable.auto.commit": False,
                   "isolation.level": isolation, "enable.partition.eof": True, "auto.offset.reset": "earliest"})
-    ends = {}
-    for p in parts:
-        lo, hi = c.get_watermark_offsets(TopicPartition(topic, p), timeout=10)
-        ends[p] = hi
+    ends = {p: _high_watermark(c, topic, p) for p in parts}
     todo = {p for p in parts if ends[p] > 0}
     c.assign([TopicPartition(topic, p, 0) for p in todo])
     out: list[Rec] = []
