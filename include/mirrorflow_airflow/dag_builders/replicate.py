@@ -147,14 +147,18 @@ def replicate_task(
     params: dict[str, Any] | None = None,
     interval_ms: tuple[int, int] | None = None,
     outlet_events: Any = None,
-    copy_mode: str = "connect",
-    master: str | None = None,
-    owner_dag_id: str | None = None,
     **waited: Any,
 ) -> dict[str, Any]:
-    """The whole run in one task: this DAG's with spark.remote (the copy runs on the Spark Connect
-    server); ReplicateOperator's in any copy mode (`submit`: spark-submit from the task, `inprocess`, `direct`)."""
-    run = new_run(flow_name, run_id, config_path, params, interval_ms, owner_dag_id)
+    """The whole run in one task: this DAG's with spark.remote (the copy runs on the Spark Connect server)."""
+    run = new_run(flow_name, run_id, config_path, params, interval_ms)
+    return carry_out_whole(run, config_path, outlet_events, "connect", None, **waited)
+
+
+def carry_out_whole(
+    run: ReplicationRun, config_path: str | None, outlet_events: Any, copy_mode: str, master: str | None, **waited: Any
+) -> dict[str, Any]:
+    """A run's every step in one task: the replicate DAG's with spark.remote, and ReplicateOperator's in any
+    copy mode (`submit`: spark-submit from the task, `inprocess`, `direct`)."""
     with FlowClients(run.cfg, run.flow) as clients:
         begin(run, clients, config_path, lease_wait_s(run), **waited)
         rep = run.carry_out(clients, copy_mode, master, Scratch.for_task("replicate"))

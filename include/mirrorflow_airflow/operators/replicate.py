@@ -1,7 +1,7 @@
 """ReplicateOperator: one replication run of a flow in a task of the user's own DAG ("replicate, then run
 my job"): begin (the flow's lease; a paused or stopped flow ends the task skipped; clusters that do not
 answer and a lease another run holds are waited for on the triggerer), plan, copy, report, release -- the
-function the generated replicate DAG's one task runs (dag_builders/replicate.replicate_task), with its
+function the generated replicate DAG's one task runs (dag_builders/replicate.carry_out_whole), with its
 metrics, Asset events, lineage and RPO check."""
 
 from __future__ import annotations
@@ -23,24 +23,14 @@ def copied_alias(flow: str) -> str:
 
 
 def _replicate(context: Any, op: ReplicateOperator, **waited: Any) -> dict[str, Any]:
-    from mirrorflow_airflow.dag_builders.replicate import replicate_task
+    from mirrorflow_airflow.dag_builders.replicate import carry_out_whole, new_run
     from mirrorflow_airflow.hooks import MirrorflowHook
 
     path = op.resolved_config_path()
     mode = op.copy_mode or ("connect" if MirrorflowHook(path).get_conn().spark.remote else "submit")
     params = {"topics": op.topics, "max_records_per_partition": op.max_records_per_partition, "dry_run": op.dry}
-    return replicate_task(
-        op.flow,
-        context.get("run_id") or "manual",
-        path,
-        params,
-        None,
-        outlet_events=context.get("outlet_events"),
-        copy_mode=mode,
-        master=op.master,
-        owner_dag_id=f"{op.dag_id}.{op.task_id}",
-        **waited,
-    )
+    run = new_run(op.flow, context.get("run_id") or "manual", path, params, None, f"{op.dag_id}.{op.task_id}")
+    return carry_out_whole(run, path, context.get("outlet_events"), mode, op.master, **waited)
 
 
 class ReplicateOperator(FlowOperation, DeferrableTask):
