@@ -53,6 +53,7 @@ from mirrorflow.kafka.topic_admin import list_offsets
 from mirrorflow.replication.plan.planner import stopped_message
 from mirrorflow.replication.plan.run_plan import TaskHead, Unit
 from mirrorflow.replication.task.budget import CopyBudget
+from mirrorflow.replication.task.collector import fewer_collections
 from mirrorflow.replication.task.copier import PartitionCopy, UnitResult, reading_at_once, u_where
 from mirrorflow.replication.task.copy_transaction import Claim, CopyTransaction
 from mirrorflow.replication.task.faults import Faults
@@ -431,7 +432,7 @@ def copy_planned(
     follows its partitions."""
     layout, slot = head.slot(index)
     clients.reached("source", "target")  # planned: a broker away as the task starts is waited for
-    with following(clients, head.follow) as follow:
+    with following(clients, head.follow) as follow, fewer_collections():
         results = copy_task(clients, layout, slot, units, replace(how, owner=head.owner, follow=follow))
     return [r.to_dict() for r in results]
 
