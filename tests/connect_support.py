@@ -5,7 +5,6 @@ import pytest
 import yaml
 
 from mirrorflow import config as config_mod
-from mirrorflow_dev.processes import free_port
 from mirrorflow_dev.spark import DevSparkServer
 
 
@@ -15,7 +14,7 @@ def connect_server(tmp_path_factory):
     is one of the suite's dearest set-ups), tied to the pytest process, stopped at the end."""
     server = DevSparkServer(tmp_path_factory.mktemp("spark-home"))
     # a free port, not Connect's default: each pytest-xdist worker has a server of its own
-    s = server.up(master="local[2]", port=free_port(), attached=True)
+    s = server.up(master="local[2]", port=0, attached=True)
     try:
         yield s
     finally:

@@ -99,16 +99,21 @@ def end_transaction(p: Producer, commit: bool, timeout: float = 30) -> None:
         p.abort_transaction(timeout)
 
 
-def _high_watermark(c: Consumer, topic: str, p: int, wait_s: float = 15) -> int:
+# a partition whose leader is not settled yet: asked again a moment later
+_LEADER_SETTLING = (KafkaError._UNKNOWN_PARTITION, KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE)
+
+
+def _high_watermark(c: Consumer, topic: str, p: int, wait_s: float = 30) -> int:
     """The partition's high watermark. A partition just added (a sync, a model step) is listed by the admin
-    client before a new consumer's metadata knows its leader ("Local: Unknown partition"): asked again a
-    moment later (a model-based search stopped on it once, as a flaky example)."""
+    client before a new consumer's metadata knows its leader ("Local: Unknown partition"), and a broker just
+    restarted answers "Not leader for partition" until it leads its partitions again: both are asked again
+    a moment later (a model-based search and a DR chaos run each stopped on one once)."""
     deadline = time.monotonic() + wait_s
     while True:
         try:
             return c.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
         except KafkaException as exc:
-            if exc.args[0].code() != KafkaError._UNKNOWN_PARTITION or time.monotonic() > deadline:
+            if exc.args[0].code() not in _LEADER_SETTLING or time.monotonic() > deadline:
                 raise
             time.sleep(0.2)
 

@@ -65,11 +65,24 @@ class DevSparkServer:
         conf: dict[str, str] | None = None,
         attached: bool = False,
     ) -> DevSpark:
-        """Start the server (or return the running one). attached=True: it dies with this process."""
+        """Start the server (or return the running one). attached=True: it dies with this process.
+        `port=0`: any free port, as a socket takes it; the JVM binds it 10-20 s after it was found free, and
+        another process (a broker of a sibling test worker) may take it meanwhile: then a new one is tried,
+        three times in all (the returned DevSpark names the port)."""
         cur = self.current()
         if cur and alive(cur.pid):
             return cur
+        if port == 0:
+            for attempt in range(3):
+                try:
+                    return self._start(free_port(), master, conf, attached)
+                except DevClusterError as exc:
+                    if "BindException" not in str(exc) or attempt == 2:
+                        raise
         port = port or (DEFAULT_PORT if port_free(DEFAULT_PORT) else free_port())
+        return self._start(port, master, conf, attached)
+
+    def _start(self, port: int, master: str, conf: dict[str, str] | None, attached: bool) -> DevSpark:
         if not port_free(port):
             raise DevClusterError(f"port {port} for the Spark Connect server is already in use on 127.0.0.1")
         self.home.mkdir(parents=True, exist_ok=True)
@@ -99,7 +112,11 @@ class DevSparkServer:
         deadline = time.monotonic() + READY_TIMEOUT_S
         while time.monotonic() < deadline:
             if proc.poll() is not None:
-                raise DevClusterError(f"the Spark Connect server exited with {proc.returncode}:\n{processes.tail(log)}")
+                text = log.read_text(errors="replace")
+                bind = next((line for line in text.splitlines() if "BindException" in line), "")
+                raise DevClusterError(
+                    f"the Spark Connect server exited with {proc.returncode}:\n{bind or processes.tail(log)}"
+                )
             if "Spark Connect server started" in log.read_text(errors="replace"):
                 try:
                     with socket.create_connection(("127.0.0.1", s.port), timeout=1):

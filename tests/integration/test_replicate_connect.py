@@ -12,7 +12,6 @@ import time
 import pytest
 
 from mirrorflow.clients import FlowClients
-from mirrorflow_dev.processes import free_port
 from mirrorflow_dev.spark import DevSparkServer
 from mirrorflow.replication.run.runner import run_once
 from mirrorflow.state.lease import current_holder
@@ -126,11 +125,11 @@ def test_a_connect_server_killed_mid_run_fails_the_run_naming_it_and_the_next_ru
         "tasks.max": 1, "task.partitions.in.flight": 1, "transaction.max.records": 50,
         "lease.timeout.seconds": 600})
     marker = tmp_path / "hung-once"
-    server, port = DevSparkServer(tmp_path / "spark-home"), free_port()
+    server = DevSparkServer(tmp_path / "spark-home")
     with monkeypatch.context() as m:
         m.setenv("MIRRORFLOW_TEST_HANG", "after_commit")
         m.setenv("MIRRORFLOW_TEST_CRASH_ONCE", str(marker))  # the restarted server's workers go on
-        s = server.up(master="local[1]", port=port, attached=True)
+        s = server.up(master="local[1]", port=0, attached=True)
     try:
         cfg = with_remote(cfg, s.remote)
         proc = subprocess.Popen([*CLI, "--config", str(cfg.path), "replicate", "--flow", "A->B", "--once"],
