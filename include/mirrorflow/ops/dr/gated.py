@@ -59,9 +59,6 @@ def settled(report: GatedReport) -> bool:
     return report.done or (report.note or "").startswith("nothing to do")
 
 
-Log = Callable[[str], None]
-
-
 @dataclass(frozen=True)
 class GatedOperation(Generic[R]):
     """What one approved operation declares; `name` is its client-switch direction and registry name."""
