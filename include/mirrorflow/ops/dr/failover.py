@@ -69,8 +69,8 @@ DOOR_ONLY = (("copy_mode", "copy_mode"), ("max_drain_runs", "max_runs"), ("drain
 
 
 def _plan(cfg: Config, flow: FlowConfig, params: Mapping[str, Any], caller: Caller) -> FailoverReport:
-    door = {k: params[k] for k, _ in DOOR_ONLY if params.get(k) is not None}
-    drain = Drain(**{field: door[k] for k, field in DOOR_ONLY if k in door}, max_lag=params["max_lag"])
+    door = {field: params[k] for k, field in DOOR_ONLY if params.get(k) is not None}
+    drain = Drain(**door, max_lag=params["max_lag"])
     return plan_failover(
         cfg, flow, params["mode"], params["groups"], drain=drain, take_over=params["take_over"], caller=caller
     )
