@@ -144,6 +144,51 @@ def test_continuous_direct_run_copies_records_produced_while_it_runs_and_ends_at
     assert assert_exact(cfg, flow, source, target, topic, remote, 2) == 173
 
 
+def test_a_continuous_copy_that_starts_late_still_follows_for_its_whole_window(tmp_path, source, target, unique):
+    """The replicate DAG plans in one task and copies in another, which may start long after (a busy
+    scheduler, a Spark job slow to start: a full CI run saw 45 s). The run follows for its seconds from
+    when its copy starts: counted from the plan, the copy woke past its deadline, copied nothing, and
+    the report said ok with the whole lag left."""
+    from mirrorflow.replication.run.run import ReplicationRun
+    from mirrorflow.replication.run.run_kinds import Continuous
+    from mirrorflow.replication.run.scratch import Scratch
+
+    pfx = unique("cont")
+    topic, remote = f"{pfx}.orders", f"C.{pfx}.orders"
+    create_topic(source, topic, 2)
+    create_topic(target, remote, 2)
+    produce(source, topic, records(30, 2))
+    cfg, flow = continuous_flow(tmp_path, source, target, "C", pfx, **{"lease.timeout.seconds": 120})
+    planned = ReplicationRun.local(cfg, flow, "the plan task", kind=Continuous(seconds=6))
+    with FlowClients(cfg, flow) as clients:
+        planned.begin(clients)
+        planned.plan_for_handoff(clients)
+    handed = planned.handoff()
+    time.sleep(7)  # the copy task starts after a window counted from the plan would have closed
+    outcome: dict = {}
+
+    def copy_task() -> None:  # the DAG's copy and report tasks, from what the plan task handed on
+        run = ReplicationRun.from_handoff(cfg, handed)
+        with FlowClients(cfg, flow) as clients:
+            results, _ = run.copy(clients, "direct", None, Scratch.of(flow, tmp_path / "runs"))
+            outcome["report"] = run.report(clients, results)
+            run.release_lease(clients)
+
+    started = time.time()
+    copying = threading.Thread(target=copy_task, daemon=True)
+    copying.start()
+    wait_for(target, remote, 30, timeout=60)
+    produce(source, topic, records(20, 2, start=30))  # while it follows
+    copying.join(120)
+    assert not copying.is_alive()
+    rep = outcome["report"]
+    assert time.time() - started >= 6  # it followed for its window, counted from the copy's start
+    assert rep.ok and rep.records == 50 and [(p.records, p.lag) for p in rep.partitions] == [(25, 0), (25, 0)], \
+        rep.render()
+    assert assert_exact(cfg, flow, source, target, topic, remote, 2) == 50
+    assert_no_open_transaction(target, flow, remote, 2)
+
+
 def test_flow_pause_ends_a_continuous_run_with_no_open_transaction(tmp_path, source, target, unique):
     pfx = unique("contp")
     topic, remote = f"{pfx}.orders", f"D.{pfx}.orders"

@@ -145,9 +145,12 @@ def test_two_runs_started_together_copy_every_record_once(tmp_path, source, targ
         th.join(300)
     errors = [o for o in outcomes if isinstance(o, LeaseError)]
     reports = [o for o in outcomes if not isinstance(o, LeaseError)]
-    assert len(errors) == 1 and len(reports) == 1, outcomes
-    assert "flow A->B is being replicated by mirrorflow replicate --mode direct by " in str(errors[0])
-    assert reports[0].ok and reports[0].records == 20_000
+    assert len(outcomes) == 2 and all(r.ok for r in reports), outcomes
+    if errors:  # the runs overlapped: the second was refused, naming the first
+        assert "flow A->B is being replicated by mirrorflow replicate --mode direct by " in str(errors[0])
+    # else one ended before the other began (a thread late on a loaded machine: the copy takes < 1 s);
+    # either way one run copied every record and no run copied one twice
+    assert sorted(r.records for r in reports) in ([20_000], [0, 20_000]), outcomes
     assert_copied(source, target, t)  # at-least-once mode, yet no record twice
 
 

@@ -52,10 +52,10 @@ def test_a_bounded_range_is_read_as_before_when_following():
 
 def test_stop_watch_deadline_and_stop_file(tmp_path):
     clients = SimpleNamespace(flow=SimpleNamespace(name="C->B"), admin_timeout=5)
-    past = StopWatch(clients, FollowSpec(time.time() - 1, 200, 3600.0))
+    past = StopWatch(clients, FollowSpec(3600, 200, 3600.0, deadline=time.time() - 1))
     assert past()
     stop_file = tmp_path / "stop"
-    spec = FollowSpec(time.time() + 3600, 200, 3600.0, str(stop_file))
+    spec = FollowSpec(3600, 200, 3600.0, str(stop_file))
     assert FollowSpec.from_dict(spec.to_dict()) == spec
     watch = StopWatch(clients, spec).start()
     try:
@@ -68,3 +68,21 @@ def test_stop_watch_deadline_and_stop_file(tmp_path):
         assert watch() and watch.reason == "flow C->B: stop requested (stop in the run directory)"
     finally:
         watch.close()
+
+
+def test_the_window_counts_from_when_the_copy_starts_not_from_the_plan():
+    """A continuous plan carries how long to follow; the deadline is set when the copy hands out its
+    tasks (Plan.head), once, so a copy that starts late still follows for its whole window and every
+    task of the run stops together."""
+    from mirrorflow.replication.plan.run_plan import Plan
+
+    plan = Plan("C->B", None, [], follow=FollowSpec(45, 100, 1.0))
+    plan = Plan.from_dict(plan.to_dict())  # through XCom / the plan file: still no deadline
+    assert plan.follow == FollowSpec(45, 100, 1.0)
+    before = time.time()
+    head = plan.head()
+    assert head.follow is not None and before + 45 <= head.follow.deadline <= time.time() + 45
+    assert head.follow.started(time.time() + 100) == head.follow  # a later task keeps the run's deadline
+    # a plan an earlier release wrote (a deadline, no seconds) keeps its deadline
+    old = FollowSpec.from_dict({"deadline": before + 5, "batch_ms": 100, "check_s": 1.0, "stop_file": None})
+    assert old.started(time.time() + 100).deadline == before + 5

@@ -12,7 +12,7 @@ import base64
 import json
 import time
 import zlib
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from mirrorflow.errors import MirrorflowError
@@ -62,19 +62,36 @@ class Unit:
 
 @dataclass(frozen=True)
 class FollowSpec:
-    """What a continuous run tells its copy tasks (replication.task.follow; never secrets)."""
+    """What a continuous run tells its copy tasks (replication.task.follow; never secrets).
 
-    deadline: float  # wall clock (time.time()) at which every partition stops
+    The run follows for `seconds` from when its copy starts (`started`, called as the driver hands
+    out the tasks), not from its plan: a DAG's copy task queued behind others, or a Spark job slow to
+    start, still follows for its whole window instead of waking past a deadline with nothing copied."""
+
+    seconds: float  # continuous.run.seconds (or --seconds)
     batch_ms: int  # continuous.poll.ms: a transaction commits at least this often while records come
     check_s: float  # continuous.state.check.seconds: how often a task reads the flow's state
     stop_file: str | None = None  # its existence stops the run (SIGTERM of the driver)
+    deadline: float | None = None  # wall clock (time.time()) at which every partition stops, once started
+
+    def started(self, now: float) -> FollowSpec:
+        """This spec with its deadline, counted from `now` (kept if it has one: every task of a run
+        stops together, whenever each began)."""
+        return self if self.deadline is not None else replace(self, deadline=now + self.seconds)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> FollowSpec:
-        return cls(float(d["deadline"]), int(d["batch_ms"]), float(d["check_s"]), d.get("stop_file"))
+        deadline = d.get("deadline")  # a plan written by an earlier release has a deadline and no seconds
+        return cls(
+            float(d.get("seconds", 0.0)),
+            int(d["batch_ms"]),
+            float(d["check_s"]),
+            d.get("stop_file"),
+            None if deadline is None else float(deadline),
+        )
 
 
 @dataclass(frozen=True)
@@ -115,7 +132,8 @@ class Plan:
 
     def head(self) -> TaskHead:
         owner = (self.lease or {}).get("owner")
-        return TaskHead(self.flow, self.layout, tuple(self.slots), owner, self.follow)
+        follow = self.follow.started(time.time()) if self.follow is not None else None  # the copy starts now
+        return TaskHead(self.flow, self.layout, tuple(self.slots), owner, follow)
 
     def narrowed(self, tasks: list[list[Unit]]) -> None:
         """Keep only `tasks` (some of this plan's, or none: a dry run), with their slots."""

@@ -5,8 +5,8 @@ partition the flow replicates (not only those with new records), and each copy t
 transactional producer (one init_transactions) and one consumer per partition and loops: read what
 the source has (short polls), commit it as one transaction (records + offset-map entry + progress,
 exactly as a one-shot run: same copier, same writer), repeat. Between polls it checks whether to stop
-(`follow.StopWatch`): the deadline (`continuous.run.seconds`), the flow paused or stopped (read every
-`continuous.state.check.seconds`), SIGTERM of the driver. Stopping commits what the current batch
+(`follow.StopWatch`): the deadline (`continuous.run.seconds` after the copy started), the flow paused
+or stopped (read every `continuous.state.check.seconds`), SIGTERM of the driver. Stopping commits what the current batch
 read; no transaction is left open.
 
 Partitions and topics created while a run copies are picked up by the next run (each run plans
@@ -52,9 +52,9 @@ def run_seconds(flow: FlowConfig, seconds: float | None = None) -> float:
     return float(seconds if seconds is not None else flow.props["continuous.run.seconds"])
 
 
-def follow_spec(flow: FlowConfig, started: float, seconds: float | None, stop_file: Path | None) -> FollowSpec:
+def follow_spec(flow: FlowConfig, seconds: float | None, stop_file: Path | None) -> FollowSpec:
     return FollowSpec(
-        deadline=started + run_seconds(flow, seconds),
+        seconds=run_seconds(flow, seconds),
         batch_ms=int(flow.props["continuous.poll.ms"]),
         check_s=float(flow.props["continuous.state.check.seconds"]),
         stop_file=str(stop_file) if stop_file is not None else None,

@@ -12,7 +12,6 @@ once planned and how long an idle one waits; every other step is the run's own:
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -83,16 +82,17 @@ class Continuous(RunKind):
 
     def plan(self, clients: FlowClients, options: RunOptions, leased: bool) -> tuple[Plan, list[BackfillPartition]]:
         plan = continuous_plan(clients, options.topics)
-        plan.follow = follow_spec(clients.flow, time.time(), self.seconds, self.stop_file)
+        plan.follow = follow_spec(clients.flow, self.seconds, self.stop_file)
         return plan, []
 
     def planned(self, plan: Plan, flow: str, dry_run: bool) -> list[str]:
         if dry_run:
             would, n = sum(p["planned"] for p in plan.partitions), len(plan.partitions)
             return [f"dry run: would follow {n} partitions of {flow}, {would:,} offsets behind now; copying nothing"]
-        until = time.strftime("%H:%M:%S", time.localtime(plan.follow.deadline if plan.follow else time.time()))
+        seconds = plan.follow.seconds if plan.follow else 0.0
         return [
-            f"continuous run of flow {flow}: {len(plan.units)} partitions in {len(plan.tasks)} tasks, until {until}"
+            f"continuous run of flow {flow}: {len(plan.units)} partitions in {len(plan.tasks)} tasks, "
+            f"following for {seconds:g} s once the copy starts"
         ]
 
     def idle_wait_s(self, flow: FlowConfig, plan: Plan, dry_run: bool) -> float:

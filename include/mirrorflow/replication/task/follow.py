@@ -37,14 +37,15 @@ class StopWatch:
     """One task's view of "stop now": a flag set by a watcher thread, or the deadline passed."""
 
     def __init__(self, clients: FlowClients, spec: FollowSpec) -> None:
-        self.clients, self.spec = clients, spec
+        self.clients, self.spec = clients, spec.started(time.time())  # started by Plan.head: kept
+        self.deadline = self.spec.deadline or 0.0
         self.reason: str | None = None
         self._stop = threading.Event()
         self._done = threading.Event()
         self._thread: threading.Thread | None = None
 
     def __call__(self) -> bool:
-        return self._stop.is_set() or STOP_REQUESTED.is_set() or time.time() >= self.spec.deadline
+        return self._stop.is_set() or STOP_REQUESTED.is_set() or time.time() >= self.deadline
 
     def request(self, reason: str) -> None:
         if not self._stop.is_set():
