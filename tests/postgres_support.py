@@ -1,7 +1,7 @@
 """A real PostgreSQL for the tests that run Airflow's scheduler (registered in tests/conftest.py).
 
 One server per pytest session (mirrorflow_dev.postgres: Debian's PostgreSQL, its own data directory
-under /tmp, a free port on 127.0.0.1, as the `postgres` OS user when we are root), tied to the pytest
+under /tmp, a free port on 127.0.0.1 (another if a sibling worker's broker takes it first), as the `postgres` OS user when we are root), tied to the pytest
 process, so it stops even when pytest is killed; each test gets a database of its own from
 `airflow_postgres`. Skipped, saying why, where PostgreSQL is not installed."""
 from __future__ import annotations
@@ -16,7 +16,6 @@ from pathlib import Path
 
 import pytest
 
-from mirrorflow_dev.processes import free_port
 from mirrorflow_dev.postgres import DevPostgresServer, bin_dir
 
 PREFIX = "mirrorflow-postgres-"
@@ -43,7 +42,7 @@ def postgres_server():
     base.chmod(0o755)  # the `postgres` user must reach its data directory inside
     (base / "owner.pid").write_text(str(os.getpid()))
     server = DevPostgresServer(base)
-    server.up(port=free_port(), attached=True)
+    server.up(port=0, attached=True)  # a free port, another if a sibling worker takes it first
     try:
         yield server
     finally:
