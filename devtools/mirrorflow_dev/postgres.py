@@ -101,19 +101,13 @@ class DevPostgresServer:
 
     def up(self, port: int | None = None, attached: bool = False) -> DevPostgres:
         """Start the server (or return the running one); initdb on the first start.
-        `port=0`: any free port; the server binds it seconds after it was found free (initdb first), and
-        another process (a broker of a sibling test worker) may take it meanwhile: then a new one is tried,
-        three times in all (the returned DevPostgres names the port)."""
+        `port=0`: any free port, another if it is taken before the server binds it (processes.on_a_free_port;
+        the returned DevPostgres names the port)."""
         cur = self.current()
         if cur and alive(cur.pid):
             return cur
         if port == 0:
-            for attempt in range(3):
-                try:
-                    return self._start(free_port(), attached)
-                except DevClusterError as exc:
-                    if "already in use" not in str(exc) or attempt == 2:
-                        raise
+            return processes.on_a_free_port(lambda p: self._start(p, attached), "already in use")
         return self._start(port or (DEFAULT_PORT if port_free(DEFAULT_PORT) else free_port()), attached)
 
     def _start(self, port: int, attached: bool) -> DevPostgres:

@@ -11,9 +11,13 @@ import os
 import signal
 import socket
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 STOP_TIMEOUT_S = 30.0
+PORT_TRIES = 3
+T = TypeVar("T")
 
 
 def alive(pid: int | None) -> bool:
@@ -52,6 +56,20 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def on_a_free_port(start: Callable[[int], T], taken: str) -> T:
+    """`start(port)` on a free port. A server binds its port seconds after the port was found free (a JVM
+    starting, initdb first), and another process (a broker of a sibling test worker) may take it
+    meanwhile: when the error `start` raises names `taken` (the server's bind failure), a new port is
+    tried, PORT_TRIES times in all."""
+    for attempt in range(1, PORT_TRIES + 1):
+        try:
+            return start(free_port())
+        except Exception as exc:
+            if taken not in str(exc) or attempt == PORT_TRIES:
+                raise
+    raise AssertionError("unreachable")
 
 
 def stop(pid: int | None, sig: int = signal.SIGTERM, group: bool = False, timeout: float = STOP_TIMEOUT_S) -> None:

@@ -66,19 +66,13 @@ class DevSparkServer:
         attached: bool = False,
     ) -> DevSpark:
         """Start the server (or return the running one). attached=True: it dies with this process.
-        `port=0`: any free port, as a socket takes it; the JVM binds it 10-20 s after it was found free, and
-        another process (a broker of a sibling test worker) may take it meanwhile: then a new one is tried,
-        three times in all (the returned DevSpark names the port)."""
+        `port=0`: any free port, another if it is taken before the JVM binds it 10-20 s later
+        (processes.on_a_free_port; the returned DevSpark names the port)."""
         cur = self.current()
         if cur and alive(cur.pid):
             return cur
         if port == 0:
-            for attempt in range(3):
-                try:
-                    return self._start(free_port(), master, conf, attached)
-                except DevClusterError as exc:
-                    if "BindException" not in str(exc) or attempt == 2:
-                        raise
+            return processes.on_a_free_port(lambda p: self._start(p, master, conf, attached), "BindException")
         port = port or (DEFAULT_PORT if port_free(DEFAULT_PORT) else free_port())
         return self._start(port, master, conf, attached)
 
