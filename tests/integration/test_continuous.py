@@ -189,6 +189,47 @@ def test_a_continuous_copy_that_starts_late_still_follows_for_its_whole_window(t
     assert_no_open_transaction(target, flow, remote, 2)
 
 
+def test_a_continuous_task_that_begins_past_the_runs_deadline_fails_its_partitions_naming_why(
+        tmp_path, source, target, unique):
+    """On a Spark cluster with fewer task slots than the plan's tasks, a second wave of tasks begins
+    once the first ends: for a continuous run, after its deadline. Such a task read nothing and its
+    partitions said `ok` with their lag, run after run; they fail now, saying why, and the next run
+    copies them (their progress untouched)."""
+    from dataclasses import replace
+
+    from mirrorflow.replication.run.run import ReplicationRun
+    from mirrorflow.replication.run.run_kinds import Continuous
+    from mirrorflow.replication.run.scratch import Scratch
+
+    pfx = unique("cont")
+    topic, remote = f"{pfx}.orders", f"C.{pfx}.orders"
+    create_topic(source, topic, 2)
+    create_topic(target, remote, 2)
+    produce(source, topic, records(30, 2))
+    cfg, flow = continuous_flow(tmp_path, source, target, "C", pfx, **{"lease.timeout.seconds": 120})
+    planned = ReplicationRun.local(cfg, flow, "the plan task", kind=Continuous(seconds=30))
+    with FlowClients(cfg, flow) as clients:
+        planned.begin(clients)
+        planned.plan_for_handoff(clients)
+    run = ReplicationRun.from_handoff(cfg, planned.handoff())
+    # the job's tasks were handed out 40 s ago; these begin now, 10 s past the run's deadline
+    run.plan.follow = replace(run.plan.follow, deadline=time.time() - 10)
+    with FlowClients(cfg, flow) as clients:
+        results, _ = run.copy(clients, "direct", None, Scratch.of(flow, tmp_path / "runs"))
+        rep = run.report(clients, results)
+        run.release_lease(clients)
+    assert not rep.ok and rep.failed_units == 2 and rep.records == 0, rep.render()
+    for p in rep.partitions:
+        assert p.status == "failed" and p.lag == 15, rep.render()
+        assert p.errors[0].startswith(f"{topic}[{p.partition}]: not read: its copy task began "), p.errors
+        assert "after the continuous run's deadline" in p.errors[0] and "tasks.max (2)" in p.errors[0], p.errors
+    assert consume_all(target, remote) == []
+
+    rep = run_continuous(cfg, flow, mode="direct", seconds=3)  # the next run copies them, once
+    assert rep.ok and rep.records == 30, rep.render()
+    assert assert_exact(cfg, flow, source, target, topic, remote, 2) == 30
+
+
 def test_flow_pause_ends_a_continuous_run_with_no_open_transaction(tmp_path, source, target, unique):
     pfx = unique("contp")
     topic, remote = f"{pfx}.orders", f"D.{pfx}.orders"

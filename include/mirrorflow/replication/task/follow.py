@@ -11,6 +11,10 @@ partition's current transaction after what it has read (committed, never left op
 In this process, SIGTERM/SIGINT set `STOP_REQUESTED` (direct mode) and create the stop file
 (Spark tasks, which run in other processes of this host). A Spark master on other hosts does not
 see the file: there a flow pause or the deadline ends the run.
+
+The deadline counts from when the copy hands out its tasks (`FollowSpec.started`). A task that begins
+after it (Spark ran it once other tasks of the job had ended: fewer task slots than tasks) would read
+nothing and its partitions would say `ok` run after run: it fails them instead, saying why (`began_late`).
 """
 
 from __future__ import annotations
@@ -23,7 +27,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from mirrorflow.clients import FlowClients
-from mirrorflow.replication.plan.run_plan import FollowSpec
+from mirrorflow.replication.plan.run_plan import FollowSpec, Unit
+from mirrorflow.replication.task.copier import UnitResult, u_where
 from mirrorflow.replication.task.reader import Follow
 from mirrorflow.state.flow_state import flow_state
 
@@ -78,6 +83,33 @@ class StopWatch:
                     continue
                 if skip:
                     self.request(skip)
+
+
+def began_late(spec: FollowSpec | None, units: list[Unit], tasks_max: int, now: float) -> list[UnitResult]:
+    """The results of a continuous run's task that begins past the run's deadline (none otherwise):
+    each of its partitions failed, named, its progress untouched (the next run copies it)."""
+    if spec is None or spec.deadline is None or now < spec.deadline:
+        return []
+    why = (
+        f"not read: its copy task began {now - spec.deadline:.0f} s after the continuous run's deadline "
+        f"(Spark ran it once other tasks of the job had ended): give the copy job at least tasks.max "
+        f"({tasks_max}) task slots, or lower tasks.max"
+    )
+    return [
+        UnitResult(
+            u.topic,
+            u.partition,
+            u.target_topic,
+            "failed",
+            u.start,
+            u.end,
+            error=f"{u_where(u)}: {why}",
+            error_type="LateTask",
+            started=now,
+            finished=now,
+        )
+        for u in units
+    ]
 
 
 @contextlib.contextmanager

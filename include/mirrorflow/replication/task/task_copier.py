@@ -57,7 +57,7 @@ from mirrorflow.replication.task.collector import fewer_collections
 from mirrorflow.replication.task.copier import PartitionCopy, UnitResult, reading_at_once, u_where
 from mirrorflow.replication.task.copy_transaction import Claim, CopyTransaction
 from mirrorflow.replication.task.faults import Faults
-from mirrorflow.replication.task.follow import following
+from mirrorflow.replication.task.follow import began_late, following
 from mirrorflow.replication.task.reader import BatchLimits, consumer_required, outage_bound_s
 from mirrorflow.replication.task.task_attempt import ONE_SHOT, TaskAttempt
 from mirrorflow.replication.task.task_producer import (
@@ -431,6 +431,9 @@ def copy_planned(
     thread of direct mode) runs a planned task. The head names the lease owner and whether the run
     follows its partitions."""
     layout, slot = head.slot(index)
+    late = began_late(head.follow, units, clients.flow.parallelism, time.time())
+    if late:
+        return [r.to_dict() for r in late]
     clients.reached("source", "target")  # planned: a broker away as the task starts is waited for
     with following(clients, head.follow) as follow, fewer_collections():
         results = copy_task(clients, layout, slot, units, replace(how, owner=head.owner, follow=follow))
