@@ -159,30 +159,22 @@ def test_a_continuous_copy_that_starts_late_still_follows_for_its_whole_window(t
     create_topic(target, remote, 2)
     produce(source, topic, records(30, 2))
     cfg, flow = continuous_flow(tmp_path, source, target, "C", pfx, **{"lease.timeout.seconds": 120})
-    planned = ReplicationRun.local(cfg, flow, "the plan task", kind=Continuous(seconds=6))
+    planned = ReplicationRun.local(cfg, flow, "the plan task", kind=Continuous(seconds=10))
     with FlowClients(cfg, flow) as clients:
         planned.begin(clients)
         planned.plan_for_handoff(clients)
     handed = planned.handoff()
-    time.sleep(7)  # the copy task starts after a window counted from the plan would have closed
-    outcome: dict = {}
+    produce(source, topic, records(20, 2, start=30))  # between the plan and the copy
+    time.sleep(11)  # the copy task starts after a window counted from the plan would have closed
 
-    def copy_task() -> None:  # the DAG's copy and report tasks, from what the plan task handed on
-        run = ReplicationRun.from_handoff(cfg, handed)
-        with FlowClients(cfg, flow) as clients:
-            results, _ = run.copy(clients, "direct", None, Scratch.of(flow, tmp_path / "runs"))
-            outcome["report"] = run.report(clients, results)
-            run.release_lease(clients)
-
+    # the DAG's copy and report tasks, from what the plan task handed on
     started = time.time()
-    copying = threading.Thread(target=copy_task, daemon=True)
-    copying.start()
-    wait_for(target, remote, 30, timeout=60)
-    produce(source, topic, records(20, 2, start=30))  # while it follows
-    copying.join(120)
-    assert not copying.is_alive()
-    rep = outcome["report"]
-    assert time.time() - started >= 6  # it followed for its window, counted from the copy's start
+    run = ReplicationRun.from_handoff(cfg, handed)
+    with FlowClients(cfg, flow) as clients:
+        results, _ = run.copy(clients, "direct", None, Scratch.of(flow, tmp_path / "runs"))
+        rep = run.report(clients, results)
+        run.release_lease(clients)
+    assert time.time() - started >= 10  # it followed for its window, counted from the copy's start
     assert rep.ok and rep.records == 50 and [(p.records, p.lag) for p in rep.partitions] == [(25, 0), (25, 0)], \
         rep.render()
     assert assert_exact(cfg, flow, source, target, topic, remote, 2) == 50
