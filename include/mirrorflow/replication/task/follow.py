@@ -13,8 +13,9 @@ In this process, SIGTERM/SIGINT set `STOP_REQUESTED` (direct mode) and create th
 see the file: there a flow pause or the deadline ends the run.
 
 The deadline counts from when the copy hands out its tasks (`FollowSpec.started`). A task that begins
-after it (Spark ran it once other tasks of the job had ended: fewer task slots than tasks) would read
-nothing and its partitions would say `ok` run after run: it fails them instead, saying why (`began_late`).
+after it (no Spark task slot was free for it: a cluster with fewer slots than tasks, or a server whose
+slots other jobs hold) would read nothing and its partitions would say `ok` run after run: it fails
+them instead, saying why (`began_late`).
 """
 
 from __future__ import annotations
@@ -92,7 +93,7 @@ def began_late(spec: FollowSpec | None, units: list[Unit], tasks_max: int, now: 
         return []
     why = (
         f"not read: its copy task began {now - spec.deadline:.0f} s after the continuous run's deadline "
-        f"(Spark ran it once other tasks of the job had ended): give the copy job at least tasks.max "
+        f"(no Spark task slot was free for it until then): give the copy job at least tasks.max "
         f"({tasks_max}) task slots, or lower tasks.max"
     )
     return [
