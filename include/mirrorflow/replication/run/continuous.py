@@ -6,8 +6,8 @@ transactional producer (one init_transactions) and one consumer per partition an
 the source has (short polls), commit it as one transaction (records + offset-map entry + progress,
 exactly as a one-shot run: same copier, same writer), repeat. Between polls it checks whether to stop
 (`follow.StopWatch`): the deadline (`continuous.run.seconds` after the copy started), the flow paused
-or stopped (read every `continuous.state.check.seconds`), SIGTERM of the driver. Stopping commits what the current batch
-read; no transaction is left open.
+or stopped (read every `continuous.state.check.seconds`), SIGTERM of the driver. Stopping commits
+what the current batch read; no transaction is left open.
 
 Partitions and topics created while a run copies are picked up by the next run (each run plans
 again). A run's options (the CLI's flags, the DAG's Params: runner.RunOptions) apply as to a
