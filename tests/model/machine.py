@@ -857,7 +857,14 @@ class ReplicationMachine(RuleBasedStateMachine):
         if drained:
             assert planned is False or (pre.verify is not None and pre.verify.ok), pre.render()
             src, dst = self.check_copy(flow)  # the drain copied everything
-            self.model.model_checkpoint(flow.name, s, src, dst, {})  # the drain's last checkpoint pass
+            # the drain's last checkpoint pass, with what the plan says of each group's resume: exact, or
+            # earlier by at most `reread` records (the offset map folded its runs there), or unchecked
+            statuses = {
+                (g.group, x.topic, x.partition): "pruned" if x.reread is None else "reread" if x.reread else "exact"
+                for g in pre.plan.groups
+                for x in g.partitions
+            }
+            self.model.model_checkpoint(flow.name, s, src, dst, statuses)
         rep = self.commit_failover(flow, mode, pre, racing, after_s)
         assert rep.done, rep.render()
         self.flows_run.add(flow.name)

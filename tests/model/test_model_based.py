@@ -315,9 +315,15 @@ def test_the_long_sequences_the_search_found_replay_clean(tmp_path, clusters, re
       records A held before any flow (a start at `latest`) for extra: MISMATCH, the failover refused. A mark of no
       copy has no place on the target now: the next verify starts at the first copy, as one from the start
       (replayed before the fix: the same 2 extra at target offset 0; clean after). Its own test:
-      `tests/integration/test_verify_since_last.py::test_a_mark_of_no_copy_checks_the_next_copies_from_the_first_not_from_the_targets_start`."""
+      `tests/integration/test_verify_since_last.py::test_a_mark_of_no_copy_checks_the_next_copies_from_the_first_not_from_the_targets_start`.
+    - `--long`, seed 1986824810, 2026-12-01 (the fourth batch of a two-hour search on 54cf69d, 22 minutes in):
+      three round trips, then a planned failover of A->B; group g2, at A offset 4 of plain[1] (it had read A9 at
+      3), resumed on B at 0 (A9's copy: it reads A9 again), and the model expected 5. The product said so: A->B's
+      offset map had folded its runs below 19 (the map's bound), and the failover plan gave that partition
+      `reread` 1. The model took the drain's last checkpoint pass as exact everywhere (status unknown). A model
+      defect: the drain's checkpoint takes each group partition's status from the failover plan now."""
     if not request.config.getoption("--long"):
-        pytest.skip("--long only: about 13 minutes")
+        pytest.skip("--long only: about 15 minutes")
     setting = Setting(clusters.direct, tmp_path, pair=clusters)
     with replayed(setting) as state:
         state.start(txn_records=2, max_runs=2, unit=(3, 2_147_483_648), initial="timestamp")
@@ -643,6 +649,29 @@ def test_the_long_sequences_the_search_found_replay_clean(tmp_path, clusters, re
         state.checkpoint_stopped()
         state.checkpoint_stopped()
         state.write_split_brain(n=1, partition=1)
+        state.fail_back()
+        state.fail_over_while_a_run_is_cut_off(at="after_commit", planned=True)
+    with replayed(setting) as state:
+        state.start(max_runs=2, txn_records=2, initial="latest", unit=(3, 2_147_483_648))
+        state.add_partition()
+        state.state_topic_drifts(drift="lease-create-time")
+        state.delete_source_records(k=1, partition=0)
+        state.backfill_interval(lo=24, width=6)
+        state.consume(g="g2", n=6, which=0)
+        state.backfill_above(at=8)
+        state.fail_over_while_a_run_is_cut_off(at="before_commit", planned=False)
+        state.checkpoint_stopped()
+        state.consume(g="g1", n=5, which=1)
+        state.checkpoint_stopped()
+        state.checkpoint_stopped()
+        state.write_split_brain(n=3, partition=0)
+        state.fail_back()
+        state.replicate_some(limit=3)
+        state.fail_over_while_a_run_is_cut_off(at="after_flush", planned=True)
+        state.write_compacted(n=1)
+        state.write_compacted(n=1)
+        state.consume(g="g1", n=2, which=1)
+        state.checkpoint_stopped()
         state.fail_back()
         state.fail_over_while_a_run_is_cut_off(at="after_commit", planned=True)
 
