@@ -316,7 +316,7 @@ def test_the_long_sequences_the_search_found_replay_clean(tmp_path, clusters, re
       copy has no place on the target now: the next verify starts at the first copy, as one from the start
       (replayed before the fix: the same 2 extra at target offset 0; clean after). Its own test:
       `tests/integration/test_verify_since_last.py::test_a_mark_of_no_copy_checks_the_next_copies_from_the_first_not_from_the_targets_start`.
-    - `--long`, seed 1986824810, 2026-12-01 (the fourth batch of a two-hour search on 54cf69d, 22 minutes in):
+    - `--long`, seed 1986824810, 2026-12-01 (the fourth batch of a two-hour search on 54cf69d, 41 minutes in):
       three round trips, then a planned failover of A->B; group g2, at A offset 4 of plain[1] (it had read A9 at
       3), resumed on B at 0 (A9's copy: it reads A9 again), and the model expected 5. The product said so: A->B's
       offset map had folded its runs below 19 (the map's bound), and the failover plan gave that partition
