@@ -16,7 +16,7 @@ import socket
 import subprocess
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 
 from mirrorflow.kafka.connection import ClusterConnection
@@ -221,6 +221,7 @@ class DevClusters:
             processes.kill(c.pid)
         else:
             processes.stop(c.pid)
+        self._gone(alias)
         if down_s > 0:
             time.sleep(down_s)
         deadline = time.monotonic() + processes.STOP_TIMEOUT_S  # the killed JVM's sockets close a moment later
@@ -238,10 +239,19 @@ class DevClusters:
     def kill(self, alias: str) -> None:
         """SIGKILL one cluster's broker, as a crash of the whole cluster would (`restart` brings it back)."""
         processes.kill(self._cluster(alias).pid)
+        self._gone(alias)
 
     def stop(self, alias: str) -> None:
         """Stop one cluster's broker cleanly (SIGTERM), keeping its files (`restart` brings it back)."""
         processes.stop(self._cluster(alias).pid)
+        self._gone(alias)
+
+    def _gone(self, alias: str) -> None:
+        """Record that the broker's process is gone (no pid). Its pid is free for any new process now
+        (pids wrap at 32768 on a busy machine): a later restart or `down` that signalled it SIGTERMed a
+        sibling test worker's broker that had just been given that pid, in the middle of its start."""
+        clusters = self.clusters()
+        self._save({**clusters, alias: replace(clusters[alias], pid=None)})
 
     def _cluster(self, alias: str) -> DevCluster:
         clusters = self.clusters()
