@@ -144,14 +144,11 @@ def test_continuous_direct_run_copies_records_produced_while_it_runs_and_ends_at
     assert assert_exact(cfg, flow, source, target, topic, remote, 2) == 173
 
 
-def test_a_continuous_copy_that_starts_late_still_follows_for_its_whole_window(tmp_path, source, target, unique):
-    """The replicate DAG plans in one task and copies in another, which may start long after (a busy
-    scheduler, a Spark job slow to start: a full CI run saw 45 s). The run follows for its seconds from
-    when its copy starts: counted from the plan, the copy woke past its deadline, copied nothing, and
-    the report said ok with the whole lag left."""
+def planned_in_one_task(tmp_path, source, target, unique, seconds: float):
+    """A continuous run of 30 records' flow, planned as the replicate DAG's plan task plans it:
+    (config, flow, topic, remote, the plan handed on to the copy task)."""
     from mirrorflow.replication.run.run import ReplicationRun
     from mirrorflow.replication.run.run_kinds import Continuous
-    from mirrorflow.replication.run.scratch import Scratch
 
     pfx = unique("cont")
     topic, remote = f"{pfx}.orders", f"C.{pfx}.orders"
@@ -159,21 +156,36 @@ def test_a_continuous_copy_that_starts_late_still_follows_for_its_whole_window(t
     create_topic(target, remote, 2)
     produce(source, topic, records(30, 2))
     cfg, flow = continuous_flow(tmp_path, source, target, "C", pfx, **{"lease.timeout.seconds": 120})
-    planned = ReplicationRun.local(cfg, flow, "the plan task", kind=Continuous(seconds=10))
+    planned = ReplicationRun.local(cfg, flow, "the plan task", kind=Continuous(seconds=seconds))
     with FlowClients(cfg, flow) as clients:
         planned.begin(clients)
         planned.plan_for_handoff(clients)
-    handed = planned.handoff()
-    produce(source, topic, records(20, 2, start=30))  # between the plan and the copy
-    time.sleep(11)  # the copy task starts after a window counted from the plan would have closed
+    return cfg, flow, topic, remote, planned.handoff()
 
-    # the DAG's copy and report tasks, from what the plan task handed on
-    started = time.time()
-    run = ReplicationRun.from_handoff(cfg, handed)
+
+def copied_in_another(cfg, flow, run, scratch):
+    """The DAG's copy and report tasks for `run` (rebuilt from what the plan task handed on)."""
+    from mirrorflow.replication.run.scratch import Scratch
+
     with FlowClients(cfg, flow) as clients:
-        results, _ = run.copy(clients, "direct", None, Scratch.of(flow, tmp_path / "runs"))
+        results, _ = run.copy(clients, "direct", None, Scratch.of(flow, scratch))
         rep = run.report(clients, results)
         run.release_lease(clients)
+    return rep
+
+
+def test_a_continuous_copy_that_starts_late_still_follows_for_its_whole_window(tmp_path, source, target, unique):
+    """The replicate DAG plans in one task and copies in another, which may start long after (a busy
+    scheduler, a Spark job slow to start: a full CI run saw 45 s). The run follows for its seconds from
+    when its copy starts: counted from the plan, the copy woke past its deadline, copied nothing, and
+    the report said ok with the whole lag left."""
+    from mirrorflow.replication.run.run import ReplicationRun
+
+    cfg, flow, topic, remote, handed = planned_in_one_task(tmp_path, source, target, unique, 10)
+    produce(source, topic, records(20, 2, start=30))  # between the plan and the copy
+    time.sleep(11)  # the copy task starts after a window counted from the plan would have closed
+    started = time.time()
+    rep = copied_in_another(cfg, flow, ReplicationRun.from_handoff(cfg, handed), tmp_path / "runs")
     assert time.time() - started >= 10  # it followed for its window, counted from the copy's start
     assert rep.ok and rep.records == 50 and [(p.records, p.lag) for p in rep.partitions] == [(25, 0), (25, 0)], \
         rep.render()
@@ -190,26 +202,12 @@ def test_a_continuous_task_that_begins_past_the_runs_deadline_fails_its_partitio
     from dataclasses import replace
 
     from mirrorflow.replication.run.run import ReplicationRun
-    from mirrorflow.replication.run.run_kinds import Continuous
-    from mirrorflow.replication.run.scratch import Scratch
 
-    pfx = unique("cont")
-    topic, remote = f"{pfx}.orders", f"C.{pfx}.orders"
-    create_topic(source, topic, 2)
-    create_topic(target, remote, 2)
-    produce(source, topic, records(30, 2))
-    cfg, flow = continuous_flow(tmp_path, source, target, "C", pfx, **{"lease.timeout.seconds": 120})
-    planned = ReplicationRun.local(cfg, flow, "the plan task", kind=Continuous(seconds=30))
-    with FlowClients(cfg, flow) as clients:
-        planned.begin(clients)
-        planned.plan_for_handoff(clients)
-    run = ReplicationRun.from_handoff(cfg, planned.handoff())
+    cfg, flow, topic, remote, handed = planned_in_one_task(tmp_path, source, target, unique, 30)
+    run = ReplicationRun.from_handoff(cfg, handed)
     # the job's tasks were handed out 40 s ago; these begin now, 10 s past the run's deadline
     run.plan.follow = replace(run.plan.follow, deadline=time.time() - 10)
-    with FlowClients(cfg, flow) as clients:
-        results, _ = run.copy(clients, "direct", None, Scratch.of(flow, tmp_path / "runs"))
-        rep = run.report(clients, results)
-        run.release_lease(clients)
+    rep = copied_in_another(cfg, flow, run, tmp_path / "runs")
     assert not rep.ok and rep.failed_units == 2 and rep.records == 0, rep.render()
     for p in rep.partitions:
         assert p.status == "failed" and p.lag == 15, rep.render()
