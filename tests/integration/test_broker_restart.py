@@ -7,6 +7,7 @@ cluster), so restarting it never disturbs another test's clusters.
 
 from __future__ import annotations
 
+import logging
 import socket
 import threading
 import time
@@ -16,6 +17,7 @@ import pytest
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
 from mirrorflow.replication.executors import copy_modes
+from mirrorflow.replication.task import task_producer
 from mirrorflow.replication.run.run_report import RunReport
 from mirrorflow.replication.run.runner import run_once
 from mirrorflow.state.names import offset_map_topic, progress_topic
@@ -258,6 +260,87 @@ def test_a_copy_task_that_starts_while_the_source_is_down_waits_for_it(
     diverge(src, dst)
     assert len(dst) == n
     assert_map_exact(cfg, flow, restartable, target, topic, parts, records=(src, dst))
+
+
+class StuckFetcher:
+    """A lane consumer whose fetcher stays stopped, alive and silent: what librdkafka's did after a
+    single-broker source restarted (confluentinc/librdkafka#5153; the two tests above, in a full run,
+    read nothing for 120 s after the restart). Every partition it is assigned is paused."""
+
+    def __init__(self, consumer) -> None:
+        self.consumer = consumer
+
+    def assign(self, partitions) -> None:
+        self.consumer.assign(partitions)
+        self.consumer.pause(partitions)
+
+    def __getattr__(self, name: str):
+        return getattr(self.consumer, name)
+
+
+def lane_consumers(monkeypatch, stuck) -> list:
+    """Every consumer made for a copy lane from now on (the pool emptied first), a StuckFetcher
+    where `stuck(n)` says so for the n-th (0-based)."""
+    made: list = []
+    real = task_producer.ConsumerPool._new
+
+    def new(clients, defaults, required):
+        c = real(clients, defaults, required)
+        made.append(StuckFetcher(c) if stuck(len(made)) else c)
+        return made[-1]
+
+    task_producer.LANES.clear()
+    monkeypatch.setattr(task_producer.ConsumerPool, "_new", staticmethod(new))
+    return made
+
+
+def test_a_lane_whose_fetcher_stalls_reads_on_with_a_new_consumer(tmp_path, source, target, unique, monkeypatch,
+                                                                   caplog):
+    """The first lane's consumer never fetches. After a third of broker.outage.max.seconds (3 s of 9)
+    without a record the lane reads on from the same offset with a new consumer, and every record
+    is copied once; it used to fail the partitions after the bound, "no progress reading"."""
+    pfx = unique("stall")
+    topic, parts, n = f"{pfx}.orders", 2, 3_000
+    remote = mirror_topic(source, target, topic, parts)
+    produce(source, topic, many(n, parts))
+    cfg, flow = make_flow(tmp_path, source, target, pfx, **{"tasks.max": 1, "broker.outage.max.seconds": 9})
+    made = lane_consumers(monkeypatch, lambda i: i == 0)
+    with caplog.at_level(logging.WARNING, logger="mirrorflow.replication.task.reader"):
+        rep = run_once(cfg, flow, mode="direct")
+    assert rep.ok and rep.records == n and rep.lag == 0, rep.render()
+    renewals = [r.getMessage() for r in caplog.records if "with a new consumer" in r.getMessage()]
+    assert len(renewals) == 1 and "reading on from offset 0 with a new consumer" in renewals[0], renewals
+    assert isinstance(made[0], StuckFetcher) and len(made) >= 2
+    src, dst = consume_all(source, topic), consume_all(target, remote)
+    diverge(src, dst)
+    assert len(dst) == n
+    assert_map_exact(cfg, flow, source, target, topic, parts, records=(src, dst))
+
+
+def test_a_consumer_left_stalled_by_a_failed_read_is_never_handed_to_the_next_run(
+    tmp_path, source, target, unique, monkeypatch
+):
+    """Every lane consumer stalls: the run fails its partitions after the bound, naming it, and
+    closes those consumers instead of keeping them for the next run (the second test above failed
+    on a consumer the first had left stuck); the next run, with working consumers, copies all."""
+    pfx = unique("stalled")
+    topic, parts, n = f"{pfx}.orders", 2, 1_000
+    remote = mirror_topic(source, target, topic, parts)
+    produce(source, topic, many(n, parts))
+    cfg, flow = make_flow(tmp_path, source, target, pfx, **{"tasks.max": 1, "broker.outage.max.seconds": 6})
+    made = lane_consumers(monkeypatch, lambda i: True)
+    rep = run_once(cfg, flow, mode="direct")
+    assert not rep.ok and rep.records == 0, rep.render()
+    assert [p.status for p in rep.partitions] == ["failed"] * parts, rep.render()
+    assert "no progress reading offsets 0..500 for" in rep.render(), rep.render()
+    kept = [c for v in task_producer.LANES._idle.values() for _, c in v]
+    assert made and not any(c in kept for c in made), "a stalled consumer was kept for the next run"
+    monkeypatch.undo()
+    rep = run_once(cfg, flow, mode="direct")
+    assert rep.ok and rep.records == n and rep.lag == 0, rep.render()
+    src, dst = consume_all(source, topic), consume_all(target, remote)
+    diverge(src, dst)
+    assert len(dst) == n
 
 
 def test_a_slow_source_never_keeps_a_transaction_open_past_its_timeout(tmp_path, source, target, unique):

@@ -10,7 +10,11 @@ end-of-partition at or past b, or when its position passes b without a message (
 markers, aborted records). auto.offset.reset=error, so a reset means source retention deleted the
 position while it was being copied (the next run records the gap). A source that does not answer
 (a broker restart, a leadership move: consumer errors librdkafka recovers from) is waited for up
-to `broker.outage.max.seconds`; past it the read fails, naming the source cluster.
+to `broker.outage.max.seconds`; past it the read fails, naming the source cluster. While it waits,
+the reader goes on with a new consumer every `STALL_S` (a third of the bound at most): librdkafka's
+fetcher can stay stopped after a single-broker source restarts, the client alive and silent, until the
+client is made again (confluentinc/librdkafka#5153; a full-suite run of
+tests/integration/test_broker_restart.py read nothing for 120 s after the restart, twice).
 (kafka.log_reader reads whole partitions to an end taken up front, for state; this loop reads
 one range as fast as the raw pipe and hands every record on at once.)
 
@@ -33,6 +37,7 @@ outage there; the run's deadline bounds the wait.
 from __future__ import annotations
 
 import itertools
+import logging
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, replace
@@ -45,6 +50,8 @@ from mirrorflow.errors import BrokerUnavailableError, MirrorflowError
 from mirrorflow.kafka.retry import transient_error
 from mirrorflow.state.names import COPIER, reader_group
 
+log = logging.getLogger(__name__)
+
 # The source consumer's prefetch and the batch size come from the task's memory budget
 # (replication.task.budget.CopyBudget: `task.memory.bytes` over the partitions the task reads at once);
 # a user's `consumer.*` overrides win over it, `consumer_required` is applied on top of them.
@@ -53,6 +60,7 @@ POLL_TIMEOUT_S = 0.05  # markers take offsets without a message: then the positi
 TRANSACTION_TIMEOUT_MS = 30_000  # the producer's transaction.timeout.ms unless the flow overrides it
 OUTAGE_S = 300.0  # broker.outage.max.seconds
 OPEN_END = 2**63 - 1  # the end of a followed range (continuous runs): there is none
+STALL_S = 20.0  # a one-shot read that gets no record this long goes on with a new consumer
 
 
 @dataclass(frozen=True)
@@ -186,8 +194,11 @@ class RangeReader:
         idle_timeout: float | None = None,
         cluster: str = "source",
         follow: Follow | None = None,
+        renew: Callable[[Any], Any] | None = None,
     ) -> None:
         self.consumer, self.topic, self.partition = consumer, topic, partition
+        self.renew = renew  # a new consumer in place of the one given (which it closes); None: never
+        self._renewed_at = 0.0
         self.follow = follow
         if follow is not None:  # a run bounded in time: batches of batch_s, no unit.max.bytes
             limits = replace(limits, open_s=min(limits.open_s, follow.batch_s), unit_bytes=OPEN_END)
@@ -320,6 +331,7 @@ class RangeReader:
                 if self._position() >= b:  # trailing markers / aborted records: no message tells
                     return
                 self._check_idle(idle_since, pos, b, None)
+                c = self._unstick(c, idle_since, pos)
                 yield None
                 continue
             got = False
@@ -344,7 +356,8 @@ class RangeReader:
                     return
             if got:
                 idle_since = time.monotonic()  # the time the caller spent on the records is not idle
-            else:
+            else:  # errors only (a record of the old consumer after a renewal would come twice)
+                c = self._unstick(c, idle_since, pos)
                 yield None
 
     def _check_idle(self, idle_since: float, pos: int, b: int, err: KafkaError | None) -> None:
@@ -357,6 +370,24 @@ class RangeReader:
                 f"{self._where}: no progress reading offsets {pos}..{b} for {idle:.0f} s, longer than "
                 f"broker.outage.max.seconds ({self.idle_timeout:.0f}){why}",
             )
+
+    def _unstick(self, c: Any, idle_since: float, pos: int) -> Any:
+        """The consumer to read on with: a new one, assigned at `pos`, once no record came for
+        `STALL_S` (a third of the outage bound at most) since the last record or the last renewal."""
+        now = time.monotonic()
+        if self.renew is None or now - max(idle_since, self._renewed_at) < min(STALL_S, self.idle_timeout / 3):
+            return c
+        log.warning(
+            "%s: no record from cluster '%s' for %.0f s; reading on from offset %d with a new consumer",
+            self._where,
+            self.cluster,
+            now - idle_since,
+            pos,
+        )
+        self._renewed_at = now
+        c = self.consumer = self.renew(c)
+        c.assign([TopicPartition(self.topic, self.partition, pos)])
+        return c
 
     def _position(self) -> int:
         return int(self.consumer.position([TopicPartition(self.topic, self.partition)])[0].offset)

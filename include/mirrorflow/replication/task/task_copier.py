@@ -29,6 +29,7 @@ the round is written again without it, nothing of it marked done.
 from __future__ import annotations
 
 import contextlib
+import functools
 import time
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
@@ -367,8 +368,10 @@ class TaskCopier:
 
     def _lane(self, limits: BatchLimits) -> Lane:
         """A lane, its source consumer from the process's pool (the lanes of earlier runs)."""
-        key, consumer = LANES.checkout(self.clients, self.budget.consumer(), consumer_required(self.flow))
-        return Lane(consumer, self.flow, limits, self.follow, key)
+        defaults, required = self.budget.consumer(), consumer_required(self.flow)
+        key, consumer = LANES.checkout(self.clients, defaults, required)
+        renew = functools.partial(LANES.renew, self.clients, defaults, required)
+        return Lane(consumer, self.flow, limits, self.follow, key, renew)
 
     def _txn_timeout_s(self) -> float:
         conf = {**self.defaults, **self.flow.client_overrides("target", "producer")}

@@ -172,9 +172,19 @@ class ConsumerPool:
             idle = self._idle.get(key)
             if idle:
                 return key, idle.pop()[1]
+        return key, self._new(clients, defaults, required)
+
+    def renew(self, clients: FlowClients, defaults: dict[str, Any], required: dict[str, Any], old: Any) -> Any:
+        """A new consumer in place of `old`, which is closed (a lane whose reads stalled: see
+        replication.task.reader.RangeReader); never one from the pool."""
+        self._close(old)
+        return self._new(clients, defaults, required)
+
+    @staticmethod
+    def _new(clients: FlowClients, defaults: dict[str, Any], required: dict[str, Any]) -> Any:
         consumer = clients.consumer("source", defaults, required)
         clients.detach(consumer)
-        return key, consumer
+        return consumer
 
     def give_back(self, key: str, consumer: Any) -> None:
         """Keep a consumer for the next lane (unassigned); close what is too old or too many."""

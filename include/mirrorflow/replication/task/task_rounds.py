@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 from mirrorflow.clients import FlowClients
@@ -91,10 +92,18 @@ class Lane:
     """One source consumer of a task, reading its partitions one after another."""
 
     def __init__(
-        self, consumer: Any, flow: FlowConfig, limits: BatchLimits, follow: Follow | None = None, key: str = ""
+        self,
+        consumer: Any,
+        flow: FlowConfig,
+        limits: BatchLimits,
+        follow: Follow | None = None,
+        key: str = "",
+        renew: Callable[[Any], Any] | None = None,
     ) -> None:
         self.consumer, self.flow, self.limits, self.follow = consumer, flow, limits, follow
         self.key = key  # its ConsumerPool key (replication.task.task_producer.LANES)
+        self._renew = renew  # a new consumer in place of a stalled one (RangeReader)
+        self.failed = False  # the source failed one of its partitions: its consumer is not reused
         self.pc: PartitionCopy | None = None
         self.reader: RangeReader | None = None
         self._reader_unit = -1
@@ -139,6 +148,7 @@ class Lane:
                     rnd.writer.send(part)
                 except MirrorflowError as exc:  # the source failed this partition: it fails alone,
                     part.error = exc  # named in its results now, whatever becomes of the round
+                    self.failed = True
                     rnd.add(part, pc, rng)
                     pc.fail(exc)
                     return
@@ -161,16 +171,29 @@ class Lane:
             if self.reader is None or self._reader_unit != rng.unit:
                 u = pc.units[rng.unit]
                 self.reader = RangeReader(
-                    self.consumer, u.topic, u.partition, self.limits, cluster=self.flow.source, follow=self.follow
+                    self.consumer,
+                    u.topic,
+                    u.partition,
+                    self.limits,
+                    cluster=self.flow.source,
+                    follow=self.follow,
+                    renew=self.renewed if self._renew is not None else None,
                 )
                 self._reader_unit = rng.unit
             self.reader.open(rng.a, rng.b)
             self._first_batch = True
         return self.reader
 
+    def renewed(self, old: Any) -> Any:
+        """The lane's new consumer in place of `old` (its reader's reads stalled)."""
+        assert self._renew is not None
+        self.consumer = self._renew(old)
+        return self.consumer
+
     def close(self, clients: FlowClients, reuse: bool = True) -> None:
-        """Hand the consumer back to the process's pool (or close it: after a failure)."""
-        if reuse:
+        """Hand the consumer back to the process's pool (or close it: after a failure, the task's or
+        a partition's: a consumer a source failure may have left stuck is never handed to a next run)."""
+        if reuse and not self.failed:
             LANES.give_back(self.key, self.consumer)
         else:
             with contextlib.suppress(Exception):
