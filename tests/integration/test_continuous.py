@@ -131,7 +131,7 @@ def test_continuous_direct_run_copies_records_produced_while_it_runs_and_ends_at
     produce(source, topic, records(50, 2, start=106))
     rep = run.join()  # ends by itself at its deadline
 
-    assert rep.ok and rep.skipped is None, rep.render()
+    assert rep.ok and rep.skipped is None and rep.stopped_early is None, rep.render()
     assert rep.records == 153
     assert [(p.partition, p.records, p.lag, p.status) for p in rep.partitions] == [(0, 78, 0, "ok"), (1, 75, 0, "ok")]
     assert assert_exact(cfg, flow, source, target, topic, remote, 2) == 153
@@ -235,6 +235,9 @@ def test_flow_pause_ends_a_continuous_run_with_no_open_transaction(tmp_path, sou
             set_flow_state(clients, "paused", "test", "test")
         rep = run.join()  # long before its deadline: the copy tasks read the state every second
         assert rep.ok and rep.records == 80, rep.render()
+        # the report says why it ended early (it used to look like a run that followed its whole window)
+        assert rep.stopped_early.startswith("flow D->B is paused"), rep.render()
+        assert "  stopped before its window ended: flow D->B is paused" in rep.render()
         assert_no_open_transaction(target, flow, remote, 2)
         produce(source, topic, records(30, 2, start=80))
         assert run_continuous(cfg, flow, mode="direct", seconds=2).skipped.startswith("flow D->B is paused")
@@ -270,6 +273,7 @@ def test_sigterm_ends_a_continuous_spark_submit_run_cleanly(tmp_path, source, ta
     assert proc.returncode == 0, err[-3000:]
     rep = json.loads(out)
     assert rep["records"] == 120 and rep["failed_units"] == 0, rep
+    assert rep["stopped_early"].startswith("flow E->B: stop requested (SIGTERM or SIGINT to the run"), rep
     assert assert_exact(cfg, flow, source, target, topic, remote, 3) == 120
     assert_no_open_transaction(target, flow, remote, 3)
     # the lease was released: the next run starts at once and copies only the new records

@@ -53,7 +53,7 @@ def test_a_bounded_range_is_read_as_before_when_following():
 def test_stop_watch_deadline_and_stop_file(tmp_path):
     clients = SimpleNamespace(flow=SimpleNamespace(name="C->B"), admin_timeout=5)
     past = StopWatch(clients, FollowSpec(3600, 200, 3600.0, deadline=time.time() - 1))
-    assert past()
+    assert past() and past.why_stopped() is None  # the deadline: the run followed its whole window
     stop_file = tmp_path / "stop"
     spec = FollowSpec(3600, 200, 3600.0, str(stop_file))
     assert FollowSpec.from_dict(spec.to_dict()) == spec
@@ -65,7 +65,8 @@ def test_stop_watch_deadline_and_stop_file(tmp_path):
             if watch():
                 break
             time.sleep(0.05)
-        assert watch() and watch.reason == "flow C->B: stop requested (stop in the run directory)"
+        assert watch() and watch.reason == "flow C->B: stop requested (SIGTERM or SIGINT to the run)"
+        assert watch.why_stopped() == watch.reason  # before the deadline: the report says why
     finally:
         watch.close()
 

@@ -74,6 +74,7 @@ class RunReport(Report):
     stopped_partitions: int = 0  # partitions whose state does not describe their topics any more
     skipped: str | None = None  # why the run copied nothing on purpose (the flow is paused or stopped)
     ends_unknown: str | None = None  # why the source's ends could not be read (every lag is unknown then)
+    stopped_early: str | None = None  # why a continuous run stopped before its window ended (a pause, SIGTERM)
     DERIVED = ("ok", "lag", "lost", "max_latency_ms")
 
     @property
@@ -149,6 +150,8 @@ class RunReport(Report):
             + (f"; {self.fenced_units} unit(s) fenced" if self.fenced_units else "")
             + (f"; {self.stopped_partitions} partition(s) STOPPED" if self.stopped_partitions else "")
         ]
+        if self.stopped_early:
+            out.append(f"  stopped before its window ended: {self.stopped_early}")
         for p in self.partitions:
             if p.lost:
                 out.append(
@@ -215,6 +218,7 @@ def build_report(
             pr.status = r["status"]
         if r.get("error"):
             pr.errors.append(r["error"])
+        rep.stopped_early = rep.stopped_early or r.get("stopped")
         if r["status"] == "failed":
             rep.failed_units += 1
         if r["status"] == "fenced":

@@ -64,6 +64,7 @@ class UnitResult:
     error: str | None = None
     error_type: str | None = None
     note: str | None = None  # why a unit is partial (what is left for the next run), not an error
+    stopped: str | None = None  # why a continuous run's task stopped before the run's deadline
     offsets: int = 0  # source offsets this attempt accounted for: copied ranges (gaps included) and lost ones
     started: float = 0.0  # wall clock
     copy_started: float = 0.0  # after clients are up and progress was re-read

@@ -46,6 +46,7 @@ class StopWatch:
         self.clients, self.spec = clients, spec.started(time.time())  # started by Plan.head: kept
         self.deadline = self.spec.deadline or 0.0
         self.reason: str | None = None
+        self.requested_at = 0.0  # time.time() of `request`
         self._stop = threading.Event()
         self._done = threading.Event()
         self._thread: threading.Thread | None = None
@@ -55,8 +56,17 @@ class StopWatch:
 
     def request(self, reason: str) -> None:
         if not self._stop.is_set():
-            self.reason = reason
+            self.reason, self.requested_at = reason, time.time()
             self._stop.set()
+
+    def why_stopped(self) -> str | None:
+        """Why the task stopped before the run's deadline (a flow pause or stop, a stop request), for
+        its report; None when it followed to the deadline."""
+        if self.reason is not None and self.requested_at < self.deadline:
+            return self.reason
+        if STOP_REQUESTED.is_set() and time.time() < self.deadline:
+            return f"flow {self.clients.flow.name}: stop requested (SIGTERM or SIGINT to the run)"
+        return None
 
     def start(self) -> StopWatch:
         self._thread = threading.Thread(target=self._watch, name="mirrorflow-stopwatch", daemon=True)
@@ -74,7 +84,7 @@ class StopWatch:
         stop_file = Path(self.spec.stop_file) if self.spec.stop_file else None
         while not self._done.wait(FILE_CHECK_S) and not self._stop.is_set():
             if stop_file is not None and stop_file.exists():
-                self.request(f"flow {flow.name}: stop requested ({stop_file.name} in the run directory)")
+                self.request(f"flow {flow.name}: stop requested (SIGTERM or SIGINT to the run)")
             elif time.monotonic() >= next_check:
                 next_check = time.monotonic() + self.spec.check_s
                 try:
@@ -122,6 +132,6 @@ def following(clients: FlowClients, spec: FollowSpec | None) -> Iterator[Follow 
         return
     watch = StopWatch(clients, spec).start()
     try:
-        yield Follow(watch, spec.batch_ms / 1000.0)
+        yield Follow(watch, spec.batch_ms / 1000.0, watch.why_stopped)
     finally:
         watch.close()

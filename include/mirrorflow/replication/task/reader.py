@@ -71,6 +71,7 @@ class Follow:
 
     stop: Callable[[], bool]
     batch_s: float
+    why_stopped: Callable[[], str | None] = lambda: None  # why it stopped before the run's deadline
 
 
 def transaction_timeout_s(flow: FlowConfig) -> float:

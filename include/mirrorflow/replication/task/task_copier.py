@@ -440,6 +440,9 @@ def copy_planned(
     clients.reached("source", "target")  # planned: a broker away as the task starts is waited for
     with following(clients, head.follow) as follow, fewer_collections():
         results = copy_task(clients, layout, slot, units, replace(how, owner=head.owner, follow=follow))
+        stopped = follow.why_stopped() if follow is not None else None
+    for r in results:
+        r.stopped = stopped
     return [r.to_dict() for r in results]
 
 
