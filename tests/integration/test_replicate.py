@@ -273,6 +273,33 @@ def test_new_source_partition_is_copied_after_sync(tmp_path, source, target, uni
     assert_copied(source, target, t)
 
 
+def test_a_producer_kept_from_an_earlier_run_writes_to_partitions_added_since(tmp_path, source, target, unique):
+    """A copy task's producer is kept for its slot's next run in the process (a Spark Connect server's
+    workers, direct mode). Partitions added on the source are in the flow's task layout at once (they
+    wait for the sync), so the slot and its producer stay the same when the sync adds them on the
+    target; the producer knew the target topic's partitions as they were, and librdkafka refuses one
+    added since ("Local: Unknown partition") until its metadata refresh, minutes later: the first run
+    after the sync failed them. Found by the two-hour model search (seed 109407102, its teardown's drain)."""
+    pfx = unique("kept")
+    t = f"{pfx}.orders"
+    mirror_topic(source, target, t, 1)
+    produce(source, t, records(20, 1))
+    # one slot and one lane: the same producer settings in every run (they follow the partitions read at once)
+    cfg, flow = make_flow(tmp_path, source, target, pfx, **{"tasks.max": 1, "task.partitions.in.flight": 1})
+    assert run_once(cfg, flow, mode="direct").records == 20
+    add_partitions(source, t, 3)
+    produce(source, t, records(30, 3, seed="grown"))
+    rep = run_once(cfg, flow, mode="direct")  # the new partitions wait for the sync
+    assert [p.status for p in rep.partitions] == ["ok", "waiting", "waiting"], rep.render()
+    add_partitions(target, f"A.{t}", 3)  # what the sync does
+    rep = run_once(cfg, flow, mode="direct")
+    assert rep.ok and rep.records == 20, rep.render()
+    assert [(p.partition, p.records, p.status) for p in rep.partitions] == [(0, 0, "idle"), (1, 10, "ok"),
+                                                                             (2, 10, "ok")], rep.render()
+    assert_copied(source, target, t)
+    assert_map_exact(cfg, flow, source, target, t, 3)
+
+
 class _PauseAt:
     """Faults seam: the copy stops before its `commits`-th commit until told to go on (another attempt
     of the same unit runs meanwhile, as a retried or speculative Spark task would)."""

@@ -321,9 +321,16 @@ def test_the_long_sequences_the_search_found_replay_clean(tmp_path, clusters, re
       3), resumed on B at 0 (A9's copy: it reads A9 again), and the model expected 5. The product said so: A->B's
       offset map had folded its runs below 19 (the map's bound), and the failover plan gave that partition
       `reread` 1. The model took the drain's last checkpoint pass as exact everywhere (status unknown). A model
-      defect: the drain's checkpoint takes each group partition's status from the failover plan now."""
+      defect: the drain's checkpoint takes each group partition's status from the failover plan now.
+    - `--long`, seed 109407102, 2026-12-01 (the second batch of a two-hour search on 0731ce2, 10 minutes in): a
+      PRODUCT defect, fixed: partitions and a topic added on the source were in the flow's task layout
+      (waiting for the sync) while runs copied; the teardown's sync added them on the target, and the next run's
+      task took its slot's producer from the process's cache, which knew the target topics as they were:
+      "Local: Unknown partition", both partitions failed. The producer asks for the topic's metadata again
+      now (`TransactionWriter._knows`; replayed before the fix: the same two failures; clean after). Its own
+      test: `tests/integration/test_replicate.py::test_a_producer_kept_from_an_earlier_run_writes_to_partitions_added_since`."""
     if not request.config.getoption("--long"):
-        pytest.skip("--long only: about 15 minutes")
+        pytest.skip("--long only: about 16 minutes")
     setting = Setting(clusters.direct, tmp_path, pair=clusters)
     with replayed(setting) as state:
         state.start(txn_records=2, max_runs=2, unit=(3, 2_147_483_648), initial="timestamp")
@@ -674,6 +681,37 @@ def test_the_long_sequences_the_search_found_replay_clean(tmp_path, clusters, re
         state.checkpoint_stopped()
         state.fail_back()
         state.fail_over_while_a_run_is_cut_off(at="after_commit", planned=True)
+    with replayed(setting) as state:
+        state.start(max_runs=2, initial="earliest", txn_records=2, unit=(3, 2_147_483_648))
+        state.add_partition()
+        state.add_partition()
+        state.verify()
+        state.replicate_some(limit=1)
+        state.retune(tasks=4, unit=(5000000, 2_147_483_648))
+        state.write_compacted(n=3)
+        state.checkpoint()
+        state.operator_holds(action="pause")
+        state.write_compacted(n=1)
+        state.fail_over(after_s=0.0, planned=True, racing="stop")
+        state.operator_resumes()
+        state.verify()
+        state.consume(g="g2", n=2, which=0)
+        state.an_older_release_wrote_the_progress()
+        state.retune(tasks=2, unit=(1000, 48))
+        state.backfill_above(at=10)
+        state.add_topic(n=2)
+        state.operator_during_a_run(action="pause", after_s=0.05)
+        state.write_compacted(n=3)
+        state.consume(g="g2", n=2, which=1)
+        state.delete_source_records(k=2, partition=0)
+        state.write(kind="commit", n=1, partition=2)
+        state.add_topic(n=2)
+        state.consume(g="g2", n=2, which=1)
+        state.replicate_some(limit=1)
+        state.backfill_interval(lo=27, width=2)
+        state.operator_during_a_run(action="pause", after_s=0.0)
+        state.backfill_interval(lo=17, width=12)
+        state.state_topic_drifts(drift="lease-create-time")
 
 
 def test_a_flow_an_operator_holds_across_operations(tmp_path, clusters, request):

@@ -21,7 +21,10 @@ round is produced once more without it, so the other partitions' batches are nei
 doubled, and that partition is marked failed (`PartBatch.error`), nothing of it marked done.
 
 Every copied record goes through `_produce`: same partition, key, value and headers, the source
-timestamp as CreateTime (none, <= 0, becomes 0: the producer's clock). `message.max.bytes` is
+timestamp as CreateTime (none, <= 0, becomes 0: the producer's clock). A partition the producer does
+not know ("Unknown partition": a producer kept from an earlier run knows a topic's partitions as they
+were then, and the sync may have added some since) makes it ask for the topic's metadata again, for up
+to METADATA_WAIT_S, before the record is refused (`_knows`). `message.max.bytes` is
 librdkafka's maximum, so the broker decides what is too large; producer batches stay below the
 smallest max.message.bytes of the task's target topics (task_producer), so a record the broker
 rejects is one too large itself (replication.task.write_failures names it and the limit).
@@ -61,6 +64,9 @@ from mirrorflow.state.records import Progress
 from mirrorflow.state.state_writer import StateWriter
 
 DeliveryReport = Callable[[Any, Any], None]
+# what librdkafka says at once of a partition or topic its metadata does not hold (yet)
+NOT_IN_METADATA = (KafkaError._UNKNOWN_PARTITION, KafkaError._UNKNOWN_TOPIC)
+METADATA_WAIT_S = 10.0  # how long a producer asks again for a topic's metadata until it holds the partition
 
 
 def runs_at(segments: Iterable[tuple[int, int]], first_target: int) -> list[Run]:
@@ -261,6 +267,7 @@ class TransactionWriter:
     def _produce(self, topic: str, partition: int, m: Any, on_delivery: DeliveryReport | None) -> None:
         """The one produce of a copied record (see the module docstring)."""
         ts = m.timestamp()[1]
+        asked = False  # for the topic's metadata again (`_knows`)
         while True:
             try:
                 self.producer.produce(
@@ -277,6 +284,10 @@ class TransactionWriter:
                 self.producer.poll(0.1)
             except KafkaException as exc:  # the transaction already failed (an outage): redo it
                 e = kafka_error(exc)
+                if e is not None and e.code() in NOT_IN_METADATA and not asked:
+                    asked = True
+                    if self._knows(topic, partition):
+                        continue
                 # _STATE: the transaction is in an abortable error state (a fatal one fails the abort)
                 if self.eos and e is not None and transient_error(e):
                     raise Abortable(exc) from None
@@ -285,6 +296,25 @@ class TransactionWriter:
                 if e is not None and e.code() == KafkaError._FATAL:
                     raise self.txn.fatal_cause(exc) from None
                 raise
+
+    def _knows(self, topic: str, partition: int) -> bool:
+        """Whether the producer holds `partition` of `topic` once it asked for the topic's metadata again
+        (for up to METADATA_WAIT_S). Its view of a topic is refreshed every topic.metadata.refresh.interval.ms
+        (5 minutes), and a run after the sync added partitions used to fail them with the producer kept
+        from the run before ("Local: Unknown partition"); the task checked the partition is on the
+        target before it copies (`TaskCopier`), so this is the producer's view catching up."""
+        deadline = time.monotonic() + METADATA_WAIT_S
+        while True:
+            try:
+                md = self.producer.list_topics(topic, timeout=max(0.1, min(2.0, deadline - time.monotonic())))
+                t = md.topics.get(topic)
+                if t is not None and t.error is None and partition in t.partitions:
+                    return True
+            except KafkaException:
+                pass
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.2)
 
     def _careful(self, parts: list[PartBatch]) -> None:
         """Produce the round again with a delivery report per record: the exact target offsets, or
