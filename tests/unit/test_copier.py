@@ -456,3 +456,49 @@ def test_a_round_begun_after_an_abort_the_target_never_answered_names_the_outage
     with pytest.raises(TransactionAbortedError, match=r"cluster 'B' did not answer the abort of the last transaction "
                        r"\(Transactional API operation \(abort_transaction\) timed out\): it is unavailable"):
         w.begin()
+
+
+class StaleMetadataProducer(FakeProducer):
+    """A producer kept from an earlier run: it refuses a partition its metadata lacks ("Unknown
+    partition", at once, as librdkafka does) until a metadata request brings it (`appears`: after how
+    many requests, None: never)."""
+
+    def __init__(self, appears: int | None) -> None:
+        super().__init__()
+        self.known, self.appears, self.asked = {0}, appears, 0
+
+    def produce(self, topic, value=None, key=None, partition=-1, **kw):
+        if topic == "A.t" and partition not in self.known:
+            raise KafkaException(KafkaError(KafkaError._UNKNOWN_PARTITION))
+        super().produce(topic, value, key, partition, **kw)
+
+    def list_topics(self, topic=None, timeout=None):
+        if topic == "A.t":
+            self.asked += 1
+            if self.appears is not None and self.asked >= self.appears:
+                self.known.add(1)
+        parts = {p: None for p in self.known} if topic == "A.t" else {}
+        return SimpleNamespace(topics={topic: SimpleNamespace(error=None, partitions=parts)})
+
+
+def test_a_partition_the_producers_metadata_lacks_is_asked_for_again_before_the_record_is_refused():
+    p = StaleMetadataProducer(appears=2)  # the second request holds it (a broker's metadata catching up)
+    w, _ = writer_for(p)
+    w._produce("A.t", 1, msg(0), None)
+    assert p.asked == 2 and [(x[0], x[3]) for x in p.pending if x[0] == "A.t"] == [("A.t", 1)]
+
+
+def test_a_partition_that_never_appears_is_refused_and_not_asked_for_again_for_each_record(monkeypatch):
+    from mirrorflow.replication.task import transaction_writer
+
+    monkeypatch.setattr(transaction_writer, "METADATA_WAIT_S", 0.3)
+    p = StaleMetadataProducer(appears=None)
+    w, _ = writer_for(p)
+    with pytest.raises(KafkaException, match="Unknown partition"):
+        w._produce("A.t", 1, msg(0), None)
+    asked = p.asked
+    assert asked >= 1
+    started = time.monotonic()
+    with pytest.raises(KafkaException, match="Unknown partition"):
+        w._produce("A.t", 1, msg(1), None)  # the batch's next record: refused at once
+    assert p.asked == asked and time.monotonic() - started < 0.1

@@ -169,6 +169,7 @@ class TransactionWriter:
         self._target_ends = target_ends
         self.txn_timeout_s = txn_timeout_s
         self.limits = limits or {}  # target topic -> max.message.bytes (for messages)
+        self._missing: set[tuple[str, int]] = set()  # partitions its metadata did not hold, asked again (`_knows`)
 
     # -- the round --------------------------------------------------------------------------------
     def begin(self) -> None:
@@ -284,10 +285,12 @@ class TransactionWriter:
                 self.producer.poll(0.1)
             except KafkaException as exc:  # the transaction already failed (an outage): redo it
                 e = kafka_error(exc)
-                if e is not None and e.code() in NOT_IN_METADATA and not asked:
+                where = (topic, partition)
+                if e is not None and e.code() in NOT_IN_METADATA and not asked and where not in self._missing:
                     asked = True
                     if self._knows(topic, partition):
                         continue
+                    self._missing.add(where)  # the batch's next records are refused at once
                 # _STATE: the transaction is in an abortable error state (a fatal one fails the abort)
                 if self.eos and e is not None and transient_error(e):
                     raise Abortable(exc) from None
