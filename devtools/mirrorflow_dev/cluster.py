@@ -82,14 +82,15 @@ class DevClusters:
         releases = _releases(aliases, kafka_versions or {})
         existing = self.clusters()
         ports = ports or {}
+        taken = set(ports.values()) | {p + 1 for p in ports.values()}  # every port this start hands out, once
         todo: dict[str, DevCluster] = {}
         for alias in aliases:
             cur = existing.get(alias)
             if cur and processes.alive(cur.pid):
                 _check_same(cur, kinds[alias], releases[alias])
                 continue
-            port = ports.get(alias) or processes.free_port()
-            cport = port + 1 if alias in ports else processes.free_port()
+            port = ports.get(alias) or processes.free_port(taken)
+            cport = port + 1 if alias in ports else processes.free_port(taken)
             for p in (port, cport):
                 if not processes.port_free(p):
                     raise DevClusterError(
@@ -107,7 +108,8 @@ class DevClusters:
             if alias in (proxy_ports or {}):
                 if kind != "plaintext":
                     raise DevClusterError(f"cluster {alias}: a proxied listener needs a plaintext cluster, not {kind}")
-                todo[alias].proxy_port, todo[alias].proxied_port = (proxy_ports or {})[alias], processes.free_port()
+                todo[alias].proxy_port = (proxy_ports or {})[alias]
+                todo[alias].proxied_port = processes.free_port(taken)
         # every release's jars and Java first: a missing one fails before any broker starts
         runtimes = {r: (kafka_dist.java_binary(r), kafka_dist.libs_dir(r)) for r in {c.release for c in todo.values()}}
         errors: list[str] = []
@@ -155,9 +157,11 @@ class DevClusters:
         write_files(c, base, data)
         proc = subprocess.run(format_command(c, java, libs, base, logs), capture_output=True, text=True)
         if proc.returncode != 0:
+            out = (proc.stdout + proc.stderr).strip()
+            # the cause's line first: the tail of a Java trace is its frames (a full run's message held no cause)
+            cause = next((line for line in out.splitlines() if "Exception" in line or "Error" in line), "")
             raise DevClusterError(
-                f"cluster {c.alias} (Kafka {c.kafka_version}): formatting the storage failed: "
-                f"{(proc.stdout + proc.stderr).strip()[-800:]}"
+                f"cluster {c.alias} (Kafka {c.kafka_version}): formatting the storage failed: {cause}\n...{out[-800:]}"
             )
         return broker_command(java, libs, base, logs), logs
 

@@ -52,10 +52,19 @@ def port_free(port: int) -> bool:
     return True
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def free_port(taken: set[int] | None = None) -> int:
+    """A port free on loopback now, not in `taken`, which it joins: the kernel may hand out the port it
+    just gave again (the socket is closed at once), and a broker whose two listeners got the same port
+    failed its storage format ("Each listener must have a different port") in a full run."""
+    while True:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = int(s.getsockname()[1])
+        if taken is None:
+            return port
+        if port not in taken:
+            taken.add(port)
+            return port
 
 
 def on_a_free_port(start: Callable[[int], T], taken: str) -> T:

@@ -146,14 +146,15 @@ class DevRegistries:
         running = {a: r for a, r in self.current().items() if alive(r.pid)}
         started: dict[str, tuple[DevRegistry, subprocess.Popen]] = {}
         self.home.mkdir(parents=True, exist_ok=True)
+        taken = set((ports or {}).values())  # every port this start hands out, once
         try:
             for alias in aliases:
                 if alias in running:
                     continue
-                port = (ports or {}).get(alias) or free_port()
+                port = (ports or {}).get(alias) or free_port(taken)
                 if not port_free(port):
                     raise DevClusterError(f"port {port} for {alias}'s schema registry is already in use on 127.0.0.1")
-                reg = DevRegistry(alias, port, free_port(), log=str(self.home / f"{alias}.log"))
+                reg = DevRegistry(alias, port, free_port(taken), log=str(self.home / f"{alias}.log"))
                 started[alias] = (reg, self._start(reg, app, java, attached, (props or {}).get(alias, {})))
                 running[alias] = reg
                 self._save(running)

@@ -37,3 +37,30 @@ def test_other_failures_and_the_last_try_are_raised_as_they_are():
     with pytest.raises(DevClusterError, match="already in use"):
         on_a_free_port(always_taken, "already in use")
     assert len(calls) == 1 + PORT_TRIES
+
+
+def test_ports_handed_out_together_are_never_the_same_one(monkeypatch):
+    """The kernel handed out a port it had just given (both sockets closed at once): a broker's two
+    listeners got the same port and its storage format failed in a full run. `free_port(taken)` asks
+    again for one not in `taken`."""
+    from mirrorflow_dev import processes
+
+    given = iter([40001, 40001, 40001, 40002])
+
+    class Socket:
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return False
+
+        def bind(self, addr):
+            self.port = next(given)
+
+        def getsockname(self):
+            return ("127.0.0.1", self.port)
+
+    monkeypatch.setattr(processes.socket, "socket", Socket)
+    taken: set[int] = set()
+    assert [processes.free_port(taken), processes.free_port(taken)] == [40001, 40002]
+    assert taken == {40001, 40002}
