@@ -47,6 +47,7 @@ from confluent_kafka import KafkaError, KafkaException
 
 from mirrorflow.errors import MirrorflowError, TransactionAbortedError
 from mirrorflow.kafka.connection import kafka_error
+from mirrorflow.kafka.log_reader import missing_partitions
 from mirrorflow.kafka.retry import transient_error
 from mirrorflow.replication.plan.run_plan import Unit
 from mirrorflow.replication.task.copy_transaction import CopyTransaction
@@ -308,13 +309,9 @@ class TransactionWriter:
         target before it copies (`TaskCopier`), so this is the producer's view catching up."""
         deadline = time.monotonic() + METADATA_WAIT_S
         while True:
-            try:
-                md = self.producer.list_topics(topic, timeout=max(0.1, min(2.0, deadline - time.monotonic())))
-                t = md.topics.get(topic)
-                if t is not None and t.error is None and partition in t.partitions:
-                    return True
-            except KafkaException:
-                pass
+            timeout = max(0.1, min(2.0, deadline - time.monotonic()))
+            if missing_partitions(self.producer, topic, [partition], timeout) == []:
+                return True
             if time.monotonic() >= deadline:
                 return False
             time.sleep(0.2)
