@@ -65,8 +65,12 @@ class StopWatch:
         if self.reason is not None and self.requested_at < self.deadline:
             return self.reason
         if STOP_REQUESTED.is_set() and time.time() < self.deadline:
-            return f"flow {self.clients.flow.name}: stop requested (SIGTERM or SIGINT to the run)"
+            return self._stop_requested()
         return None
+
+    def _stop_requested(self) -> str:
+        """A stop request (SIGTERM or SIGINT), seen in this process or as the stop file."""
+        return f"flow {self.clients.flow.name}: stop requested (SIGTERM or SIGINT to the run)"
 
     def start(self) -> StopWatch:
         self._thread = threading.Thread(target=self._watch, name="mirrorflow-stopwatch", daemon=True)
@@ -84,7 +88,7 @@ class StopWatch:
         stop_file = Path(self.spec.stop_file) if self.spec.stop_file else None
         while not self._done.wait(FILE_CHECK_S) and not self._stop.is_set():
             if stop_file is not None and stop_file.exists():
-                self.request(f"flow {flow.name}: stop requested (SIGTERM or SIGINT to the run)")
+                self.request(self._stop_requested())
             elif time.monotonic() >= next_check:
                 next_check = time.monotonic() + self.spec.check_s
                 try:
