@@ -132,6 +132,17 @@ def test_range_end_wins_over_a_limit_reached_on_its_last_record():
     assert read(reader, 0, 4) == [(0, 2, [0, 1], "full"), (2, 4, [2, 3], "range")]
 
 
+def test_an_error_event_inside_a_poll_keeps_the_records_on_both_sides_in_order():
+    """A poll's records move as one run unless an error event sits among them: the records before it
+    go first, the error is handled, the rest follow; a record past the range's end ends it."""
+    transient = Message(topic="t", partition=0, offset=-1, error=KafkaError(KafkaError._TRANSPORT))
+    log = [msg(0), msg(1), msg(2), transient, msg(3), msg(4), msg(5)]
+    reader = RangeReader(FakeConsumer(log), "t", 0, BatchLimits(2, 1 << 40, 1 << 40))
+    assert read(reader, 0, 5) == [(0, 2, [0, 1], "full"), (2, 4, [2, 3], "full"), (4, 5, [4], "range")]
+    reader = RangeReader(FakeConsumer([msg(0), msg(1), transient, eof(2)]), "t", 0, NO_LIMITS)
+    assert read(reader, 0, 2) == [(0, 2, [0, 1], "range")]
+
+
 def test_unit_bytes_stop_the_unit_after_the_batch():
     log = [msg(o, b"x" * 9) for o in range(10)]  # 10 bytes per record
     reader = RangeReader(FakeConsumer(log), "t", 0, BatchLimits(3, 1 << 40, 45))

@@ -18,9 +18,11 @@ tests/integration/test_broker_restart.py read nothing for 120 s after the restar
 (kafka.log_reader reads whole partitions to an end taken up front, for state; this loop reads
 one range as fast as the raw pipe and hands every record on at once.)
 
-Pipelining: a batch is filled while it is iterated, so each record reaches the writer as soon as
-it is read, inside the open transaction; the batch's range, records and size are final once its
-iteration has ended. Where a batch ends is decided in one place, `RangeReader._fill`: the range's
+Pipelining: a batch is filled while it is iterated, so each poll's records reach the writer as soon
+as they are read, inside the open transaction; the batch's range, records and size are final once its
+iteration has ended. Records move a poll's run at a time (a list, not a generator step per record:
+the copy's Python cost per record is what decides its CPU against a raw pipe's, bench/bench_vs_raw.py).
+Where a batch ends is decided in one place, `RangeReader._fill`: the range's
 end first, then `unit.max.bytes` (the unit stops early: `unit_full`), then
 `transaction.max.records` / `transaction.max.bytes`, then time: a batch with records ends once its
 transaction has been open for half of `transaction.timeout.ms`, also while the source is slow or
@@ -43,7 +45,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
-from confluent_kafka import KafkaError, TopicPartition
+from confluent_kafka import KafkaError, Message, TopicPartition
 
 from mirrorflow.config import FlowConfig
 from mirrorflow.errors import BrokerUnavailableError, MirrorflowError
@@ -55,7 +57,9 @@ log = logging.getLogger(__name__)
 # The source consumer's prefetch and the batch size come from the task's memory budget
 # (replication.task.budget.CopyBudget: `task.memory.bytes` over the partitions the task reads at once);
 # a user's `consumer.*` overrides win over it, `consumer_required` is applied on top of them.
-FETCH_RECORDS = 2_000  # records per consume() call: a lane holds one call's records at a time
+# records per consume() call: a lane holds one call's records at a time, and a batch reads the clock
+# (its time limit) after each call's records (a followed batch: after each record once its time is up)
+FETCH_RECORDS = 1_000
 POLL_TIMEOUT_S = 0.05  # markers take offsets without a message: then the position tells
 TRANSACTION_TIMEOUT_MS = 30_000  # the producer's transaction.timeout.ms unless the flow overrides it
 OUTAGE_S = 300.0  # broker.outage.max.seconds
@@ -146,10 +150,10 @@ class Batch:
         self.records: list[Any] = []
         self.nbytes = 0  # keys and values
         self.end: BatchEnd = "open"  # why it ended: b reached, unit.max.bytes, a transaction limit, time
-        self._filler: Iterator[Any] = iter(())  # set by the RangeReader that made the batch
+        self._filler: Iterator[list[Any]] = iter(())  # its records in runs; set by the RangeReader that made it
 
     def __iter__(self) -> Iterator[Any]:
-        return self._filler
+        return itertools.chain.from_iterable(self._filler)
 
     @property
     def first_timestamp(self) -> int:
@@ -181,6 +185,21 @@ def segments(offsets: Iterable[int]) -> list[tuple[int, int]]:
 def record_size(m: Any) -> int:
     v, k = m.value(), m.key()
     return (len(v) if v else 0) + (len(k) if k else 0)
+
+
+def _before(run: list[Any], b: int) -> tuple[list[Any], bool]:
+    """The records of `run` (in offset order) before offset b, and whether one at or past b came."""
+    if run[-1].offset() < b:
+        return run, False
+    k = len(run)
+    while k and run[k - 1].offset() >= b:
+        k -= 1
+    return run[:k], True
+
+
+def run_bytes(run: list[Any]) -> int:
+    """The keys' and values' bytes of `run` (record_size over it, with the loops in C)."""
+    return sum(map(len, filter(None, map(Message.value, run)))) + sum(map(len, filter(None, map(Message.key, run))))
 
 
 class RangeReader:
@@ -224,6 +243,7 @@ class RangeReader:
     def open(self, a: int, b: int) -> None:
         """Start reading [a, b): `next_batch` then hands out its batches, one per transaction."""
         self._records_of = self._records(a, b)
+        self._rest: list[Any] = []  # read, and past the end of the batch a limit ended: the next batch's
         self._pos, self._b, self.done = a, b, False
         self._following = self.follow is not None and b >= OPEN_END
 
@@ -233,11 +253,10 @@ class RangeReader:
         range) when no record came before the room's deadline."""
         if self.done:
             return None
-        first = None
-        if self._following:  # the transaction starts with a record: wait for one (or the stop)
-            for m in self._records_of:
-                if m is not None:
-                    first = m
+        if self._following and not self._rest:  # the transaction starts with a record: wait for one (or the stop)
+            for run in self._records_of:
+                if run is not None:
+                    self._rest = run
                     break
                 if room is not None and time.monotonic() >= room.deadline:
                     return None
@@ -245,7 +264,7 @@ class RangeReader:
                 self.done = True
                 return None
         batch = Batch(self._pos)
-        batch._filler = self._fill(batch, self._records_of, self._b, first, room)
+        batch._filler = self._fill(batch, self._records_of, self._b, room)
         return batch
 
     def batch_done(self, batch: Batch) -> None:
@@ -257,22 +276,25 @@ class RangeReader:
             self.done = True
 
     def _fill(
-        self, batch: Batch, records: Iterator[Any], b: int, first: Any = None, room: Room | None = None
-    ) -> Iterator[Any]:
-        """Moves records into `batch` while the caller iterates it; the one place a batch ends."""
+        self, batch: Batch, records: Iterator[list[Any] | None], b: int, room: Room | None = None
+    ) -> Iterator[list[Any]]:
+        """Moves records into `batch`, a run at a time, while the caller iterates it; the one place a
+        batch ends. A limit reached inside a run ends the batch at that record (the rest of the run
+        starts the next batch: `_rest`)."""
         following = self.follow is not None and b >= OPEN_END
         in_round = room is not None and room.until_deadline  # a followed round: read until its deadline
-        every = 1 if following else 1000  # how often (records) the clock is read
-        source = records if first is None else itertools.chain((first,), records)
+        source: Iterator[list[Any] | None] = records
+        if self._rest:
+            source, self._rest = itertools.chain((self._rest,), records), []
         max_records = self.limits.records if room is None else min(self.limits.records, room.records)
         unit_room = self.limits.unit_bytes - self.unit_bytes
         byte_room = min(self.limits.bytes, unit_room, room.bytes if room is not None else unit_room)
-        add = batch.records.append
+        add = batch.records.extend
         n = nbytes = 0
         end: BatchEnd = "range"
         deadline = float("inf")  # the first record opens the transaction on the broker
-        for m in source:
-            if m is None:  # an idle poll: a batch with records must not stay open too long
+        for run in source:
+            if run is None:  # an idle poll: a batch with records must not stay open too long
                 if time.monotonic() >= deadline or (following and n and not in_round):  # commit what is there
                     end = "time"
                     break
@@ -286,18 +308,31 @@ class RangeReader:
                 deadline = time.monotonic() + self.limits.open_s
                 if room is not None:
                     deadline = min(deadline, room.deadline)
-            add(m)
-            n += 1
-            v, k = m.value(), m.key()  # record_size(), inlined: this loop runs per record
-            nbytes += (len(v) if v else 0) + (len(k) if k else 0)
-            yield m
-            if m.offset() + 1 >= b:  # the range's last record: its end wins over the limits
-                break
+            take = min(len(run), max_records - n)
+            if following and time.monotonic() >= deadline:  # its time is up: this record is its last
+                take = 1
+            size = run_bytes(run) if take == len(run) else run_bytes(run[:take])
+            if nbytes + size >= byte_room:  # the byte limit is reached inside the run: at which record
+                size = 0
+                for i in range(take):
+                    size += record_size(run[i])
+                    if nbytes + size >= byte_room:
+                        take = i + 1
+                        break
+            if take < len(run):
+                run, self._rest = run[:take], run[take:]
+            add(run)
+            n += take
+            nbytes += size
+            yield run
+            # the range's last record ends the records (`_records`); on a limit, its end wins over the limit
             if n >= max_records or nbytes >= byte_room:
-                end = "unit" if nbytes >= unit_room else "full"
+                if run[-1].offset() + 1 < b:
+                    end = "unit" if nbytes >= unit_room else "full"
                 break
-            if not n % every and time.monotonic() >= deadline:  # a slow source that still trickles
-                end = "time"
+            if time.monotonic() >= deadline:  # a slow source that still trickles (read every FETCH_RECORDS)
+                if run[-1].offset() + 1 < b:
+                    end = "time"
                 break
         else:
             if following:  # a followed range ends only when told to stop
@@ -308,9 +343,10 @@ class RangeReader:
         elif batch.records:
             batch.src_to = batch.records[-1].offset() + 1
 
-    def _records(self, a: int, b: int) -> Iterator[Any]:
-        """The committed records of [a, b), in offset order, until a stop rule says the range is done;
-        `None` after each poll that brought no record (so `_fill` can end a batch in time)."""
+    def _records(self, a: int, b: int) -> Iterator[list[Any] | None]:
+        """The committed records of [a, b), in offset order and in runs (a poll's records), until a stop
+        rule says the range is done; `None` after each poll that brought no record (so `_fill` can end
+        a batch in time)."""
         if a >= b:
             return
         c = self.consumer
@@ -335,10 +371,23 @@ class RangeReader:
                 c = self._unstick(c, idle_since, pos)
                 yield None
                 continue
-            got = False
-            for m in msgs:
-                err = m.error()
-                if err is not None:
+            errors = list(map(Message.error, msgs))
+            run = [] if any(errors) else msgs  # any(): a KafkaError is true, and compares badly with None
+            if not run:  # an error among the records: the records before it go first
+                got = False
+                for m, err in zip(msgs, errors, strict=True):
+                    if err is None:
+                        run.append(m)
+                        continue
+                    if run:
+                        got = True
+                        run, ended = _before(run, b)
+                        if run:
+                            pos = run[-1].offset() + 1
+                            yield run
+                        if ended or pos >= b:
+                            return
+                        run = []
                     if err.code() == KafkaError._PARTITION_EOF:
                         if m.offset() >= b:
                             return
@@ -346,20 +395,18 @@ class RangeReader:
                     if not transient_error(err):
                         raise self._failure(err, pos)
                     self._check_idle(idle_since, pos, b, err)  # the source is away: librdkafka reconnects
+                if not run and not got:  # errors only (a record of the old consumer after a renewal would come twice)
+                    c = self._unstick(c, idle_since, pos)
+                    yield None
                     continue
-                got = True
-                off = m.offset()
-                if off >= b:
+            if run:
+                run, ended = _before(run, b)
+                if run:
+                    pos = run[-1].offset() + 1
+                    yield run
+                if ended or pos >= b:
                     return
-                pos = off + 1
-                yield m
-                if pos >= b:
-                    return
-            if got:
-                idle_since = time.monotonic()  # the time the caller spent on the records is not idle
-            else:  # errors only (a record of the old consumer after a renewal would come twice)
-                c = self._unstick(c, idle_since, pos)
-                yield None
+            idle_since = time.monotonic()  # the time the caller spent on the records is not idle
 
     def _check_idle(self, idle_since: float, pos: int, b: int, err: KafkaError | None) -> None:
         """Fail once the source gave nothing for longer than the outage bound."""

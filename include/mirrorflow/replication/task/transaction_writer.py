@@ -183,9 +183,25 @@ class TransactionWriter:
         edges, topic, partition = part.edges, part.unit.target_topic, part.unit.partition
         report: DeliveryReport | None = edges.first
         held = None
+        produce = self.producer.produce
         for m in part.batch:
             if held is not None:
-                self._produce(topic, partition, held, report)
+                # `_produce`'s first attempt, inlined: this loop runs per record
+                ts = held.timestamp()[1]
+                try:
+                    produce(
+                        topic,
+                        held.value(),
+                        held.key(),
+                        partition,
+                        on_delivery=report,
+                        timestamp=ts if ts > 0 else 0,
+                        headers=held.headers(),
+                    )
+                except BufferError:  # nothing was queued: `_produce` waits for room
+                    self._produce(topic, partition, held, report)
+                except KafkaException as exc:
+                    self._produce(topic, partition, held, report, self._refused(exc, topic, partition, False))
                 report = None
             elif not part.opened_ms:
                 part.opened_ms = int(time.time() * 1000)
@@ -266,10 +282,12 @@ class TransactionWriter:
         return new
 
     # -- records ------------------------------------------------------------------------------------
-    def _produce(self, topic: str, partition: int, m: Any, on_delivery: DeliveryReport | None) -> None:
-        """The one produce of a copied record (see the module docstring)."""
+    def _produce(
+        self, topic: str, partition: int, m: Any, on_delivery: DeliveryReport | None, asked: bool = False
+    ) -> None:
+        """The one produce of a copied record (see the module docstring); `asked`: for the topic's
+        metadata again already (`_knows`)."""
         ts = m.timestamp()[1]
-        asked = False  # for the topic's metadata again (`_knows`)
         while True:
             try:
                 self.producer.produce(
@@ -284,22 +302,27 @@ class TransactionWriter:
                 return
             except BufferError:  # the local queue is full: let deliveries drain it
                 self.producer.poll(0.1)
-            except KafkaException as exc:  # the transaction already failed (an outage): redo it
-                e = kafka_error(exc)
-                where = (topic, partition)
-                if e is not None and e.code() in NOT_IN_METADATA and not asked and where not in self._missing:
-                    asked = True
-                    if self._knows(topic, partition):
-                        continue
-                    self._missing.add(where)  # the batch's next records are refused at once
-                # _STATE: the transaction is in an abortable error state (a fatal one fails the abort)
-                if self.eos and e is not None and transient_error(e):
-                    raise Abortable(exc) from None
-                if self.eos and e is not None and e.code() == KafkaError._STATE:
-                    raise self.txn.fenced_or(Abortable(exc)) from None
-                if e is not None and e.code() == KafkaError._FATAL:
-                    raise self.txn.fatal_cause(exc) from None
-                raise
+            except KafkaException as exc:
+                asked = self._refused(exc, topic, partition, asked)
+
+    def _refused(self, exc: KafkaException, topic: str, partition: int, asked: bool) -> bool:
+        """A produce refused with `exc`: True when it may be tried again (the producer asked for the
+        topic's metadata again and now knows the partition), else the error the task acts on is raised."""
+        e = kafka_error(exc)
+        where = (topic, partition)
+        if e is not None and e.code() in NOT_IN_METADATA and not asked and where not in self._missing:
+            if self._knows(topic, partition):
+                return True
+            self._missing.add(where)  # the batch's next records are refused at once
+        # the transaction already failed (an outage): redo it. _STATE: the transaction is in an
+        # abortable error state (a fatal one fails the abort)
+        if self.eos and e is not None and transient_error(e):
+            raise Abortable(exc) from None
+        if self.eos and e is not None and e.code() == KafkaError._STATE:
+            raise self.txn.fenced_or(Abortable(exc)) from None
+        if e is not None and e.code() == KafkaError._FATAL:
+            raise self.txn.fatal_cause(exc) from None
+        raise exc
 
     def _knows(self, topic: str, partition: int) -> bool:
         """Whether the producer holds `partition` of `topic` once it asked for the topic's metadata again
