@@ -187,6 +187,25 @@ def record_size(m: Any) -> int:
     return (len(v) if v else 0) + (len(k) if k else 0)
 
 
+def _pieces(msgs: list[Any]) -> list[tuple[list[Any], Any, KafkaError | None]]:
+    """A poll's messages as runs of records, each with the error event that follows it (None, None at the
+    end): one run, the whole poll, unless an error event sits among them."""
+    errors = list(map(Message.error, msgs))
+    if not any(errors):  # any(): a KafkaError is true, and compares badly with None
+        return [(msgs, None, None)]
+    out: list[tuple[list[Any], Any, KafkaError | None]] = []
+    run: list[Any] = []
+    for m, err in zip(msgs, errors, strict=True):
+        if err is None:
+            run.append(m)
+        else:
+            out.append((run, m, err))
+            run = []
+    if run:
+        out.append((run, None, None))
+    return out
+
+
 def _before(run: list[Any], b: int) -> tuple[list[Any], bool]:
     """The records of `run` (in offset order) before offset b, and whether one at or past b came."""
     if run[-1].offset() < b:
@@ -195,6 +214,21 @@ def _before(run: list[Any], b: int) -> tuple[list[Any], bool]:
     while k and run[k - 1].offset() >= b:
         k -= 1
     return run[:k], True
+
+
+def _taken(run: list[Any], most: int, room: int) -> tuple[int, int]:
+    """How many records of `run` a batch takes (`most` at most, up to the one that fills `room` bytes or
+    passes it), and their bytes."""
+    take = min(len(run), most)
+    size = run_bytes(run) if take == len(run) else run_bytes(run[:take])
+    if size < room:
+        return take, size
+    size = 0  # the byte limit is reached inside the run: at which record
+    for i in range(take):
+        size += record_size(run[i])
+        if size >= room:
+            return i + 1, size
+    return take, size
 
 
 def run_bytes(run: list[Any]) -> int:
@@ -308,17 +342,9 @@ class RangeReader:
                 deadline = time.monotonic() + self.limits.open_s
                 if room is not None:
                     deadline = min(deadline, room.deadline)
-            take = min(len(run), max_records - n)
-            if following and time.monotonic() >= deadline:  # its time is up: this record is its last
-                take = 1
-            size = run_bytes(run) if take == len(run) else run_bytes(run[:take])
-            if nbytes + size >= byte_room:  # the byte limit is reached inside the run: at which record
-                size = 0
-                for i in range(take):
-                    size += record_size(run[i])
-                    if nbytes + size >= byte_room:
-                        take = i + 1
-                        break
+            # a followed batch whose time is up takes one more record
+            most = 1 if following and time.monotonic() >= deadline else max_records - n
+            take, size = _taken(run, most, byte_room - nbytes)
             if take < len(run):
                 run, self._rest = run[:take], run[take:]
             add(run)
@@ -371,42 +397,30 @@ class RangeReader:
                 c = self._unstick(c, idle_since, pos)
                 yield None
                 continue
-            errors = list(map(Message.error, msgs))
-            run = [] if any(errors) else msgs  # any(): a KafkaError is true, and compares badly with None
-            if not run:  # an error among the records: the records before it go first
-                got = False
-                for m, err in zip(msgs, errors, strict=True):
-                    if err is None:
-                        run.append(m)
-                        continue
-                    if run:
-                        got = True
-                        run, ended = _before(run, b)
-                        if run:
-                            pos = run[-1].offset() + 1
-                            yield run
-                        if ended or pos >= b:
-                            return
-                        run = []
-                    if err.code() == KafkaError._PARTITION_EOF:
-                        if m.offset() >= b:
-                            return
-                        continue
-                    if not transient_error(err):
-                        raise self._failure(err, pos)
-                    self._check_idle(idle_since, pos, b, err)  # the source is away: librdkafka reconnects
-                if not run and not got:  # errors only (a record of the old consumer after a renewal would come twice)
-                    c = self._unstick(c, idle_since, pos)
-                    yield None
-                    continue
-            if run:
-                run, ended = _before(run, b)
+            got = False
+            for run, m, err in _pieces(msgs):
                 if run:
-                    pos = run[-1].offset() + 1
-                    yield run
-                if ended or pos >= b:
-                    return
-            idle_since = time.monotonic()  # the time the caller spent on the records is not idle
+                    got = True
+                    run, ended = _before(run, b)
+                    if run:
+                        pos = run[-1].offset() + 1
+                        yield run
+                    if ended or pos >= b:
+                        return
+                if err is None:
+                    continue
+                if err.code() == KafkaError._PARTITION_EOF:
+                    if m.offset() >= b:
+                        return
+                    continue
+                if not transient_error(err):
+                    raise self._failure(err, pos)
+                self._check_idle(idle_since, pos, b, err)  # the source is away: librdkafka reconnects
+            if got:
+                idle_since = time.monotonic()  # the time the caller spent on the records is not idle
+            else:  # errors only (a record of the old consumer after a renewal would come twice)
+                c = self._unstick(c, idle_since, pos)
+                yield None
 
     def _check_idle(self, idle_since: float, pos: int, b: int, err: KafkaError | None) -> None:
         """Fail once the source gave nothing for longer than the outage bound."""
