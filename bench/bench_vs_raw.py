@@ -89,6 +89,11 @@ class Run:
     load_after: str
     cpu: dict[str, float] = field(default_factory=dict)
 
+    @property
+    def cpu_s(self) -> float:
+        """Every measured process's CPU seconds in the run."""
+        return sum(self.cpu.values())
+
 
 class CpuMeter:
     """CPU seconds (user + system) used by named process groups between start() and stop(): the
@@ -434,6 +439,12 @@ def summary(runs: list[Run], contenders: list[str], n: int, size: int, parts: in
     if "mirrorflow" in by and "mm2" in by:
         xs = ratios(by["mm2"], by["mirrorflow"], "whole")
         print(f"whole run mirrorflow vs MM2 tuned (MM2 s / mirrorflow s) per round: {spread(xs)}")
+    for c in [c for c in by if c != "raw"]:
+        if "raw" in by:  # issue 39: every process's CPU (brokers included) against the pipe's, per round
+            xs = ratios(by[c], by["raw"], "cpu_s")
+            met = "met" if statistics.median(xs) <= 1.15 else "MISSED"
+            goal = f"; goal: median <= 1.15x: {met}" if c == "mirrorflow" else ""
+            print(f"CPU {c} vs raw pipe ({c} CPU s / raw CPU s) per round: {spread(xs)}{goal}")
 
 
 def ratios(base: list[Run], other: list[Run], attr: str) -> list[float]:
