@@ -20,14 +20,15 @@ fails for good (a record too large for the target, its target partition missing)
 round is produced once more without it, so the other partitions' batches are neither lost nor
 doubled, and that partition is marked failed (`PartBatch.error`), nothing of it marked done.
 
-Every copied record goes through `_produce`: same partition, key, value and headers, the source
-timestamp as CreateTime (none, <= 0, becomes 0: the producer's clock). A partition the producer does
-not know ("Unknown partition": a producer kept from an earlier run knows a topic's partitions as they
-were then, and the sync may have added some since) makes it ask for the topic's metadata again, for up
-to METADATA_WAIT_S, before the record is refused (`_knows`). `message.max.bytes` is
-librdkafka's maximum, so the broker decides what is too large; producer batches stay below the
-smallest max.message.bytes of the task's target topics (task_producer), so a record the broker
-rejects is one too large itself (replication.task.write_failures names it and the limit).
+Every copied record goes through `_produce` (`send` makes its first attempt inline, per record; a refused
+attempt goes on in `_produce`, and `_refused` decides what a refusal means): same partition, key, value and
+headers, the source timestamp as CreateTime (none, <= 0, becomes 0: the producer's clock). A partition the
+producer does not know ("Unknown partition": a producer kept from an earlier run knows a topic's partitions as
+they were then, and the sync may have added some since) makes it ask for the topic's metadata again, for up to
+METADATA_WAIT_S, before the record is refused (`_knows`). `message.max.bytes` is librdkafka's maximum, so the
+broker decides what is too large; producer batches stay below the smallest max.message.bytes of the task's
+target topics (task_producer), so a record the broker rejects is one too large itself
+(replication.task.write_failures names it and the limit).
 
 Broker outages: a transaction that an outage made abortable is a `TransactionAbortedError` (and a
 fatal error on a transaction open longer than transaction.timeout.ms a `TransactionTimeoutError`):
