@@ -9,6 +9,7 @@ says the commit takes the flow over, and it does."""
 from __future__ import annotations
 
 import os
+import sys
 import threading
 import time
 
@@ -45,31 +46,41 @@ def answer_when_asked(dag_id: str, option: str, user: str, seen: dict, task_id: 
     from airflow.utils.state import TaskInstanceState
     from sqlalchemy import select
 
+    waited = [before is None]  # before() was called (or there is none)
+
     def run() -> None:
-        deadline, waited = time.monotonic() + 300, before is None
+        deadline = time.monotonic() + 600
         while time.monotonic() < deadline:
-            with create_session() as session:
-                ti = session.scalar(select(TI).where(
-                    TI.dag_id == dag_id, TI.task_id == task_id,
-                    TI.state == TaskInstanceState.AWAITING_INPUT))
-                detail = None if ti is None else session.scalar(select(HITLDetail).where(HITLDetail.ti_id == ti.id))
-                if detail is not None and not waited:
-                    seen.update(subject=detail.subject, body=detail.body)
-                elif detail is not None:
-                    seen.update(subject=detail.subject, body=detail.body, timeout=ti.trigger_timeout,
-                                asked=timezone.utcnow())
-                    detail.responded_by = {"id": user, "name": user}
-                    detail.responded_at = timezone.utcnow()
-                    detail.chosen_options = [option]
-                    detail.params_input = {}
-                    handle_event_submit(TriggerEvent(detail.as_resume_event_payload()), task_instance=ti,
-                                        session=session)
+            try:
+                if answered():
                     return
-            if detail is not None and not waited:  # outside the session: it may take a while
-                before()
-                waited = True
-                continue
+            except Exception as exc:  # noqa: BLE001 - e.g. SQLite's "database is locked" beside dag.test(): ask again
+                sys.stderr.write(f"answer_when_asked: {exc!r}; asking again\n")
             time.sleep(0.5)
+        sys.stderr.write(f"answer_when_asked: {task_id} of {dag_id} was not asked for within 600 s\n")
+
+    def answered() -> bool:
+        with create_session() as session:
+            ti = session.scalar(select(TI).where(
+                TI.dag_id == dag_id, TI.task_id == task_id,
+                TI.state == TaskInstanceState.AWAITING_INPUT))
+            detail = None if ti is None else session.scalar(select(HITLDetail).where(HITLDetail.ti_id == ti.id))
+            if detail is not None and not waited[0]:
+                seen.update(subject=detail.subject, body=detail.body)
+            elif detail is not None:
+                seen.update(subject=detail.subject, body=detail.body, timeout=ti.trigger_timeout,
+                            asked=timezone.utcnow())
+                detail.responded_by = {"id": user, "name": user}
+                detail.responded_at = timezone.utcnow()
+                detail.chosen_options = [option]
+                detail.params_input = {}
+                handle_event_submit(TriggerEvent(detail.as_resume_event_payload()), task_instance=ti,
+                                    session=session)
+                return True
+        if detail is not None and not waited[0]:  # outside the session: it may take a while
+            waited[0] = True  # once, even if it fails
+            before()
+        return False
 
     t = threading.Thread(target=run, daemon=True)
     t.start()
