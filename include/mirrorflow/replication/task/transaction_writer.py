@@ -202,7 +202,8 @@ class TransactionWriter:
                 except BufferError:  # nothing was queued: `_produce` waits for room
                     self._produce(topic, partition, held, report)
                 except KafkaException as exc:
-                    self._produce(topic, partition, held, report, self._refused(exc, topic, partition, False))
+                    self._refused(exc, topic, partition, asked=False)
+                    self._produce(topic, partition, held, report, asked=True)
                 report = None
             elif not part.opened_ms:
                 part.opened_ms = int(time.time() * 1000)
@@ -304,16 +305,18 @@ class TransactionWriter:
             except BufferError:  # the local queue is full: let deliveries drain it
                 self.producer.poll(0.1)
             except KafkaException as exc:
-                asked = self._refused(exc, topic, partition, asked)
+                self._refused(exc, topic, partition, asked)
+                asked = True
 
-    def _refused(self, exc: KafkaException, topic: str, partition: int, asked: bool) -> bool:
-        """A produce refused with `exc`: True when it may be tried again (the producer asked for the
-        topic's metadata again and now knows the partition), else the error the task acts on is raised."""
+    def _refused(self, exc: KafkaException, topic: str, partition: int, asked: bool) -> None:
+        """A produce refused with `exc` (`asked`: for the topic's metadata already). Returns only when it
+        may be tried again (the producer asked for the metadata again and now knows the partition); else
+        the error the task acts on is raised."""
         e = kafka_error(exc)
         where = (topic, partition)
         if e is not None and e.code() in NOT_IN_METADATA and not asked and where not in self._missing:
             if self._knows(topic, partition):
-                return True
+                return
             self._missing.add(where)  # the batch's next records are refused at once
         # the transaction already failed (an outage): redo it. _STATE: the transaction is in an
         # abortable error state (a fatal one fails the abort)
