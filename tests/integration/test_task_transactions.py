@@ -10,6 +10,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from mirrorflow.clients import FlowClients
+from mirrorflow.replication.task.copy_transaction import Claim
 from mirrorflow.replication.task.faults import NO_FAULTS
 from mirrorflow.replication.plan.planner import gather_inputs
 from mirrorflow.replication.plan.run_plan import Unit
@@ -17,14 +18,16 @@ from mirrorflow.replication.run.runner import run_once, take_lease
 from mirrorflow.replication.task.task_attempt import TaskAttempt
 from mirrorflow.replication.task.task_copier import copy_task
 from mirrorflow.replication.task.task_producer import CACHE
+from mirrorflow.replication.task.task_succession import TaskSuccession
+from mirrorflow.state.fencing import open_transactions
 from mirrorflow.state.state_topics import ensure_state_topics
 from mirrorflow.state.names import offset_map_topic, progress_topic
-from mirrorflow.state.task_slots import read_layout
+from mirrorflow.state.task_slots import claim_key, key_partition, read_layout
 from tests.integration.test_broker_restart import high_watermark
 from tests.integration.replicate_helpers import assert_copied, assert_map_exact, make_flow, mirror_topic
 from tests.integration.test_replicate import _PauseAt as PauseAt
 from tests.integration.test_replicate import records
-from tests.support import consume_all, produce, read_progress, write_config
+from tests.support import consume_all, markers_written, produce, read_progress, write_config
 
 pytestmark = pytest.mark.integration
 
@@ -224,6 +227,58 @@ def test_a_retried_attempt_of_the_same_run_wins_over_the_zombie_attempt(tmp_path
     assert [(r.status, r.records) for r in retried] == [("ok", 200)]
     assert [(r.status, r.records) for r in late] == [("fenced", 0)], [(r.status, r.error) for r in late]
     assert_copied(source, target, t)
+
+
+def test_what_the_slot_left_open_on_its_claims_partition_does_not_hold_back_its_zombie_check(
+        tmp_path, source, target, unique):
+    """An attempt that rode out a target outage asks whether a newer attempt claimed its slot before
+    it initialises the slot's producer again. A SIGKILLed target can leave the slot's transaction of
+    before the outage pending on the claim's partition, and only that initialisation ends it: read
+    read_committed, the question waited for its own answer until broker.outage.max.seconds (a full run's
+    `test_broker_restart.py::test_replicate_rides_through_a_target_restart[sigkill]` failed so, both tasks
+    stopped 300 s on the progress partition). It reads uncommitted: at once, and a newer attempt's claim
+    counts even before it commits; the next epoch then ends what was pending."""
+    pfx = unique("openclaim")
+    t = f"{pfx}.orders"
+    mirror_topic(source, target, t, 1)
+    produce(source, t, records(200, 1))
+    # a read_committed read of the claim waits at most admin.timeout.ms, then fails as an outage
+    cfg, flow = make_flow(tmp_path, source, target, pfx, **{"tasks.max": 1, "admin.timeout.ms": 3000})
+    layout = planned(cfg, flow).layout
+    tid = layout.transactional_id(flow, 0)
+    topic = progress_topic(flow)
+    CACHE.clear()
+    with FlowClients(cfg, flow) as clients:
+        lease = take_lease(clients, "run-1", "the run")
+        try:
+            first = copy_task(clients, layout, 0, [Unit(t, 0, f"A.{t}", 0, 100)], TaskAttempt(owner="run-1"))
+            assert [(r.status, r.records) for r in first] == [("ok", 100)]  # attempt 0's claim committed
+            CACHE.clear()
+            where = (topic, key_partition(claim_key(0), clients.partitions("target", topic)))
+            # an epoch of the slot cut off mid-transaction: its records pending on the claim's partition
+            cut = clients.producer("target", {"transaction.timeout.ms": 600_000}, {"transactional.id": tid})
+            cut.init_transactions(30)
+            cut.begin_transaction()
+            cut.produce(topic, b"pending", b"a round's record", partition=where[1])
+            cut.flush(30)
+            assert open_transactions(clients, [where]) == [where]
+            asked = time.monotonic()
+            assert TaskSuccession(clients, "run-1", 1, 0, tid).superseded() is None
+            assert time.monotonic() - asked < 3  # not the read's timeout: an answer
+            # a newer attempt's claim, not committed yet: attempt 1 is the zombie
+            cut.produce(topic, Claim("run-1", 2).to_json(), claim_key(0), partition=where[1])
+            cut.flush(30)
+            why = TaskSuccession(clients, "run-1", 1, 0, tid).superseded()
+            assert why is not None and why.startswith("fenced by attempt 2 of the same run"), why
+            # the next epoch (attempt 3) fences the cut one, ends what it left pending and copies on
+            rest = copy_task(clients, layout, 0, [Unit(t, 0, f"A.{t}", 100, 200)], TaskAttempt(owner="run-1", number=3))
+            assert [(r.status, r.records) for r in rest] == [("ok", 100)], [(r.status, r.error) for r in rest]
+            # nothing left pending (the last commit's markers follow its answer: waited for, up to 60 s)
+            markers_written(target, topic, where[1] + 1)
+        finally:
+            lease.release()
+    assert_copied(source, target, t)
+    assert_map_exact(cfg, flow, source, target, t, 1)
 
 
 def test_a_layout_change_fences_a_zombie_of_the_old_layout(tmp_path, source, target, unique):

@@ -5,12 +5,12 @@ what each call's failure means.
 
 The epoch (`establish`, before any progress is read): a new producer's init_transactions fences
 every older producer of the slot and aborts its open transaction; then one aborted transaction
-over those of the attempt's partitions (its target partitions and their progress and offset-map
-partitions) that still hold a transaction open, so what an earlier epoch left pending there ends
-as aborted (state.fencing.abort_pending; a quiet partition gets no write, and no aborted record
-lands where nothing was pending); a cached producer does the same over the partitions its epoch
-has not looked at yet. Before either writes anything, the task asks whether its run still holds
-the flow's lease (task_succession.TaskSuccession.holds): a producer initialised after a failover
+over those of the attempt's partitions (its target partitions, their progress and offset-map
+partitions, its claim's partition) that still hold a transaction open, so what an earlier epoch
+left pending there ends as aborted (state.fencing.abort_pending; a quiet partition gets no write,
+and no aborted record lands where nothing was pending); a cached producer does the same over the
+partitions its epoch has not looked at yet. Before either writes anything, the task asks whether its
+run still holds the flow's lease (task_succession.TaskSuccession.holds): a producer initialised after a failover
 fenced the slot is not fenced itself, and a read begun after its epoch is what stops it. Both then
 commit a CLAIM: a record in the progress topic (key `task_slots.claim_key`) naming the run's lease
 owner and the attempt (Spark's attempt number). A producer that a newer epoch fenced fails this
@@ -94,8 +94,13 @@ class Claim:
 
 
 def read_claim(clients: FlowClients, slot: int) -> Claim | None:
-    """The slot's last committed claim (None: none, or unreadable)."""
-    return Claim.from_json(last_value(clients, claim_key(slot)))
+    """The slot's last claim written (None: none, or unreadable), read uncommitted: an attempt asks
+    it before it may initialise the slot's producer again, and what an earlier epoch of the slot
+    left pending on the claim's partition (a target SIGKILLed mid-transaction) ends only with that
+    initialisation (`establish`); read_committed, the question waited for its own answer until
+    broker.outage.max.seconds. A claim written at all, committed or not, means a newer attempt had
+    initialised the slot's producer."""
+    return Claim.from_json(last_value(clients, claim_key(slot), committed=False))
 
 
 class CopyTransaction:
@@ -154,7 +159,9 @@ class CopyTransaction:
         # after the epoch, before any write: a run that lost the flow's lease writes nothing. The target
         # may be back for the epoch before the lease topic's leader is: ridden out like the calls above
         retrying(held, outage, target, f"asking for the lease of flow {flow.name} ({where})")
-        todo = [p for p in dict.fromkeys(parts) if p not in sp.closed]
+        nprog = clients.partitions("target", progress_topic(flow))
+        claimed = (progress_topic(flow), key_partition(claim_key(slot), nprog))  # an earlier claim's, too
+        todo = [p for p in dict.fromkeys([*parts, claimed]) if p not in sp.closed]
         pending = open_transactions(clients, todo)
         if pending:
             abort = lambda: retrying(  # noqa: E731
@@ -162,7 +169,6 @@ class CopyTransaction:
             )
             abort_pending(pr, pending, abort, where, target)
         sp.closed.update(todo)
-        nprog = clients.partitions("target", progress_topic(flow))
         pr.begin_transaction()
         pr.produce(progress_topic(flow), claim.to_json(), claim_key(slot), key_partition(claim_key(slot), nprog))
         what = f"the claim of {where}"
