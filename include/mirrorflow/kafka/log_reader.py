@@ -67,6 +67,7 @@ MISSING = {KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_PARTITION, Kafk
 # "does not exist" is believed when the cluster's metadata has said so for this long (a broker
 # restarting may answer "unknown topic" for a moment)
 MISSING_CONFIRM_S = 0.5
+RETRY_S = 0.2  # the longest pause between two tries of a read's offsets
 
 
 @dataclass(frozen=True)
@@ -176,6 +177,7 @@ class LogReader:
         broker coming back may cure is a TransientError."""
         deadline = time.monotonic() + timeout
         absent_since: float | None = None  # when the metadata first said the topic is not there
+        tries = 0
         while True:
             try:
                 return call(max(1.0, min(10.0, deadline - time.monotonic())))
@@ -210,7 +212,10 @@ class LogReader:
                     # the leaders and leader epochs cached before a restart are stale (FENCED_LEADER_EPOCH
                     # until the client's metadata is refreshed): ask for the topic's metadata again
                     refresh_metadata(via, [topic])
-            time.sleep(0.2)
+            # a just-created state topic is known to the broker a moment later (a flow's first run):
+            # 20 ms, doubling to RETRY_S, not a whole RETRY_S for the first miss
+            tries += 1
+            time.sleep(min(RETRY_S, 0.01 * 2 ** min(tries, 5)))
 
     def read(
         self,
