@@ -226,14 +226,19 @@ class DevClusters:
         else:
             processes.stop(c.pid)
         self._gone(alias)
-        if down_s > 0:
-            time.sleep(down_s)
-        deadline = time.monotonic() + processes.STOP_TIMEOUT_S  # the killed JVM's sockets close a moment later
-        for p in (c.port, c.controller_port, *([c.proxied_port] if c.proxied_port else [])):
-            while not processes.port_free(p):
-                if time.monotonic() > deadline:
+        held = []  # its ports, held from the stop to the start (processes.hold)
+        try:
+            deadline = time.monotonic() + processes.STOP_TIMEOUT_S  # the killed JVM's sockets close a moment later
+            for p in (c.port, c.controller_port, *([c.proxied_port] if c.proxied_port else [])):
+                sock = processes.hold(p, max(0.0, deadline - time.monotonic()))
+                if sock is None:
                     raise DevClusterError(f"cluster {alias}: port {p} is still in use after the stop; cannot restart")
-                time.sleep(0.1)
+                held.append(sock)
+            if down_s > 0:
+                time.sleep(down_s)
+        finally:
+            for sock in held:
+                sock.close()
         cmd = broker_command(kafka_dist.java_binary(c.release), kafka_dist.libs_dir(c.release), base, logs)
         proc = self._spawn(c, cmd, logs, attached)
         self._save({**self.clusters(), alias: c})

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import random
 import signal
 import socket
 import time
@@ -52,19 +53,59 @@ def port_free(port: int) -> bool:
     return True
 
 
-def free_port(taken: set[int] | None = None) -> int:
-    """A port free on loopback now, not in `taken`, which it joins: the kernel may hand out the port it
-    just gave again (the socket is closed at once), and a broker whose two listeners got the same port
-    failed its storage format ("Each listener must have a different port") in a full run."""
+def hold(port: int, timeout: float) -> socket.socket | None:
+    """A socket bound to `port` (not listening: connecting is refused, as to the stopped server) once
+    the port is free, within `timeout`; None while it is still taken. Held while a server is down
+    for a restart, so that no other process is handed the port meanwhile: a broker restart test of a
+    full run (2026-12-01) found its port taken after a 20 s outage and could not start it again."""
+    deadline = time.monotonic() + timeout
     while True:
+        s = socket.socket()
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind(("127.0.0.1", port))
+            return s
+        except OSError:
+            s.close()
+            if time.monotonic() > deadline:
+                return None
+            time.sleep(0.1)
+
+
+def server_ports() -> tuple[int, int]:
+    """Where the harness's servers listen: below the kernel's range for the local ports of outgoing
+    connections. A client that reconnects to a stopped server's port on loopback again and again
+    (librdkafka every 20 ms, from many clients) is handed that very port as its own local port now and
+    then, and connects to itself; the socket then holds the port, and the server cannot start again on
+    it ("port ... is still in use after the stop": the broker restart tests in a full run, 2026-12-01)."""
+    try:
+        low, high = (int(x) for x in Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split())
+    except (OSError, ValueError):
+        low, high = 32768, 60999  # Linux's default
+    if low - 10000 >= 2000:
+        return 10000, low - 1
+    if 65535 - high >= 2000:
+        return high + 1, 65535
+    return low, high  # no room outside it: inside, as the kernel hands out ports
+
+
+def free_port(taken: set[int] | None = None) -> int:
+    """A port free on loopback now (`server_ports`), not in `taken`, which it joins: two servers of one
+    broker whose listeners got the same port failed its storage format ("Each listener must have a
+    different port") in a full run."""
+    low, high = server_ports()
+    while True:
+        port = random.randint(low, high)
+        if taken is not None and port in taken:
+            continue
         with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = int(s.getsockname()[1])
-        if taken is None:
-            return port
-        if port not in taken:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        if taken is not None:
             taken.add(port)
-            return port
+        return port
 
 
 def on_a_free_port(start: Callable[[int], T], taken: str) -> T:

@@ -40,27 +40,61 @@ def test_other_failures_and_the_last_try_are_raised_as_they_are():
 
 
 def test_ports_handed_out_together_are_never_the_same_one(monkeypatch):
-    """The kernel handed out a port it had just given (both sockets closed at once): a broker's two
-    listeners got the same port and its storage format failed in a full run. `free_port(taken)` asks
-    again for one not in `taken`."""
+    """Two draws may give one port (the kernel did so when it chose: a broker's two listeners got the same
+    port and its storage format failed in a full run). `free_port(taken)` draws again for one not in
+    `taken`."""
     from mirrorflow_dev import processes
 
-    given = iter([40001, 40001, 40001, 40002])
-
-    class Socket:
-        def __enter__(self):
-            return self
-
-        def __exit__(self, *exc):
-            return False
-
-        def bind(self, addr):
-            self.port = next(given)
-
-        def getsockname(self):
-            return ("127.0.0.1", self.port)
-
-    monkeypatch.setattr(processes.socket, "socket", Socket)
+    a, b = processes.free_port(), processes.free_port()
+    while b == a:
+        b = processes.free_port()
+    drawn = iter([a, a, a, b])
+    monkeypatch.setattr(processes.random, "randint", lambda low, high: next(drawn))
     taken: set[int] = set()
-    assert [processes.free_port(taken), processes.free_port(taken)] == [40001, 40002]
-    assert taken == {40001, 40002}
+    assert [processes.free_port(taken), processes.free_port(taken)] == [a, b]
+    assert taken == {a, b}
+
+
+def test_a_free_port_lies_below_the_ports_outgoing_connections_get_and_is_free():
+    """Servers listen below the kernel's range for outgoing connections' local ports: a client that
+    reconnects to a stopped server's port again and again is never handed it as its own."""
+    import socket
+
+    from mirrorflow_dev.processes import free_port, server_ports
+
+    low, high = server_ports()
+    with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+        eph_low, eph_high = (int(x) for x in f.read().split())
+    assert high < eph_low or low > eph_high
+    taken: set[int] = set()
+    ports = [free_port(taken) for _ in range(20)]
+    assert len(set(ports)) == 20 and set(ports) == taken and all(low <= p <= high for p in ports)
+    for p in ports:  # free: a server can bind each
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", p))
+
+
+def test_a_held_port_is_refused_to_clients_and_never_handed_out_until_released():
+    """`hold` keeps a stopped server's port from the stop to the start: connecting is refused, as to the
+    stopped server, no free port is that one, and the server binds it again once it is let go."""
+    import socket
+
+    from mirrorflow_dev.processes import free_port, hold, port_free
+
+    port = free_port()
+    held = hold(port, 5)
+    assert held is not None
+    try:
+        with pytest.raises(ConnectionRefusedError):
+            socket.create_connection(("127.0.0.1", port), timeout=2)
+        with socket.socket() as s:  # another process's bind, as free_port tries it
+            with pytest.raises(OSError):
+                s.bind(("127.0.0.1", port))
+    finally:
+        held.close()
+    assert port_free(port)
+    with socket.socket() as server:  # the restarted server
+        server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        server.bind(("127.0.0.1", port))
+        server.listen()
+        assert hold(port, 0.3) is None  # while a server listens there, hold waits and gives up
