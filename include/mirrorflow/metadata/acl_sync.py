@@ -8,14 +8,16 @@ without an authorizer has no ACLs to sync: that is one log line, not an error.
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import time
 from collections.abc import Iterable
 
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 
 from mirrorflow.kafka.acl_admin import NO_AUTHORIZER, NOT_AUTHORIZED, AclBinding, create_acls, read_acls
-from mirrorflow.metadata.sync_report import ADD_ACL, Change, SyncReport, settle
+from mirrorflow.metadata.sync_report import ADD_ACL, DONE, Change, SyncReport, settle
 from mirrorflow.metadata.topic_sync import read_error, skip_reason
 from mirrorflow.mm2.filters import FlowFilters
 
@@ -102,3 +104,29 @@ def sync_acls(
     futures = create_acls(target, [a for a, _ in planned], timeout)
     for acl, change in planned:
         settle(change, futures[acl], timeout)
+    shown([a for a, c in planned if c.status == DONE], target, filters.target, timeout)
+
+
+def shown(created: list[AclBinding], target: AdminClient, alias: str, timeout: float) -> None:
+    """Wait (up to `timeout`) until the target's authorizer shows the bindings just created: a KRaft
+    broker applies ACL records a moment after CreateAcls answered, and until then a describe, the next
+    sync's plan among them, does not see them (a full run's sync test read none right after its sync,
+    on a loaded machine). Past the timeout one warning: they were created, the broker decides when."""
+    if not created:
+        return
+    deadline = time.monotonic() + timeout
+    missing = set(created)
+    while True:
+        with contextlib.suppress(KafkaException):
+            missing -= set(read_acls(target, timeout, resource="TOPIC")[0])
+        if not missing or time.monotonic() > deadline:
+            break
+        time.sleep(0.1)
+    if missing:
+        log.warning(
+            "ACL sync: cluster %s does not show %d of the %d ACLs created after %.0f s",
+            alias,
+            len(missing),
+            len(created),
+            timeout,
+        )
