@@ -452,7 +452,14 @@ def test_the_aborting_transaction_skips_a_partition_the_target_lacks_and_reaches
     pr.commit_transaction(30)
     admin = AdminClient(target.client_config())
     admin.create_partitions([NewPartitions(t, 3)])[t].result(30)
+    # the broker shows the new partition a moment after the answer (KRaft, a loaded machine): until then it
+    # does not exist for anyone, and nothing can be pending there; the producer's own metadata stays stale
+    deadline = time.monotonic() + 60
+    while len(admin.list_topics(t, timeout=10).topics[t].partitions) < 3:
+        assert time.monotonic() < deadline, "the target never showed the third partition"
+        time.sleep(0.1)
     abort_pending(pr, [(t, 0), (t, 2), (t, 5)], lambda: pr.abort_transaction(30), "test", "B")
+    markers_written(target, t, 3)  # the abort's markers follow its answer
     raw = consume_all(target, t, isolation="read_uncommitted")
     assert sorted((r.partition, r.key) for r in raw) == [(0, b"k"), (0, ABORTED_VALUE), (2, ABORTED_VALUE)]
     assert [r.value for r in consume_all(target, t)] == [b"v"]  # read_committed: the aborted markers are not seen

@@ -20,7 +20,7 @@ from mirrorflow.replication.run.runner import run_once
 from mirrorflow.state.verified import read_marks, write_marks
 from tests.integration.replicate_helpers import make_flow, mirror_topic
 from tests.integration.test_replicate import cli, records
-from tests.support import consume_all, produce, read_progress
+from tests.support import consume_all, markers_written, produce, read_progress
 
 pytestmark = pytest.mark.integration
 
@@ -114,6 +114,7 @@ def test_a_mark_of_no_copy_checks_the_next_copies_from_the_first_not_from_the_ta
     aborted.flush(30)
     aborted.abort_transaction(30)
     produce(source, t, [{"partition": 0, "key": b"k", "value": b"copied-0"}])
+    markers_written(source, t)  # the abort's marker follows its answer: until then a read_committed read ends below
     [first_record] = consume_all(source, t)  # above the aborted records and their marker
     assert run_once(cfg, flow, mode="direct").records == 1
     with FlowClients(cfg, flow) as clients:
