@@ -73,11 +73,10 @@ def hold(port: int, timeout: float) -> socket.socket | None:
 
 
 def server_ports() -> tuple[int, int]:
-    """Where the harness's servers listen: below the kernel's range for the local ports of outgoing
-    connections. A client that reconnects to a stopped server's port on loopback again and again
-    (librdkafka every 20 ms, from many clients) is handed that very port as its own local port now and
-    then, and connects to itself; the socket then holds the port, and the server cannot start again on
-    it ("port ... is still in use after the stop": the broker restart tests in a full run, 2026-12-01)."""
+    """Where the harness's servers listen: below the kernel's ephemeral range, which it draws both the
+    local ports of outgoing connections and every bind to port 0 from. A server's port taken from that
+    range was anyone's while the server was stopped: a full run (2026-12-01) found a restarting broker's
+    controller port and a `dev up`'s recorded port taken ("port ... is still in use")."""
     try:
         low, high = (int(x) for x in Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split())
     except (OSError, ValueError):
