@@ -98,7 +98,7 @@ def free_port(taken: set[int] | None = None) -> int:
         if taken is not None and port in taken:
             continue
         with socket.socket() as s:
-            try:
+            try:  # without SO_REUSEADDR (not port_free): a port `hold` keeps for a stopped server is refused
                 s.bind(("127.0.0.1", port))
             except OSError:
                 continue

@@ -35,7 +35,7 @@ from confluent_kafka.admin import OffsetSpec
 
 from mirrorflow.errors import ClusterError, TopicError, TransientError
 from mirrorflow.kafka.connection import ClusterConnection, kafka_error, warm_metadata
-from mirrorflow.kafka.retry import TRANSIENT_CODES, failure, refresh_metadata, transient_error
+from mirrorflow.kafka.retry import TRANSIENT_CODES, backoff_s, failure, refresh_metadata, transient_error
 
 # librdkafka needs a group.id even for assign(); readers never subscribe or commit with it.
 READER_GROUP = "mirrorflow-internal-reader"
@@ -215,7 +215,7 @@ class LogReader:
             # a just-created state topic is known to the broker a moment later (a flow's first run):
             # 20 ms, doubling to RETRY_S, not a whole RETRY_S for the first miss
             tries += 1
-            time.sleep(min(RETRY_S, 0.01 * 2 ** min(tries, 5)))
+            time.sleep(backoff_s(tries, first=0.02, cap=RETRY_S))
 
     def read(
         self,

@@ -103,8 +103,9 @@ def call_timeout_s(bound_s: float, default_s: float) -> float:
 
 def backoff_s(failures: int, first: float = FIRST_BACKOFF_S, cap: float = BACKOFF_S) -> float:
     """The wait after the `failures`-th failure in a row (1, 2, ...): doubling from `first`, at most
-    `cap` (a blip costs a tenth of a second, a restart about one attempt a second)."""
-    return min(cap, first * 2 ** max(0, failures - 1))
+    `cap` (a blip costs a tenth of a second, a restart about one attempt a second). The exponent stops
+    at 32: past it the cap holds anyway, and a float cannot take 2 ** 1024."""
+    return min(cap, first * 2 ** min(32, max(0, failures - 1)))
 
 
 def transient_error(err: KafkaError | None) -> bool:

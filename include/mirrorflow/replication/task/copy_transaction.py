@@ -10,8 +10,8 @@ partitions, its claim's partition) that still hold a transaction open, so what a
 left pending there ends as aborted (state.fencing.abort_pending; a quiet partition gets no write,
 and no aborted record lands where nothing was pending); a cached producer does the same over the
 partitions its epoch has not looked at yet. Before either writes anything, the task asks whether its
-run still holds the flow's lease (task_succession.TaskSuccession.holds): a producer initialised after a failover
-fenced the slot is not fenced itself, and a read begun after its epoch is what stops it. Both then
+run still holds the flow's lease (task_succession.TaskSuccession.holds): a producer initialised after
+a failover fenced the slot is not fenced itself, and a read begun after its epoch is what stops it. Both then
 commit a CLAIM: a record in the progress topic (key `task_slots.claim_key`) naming the run's lease
 owner and the attempt (Spark's attempt number). A producer that a newer epoch fenced fails this
 commit before anything was read; once a claim is committed no older producer of the slot can
