@@ -146,20 +146,32 @@ class DevRegistries:
         running = {a: r for a, r in self.current().items() if alive(r.pid)}
         started: dict[str, tuple[DevRegistry, subprocess.Popen]] = {}
         self.home.mkdir(parents=True, exist_ok=True)
-        taken = set((ports or {}).values())  # every port this start hands out, once
+        given = ports or {}
+        taken = set(given.values())  # every port this start hands out, once
+
+        def launch(alias: str, port: int) -> None:  # in this thread: attached=True ties the JVM to it
+            if not port_free(port):
+                raise DevClusterError(f"port {port} for {alias}'s schema registry is already in use on 127.0.0.1")
+            reg = DevRegistry(alias, port, free_port(taken), log=str(self.home / f"{alias}.log"))
+            started[alias] = (reg, self._start(reg, app, java, attached, (props or {}).get(alias, {})))
+            running[alias] = reg
+            self._save(running)
+
         try:
             for alias in aliases:
-                if alias in running:
-                    continue
-                port = (ports or {}).get(alias) or free_port(taken)
-                if not port_free(port):
-                    raise DevClusterError(f"port {port} for {alias}'s schema registry is already in use on 127.0.0.1")
-                reg = DevRegistry(alias, port, free_port(taken), log=str(self.home / f"{alias}.log"))
-                started[alias] = (reg, self._start(reg, app, java, attached, (props or {}).get(alias, {})))
-                running[alias] = reg
-                self._save(running)
-            for reg, proc in started.values():
-                self._wait_ready(reg, proc)
+                if alias not in running:
+                    launch(alias, given.get(alias) or free_port(taken))
+            for alias in list(started):
+                for attempt in range(1, processes.PORT_TRIES + 1):
+                    try:
+                        self._wait_ready(*started[alias])
+                        break
+                    except DevClusterError as exc:
+                        # a port this start drew was taken before the JVM bound it seconds later (a full
+                        # run, 2026-12-01): another one, as processes.on_a_free_port does for PostgreSQL
+                        if "seems to be in use" not in str(exc) or alias in given or attempt == processes.PORT_TRIES:
+                            raise
+                        launch(alias, free_port(taken))
         except BaseException:
             for reg, _ in started.values():
                 processes.stop(reg.pid, group=True)
