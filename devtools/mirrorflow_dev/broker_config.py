@@ -13,6 +13,7 @@ import os
 import uuid
 from pathlib import Path
 
+from mirrorflow_dev import class_archive
 from mirrorflow_dev.certs import DevCA
 from mirrorflow_dev.dev_cluster import SECURITY_KINDS, TEST_USERS, DevCluster
 
@@ -76,13 +77,15 @@ def format_command(c: DevCluster, java: str, libs: Path, base: Path, logs: Path)
     return cmd
 
 
-def broker_command(java: str, libs: Path, base: Path, logs: Path) -> list[str]:
-    """The JVM of the broker on its prepared files (same ports, same data on every start)."""
+def broker_command(java: str, libs: Path, base: Path, logs: Path, classes: list[str] | None = None) -> list[str]:
+    """The JVM of the broker on its prepared files (same ports, same data on every start). `classes`: its
+    class-data-sharing options, by default those that map the release's archive when one was made."""
     return [
         java,
         "-Xms256m",
         "-Xmx768m",
         *JVM_PERF,
+        *(class_archive.options(java, libs) if classes is None else classes),
         f"-Dkafka.logs.dir={logs}",
         f"-Dlog4j2.configurationFile={base / 'log4j2.properties'}",
         "-cp",

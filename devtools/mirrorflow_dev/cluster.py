@@ -34,8 +34,10 @@ READY_TIMEOUT_S = 120.0
 class DevClusters:
     """The set of local clusters that live under one home folder."""
 
-    def __init__(self, home: Path | str | None = None):
+    def __init__(self, home: Path | str | None = None, classes: list[str] | None = None):
+        """`classes`: the brokers' class-data-sharing options instead of the release's archive (class_archive)."""
         self.home = dev_home(home)
+        self.classes = classes
         self.state_file = self.home / "state.json"
 
     # -- state -------------------------------------------------------------------------------
@@ -163,7 +165,7 @@ class DevClusters:
             raise DevClusterError(
                 f"cluster {c.alias} (Kafka {c.kafka_version}): formatting the storage failed: {cause}\n...{out[-800:]}"
             )
-        return broker_command(java, libs, base, logs), logs
+        return broker_command(java, libs, base, logs, self.classes), logs
 
     @staticmethod
     def _spawn(c: DevCluster, cmd: list[str], logs: Path, attached: bool) -> subprocess.Popen:
@@ -239,7 +241,9 @@ class DevClusters:
         finally:
             for sock in held:
                 sock.close()
-        cmd = broker_command(kafka_dist.java_binary(c.release), kafka_dist.libs_dir(c.release), base, logs)
+        cmd = broker_command(
+            kafka_dist.java_binary(c.release), kafka_dist.libs_dir(c.release), base, logs, self.classes
+        )
         proc = self._spawn(c, cmd, logs, attached)
         self._save({**self.clusters(), alias: c})
         self._wait_ready(c, proc, logs)
