@@ -11,6 +11,7 @@ import os
 import random
 import signal
 import socket
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -18,6 +19,9 @@ from typing import TypeVar
 
 STOP_TIMEOUT_S = 30.0
 PORT_TRIES = 3
+# a drawn port, reserved for every process of this user (`reserve`): a file per port, for this long
+RESERVATIONS = Path(tempfile.gettempdir()) / f"mirrorflow-ports-{os.getuid()}"
+RESERVED_S = 600.0
 T = TypeVar("T")
 
 
@@ -91,7 +95,7 @@ def server_ports() -> tuple[int, int]:
 def free_port(taken: set[int] | None = None) -> int:
     """A port free on loopback now (`server_ports`), not in `taken`, which it joins: two servers of one
     broker whose listeners got the same port failed its storage format ("Each listener must have a
-    different port") in a full run."""
+    different port") in a full run. Nor one another process drew in the last RESERVED_S (`reserve`)."""
     low, high = server_ports()
     while True:
         port = random.randint(low, high)
@@ -102,9 +106,33 @@ def free_port(taken: set[int] | None = None) -> int:
                 s.bind(("127.0.0.1", port))
             except OSError:
                 continue
+        if not reserve(port):
+            continue
         if taken is not None:
             taken.add(port)
         return port
+
+
+def reserve(port: int) -> bool:
+    """Whether `port` is this caller's: no process of this user drew it in the last RESERVED_S. A server
+    binds its port up to a minute after the draw (Airflow's api-server after `db migrate`, a JVM
+    starting), and a sibling test worker drawing meanwhile would find it free: the reservation (a file
+    made with O_EXCL, its age the draw's) covers that window. After it the port is bound (the OS
+    refuses it to others), held (`hold`) or free again."""
+    RESERVATIONS.mkdir(exist_ok=True)
+    path = RESERVATIONS / str(port)
+    for _ in range(2):
+        try:
+            os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
+            return True
+        except FileExistsError:
+            try:
+                if time.time() - path.stat().st_mtime < RESERVED_S:
+                    return False
+                path.unlink()  # an old draw's: its server bound the port long ago or never will
+            except FileNotFoundError:
+                pass
+    return False
 
 
 def on_a_free_port(start: Callable[[int], T], taken: str) -> T:

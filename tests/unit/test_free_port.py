@@ -39,7 +39,7 @@ def test_other_failures_and_the_last_try_are_raised_as_they_are():
     assert len(calls) == 1 + PORT_TRIES
 
 
-def test_ports_handed_out_together_are_never_the_same_one(monkeypatch):
+def test_ports_handed_out_together_are_never_the_same_one(monkeypatch, tmp_path):
     """Two draws may give one port (the kernel did so when it chose: a broker's two listeners got the same
     port and its storage format failed in a full run). `free_port(taken)` draws again for one not in
     `taken`."""
@@ -48,6 +48,7 @@ def test_ports_handed_out_together_are_never_the_same_one(monkeypatch):
     a, b = processes.free_port(), processes.free_port()
     while b == a:
         b = processes.free_port()
+    monkeypatch.setattr(processes, "RESERVATIONS", tmp_path)  # a and b not reserved: only `taken` refuses a
     drawn = iter([a, a, a, b])
     monkeypatch.setattr(processes.random, "randint", lambda low, high: next(drawn))
     taken: set[int] = set()
@@ -98,3 +99,33 @@ def test_a_held_port_is_refused_to_clients_and_never_handed_out_until_released()
         server.bind(("127.0.0.1", port))
         server.listen()
         assert hold(port, 0.3) is None  # while a server listens there, hold waits and gives up
+
+
+def test_a_port_another_process_drew_is_not_handed_out_until_its_reservation_expires(monkeypatch, tmp_path):
+    """A server binds its port up to a minute after the draw (Airflow's api-server after `db migrate`): a
+    sibling worker drawing meanwhile found it free. A drawn port is reserved for every process of the user
+    (a file per port, O_EXCL) for RESERVED_S; an older reservation is taken over."""
+    import os
+    import subprocess
+    import sys
+    import time
+
+    from mirrorflow_dev import processes
+
+    monkeypatch.setattr(processes, "RESERVATIONS", tmp_path / "ports")
+    # another process draws: its reservation is on disk
+    drawn = subprocess.run(
+        [sys.executable, "-c", "from mirrorflow_dev import processes as p; import pathlib, sys; "
+         f"p.RESERVATIONS = pathlib.Path({str(tmp_path / 'ports')!r}); print(p.free_port())"],
+        check=True, capture_output=True, text=True).stdout.strip()
+    a = int(drawn)
+    other = processes.free_port()
+    assert other != a and sorted(os.listdir(tmp_path / "ports")) == sorted([str(a), str(other)])
+    draws = iter([a, a, a])
+    monkeypatch.setattr(processes.random, "randint", lambda low, high: next(draws, other + 1))
+    assert processes.free_port() != a  # free on loopback, but drawn by the other process
+    old = time.time() - processes.RESERVED_S - 1
+    os.utime(tmp_path / "ports" / str(a), (old, old))
+    draws = iter([a])
+    assert processes.free_port() == a  # the reservation expired: taken over, fresh again
+    assert time.time() - (tmp_path / "ports" / str(a)).stat().st_mtime < 60
