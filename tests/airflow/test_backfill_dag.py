@@ -189,6 +189,36 @@ def test_a_backfill_run_waits_for_the_flows_lease(tmp_path, source, target, uniq
         until_done(replicate.plan_task, flow.name, "backfill__x", str(cfg.path), {}, (NOW, NOW + 100))
 
 
+def test_a_wait_on_the_triggerer_looks_first_after_it_settled(monkeypatch):
+    """The task looked just before it deferred; its trigger looks first SETTLE_S later (or at its deadline).
+    A lease freed a second after a backfill run's task deferred resumed it within 4 s, before the scheduler
+    took in the executor's "success" of the attempt that deferred: Airflow then fails the resumed attempt
+    (apache/airflow#72716; a full run, 2026-12-01)."""
+    import asyncio
+    import time
+
+    from mirrorflow_airflow.triggers import run_wait
+
+    looked: list[float] = []
+
+    class Free(run_wait.RunWaitTrigger):
+        def missing(self) -> str:  # nothing to wait for
+            looked.append(time.monotonic())
+            return ""
+
+    async def event(trigger) -> dict:
+        async for e in trigger.run():
+            return e.payload
+
+    monkeypatch.setattr(run_wait, "SETTLE_S", 1.5)
+    began = time.monotonic()
+    assert asyncio.run(event(Free("F->B", None, run_wait.LEASE, "me", time.time() + 60))) == {"ready": True, "why": ""}
+    assert len(looked) == 1 and looked[0] - began >= 1.5
+    began = time.monotonic()  # a deadline before the settle time: looked at once there
+    assert asyncio.run(event(Free("F->B", None, run_wait.LEASE, "me", time.time() + 0.5)))["ready"]
+    assert 0.4 <= looked[1] - began
+
+
 class Via:
     """A test cluster as clients reach it through `port` (its bootstrap; the brokers it advertises after)."""
 

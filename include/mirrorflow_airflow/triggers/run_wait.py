@@ -19,12 +19,17 @@ from typing import Any
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 CLUSTERS, LEASE = "clusters", "lease"
+# The trigger looks first this long after it starts (the task had just looked). Airflow 3.3 fails a resumed
+# task when the scheduler takes in the executor's "success" of the attempt that deferred only after the
+# resumed attempt is running (apache/airflow#72716): a lease freed a second after the task deferred resumed
+# it within 4 s, and that event came 5.4 s after the deferral on a loaded machine (a full run, 2026-12-01).
+SETTLE_S = 10.0
 
 
 class RunWaitTrigger(BaseTrigger):
-    """Poll every `poll_s` until `what` (CLUSTERS: both of the flow's clusters answer; LEASE: nobody
-    but `owner` holds the flow's lease) or `deadline` (epoch s). Its event: `ready`, and `why` not
-    (the last error, or who holds the lease since when)."""
+    """Poll every `poll_s`, the first time after SETTLE_S, until `what` (CLUSTERS: both of the flow's
+    clusters answer; LEASE: nobody but `owner` holds the flow's lease) or `deadline` (epoch s). Its
+    event: `ready`, and `why` not (the last error, or who holds the lease since when)."""
 
     def __init__(
         self, flow_name: str, config_path: str | None, what: str, owner: str, deadline: float, poll_s: float = 5.0
@@ -47,6 +52,7 @@ class RunWaitTrigger(BaseTrigger):
         )
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
+        await asyncio.sleep(max(0.0, min(SETTLE_S, self.deadline - time.time())))
         while True:
             why = await asyncio.to_thread(self.missing)
             left = self.deadline - time.time()
