@@ -106,10 +106,24 @@ def run_through_restart(cfg, flow, pool, hard: bool, down_s: float, copying=None
     if copying is not None:
         wait_until_copying(t, *copying)
     pool.dev.restart("R", hard=hard, down_s=down_s, attached=True)
+    back = time.monotonic()
     t.join(600)
     assert not t.is_alive()
-    assert "error" not in out, out.get("traceback")
+    assert "error" not in out, (out.get("traceback"), broker_after(pool, "R", time.monotonic() - back))
     return out["report"]
+
+
+def broker_after(pool, alias: str, since_s: float) -> str:
+    """What a failure says of the restarted broker: alive or not, and its log's last lines. A full run
+    (2026-12-01) saw the source's partitions without a leader for the whole outage bound (120 s) after a
+    restart that had come back serving; the broker's side was gone with its directory."""
+    from mirrorflow_dev.processes import alive, tail
+
+    c = pool.dev.clusters().get(alias)
+    pid = c.pid if c is not None else None
+    logs = pool.dev.home / alias / "logs"
+    return (f"broker {alias} (pid {pid}, {'alive' if alive(pid) else 'GONE'}) {since_s:.0f} s after the restart "
+            f"returned; its log:\n{tail(logs / 'server.log', logs / 'stdout.log', n=60)}")
 
 
 def diverge(src, dst) -> None:
