@@ -25,7 +25,11 @@ RESERVED_S = 600.0
 T = TypeVar("T")
 
 
-def alive(pid: int | None) -> bool:
+def alive(pid: int | None, marker: str | None = None) -> bool:
+    """Whether `pid` runs (a zombie counts as gone). With `marker`: and is still the process the caller
+    recorded, its command line holding `marker` (e.g. a broker's server.properties). pids wrap at 32768
+    here and a full run spawns tens of thousands of processes: a recorded pid of a server that died by
+    other means may name another worker's broker by the time someone stops it."""
     if not pid:
         return False
     try:
@@ -33,12 +37,22 @@ def alive(pid: int | None) -> bool:
     except ProcessLookupError:
         return False
     except PermissionError:
-        return True
+        return marker is None
     try:  # a zombie child of this process counts as gone
         with open(f"/proc/{pid}/stat") as f:
-            return f.read().split(") ", 1)[1].split()[0] != "Z"
+            if f.read().split(") ", 1)[1].split()[0] == "Z":
+                return False
     except OSError:
         return False
+    return marker is None or marker.encode() in _cmdline(pid)
+
+
+def _cmdline(pid: int | None) -> bytes:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read()
+    except OSError:
+        return b""
 
 
 def reap(pid: int) -> None:
@@ -149,10 +163,16 @@ def on_a_free_port(start: Callable[[int], T], taken: str) -> T:
     raise AssertionError("unreachable")
 
 
-def stop(pid: int | None, sig: int = signal.SIGTERM, group: bool = False, timeout: float = STOP_TIMEOUT_S) -> None:
+def stop(
+    pid: int | None,
+    sig: int = signal.SIGTERM,
+    group: bool = False,
+    timeout: float = STOP_TIMEOUT_S,
+    marker: str | None = None,
+) -> None:
     """`sig` (the server's clean shutdown) to the process, or its process group, a bounded wait,
-    then SIGKILL, and wait until it is gone."""
-    if not alive(pid):
+    then SIGKILL, and wait until it is gone. With `marker`, only while it is that process (`alive`)."""
+    if not alive(pid, marker):
         return
     assert pid
     send = os.killpg if group else os.kill
@@ -169,9 +189,9 @@ def stop(pid: int | None, sig: int = signal.SIGTERM, group: bool = False, timeou
     reap(pid)
 
 
-def kill(pid: int | None, group: bool = False) -> None:
-    """SIGKILL, as a crash would, and wait until the process is gone."""
-    if not alive(pid):
+def kill(pid: int | None, group: bool = False, marker: str | None = None) -> None:
+    """SIGKILL, as a crash would, and wait until the process is gone (with `marker`: see `stop`)."""
+    if not alive(pid, marker):
         return
     assert pid
     with contextlib.suppress(ProcessLookupError):
