@@ -109,12 +109,18 @@ class DevRegistry:
         return f"http://127.0.0.1:{self.port}"
 
     @property
+    def marker(self) -> str:
+        """What the registry's command line holds: its pid is signalled only while it does (processes.alive)."""
+        return f"-Dquarkus.http.port={self.port}"
+
+    @property
     def confluent_url(self) -> str:
         """Its Confluent-compatible API: a cluster's `schema.registry.url`."""
         return f"{self.url}/apis/ccompat/v7"
 
     def status(self) -> dict:
-        return {**asdict(self), "url": self.url, "schema.registry.url": self.confluent_url, "running": alive(self.pid)}
+        running = alive(self.pid, self.marker)
+        return {**asdict(self), "url": self.url, "schema.registry.url": self.confluent_url, "running": running}
 
 
 class DevRegistries:
@@ -143,7 +149,7 @@ class DevRegistries:
         attached=True: each dies with this process (tests). `props`: alias -> Apicurio settings (system
         properties, e.g. KafkaSQL storage: `apicurio.storage.kind=kafkasql`)."""
         app, java = app_dir(), java_binary()
-        running = {a: r for a, r in self.current().items() if alive(r.pid)}
+        running = {a: r for a, r in self.current().items() if alive(r.pid, r.marker)}
         started: dict[str, tuple[DevRegistry, subprocess.Popen]] = {}
         self.home.mkdir(parents=True, exist_ok=True)
         given = ports or {}
@@ -174,7 +180,7 @@ class DevRegistries:
                         launch(alias, free_port(taken))
         except BaseException:
             for reg, _ in started.values():
-                processes.stop(reg.pid, group=True)
+                processes.stop(reg.pid, group=True, marker=reg.marker)
                 running.pop(reg.alias, None)
             self._save(running)
             raise
@@ -243,9 +249,9 @@ class DevRegistries:
             if aliases is not None and alias not in aliases:
                 continue
             reg = regs.pop(alias)
-            if alive(reg.pid):
+            if alive(reg.pid, reg.marker):
                 stopped.append(alias)
-            processes.stop(reg.pid, group=True)
+            processes.stop(reg.pid, group=True, marker=reg.marker)
         if regs:
             self._save(regs)
         else:

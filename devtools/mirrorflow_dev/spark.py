@@ -38,8 +38,14 @@ class DevSpark:
     def remote(self) -> str:
         return f"sc://127.0.0.1:{self.port}"
 
+    @property
+    def marker(self) -> str:
+        """What the server's command line holds: its pid is signalled only while it does (processes.alive;
+        a test that killed the server left its pid to be reused, and `down` then stopped that group)."""
+        return f"spark.connect.grpc.binding.port={self.port}"
+
     def status(self) -> dict:
-        return {**asdict(self), "remote": self.remote, "running": alive(self.pid)}
+        return {**asdict(self), "remote": self.remote, "running": alive(self.pid, self.marker)}
 
 
 class DevSparkServer:
@@ -69,7 +75,7 @@ class DevSparkServer:
         `port=0`: any free port, another if it is taken before the JVM binds it 10-20 s later
         (processes.on_a_free_port; the returned DevSpark names the port)."""
         cur = self.current()
-        if cur and alive(cur.pid):
+        if cur and alive(cur.pid, cur.marker):
             return cur
         if port == 0:
             return processes.on_a_free_port(lambda p: self._start(p, master, conf, attached), "BindException")
@@ -128,12 +134,12 @@ class DevSparkServer:
         s = self.current()
         if s is None:
             return False
-        was = alive(s.pid)
+        was = alive(s.pid, s.marker)
         self._stop(s)
         return was
 
     def _stop(self, s: DevSpark) -> None:
-        processes.stop(s.pid, group=True)
+        processes.stop(s.pid, group=True, marker=s.marker)
         self.state_file.unlink(missing_ok=True)
 
 
