@@ -27,7 +27,7 @@ T = TypeVar("T")
 
 def alive(pid: int | None, marker: str | None = None) -> bool:
     """Whether `pid` runs (a zombie counts as gone). With `marker`: and is still the process the caller
-    recorded, its command line holding `marker` (e.g. a broker's server.properties). pids wrap at 32768
+    recorded, one of its command line's arguments being `marker` (a broker's server.properties). pids wrap at 32768
     here and a full run spawns tens of thousands of processes: a recorded pid of a server that died by
     other means may name another worker's broker by the time someone stops it."""
     if not pid:
@@ -44,15 +44,16 @@ def alive(pid: int | None, marker: str | None = None) -> bool:
                 return False
     except OSError:
         return False
-    return marker is None or marker.encode() in _cmdline(pid)
+    return marker is None or marker.encode() in _argv(pid)
 
 
-def _cmdline(pid: int | None) -> bytes:
+def _argv(pid: int | None) -> list[bytes]:
+    """The process's command line, an element per argument (a port's setting must not match a longer port)."""
     try:
         with open(f"/proc/{pid}/cmdline", "rb") as f:
-            return f.read()
+            return f.read().split(b"\0")
     except OSError:
-        return b""
+        return []
 
 
 def reap(pid: int) -> None:

@@ -4,14 +4,23 @@ whole outage bound, as a signal to a stale pid would leave it. A broker's comman
 server.properties (`DevClusters.marker`)."""
 import subprocess
 import sys
+import time
 
 from mirrorflow_dev import processes
 from mirrorflow_dev.cluster import DevClusters
 from mirrorflow_dev.dev_cluster import DevCluster
 
 
-def sleeper() -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)", "not-a-broker"])
+def sleeper(*args: str) -> subprocess.Popen:
+    """A process whose command line holds `args` (once its exec is through: the parent may return a moment
+    before the new command line is in place)."""
+    args = args or ("not-a-broker",)
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)", *args])
+    deadline = time.monotonic() + 10
+    while not processes.alive(proc.pid, args[-1]):
+        assert time.monotonic() < deadline, "the sleeper never showed its command line"
+        time.sleep(0.01)
+    return proc
 
 
 def test_a_pid_that_names_another_process_now_is_not_signalled():
@@ -38,6 +47,17 @@ def test_dev_down_leaves_a_process_that_took_a_dead_brokers_pid_alone(tmp_path):
         assert dev.down(["A"]) == ["A"] and not dev.clusters()
         assert other.poll() is None
         assert dev.marker("A") == str((tmp_path / "dev").absolute() / "A" / "server.properties")
+    finally:
+        other.kill()
+        other.wait()
+
+
+def test_a_marker_is_a_whole_argument_not_part_of_one():
+    """A Connect server on port 1500 is not the one on 15002: markers name whole arguments."""
+    other = sleeper("--conf", "spark.connect.grpc.binding.port=15002")
+    try:
+        assert processes.alive(other.pid, "spark.connect.grpc.binding.port=15002")
+        assert not processes.alive(other.pid, "spark.connect.grpc.binding.port=1500")
     finally:
         other.kill()
         other.wait()
