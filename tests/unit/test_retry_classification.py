@@ -21,6 +21,17 @@ from mirrorflow.kafka.retry import Outage, backoff_s, retry_call, transient, tra
 from mirrorflow.kafka.retry import is_fenced
 
 
+def clock(monkeypatch, sleep=lambda s: None, monotonic=None) -> None:
+    """`sleep` and `monotonic` as the retry module sees them, and only it: patching the time module itself
+    reached every thread of the worker, and a thread an earlier test left sleeping added its waits to a
+    test's (a full run, 2026-12-01)."""
+    import time
+    from types import SimpleNamespace
+
+    monkeypatch.setattr(retry, "time", SimpleNamespace(sleep=sleep, monotonic=monotonic or time.monotonic,
+                                                       time=time.time))
+
+
 def err(code: int, fatal: bool = False, retriable: bool = False, abortable: bool = False) -> KafkaError:
     return KafkaError(code, "as the broker said", fatal=fatal, retriable=retriable, txn_requires_abort=abortable)
 
@@ -82,7 +93,7 @@ def test_the_backoff_doubles_up_to_its_cap():
 
 def test_retry_call_retries_transient_failures_and_returns(monkeypatch):
     slept: list[float] = []
-    monkeypatch.setattr(retry.time, "sleep", slept.append)
+    clock(monkeypatch, sleep=slept.append)
     failures = [KafkaException(err(KafkaError.UNKNOWN_LEADER_EPOCH)), UnreachableError("A", "cannot reach it")]
 
     def call() -> str:
@@ -95,7 +106,7 @@ def test_retry_call_retries_transient_failures_and_returns(monkeypatch):
 
 
 def test_retry_call_raises_other_failures_at_once(monkeypatch):
-    monkeypatch.setattr(retry.time, "sleep", lambda s: pytest.fail("no wait for a final error"))
+    clock(monkeypatch, sleep=lambda s: pytest.fail("no wait for a final error"))
     calls = []
 
     def call() -> None:
@@ -108,9 +119,8 @@ def test_retry_call_raises_other_failures_at_once(monkeypatch):
 
 
 def test_past_the_bound_one_message_names_cluster_call_bound_and_last_error(monkeypatch):
-    monkeypatch.setattr(retry.time, "sleep", lambda s: None)
-    clock = iter([100.0, 100.0, 131.0, 131.0])
-    monkeypatch.setattr(retry.time, "monotonic", lambda: next(clock))
+    ticks = iter([100.0, 100.0, 131.0, 131.0])
+    clock(monkeypatch, monotonic=lambda: next(ticks))
 
     def call() -> None:
         raise KafkaException(err(KafkaError._ALL_BROKERS_DOWN))
@@ -124,7 +134,7 @@ def test_past_the_bound_one_message_names_cluster_call_bound_and_last_error(monk
 
 
 def test_the_outage_message_names_the_setting(monkeypatch):
-    monkeypatch.setattr(retry.time, "monotonic", lambda: 500.0)
+    clock(monkeypatch, monotonic=lambda: 500.0)
     o = Outage(0.0)
     with pytest.raises(BrokerUnavailableError) as exc:
         o.wait("B", "copying t[0]", KafkaException(err(KafkaError._TRANSPORT)))
