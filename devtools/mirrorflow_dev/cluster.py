@@ -36,7 +36,7 @@ class DevClusters:
 
     def __init__(self, home: Path | str | None = None, classes: list[str] | None = None):
         """`classes`: the brokers' class-data-sharing options instead of the release's archive (class_archive)."""
-        self.home = dev_home(home).absolute()  # the brokers' command lines name their files by it (marker)
+        self.home = dev_home(home).absolute()  # a broker's command line names its files by it (DevCluster.marker)
         self.classes = classes
         self.state_file = self.home / "state.json"
 
@@ -88,7 +88,7 @@ class DevClusters:
         todo: dict[str, DevCluster] = {}
         for alias in aliases:
             cur = existing.get(alias)
-            if cur and processes.alive(cur.pid, self.marker(alias)):
+            if cur and processes.alive(cur.pid, cur.marker):
                 _check_same(cur, kinds[alias], releases[alias])
                 continue
             port = ports.get(alias) or processes.free_port(taken)
@@ -140,15 +140,10 @@ class DevClusters:
         self._save(merged)
         if errors:
             for c in todo.values():
-                processes.stop(c.pid, marker=self.marker(c.alias))
+                processes.stop(c.pid, marker=c.marker)
             self._save({a: c for a, c in merged.items() if a not in todo})
             raise DevClusterError("\n".join(errors))
         return {a: merged[a] for a in aliases}
-
-    def marker(self, alias: str) -> str:
-        """What the command line of this cluster's broker holds (its server.properties): a recorded pid
-        is signalled only while it names that broker (processes.alive)."""
-        return str(self._dirs(alias)[0] / "server.properties")
 
     def _dirs(self, alias: str) -> tuple[Path, Path, Path]:
         base = self.home / alias
@@ -209,7 +204,7 @@ class DevClusters:
             except Exception:  # noqa: BLE001 - not ready yet; keep polling until the deadline
                 pass
             time.sleep(0.3)
-        processes.stop(c.pid, marker=self.marker(c.alias))
+        processes.stop(c.pid, marker=c.marker)
         raise DevClusterError(
             f"cluster {c.alias} (Kafka {c.kafka_version}): no answer to metadata requests on {c.bootstrap_servers} "
             f"within {READY_TIMEOUT_S:.0f}s:\n{processes.tail(*output)}"
@@ -229,9 +224,9 @@ class DevClusters:
         if not (base / "server.properties").exists():
             raise DevClusterError(f"cluster {alias}: {base} holds no broker files; run `dev down` and `dev up`")
         if hard:
-            processes.kill(c.pid, marker=self.marker(alias))
+            processes.kill(c.pid, marker=c.marker)
         else:
-            processes.stop(c.pid, marker=self.marker(alias))
+            processes.stop(c.pid, marker=c.marker)
         self._gone(alias)
         held = []  # its ports, held from the stop to the start (processes.hold)
         try:
@@ -256,12 +251,14 @@ class DevClusters:
 
     def kill(self, alias: str) -> None:
         """SIGKILL one cluster's broker, as a crash of the whole cluster would (`restart` brings it back)."""
-        processes.kill(self._cluster(alias).pid, marker=self.marker(alias))
+        c = self._cluster(alias)
+        processes.kill(c.pid, marker=c.marker)
         self._gone(alias)
 
     def stop(self, alias: str) -> None:
         """Stop one cluster's broker cleanly (SIGTERM), keeping its files (`restart` brings it back)."""
-        processes.stop(self._cluster(alias).pid, marker=self.marker(alias))
+        c = self._cluster(alias)
+        processes.stop(c.pid, marker=c.marker)
         self._gone(alias)
 
     def _gone(self, alias: str) -> None:
@@ -283,7 +280,7 @@ class DevClusters:
         clusters = self.clusters()
         chosen = [a for a in clusters if aliases is None or a in aliases]
         with ThreadPoolExecutor(max_workers=max(1, len(chosen))) as pool:
-            list(pool.map(lambda a: processes.stop(clusters[a].pid, marker=self.marker(a)), chosen))
+            list(pool.map(lambda a: processes.stop(clusters[a].pid, marker=clusters[a].marker), chosen))
         remaining = {a: c for a, c in clusters.items() if a not in chosen}
         if remaining:
             self._save(remaining)

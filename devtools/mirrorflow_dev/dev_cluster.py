@@ -49,6 +49,12 @@ class DevCluster:
         self.sasl = self.security == "plain"
 
     @property
+    def marker(self) -> str | None:
+        """What the broker's command line holds, its server.properties: a recorded pid is signalled or taken
+        as running only while it does (processes.alive). None for a state file without the folder."""
+        return str(Path(self.folder) / "server.properties") if self.folder else None
+
+    @property
     def release(self) -> KafkaRelease:
         return KafkaRelease.parse(self.kafka_version)
 
@@ -101,7 +107,7 @@ class DevCluster:
             "security": self.security,
             "sasl": self.sasl,
             "pid": self.pid,
-            "running": alive(self.pid),
+            "running": alive(self.pid, self.marker),
         }
         if self.security == "plaintext":
             return d

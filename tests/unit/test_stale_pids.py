@@ -1,7 +1,7 @@
 """The harness signals a recorded pid only while it is still the process it recorded: pids wrap at 32768
 on the test machine, and a full run (2026-12-01) saw a restarted source broker gone or unusable for the
 whole outage bound, as a signal to a stale pid would leave it. A broker's command line names its own
-server.properties (`DevClusters.marker`)."""
+server.properties (`DevCluster.marker`)."""
 import subprocess
 import sys
 import time
@@ -42,11 +42,12 @@ def test_dev_down_leaves_a_process_that_took_a_dead_brokers_pid_alone(tmp_path):
     dev = DevClusters(tmp_path / "dev")
     other = sleeper()  # the pid the broker had, now another program's (another worker's broker)
     try:
-        dev._save({"A": DevCluster("A", port=1, controller_port=2, pid=other.pid)})
-        assert not processes.alive(other.pid, dev.marker("A"))
+        folder = str((tmp_path / "dev").absolute() / "A")  # as `up` records it
+        dev._save({"A": DevCluster("A", port=1, controller_port=2, pid=other.pid, folder=folder)})
+        assert not processes.alive(other.pid, dev.clusters()["A"].marker)
         assert dev.down(["A"]) == ["A"] and not dev.clusters()
         assert other.poll() is None
-        assert dev.marker("A") == str((tmp_path / "dev").absolute() / "A" / "server.properties")
+        assert DevCluster("A", 1, 2, folder=folder).marker == folder + "/server.properties"
     finally:
         other.kill()
         other.wait()
