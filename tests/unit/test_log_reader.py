@@ -10,23 +10,12 @@ import pytest
 from confluent_kafka import OFFSET_INVALID, IsolationLevel, KafkaError, KafkaException, Message, TopicPartition
 
 from mirrorflow.errors import ClusterError, TransientError, UnreachableError
+from mirrorflow.kafka import log_reader
 from mirrorflow.kafka.connection import ClusterConnection
 from mirrorflow.kafka.log_reader import EARLIEST, LATEST, LogReader
 from mirrorflow.kafka.retry import outage_failure
 from mirrorflow_dev.processes import free_port
-
-
-def no_waits(monkeypatch) -> None:
-    """The log reader's pauses skipped, in that module only: patching time.sleep itself reached every thread of
-    the worker (a thread left looping on it spun, and in test_retry_classification filled 20 GB)."""
-    import time
-    from types import SimpleNamespace
-
-    from mirrorflow.kafka import log_reader
-
-    monkeypatch.setattr(log_reader, "time", SimpleNamespace(sleep=lambda s: None, monotonic=time.monotonic,
-                                                            time=time.time))
-
+from tests.fake_time import fake_time
 
 HIGH = 9  # 0-4 committed, 5-6 another unit's transaction, 7 committed after it, 8 its commit marker
 LOG = {o: f"r{o}".encode() for o in (0, 1, 2, 3, 4, 5, 6, 7, 9, 10)}  # 9-10: a transaction begun later
@@ -166,7 +155,7 @@ class CutAnswers(Ends):
 
 def test_a_partition_answered_without_an_offset_is_asked_again_never_taken_as_its_end(monkeypatch):
     """An unknown end taken as an offset: a read of (0, -1001) reads nothing and says it read it all."""
-    no_waits(monkeypatch)
+    fake_time(monkeypatch, log_reader)
     calls: list[str] = []
     ends = CutAnswers(calls, cut=2)
     r = LogReader(ClusterConnection("B", {}), ReadCommitted(iter([9]), calls), lambda: ends)  # type: ignore[arg-type,return-value]
@@ -175,7 +164,7 @@ def test_a_partition_answered_without_an_offset_is_asked_again_never_taken_as_it
 
 
 def test_offsets_never_answered_fail_naming_the_cluster_and_the_partitions(monkeypatch):
-    no_waits(monkeypatch)
+    fake_time(monkeypatch, log_reader)
     ends = CutAnswers([], cut=10**6)
     r = LogReader(ClusterConnection("B", {}), ReadCommitted(iter([9]), []), lambda: ends)  # type: ignore[arg-type,return-value]
     with pytest.raises(TransientError) as caught:
@@ -197,7 +186,7 @@ def test_a_read_that_cannot_reach_its_cluster_in_its_own_time_is_an_outage_not_f
     """Past one read's timeout "cannot reach" is an outage a copy task waits out up to the bound: as an
     UnreachableError (final) it ended a continuous run's task whose lease read timed out so just as
     the target came back from a 5-minute outage (bench_continuous_load.py --outage 300)."""
-    no_waits(monkeypatch)
+    fake_time(monkeypatch, log_reader)
     conn = ClusterConnection("B", {"bootstrap.servers": f"127.0.0.1:{free_port()}", "log_level": 0})
     r = LogReader(conn, ReadCommitted(iter([9]), []), lambda: AllBrokersDown([]))  # type: ignore[arg-type,return-value]
     with pytest.raises(TransientError) as caught:

@@ -19,17 +19,7 @@ from mirrorflow.errors import (
 from mirrorflow.kafka import retry
 from mirrorflow.kafka.retry import Outage, backoff_s, retry_call, transient, transient_error
 from mirrorflow.kafka.retry import is_fenced
-
-
-def clock(monkeypatch, sleep=lambda s: None, monotonic=None) -> None:
-    """`sleep` and `monotonic` as the retry module sees them, and only it: patching the time module itself
-    reached every thread of the worker, and a thread an earlier test left sleeping added its waits to a
-    test's (a full run, 2026-12-01)."""
-    import time
-    from types import SimpleNamespace
-
-    monkeypatch.setattr(retry, "time", SimpleNamespace(sleep=sleep, monotonic=monotonic or time.monotonic,
-                                                       time=time.time))
+from tests.fake_time import fake_time
 
 
 def err(code: int, fatal: bool = False, retriable: bool = False, abortable: bool = False) -> KafkaError:
@@ -93,7 +83,7 @@ def test_the_backoff_doubles_up_to_its_cap():
 
 def test_retry_call_retries_transient_failures_and_returns(monkeypatch):
     slept: list[float] = []
-    clock(monkeypatch, sleep=slept.append)
+    fake_time(monkeypatch, retry, sleep=slept.append)
     failures = [KafkaException(err(KafkaError.UNKNOWN_LEADER_EPOCH)), UnreachableError("A", "cannot reach it")]
 
     def call() -> str:
@@ -106,7 +96,7 @@ def test_retry_call_retries_transient_failures_and_returns(monkeypatch):
 
 
 def test_retry_call_raises_other_failures_at_once(monkeypatch):
-    clock(monkeypatch, sleep=lambda s: pytest.fail("no wait for a final error"))
+    fake_time(monkeypatch, retry, sleep=lambda s: pytest.fail("no wait for a final error"))
     calls = []
 
     def call() -> None:
@@ -120,7 +110,7 @@ def test_retry_call_raises_other_failures_at_once(monkeypatch):
 
 def test_past_the_bound_one_message_names_cluster_call_bound_and_last_error(monkeypatch):
     ticks = iter([100.0, 100.0, 131.0, 131.0])
-    clock(monkeypatch, monotonic=lambda: next(ticks))
+    fake_time(monkeypatch, retry, monotonic=lambda: next(ticks))
 
     def call() -> None:
         raise KafkaException(err(KafkaError._ALL_BROKERS_DOWN))
@@ -134,7 +124,7 @@ def test_past_the_bound_one_message_names_cluster_call_bound_and_last_error(monk
 
 
 def test_the_outage_message_names_the_setting(monkeypatch):
-    clock(monkeypatch, monotonic=lambda: 500.0)
+    fake_time(monkeypatch, retry, monotonic=lambda: 500.0)
     o = Outage(0.0)
     with pytest.raises(BrokerUnavailableError) as exc:
         o.wait("B", "copying t[0]", KafkaException(err(KafkaError._TRANSPORT)))
