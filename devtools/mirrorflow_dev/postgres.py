@@ -29,7 +29,7 @@ from mirrorflow.process import die_with_parent
 from mirrorflow_dev import processes
 from mirrorflow_dev.errors import DevClusterError
 from mirrorflow_dev.home import dev_home
-from mirrorflow_dev.processes import alive, free_port, port_free
+from mirrorflow_dev.processes import alive, port_free
 
 READY_TIMEOUT_S = 120.0
 DEFAULT_PORT = 55432  # not PostgreSQL's 5432: a developer's own server may hold that
@@ -101,14 +101,16 @@ class DevPostgresServer:
 
     def up(self, port: int | None = None, attached: bool = False) -> DevPostgres:
         """Start the server (or return the running one); initdb on the first start.
-        `port=0`: any free port, another if it is taken before the server binds it (processes.on_a_free_port;
-        the returned DevPostgres names the port)."""
+        `port=0`: any free port; None: DEFAULT_PORT, else any free port; either way another if it is taken before
+        the server binds it (processes.on_a_free_port; the returned DevPostgres names the port). DEFAULT_PORT is
+        in Linux's ephemeral range: an outgoing connection took it between the check and the bind in a full run."""
         cur = self.current()
         if cur and alive(cur.pid):
             return cur
-        if port == 0:
-            return processes.on_a_free_port(lambda p: self._start(p, attached), "already in use")
-        return self._start(port or (DEFAULT_PORT if port_free(DEFAULT_PORT) else free_port()), attached)
+        if port:
+            return self._start(port, attached)
+        usual = DEFAULT_PORT if port is None and port_free(DEFAULT_PORT) else None
+        return processes.on_a_free_port(lambda p: self._start(p, attached), "already in use", first=usual)
 
     def _start(self, port: int, attached: bool) -> DevPostgres:
         programs = bin_dir()

@@ -150,14 +150,14 @@ def reserve(port: int) -> bool:
     return False
 
 
-def on_a_free_port(start: Callable[[int], T], taken: str) -> T:
-    """`start(port)` on a free port. A server binds its port seconds after the port was found free (a JVM
-    starting, initdb first), and another process (a broker of a sibling test worker) may take it
-    meanwhile: when the error `start` raises names `taken` (the server's bind failure), a new port is
-    tried, PORT_TRIES times in all."""
+def on_a_free_port(start: Callable[[int], T], taken: str, first: int | None = None) -> T:
+    """`start(port)` on a free port (`first`, a server's usual port, tried first). A server binds its port
+    seconds after the port was found free (a JVM starting, initdb first), and another process (a broker of a
+    sibling test worker, an outgoing connection given that port) may take it meanwhile: when the error
+    `start` raises names `taken` (the server's bind failure), a new port is tried, PORT_TRIES times in all."""
     for attempt in range(1, PORT_TRIES + 1):
         try:
-            return start(free_port())
+            return start(first if attempt == 1 and first else free_port())
         except Exception as exc:
             if taken not in str(exc) or attempt == PORT_TRIES:
                 raise

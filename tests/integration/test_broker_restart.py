@@ -7,6 +7,7 @@ cluster), so restarting it never disturbs another test's clusters.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import socket
 import threading
@@ -15,11 +16,12 @@ import traceback
 
 import pytest
 from confluent_kafka import Consumer, KafkaException, TopicPartition
+from confluent_kafka.admin import NewTopic
 
 from mirrorflow.replication.executors import copy_modes
-from mirrorflow.replication.task import task_producer
 from mirrorflow.replication.run.run_report import RunReport
 from mirrorflow.replication.run.runner import run_once
+from mirrorflow.replication.task import task_producer
 from mirrorflow.state.names import offset_map_topic, progress_topic
 from mirrorflow_dev.dev_cluster import DevCluster
 from tests.integration.replicate_helpers import assert_copied, assert_map_exact, make_flow, mirror_topic
@@ -224,6 +226,51 @@ def test_replicate_rides_through_a_source_restart(tmp_path, restartable, target,
     diverge(src, dst)
     assert len(dst) == n + 2_000
     assert_map_exact(cfg, flow, restartable, target, topic, parts, records=(src, dst))
+
+
+def test_admin_clients_that_lost_every_broker_in_a_clean_restart_get_them_back(restartable, kafka_pool, unique):
+    """A broker in its controlled shutdown answers metadata with no broker at all; librdkafka drops every broker
+    the answer does not name, and a client under metadata.recovery.strategy=none (mirrorflow's admin clients)
+    is left with none: every call failed after R was back ("No leaders found" for a run's whole outage bound in
+    two full runs). Clean restarts of R, four of mirrorflow's admin clients asking for metadata all the while,
+    until one of them has lost its brokers: each answers again within LOST_AFTER_S and a try of a new client."""
+    from mirrorflow.kafka.connection import ClusterConnection
+    from mirrorflow.kafka.lost_brokers import LOST_AFTER_S, PROBE_S
+
+    topic = unique("lost")
+    clients = [ClusterConnection("R", restartable.client_config()).admin() for _ in range(4)]
+    clients[0].create_topics([NewTopic(topic, 2, 1)])[topic].result()
+    answered = [0.0] * len(clients)
+    stop = threading.Event()
+
+    def ask(i: int) -> None:
+        while not stop.is_set():
+            with contextlib.suppress(KafkaException):
+                md = clients[i].list_topics(topic, timeout=2)
+                if md.brokers and all(p.leader >= 0 for p in md.topics[topic].partitions.values()):
+                    answered[i] = time.monotonic()
+            time.sleep(0.01)
+
+    threads = [threading.Thread(target=ask, args=(i,), daemon=True) for i in range(len(clients)) for _ in range(2)]
+    for t in threads:
+        t.start()
+    try:
+        for _ in range(10):
+            kafka_pool.dev.restart("R", hard=False, down_s=1.0, attached=True)
+            back = time.monotonic()
+            deadline = back + LOST_AFTER_S * 2 + PROBE_S + 20  # the bound, a try that met the restart, slack
+            while min(answered) < back and time.monotonic() < deadline:
+                time.sleep(0.1)
+            late = [i for i, t in enumerate(answered) if t < back]
+            assert not late, f"admin clients {late} not answered {deadline - back:.0f} s after R was back"
+            if sum(c.replaced for c in clients):  # type: ignore[attr-defined]
+                break
+        assert sum(c.replaced for c in clients), "no client lost its brokers in 10 clean restarts"  # type: ignore[attr-defined]
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(10)
+        leaders_back(restartable, topic, 2)
 
 
 class SourceDownAfterInit:

@@ -14,12 +14,13 @@ import functools
 import threading
 import time
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, cast
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient
 
 from mirrorflow.errors import AuthenticationError, ClusterError, UnreachableError
+from mirrorflow.kafka.lost_brokers import RecoveringAdmin
 
 AUTH_CODES = {KafkaError._AUTHENTICATION, KafkaError.SASL_AUTHENTICATION_FAILED}
 AUTHZ_CODES = {
@@ -40,6 +41,8 @@ UNREACHABLE_CODES = {KafkaError._TRANSPORT, KafkaError._TIMED_OUT, KafkaError._A
 # (tests/chaos/test_network_faults.py::test_group_requests_are_answered_between_connection_resets).
 # Admin clients only: consumers and producers with `none` did not recover from a target restart
 # (tests/integration/test_broker_restart.py), and their reads and transactions ride resets out.
+# `none` leaves a client with no broker after a metadata answer that names none (a cluster's last broker
+# in its controlled shutdown): `admin()` hands out a RecoveringAdmin (kafka.lost_brokers) for that.
 ADMIN_DEFAULTS: dict[str, Any] = {"metadata.recovery.strategy": "none"}
 # librdkafka settings of every client, under the cluster's own. reconnect.backoff.ms: librdkafka holds a
 # new client's first connection for half of it (its "sparse connections" interval, at least 11 ms), so with
@@ -183,13 +186,15 @@ class ClusterConnection:
     def admin(self, conf: Mapping[str, Any] | None = None, check_timeout: float | None = 10.0) -> AdminClient:
         """An AdminClient; with `check_timeout` it first proves the cluster answers (and we may log in)."""
         watch = ErrorWatch()
+        settings = {**CLIENT_DEFAULTS, **ADMIN_DEFAULTS, **self.settings(conf), "error_cb": watch}
         try:
-            admin = AdminClient({**CLIENT_DEFAULTS, **ADMIN_DEFAULTS, **self.settings(conf), "error_cb": watch})
+            admin = AdminClient(settings)
         except KafkaException as exc:
             raise self.describe_failure(exc) from None
         if check_timeout:
             self.check(admin, watch, check_timeout)
-        return admin
+        # a stand-in with every method of the AdminClient: it replaces a client that lost its brokers
+        return cast(AdminClient, RecoveringAdmin(lambda: AdminClient(settings), admin))
 
     def check(self, admin: AdminClient, watch: ErrorWatch | None = None, timeout: float = 10.0) -> None:
         """Prove the cluster answers. Asks in slices of at most 2 s and serves error_cb between

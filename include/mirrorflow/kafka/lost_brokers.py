@@ -1,0 +1,117 @@
+"""An admin client that gets its brokers back after librdkafka dropped every one of them.
+
+mirrorflow's admin clients run with `metadata.recovery.strategy=none` (connection.ADMIN_DEFAULTS: under
+`rebootstrap` their group requests went unanswered for a minute and more under connection resets).
+librdkafka (2.16) drops every broker a metadata answer does not name, and a broker in its controlled
+shutdown answers with no broker at all: it is fenced, its listener still open. Any cluster whose last
+broker stops cleanly (a single-broker cluster's restart, a whole cluster's) can give that answer. A client
+under `none` then has no broker left and never asks bootstrap.servers again: every call fails ("No leaders
+found", "Broker transport failure") long after the cluster is back. Seen here as a run's plan failing
+after its whole outage bound (120 s) with the source back and serving (two full runs, 2026-12-01), and
+reproduced: a client asking every 20 ms lost its brokers in 2 of 3 to 8 clean restarts; Kafka's Java
+client ignores such an answer.
+
+`RecoveringAdmin` stands in for the AdminClient and sees every answer. Once no call has been answered for
+LOST_AFTER_S, the next call first asks a new client (with the same settings) for the cluster's brokers; if it
+is answered, it takes the old client's place. Calls made before finish on the old one. In a real outage the
+new client is not answered either, and the old one is kept (asked again after LOST_AFTER_S).
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka.admin import AdminClient
+
+LOST_AFTER_S = 5.0  # unanswered this long (and no sooner since the last try), a new client is tried
+PROBE_S = 2.0  # how long the new client's first metadata request may take
+# a call's failures that say "no broker answered" (the others are the cluster's answers)
+UNANSWERED = {
+    KafkaError._TRANSPORT,
+    KafkaError._TIMED_OUT,
+    KafkaError._ALL_BROKERS_DOWN,
+    KafkaError._NOENT,  # ListOffsets: "Failed to query partition leaders: No leaders found"
+    KafkaError._DESTROY_BROKER,
+}
+
+
+class RecoveringAdmin:
+    """An AdminClient (every method passes through) that replaces its librdkafka client when that one has
+    lost its brokers (module docstring). `make` builds a client with the connection's settings."""
+
+    def __init__(self, make: Callable[[], AdminClient], client: AdminClient) -> None:
+        self._make, self._client = make, client
+        self._unanswered_since: float | None = None
+        self._tried = 0.0
+        self._trying = threading.Lock()
+        self.replaced = 0  # how many times a new client took the place of one that had lost its brokers
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):  # not the client's (copy and pickle ask before __init__ ran)
+            raise AttributeError(name)
+        attr = getattr(self._current(), name)
+        if name == "poll" or not callable(attr):
+            return attr
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            try:
+                out = attr(*args, **kwargs)
+            except KafkaException as exc:
+                self._failed(exc)
+                raise
+            self._watch(out)
+            return out
+
+        return call
+
+    def _watch(self, out: Any) -> None:
+        if isinstance(out, concurrent.futures.Future):
+            futures = [out]
+        elif isinstance(out, dict):  # most calls: a future per topic, partition or group
+            futures = [f for f in out.values() if isinstance(f, concurrent.futures.Future)]
+        else:
+            futures = []
+        if not futures:
+            self._unanswered_since = None  # a synchronous call answered
+        for fut in futures:
+            fut.add_done_callback(self._done)
+
+    def _done(self, fut: concurrent.futures.Future) -> None:
+        exc = fut.exception()
+        if exc is None:
+            self._unanswered_since = None
+        else:
+            self._failed(exc)
+
+    def _failed(self, exc: BaseException) -> None:
+        err = exc.args[0] if isinstance(exc, KafkaException) and exc.args else None
+        if isinstance(err, KafkaError) and err.code() in UNANSWERED:
+            if self._unanswered_since is None:
+                self._unanswered_since = time.monotonic()
+        else:
+            self._unanswered_since = None  # the cluster answered, with an error of its own
+
+    def _current(self) -> AdminClient:
+        since, now = self._unanswered_since, time.monotonic()
+        if since is None or now - since < LOST_AFTER_S or now - self._tried < LOST_AFTER_S:
+            return self._client
+        if not self._trying.acquire(blocking=False):  # another thread is trying a new client
+            return self._client
+        try:
+            self._tried = now
+            fresh = self._make()
+            try:
+                answered = bool(fresh.list_topics(timeout=PROBE_S).brokers)
+            except KafkaException:
+                answered = False
+            if answered:
+                self._client, self._unanswered_since = fresh, None
+                self.replaced += 1
+        finally:
+            self._trying.release()
+        return self._client

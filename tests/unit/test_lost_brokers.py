@@ -1,0 +1,100 @@
+"""RecoveringAdmin: a client that has lost its brokers is replaced once a new one is answered, and only then
+(the real-broker case is tests/integration/test_broker_restart.py)."""
+import concurrent.futures
+from types import SimpleNamespace
+
+import pytest
+from confluent_kafka import KafkaError, KafkaException
+
+from mirrorflow.kafka import lost_brokers
+from mirrorflow.kafka.lost_brokers import LOST_AFTER_S, RecoveringAdmin
+from tests.fake_time import fake_time
+
+
+class Client:
+    """An AdminClient's shape: `answers` says whether its calls are answered (else "transport failure")."""
+
+    def __init__(self, name: str, answers: bool, brokers: int = 1) -> None:
+        self.name, self.answers, self.brokers, self.calls = name, answers, brokers, 0
+
+    def list_topics(self, topic=None, timeout=-1):
+        self.calls += 1
+        if not self.answers:
+            raise KafkaException(KafkaError(KafkaError._TRANSPORT, "Broker transport failure"))
+        return SimpleNamespace(brokers={i: i for i in range(self.brokers)}, topics={})
+
+    def list_offsets(self, req, **kwargs):
+        self.calls += 1
+        fut: concurrent.futures.Future = concurrent.futures.Future()
+        if self.answers:
+            fut.set_result(0)
+        else:
+            fut.set_exception(KafkaException(KafkaError(KafkaError._NOENT, "No leaders found")))
+        return {tp: fut for tp in req}
+
+
+@pytest.fixture
+def clock(monkeypatch):
+    now = [1000.0]
+    fake_time(monkeypatch, lost_brokers, monotonic=lambda: now[0])
+    return now
+
+
+def test_a_client_unanswered_past_the_bound_is_replaced_by_one_that_is_answered(clock):
+    lost, fresh = Client("lost", answers=False), Client("fresh", answers=True)
+    admin = RecoveringAdmin(lambda: fresh, lost)
+    futs = admin.list_offsets({("t", 0): None})
+    assert isinstance(futs[("t", 0)].exception(), KafkaException)
+    clock[0] += LOST_AFTER_S - 0.1
+    with pytest.raises(KafkaException):
+        admin.list_topics()
+    assert admin.replaced == 0 and fresh.calls == 0  # not yet: a broker may be restarting
+    clock[0] += 0.2
+    assert admin.list_topics().brokers  # the new client asked first, then this call went to it
+    assert admin.replaced == 1 and lost.calls == 2 and fresh.calls == 2
+
+
+def test_in_a_real_outage_the_client_is_kept_and_a_new_one_tried_no_more_than_once_per_bound(clock):
+    lost = Client("lost", answers=False)
+    made = []
+
+    def make():
+        made.append(Client(f"new{len(made)}", answers=False))
+        return made[-1]
+
+    admin = RecoveringAdmin(make, lost)
+    for _ in range(3):
+        with pytest.raises(KafkaException):
+            admin.list_topics()
+        clock[0] += LOST_AFTER_S / 2
+    # unanswered since the first call: tried once at LOST_AFTER_S, then not before another LOST_AFTER_S
+    assert len(made) == 1 and admin.replaced == 0 and lost.calls == 3
+    for _ in range(2):
+        with pytest.raises(KafkaException):
+            admin.list_topics()
+        clock[0] += LOST_AFTER_S / 2
+    assert len(made) == 2 and admin.replaced == 0
+
+
+def test_an_answer_even_an_error_of_the_cluster_resets_the_wait(clock):
+    lost, fresh = Client("lost", answers=False), Client("fresh", answers=True)
+    admin = RecoveringAdmin(lambda: fresh, lost)
+    with pytest.raises(KafkaException):
+        admin.list_topics()
+    clock[0] += LOST_AFTER_S - 1
+    admin._failed(KafkaException(KafkaError(KafkaError.TOPIC_AUTHORIZATION_FAILED)))  # the cluster said no
+    clock[0] += 2
+    with pytest.raises(KafkaException):
+        admin.list_topics()
+    assert admin.replaced == 0 and fresh.calls == 0
+
+
+def test_a_new_client_whose_answer_names_no_broker_does_not_take_the_place(clock):
+    lost, empty = Client("lost", answers=False), Client("empty", answers=True, brokers=0)
+    admin = RecoveringAdmin(lambda: empty, lost)
+    with pytest.raises(KafkaException):
+        admin.list_topics()
+    clock[0] += LOST_AFTER_S
+    with pytest.raises(KafkaException):
+        admin.list_topics()
+    assert admin.replaced == 0 and empty.calls == 1
