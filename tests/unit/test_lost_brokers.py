@@ -33,6 +33,11 @@ class Client:
         return {tp: fut for tp in req}
 
 
+def at_once(work):
+    """Where the stand-in tries a new client: here, before the call goes on (in use: a thread of its own)."""
+    work()
+
+
 @pytest.fixture
 def clock(monkeypatch):
     now = [1000.0]
@@ -42,7 +47,7 @@ def clock(monkeypatch):
 
 def test_a_client_unanswered_past_the_bound_is_replaced_by_one_that_is_answered(clock):
     lost, fresh = Client("lost", answers=False), Client("fresh", answers=True)
-    admin = RecoveringAdmin(lambda: fresh, lost)
+    admin = RecoveringAdmin(lambda: fresh, lost, at_once)
     futs = admin.list_offsets({("t", 0): None})
     assert isinstance(futs[("t", 0)].exception(), KafkaException)
     clock[0] += LOST_AFTER_S - 0.1
@@ -50,7 +55,7 @@ def test_a_client_unanswered_past_the_bound_is_replaced_by_one_that_is_answered(
         admin.list_topics()
     assert admin.replaced == 0 and fresh.calls == 0  # not yet: a broker may be restarting
     clock[0] += 0.2
-    assert admin.list_topics().brokers  # the new client asked first, then this call went to it
+    assert admin.list_topics().brokers  # the new client was tried (at once here), then this call went to it
     assert admin.replaced == 1 and lost.calls == 2 and fresh.calls == 2
 
 
@@ -62,7 +67,7 @@ def test_in_a_real_outage_the_client_is_kept_and_a_new_one_tried_no_more_than_on
         made.append(Client(f"new{len(made)}", answers=False))
         return made[-1]
 
-    admin = RecoveringAdmin(make, lost)
+    admin = RecoveringAdmin(make, lost, at_once)
     for _ in range(3):
         with pytest.raises(KafkaException):
             admin.list_topics()
@@ -78,7 +83,7 @@ def test_in_a_real_outage_the_client_is_kept_and_a_new_one_tried_no_more_than_on
 
 def test_an_answer_even_an_error_of_the_cluster_resets_the_wait(clock):
     lost, fresh = Client("lost", answers=False), Client("fresh", answers=True)
-    admin = RecoveringAdmin(lambda: fresh, lost)
+    admin = RecoveringAdmin(lambda: fresh, lost, at_once)
     with pytest.raises(KafkaException):
         admin.list_topics()
     clock[0] += LOST_AFTER_S - 1
@@ -91,10 +96,27 @@ def test_an_answer_even_an_error_of_the_cluster_resets_the_wait(clock):
 
 def test_a_new_client_whose_answer_names_no_broker_does_not_take_the_place(clock):
     lost, empty = Client("lost", answers=False), Client("empty", answers=True, brokers=0)
-    admin = RecoveringAdmin(lambda: empty, lost)
+    admin = RecoveringAdmin(lambda: empty, lost, at_once)
     with pytest.raises(KafkaException):
         admin.list_topics()
     clock[0] += LOST_AFTER_S
     with pytest.raises(KafkaException):
         admin.list_topics()
     assert admin.replaced == 0 and empty.calls == 1
+
+
+def test_a_try_runs_beside_the_call_that_started_it_and_the_calls_after_it_go_to_the_new_client(clock):
+    lost, fresh = Client("lost", answers=False), Client("fresh", answers=True)
+    started = []
+    admin = RecoveringAdmin(lambda: fresh, lost, started.append)
+    with pytest.raises(KafkaException):
+        admin.list_topics()
+    clock[0] += LOST_AFTER_S
+    with pytest.raises(KafkaException):  # went on to the old client: the try has not run yet
+        admin.list_topics()
+    assert len(started) == 1 and fresh.calls == 0
+    with pytest.raises(KafkaException):  # one try at a time
+        admin.list_topics()
+    assert len(started) == 1
+    started[0]()
+    assert admin.list_topics().brokers and admin.replaced == 1 and lost.calls == 3

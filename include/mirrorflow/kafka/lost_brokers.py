@@ -12,9 +12,10 @@ reproduced: a client asking every 20 ms lost its brokers in 2 of 3 to 8 clean re
 client ignores such an answer.
 
 `RecoveringAdmin` stands in for the AdminClient and sees every answer. Once no call has been answered for
-LOST_AFTER_S, the next call first asks a new client (with the same settings) for the cluster's brokers; if it
-is answered, it takes the old client's place. Calls made before finish on the old one. In a real outage the
-new client is not answered either, and the old one is kept (asked again after LOST_AFTER_S).
+LOST_AFTER_S, the next call starts asking a new client (with the same settings) for the cluster's brokers, in
+a thread of its own, and goes on to the old client; once the new one is answered, it takes the old one's place
+for the calls after that. In a real outage the new client is not answered either and the old one is kept
+(tried again after LOST_AFTER_S): a try never delays a call.
 """
 
 from __future__ import annotations
@@ -44,8 +45,14 @@ class RecoveringAdmin:
     """An AdminClient (every method passes through) that replaces its librdkafka client when that one has
     lost its brokers (module docstring). `make` builds a client with the connection's settings."""
 
-    def __init__(self, make: Callable[[], AdminClient], client: AdminClient) -> None:
+    def __init__(
+        self,
+        make: Callable[[], AdminClient],
+        client: AdminClient,
+        background: Callable[[Callable[[], None]], None] | None = None,
+    ) -> None:
         self._make, self._client = make, client
+        self._background = background or _in_a_thread  # where a new client is tried (tests: at once)
         self._unanswered_since: float | None = None
         self._tried = 0.0
         self._trying = threading.Lock()
@@ -100,18 +107,23 @@ class RecoveringAdmin:
         since, now = self._unanswered_since, time.monotonic()
         if since is None or now - since < LOST_AFTER_S or now - self._tried < LOST_AFTER_S:
             return self._client
-        if not self._trying.acquire(blocking=False):  # another thread is trying a new client
-            return self._client
-        try:
+        if self._trying.acquire(blocking=False):  # else another call started a try already
             self._tried = now
+            self._background(self._try_new)
+        return self._client  # this call goes to the old client: a try never delays a call
+
+    def _try_new(self) -> None:
+        try:
             fresh = self._make()
-            try:
-                answered = bool(fresh.list_topics(timeout=PROBE_S).brokers)
-            except KafkaException:
-                answered = False
-            if answered:
-                self._client, self._unanswered_since = fresh, None
-                self.replaced += 1
+            answered = bool(fresh.list_topics(timeout=PROBE_S).brokers)
+        except KafkaException:
+            answered = False
         finally:
             self._trying.release()
-        return self._client
+        if answered:
+            self._client, self._unanswered_since = fresh, None
+            self.replaced += 1
+
+
+def _in_a_thread(work: Callable[[], None]) -> None:
+    threading.Thread(target=work, name="mirrorflow-admin-recovery", daemon=True).start()
