@@ -89,6 +89,8 @@ class RecoveringAdmin:
             fut.add_done_callback(self._done)
 
     def _done(self, fut: concurrent.futures.Future) -> None:
+        if fut.cancelled():
+            return
         exc = fut.exception()
         if exc is None:
             self._unanswered_since = None
