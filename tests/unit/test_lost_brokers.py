@@ -57,6 +57,8 @@ def test_a_client_unanswered_past_the_bound_is_replaced_by_one_that_is_answered(
     clock[0] += 0.2
     assert admin.list_topics().brokers  # the new client was tried (at once here), then this call went to it
     assert admin.replaced == 1 and lost.calls == 2 and fresh.calls == 2
+    # the old client is kept a while: destroying it would fail the calls still in flight on it
+    assert [c for _, c in admin._retired] == [lost]
 
 
 def test_in_a_real_outage_the_client_is_kept_and_a_new_one_tried_no_more_than_once_per_bound(clock):

@@ -31,6 +31,7 @@ from confluent_kafka.admin import AdminClient
 
 LOST_AFTER_S = 5.0  # unanswered this long (and no sooner since the last try), a new client is tried
 PROBE_S = 2.0  # how long the new client's first metadata request may take
+RETIRED_S = 300.0  # how long a replaced client is kept for the calls made on it before (their timeouts are shorter)
 # a call's failures that say "no broker answered" (the others are the cluster's answers)
 UNANSWERED = {
     KafkaError._TRANSPORT,
@@ -56,6 +57,7 @@ class RecoveringAdmin:
         self._unanswered_since: float | None = None
         self._tried = 0.0
         self._trying = threading.Lock()
+        self._retired: list[tuple[float, AdminClient]] = []  # replaced clients, kept for RETIRED_S
         self.replaced = 0  # how many times a new client took the place of one that had lost its brokers
 
     def __getattr__(self, name: str) -> Any:
@@ -123,6 +125,10 @@ class RecoveringAdmin:
         finally:
             self._trying.release()
         if answered:
+            # the old client stays referenced a while: destroying it would fail the calls still in flight on it
+            # ("Handle is terminating"), which may yet be answered if its brokers came back on their own
+            now = time.monotonic()
+            self._retired = [(at, c) for at, c in self._retired if now - at < RETIRED_S] + [(now, self._client)]
             self._client, self._unanswered_since = fresh, None
             self.replaced += 1
 
