@@ -29,7 +29,7 @@ class Client:
         if self.answers:
             fut.set_result(0)
         else:
-            fut.set_exception(KafkaException(KafkaError(KafkaError._NOENT, "No leaders found")))
+            fut.set_exception(KafkaException(KafkaError(KafkaError._TRANSPORT, "Broker transport failure")))
         return {tp: fut for tp in req}
 
 

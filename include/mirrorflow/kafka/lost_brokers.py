@@ -32,12 +32,13 @@ from confluent_kafka.admin import AdminClient
 LOST_AFTER_S = 5.0  # unanswered this long (and no sooner since the last try), a new client is tried
 PROBE_S = 2.0  # how long the new client's first metadata request may take
 RETIRED_S = 300.0  # how long a replaced client is kept for the calls made on it before (their timeouts are shorter)
-# a call's failures that say "no broker answered" (the others are the cluster's answers)
+# a call's failures that say "no broker answered" (the others are the cluster's answers). Not _NOENT: ListOffsets
+# gives it for a lost client ("No leaders found") but also for a topic that does not exist, and the callers'
+# retries ask for the topics' metadata then (kafka.retry.refresh_metadata), which a lost client fails with _TRANSPORT
 UNANSWERED = {
     KafkaError._TRANSPORT,
     KafkaError._TIMED_OUT,
     KafkaError._ALL_BROKERS_DOWN,
-    KafkaError._NOENT,  # ListOffsets: "Failed to query partition leaders: No leaders found"
     KafkaError._DESTROY_BROKER,
 }
 
