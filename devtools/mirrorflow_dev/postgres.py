@@ -109,7 +109,8 @@ class DevPostgresServer:
             return cur
         if port:
             return self._start(port, attached)
-        usual = DEFAULT_PORT if port is None and port_free(DEFAULT_PORT) else None
+        # DEFAULT_PORT already taken: `_start` says "already in use" at once, and a drawn port is tried
+        usual = DEFAULT_PORT if port is None else None
         return processes.on_a_free_port(lambda p: self._start(p, attached), "already in use", first=usual)
 
     def _start(self, port: int, attached: bool) -> DevPostgres:
