@@ -105,6 +105,20 @@ class ClusterPool:
         shutil.rmtree(self.home, ignore_errors=True)
 
 
+@pytest.fixture(autouse=True)
+def _no_kept_clients():
+    """The copy keeps its producers and consumers for the next run of the same flow (task_producer: up to 64
+    and 256 per process, 15 minutes). Every test's flows are its own, so what a test's runs kept is never
+    used again in this worker; kept, an idle librdkafka client still costs about 0.1% of a core (its
+    threads' timers), and a worker had gathered about 80 of them by the end of a run. Let go after each
+    test (a test's own runs still reuse them; the tests of the cache clear it themselves)."""
+    yield
+    from mirrorflow.replication.task.task_producer import CACHE, LANES
+
+    CACHE.clear()
+    LANES.clear()
+
+
 @pytest.fixture(scope="session")
 def kafka_pool():
     pool = ClusterPool()
