@@ -110,7 +110,7 @@ def _no_kept_clients():
     """The copy keeps its producers and consumers for the next run of the same flow (task_producer: up to 64
     and 256 per process, 15 minutes). Every test's flows are its own, so what a test's runs kept is never
     used again in this worker; kept, an idle librdkafka client still costs about 0.1% of a core (its
-    threads' timers), and a worker had gathered about 80 of them by the end of a run. Let go after each
+    threads' timers), and the workers had gathered 40-83 each by the end of a run. Let go after each
     test (a test's own runs still reuse them; the tests of the cache clear it themselves)."""
     yield
     from mirrorflow.replication.task.task_producer import CACHE, LANES
