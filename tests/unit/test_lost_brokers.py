@@ -122,3 +122,25 @@ def test_a_try_runs_beside_the_call_that_started_it_and_the_calls_after_it_go_to
     assert len(started) == 1
     started[0]()
     assert admin.list_topics().brokers and admin.replaced == 1 and lost.calls == 3
+
+
+def test_a_call_in_flight_does_not_keep_the_stand_in_and_its_client_alive(clock):
+    """librdkafka answers a future on the client's own background thread and lets go of it there: were the
+    stand-in (and so the client) held by the future's callback, that thread could be the last holder and
+    destroy the client from inside it, which crashes the process. The caller holds them, the future must not."""
+    import gc
+    import weakref
+
+    class Pending(Client):
+        def list_offsets(self, req, **kwargs):
+            self.pending = concurrent.futures.Future()  # never answered while the stand-in lives
+            return {tp: self.pending for tp in req}
+
+    client = Pending("pending", answers=True)
+    admin = RecoveringAdmin(lambda: client, client, at_once)
+    admin.list_offsets({("t", 0): None})
+    held, pending = weakref.ref(admin), client.pending
+    del admin
+    gc.collect()
+    assert held() is None  # gone with its caller's reference, in the caller's thread
+    pending.set_result(0)  # answered later: the callback finds nobody and does nothing

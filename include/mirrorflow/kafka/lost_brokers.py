@@ -21,8 +21,10 @@ for the calls after that. In a real outage the new client is not answered either
 from __future__ import annotations
 
 import concurrent.futures
+import functools
 import threading
 import time
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -88,8 +90,13 @@ class RecoveringAdmin:
             futures = []
         if not futures:
             self._unanswered_since = None  # a synchronous call answered
+        # a weak reference: librdkafka answers a future on the client's own background thread and lets go of
+        # it there; a callback holding the stand-in (and so the client) could make that thread the last holder,
+        # and a client destroyed from its own thread crashes the process (a DR chaos run under load died of
+        # SIGSEGV, which this fits; not proven)
+        report = functools.partial(_report, weakref.ref(self))
         for fut in futures:
-            fut.add_done_callback(self._done)
+            fut.add_done_callback(report)
 
     def _done(self, fut: concurrent.futures.Future) -> None:
         if fut.cancelled():
@@ -132,6 +139,13 @@ class RecoveringAdmin:
             self._retired = [(at, c) for at, c in self._retired if now - at < RETIRED_S] + [(now, self._client)]
             self._client, self._unanswered_since = fresh, None
             self.replaced += 1
+
+
+def _report(me: weakref.ref[RecoveringAdmin], fut: concurrent.futures.Future) -> None:
+    """A future's answer to the stand-in, if it is still alive (else nobody is waiting for a new client)."""
+    admin = me()
+    if admin is not None:
+        admin._done(fut)
 
 
 def _in_a_thread(work: Callable[[], None]) -> None:
