@@ -90,14 +90,17 @@ class ClusterPool:
             self.started.pop(a, None)
 
     @staticmethod
-    def _drop_kept_clients() -> None:
+    def _drop_kept_clients(collect: bool = True) -> None:
+        """The copy tasks' producers and consumers kept for the next run: gone (with `collect`, for certain,
+        before their brokers stop)."""
         import gc
 
         from mirrorflow.replication.task.task_producer import CACHE, LANES
 
-        CACHE.clear()  # the copy tasks' producers and consumers kept for the next run: gone before their brokers
+        CACHE.clear()
         LANES.clear()
-        gc.collect()
+        if collect:
+            gc.collect()
 
     def close(self) -> None:
         self._drop_kept_clients()
@@ -113,10 +116,7 @@ def _no_kept_clients():
     threads' timers), and the workers had gathered 40-83 each by the end of a run. Let go after each
     test (a test's own runs still reuse them; the tests of the cache clear it themselves)."""
     yield
-    from mirrorflow.replication.task.task_producer import CACHE, LANES
-
-    CACHE.clear()
-    LANES.clear()
+    ClusterPool._drop_kept_clients(collect=False)  # a collection after every test would cost more than it saves
 
 
 @pytest.fixture(scope="session")

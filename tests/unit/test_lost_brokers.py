@@ -1,6 +1,8 @@
 """RecoveringAdmin: a client that has lost its brokers is replaced once a new one is answered, and only then
 (the real-broker case is tests/integration/test_broker_restart.py)."""
 import concurrent.futures
+import gc
+import weakref
 from types import SimpleNamespace
 
 import pytest
@@ -128,9 +130,6 @@ def test_a_call_in_flight_does_not_keep_the_stand_in_and_its_client_alive(clock)
     """librdkafka answers a future on the client's own background thread and lets go of it there: were the
     stand-in (and so the client) held by the future's callback, that thread could be the last holder and
     destroy the client from inside it, which crashes the process. The caller holds them, the future must not."""
-    import gc
-    import weakref
-
     class Pending(Client):
         def list_offsets(self, req, **kwargs):
             self.pending = concurrent.futures.Future()  # never answered while the stand-in lives
