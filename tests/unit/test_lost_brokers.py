@@ -143,3 +143,22 @@ def test_a_call_in_flight_does_not_keep_the_stand_in_and_its_client_alive(clock)
     gc.collect()
     assert held() is None  # gone with its caller's reference, in the caller's thread
     pending.set_result(0)  # answered later: the callback finds nobody and does nothing
+
+
+def test_no_leaders_found_from_a_lost_client_does_not_reset_the_wait(clock):
+    """A lost client's ListOffsets fails with _NOENT ("No leaders found"), a verdict of its own and no answer of the
+    cluster's; the caller's metadata request after it fails with _TRANSPORT. Taken as an answer, _NOENT reset the
+    wait each round and the client was never replaced (a copy's open-transaction check retried for 5 minutes)."""
+    lost, fresh = Client("lost", answers=False), Client("fresh", answers=True)
+    admin = RecoveringAdmin(lambda: fresh, lost, at_once)
+    no_leaders = KafkaException(KafkaError(KafkaError._NOENT, "No leaders found"))
+    for _ in range(2):  # list_offsets, then refresh_metadata's list_topics, as topic_admin.list_offsets retries
+        admin._failed(no_leaders)
+        with pytest.raises(KafkaException):
+            admin.list_topics()
+        clock[0] += LOST_AFTER_S / 2
+    admin._failed(no_leaders)
+    assert admin.replaced == 0
+    # LOST_AFTER_S after the first transport failure: a new client is tried (at once here), and this call goes to it
+    assert admin.list_topics().brokers
+    assert admin.replaced == 1 and fresh.calls == 2 and lost.calls == 2

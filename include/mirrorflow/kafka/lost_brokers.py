@@ -34,9 +34,10 @@ from confluent_kafka.admin import AdminClient
 LOST_AFTER_S = 5.0  # unanswered this long (and no sooner since the last try), a new client is tried
 PROBE_S = 2.0  # how long the new client's first metadata request may take
 RETIRED_S = 300.0  # how long a replaced client is kept for the calls made on it before (their timeouts are shorter)
-# a call's failures that say "no broker answered" (the others are the cluster's answers). Not _NOENT: ListOffsets
-# gives it for a lost client ("No leaders found") but also for a topic that does not exist, and the callers'
-# retries ask for the topics' metadata then (kafka.retry.refresh_metadata), which a lost client fails with _TRANSPORT
+# a call's failures that say "no broker answered" (errors with a code >= 0 are the cluster's answers, the other
+# local ones neither). Not _NOENT: ListOffsets gives it for a lost client ("No leaders found") but also for a topic
+# that does not exist, and the callers' retries ask for the topics' metadata then (kafka.retry.refresh_metadata),
+# which a lost client fails with _TRANSPORT
 UNANSWERED = {
     KafkaError._TRANSPORT,
     KafkaError._TIMED_OUT,
@@ -112,8 +113,13 @@ class RecoveringAdmin:
         if isinstance(err, KafkaError) and err.code() in UNANSWERED:
             if self._unanswered_since is None:
                 self._unanswered_since = time.monotonic()
-        else:
+        elif not isinstance(err, KafkaError) or err.code() >= 0:
             self._unanswered_since = None  # the cluster answered, with an error of its own
+        # else the client's own verdict (a negative code, "No leaders found" among them): no answer either way.
+        # Taken as an answer, a lost client's ListOffsets ("No leaders found") reset the wait that its metadata
+        # requests' "transport failure" had started, and the client was never replaced: a copy retried its
+        # open-transaction check for its whole outage bound against a cluster back for minutes (the regression
+        # guard, after a controller stall of 2 minutes had fenced the target's only broker, 2026-12-02)
 
     def _current(self) -> AdminClient:
         since, now = self._unanswered_since, time.monotonic()
