@@ -108,6 +108,16 @@ class ClusterPool:
         shutil.rmtree(self.home, ignore_errors=True)
 
 
+@pytest.fixture
+def standalone_turn():
+    """The test's turn among those that run an `airflow standalone` (one at a time across the workers:
+    tests/airflow/standalone.py, one_at_a_time). First among a test's parameters, before it reads the clock."""
+    from tests.airflow.standalone import one_at_a_time
+
+    with one_at_a_time():
+        yield
+
+
 @pytest.fixture(autouse=True)
 def _no_kept_clients():
     """The copy keeps its producers and consumers for the next run of the same flow (task_producer: up to 64

@@ -6,11 +6,13 @@ test_scheduler.py and test_failover_approval.py."""
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import signal
 import sqlite3
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -186,6 +188,24 @@ def airflow_env(home: Path, port: int, config: Path, run_dir: Path, database: st
         "PATH": f"{BIN}:{os.environ['PATH']}",
         **extra,
     }
+
+
+@contextlib.contextmanager
+def one_at_a_time() -> Iterator[None]:
+    """One test with an `airflow standalone` at a time across the run's workers (a lock file per pytest run;
+    the `standalone_turn` fixture, taken before the test computes any time). Each is a scheduler, a
+    dag-processor, an api-server and a triggerer starting at once; the three tests that use one come first in
+    the run (the longest), and started together on a loaded 2-core machine, the real-scheduler tests missed their
+    bounds (both of them in both full runs of 2026-12-02). Waiting costs their workers a few minutes; the other
+    workers go on."""
+    run = os.environ.get("PYTEST_XDIST_TESTRUNUID", str(os.getpid()))
+    with open(Path(tempfile.gettempdir()) / f"mirrorflow-standalone-{run}.lock", "w") as lock:
+        began = time.monotonic()
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes, also when the worker dies
+        waited = time.monotonic() - began
+        if waited > 1:
+            print(f"waited {waited:.0f} s for another test's airflow standalone to end", file=sys.stderr)
+        yield
 
 
 @contextlib.contextmanager

@@ -73,7 +73,7 @@ class Api:
             time.sleep(3)
 
 
-def test_failover_approval_and_rejection_through_the_rest_api(tmp_path, source, target, unique):
+def test_failover_approval_and_rejection_through_the_rest_api(standalone_turn, tmp_path, source, target, unique):
     started = time.monotonic()
     tag = uuid.uuid4().hex[:6]
     src, tgt = f"HA{tag}", f"HB{tag}"

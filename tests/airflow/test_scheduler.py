@@ -106,7 +106,7 @@ class AirflowBackfill:
         return rest(self.port, "GET", f"/api/v2/backfills/{backfill_id}")["completed_at"] is not None
 
 
-def test_dags_under_the_real_scheduler(tmp_path, source, target, unique, airflow_postgres):
+def test_dags_under_the_real_scheduler(standalone_turn, tmp_path, source, target, unique, airflow_postgres):
     tag = uuid.uuid4().hex[:6]
     src, tgt = f"SA{tag}", f"SB{tag}"
     pfx = unique("sched")

@@ -256,7 +256,7 @@ def iso(ms: int) -> str:
     return datetime.fromtimestamp(ms / 1000, tz=UTC).isoformat(timespec="seconds")
 
 
-def test_operator_journeys_through_the_ui_under_the_real_scheduler(tmp_path, source, target, unique,
+def test_operator_journeys_through_the_ui_under_the_real_scheduler(standalone_turn, tmp_path, source, target, unique,
                                                                     airflow_postgres, browser):  # noqa: F811
     started = time.monotonic()
     tag = uuid.uuid4().hex[:6]
