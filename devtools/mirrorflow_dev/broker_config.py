@@ -129,11 +129,6 @@ def server_properties(c: DevCluster, data: Path) -> str:
         "transaction.abort.timed.out.transaction.cleanup.interval.ms": "5000",
         "transaction.remove.expired.transaction.cleanup.interval.ms": "60000",
         "auto.create.topics.enable": "false",
-        # one node is broker and controller: a controller whose events stalled (2 minutes once, 2026-12-02, on a
-        # machine that charged tens of microseconds a page after a sleep) fenced its own broker after the default
-        # 9 s without a heartbeat handled, and every partition lost its leader until the broker registered again;
-        # a broker that really stops stops its controller with it, so nothing here waits on this timeout
-        "broker.session.timeout.ms": "60000",
     }
     if c.security not in ("plaintext", "plain"):
         common.update(_secure_listener(c))
