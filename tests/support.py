@@ -119,8 +119,10 @@ def _high_watermark(c: Consumer, topic: str, p: int, wait_s: float = 30) -> int:
 
 
 def consume_all(cluster: DevCluster, topic: str, partitions: list[int] | None = None,
-                isolation: str = "read_committed", timeout: float = 30, user: str = "admin") -> list[Rec]:
-    """Every record of `topic` (up to the current end), ordered by partition then offset."""
+                isolation: str = "read_committed", timeout: float = 120, user: str = "admin") -> list[Rec]:
+    """Every record of `topic` (up to the current end), ordered by partition then offset. `timeout` only names a
+    read that is stuck (it returns once every partition is read): 30 s was too little for the broker restart tests'
+    400,000-600,000 records on a loaded machine (both failed so in a full run, 2026-12-02)."""
     a = admin(cluster, user)
     md = a.list_topics(topic, timeout=10).topics[topic]
     if md.error:
