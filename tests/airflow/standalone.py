@@ -2,7 +2,7 @@
 triggerer; LocalExecutor on SQLite, or on PostgreSQL given `database=`, e.g. from the
 `airflow_postgres` fixture) in its own AIRFLOW_HOME on a free port, reading this repository's
 dags/ and plugins/ and a mirrorflow config; helpers that read its database and wait for it. Used by
-test_scheduler.py and test_failover_approval.py."""
+test_scheduler.py, test_failover_approval.py and test_ui_journeys_browser.py, one at a time (one_at_a_time)."""
 from __future__ import annotations
 
 import contextlib
@@ -21,8 +21,8 @@ from pathlib import Path
 from mirrorflow.process import die_with_parent
 
 ROOT = Path(__file__).resolve().parents[2]
-TURN_WAIT_S = 480  # one_at_a_time: how long a test waits for its turn before it goes on beside the other
 BIN = Path(sys.executable).parent
+TURN_WAIT_S = 480  # one_at_a_time: how long a test waits for its turn before it goes on beside the other
 
 
 def query(db: Path | str, sql: str, *args: object) -> list[tuple]:
@@ -202,7 +202,6 @@ def one_at_a_time() -> Iterator[None]:
     run = os.environ.get("PYTEST_XDIST_TESTRUNUID", str(os.getpid()))
     with open(Path(tempfile.gettempdir()) / f"mirrorflow-standalone-{run}.lock", "w") as lock:
         began = time.monotonic()
-        # at most TURN_WAIT_S, then beside the other: the wait counts toward the test's hang bound (25 minutes)
         while time.monotonic() - began < TURN_WAIT_S:
             try:
                 fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)  # released when the file closes, or the worker dies
