@@ -7,7 +7,6 @@ cluster), so restarting it never disturbs another test's clusters.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import socket
 import threading
@@ -18,6 +17,7 @@ import pytest
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 from confluent_kafka.admin import NewTopic, OffsetSpec
 
+from mirrorflow.errors import ClusterError
 from mirrorflow.replication.executors import copy_modes
 from mirrorflow.replication.run.run_report import RunReport
 from mirrorflow.replication.run.runner import run_once
@@ -236,26 +236,39 @@ def test_admin_clients_that_lost_every_broker_in_a_clean_restart_get_them_back(r
     until one of them has lost its brokers: each answers again within LOST_AFTER_S and a try of a new client."""
     from mirrorflow.kafka.connection import ClusterConnection
     from mirrorflow.kafka.lost_brokers import LOST_AFTER_S, PROBE_S
+    from mirrorflow.kafka.topic_admin import list_offsets
 
     topic = unique("lost")
-    clients = [ClusterConnection("R", restartable.client_config()).admin() for _ in range(4)]
+    conn = ClusterConnection("R", restartable.client_config())
+    clients = [conn.admin() for _ in range(4)]
     clients[0].create_topics([NewTopic(topic, 2, 1)])[topic].result()
     answered = [0.0] * len(clients)
+    doing: dict[str, tuple[str, float]] = {}  # each thread's call under way and since when, or its last failure
     stop = threading.Event()
 
     def ask(i: int) -> None:
+        me = threading.current_thread().name
         while not stop.is_set():
-            with contextlib.suppress(KafkaException):
-                if i % 2:  # ListOffsets too: a lost client fails it with "No leaders found", its own verdict
-                    clients[i].list_offsets({TopicPartition(topic, 0): OffsetSpec.latest()})[
-                        TopicPartition(topic, 0)
-                    ].result()
+            try:
+                if i % 2:  # ListOffsets too: a lost client fails it with "No leaders found", its own verdict.
+                    # Through the product's call, which asks for the topic's metadata after an answer of a stale
+                    # leader epoch (FENCED_LEADER_EPOCH after every restart): the client's own ListOffsets kept
+                    # its old epoch and failed for as long as the test asked
+                    doing[me] = ("list_offsets", time.monotonic())
+                    list_offsets(clients[i], conn, [(topic, 0)], OffsetSpec.latest(), committed=False, timeout=2)
+                doing[me] = ("list_topics", time.monotonic())
                 md = clients[i].list_topics(topic, timeout=2)
                 if md.brokers and all(p.leader >= 0 for p in md.topics[topic].partitions.values()):
                     answered[i] = time.monotonic()
+            except (KafkaException, ClusterError) as exc:
+                doing[me] = (f"{doing[me][0]} failed: {exc}", time.monotonic())
             time.sleep(0.01)
 
-    threads = [threading.Thread(target=ask, args=(i,), daemon=True) for i in range(len(clients)) for _ in range(2)]
+    threads = [
+        threading.Thread(target=ask, args=(i,), name=f"client {i} thread {j}", daemon=True)
+        for i in range(len(clients))
+        for j in range(2)
+    ]
     for t in threads:
         t.start()
     try:
@@ -266,7 +279,9 @@ def test_admin_clients_that_lost_every_broker_in_a_clean_restart_get_them_back(r
             while min(answered) < back and time.monotonic() < deadline:
                 time.sleep(0.1)
             late = [i for i, t in enumerate(answered) if t < back]
-            assert not late, f"admin clients {late} not answered {deadline - back:.0f} s after R was back"
+            now = time.monotonic()
+            what = {me: f"{call} ({now - since:.1f} s ago)" for me, (call, since) in sorted(doing.items())}
+            assert not late, f"admin clients {late} not answered {deadline - back:.0f} s after R was back: {what}"
             if sum(c.replaced for c in clients):  # type: ignore[attr-defined]
                 break
         assert sum(c.replaced for c in clients), "no client lost its brokers in 10 clean restarts"  # type: ignore[attr-defined]
