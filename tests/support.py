@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from confluent_kafka import Consumer, IsolationLevel, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
 
+from mirrorflow.kafka.retry import refresh_metadata
 from mirrorflow_dev.dev_cluster import DevCluster
 
 
@@ -208,7 +209,8 @@ def markers_written(cluster: DevCluster, topic: str, partitions: int = 1) -> Non
         try:
             fs = a.list_offsets(tps, isolation_level=level, request_timeout=30)
             return [fs[tp].result().offset for tp in sorted(fs, key=lambda tp: tp.partition)]
-        except KafkaException as exc:  # no leader yet after the restart
+        except KafkaException as exc:  # no leader yet after the restart, or a leader epoch cached before it
+            refresh_metadata(a, [topic])  # librdkafka keeps a stale epoch until asked (retry.STALE_METADATA_CODES)
             return str(exc)
 
     while (stable := ends(IsolationLevel.READ_COMMITTED)) != (high := ends(IsolationLevel.READ_UNCOMMITTED)) or (
