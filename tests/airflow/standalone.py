@@ -197,8 +197,9 @@ def one_at_a_time() -> Iterator[None]:
     the `standalone_turn` fixture, taken before the test computes any time). Each is a scheduler, a
     dag-processor, an api-server and a triggerer starting at once; the three tests that use one come first in
     the run (the longest), and started together on a loaded 2-core machine, the real-scheduler tests missed their
-    bounds (both of them in both full runs of 2026-12-02). Waiting costs their workers a few minutes; the other
-    workers go on. A test waits at most TURN_WAIT_S (the wait counts toward its hang bound), then goes on."""
+    bounds (both of them in both full runs of 2026-12-02). Under scripts/test one worker runs the three one after
+    another (tests/conftest.py, STANDALONE_FILES), so none waits; the lock holds the turns in any other mode. A test
+    waits at most TURN_WAIT_S (the wait counts toward its hang bound), then goes on."""
     run = os.environ.get("PYTEST_XDIST_TESTRUNUID", str(os.getpid()))
     with open(Path(tempfile.gettempdir()) / f"mirrorflow-standalone-{run}.lock", "w") as lock:
         began = time.monotonic()
