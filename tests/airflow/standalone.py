@@ -181,6 +181,11 @@ def airflow_env(home: Path, port: int, config: Path, run_dir: Path, database: st
         "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"http://127.0.0.1:{port}/execution/",
         # a loaded machine's api-server answers a task's start in more than the default 5 s
         "AIRFLOW__WORKERS__EXECUTION_API_TIMEOUT": "60",
+        # and a task's parse of its DAG file took more than the default 30 s on a starved machine: "DagBag import
+        # timeout ... after 30.0s", then "Dag not found during start up", and the task failed (a full run, 2026-12-02,
+        # load 26 on two cores); the file processor's own bound stays above it
+        "AIRFLOW__CORE__DAGBAG_IMPORT_TIMEOUT": "120",
+        "AIRFLOW__DAG_PROCESSOR__DAG_FILE_PROCESSOR_TIMEOUT": "150",
         "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS": "True",  # no login for the health check
         "AIRFLOW_CONN_SPARK_DEFAULT": '{"conn_type": "spark", "host": "local[2]"}',
         "MIRRORFLOW_CONFIG": str(config),
