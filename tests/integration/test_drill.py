@@ -127,6 +127,12 @@ def test_verify_window_and_resume_offsets_of_a_report():
     assert rep.resumes() == {"app": {"A.o:0": 24, "A.o:1": 14}}  # ahead on B: stays there
     assert rep.left_alone() == {"busy": "2 active member(s) on the target"}
     assert (rep.not_replicated, rep.seconds_behind, rep.rto_s) == (10, 4.0, 1.75)  # partition 1 caught up: 0 s
+    # the record's RTO is the sum of its steps as it shows them (rounded apart, these added up to 0.481 s, the RTO
+    # 0.480 s, which tests/integration/test_client_switch.py compares)
+    rounding = DrillReport("A->B", "B", "me", at_ms=now, plan=plan,
+                           steps={"plan": 0.2726, "verify": 0.2076, "client switch x": 0.0001}).record()
+    assert rounding["steps"] == {"plan": 0.273, "verify": 0.208, "client switch x": 0.0}
+    assert rounding["rto_s"] == 0.481
     assert rep.ok and "RPO 10 offsets not replicated (4 s behind), RTO 1.8 s, 1 group(s) would resume " \
                       "(1 left alone), verify not run" in rep.render()
     rep.plan = FailoverPlan("A->B", "B", "unplanned", None, plan.partitions, plan.groups, now, errors={"g": "denied"})

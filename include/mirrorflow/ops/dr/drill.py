@@ -246,7 +246,9 @@ class DrillReport(Report):
         return out
 
     def record(self) -> dict[str, Any]:
-        """The `drill` control record: what the status page shows of the last drill."""
+        """The `drill` control record: what the status page shows of the last drill. Its RTO is the sum of its
+        steps as rounded here: rounded apart, the steps of a drill added up to a millisecond more than its RTO."""
+        steps = {k: round(v, 3) for k, v in self.steps.items()}
         return {
             "at": self.at_ms,
             "by": self.by,
@@ -255,8 +257,8 @@ class DrillReport(Report):
             "summary": self.summary(),
             "not_replicated": self.not_replicated,
             "seconds_behind": self.seconds_behind,
-            "rto_s": round(self.rto_s, 3),
-            "steps": {k: round(v, 3) for k, v in self.steps.items()},
+            "rto_s": round(sum(steps.values()), 3),
+            "steps": steps,
             "groups": len(self.resumes()),
             "left_alone": sorted(self.left_alone()),
             "verify": self.verify_verdict,
