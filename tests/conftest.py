@@ -199,8 +199,9 @@ def pytest_addoption(parser) -> None:
 
 
 # Files that run for minutes, first in collection order: pytest-xdist (scripts/test: --dist loadfile
-# --no-loadscope-reorder) hands files to its workers in that order, so these start at once on
-# different workers and the two workers end close together instead of one waiting alone on the last.
+# --no-loadscope-reorder) hands files to its workers in that order, so these start early on
+# different workers and the workers end close together instead of one waiting alone on the last
+# (STANDALONE_FILES among them go as one unit, in the place of the first: below).
 HEAVY_FIRST = (
     "tests/airflow/test_scheduler.py",
     "tests/integration/test_kafka_versions.py",
