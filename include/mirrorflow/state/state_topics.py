@@ -46,6 +46,14 @@ from mirrorflow.state.names import (
 
 HISTORY_RETENTION_MS = 366 * 24 * 3600 * 1000  # the operations history: a year...
 HISTORY_RETENTION_BYTES = 64 * 1024 * 1024  # ...or 64 MiB, whichever is reached first
+# Every state topic's index files (offset and time index of each segment) are this large, not the broker's
+# 10 MiB: a broker allocates them sparse, and the first index entry of a segment (after 4 KiB of records)
+# makes the kernel zero what the mapping covers. Measured on this project's test machine (Linux 6.18, ext4):
+# 0.36 s of broker system CPU for the first index entries of 32 fresh partitions with 10 MiB indexes, 0.04 s
+# with 256 KiB; a flow's first run touches ~36 state partitions at once (+1.3 s of broker CPU in a 4 s run).
+# 256 KiB holds 32,768 offset entries (128 MiB of records at the broker's 4 KiB interval) and 21,845 time
+# entries (85 MiB): a state segment is rolled once either is full, far above the 16 MiB compacted segments.
+STATE_INDEX_BYTES = 256 * 1024
 
 
 def _compact_json(value: dict) -> bytes:
@@ -88,6 +96,11 @@ def state_partition(topic: str, partition: int, num_partitions: int) -> int:
 
 
 def state_topic_configs(flow: FlowConfig) -> dict[str, dict[str, str]]:
+    index = {"segment.index.bytes": str(STATE_INDEX_BYTES)}
+    return {topic: {**conf, **index} for topic, conf in _state_topic_settings(flow).items()}
+
+
+def _state_topic_settings(flow: FlowConfig) -> dict[str, dict[str, str]]:
     return {
         # small segments so compaction keeps the progress topic short (units read a partition from its start)
         progress_topic(flow): {

@@ -92,6 +92,7 @@ class SlotProducer:
     initialised: bool = False  # init_transactions succeeded (its epoch is this producer's)
     fresh: bool = True  # initialised by the attempt holding it (not taken from the cache)
     closed: set[Part] = field(default_factory=set)  # partitions its epoch's aborted transaction covered
+    known: set[str] = field(default_factory=set)  # topics whose metadata it asked for (TaskCopier._rounds)
 
 
 class ProducerCache:
