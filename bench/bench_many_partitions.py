@@ -2,7 +2,8 @@
 a CLI process per run, timed from outside, against a baseline of the same runs.
 
     .venv/bin/python bench/bench_many_partitions.py [--topics 40] [--partitions 50] [--active 200]
-        [--tasks 8] [--mode connect|direct|submit] [--reps 5] [--baseline-ref REF] [--spark-master local[*]]
+        [--tasks 8] [--mode connect|direct|submit] [--reps 5] [--firsts 1] [--baseline-ref REF]
+        [--spark-master local[*]]
 
 Starts its own local clusters A (source) and B (target) and, in connect mode (the default path), a
 local Spark Connect server on a free port, in a temporary home. Creates TOPICS x PARTITIONS
@@ -16,12 +17,15 @@ partitions on A and two flows over them, each with its own state and target topi
 The CLI processes run with their bytecode written (PYTHONDONTWRITEBYTECODE dropped), as an installed
 package has it. After the sync creates the remote topics on B it waits until B shows a topic created then (`settled`:
 a broker applies topic creations in order, and 4,000 new partitions take it seconds; the first runs
-measured that wait before). Each flow first gets a warm-up run of a one-partition flow of its code (the Connect session and
-its Python workers started, as a deployment that already runs has them). Then, per flow, timed as
+measured that wait before). Each flow first gets a warm-up run of a flow of its code over a partition per
+core (the Connect session and each of its Python workers started, as a deployment that already runs has them;
+with one partition the second worker started in the first timed run, 1-1.5 s of it). Then, per flow, timed as
 a process from outside, exactly-once:
 
 * `first`:  the flow's first run, one record in each of ACTIVE partitions, none in the others
-            (the goal: <= 3 s);
+            (the goal: <= 3 s); with `--firsts N`, the first runs of N flows of each code over the
+            same partitions (each with its own state and remote topics: N x PARTITIONS more on B),
+            alternated; the first of them goes on to the steady and idle runs;
 * `steady`: REPS runs, each after one new record in each ACTIVE partition (goal: <= 3 s);
 * `idle`:   REPS runs with nothing new (goal: <= 1 s).
 
@@ -55,6 +59,12 @@ from mirrorflow_dev.cluster import DevClusters  # noqa: E402
 from mirrorflow_dev.processes import free_port  # noqa: E402
 
 FLOWS = {"baseline": ("O", "P"), "current": ("N", "Q")}  # source alias of the flow, of its warm-up flow
+
+
+def first_aliases(kind: str, n: int) -> list[str]:
+    """The source aliases of a code's flows timed in their first run (the first: its steady flow)."""
+    src = FLOWS[kind][0]
+    return [src] + [f"{src}{i}" for i in range(1, n)]
 
 
 def create_topics(cluster, names: list[str], partitions: int) -> None:
@@ -137,6 +147,7 @@ def main() -> int:
     ap.add_argument("--tasks", type=int, default=8, help="tasks.max")
     ap.add_argument("--mode", choices=["connect", "direct", "submit"], default="connect")
     ap.add_argument("--reps", type=int, default=5, help="steady and idle runs per flow")
+    ap.add_argument("--firsts", type=int, default=1, help="flows per code timed in their first run")
     ap.add_argument("--baseline-ref", default=None, help="git ref of the baseline (default: merge-base HEAD main)")
     ap.add_argument("--spark-master", default="local[*]")
     args = ap.parse_args()
@@ -154,14 +165,17 @@ def main() -> int:
         clusters = dev.up(["A", "B"], attached=True)
         a, b = clusters["A"], clusters["B"]
         create_topics(a, topics, args.partitions)
-        create_topics(a, ["warm.t"], 1)
+        # the warm-up flow has a partition per server slot, so that every Python worker starts in it
+        warm_parts = max(2, os.cpu_count() or 1)
+        create_topics(a, ["warm.t"], warm_parts)
         import yaml
 
-        aliases = {x for pair in FLOWS.values() for x in pair}
+        firsts = {kind: first_aliases(kind, max(1, args.firsts)) for kind in FLOWS}
+        aliases = {x for pair in FLOWS.values() for x in pair} | {x for xs in firsts.values() for x in xs}
         raw_cfg: dict = {
             "clusters": {"B": b.client_config(), **{x: a.client_config() for x in aliases}},
             "defaults": {"tasks.max": args.tasks, "sync.topic.acls.enabled": False},
-            "flows": {**{f"{src}->B": {"topics": r"many\..*"} for src, _ in FLOWS.values()},
+            "flows": {**{f"{src}->B": {"topics": r"many\..*"} for xs in firsts.values() for src in xs},
                       **{f"{warm}->B": {"topics": r"warm\..*"} for _, warm in FLOWS.values()}},
             "spark": {"master": args.spark_master},
         }
@@ -184,15 +198,15 @@ def main() -> int:
         for name in cfg.flows:
             assert sync_flow(cfg, name).ok, name
         print(f"the target showed a new topic {settled(b):.1f} s after the sync created the remote topics")
-        write_one(a, [("warm.t", 0)], "warm")
+        write_one(a, [("warm.t", p) for p in range(warm_parts)], "warm")
         for kind, (_, warm) in FLOWS.items():
             took = cli(code[kind], cfg_path, f"{warm}->B", args.mode, env)
-            print(f"warm-up of {kind} ({warm}->B, 1 record): {took:.2f} s")
+            print(f"warm-up of {kind} ({warm}->B, {warm_parts} records): {took:.2f} s")
         print(f"{len(all_tps):,} partitions ({args.topics} topics x {args.partitions}), {len(active)} active, "
               f"tasks.max {args.tasks}, mode {args.mode}, {os.cpu_count()} cores, exactly-once; baseline = {ref[:12]}")
 
-        def timed(kind: str, what: str, tag: str | None) -> None:
-            src = FLOWS[kind][0]
+        def timed(kind: str, what: str, tag: str | None, src: str | None = None) -> None:
+            src = src or FLOWS[kind][0]
             at = load()
             took = cli(code[kind], cfg_path, f"{src}->B", args.mode, env)
             times.setdefault((kind, what), []).append(took)
@@ -205,8 +219,9 @@ def main() -> int:
 
         write_one(a, active, "first")
         order = ["baseline", "current"]
-        for kind in order:
-            timed(kind, "first", "first")
+        for i in range(max(1, args.firsts)):
+            for kind in order if i % 2 == 0 else order[::-1]:
+                timed(kind, "first", "first", firsts[kind][i])
         for i in range(args.reps):
             tag = f"steady{i}"
             write_one(a, active, tag)
