@@ -9,7 +9,7 @@ import pytest
 
 from mirrorflow.replication.run.runner import run_once
 from mirrorflow.state.names import offset_map_topic, progress_topic
-from mirrorflow.state.state_topics import state_key, state_partition
+from mirrorflow.state.state_topics import state_key, state_partition, state_topic_configs
 from tests.integration.replicate_helpers import add_partitions, assert_copied
 from tests.integration.test_replicate import cli, records
 from tests.support import admin, consume_all, create_topic, produce, read_progress, set_topic_config, write_config
@@ -57,6 +57,23 @@ def test_a_progress_topic_no_longer_compacted_stops_the_run_until_set_back(tmp_p
     again = replicate(cfg, flow)
     assert again.returncode == 0, again.stderr[-3000:]
     assert_copied(source, target, t, remote)
+
+
+def test_a_first_run_creates_every_state_topic_with_small_index_files(tmp_path, source, target, unique):
+    """segment.index.bytes=256 KiB on each state topic (state_topics.STATE_INDEX_BYTES: a segment's first index
+    entry made the kernel zero the broker's whole sparse 10 MiB index), and the copy exact."""
+    from confluent_kafka.admin import ConfigResource, ResourceType
+
+    cfg, flow, t, remote = own_flow(tmp_path, source, target, unique, "SDidx")
+    produce(source, t, records(40, 2))
+    first = replicate(cfg, flow)
+    assert first.returncode == 0, first.stderr[-3000:]
+    assert_copied(source, target, t, remote)
+    topics = sorted(state_topic_configs(flow))
+    a = admin(target)
+    answers = a.describe_configs([ConfigResource(ResourceType.TOPIC, x) for x in topics])
+    got = {res.name: fut.result(30)["segment.index.bytes"].value for res, fut in answers.items()}
+    assert got == {x: str(256 * 1024) for x in topics}
 
 
 def test_partitions_added_to_a_state_topic_stop_the_run_naming_it(tmp_path, source, target, unique):
