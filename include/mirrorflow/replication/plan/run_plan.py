@@ -12,7 +12,7 @@ import base64
 import json
 import time
 import zlib
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
 from mirrorflow.errors import MirrorflowError
@@ -42,22 +42,16 @@ class Unit:
         return self.end - self.start
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        # its fields are strings, numbers and a flag: no deep copy (asdict's took 7.5 us a unit, this 0.6 us;
+        # a first run over 2,000 partitions encodes 2,000 units twice: the job's rows and the plan file)
+        return {k: getattr(self, k) for k in UNIT_FIELDS}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Unit:
-        fields = (
-            "topic",
-            "partition",
-            "target_topic",
-            "start",
-            "end",
-            "log_start",
-            "topic_id",
-            "target_topic_id",
-            "backfill",
-        )
-        return cls(**{k: d[k] for k in fields if k in d})
+        return cls(**{k: d[k] for k in UNIT_FIELDS if k in d})
+
+
+UNIT_FIELDS = tuple(f.name for f in fields(Unit))
 
 
 @dataclass(frozen=True)
