@@ -79,7 +79,18 @@ def write_old_progress(target, flow, prog: Progress) -> None:
     p = producer(target)
     p.produce(progress_topic(flow), json.dumps(d).encode(), state_key(prog.topic, prog.partition),
               state_partition(prog.topic, prog.partition, 2))
-    p.flush(30)
+    assert p.flush(30) == 0, "the old progress record was not delivered in 30 s"
+
+
+def progress_history(target, flow, topic: str, partition: int) -> str:
+    """Every progress record of one source partition on the target, committed or not, in log order (what
+    a failure says: a full run saw the run's new progress lost behind the old record, 2026-12-02)."""
+    key, n = state_key(topic, partition), state_partition(topic, partition, 2)
+    committed = {r.offset for r in consume_all(target, progress_topic(flow), [n]) if r.key == key}
+    lines = [f"  offset {r.offset} ({'committed' if r.offset in committed else 'NOT committed'}, ts {r.timestamp}): "
+             f"{(r.value or b'').decode()[:220]}"
+             for r in consume_all(target, progress_topic(flow), [n], isolation="read_uncommitted") if r.key == key]
+    return f"progress records of {topic}[{partition}] in {progress_topic(flow)}[{n}]:\n" + "\n".join(lines)
 
 
 @pytest.mark.parametrize("lost", [False, True])
@@ -115,7 +126,8 @@ def test_holes_an_earlier_release_left_are_found_copied_or_named_lost(tmp_path, 
     assert rep.ok and rep.records == (50 if lost else 100) and rep.lost == (50 if lost else 0), rep.render()
     assert rep.partitions[0].lag == 0, rep.render()
     prog = read_progress(cfg, flow)[(topic, 0)]
-    assert prog.next == 300 and prog.holes() == [] and prog.lost == (50 if lost else 0)
+    assert prog.next == 300 and prog.holes() == [] and prog.lost == (50 if lost else 0), (
+        f"read back: {prog}\n{progress_history(target, flow, topic, 0)}\nthe run: {rep.render()}")
     src, dst = consume_all(source, topic), consume_all(target, remote)
     assert len(dst) == (250 if lost else 300)
     # every record the source still has is on the target once; the hole's land after the others
