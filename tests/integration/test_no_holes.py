@@ -24,7 +24,7 @@ from mirrorflow.state.records import Progress
 from mirrorflow.state.state_topics import state_key, state_partition
 from tests.integration.replicate_helpers import add_partitions, delete_records, make_flow, mirror_topic
 from tests.integration.test_backfill import assert_each_once_via_map, backfill_flow, cli
-from tests.support import consume_all, create_topic, produce, producer, read_progress, wait_for_topic
+from tests.support import admin, consume_all, create_topic, produce, producer, read_progress, wait_for_topic
 
 pytestmark = pytest.mark.integration
 
@@ -72,20 +72,28 @@ def test_a_backlog_many_units_long_cut_short_by_bytes_is_copied_whole_with_no_ho
     assert rc == 0, out
 
 
+def progress_partitions(target, flow) -> int:
+    """The partition count of the flow's progress topic on the target, as it is: the state topics of flow A->B
+    are shared by the tests of one worker, and the first to create them set it (1, 2 or 16)."""
+    return len(admin(target).list_topics(progress_topic(flow), timeout=10).topics[progress_topic(flow)].partitions)
+
+
 def write_old_progress(target, flow, prog: Progress) -> None:
-    """A progress record as a release before this one wrote it: no `origin`, `next` past its holes."""
+    """A progress record as a release before this one wrote it: no `origin`, `next` past its holes. Into the
+    partition the flow's own records of the key are in: a full run (2026-12-02) wrote it where 2 partitions would
+    put it, the run's new progress went to the key's partition of 16, and the read back took the old record."""
     d = json.loads(prog.to_json())
     d.pop("origin")
     p = producer(target)
     p.produce(progress_topic(flow), json.dumps(d).encode(), state_key(prog.topic, prog.partition),
-              state_partition(prog.topic, prog.partition, 2))
+              state_partition(prog.topic, prog.partition, progress_partitions(target, flow)))
     assert p.flush(30) == 0, "the old progress record was not delivered in 30 s"
 
 
 def progress_history(target, flow, topic: str, partition: int) -> str:
     """Every progress record of one source partition on the target, committed or not, in log order (what
-    a failure says: a full run saw the run's new progress lost behind the old record, 2026-12-02)."""
-    key, n = state_key(topic, partition), state_partition(topic, partition, 2)
+    a failure says)."""
+    key, n = state_key(topic, partition), state_partition(topic, partition, progress_partitions(target, flow))
     committed = {r.offset for r in consume_all(target, progress_topic(flow), [n]) if r.key == key}
     lines = [f"  offset {r.offset} ({'committed' if r.offset in committed else 'NOT committed'}, ts {r.timestamp}): "
              f"{(r.value or b'').decode()[:220]}"
